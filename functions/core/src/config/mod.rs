@@ -1,0 +1,678 @@
+//! `ballast.yaml`: the deployment's pools and their fallback, interruption and
+//! headroom settings. [`Config::from_yaml`] reports every problem, each with its path.
+
+mod walk;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use chrono_tz::Tz;
+use croner::parser::{CronParser, Seconds, Year};
+use croner::Cron;
+use serde::{Deserialize, Serialize};
+use serde_yaml_ng::Value;
+
+use crate::units::{parse_cpu_millis, parse_memory_bytes, HumanDuration};
+use walk::{kind, Fields, Issues};
+
+/// The lowest priority cluster-autoscaler still scales up for (its default
+/// `--expendable-pods-priority-cutoff`).
+pub const CA_EXPENDABLE_CUTOFF: i32 = -10;
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub cluster: String,
+    pub region: String,
+    /// The deployment's account; when absent the Lambda functions use their own.
+    pub account: Option<String>,
+    pub state_table: String,
+    pub dry_run: bool,
+    pub pools: Vec<PoolConfig>,
+}
+
+#[derive(Debug, Clone)]
+pub struct PoolConfig {
+    pub name: String,
+    /// In preference order: fallback fills the next healthy one before on-demand.
+    pub spot_asgs: Vec<AsgSelector>,
+    pub on_demand_asg: AsgSelector,
+    pub node_selector: BTreeMap<String, String>,
+    pub tolerations: Vec<Toleration>,
+    pub fallback: FallbackConfig,
+    pub interruption: InterruptionConfig,
+    pub headroom: HeadroomConfig,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AsgSelector {
+    Name(String),
+    /// Every ASG carrying all these tags (spot: in name order).
+    Tags(BTreeMap<String, String>),
+}
+
+impl AsgSelector {
+    pub fn matches(&self, name: &str, tags: &BTreeMap<String, String>) -> bool {
+        match self {
+            AsgSelector::Name(n) => n == name,
+            AsgSelector::Tags(want) => want.iter().all(|(k, v)| tags.get(k) == Some(v)),
+        }
+    }
+}
+
+impl fmt::Display for AsgSelector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AsgSelector::Name(n) => write!(f, "{n}"),
+            AsgSelector::Tags(tags) => {
+                let parts: Vec<String> = tags.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                write!(f, "tags({})", parts.join(","))
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Toleration {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operator: Option<TolerationOperator>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effect: Option<TaintEffect>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub toleration_seconds: Option<i64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TolerationOperator {
+    Equal,
+    Exists,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TaintEffect {
+    NoSchedule,
+    PreferNoSchedule,
+    NoExecute,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct FallbackConfig {
+    /// How long a spot ASG may stay below its desired size before it counts as failing.
+    pub spot_launch_grace: HumanDuration,
+    /// How long a capacity error keeps a spot ASG marked unavailable.
+    pub unavailable_ttl: HumanDuration,
+    /// The most on-demand instances fallback may add to the pool.
+    pub max_on_demand: u32,
+    /// How long spot must stay healthy before capacity moves back.
+    pub failback_after: HumanDuration,
+    /// Units moved back per failback step.
+    pub failback_step: u32,
+    /// After a failback step whose spot surge was not Ready in time, the wait before
+    /// the next attempt.
+    pub wait_and_retry: HumanDuration,
+    /// This many interruptions within the window count as spot failing.
+    pub interruption_rate: InterruptionRate,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InterruptionRate {
+    pub count: u32,
+    pub window: HumanDuration,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct InterruptionConfig {
+    /// Launch the replacement before the interrupted instance goes.
+    pub surge: bool,
+    /// Cordon and drain the interrupted node.
+    pub drain: bool,
+    pub rebalance: RebalancePolicy,
+    pub drain_timeout: HumanDuration,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RebalancePolicy {
+    /// Replace the instance as for an interruption warning, early.
+    Surge,
+    Ignore,
+}
+
+#[derive(Debug, Clone)]
+pub struct HeadroomConfig {
+    /// Headroom as a percentage of the pool's workload requests.
+    pub percent: u32,
+    pub pod_cpu_millis: u64,
+    pub pod_memory_bytes: u64,
+    pub min: u32,
+    pub max: u32,
+    pub namespace: String,
+    pub priority_class: PriorityClassConfig,
+    pub image: String,
+    pub schedules: Vec<HeadroomSchedule>,
+    /// Extra percent while a recent interruption is within `boost_for`.
+    pub interruption_boost: u32,
+    pub boost_for: HumanDuration,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PriorityClassConfig {
+    pub name: String,
+    pub value: i32,
+}
+
+#[derive(Debug, Clone)]
+pub struct HeadroomSchedule {
+    pub cron_text: String,
+    pub cron: Cron,
+    pub time_zone: Tz,
+    pub percent: u32,
+}
+
+/// One problem in the config: where it is and why it is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ConfigIssue {
+    pub path: String,
+    pub message: String,
+}
+
+impl fmt::Display for ConfigIssue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.path, self.message)
+    }
+}
+
+/// Every problem found, in file order.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{} problem(s) in the config:\n{}", .0.len(), .0.iter().map(|i| format!("  {i}")).collect::<Vec<_>>().join("\n"))]
+pub struct ConfigErrors(pub Vec<ConfigIssue>);
+
+const MAX_PERCENT: u32 = 1000;
+
+impl Config {
+    pub fn from_yaml(text: &str) -> Result<Config, ConfigErrors> {
+        let value: Value = serde_yaml_ng::from_str(text).map_err(|e| {
+            ConfigErrors(vec![ConfigIssue {
+                path: "(file)".into(),
+                message: format!("not valid YAML: {e}"),
+            }])
+        })?;
+        let mut issues = Issues(Vec::new());
+        let config = read_config(&value, &mut issues);
+        match config {
+            Some(config) if issues.0.is_empty() => Ok(config),
+            _ => Err(ConfigErrors(issues.0)),
+        }
+    }
+
+    pub fn pool(&self, name: &str) -> Option<&PoolConfig> {
+        self.pools.iter().find(|p| p.name == name)
+    }
+}
+
+fn read_config(value: &Value, issues: &mut Issues) -> Option<Config> {
+    let mut f = Fields::of(value, "", issues);
+    let cluster: Option<String> = f.required("cluster", issues);
+    let region: Option<String> = f.required("region", issues);
+    let account: Option<String> = f.optional("account", issues);
+    let state_table: Option<String> = f.required("state_table", issues);
+    let dry_run = f.or("dry_run", false, issues);
+    let pools_value = f.raw("pools");
+    f.finish(issues);
+
+    if let Some(c) = &cluster {
+        if c.trim().is_empty() {
+            issues.push("cluster", "must not be empty");
+        }
+    }
+    if let Some(r) = &region {
+        if !is_region(r) {
+            issues.push("region", format!("`{r}` is not an AWS region name (e.g. eu-west-1)"));
+        }
+    }
+    if let Some(a) = &account {
+        if a.len() != 12 || !a.bytes().all(|b| b.is_ascii_digit()) {
+            issues.push("account", format!("`{a}` is not a 12-digit AWS account id (quote it in YAML)"));
+        }
+    }
+    if let Some(t) = &state_table {
+        if t.len() < 3 || t.len() > 255 || !t.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b)) {
+            issues.push("state_table", format!("`{t}` is not a DynamoDB table name (3-255 of a-z A-Z 0-9 _ . -)"));
+        }
+    }
+
+    let mut pools = Vec::new();
+    match pools_value {
+        None => issues.push("pools", "is required: at least one pool"),
+        Some(Value::Sequence(items)) if items.is_empty() => {
+            issues.push("pools", "must list at least one pool")
+        }
+        Some(Value::Sequence(items)) => {
+            for (i, item) in items.iter().enumerate() {
+                if let Some(pool) = read_pool(item, &format!("pools[{i}]"), issues) {
+                    pools.push((i, pool));
+                }
+            }
+        }
+        Some(other) => issues.push("pools", format!("expected a list of pools, found {}", kind(other))),
+    }
+    check_across_pools(&pools, issues);
+
+    Some(Config {
+        cluster: cluster?,
+        region: region?,
+        account,
+        state_table: state_table?,
+        dry_run,
+        pools: pools.into_iter().map(|(_, p)| p).collect(),
+    })
+}
+
+fn check_across_pools(pools: &[(usize, PoolConfig)], issues: &mut Issues) {
+    let mut names: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut asg_owner: BTreeMap<String, usize> = BTreeMap::new();
+    for (i, pool) in pools {
+        if let Some(first) = names.insert(&pool.name, *i) {
+            issues.push(
+                format!("pools[{i}].name"),
+                format!("duplicate pool name `{}` (also pools[{first}])", pool.name),
+            );
+        }
+        let named = pool
+            .spot_asgs
+            .iter()
+            .chain(std::iter::once(&pool.on_demand_asg))
+            .filter_map(|s| match s {
+                AsgSelector::Name(n) => Some(n.clone()),
+                AsgSelector::Tags(_) => None,
+            })
+            .collect::<BTreeSet<_>>();
+        for asg in named {
+            if let Some(other) = asg_owner.insert(asg.clone(), *i) {
+                if other != *i {
+                    issues.push(
+                        format!("pools[{i}]"),
+                        format!("ASG `{asg}` also belongs to pools[{other}]; an ASG can serve one pool only"),
+                    );
+                }
+            }
+        }
+    }
+}
+
+fn read_pool(value: &Value, path: &str, issues: &mut Issues) -> Option<PoolConfig> {
+    let mut f = Fields::of(value, path, issues);
+    let name: Option<String> = f.required("name", issues);
+    let spot_value = f.raw("spot_asgs");
+    let od_value = f.raw("on_demand_asg");
+    let node_selector: BTreeMap<String, String> = f.or("node_selector", BTreeMap::new(), issues);
+    let tolerations: Vec<Toleration> = f.or("tolerations", Vec::new(), issues);
+    let fallback_value = f.raw("fallback").cloned().unwrap_or(Value::Null);
+    let interruption_value = f.raw("interruption").cloned().unwrap_or(Value::Null);
+    let headroom_value = f.raw("headroom").cloned().unwrap_or(Value::Null);
+    let fallback_path = f.path("fallback");
+    let interruption_path = f.path("interruption");
+    let headroom_path = f.path("headroom");
+    let spot_path = f.path("spot_asgs");
+    let od_path = f.path("on_demand_asg");
+    f.finish(issues);
+
+    if let Some(n) = &name {
+        if !is_dns_label(n) || n.len() > 40 {
+            issues.push(
+                format!("{path}.name"),
+                format!("`{n}` must be a lowercase DNS label of at most 40 characters (it names Kubernetes objects)"),
+            );
+        }
+    }
+
+    let mut spot_asgs = Vec::new();
+    match spot_value {
+        None => issues.push(&spot_path, "is required: at least one spot ASG, in preference order"),
+        Some(Value::Sequence(items)) if items.is_empty() => {
+            issues.push(&spot_path, "must list at least one spot ASG")
+        }
+        Some(Value::Sequence(items)) => {
+            for (i, item) in items.iter().enumerate() {
+                if let Some(sel) = read_selector(item, &format!("{spot_path}[{i}]"), issues) {
+                    if spot_asgs.contains(&sel) {
+                        issues.push(format!("{spot_path}[{i}]"), format!("`{sel}` is listed twice"));
+                    }
+                    spot_asgs.push(sel);
+                }
+            }
+        }
+        Some(other) => issues.push(&spot_path, format!("expected a list of ASGs, found {}", kind(other))),
+    }
+    let on_demand_asg = match od_value {
+        None => {
+            issues.push(&od_path, "is required: the ASG that takes the fallback");
+            None
+        }
+        Some(v) => read_selector(v, &od_path, issues),
+    };
+    if let Some(od) = &on_demand_asg {
+        if spot_asgs.contains(od) {
+            issues.push(
+                &od_path,
+                format!("`{od}` is also listed in spot_asgs; the on-demand ASG must be a different group"),
+            );
+        }
+    }
+    for (i, t) in tolerations.iter().enumerate() {
+        if t.operator == Some(TolerationOperator::Exists) && t.value.is_some() {
+            issues.push(format!("{path}.tolerations[{i}].value"), "must be empty when operator is Exists");
+        }
+    }
+
+    let fallback = read_fallback(&fallback_value, &fallback_path, issues);
+    let interruption = read_interruption(&interruption_value, &interruption_path, issues);
+    let headroom = read_headroom(&headroom_value, &headroom_path, issues);
+
+    Some(PoolConfig {
+        name: name?,
+        spot_asgs,
+        on_demand_asg: on_demand_asg?,
+        node_selector,
+        tolerations,
+        fallback: fallback?,
+        interruption: interruption?,
+        headroom: headroom?,
+    })
+}
+
+fn read_selector(value: &Value, path: &str, issues: &mut Issues) -> Option<AsgSelector> {
+    // A bare string is the common case: the ASG's name.
+    if let Value::String(name) = value {
+        return non_empty_name(name, path, issues);
+    }
+    let mut f = Fields::of(value, path, issues);
+    let name: Option<String> = f.optional("name", issues);
+    let tags: Option<BTreeMap<String, String>> = f.optional("tags", issues);
+    f.finish(issues);
+    match (name, tags) {
+        (Some(name), None) => non_empty_name(&name, path, issues),
+        (None, Some(tags)) if tags.is_empty() => {
+            issues.push(format!("{path}.tags"), "must name at least one tag");
+            None
+        }
+        (None, Some(tags)) => Some(AsgSelector::Tags(tags)),
+        (Some(_), Some(_)) => {
+            issues.push(path, "give either `name` or `tags`, not both");
+            None
+        }
+        (None, None) => {
+            issues.push(path, "give the ASG's `name` or a `tags` selector");
+            None
+        }
+    }
+}
+
+fn non_empty_name(name: &str, path: &str, issues: &mut Issues) -> Option<AsgSelector> {
+    if name.trim().is_empty() || name.len() > 255 {
+        issues.push(path, "an ASG name must have 1 to 255 characters");
+        return None;
+    }
+    Some(AsgSelector::Name(name.to_string()))
+}
+
+fn duration(f: &mut Fields, key: &'static str, default: u64, issues: &mut Issues) -> HumanDuration {
+    f.or(key, HumanDuration::from_secs(default), issues)
+}
+
+fn read_fallback(value: &Value, path: &str, issues: &mut Issues) -> Option<FallbackConfig> {
+    let before = issues.0.len();
+    let mut f = Fields::of(value, path, issues);
+    let spot_launch_grace = duration(&mut f, "spot_launch_grace", 180, issues);
+    let unavailable_ttl = duration(&mut f, "unavailable_ttl", 900, issues);
+    let max_on_demand = f.or("max_on_demand", 10u32, issues);
+    let failback_after = duration(&mut f, "failback_after", 1800, issues);
+    let failback_step = f.or("failback_step", 1u32, issues);
+    let wait_and_retry = duration(&mut f, "wait_and_retry", 600, issues);
+    let interruption_rate = f.or(
+        "interruption_rate",
+        InterruptionRate {
+            count: 5,
+            window: HumanDuration::from_secs(600),
+        },
+        issues,
+    );
+    let step_path = f.path("failback_step");
+    let rate_path = f.path("interruption_rate");
+    let ttl_path = f.path("unavailable_ttl");
+    f.finish(issues);
+    if failback_step == 0 {
+        issues.push(step_path, "must be at least 1, or failback never ends");
+    }
+    if interruption_rate.count == 0 {
+        issues.push(format!("{rate_path}.count"), "must be at least 1");
+    }
+    if interruption_rate.window.0.is_zero() {
+        issues.push(format!("{rate_path}.window"), "must be longer than zero");
+    }
+    if unavailable_ttl.0.is_zero() {
+        issues.push(ttl_path, "must be longer than zero, or a capacity error is forgotten at once");
+    }
+    (issues.0.len() == before).then_some(FallbackConfig {
+        spot_launch_grace,
+        unavailable_ttl,
+        max_on_demand,
+        failback_after,
+        failback_step,
+        wait_and_retry,
+        interruption_rate,
+    })
+}
+
+fn read_interruption(value: &Value, path: &str, issues: &mut Issues) -> Option<InterruptionConfig> {
+    let before = issues.0.len();
+    let mut f = Fields::of(value, path, issues);
+    let surge = f.or("surge", true, issues);
+    let drain = f.or("drain", true, issues);
+    let rebalance = f.or("rebalance", RebalancePolicy::Ignore, issues);
+    let drain_timeout = duration(&mut f, "drain_timeout", 90, issues);
+    let timeout_path = f.path("drain_timeout");
+    f.finish(issues);
+    if drain_timeout.0.as_secs() > 900 {
+        issues.push(timeout_path, "must be at most 15m, the longest a Lambda function runs");
+    }
+    (issues.0.len() == before).then_some(InterruptionConfig {
+        surge,
+        drain,
+        rebalance,
+        drain_timeout,
+    })
+}
+
+fn read_headroom(value: &Value, path: &str, issues: &mut Issues) -> Option<HeadroomConfig> {
+    let before = issues.0.len();
+    let mut f = Fields::of(value, path, issues);
+    let percent = f.or("percent", 10u32, issues);
+    let cpu: String = f.or("pod_cpu", "1".to_string(), issues);
+    let memory: String = f.or("pod_memory", "2Gi".to_string(), issues);
+    let min = f.or("min", 0u32, issues);
+    let max = f.or("max", 50u32, issues);
+    let namespace: String = f.or("namespace", "ballast".to_string(), issues);
+    let priority_class = f.or(
+        "priority_class",
+        PriorityClassConfig {
+            name: "ballast-headroom".into(),
+            value: CA_EXPENDABLE_CUTOFF,
+        },
+        issues,
+    );
+    let image: String = f.or("image", "registry.k8s.io/pause:3.10".to_string(), issues);
+    let schedules_value = f.raw("schedules").cloned();
+    let interruption_boost = f.or("interruption_boost", 0u32, issues);
+    let boost_for = duration(&mut f, "boost_for", 1800, issues);
+    let p = |key: &str| walk::join(path, key);
+    f.finish(issues);
+
+    if percent > MAX_PERCENT {
+        issues.push(p("percent"), format!("{percent} is above {MAX_PERCENT}%"));
+    }
+    let pod_cpu_millis = match parse_cpu_millis(&cpu) {
+        Ok(0) => {
+            issues.push(p("pod_cpu"), "must be more than zero");
+            0
+        }
+        Ok(v) => v,
+        Err(e) => {
+            issues.push(p("pod_cpu"), e.to_string());
+            0
+        }
+    };
+    let pod_memory_bytes = match parse_memory_bytes(&memory) {
+        Ok(0) => {
+            issues.push(p("pod_memory"), "must be more than zero");
+            0
+        }
+        Ok(v) => v,
+        Err(e) => {
+            issues.push(p("pod_memory"), e.to_string());
+            0
+        }
+    };
+    if min > max {
+        issues.push(p("min"), format!("min ({min}) is greater than max ({max})"));
+    }
+    if !is_dns_label(&namespace) {
+        issues.push(p("namespace"), format!("`{namespace}` is not a Kubernetes namespace name"));
+    }
+    if !is_dns_subdomain(&priority_class.name) {
+        issues.push(
+            p("priority_class.name"),
+            format!("`{}` is not a Kubernetes object name", priority_class.name),
+        );
+    }
+    if priority_class.value < CA_EXPENDABLE_CUTOFF {
+        issues.push(
+            p("priority_class.value"),
+            format!(
+                "{} is below {CA_EXPENDABLE_CUTOFF}: cluster-autoscaler ignores pending pods under its \
+                 expendable cutoff ({CA_EXPENDABLE_CUTOFF}), so evicted pause pods would never bring a node back",
+                priority_class.value
+            ),
+        );
+    } else if priority_class.value >= 0 {
+        issues.push(
+            p("priority_class.value"),
+            format!(
+                "{} is not negative: pause pods must rank below workloads (priority 0) so they are preempted",
+                priority_class.value
+            ),
+        );
+    }
+    if image.trim().is_empty() {
+        issues.push(p("image"), "must name a container image");
+    }
+    let mut schedules = Vec::new();
+    match schedules_value {
+        None | Some(Value::Null) => {}
+        Some(Value::Sequence(items)) => {
+            for (i, item) in items.iter().enumerate() {
+                if let Some(s) = read_schedule(item, &format!("{}[{i}]", p("schedules")), issues) {
+                    schedules.push(s);
+                }
+            }
+        }
+        Some(other) => issues.push(p("schedules"), format!("expected a list, found {}", kind(&other))),
+    }
+    if interruption_boost > MAX_PERCENT {
+        issues.push(p("interruption_boost"), format!("{interruption_boost} is above {MAX_PERCENT}%"));
+    }
+    (issues.0.len() == before).then_some(HeadroomConfig {
+        percent,
+        pod_cpu_millis,
+        pod_memory_bytes,
+        min,
+        max,
+        namespace,
+        priority_class,
+        image,
+        schedules,
+        interruption_boost,
+        boost_for,
+    })
+}
+
+/// Standard five-field cron (minute hour day-of-month month day-of-week).
+pub fn parse_cron(text: &str) -> Result<Cron, String> {
+    CronParser::builder()
+        .seconds(Seconds::Disallowed)
+        .year(Year::Disallowed)
+        .build()
+        .parse(text)
+        .map_err(|e| format!("`{text}` is not a five-field cron expression ({e})"))
+}
+
+fn read_schedule(value: &Value, path: &str, issues: &mut Issues) -> Option<HeadroomSchedule> {
+    let before = issues.0.len();
+    let mut f = Fields::of(value, path, issues);
+    let cron_text: Option<String> = f.required("cron", issues);
+    let tz_text: String = f.or("time_zone", "UTC".to_string(), issues);
+    let percent: Option<u32> = f.required("percent", issues);
+    let p = |key: &str| walk::join(path, key);
+    f.finish(issues);
+    let cron = cron_text.as_deref().and_then(|text| match parse_cron(text) {
+        Ok(c) => Some(c),
+        Err(e) => {
+            issues.push(p("cron"), e);
+            None
+        }
+    });
+    let time_zone = match tz_text.parse::<Tz>() {
+        Ok(tz) => Some(tz),
+        Err(_) => {
+            issues.push(
+                p("time_zone"),
+                format!("`{tz_text}` is not an IANA time zone (e.g. Europe/Paris, America/New_York, UTC)"),
+            );
+            None
+        }
+    };
+    if let Some(pc) = percent {
+        if pc > MAX_PERCENT {
+            issues.push(p("percent"), format!("{pc} is above {MAX_PERCENT}%"));
+        }
+    }
+    if issues.0.len() != before {
+        return None;
+    }
+    Some(HeadroomSchedule {
+        cron_text: cron_text?,
+        cron: cron?,
+        time_zone: time_zone?,
+        percent: percent?,
+    })
+}
+
+fn is_region(r: &str) -> bool {
+    let parts: Vec<&str> = r.split('-').collect();
+    parts.len() >= 3
+        && parts.iter().all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()))
+        && parts.last().is_some_and(|p| p.bytes().all(|b| b.is_ascii_digit()))
+}
+
+fn is_dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+fn is_dns_subdomain(s: &str) -> bool {
+    s.len() <= 253 && s.split('.').all(is_dns_label)
+}
+
+
+#[cfg(test)]
+mod tests;

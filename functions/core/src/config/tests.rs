@@ -1,0 +1,143 @@
+use super::*;
+
+const EXAMPLE: &str = include_str!("../../../../ballast.example.yaml");
+
+fn issues(yaml: &str) -> Vec<String> {
+    match Config::from_yaml(yaml) {
+        Ok(_) => Vec::new(),
+        Err(ConfigErrors(list)) => list.iter().map(ToString::to_string).collect(),
+    }
+}
+
+fn minimal_with(pool_extra: &str) -> String {
+    format!(
+        "cluster: c\nregion: eu-west-1\nstate_table: tbl\npools:\n  - name: p\n    spot_asgs: [s1]\n    on_demand_asg: od\n{pool_extra}"
+    )
+}
+
+#[test]
+fn example_is_valid_and_complete() {
+    let config = Config::from_yaml(EXAMPLE).expect("the shipped example must be valid");
+    assert_eq!(config.cluster, "prod-eks");
+    assert!(config.dry_run);
+    let general = config.pool("general").unwrap();
+    assert_eq!(general.spot_asgs.len(), 2);
+    assert!(matches!(&general.spot_asgs[1], AsgSelector::Tags(t) if t.len() == 2));
+    assert_eq!(general.on_demand_asg, AsgSelector::Name("eks-general-on-demand".into()));
+    assert_eq!(general.fallback.max_on_demand, 20);
+    assert_eq!(general.fallback.spot_launch_grace.0.as_secs(), 180);
+    assert_eq!(general.headroom.pod_memory_bytes, 2 << 30);
+    assert_eq!(general.headroom.schedules.len(), 2);
+    assert_eq!(general.headroom.schedules[0].time_zone, chrono_tz::Europe::Paris);
+    assert_eq!(general.tolerations[0].effect, Some(TaintEffect::NoSchedule));
+    let batch = config.pool("batch").unwrap();
+    assert_eq!(batch.interruption.rebalance, RebalancePolicy::Surge);
+    assert_eq!(batch.headroom.priority_class.value, -10, "defaults apply");
+}
+
+#[test]
+fn minimal_config_gets_defaults() {
+    let config = Config::from_yaml(&minimal_with("")).unwrap();
+    let pool = &config.pools[0];
+    assert!(!config.dry_run);
+    assert_eq!(pool.fallback.failback_step, 1);
+    assert_eq!(pool.interruption.drain_timeout.0.as_secs(), 90);
+    assert_eq!(pool.headroom.percent, 10);
+}
+
+#[test]
+fn reports_every_problem_with_its_path() {
+    let yaml = r#"
+cluster: c
+region: eu-west-1
+state_table: tbl
+pools:
+  - name: a
+    spot_asgs: [s1]
+    on_demand_asg: od1
+  - name: b
+    spot_asgs: [s2, od2]
+    on_demand_asg: od2
+    fallback:
+      spot_launch_grace: soon
+      failback_step: 0
+    headroom:
+      min: 5
+      max: 2
+      pod_cpu: lots
+      priority_class: { name: pc, value: -100 }
+      schedules:
+        - cron: "61 * * * *"
+          time_zone: Mars/Olympus
+          percent: 10
+"#;
+    let found = issues(yaml);
+    let expect = [
+        "pools[1].on_demand_asg: `od2` is also listed in spot_asgs",
+        "pools[1].fallback.spot_launch_grace: `soon` is not a duration",
+        "pools[1].fallback.failback_step: must be at least 1",
+        "pools[1].headroom.pod_cpu: `lots` is not a Kubernetes quantity",
+        "pools[1].headroom.min: min (5) is greater than max (2)",
+        "pools[1].headroom.priority_class.value: -100 is below -10: cluster-autoscaler ignores",
+        "pools[1].headroom.schedules[0].cron: `61 * * * *` is not a five-field cron",
+        "pools[1].headroom.schedules[0].time_zone: `Mars/Olympus` is not an IANA time zone",
+    ];
+    for e in expect {
+        assert!(found.iter().any(|f| f.starts_with(e)), "missing `{e}` in {found:#?}");
+    }
+    assert_eq!(found.len(), expect.len(), "{found:#?}");
+}
+
+#[test]
+fn duplicate_pools_and_shared_asgs() {
+    let yaml = "cluster: c\nregion: eu-west-1\nstate_table: tbl\npools:\n  - {name: p, spot_asgs: [s1], on_demand_asg: od}\n  - {name: p, spot_asgs: [s1], on_demand_asg: od9}\n";
+    let found = issues(yaml);
+    assert!(found.iter().any(|f| f.starts_with("pools[1].name: duplicate pool name `p` (also pools[0])")), "{found:#?}");
+    assert!(found.iter().any(|f| f.contains("ASG `s1` also belongs to pools[0]")), "{found:#?}");
+}
+
+#[test]
+fn missing_and_unknown_fields() {
+    let found = issues("region: mars\npools: []\nextra: 1\n");
+    for e in [
+        "cluster: is required",
+        "state_table: is required",
+        "region: `mars` is not an AWS region",
+        "pools: must list at least one pool",
+        "extra: unknown field",
+    ] {
+        assert!(found.iter().any(|f| f.starts_with(e)), "missing `{e}` in {found:#?}");
+    }
+}
+
+#[test]
+fn wrong_types_name_the_field() {
+    let found = issues(&minimal_with("    headroom:\n      max: many\n      schedules: nope\n"));
+    assert!(found.iter().any(|f| f.starts_with("pools[0].headroom.max: invalid type")), "{found:#?}");
+    assert!(found.iter().any(|f| f.starts_with("pools[0].headroom.schedules: expected a list")), "{found:#?}");
+    let found = issues(&minimal_with("    tolerations:\n      - key: k\n        effect: Sometimes\n"));
+    assert!(found.iter().any(|f| f.starts_with("pools[0].tolerations[0].effect: unknown variant")), "{found:#?}");
+}
+
+#[test]
+fn priority_must_be_negative_but_not_below_cutoff() {
+    let found = issues(&minimal_with("    headroom:\n      priority_class: {name: x, value: 0}\n"));
+    assert!(found[0].contains("must rank below workloads"), "{found:#?}");
+    assert!(issues(&minimal_with("    headroom:\n      priority_class: {name: x, value: -10}\n")).is_empty());
+    assert!(issues(&minimal_with("    headroom:\n      priority_class: {name: x, value: -5}\n")).is_empty());
+}
+
+#[test]
+fn selector_forms() {
+    let found = issues(&minimal_with("").replace("on_demand_asg: od", "on_demand_asg: {name: a, tags: {k: v}}"));
+    assert!(found.iter().any(|f| f == "pools[0].on_demand_asg: give either `name` or `tags`, not both"), "{found:#?}");
+    let found = issues(&minimal_with("").replace("[s1]", "[s1, s1]"));
+    assert!(found.iter().any(|f| f == "pools[0].spot_asgs[1]: `s1` is listed twice"), "{found:#?}");
+}
+
+#[test]
+fn broken_yaml_is_one_issue() {
+    let found = issues("cluster: [unclosed\n");
+    assert_eq!(found.len(), 1);
+    assert!(found[0].starts_with("(file): not valid YAML"), "{found:#?}");
+}

@@ -1,0 +1,195 @@
+//! Detail payloads, with the field names AWS (or our forwarder) sends. No kept crate
+//! carries these for Spot, rebalance, launch failures, lifecycle actions or Health.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Deserializer, Serialize};
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub(super) struct SpotInterruptionDetail {
+    pub instance_id: String,
+    pub instance_action: InstanceAction,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub(super) struct RebalanceDetail {
+    pub instance_id: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub(super) struct StateChangeDetail {
+    pub instance_id: String,
+    pub state: InstanceState,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum InstanceAction {
+    Terminate,
+    Stop,
+    Hibernate,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum InstanceState {
+    Pending,
+    Running,
+    Stopping,
+    Stopped,
+    ShuttingDown,
+    Terminated,
+}
+
+impl InstanceState {
+    /// The instance is going or gone: its capacity is lost.
+    pub fn is_loss(self) -> bool {
+        matches!(
+            self,
+            InstanceState::Stopping | InstanceState::Stopped | InstanceState::ShuttingDown | InstanceState::Terminated
+        )
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub(super) struct LaunchUnsuccessfulDetail {
+    pub status_code: String,
+    pub auto_scaling_group_name: String,
+    pub activity_id: String,
+    #[serde(default)]
+    pub details: LaunchDetails,
+    #[serde(default)]
+    pub status_message: String,
+    #[serde(default)]
+    pub cause: String,
+    #[serde(default)]
+    pub start_time: Option<DateTime<Utc>>,
+    #[serde(default)]
+    pub end_time: Option<DateTime<Utc>>,
+    #[serde(default, rename = "EC2InstanceId")]
+    pub ec2_instance_id: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct LaunchDetails {
+    #[serde(default, rename = "Availability Zone")]
+    pub availability_zone: Option<String>,
+    #[serde(default, rename = "Subnet ID")]
+    pub subnet_id: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub(super) struct LifecycleActionDetail {
+    pub lifecycle_action_token: String,
+    pub auto_scaling_group_name: String,
+    pub lifecycle_hook_name: String,
+    #[serde(rename = "EC2InstanceId")]
+    pub ec2_instance_id: String,
+    pub lifecycle_transition: String,
+    #[serde(default)]
+    pub notification_metadata: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct HealthDetail {
+    pub service: String,
+    pub event_type_category: String,
+    pub event_type_code: String,
+    #[serde(default, deserialize_with = "health_time")]
+    pub start_time: Option<DateTime<Utc>>,
+    #[serde(default, deserialize_with = "health_time")]
+    pub end_time: Option<DateTime<Utc>>,
+    #[serde(default)]
+    pub affected_entities: Vec<AffectedEntity>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct AffectedEntity {
+    pub entity_value: String,
+}
+
+/// AWS Health writes times as RFC 2822 (`Sat, 05 Jun 2023 15:10:09 GMT`); accept RFC 3339 too.
+fn health_time<'de, D: Deserializer<'de>>(d: D) -> Result<Option<DateTime<Utc>>, D::Error> {
+    let Some(text) = Option::<String>::deserialize(d)? else {
+        return Ok(None);
+    };
+    DateTime::parse_from_rfc2822(&text)
+        .or_else(|_| DateTime::parse_from_rfc3339(&text))
+        .map(|t| Some(t.with_timezone(&Utc)))
+        .map_err(|_| serde::de::Error::custom(format!("`{text}` is neither an RFC 2822 nor an RFC 3339 time")))
+}
+
+/// Ballast's own input to the schedule function (EventBridge Scheduler or a rule).
+#[derive(Debug, Deserialize)]
+#[serde(tag = "action", rename_all = "snake_case", deny_unknown_fields)]
+pub(super) enum ScheduleInput {
+    Reconcile {},
+    Headroom {
+        pool: String,
+        percent: u32,
+        #[serde(rename = "for")]
+        duration: crate::units::HumanDuration,
+    },
+}
+
+/// A bare Scheduler input: the scheduler fills `id` and `time` from its context
+/// attributes (`<aws.scheduler.execution-id>`, `<aws.scheduler.scheduled-time>`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct BareScheduleInput {
+    pub id: String,
+    pub time: DateTime<Utc>,
+    #[serde(flatten)]
+    pub input: serde_json::Value,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolDemandDetail {
+    pub pool: String,
+    pub cpu_millis: u64,
+    pub memory_bytes: u64,
+    pub pods: u32,
+    pub nodes: u32,
+    pub observed_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PodsUnschedulableDetail {
+    pub pool: String,
+    pub count: u32,
+    pub cpu_millis: u64,
+    pub memory_bytes: u64,
+    pub oldest_pending_since: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeLifecycleDetail {
+    pub pool: String,
+    pub node: String,
+    pub provider_id: String,
+    pub instance_id: String,
+    pub capacity_type: CapacityType,
+    pub condition: NodeCondition,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CapacityType {
+    Spot,
+    OnDemand,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NodeCondition {
+    Joined,
+    Ready,
+    NotReady,
+    Left,
+}

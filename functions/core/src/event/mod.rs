@@ -1,0 +1,474 @@
+//! Every event Ballast accepts, parsed into a domain [`Signal`]. Bad input becomes an
+//! [`EventError`] naming the field and the reason; nothing here panics.
+
+mod detail;
+
+use aws_lambda_events::event::eventbridge::EventBridgeEvent;
+use chrono::{DateTime, Utc};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::units::HumanDuration;
+pub use detail::{
+    CapacityType, InstanceAction, InstanceState, NodeCondition, NodeLifecycleDetail, PodsUnschedulableDetail,
+    PoolDemandDetail,
+};
+use detail::*;
+
+/// The deployment's own account and region: events from elsewhere are rejected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Origin {
+    pub account: String,
+    pub region: String,
+}
+
+/// One accepted event: its envelope identity and what it means for Ballast.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Event {
+    pub id: String,
+    pub time: DateTime<Utc>,
+    pub source: String,
+    pub detail_type: String,
+    pub signal: Signal,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Signal {
+    SpotInterruption {
+        instance_id: String,
+        action: InstanceAction,
+    },
+    RebalanceRecommendation {
+        instance_id: String,
+    },
+    InstanceStateChange {
+        instance_id: String,
+        state: InstanceState,
+    },
+    LaunchUnsuccessful(LaunchFailure),
+    TerminateLifecycleAction(LifecycleAction),
+    ScheduledChange {
+        event_type_code: String,
+        start_time: Option<DateTime<Utc>>,
+        end_time: Option<DateTime<Utc>>,
+        instance_ids: Vec<String>,
+    },
+    Reconcile,
+    HeadroomOverride {
+        pool: String,
+        percent: u32,
+        duration: HumanDuration,
+    },
+    PoolDemand(PoolDemandDetail),
+    PodsUnschedulable(PodsUnschedulableDetail),
+    NodeLifecycle(NodeLifecycleDetail),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LaunchFailure {
+    pub asg: String,
+    pub activity_id: String,
+    pub availability_zone: Option<String>,
+    pub subnet_id: Option<String>,
+    pub status_message: String,
+    pub cause: String,
+    pub error: LaunchError,
+    pub at: Option<DateTime<Utc>>,
+}
+
+/// What kind of launch failure: only capacity errors justify a fallback.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "class", content = "code", rename_all = "snake_case")]
+pub enum LaunchError {
+    Capacity(CapacityError),
+    /// Quota, launch template, IAM, ...: reported, never a reason to fall back.
+    Other(Option<String>),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum CapacityError {
+    InsufficientInstanceCapacity,
+    NoSpotCapacity,
+    CapacityNotAvailable,
+    MaxSpotInstanceCountExceeded,
+    SpotMaxPriceTooLow,
+    UnfulfillableCapacity,
+}
+
+impl LaunchError {
+    /// Classifies from the status message and cause, the only places AWS names it.
+    pub fn classify(status_message: &str, cause: &str) -> LaunchError {
+        let text = format!("{status_message}\n{cause}");
+        let lower = text.to_ascii_lowercase();
+        let capacity = [
+            ("maxspotinstancecountexceeded", CapacityError::MaxSpotInstanceCountExceeded),
+            ("spotmaxpricetoolow", CapacityError::SpotMaxPriceTooLow),
+            ("no spot capacity", CapacityError::NoSpotCapacity),
+            ("capacity-not-available", CapacityError::CapacityNotAvailable),
+            ("unfulfillablecapacity", CapacityError::UnfulfillableCapacity),
+            ("insufficientinstancecapacity", CapacityError::InsufficientInstanceCapacity),
+        ];
+        if let Some((_, kind)) = capacity.iter().find(|(needle, _)| lower.contains(needle)) {
+            return LaunchError::Capacity(*kind);
+        }
+        LaunchError::Other(error_code(&text))
+    }
+
+    pub fn is_capacity(&self) -> bool {
+        matches!(self, LaunchError::Capacity(_))
+    }
+}
+
+/// EC2 errors quoted in ASG messages end with `Error Code: X`; otherwise the first
+/// word that reads like an EC2 error code (`VcpuLimitExceeded`, `InvalidParameterValue`).
+fn error_code(text: &str) -> Option<String> {
+    if let Some((_, rest)) = text.split_once("Error Code: ") {
+        let code: String = rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '.').collect();
+        if !code.is_empty() {
+            return Some(code);
+        }
+    }
+    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '.'))
+        .find(|w| {
+            w.len() > 6
+                && w.chars().next().is_some_and(|c| c.is_ascii_uppercase())
+                && w.chars().skip(1).any(|c| c.is_ascii_uppercase())
+                && w.chars().all(|c| c.is_ascii_alphanumeric() || c == '.')
+                && ["Exceeded", "Invalid", "Unauthorized", "NotFound", "Limit", "Denied"]
+                    .iter()
+                    .any(|k| w.contains(k))
+        })
+        .map(str::to_string)
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LifecycleAction {
+    pub asg: String,
+    pub hook: String,
+    pub token: String,
+    pub instance_id: String,
+}
+
+/// Why an event was refused. None of these gets better on retry.
+#[derive(Debug, thiserror::Error)]
+pub enum EventError {
+    #[error("not valid JSON ({0})")]
+    Json(#[source] serde_json::Error),
+    #[error("{field}: {reason}")]
+    Field { field: String, reason: String },
+    #[error("unknown event: source `{event_source}` with detail-type `{detail_type}` is not one Ballast handles")]
+    Unknown { event_source: String, detail_type: String },
+    #[error("account: event from account `{found}`, but this deployment is account `{expected}`")]
+    ForeignAccount { found: String, expected: String },
+    #[error("region: event from region `{found}`, but this deployment is in `{expected}`")]
+    ForeignRegion { found: String, expected: String },
+}
+
+impl EventError {
+    fn field(field: impl Into<String>, reason: impl Into<String>) -> Self {
+        EventError::Field {
+            field: field.into(),
+            reason: reason.into(),
+        }
+    }
+
+    /// The field at fault, when there is one.
+    pub fn field_name(&self) -> Option<&str> {
+        match self {
+            EventError::Field { field, .. } => Some(field),
+            EventError::ForeignAccount { .. } => Some("account"),
+            EventError::ForeignRegion { .. } => Some("region"),
+            _ => None,
+        }
+    }
+}
+
+/// Deserialises `value` into `T`, naming the failing field under `prefix`.
+fn typed<T: DeserializeOwned>(value: Value, prefix: &str) -> Result<T, EventError> {
+    serde_path_to_error::deserialize::<_, T>(value).map_err(|err| {
+        let inner = err.path().to_string();
+        let message = err.into_inner().to_string();
+        // A missing field is reported by serde at the parent; put its name in the path.
+        let (field, reason) = match message.strip_prefix("missing field `").and_then(|m| m.split_once('`')) {
+            Some((name, _)) => (join(prefix, &join_inner(&inner, name)), "is required".to_string()),
+            None => (join(prefix, if inner == "." { "" } else { &inner }), message),
+        };
+        EventError::field(if field.is_empty() { "(event)".into() } else { field }, reason)
+    })
+}
+
+fn join_inner(inner: &str, name: &str) -> String {
+    if inner == "." || inner.is_empty() {
+        name.to_string()
+    } else {
+        format!("{inner}.{name}")
+    }
+}
+
+fn join(prefix: &str, inner: &str) -> String {
+    match (prefix.is_empty(), inner.is_empty()) {
+        (true, _) => inner.to_string(),
+        (_, true) => prefix.to_string(),
+        _ => format!("{prefix}.{inner}"),
+    }
+}
+
+fn required<T>(value: Option<T>, field: &str) -> Result<T, EventError> {
+    value.ok_or_else(|| EventError::field(field, "is required"))
+}
+
+fn non_empty(value: String, field: &str) -> Result<String, EventError> {
+    if value.trim().is_empty() {
+        Err(EventError::field(field, "must not be empty"))
+    } else {
+        Ok(value)
+    }
+}
+
+fn instance_id(value: String, field: &str) -> Result<String, EventError> {
+    let ok = value.strip_prefix("i-").is_some_and(|hex| {
+        (8..=17).contains(&hex.len()) && hex.bytes().all(|b| b.is_ascii_hexdigit())
+    });
+    if ok {
+        Ok(value)
+    } else {
+        Err(EventError::field(field, format!("`{value}` is not an EC2 instance id (i- and 8 or 17 hex digits)")))
+    }
+}
+
+/// Parses one EventBridge envelope (or a bare Scheduler input). With `origin`, an
+/// event from another account or region is refused.
+pub fn parse_event(bytes: &[u8], origin: Option<&Origin>) -> Result<Event, EventError> {
+    let value: Value = serde_json::from_slice(bytes).map_err(EventError::Json)?;
+    parse_event_value(value, origin)
+}
+
+pub fn parse_event_value(value: Value, origin: Option<&Origin>) -> Result<Event, EventError> {
+    let Value::Object(map) = &value else {
+        return Err(EventError::field("(event)", "expected a JSON object (an EventBridge envelope)"));
+    };
+    if !map.contains_key("detail-type") && map.contains_key("action") {
+        return parse_bare_schedule(value);
+    }
+    let envelope: EventBridgeEvent<Value> = typed(value, "")?;
+    let id = non_empty(required(envelope.id, "id")?, "id")?;
+    let time = required(envelope.time, "time")?;
+    let account = required(envelope.account, "account")?;
+    let region = required(envelope.region, "region")?;
+    if let Some(origin) = origin {
+        if account != origin.account {
+            return Err(EventError::ForeignAccount { found: account, expected: origin.account.clone() });
+        }
+        if region != origin.region {
+            return Err(EventError::ForeignRegion { found: region, expected: origin.region.clone() });
+        }
+    }
+    let detail = envelope.detail;
+    let resources = envelope.resources.unwrap_or_default();
+    let signal = signal_for(&envelope.source, &envelope.detail_type, detail, &resources)?;
+    Ok(Event { id, time, source: envelope.source, detail_type: envelope.detail_type, signal })
+}
+
+fn object_detail(detail: Value) -> Result<Value, EventError> {
+    match detail {
+        Value::Object(_) => Ok(detail),
+        Value::Null => Err(EventError::field("detail", "is required")),
+        other => Err(EventError::field("detail", format!("expected an object, found {}", json_kind(&other)))),
+    }
+}
+
+fn signal_for(source: &str, detail_type: &str, detail: Value, resources: &[String]) -> Result<Signal, EventError> {
+    let signal = match (source, detail_type) {
+        ("aws.ec2", "EC2 Spot Instance Interruption Warning") => {
+            let d: SpotInterruptionDetail = typed(object_detail(detail)?, "detail")?;
+            let instance_id = instance_id(d.instance_id, "detail.instance-id")?;
+            if let Some(arn) = resources.iter().find(|r| r.contains(":instance/")) {
+                if !arn.ends_with(&format!("/{instance_id}")) {
+                    return Err(EventError::field(
+                        "resources",
+                        format!("names `{arn}`, which is not instance `{instance_id}` of the detail"),
+                    ));
+                }
+            }
+            Signal::SpotInterruption { instance_id, action: d.instance_action }
+        }
+        ("aws.ec2", "EC2 Instance Rebalance Recommendation") => {
+            let d: RebalanceDetail = typed(object_detail(detail)?, "detail")?;
+            Signal::RebalanceRecommendation { instance_id: instance_id(d.instance_id, "detail.instance-id")? }
+        }
+        ("aws.ec2", "EC2 Instance State-change Notification") => {
+            let d: StateChangeDetail = typed(object_detail(detail)?, "detail")?;
+            Signal::InstanceStateChange { instance_id: instance_id(d.instance_id, "detail.instance-id")?, state: d.state }
+        }
+        ("aws.autoscaling", "EC2 Instance Launch Unsuccessful") => {
+            let d: LaunchUnsuccessfulDetail = typed(object_detail(detail)?, "detail")?;
+            if d.status_code != "Failed" && d.status_code != "Cancelled" {
+                return Err(EventError::field(
+                    "detail.StatusCode",
+                    format!("`{}` is not the status of an unsuccessful launch (Failed, Cancelled)", d.status_code),
+                ));
+            }
+            let error = LaunchError::classify(&d.status_message, &d.cause);
+            let _ = d.ec2_instance_id;
+            Signal::LaunchUnsuccessful(LaunchFailure {
+                asg: non_empty(d.auto_scaling_group_name, "detail.AutoScalingGroupName")?,
+                activity_id: non_empty(d.activity_id, "detail.ActivityId")?,
+                availability_zone: d.details.availability_zone,
+                subnet_id: d.details.subnet_id,
+                status_message: d.status_message,
+                cause: d.cause,
+                error,
+                at: d.end_time.or(d.start_time),
+            })
+        }
+        ("aws.autoscaling", "EC2 Instance-terminate Lifecycle Action") => {
+            let d: LifecycleActionDetail = typed(object_detail(detail)?, "detail")?;
+            if d.lifecycle_transition != "autoscaling:EC2_INSTANCE_TERMINATING" {
+                return Err(EventError::field(
+                    "detail.LifecycleTransition",
+                    format!("`{}` is not autoscaling:EC2_INSTANCE_TERMINATING", d.lifecycle_transition),
+                ));
+            }
+            let _ = d.notification_metadata;
+            Signal::TerminateLifecycleAction(LifecycleAction {
+                asg: non_empty(d.auto_scaling_group_name, "detail.AutoScalingGroupName")?,
+                hook: non_empty(d.lifecycle_hook_name, "detail.LifecycleHookName")?,
+                token: non_empty(d.lifecycle_action_token, "detail.LifecycleActionToken")?,
+                instance_id: instance_id(d.ec2_instance_id, "detail.EC2InstanceId")?,
+            })
+        }
+        ("aws.health", "AWS Health Event") => {
+            let d: HealthDetail = typed(object_detail(detail)?, "detail")?;
+            if d.service != "EC2" {
+                return Err(EventError::field("detail.service", format!("`{}` is not EC2", d.service)));
+            }
+            if d.event_type_category != "scheduledChange" {
+                return Err(EventError::field(
+                    "detail.eventTypeCategory",
+                    format!("`{}` is not scheduledChange, the only category Ballast acts on", d.event_type_category),
+                ));
+            }
+            let mut instance_ids = Vec::new();
+            for (i, entity) in d.affected_entities.into_iter().enumerate() {
+                // Health also lists non-instance entities (volumes, hosts); keep instances.
+                if entity.entity_value.starts_with("i-") {
+                    instance_ids.push(instance_id(entity.entity_value, &format!("detail.affectedEntities[{i}].entityValue"))?);
+                }
+            }
+            if instance_ids.is_empty() {
+                return Err(EventError::field("detail.affectedEntities", "names no EC2 instance"));
+            }
+            Signal::ScheduledChange {
+                event_type_code: d.event_type_code,
+                start_time: d.start_time,
+                end_time: d.end_time,
+                instance_ids,
+            }
+        }
+        ("aws.events", "Scheduled Event") => match detail {
+            Value::Null => Signal::Reconcile,
+            Value::Object(ref m) if m.is_empty() => Signal::Reconcile,
+            other => schedule_signal(typed(object_detail(other)?, "detail")?)?,
+        },
+        ("ballast.kubernetes", "Pool Demand Changed") => {
+            let d: PoolDemandDetail = typed(object_detail(detail)?, "detail")?;
+            non_empty(d.pool.clone(), "detail.pool")?;
+            Signal::PoolDemand(d)
+        }
+        ("ballast.kubernetes", "Pods Unschedulable") => {
+            let d: PodsUnschedulableDetail = typed(object_detail(detail)?, "detail")?;
+            non_empty(d.pool.clone(), "detail.pool")?;
+            Signal::PodsUnschedulable(d)
+        }
+        ("ballast.kubernetes", "Node Lifecycle") => {
+            let d: NodeLifecycleDetail = typed(object_detail(detail)?, "detail")?;
+            non_empty(d.pool.clone(), "detail.pool")?;
+            instance_id(d.instance_id.clone(), "detail.instance_id")?;
+            Signal::NodeLifecycle(d)
+        }
+        _ => {
+            return Err(EventError::Unknown { event_source: source.to_string(), detail_type: detail_type.to_string() });
+        }
+    };
+    Ok(signal)
+}
+
+fn schedule_signal(input: ScheduleInput) -> Result<Signal, EventError> {
+    Ok(match input {
+        ScheduleInput::Reconcile {} => Signal::Reconcile,
+        ScheduleInput::Headroom { pool, percent, duration } => {
+            if duration.0.is_zero() {
+                return Err(EventError::field("detail.for", "must be longer than zero"));
+            }
+            Signal::HeadroomOverride { pool: non_empty(pool, "detail.pool")?, percent, duration }
+        }
+    })
+}
+
+fn parse_bare_schedule(value: Value) -> Result<Event, EventError> {
+    let bare: BareScheduleInput = typed(value, "")?;
+    let input: ScheduleInput = typed(bare.input, "")?;
+    let signal = schedule_signal(input).map_err(|e| match e {
+        EventError::Field { field, reason } => {
+            EventError::field(field.trim_start_matches("detail.").to_string(), reason)
+        }
+        other => other,
+    })?;
+    Ok(Event {
+        id: non_empty(bare.id, "id")?,
+        time: bare.time,
+        source: "aws.scheduler".into(),
+        detail_type: "Scheduler Input".into(),
+        signal,
+    })
+}
+
+fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+impl Signal {
+    /// The instances this signal is about, for routing it to a pool.
+    pub fn instance_ids(&self) -> Vec<&str> {
+        match self {
+            Signal::SpotInterruption { instance_id, .. }
+            | Signal::RebalanceRecommendation { instance_id }
+            | Signal::InstanceStateChange { instance_id, .. } => vec![instance_id],
+            Signal::TerminateLifecycleAction(a) => vec![&a.instance_id],
+            Signal::ScheduledChange { instance_ids, .. } => instance_ids.iter().map(String::as_str).collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// The pool the signal names itself, if any.
+    pub fn named_pool(&self) -> Option<&str> {
+        match self {
+            Signal::HeadroomOverride { pool, .. } => Some(pool),
+            Signal::PoolDemand(d) => Some(&d.pool),
+            Signal::PodsUnschedulable(d) => Some(&d.pool),
+            Signal::NodeLifecycle(d) => Some(&d.pool),
+            _ => None,
+        }
+    }
+
+    /// The ASG the signal names, if any.
+    pub fn named_asg(&self) -> Option<&str> {
+        match self {
+            Signal::LaunchUnsuccessful(f) => Some(&f.asg),
+            Signal::TerminateLifecycleAction(a) => Some(&a.asg),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

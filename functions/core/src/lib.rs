@@ -1,0 +1,8 @@
+//! Ballast's pure core: events, config, the planner, the ports and `reconcile`.
+//!
+//! Nothing here reads a clock, the environment or the network: time comes in as
+//! `now`, the world through the port traits in [`ports`].
+
+pub mod config;
+pub mod event;
+pub mod units;
