@@ -141,10 +141,10 @@ pub(super) enum ScheduleInput {
 /// A bare Scheduler input: the scheduler fills `id` and `time` from its context
 /// attributes (`<aws.scheduler.execution-id>`, `<aws.scheduler.scheduled-time>`).
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub(super) struct BareScheduleInput {
     pub id: String,
     pub time: DateTime<Utc>,
+    /// The rest; `ScheduleInput` refuses unknown fields.
     #[serde(flatten)]
     pub input: serde_json::Value,
 }

@@ -1,1 +1,214 @@
+use super::*;
+use proptest::prelude::*;
+use std::path::PathBuf;
 
+fn events_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../events")
+}
+
+fn origin() -> Origin {
+    Origin { account: "123456789012".into(), region: "eu-west-1".into() }
+}
+
+fn fixture(name: &str) -> Result<Event, EventError> {
+    let bytes = std::fs::read(events_dir().join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+    parse_event(&bytes, Some(&origin()))
+}
+
+fn ok(name: &str) -> Signal {
+    fixture(name).unwrap_or_else(|e| panic!("{name} must parse: {e}")).signal
+}
+
+const SPOT: &str = "i-0a1b2c3d4e5f60001";
+
+#[test]
+fn spot_interruptions() {
+    for (file, action) in [
+        ("spot-interruption-terminate.json", InstanceAction::Terminate),
+        ("spot-interruption-stop.json", InstanceAction::Stop),
+        ("spot-interruption-hibernate.json", InstanceAction::Hibernate),
+    ] {
+        assert_eq!(ok(file), Signal::SpotInterruption { instance_id: SPOT.into(), action }, "{file}");
+    }
+    assert_eq!(ok("rebalance-recommendation.json"), Signal::RebalanceRecommendation { instance_id: SPOT.into() });
+}
+
+#[test]
+fn state_changes() {
+    for (file, state, loss) in [
+        ("state-change-pending.json", InstanceState::Pending, false),
+        ("state-change-running.json", InstanceState::Running, false),
+        ("state-change-stopping.json", InstanceState::Stopping, true),
+        ("state-change-stopped.json", InstanceState::Stopped, true),
+        ("state-change-shutting-down.json", InstanceState::ShuttingDown, true),
+        ("state-change-terminated.json", InstanceState::Terminated, true),
+    ] {
+        assert_eq!(ok(file), Signal::InstanceStateChange { instance_id: SPOT.into(), state }, "{file}");
+        assert_eq!(state.is_loss(), loss);
+    }
+}
+
+#[test]
+fn launch_failures_are_classified() {
+    use CapacityError::*;
+    for (file, expected) in [
+        ("launch-unsuccessful-insufficient-instance-capacity.json", LaunchError::Capacity(InsufficientInstanceCapacity)),
+        ("launch-unsuccessful-no-spot-capacity.json", LaunchError::Capacity(NoSpotCapacity)),
+        ("launch-unsuccessful-capacity-not-available.json", LaunchError::Capacity(CapacityNotAvailable)),
+        ("launch-unsuccessful-max-spot-instance-count-exceeded.json", LaunchError::Capacity(MaxSpotInstanceCountExceeded)),
+        ("launch-unsuccessful-spot-max-price-too-low.json", LaunchError::Capacity(SpotMaxPriceTooLow)),
+        ("launch-unsuccessful-unfulfillable-capacity.json", LaunchError::Capacity(UnfulfillableCapacity)),
+        ("launch-unsuccessful-vcpu-limit-exceeded.json", LaunchError::Other(Some("VcpuLimitExceeded".into()))),
+        ("launch-unsuccessful-invalid-launch-template.json", LaunchError::Other(Some("InvalidLaunchTemplateId.NotFound".into()))),
+        ("launch-unsuccessful-iam-unauthorized.json", LaunchError::Other(Some("UnauthorizedOperation".into()))),
+    ] {
+        let Signal::LaunchUnsuccessful(failure) = ok(file) else { panic!("{file}: not a launch failure") };
+        assert_eq!(failure.error, expected, "{file}");
+        assert_eq!(failure.asg, "eks-general-spot-m6");
+        assert_eq!(failure.availability_zone.as_deref(), Some("eu-west-1b"));
+        assert!(failure.at.is_some());
+    }
+}
+
+#[test]
+fn lifecycle_health_schedule_and_forwarder() {
+    let Signal::TerminateLifecycleAction(a) = ok("lifecycle-terminate.json") else { panic!() };
+    assert_eq!((a.asg.as_str(), a.hook.as_str(), a.instance_id.as_str()), ("eks-general-on-demand", "ballast-drain", "i-0f9e8d7c6b5a40001"));
+
+    let Signal::ScheduledChange { instance_ids, start_time, .. } = ok("health-scheduled-change.json") else { panic!() };
+    assert_eq!(instance_ids, vec!["i-0f9e8d7c6b5a40001".to_string()]);
+    assert_eq!(start_time.unwrap().to_rfc3339(), "2026-11-25T09:00:00+00:00", "RFC 2822 time of AWS Health");
+
+    assert_eq!(ok("scheduled-reconcile.json"), Signal::Reconcile);
+    assert_eq!(ok("scheduler-reconcile.json"), Signal::Reconcile);
+    for file in ["headroom-override.json", "scheduler-headroom-override.json"] {
+        assert_eq!(
+            ok(file),
+            Signal::HeadroomOverride { pool: "general".into(), percent: 40, duration: "2h".parse().unwrap() },
+            "{file}"
+        );
+    }
+    let Signal::PoolDemand(d) = ok("forwarder-pool-demand-changed.json") else { panic!() };
+    assert_eq!((d.cpu_millis, d.pods, d.nodes), (182_500, 311, 26));
+    let Signal::PodsUnschedulable(u) = ok("forwarder-pods-unschedulable.json") else { panic!() };
+    assert_eq!(u.count, 7);
+    let Signal::NodeLifecycle(n) = ok("forwarder-node-lifecycle.json") else { panic!() };
+    assert_eq!((n.capacity_type, n.condition), (CapacityType::Spot, NodeCondition::NotReady));
+}
+
+#[test]
+fn every_fixture_parses_and_routes() {
+    let mut count = 0;
+    for entry in std::fs::read_dir(events_dir()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "json") {
+            let event = parse_event(&std::fs::read(&path).unwrap(), Some(&origin()))
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let routable = !event.signal.instance_ids().is_empty()
+                || event.signal.named_pool().is_some()
+                || event.signal.named_asg().is_some()
+                || event.signal == Signal::Reconcile;
+            assert!(routable, "{}: a signal must name an instance, an ASG or a pool", path.display());
+            count += 1;
+        }
+    }
+    assert!(count >= 28, "expected every kind and variant, found {count}");
+}
+
+#[test]
+fn invalid_fixtures_name_the_field() {
+    for (file, field, reason) in [
+        ("missing-detail.json", Some("detail"), "is required"),
+        ("wrong-field-type.json", Some("detail.instance-id"), "invalid type"),
+        ("unknown-instance-action.json", Some("detail.instance-action"), "unknown variant `explode`"),
+        ("unknown-detail-type.json", None, "EC2 Instance Teleport Notice"),
+        ("foreign-account.json", Some("account"), "999999999999"),
+        ("foreign-region.json", Some("region"), "us-east-1"),
+        ("truncated.json", None, "not valid JSON"),
+        ("not-an-object.json", Some("(event)"), "expected a JSON object"),
+        ("bad-instance-id.json", Some("detail.instance-id"), "`vm-42` is not an EC2 instance id"),
+        ("bad-time.json", Some("time"), "input contains invalid characters"),
+        ("headroom-override-missing-pool.json", Some("detail.pool"), "is required"),
+        ("demand-negative-cpu.json", Some("detail.cpu_millis"), "invalid value: integer `-5`"),
+        ("lifecycle-launching.json", Some("detail.LifecycleTransition"), "EC2_INSTANCE_LAUNCHING"),
+        ("missing-id.json", Some("id"), "is required"),
+    ] {
+        let err = fixture(&format!("invalid/{file}")).expect_err(file);
+        assert_eq!(err.field_name(), field, "{file}: {err}");
+        assert!(err.to_string().contains(reason), "{file}: `{err}` should mention `{reason}`");
+    }
+    let listed = std::fs::read_dir(events_dir().join("invalid")).unwrap().count();
+    assert_eq!(listed, 14, "every invalid fixture has an expectation here");
+}
+
+#[test]
+fn origin_is_optional() {
+    let bytes = std::fs::read(events_dir().join("invalid/foreign-account.json")).unwrap();
+    assert!(parse_event(&bytes, None).is_ok(), "without an origin the account is not checked");
+}
+
+#[test]
+fn interruption_resource_must_match_detail() {
+    let mut v: Value = serde_json::from_slice(&std::fs::read(events_dir().join("spot-interruption-terminate.json")).unwrap()).unwrap();
+    v["resources"] = serde_json::json!(["arn:aws:ec2:eu-west-1:123456789012:instance/i-0123456789abcdef0"]);
+    let err = parse_event_value(v, Some(&origin())).unwrap_err();
+    assert_eq!(err.field_name(), Some("resources"));
+}
+
+fn arb_json() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(|n| Value::from(n)),
+        any::<f64>().prop_map(|n| serde_json::Number::from_f64(n).map(Value::Number).unwrap_or(Value::Null)),
+        "\\PC{0,12}".prop_map(Value::String),
+        prop_oneof![
+            Just("aws.ec2"), Just("EC2 Spot Instance Interruption Warning"), Just("aws.autoscaling"),
+            Just("EC2 Instance Launch Unsuccessful"), Just("ballast.kubernetes"), Just("Pool Demand Changed"),
+            Just("i-0a1b2c3d4e5f60001"), Just("2026-11-20T09:12:04Z"), Just("123456789012"), Just("eu-west-1"),
+            Just("aws.health"), Just("AWS Health Event"), Just("headroom"), Just("aws.events"), Just("Scheduled Event"),
+        ].prop_map(|s| Value::String(s.to_string())),
+    ];
+    let keys = prop_oneof![
+        Just("detail-type"), Just("source"), Just("detail"), Just("id"), Just("time"), Just("account"), Just("region"),
+        Just("instance-id"), Just("instance-action"), Just("state"), Just("action"), Just("pool"), Just("percent"),
+        Just("for"), Just("StatusCode"), Just("AutoScalingGroupName"), Just("ActivityId"), Just("affectedEntities"),
+        Just("entityValue"), Just("service"), Just("eventTypeCategory"), Just("cpu_millis"), Just("resources"),
+    ].prop_map(str::to_string);
+    leaf.prop_recursive(4, 48, 8, move |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+            prop::collection::btree_map(keys.clone(), inner, 0..8).prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(5_000))]
+
+    #[test]
+    fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
+        let _ = parse_event(&bytes, Some(&origin()));
+    }
+
+    #[test]
+    fn arbitrary_json_never_panics(value in arb_json()) {
+        let _ = parse_event_value(value.clone(), Some(&origin()));
+        let _ = parse_event(value.to_string().as_bytes(), None);
+    }
+
+    #[test]
+    fn mutated_fixtures_never_panic(index in 0usize..30, cut in 0usize..2000, byte in any::<u8>()) {
+        let mut files: Vec<_> = std::fs::read_dir(events_dir()).unwrap()
+            .filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|e| e == "json")).collect();
+        files.sort();
+        let mut bytes = std::fs::read(&files[index % files.len()]).unwrap();
+        if !bytes.is_empty() {
+            let at = cut % bytes.len();
+            bytes[at] = byte;
+            let _ = parse_event(&bytes, Some(&origin()));
+            bytes.truncate(at);
+            let _ = parse_event(&bytes, Some(&origin()));
+        }
+    }
+}
