@@ -6,3 +6,6 @@
 pub mod config;
 pub mod event;
 pub mod units;
+pub mod model;
+pub mod plan;
+pub mod planner;

@@ -1,0 +1,258 @@
+//! Spot health, fallback and failback: moving capacity between spot and on-demand
+//! without ever lowering the pool's total desired size.
+
+use super::{since, Work};
+use crate::model::{FailbackStep, LifecycleState, ObservedAsg};
+use crate::plan::ActionKind;
+
+impl Work<'_> {
+    /// Fallback units are what the on-demand ASG still holds above its minimum: CA may
+    /// have removed some, and memory is never trusted over the ASG.
+    pub(super) fn reconcile_fallback_units(&mut self) {
+        let od = &self.observed.on_demand;
+        let held = od.desired.saturating_sub(od.min);
+        if self.record.fallback_units > held {
+            self.note(format!(
+                "fallback units {} -> {held}: {} holds only {held} above its minimum",
+                self.record.fallback_units, od.name
+            ));
+            self.record.fallback_units = held;
+        }
+        if self.record.fallback_units == 0 {
+            self.record.fallback_since = None;
+        }
+    }
+
+    pub(super) fn judge_spot(&mut self) {
+        let grace = self.cfg.fallback.spot_launch_grace.as_chrono();
+        let rate = self.cfg.fallback.interruption_rate;
+        for asg in &self.observed.spot {
+            let name = asg.name.clone();
+            if asg.shortfall() > 0 {
+                self.record.short_since.entry(name.clone()).or_insert(self.now);
+            } else {
+                self.record.short_since.remove(&name);
+            }
+            let recent = self
+                .record
+                .disruptions
+                .iter()
+                .filter(|d| d.asg == name && d.at > self.now - rate.window.as_chrono())
+                .count() as u32;
+            if recent >= rate.count {
+                let reason = format!("{recent} interruptions within {} (limit {})", rate.window, rate.count);
+                self.mark_unavailable(&name, self.now, reason);
+            }
+            let failing = if let Some(u) = self.record.unavailable.get(&name) {
+                Some(format!("{} until {}", u.reason, u.until.format("%H:%M:%SZ")))
+            } else {
+                match self.record.short_since.get(&name) {
+                    Some(t) if self.now - *t >= grace => Some(format!(
+                        "{} below desired for {} (grace {})",
+                        asg.shortfall(),
+                        since(self.now, *t),
+                        self.cfg.fallback.spot_launch_grace
+                    )),
+                    _ => None,
+                }
+            };
+            match failing {
+                Some(why) => {
+                    self.record.healthy_since.remove(&name);
+                    self.failing.insert(name, why);
+                }
+                None => {
+                    self.record.healthy_since.entry(name).or_insert(self.now);
+                }
+            }
+        }
+    }
+
+    /// Ready nodes whose instance is in service in `asg`.
+    fn ready_nodes(&self, asg: &ObservedAsg) -> u32 {
+        asg.instances
+            .iter()
+            .filter(|i| i.lifecycle_state == LifecycleState::InService)
+            .filter(|i| self.observed.node_of_instance(&i.id).is_some_and(|n| n.ready))
+            .count() as u32
+    }
+
+    pub(super) fn advance_failback(&mut self) {
+        let Some(mut step) = self.record.failback.clone() else { return };
+        let Some(asg) = self.observed.spot.iter().find(|a| a.name == step.spot_asg) else {
+            self.note(format!("failback step dropped: {} is no longer in the pool", step.spot_asg));
+            self.record.failback = None;
+            return;
+        };
+        if !step.victims.is_empty() {
+            let od = &self.observed.on_demand;
+            let remaining: Vec<&String> = step.victims.iter().filter(|v| od.instance(v).is_some()).collect();
+            if remaining.is_empty() {
+                let done = step.victims.len() as u32;
+                self.record.fallback_units = self.record.fallback_units.saturating_sub(done);
+                if self.record.fallback_units == 0 {
+                    self.record.fallback_since = None;
+                }
+                self.note(format!("failback step done: {done} on-demand instance(s) replaced by spot"));
+                self.record.failback = None;
+            }
+            return;
+        }
+        let ready_now = self.ready_nodes(asg);
+        let gained = ready_now.saturating_sub(step.ready_before).min(step.count);
+        let failing = self.failing.get(&asg.name).cloned();
+        let timed_out = self.now - step.started_at >= self.cfg.fallback.spot_launch_grace.as_chrono();
+        if gained >= step.count {
+            let reason = format!(
+                "failback: {} new spot node(s) of {} are Ready; drain and remove as many on-demand instances",
+                gained, asg.name
+            );
+            step.victims = self.drain_on_demand(step.count, &reason);
+            self.record.failback = Some(step);
+        } else if failing.is_some() || timed_out {
+            let why = failing.unwrap_or_else(|| format!("only {gained} of {} Ready after {}", step.count, self.cfg.fallback.spot_launch_grace));
+            let withdraw = (step.count - gained).min(self.room_down(asg));
+            let asg_name = asg.name.clone();
+            if withdraw > 0 {
+                self.adjust(&asg_name, -i64::from(withdraw), format!("failback step failed ({why}): withdraw {withdraw} undelivered spot instance(s)"));
+            }
+            self.record.retry_after = Some(self.now + self.cfg.fallback.wait_and_retry.as_chrono());
+            self.note(format!("failback step on {asg_name} failed ({why}); next attempt after {}", self.cfg.fallback.wait_and_retry));
+            if gained > 0 {
+                let reason = format!("failback: {gained} new spot node(s) of {asg_name} are Ready; remove as many on-demand instances");
+                step.victims = self.drain_on_demand(gained, &reason);
+                step.count = gained;
+                self.record.failback = Some(step);
+            } else {
+                self.record.failback = None;
+            }
+        } else {
+            self.note(format!(
+                "failback step waiting: {gained} of {} new spot node(s) of {} Ready",
+                step.count, asg.name
+            ));
+        }
+    }
+
+    /// Cordons, drains and removes (with decrement) `count` on-demand instances.
+    fn drain_on_demand(&mut self, count: u32, reason: &str) -> Vec<String> {
+        let od = &self.observed.on_demand;
+        let busy: Vec<&str> = self
+            .record
+            .interruptions
+            .iter()
+            .map(|i| i.instance_id.as_str())
+            .chain(self.record.lifecycle_actions.iter().map(|a| a.instance_id.as_str()))
+            .collect();
+        let mut candidates: Vec<_> = od
+            .instances
+            .iter()
+            .filter(|i| i.lifecycle_state == LifecycleState::InService && !busy.contains(&i.id.as_str()))
+            .collect();
+        // Nodes already cordoned or not Ready go first; then by id, for a stable plan.
+        candidates.sort_by_key(|i| {
+            let node = self.observed.node_of_instance(&i.id);
+            (node.is_some_and(|n| n.ready && !n.unschedulable), i.id.clone())
+        });
+        let chosen: Vec<String> = candidates.iter().take(count as usize).map(|i| i.id.clone()).collect();
+        let od_name = od.name.clone();
+        let mut removable = self.desired_of(&od_name).saturating_sub(od.min);
+        for id in &chosen {
+            self.cordon_and_drain(id, None, reason);
+            let decrement = removable > 0;
+            removable = removable.saturating_sub(1);
+            self.act(
+                ActionKind::TerminateInstance { asg: od_name.clone(), instance_id: id.clone(), decrement },
+                reason.to_string(),
+            );
+        }
+        chosen
+    }
+
+    pub(super) fn fall_back(&mut self) {
+        let max_on_demand = self.cfg.fallback.max_on_demand;
+        for (index, asg) in self.observed.spot.iter().enumerate() {
+            let Some(why) = self.failing.get(&asg.name).cloned() else { continue };
+            let shortfall = self.desired_of(&asg.name).saturating_sub(asg.live());
+            let movable = shortfall.min(self.room_down(asg));
+            if movable == 0 {
+                if shortfall > 0 {
+                    self.note(format!("{} is failing but already at its minimum {}", asg.name, asg.min));
+                }
+                continue;
+            }
+            let mut left = movable;
+            // Healthy spot first, in preference order, then on-demand.
+            for (other_index, other) in self.observed.spot.iter().enumerate() {
+                if left == 0 {
+                    break;
+                }
+                if other_index == index || self.failing.contains_key(&other.name) {
+                    continue;
+                }
+                let n = left.min(self.room_up(other));
+                if n > 0 {
+                    left -= n;
+                    self.adjust(&other.name, i64::from(n), format!("take {n} from failing spot ASG {}", asg.name));
+                }
+            }
+            let od = &self.observed.on_demand;
+            let cap_room = max_on_demand.saturating_sub(self.record.fallback_units);
+            let n = left.min(self.room_up(od)).min(cap_room);
+            if n > 0 {
+                left -= n;
+                self.record.fallback_units += n;
+                self.record.fallback_since.get_or_insert(self.now);
+                let od_name = od.name.clone();
+                self.adjust(&od_name, i64::from(n), format!("fallback: take {n} from failing spot ASG {}", asg.name));
+            }
+            let moved = movable - left;
+            if moved > 0 {
+                self.moved_this_plan = true;
+                self.adjust(&asg.name, -i64::from(moved), format!("spot failing ({why}): move {moved} of {shortfall} missing elsewhere"));
+            }
+            if left > 0 {
+                self.note(format!(
+                    "{left} missing instance(s) of {} stay on spot: on-demand is at max_on_demand {max_on_demand} or its max size",
+                    asg.name
+                ));
+            }
+        }
+    }
+
+    pub(super) fn start_failback(&mut self) {
+        if self.record.fallback_units == 0 || self.record.failback.is_some() || self.moved_this_plan {
+            return;
+        }
+        if self.record.retry_after.is_some_and(|t| t > self.now) {
+            return;
+        }
+        self.record.retry_after = None;
+        let wait = self.cfg.fallback.failback_after.as_chrono();
+        let target = self.observed.spot.iter().find(|a| {
+            !self.failing.contains_key(&a.name)
+                && self.record.healthy_since.get(&a.name).is_some_and(|t| self.now - *t >= wait)
+                && self.room_up(a) > 0
+        });
+        let Some(asg) = target else { return };
+        let count = self.cfg.fallback.failback_step.min(self.record.fallback_units).min(self.room_up(asg));
+        let healthy_for = since(self.now, self.record.healthy_since[&asg.name]);
+        let ready_before = self.ready_nodes(asg);
+        let name = asg.name.clone();
+        self.adjust(
+            &name,
+            i64::from(count),
+            format!(
+                "failback: spot healthy for {healthy_for} (>= {}); surge {count} of {} fallback unit(s) back to spot first",
+                self.cfg.fallback.failback_after, self.record.fallback_units
+            ),
+        );
+        self.record.failback = Some(FailbackStep {
+            spot_asg: name,
+            count,
+            started_at: self.now,
+            ready_before,
+            victims: Vec::new(),
+        });
+    }
+}

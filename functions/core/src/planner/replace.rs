@@ -1,0 +1,151 @@
+//! Replacing instances that are going away (Spot interruption warnings, rebalance
+//! recommendations, Health scheduled changes) and terminate lifecycle actions.
+
+use super::Work;
+use crate::event::InstanceAction;
+use crate::model::{InterruptionCause, Surge};
+use crate::plan::{ActionKind, LifecycleRef};
+
+impl Work<'_> {
+    pub(super) fn cordon_and_drain(&mut self, instance_id: &str, lifecycle: Option<LifecycleRef>, reason: &str) {
+        if !self.cfg.interruption.drain {
+            return;
+        }
+        let Some(node) = self.observed.node_of_instance(instance_id) else {
+            self.note(format!("{instance_id} has no Kubernetes node; nothing to drain"));
+            return;
+        };
+        let node_name = node.name.clone();
+        if !node.unschedulable {
+            self.act(
+                ActionKind::CordonNode { node: node_name.clone(), instance_id: instance_id.to_string() },
+                reason.to_string(),
+            );
+        }
+        self.act(
+            ActionKind::DrainNode {
+                node: node_name,
+                instance_id: instance_id.to_string(),
+                timeout: self.cfg.interruption.drain_timeout,
+                lifecycle,
+            },
+            reason.to_string(),
+        );
+    }
+
+    /// Where a replacement goes: the instance's own ASG when it is healthy, else the
+    /// next healthy spot ASG, else on-demand within the fallback cap. Returns the ASG
+    /// and whether it counts as a fallback unit.
+    fn surge_target(&self, own_asg: &str) -> Option<(String, bool)> {
+        let own = self.observed.asg(own_asg)?;
+        let own_is_spot = self.observed.spot.iter().any(|a| a.name == own_asg);
+        if (!own_is_spot || !self.failing.contains_key(own_asg)) && self.room_up(own) > 0 {
+            return Some((own_asg.to_string(), false));
+        }
+        if let Some(other) = self
+            .observed
+            .spot
+            .iter()
+            .find(|a| a.name != own_asg && !self.failing.contains_key(&a.name) && self.room_up(a) > 0)
+        {
+            return Some((other.name.clone(), false));
+        }
+        let od = &self.observed.on_demand;
+        let under_cap = self.record.fallback_units < self.cfg.fallback.max_on_demand;
+        (own_is_spot && under_cap && self.room_up(od) > 0).then(|| (od.name.clone(), true))
+    }
+
+    pub(super) fn replace_instances(&mut self) {
+        let retry_after = self.cfg.interruption.drain_timeout.as_chrono() + chrono::Duration::seconds(60);
+        for index in 0..self.record.interruptions.len() {
+            let interruption = self.record.interruptions[index].clone();
+            let Some(asg) = self.observed.asg_of_instance(&interruption.instance_id) else { continue };
+            let Some(instance) = asg.instance(&interruption.instance_id) else { continue };
+            if !instance.lifecycle_state.is_live() {
+                continue; // already on its way out: the ASG or an earlier plan handles it
+            }
+            // Planned before: act again only if the instance outlived the drain.
+            if interruption.planned_at.is_some_and(|t| self.now - t < retry_after) {
+                continue;
+            }
+            let what = match &interruption.cause {
+                InterruptionCause::SpotWarning { action: InstanceAction::Hibernate } => {
+                    "spot interruption warning (hibernate, no lead time)".to_string()
+                }
+                InterruptionCause::SpotWarning { action } => {
+                    format!("spot interruption warning ({action:?}, two minutes' notice)").to_lowercase()
+                }
+                InterruptionCause::Rebalance => "rebalance recommendation (interruption.rebalance: surge)".into(),
+                InterruptionCause::ScheduledChange { event_type_code, start_time } => match start_time {
+                    Some(t) => format!("AWS Health {event_type_code} starting {}", t.format("%Y-%m-%dT%H:%MZ")),
+                    None => format!("AWS Health {event_type_code}"),
+                },
+            };
+            let reason = format!("{what} for {}", interruption.instance_id);
+            let asg_name = asg.name.clone();
+
+            let mut surge = interruption.surge.clone();
+            if self.cfg.interruption.surge {
+                match &surge {
+                    None => match self.surge_target(&asg_name) {
+                        Some((target, fallback_unit)) => {
+                            self.adjust(&target, 1, format!("surge a replacement: {reason}"));
+                            if fallback_unit {
+                                self.record.fallback_units += 1;
+                                self.record.fallback_since.get_or_insert(self.now);
+                            }
+                            surge = Some(Surge { to: self.desired_of(&target), asg: target });
+                        }
+                        None => self.note(format!(
+                            "no room to surge for {}: every candidate ASG is at max (or failing, or the on-demand cap is reached); \
+                             terminating without decrement so {asg_name} replaces it",
+                            interruption.instance_id
+                        )),
+                    },
+                    // A re-plan after a failed apply: restore a surge the ASG never got.
+                    Some(s) => {
+                        let observed = self.observed.asg(&s.asg).map(|a| a.desired).unwrap_or(s.to);
+                        let target = self.observed.asg(&s.asg).map(|a| a.max).unwrap_or(0).min(s.to);
+                        if observed < target && self.desired_of(&s.asg) < target {
+                            let delta = i64::from(target - self.desired_of(&s.asg));
+                            let asg = s.asg.clone();
+                            self.adjust(&asg, delta, format!("restore the surge planned for {}", interruption.instance_id));
+                        }
+                    }
+                }
+            }
+            self.cordon_and_drain(&interruption.instance_id, None, &reason);
+            // Without a surge, let the ASG replace the instance; never go below min.
+            let decrement = surge.is_some() && self.desired_of(&asg_name) > asg.min;
+            self.act(
+                ActionKind::TerminateInstance { asg: asg_name, instance_id: interruption.instance_id.clone(), decrement },
+                reason,
+            );
+            let entry = &mut self.record.interruptions[index];
+            entry.surge = surge;
+            entry.planned_at = Some(self.now);
+        }
+    }
+
+    pub(super) fn lifecycle_actions(&mut self) {
+        for index in 0..self.record.lifecycle_actions.len() {
+            let pending = self.record.lifecycle_actions[index].clone();
+            if pending.planned {
+                continue;
+            }
+            let action = LifecycleRef {
+                asg: pending.asg.clone(),
+                hook: pending.hook.clone(),
+                token: pending.token.clone(),
+                instance_id: pending.instance_id.clone(),
+            };
+            let reason = format!("terminate lifecycle action {} on {} for {}", pending.hook, pending.asg, pending.instance_id);
+            if self.cfg.interruption.drain && self.observed.node_of_instance(&pending.instance_id).is_some() {
+                self.act(ActionKind::RecordLifecycleHeartbeat(action.clone()), format!("{reason}: keep the hook open while draining"));
+            }
+            self.cordon_and_drain(&pending.instance_id, Some(action.clone()), &reason);
+            self.act(ActionKind::CompleteLifecycleAction(action), format!("{reason}: drained, let termination continue"));
+            self.record.lifecycle_actions[index].planned = true;
+        }
+    }
+}

@@ -1,0 +1,219 @@
+//! Taking signals into the record. Every change is keyed (instance, activity,
+//! lifecycle token, event time), so a duplicate or late signal changes nothing.
+
+use chrono::Duration;
+
+use super::Work;
+use crate::config::RebalancePolicy;
+use crate::event::{Event, LaunchError, Signal};
+use crate::model::{
+    ActivityStatus, Demand, Disruption, DisruptionKind, HeadroomOverride, Interruption, InterruptionCause,
+    PendingLifecycleAction, ReportedLaunchError, Unavailable, UnschedulableSeen,
+};
+
+/// How long reported launch errors are remembered, to report each once.
+const REPORT_MEMORY_HOURS: i64 = 24;
+
+impl Work<'_> {
+    pub(super) fn forget_expired(&mut self) {
+        let now = self.now;
+        let record = &mut self.record;
+        record.unavailable.retain(|_, u| u.until > now);
+        if record.headroom_override.as_ref().is_some_and(|o| o.until <= now) {
+            record.headroom_override = None;
+        }
+        let keep = self.cfg.fallback.interruption_rate.window.as_chrono().max(self.cfg.headroom.boost_for.as_chrono());
+        record.disruptions.retain(|d| d.at > now - keep);
+        let observed = self.observed;
+        // An interrupted instance that left the pool's ASGs has been replaced.
+        record.interruptions.retain(|i| observed.asg_of_instance(&i.instance_id).is_some());
+        record.lifecycle_actions.retain(|a| observed.asg_of_instance(&a.instance_id).is_some());
+        record.reported_launch_errors.retain(|r| r.at > now - Duration::hours(REPORT_MEMORY_HOURS));
+        let spot_names: Vec<&str> = observed.spot.iter().map(|a| a.name.as_str()).collect();
+        record.short_since.retain(|k, _| spot_names.contains(&k.as_str()));
+        record.healthy_since.retain(|k, _| spot_names.contains(&k.as_str()));
+        record.unavailable.retain(|k, _| spot_names.contains(&k.as_str()));
+    }
+
+    pub(super) fn ingest(&mut self, event: &Event) {
+        match &event.signal {
+            Signal::SpotInterruption { instance_id, action } => {
+                self.note_replacement(instance_id, InterruptionCause::SpotWarning { action: *action }, event, true);
+            }
+            Signal::RebalanceRecommendation { instance_id } => match self.cfg.interruption.rebalance {
+                RebalancePolicy::Surge => {
+                    self.note_replacement(instance_id, InterruptionCause::Rebalance, event, false)
+                }
+                RebalancePolicy::Ignore => {
+                    self.note(format!("rebalance recommendation for {instance_id} ignored (interruption.rebalance: ignore)"))
+                }
+            },
+            Signal::InstanceStateChange { instance_id, state } if state.is_loss() => {
+                let Some(asg) = self.observed.spot.iter().find(|a| a.instance(instance_id).is_some()) else {
+                    return;
+                };
+                let warned = self.record.interruptions.iter().any(|i| &i.instance_id == instance_id);
+                let known = self.record.disruptions.iter().any(|d| &d.instance_id == instance_id);
+                if !warned && !known {
+                    self.record.disruptions.push(Disruption {
+                        instance_id: instance_id.clone(),
+                        asg: asg.name.clone(),
+                        at: event.time,
+                        kind: DisruptionKind::UnplannedLoss,
+                    });
+                    self.note(format!("spot instance {instance_id} of {} lost without warning ({state:?})", asg.name));
+                }
+            }
+            Signal::InstanceStateChange { .. } | Signal::Reconcile | Signal::NodeLifecycle(_) => {}
+            Signal::LaunchUnsuccessful(failure) => {
+                let at = failure.at.unwrap_or(event.time);
+                let is_spot = self.observed.spot.iter().any(|a| a.name == failure.asg);
+                match &failure.error {
+                    LaunchError::Capacity(kind) if is_spot => {
+                        self.mark_unavailable(&failure.asg, at, format!("capacity error {kind:?} in {}", failure.availability_zone.as_deref().unwrap_or("an AZ")));
+                    }
+                    error => self.report_launch_error(&failure.asg, &failure.activity_id, at, error, &failure.status_message),
+                }
+            }
+            Signal::TerminateLifecycleAction(action) => {
+                if !self.record.lifecycle_actions.iter().any(|a| a.token == action.token) {
+                    self.record.lifecycle_actions.push(PendingLifecycleAction {
+                        asg: action.asg.clone(),
+                        hook: action.hook.clone(),
+                        token: action.token.clone(),
+                        instance_id: action.instance_id.clone(),
+                        received_at: event.time,
+                        planned: false,
+                    });
+                }
+            }
+            Signal::ScheduledChange { instance_ids, event_type_code, start_time, .. } => {
+                for id in instance_ids {
+                    if self.observed.asg_of_instance(id).is_some() {
+                        let cause = InterruptionCause::ScheduledChange {
+                            event_type_code: event_type_code.clone(),
+                            start_time: *start_time,
+                        };
+                        self.note_replacement(id, cause, event, false);
+                    }
+                }
+            }
+            Signal::HeadroomOverride { percent, duration, .. } => {
+                let newer = self.record.headroom_override.as_ref().is_none_or(|o| o.set_at < event.time);
+                let until = event.time + duration.as_chrono();
+                if newer && until > self.now {
+                    self.record.headroom_override = Some(HeadroomOverride { percent: *percent, until, set_at: event.time });
+                }
+            }
+            Signal::PoolDemand(d) => {
+                if self.record.demand.is_none_or(|old| old.observed_at < d.observed_at) {
+                    self.record.demand = Some(Demand {
+                        cpu_millis: d.cpu_millis,
+                        memory_bytes: d.memory_bytes,
+                        pods: d.pods,
+                        observed_at: d.observed_at,
+                    });
+                }
+            }
+            Signal::PodsUnschedulable(u) => {
+                if self.record.unschedulable.as_ref().is_none_or(|old| old.observed_at < event.time) {
+                    self.record.unschedulable = Some(UnschedulableSeen {
+                        count: u.count,
+                        cpu_millis: u.cpu_millis,
+                        memory_bytes: u.memory_bytes,
+                        oldest_pending_since: u.oldest_pending_since,
+                        observed_at: event.time,
+                    });
+                }
+            }
+        }
+    }
+
+    /// Scaling activities tell the same story as launch events: a lost event does not
+    /// hide a capacity error.
+    pub(super) fn ingest_activities(&mut self) {
+        let ttl = self.cfg.fallback.unavailable_ttl.as_chrono();
+        for asg in &self.observed.spot {
+            for activity in &asg.activities {
+                if activity.status != ActivityStatus::Failed {
+                    continue;
+                }
+                let at = activity.end.unwrap_or(activity.start);
+                if at + ttl <= self.now {
+                    continue;
+                }
+                match LaunchError::classify(&activity.status_message, &activity.cause) {
+                    LaunchError::Capacity(kind) => {
+                        self.mark_unavailable(&asg.name, at, format!("capacity error {kind:?} in scaling activity {}", activity.id))
+                    }
+                    error => self.report_launch_error(&asg.name, &activity.id, at, &error, &activity.status_message),
+                }
+            }
+        }
+    }
+
+    pub(super) fn mark_unavailable(&mut self, asg: &str, at: chrono::DateTime<chrono::Utc>, reason: String) {
+        let until = at + self.cfg.fallback.unavailable_ttl.as_chrono();
+        if until <= self.now {
+            return;
+        }
+        let entry = self.record.unavailable.get(asg);
+        if entry.is_none_or(|u| u.until < until) {
+            self.record.unavailable.insert(asg.to_string(), Unavailable { until, reason });
+        }
+    }
+
+    fn report_launch_error(
+        &mut self,
+        asg: &str,
+        activity_id: &str,
+        at: chrono::DateTime<chrono::Utc>,
+        error: &LaunchError,
+        message: &str,
+    ) {
+        if self.record.reported_launch_errors.iter().any(|r| r.activity_id == activity_id) {
+            return;
+        }
+        self.record.reported_launch_errors.push(ReportedLaunchError {
+            activity_id: activity_id.to_string(),
+            asg: asg.to_string(),
+            at,
+        });
+        let code = match error {
+            LaunchError::Capacity(kind) => format!("{kind:?} on an on-demand ASG"),
+            LaunchError::Other(Some(code)) => code.clone(),
+            LaunchError::Other(None) => "an unrecognised error".into(),
+        };
+        self.note(format!(
+            "launch failure in {asg} ({code}) is not a spot capacity error: not falling back; fix the cause: {message}"
+        ));
+    }
+
+    fn note_replacement(&mut self, instance_id: &str, cause: InterruptionCause, event: &Event, disruption: bool) {
+        let Some(asg) = self.observed.asg_of_instance(instance_id) else {
+            self.note(format!("{instance_id} is not (or no longer) in pool {}; nothing to replace", self.cfg.name));
+            return;
+        };
+        let asg_name = asg.name.clone();
+        let is_spot = self.observed.spot.iter().any(|a| a.name == asg_name);
+        if disruption && is_spot && !self.record.disruptions.iter().any(|d| d.instance_id == instance_id) {
+            self.record.disruptions.push(Disruption {
+                instance_id: instance_id.to_string(),
+                asg: asg_name.clone(),
+                at: event.time,
+                kind: DisruptionKind::InterruptionWarning,
+            });
+        }
+        if self.record.interruptions.iter().any(|i| i.instance_id == instance_id) {
+            return;
+        }
+        self.record.interruptions.push(Interruption {
+            instance_id: instance_id.to_string(),
+            asg: asg_name,
+            cause,
+            noticed_at: event.time,
+            planned_at: None,
+            surge: None,
+        });
+    }
+}
