@@ -1,1 +1,59 @@
-fn main() {}
+//! `ballast`: plan offline, check events and config.
+
+mod commands;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "ballast", version, about = "Fast, safe spot capacity for EKS: plan, check and (soon) simulate")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print the Plan (JSON) Ballast would make for events against a state snapshot.
+    Plan(commands::plan::PlanArgs),
+    /// Parse and validate event files.
+    Events {
+        #[command(subcommand)]
+        command: EventsCommand,
+    },
+    /// Validate a ballast.yaml.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum EventsCommand {
+    /// Print each file's parsed signal or what is wrong with it; exit 1 if any is invalid.
+    Check(commands::events::CheckArgs),
+}
+
+#[derive(Subcommand)]
+enum ConfigCommand {
+    /// List every problem with its path; exit 0 only when valid.
+    Check { file: PathBuf },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Plan(args) => commands::plan::run(args),
+        Command::Events { command: EventsCommand::Check(args) } => commands::events::check(args),
+        Command::Config { command: ConfigCommand::Check { file } } => commands::config::check(&file),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::from(2)
+        }
+    }
+}

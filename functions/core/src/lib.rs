@@ -9,3 +9,6 @@ pub mod units;
 pub mod model;
 pub mod plan;
 pub mod planner;
+pub mod memory;
+pub mod ports;
+pub mod reconcile;

@@ -107,7 +107,7 @@ pub enum ActivityStatus {
     Cancelled,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeState {
     pub name: String,
     pub instance_id: String,

@@ -48,7 +48,15 @@ pub enum ActionKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         lifecycle: Option<LifecycleRef>,
     },
-    TerminateInstance { asg: String, instance_id: String, decrement: bool },
+    TerminateInstance {
+        asg: String,
+        instance_id: String,
+        decrement: bool,
+        /// Skip when the drain before it was incomplete (failback never overrides a
+        /// PodDisruptionBudget; an interrupted instance goes anyway).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        only_if_drained: bool,
+    },
     RecordLifecycleHeartbeat(LifecycleRef),
     CompleteLifecycleAction(LifecycleRef),
     SetHeadroomReplicas { namespace: String, from: Option<u32>, to: u32 },

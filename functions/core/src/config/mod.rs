@@ -212,6 +212,11 @@ impl Config {
         }
     }
 
+    /// The deployment's own account and region, which events must come from.
+    pub fn origin(&self) -> crate::event::Origin {
+        crate::event::Origin { account: self.account.clone(), region: self.region.clone() }
+    }
+
     pub fn pool(&self, name: &str) -> Option<&PoolConfig> {
         self.pools.iter().find(|p| p.name == name)
     }

@@ -19,7 +19,8 @@ use detail::*;
 /// The deployment's own account and region: events from elsewhere are rejected.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Origin {
-    pub account: String,
+    /// `None` checks the region only (the config may leave the account out).
+    pub account: Option<String>,
     pub region: String,
 }
 
@@ -258,8 +259,8 @@ pub fn parse_event_value(value: Value, origin: Option<&Origin>) -> Result<Event,
     let account = required(envelope.account, "account")?;
     let region = required(envelope.region, "region")?;
     if let Some(origin) = origin {
-        if account != origin.account {
-            return Err(EventError::ForeignAccount { found: account, expected: origin.account.clone() });
+        if let Some(expected) = origin.account.as_ref().filter(|a| **a != account) {
+            return Err(EventError::ForeignAccount { found: account, expected: expected.clone() });
         }
         if region != origin.region {
             return Err(EventError::ForeignRegion { found: region, expected: origin.region.clone() });

@@ -7,7 +7,7 @@ fn events_dir() -> PathBuf {
 }
 
 fn origin() -> Origin {
-    Origin { account: "123456789012".into(), region: "eu-west-1".into() }
+    Origin { account: Some("123456789012".into()), region: "eu-west-1".into() }
 }
 
 fn fixture(name: &str) -> Result<Event, EventError> {

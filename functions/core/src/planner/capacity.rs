@@ -162,7 +162,7 @@ impl Work<'_> {
             let decrement = removable > 0;
             removable = removable.saturating_sub(1);
             self.act(
-                ActionKind::TerminateInstance { asg: od_name.clone(), instance_id: id.clone(), decrement },
+                ActionKind::TerminateInstance { asg: od_name.clone(), instance_id: id.clone(), decrement, only_if_drained: true },
                 reason.to_string(),
             );
         }

@@ -118,7 +118,12 @@ impl Work<'_> {
             // Without a surge, let the ASG replace the instance; never go below min.
             let decrement = surge.is_some() && self.desired_of(&asg_name) > asg.min;
             self.act(
-                ActionKind::TerminateInstance { asg: asg_name, instance_id: interruption.instance_id.clone(), decrement },
+                ActionKind::TerminateInstance {
+                    asg: asg_name,
+                    instance_id: interruption.instance_id.clone(),
+                    decrement,
+                    only_if_drained: false,
+                },
                 reason,
             );
             let entry = &mut self.record.interruptions[index];

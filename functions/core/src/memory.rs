@@ -1,0 +1,395 @@
+//! In-memory adapters over one shared [`World`]: for unit tests, `ballast plan` and
+//! the simulator. The world's JSON form is the state snapshot `ballast plan` reads.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::config::{AsgSelector, PoolConfig};
+use crate::model::{AsgInstance, Demand, LifecycleState, Market, NodeState, ObservedAsg, PoolRecord};
+use crate::plan::LifecycleRef;
+use crate::ports::{Autoscaling, Clock, Cluster, Compute, DrainReport, ErrorKind, PortError, StateStore, Versioned};
+
+/// The whole observable world of a deployment, as JSON-friendly data.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct World {
+    pub asgs: Vec<ObservedAsg>,
+    pub nodes: Vec<WorldNode>,
+    pub pools: BTreeMap<String, WorldPool>,
+    /// Spot prices per hour, by `instance_type/availability_zone`.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub spot_prices: BTreeMap<String, f64>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub seen: BTreeMap<String, DateTime<Utc>>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub leases: BTreeMap<String, Lease>,
+    /// Every mutating call, in order (tests count them).
+    #[serde(skip)]
+    pub calls: Vec<Call>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct WorldNode {
+    #[serde(flatten)]
+    pub state: NodeState,
+    /// Pods a PodDisruptionBudget keeps on this node: a drain reports them blocked.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pdb_blocked_pods: Vec<String>,
+    /// Pods evicted so far by drains (tests read it).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub evicted: u32,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub pods: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct WorldPool {
+    pub record: PoolRecord,
+    pub version: u64,
+    /// What listing the pool's pods would sum to.
+    pub demand: Option<Demand>,
+    pub headroom_replicas: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lease {
+    pub owner: String,
+    pub until: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub enum Call {
+    SetDesired { asg: String, desired: u32 },
+    Terminate { instance_id: String, decrement: bool },
+    Heartbeat { token: String },
+    Complete { token: String },
+    Cordon { node: String },
+    Drain { node: String },
+    SetHeadroom { pool: String, replicas: u32 },
+    SaveRecord { pool: String, version: u64 },
+}
+
+impl Call {
+    /// Calls that change the cluster or its ASGs (not Ballast's own record).
+    pub fn is_effect(&self) -> bool {
+        !matches!(self, Call::SaveRecord { .. })
+    }
+}
+
+impl World {
+    pub fn from_json(text: &str) -> Result<World, serde_json::Error> {
+        serde_json::from_str(text)
+    }
+
+    pub fn asg(&self, name: &str) -> Option<&ObservedAsg> {
+        self.asgs.iter().find(|a| a.name == name)
+    }
+
+    pub fn asg_mut(&mut self, name: &str) -> Option<&mut ObservedAsg> {
+        self.asgs.iter_mut().find(|a| a.name == name)
+    }
+
+    /// Resolves a pool's selectors against the world's ASGs.
+    pub fn pool_asgs(&self, pool: &PoolConfig) -> Result<(Vec<ObservedAsg>, ObservedAsg), PortError> {
+        let resolve = |sel: &AsgSelector| -> Vec<ObservedAsg> {
+            let mut found: Vec<ObservedAsg> = self.asgs.iter().filter(|a| sel.matches(&a.name, &a.tags)).cloned().collect();
+            found.sort_by(|a, b| a.name.cmp(&b.name));
+            found
+        };
+        let mut spot = Vec::new();
+        for sel in &pool.spot_asgs {
+            let found = resolve(sel);
+            if found.is_empty() {
+                return Err(PortError::new(ErrorKind::Permanent, "describe_pool", format!("pool {}: no ASG matches spot selector `{sel}`", pool.name)));
+            }
+            for asg in found {
+                if !spot.iter().any(|s: &ObservedAsg| s.name == asg.name) {
+                    spot.push(asg);
+                }
+            }
+        }
+        let mut od = resolve(&pool.on_demand_asg);
+        match od.len() {
+            1 => Ok((spot, od.remove(0))),
+            0 => Err(PortError::new(ErrorKind::Permanent, "describe_pool", format!("pool {}: no ASG matches on-demand selector `{}`", pool.name, pool.on_demand_asg))),
+            n => Err(PortError::new(ErrorKind::Permanent, "describe_pool", format!("pool {}: {n} ASGs match on-demand selector `{}`; it must select one", pool.name, pool.on_demand_asg))),
+        }
+    }
+
+    /// Moves the world on as AWS would between reconciles: ASGs launch up to their
+    /// desired size (unless listed in `no_capacity`), new instances become Ready nodes.
+    pub fn settle(&mut self, no_capacity: &BTreeSet<String>, next_id: &mut u64) {
+        for asg in &mut self.asgs {
+            asg.instances.retain(|i| i.lifecycle_state.is_live());
+            for i in &mut asg.instances {
+                if i.lifecycle_state != LifecycleState::InService && !no_capacity.contains(&asg.name) {
+                    i.lifecycle_state = LifecycleState::InService;
+                }
+            }
+            let market = asg.instances.first().map(|i| i.market).unwrap_or(if asg.name.contains("spot") { Market::Spot } else { Market::OnDemand });
+            while asg.live() < asg.desired && !no_capacity.contains(&asg.name) {
+                *next_id += 1;
+                asg.instances.push(AsgInstance {
+                    id: format!("i-{:017x}", *next_id),
+                    lifecycle_state: LifecycleState::InService,
+                    availability_zone: "eu-west-1a".into(),
+                    instance_type: "m6i.large".into(),
+                    market,
+                });
+            }
+            // An ASG above its desired size removes instances, newest first.
+            while asg.live() > asg.desired {
+                if let Some(pos) = asg.instances.iter().rposition(|i| i.lifecycle_state.is_live()) {
+                    asg.instances.remove(pos);
+                } else {
+                    break;
+                }
+            }
+        }
+        let live: BTreeSet<String> = self.asgs.iter().flat_map(|a| a.instances.iter().map(|i| i.id.clone())).collect();
+        self.nodes.retain(|n| live.contains(&n.state.instance_id));
+        for id in live {
+            if !self.nodes.iter().any(|n| n.state.instance_id == id) {
+                self.nodes.push(WorldNode {
+                    state: NodeState { name: format!("node-{id}"), instance_id: id, ready: true, unschedulable: false },
+                    ..WorldNode::default()
+                });
+            }
+        }
+    }
+}
+
+/// One handle, cloned into every port: the adapters share a single world.
+#[derive(Debug, Clone, Default)]
+pub struct InMemory {
+    world: Arc<Mutex<World>>,
+}
+
+impl InMemory {
+    pub fn new(world: World) -> Self {
+        InMemory { world: Arc::new(Mutex::new(world)) }
+    }
+
+    /// The world; a panic in another holder does not lose it.
+    pub fn world(&self) -> MutexGuard<'_, World> {
+        self.world.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+fn not_found(op: &str, what: String) -> PortError {
+    PortError::new(ErrorKind::Permanent, op, what)
+}
+
+#[async_trait]
+impl Autoscaling for InMemory {
+    async fn describe_pool(&self, pool: &PoolConfig) -> Result<(Vec<ObservedAsg>, ObservedAsg), PortError> {
+        self.world().pool_asgs(pool)
+    }
+
+    async fn set_desired_capacity(&self, asg: &str, desired: u32) -> Result<(), PortError> {
+        let mut world = self.world();
+        let group = world.asg_mut(asg).ok_or_else(|| not_found("set_desired_capacity", format!("ASG {asg} not found")))?;
+        if desired < group.min || desired > group.max {
+            return Err(PortError::new(
+                ErrorKind::Permanent,
+                "set_desired_capacity",
+                format!("ValidationError: desired {desired} outside {asg}'s bounds {}..{}", group.min, group.max),
+            ));
+        }
+        group.desired = desired;
+        world.calls.push(Call::SetDesired { asg: asg.to_string(), desired });
+        Ok(())
+    }
+
+    async fn terminate_instance(&self, instance_id: &str, decrement: bool) -> Result<(), PortError> {
+        let mut world = self.world();
+        let group = world
+            .asgs
+            .iter_mut()
+            .find(|a| a.instance(instance_id).is_some())
+            .ok_or_else(|| not_found("terminate_instance", format!("instance {instance_id} is in no ASG")))?;
+        if decrement {
+            if group.desired <= group.min {
+                return Err(PortError::new(
+                    ErrorKind::Permanent,
+                    "terminate_instance",
+                    format!("ValidationError: {} is at its minimum {}; cannot decrement", group.name, group.min),
+                ));
+            }
+            group.desired -= 1;
+        }
+        if let Some(i) = group.instances.iter_mut().find(|i| i.id == instance_id) {
+            i.lifecycle_state = LifecycleState::Terminating;
+        }
+        world.calls.push(Call::Terminate { instance_id: instance_id.to_string(), decrement });
+        Ok(())
+    }
+
+    async fn record_lifecycle_heartbeat(&self, action: &LifecycleRef) -> Result<(), PortError> {
+        self.world().calls.push(Call::Heartbeat { token: action.token.clone() });
+        Ok(())
+    }
+
+    async fn complete_lifecycle_action(&self, action: &LifecycleRef) -> Result<(), PortError> {
+        self.world().calls.push(Call::Complete { token: action.token.clone() });
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Compute for InMemory {
+    async fn private_dns_names(&self, instance_ids: &[String]) -> Result<Vec<(String, String)>, PortError> {
+        let world = self.world();
+        Ok(instance_ids
+            .iter()
+            .filter_map(|id| world.nodes.iter().find(|n| &n.state.instance_id == id).map(|n| (id.clone(), n.state.name.clone())))
+            .collect())
+    }
+
+    async fn spot_price(&self, instance_type: &str, availability_zone: &str) -> Result<Option<f64>, PortError> {
+        Ok(self.world().spot_prices.get(&format!("{instance_type}/{availability_zone}")).copied())
+    }
+}
+
+#[async_trait]
+impl Cluster for InMemory {
+    async fn pool_nodes(&self, pool: &PoolConfig) -> Result<Vec<NodeState>, PortError> {
+        let world = self.world();
+        let (spot, od) = world.pool_asgs(pool)?;
+        let ids: BTreeSet<&str> = spot.iter().chain(std::iter::once(&od)).flat_map(|a| a.instances.iter().map(|i| i.id.as_str())).collect();
+        Ok(world.nodes.iter().filter(|n| ids.contains(n.state.instance_id.as_str())).map(|n| n.state.clone()).collect())
+    }
+
+    async fn headroom_replicas(&self, pool: &PoolConfig) -> Result<Option<u32>, PortError> {
+        Ok(self.world().pools.get(&pool.name).and_then(|p| p.headroom_replicas))
+    }
+
+    async fn set_headroom_replicas(&self, pool: &PoolConfig, replicas: u32) -> Result<(), PortError> {
+        let mut world = self.world();
+        world.pools.entry(pool.name.clone()).or_default().headroom_replicas = Some(replicas);
+        world.calls.push(Call::SetHeadroom { pool: pool.name.clone(), replicas });
+        Ok(())
+    }
+
+    async fn pool_demand(&self, pool: &PoolConfig, _now: DateTime<Utc>) -> Result<Option<Demand>, PortError> {
+        Ok(self.world().pools.get(&pool.name).and_then(|p| p.demand))
+    }
+
+    async fn cordon(&self, node: &str) -> Result<(), PortError> {
+        let mut world = self.world();
+        let n = world.nodes.iter_mut().find(|n| n.state.name == node).ok_or_else(|| not_found("cordon", format!("node {node} not found")))?;
+        n.state.unschedulable = true;
+        world.calls.push(Call::Cordon { node: node.to_string() });
+        Ok(())
+    }
+
+    async fn drain(&self, node: &str, _timeout: Duration) -> Result<DrainReport, PortError> {
+        let mut world = self.world();
+        let n = world.nodes.iter_mut().find(|n| n.state.name == node).ok_or_else(|| not_found("drain", format!("node {node} not found")))?;
+        let blocked: Vec<(String, String)> = n
+            .pdb_blocked_pods
+            .iter()
+            .map(|p| (p.clone(), "a PodDisruptionBudget allows no disruption (HTTP 429)".to_string()))
+            .collect();
+        let evicted = n.pods.saturating_sub(blocked.len() as u32);
+        n.evicted += evicted;
+        n.pods -= evicted;
+        world.calls.push(Call::Drain { node: node.to_string() });
+        Ok(DrainReport { evicted, blocked })
+    }
+}
+
+#[async_trait]
+impl StateStore for InMemory {
+    async fn load(&self, pool: &str) -> Result<Versioned<PoolRecord>, PortError> {
+        let world = self.world();
+        Ok(world
+            .pools
+            .get(pool)
+            .map(|p| Versioned { value: p.record.clone(), version: p.version })
+            .unwrap_or(Versioned { value: PoolRecord::default(), version: 0 }))
+    }
+
+    async fn save(&self, pool: &str, record: &PoolRecord, expected: u64) -> Result<u64, PortError> {
+        let mut world = self.world();
+        let entry = world.pools.entry(pool.to_string()).or_default();
+        if entry.version != expected {
+            return Err(PortError::new(
+                ErrorKind::Conflict,
+                "save",
+                format!("pool {pool}: record is at version {}, expected {expected}", entry.version),
+            ));
+        }
+        entry.record = record.clone();
+        entry.version += 1;
+        let version = entry.version;
+        world.calls.push(Call::SaveRecord { pool: pool.to_string(), version });
+        Ok(version)
+    }
+
+    async fn acquire_lease(&self, pool: &str, owner: &str, now: DateTime<Utc>, ttl: Duration) -> Result<bool, PortError> {
+        let mut world = self.world();
+        let free = world.leases.get(pool).is_none_or(|l| l.owner == owner || l.until <= now);
+        if free {
+            let until = now + chrono::Duration::from_std(ttl).unwrap_or(chrono::Duration::seconds(60));
+            world.leases.insert(pool.to_string(), Lease { owner: owner.to_string(), until });
+        }
+        Ok(free)
+    }
+
+    async fn release_lease(&self, pool: &str, owner: &str) -> Result<(), PortError> {
+        let mut world = self.world();
+        if world.leases.get(pool).is_some_and(|l| l.owner == owner) {
+            world.leases.remove(pool);
+        }
+        Ok(())
+    }
+
+    async fn seen(&self, event_ids: &[String]) -> Result<BTreeSet<String>, PortError> {
+        let world = self.world();
+        Ok(event_ids.iter().filter(|id| world.seen.contains_key(*id)).cloned().collect())
+    }
+
+    async fn mark_seen(&self, event_ids: &[String], expires_at: DateTime<Utc>) -> Result<(), PortError> {
+        let mut world = self.world();
+        for id in event_ids {
+            world.seen.insert(id.clone(), expires_at);
+        }
+        Ok(())
+    }
+}
+
+/// A clock that says what it is told.
+#[derive(Debug, Clone)]
+pub struct FixedClock(pub Arc<Mutex<DateTime<Utc>>>);
+
+impl FixedClock {
+    pub fn new(now: DateTime<Utc>) -> Self {
+        FixedClock(Arc::new(Mutex::new(now)))
+    }
+
+    pub fn set(&self, now: DateTime<Utc>) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = now;
+    }
+
+    pub fn advance(&self, by: chrono::Duration) {
+        let mut guard = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        *guard += by;
+    }
+}
+
+impl Clock for FixedClock {
+    fn now(&self) -> DateTime<Utc> {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}

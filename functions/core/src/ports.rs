@@ -1,0 +1,120 @@
+//! The side effects Ballast needs, as small traits. Each has a real adapter (AWS SDK,
+//! kube) in its own crate and an in-memory one in [`crate::memory`].
+
+use std::collections::BTreeSet;
+use std::error::Error as StdError;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::config::PoolConfig;
+use crate::model::{Demand, NodeState, ObservedAsg, PoolRecord};
+use crate::plan::LifecycleRef;
+
+/// Whether trying again can help.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    /// Throttling, 5xx, timeouts, a lease held by another run.
+    Retryable,
+    /// Validation errors, missing resources, permissions: a retry fails the same way.
+    Permanent,
+    /// A conditional write lost: re-read and re-plan.
+    Conflict,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("{operation}: {message}")]
+pub struct PortError {
+    pub operation: String,
+    pub kind: ErrorKind,
+    pub message: String,
+    #[source]
+    pub source: Option<Box<dyn StdError + Send + Sync>>,
+}
+
+impl PortError {
+    pub fn new(kind: ErrorKind, operation: impl Into<String>, message: impl Into<String>) -> Self {
+        PortError { operation: operation.into(), kind, message: message.into(), source: None }
+    }
+
+    pub fn with_source(mut self, source: impl StdError + Send + Sync + 'static) -> Self {
+        self.source = Some(Box::new(source));
+        self
+    }
+
+    pub fn is_retryable(&self) -> bool {
+        matches!(self.kind, ErrorKind::Retryable | ErrorKind::Conflict)
+    }
+}
+
+#[async_trait]
+pub trait Autoscaling: Send + Sync {
+    /// The pool's ASGs: the spot ones in the pool's preference order, then on-demand.
+    async fn describe_pool(&self, pool: &PoolConfig) -> Result<(Vec<ObservedAsg>, ObservedAsg), PortError>;
+    async fn set_desired_capacity(&self, asg: &str, desired: u32) -> Result<(), PortError>;
+    async fn terminate_instance(&self, instance_id: &str, decrement: bool) -> Result<(), PortError>;
+    async fn record_lifecycle_heartbeat(&self, action: &LifecycleRef) -> Result<(), PortError>;
+    async fn complete_lifecycle_action(&self, action: &LifecycleRef) -> Result<(), PortError>;
+}
+
+/// EC2 facts beside the ASGs: node names and prices.
+#[async_trait]
+pub trait Compute: Send + Sync {
+    /// Private DNS name (the EKS node name) of each instance found.
+    async fn private_dns_names(&self, instance_ids: &[String]) -> Result<Vec<(String, String)>, PortError>;
+    /// The latest spot price per hour of an instance type in an AZ.
+    async fn spot_price(&self, instance_type: &str, availability_zone: &str) -> Result<Option<f64>, PortError>;
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DrainReport {
+    pub evicted: u32,
+    /// Pods that could not be evicted before the timeout, with why.
+    pub blocked: Vec<(String, String)>,
+}
+
+impl DrainReport {
+    pub fn complete(&self) -> bool {
+        self.blocked.is_empty()
+    }
+}
+
+#[async_trait]
+pub trait Cluster: Send + Sync {
+    async fn pool_nodes(&self, pool: &PoolConfig) -> Result<Vec<NodeState>, PortError>;
+    /// Replicas of the pool's pause-pod Deployment; `None` when it does not exist.
+    async fn headroom_replicas(&self, pool: &PoolConfig) -> Result<Option<u32>, PortError>;
+    async fn set_headroom_replicas(&self, pool: &PoolConfig, replicas: u32) -> Result<(), PortError>;
+    /// Lists the pool's workload pods and keeps only the sums.
+    async fn pool_demand(&self, pool: &PoolConfig, now: DateTime<Utc>) -> Result<Option<Demand>, PortError>;
+    async fn cordon(&self, node: &str) -> Result<(), PortError>;
+    async fn drain(&self, node: &str, timeout: Duration) -> Result<DrainReport, PortError>;
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Versioned<T> {
+    pub value: T,
+    /// 0 when nothing was stored yet.
+    pub version: u64,
+}
+
+#[async_trait]
+pub trait StateStore: Send + Sync {
+    async fn load(&self, pool: &str) -> Result<Versioned<PoolRecord>, PortError>;
+    /// Writes if the stored version is still `expected`; returns the new version, or a
+    /// `Conflict` error.
+    async fn save(&self, pool: &str, record: &PoolRecord, expected: u64) -> Result<u64, PortError>;
+    /// Takes the pool's lease unless another owner holds an unexpired one.
+    async fn acquire_lease(&self, pool: &str, owner: &str, now: DateTime<Utc>, ttl: Duration) -> Result<bool, PortError>;
+    async fn release_lease(&self, pool: &str, owner: &str) -> Result<(), PortError>;
+    /// Which of these event ids were already handled.
+    async fn seen(&self, event_ids: &[String]) -> Result<BTreeSet<String>, PortError>;
+    async fn mark_seen(&self, event_ids: &[String], expires_at: DateTime<Utc>) -> Result<(), PortError>;
+}
+
+pub trait Clock: Send + Sync {
+    fn now(&self) -> DateTime<Utc>;
+}
