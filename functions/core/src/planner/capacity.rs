@@ -89,7 +89,9 @@ impl Work<'_> {
             let remaining: Vec<&String> = step.victims.iter().filter(|v| od.instance(v).is_some()).collect();
             if remaining.is_empty() {
                 let done = step.victims.len() as u32;
-                self.record.fallback_units = self.record.fallback_units.saturating_sub(done);
+                // The victims' decrements already lowered the ASG: count them once.
+                let held = od.desired.saturating_sub(od.min);
+                self.record.fallback_units = self.input.record.fallback_units.saturating_sub(done).min(held);
                 if self.record.fallback_units == 0 {
                     self.record.fallback_since = None;
                 }

@@ -1,1 +1,636 @@
+//! One test (or more) per planner rule.
 
+use chrono::{DateTime, Duration, TimeZone, Utc};
+
+use super::*;
+use crate::config::Config;
+use crate::event::{CapacityError, Event, InstanceAction, InstanceState, LaunchError, LaunchFailure, LifecycleAction, Signal};
+use crate::model::*;
+use crate::plan::ActionKind;
+
+const CONFIG: &str = r#"
+cluster: c
+region: eu-west-1
+state_table: tbl
+pools:
+  - name: p
+    spot_asgs: [spot-a, spot-b]
+    on_demand_asg: od
+    fallback:
+      spot_launch_grace: 3m
+      unavailable_ttl: 15m
+      max_on_demand: 4
+      failback_after: 30m
+      failback_step: 2
+      wait_and_retry: 10m
+      interruption_rate: { count: 3, window: 10m }
+    interruption: { drain_timeout: 90s }
+    headroom:
+      percent: 10
+      pod_cpu: "1"
+      pod_memory: 2Gi
+      min: 1
+      max: 30
+      interruption_boost: 10
+      boost_for: 30m
+      schedules:
+        - { cron: "0 7 * * MON-FRI", time_zone: Europe/Paris, percent: 25 }
+        - { cron: "0 19 * * MON-FRI", time_zone: Europe/Paris, percent: 5 }
+"#;
+
+fn config() -> Config {
+    Config::from_yaml(CONFIG).unwrap()
+}
+
+fn with(yaml_edit: impl Fn(&str) -> String) -> Config {
+    Config::from_yaml(&yaml_edit(CONFIG)).unwrap()
+}
+
+/// Friday 2026-11-20 10:00 UTC (11:00 in Paris).
+fn now() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 11, 20, 10, 0, 0).unwrap()
+}
+
+fn asg(name: &str, desired: u32, live: u32, max: u32, market: Market) -> ObservedAsg {
+    ObservedAsg {
+        name: name.into(),
+        tags: Default::default(),
+        desired,
+        min: 0,
+        max,
+        instances: (0..live)
+            .map(|n| AsgInstance {
+                id: format!("i-{:017x}", hash(name) + u64::from(n)),
+                lifecycle_state: LifecycleState::InService,
+                availability_zone: "eu-west-1a".into(),
+                instance_type: "m6i.large".into(),
+                market,
+            })
+            .collect(),
+        activities: vec![],
+    }
+}
+
+fn hash(name: &str) -> u64 {
+    name.bytes().fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b))) % 0xffff_ffff * 0x1000
+}
+
+fn pool(spot_a: (u32, u32), spot_b: (u32, u32), od: (u32, u32)) -> ObservedPool {
+    let mut p = ObservedPool {
+        spot: vec![asg("spot-a", spot_a.0, spot_a.1, 20, Market::Spot), asg("spot-b", spot_b.0, spot_b.1, 20, Market::Spot)],
+        on_demand: asg("od", od.0, od.1, 10, Market::OnDemand),
+        nodes: vec![],
+        headroom_replicas: None,
+        demand: None,
+    };
+    let ids: Vec<String> = p.asgs().flat_map(|a| a.instances.iter().map(|i| i.id.clone())).collect();
+    p.nodes = ids.into_iter().map(|id| NodeState { name: format!("node-{id}"), instance_id: id, ready: true, unschedulable: false }).collect();
+    p
+}
+
+fn event(signal: Signal, at: DateTime<Utc>) -> Event {
+    Event { id: format!("{signal:?}{at}"), time: at, source: "test".into(), detail_type: "test".into(), signal }
+}
+
+fn run(cfg: &Config, record: &PoolRecord, observed: &ObservedPool, events: &[Event], now: DateTime<Utc>) -> Plan {
+    plan(PlanInput { pool: &cfg.pools[0], dry_run: cfg.dry_run, record, observed, events, now })
+}
+
+fn desired(plan: &Plan, asg: &str) -> Option<u32> {
+    plan.actions.iter().find_map(|a| match &a.kind {
+        ActionKind::SetDesiredCapacity { asg: n, to, .. } if n == asg => Some(*to),
+        _ => None,
+    })
+}
+
+fn kinds(plan: &Plan) -> Vec<&'static str> {
+    plan.actions
+        .iter()
+        .map(|a| match a.kind {
+            ActionKind::RecordState => "record",
+            ActionKind::SetDesiredCapacity { .. } => "desired",
+            ActionKind::CordonNode { .. } => "cordon",
+            ActionKind::DrainNode { .. } => "drain",
+            ActionKind::TerminateInstance { .. } => "terminate",
+            ActionKind::RecordLifecycleHeartbeat(_) => "heartbeat",
+            ActionKind::CompleteLifecycleAction(_) => "complete",
+            ActionKind::SetHeadroomReplicas { .. } => "headroom",
+        })
+        .collect()
+}
+
+fn capacity_error(asg: &str, at: DateTime<Utc>) -> Event {
+    event(
+        Signal::LaunchUnsuccessful(LaunchFailure {
+            asg: asg.into(),
+            activity_id: format!("act-{at}"),
+            availability_zone: Some("eu-west-1a".into()),
+            subnet_id: None,
+            status_message: "InsufficientInstanceCapacity".into(),
+            cause: String::new(),
+            error: LaunchError::Capacity(CapacityError::InsufficientInstanceCapacity),
+            at: Some(at),
+        }),
+        at,
+    )
+}
+
+fn total(plan: &Plan, observed: &ObservedPool) -> u32 {
+    observed.asgs().map(|a| desired(plan, &a.name).unwrap_or(a.desired)).sum()
+}
+
+fn demand(cpu: u64, mem_gi: u64) -> Demand {
+    Demand { cpu_millis: cpu, memory_bytes: mem_gi << 30, pods: 10, observed_at: now() - Duration::minutes(1) }
+}
+
+// ---- headroom ----
+
+#[test]
+fn headroom_uses_the_schedule_that_fired_last_in_its_time_zone() {
+    let cfg = config();
+    let mut observed = pool((2, 2), (0, 0), (0, 0));
+    observed.demand = Some(demand(40_000, 80));
+    // 11:00 Paris: the 07:00 profile (25%) is in force: max(40*0.25/1, 80*0.25/2) = 10.
+    let p = run(&cfg, &PoolRecord::default(), &observed, &[], now());
+    assert!(matches!(p.actions.last().unwrap().kind, ActionKind::SetHeadroomReplicas { to: 10, .. }), "{:#?}", p.actions);
+    assert!(p.actions.last().unwrap().reason.contains("0 7 * * MON-FRI"));
+    // Friday 05:30 UTC = 06:30 Paris: Thursday's 19:00 profile (5%) is in force: ceil(2) = 2.
+    let early = Utc.with_ymd_and_hms(2026, 11, 20, 5, 30, 0).unwrap();
+    let p = run(&cfg, &PoolRecord::default(), &observed, &[], early);
+    assert!(matches!(p.actions.last().unwrap().kind, ActionKind::SetHeadroomReplicas { to: 2, .. }));
+    // Saturday noon: still Friday's 19:00 profile.
+    let weekend = Utc.with_ymd_and_hms(2026, 11, 21, 12, 0, 0).unwrap();
+    let (percent, source, _) = headroom_percent(&cfg.pools[0].headroom, &PoolRecord::default(), weekend);
+    assert_eq!(percent, 5);
+    assert!(matches!(source, PercentSource::Schedule { fired_at, .. } if fired_at == Utc.with_ymd_and_hms(2026, 11, 20, 18, 0, 0).unwrap()));
+}
+
+#[test]
+fn headroom_default_without_schedules_and_override_wins() {
+    let cfg = with(|y| y.split("      schedules:").next().unwrap().to_string());
+    let mut record = PoolRecord::default();
+    assert_eq!(headroom_percent(&cfg.pools[0].headroom, &record, now()).0, 10);
+    let over = event(Signal::HeadroomOverride { pool: "p".into(), percent: 40, duration: "2h".parse().unwrap() }, now() - Duration::minutes(30));
+    let mut observed = pool((2, 2), (0, 0), (0, 0));
+    observed.demand = Some(demand(10_000, 10));
+    let p = run(&cfg, &record, &observed, &[over.clone()], now());
+    assert!(matches!(p.actions.last().unwrap().kind, ActionKind::SetHeadroomReplicas { to: 4, .. }), "40% of 10 CPU = 4 pods");
+    record = p.record.clone();
+    assert_eq!(record.headroom_override.as_ref().unwrap().until, now() + Duration::minutes(90));
+    // An older override delivered late does not replace the newer one.
+    let older = event(Signal::HeadroomOverride { pool: "p".into(), percent: 1, duration: "5h".parse().unwrap() }, now() - Duration::hours(1));
+    let p2 = run(&cfg, &record, &observed, &[older], now());
+    assert_eq!(p2.record.headroom_override, record.headroom_override);
+    // After it expires, the default returns and the record forgets it.
+    let later = now() + Duration::hours(2);
+    let p3 = run(&cfg, &record, &observed, &[], later);
+    assert_eq!(p3.record.headroom_override, None);
+    assert!(matches!(p3.actions.last().unwrap().kind, ActionKind::SetHeadroomReplicas { to: 1, .. }), "10% of 10 CPU = 1");
+}
+
+#[test]
+fn headroom_boost_after_interruption_and_clamp() {
+    let cfg = config();
+    let mut record = PoolRecord::default();
+    record.disruptions.push(Disruption { instance_id: "i-1".into(), asg: "spot-a".into(), at: now() - Duration::minutes(10), kind: DisruptionKind::InterruptionWarning });
+    let (percent, _, boosted) = headroom_percent(&cfg.pools[0].headroom, &record, now());
+    assert_eq!((percent, boosted), (35, true));
+    let (percent, _, _) = headroom_percent(&cfg.pools[0].headroom, &record, now() + Duration::minutes(25));
+    assert_eq!(percent, 25, "boost lasts boost_for (30m) after the interruption");
+    let h = &cfg.pools[0].headroom;
+    assert_eq!(headroom_replicas(h, &demand(0, 0), 25), (0, 1), "clamped up to min 1");
+    assert_eq!(headroom_replicas(h, &demand(1_000_000, 1), 25), (250, 30), "clamped down to max 30");
+    assert_eq!(headroom_replicas(h, &demand(1_000, 100), 10), (5, 5), "memory dominates: 10Gi / 2Gi");
+}
+
+#[test]
+fn headroom_needs_demand_and_changes_only_what_differs() {
+    let cfg = config();
+    let mut observed = pool((2, 2), (0, 0), (0, 0));
+    let p = run(&cfg, &PoolRecord::default(), &observed, &[], now());
+    assert!(p.actions.is_empty() || !kinds(&p).contains(&"headroom"));
+    assert!(p.notes.iter().any(|n| n.contains("no demand known")));
+    observed.demand = Some(demand(40_000, 80));
+    observed.headroom_replicas = Some(10);
+    assert!(!kinds(&run(&cfg, &PoolRecord::default(), &observed, &[], now())).contains(&"headroom"));
+    // The forwarder's newer demand wins over an older listing.
+    let newer = crate::event::PoolDemandDetail { pool: "p".into(), cpu_millis: 80_000, memory_bytes: 0, pods: 1, nodes: 1, observed_at: now() };
+    let p = run(&cfg, &PoolRecord::default(), &observed, &[event(Signal::PoolDemand(newer), now())], now());
+    assert!(matches!(p.actions.last().unwrap().kind, ActionKind::SetHeadroomReplicas { from: Some(10), to: 20, .. }));
+}
+
+// ---- spot health and fallback ----
+
+#[test]
+fn capacity_error_moves_the_shortfall_to_healthy_spot_first_then_on_demand() {
+    let cfg = config();
+    let mut observed = pool((6, 2), (0, 0), (0, 0));
+    observed.spot[1].max = 1; // spot-b can take one
+    let p = run(&cfg, &PoolRecord::default(), &observed, &[capacity_error("spot-a", now())], now());
+    assert_eq!(desired(&p, "spot-a"), Some(2));
+    assert_eq!(desired(&p, "spot-b"), Some(1));
+    assert_eq!(desired(&p, "od"), Some(3));
+    assert_eq!(p.record.fallback_units, 3);
+    assert_eq!(total(&p, &observed), observed.total_desired(), "total desired never drops");
+    assert!(p.record.unavailable["spot-a"].until == now() + Duration::minutes(15));
+}
+
+#[test]
+fn fallback_respects_max_on_demand_asg_max_and_spot_min() {
+    let cfg = config();
+    let mut observed = pool((9, 1), (0, 0), (0, 0));
+    observed.spot[1].max = 0;
+    let p = run(&cfg, &PoolRecord::default(), &observed, &[capacity_error("spot-a", now())], now());
+    assert_eq!(desired(&p, "od"), Some(4), "max_on_demand 4");
+    assert_eq!(desired(&p, "spot-a"), Some(5), "the rest stays on spot");
+    assert!(p.notes.iter().any(|n| n.contains("stay on spot")));
+    observed.on_demand.max = 2;
+    let p = run(&cfg, &PoolRecord::default(), &observed, &[capacity_error("spot-a", now())], now());
+    assert_eq!(desired(&p, "od"), Some(2), "on-demand ASG max");
+    observed.on_demand.max = 10;
+    observed.spot[0].min = 8;
+    let p = run(&cfg, &PoolRecord::default(), &observed, &[capacity_error("spot-a", now())], now());
+    assert_eq!(desired(&p, "spot-a"), Some(8), "never below the spot ASG's min");
+    assert_eq!(desired(&p, "od"), Some(1));
+    // Units already held count against the cap.
+    let mut record = PoolRecord { fallback_units: 3, ..Default::default() };
+    observed.spot[0].min = 0;
+    observed.on_demand.desired = 3;
+    record.unavailable.insert("spot-a".into(), Unavailable { until: now() + Duration::minutes(5), reason: "x".into() });
+    let p = run(&cfg, &record, &observed, &[], now());
+    assert_eq!(desired(&p, "od"), Some(4));
+}
+
+#[test]
+fn non_capacity_launch_errors_are_reported_not_fallen_back() {
+    let cfg = config();
+    let observed = pool((6, 2), (0, 0), (0, 0));
+    let quota = event(
+        Signal::LaunchUnsuccessful(LaunchFailure {
+            asg: "spot-a".into(),
+            activity_id: "a1".into(),
+            availability_zone: None,
+            subnet_id: None,
+            status_message: "vCPU limit".into(),
+            cause: String::new(),
+            error: LaunchError::Other(Some("VcpuLimitExceeded".into())),
+            at: Some(now()),
+        }),
+        now(),
+    );
+    let p = run(&cfg, &PoolRecord::default(), &observed, std::slice::from_ref(&quota), now());
+    assert_eq!(desired(&p, "od"), None);
+    assert!(p.notes.iter().any(|n| n.contains("VcpuLimitExceeded") && n.contains("not falling back")));
+    // Reported once.
+    let again = run(&cfg, &p.record, &observed, &[quota], now());
+    assert!(!again.notes.iter().any(|n| n.contains("VcpuLimitExceeded")));
+}
+
+#[test]
+fn launch_grace_then_fallback_without_an_event() {
+    let cfg = config();
+    let observed = pool((5, 3), (0, 0), (0, 0));
+    let p = run(&cfg, &PoolRecord::default(), &observed, &[], now());
+    assert_eq!(desired(&p, "spot-b"), None, "within grace: launching, not failing");
+    assert_eq!(p.record.short_since["spot-a"], now());
+    let later = now() + Duration::minutes(3);
+    let p2 = run(&cfg, &p.record, &observed, &[], later);
+    assert_eq!(desired(&p2, "spot-a"), Some(3));
+    assert_eq!(desired(&p2, "spot-b"), Some(2), "healthy spot takes it before on-demand");
+    // Whole again: the shortfall memory clears.
+    let whole = pool((3, 3), (2, 2), (0, 0));
+    assert!(run(&cfg, &p2.record, &whole, &[], later).record.short_since.is_empty());
+}
+
+#[test]
+fn capacity_errors_in_scaling_activities_count_too_and_expire() {
+    let cfg = config();
+    let mut observed = pool((4, 2), (0, 0), (0, 0));
+    observed.spot[1].max = 0;
+    observed.spot[0].activities.push(ScalingActivity {
+        id: "act-9".into(),
+        status: ActivityStatus::Failed,
+        status_message: "Could not launch Spot Instances. UnfulfillableCapacity - ...".into(),
+        cause: String::new(),
+        start: now() - Duration::minutes(1),
+        end: Some(now() - Duration::minutes(1)),
+    });
+    let p = run(&cfg, &PoolRecord::default(), &observed, &[], now());
+    assert_eq!(desired(&p, "od"), Some(2));
+    // Fifteen minutes on, the mark is gone and an old activity does not renew it.
+    let p2 = run(&cfg, &p.record, &pool((2, 2), (0, 0), (2, 2)), &[], now() + Duration::minutes(15));
+    assert!(p2.record.unavailable.is_empty());
+}
+
+#[test]
+fn interruption_rate_marks_spot_unavailable() {
+    let cfg = config();
+    let observed = pool((5, 5), (0, 0), (0, 0));
+    let ids: Vec<String> = observed.spot[0].instances.iter().map(|i| i.id.clone()).collect();
+    let warnings: Vec<Event> = ids[..3]
+        .iter()
+        .enumerate()
+        .map(|(n, id)| event(Signal::SpotInterruption { instance_id: id.clone(), action: InstanceAction::Terminate }, now() - Duration::minutes(n as i64)))
+        .collect();
+    let p = run(&cfg, &PoolRecord::default(), &observed, &warnings, now());
+    assert!(p.record.unavailable["spot-a"].reason.contains("3 interruptions within 10m"));
+    // Replacements go to the next healthy spot ASG, not the failing one.
+    assert_eq!(desired(&p, "spot-b"), Some(3));
+    assert_eq!(desired(&p, "spot-a"), None);
+    // Two are below the rate.
+    let p = run(&cfg, &PoolRecord::default(), &observed, &warnings[..2], now());
+    assert!(p.record.unavailable.is_empty());
+}
+
+#[test]
+fn unplanned_losses_count_toward_the_rate() {
+    let cfg = config();
+    let observed = pool((5, 5), (0, 0), (0, 0));
+    let ids: Vec<String> = observed.spot[0].instances.iter().map(|i| i.id.clone()).collect();
+    let losses: Vec<Event> = ids[..3]
+        .iter()
+        .map(|id| event(Signal::InstanceStateChange { instance_id: id.clone(), state: InstanceState::Terminated }, now()))
+        .collect();
+    let p = run(&cfg, &PoolRecord::default(), &observed, &losses, now());
+    assert_eq!(p.record.disruptions.len(), 3);
+    assert!(p.record.disruptions.iter().all(|d| d.kind == DisruptionKind::UnplannedLoss));
+    assert!(p.record.unavailable.contains_key("spot-a"));
+    let running = event(Signal::InstanceStateChange { instance_id: ids[4].clone(), state: InstanceState::Running }, now());
+    assert!(run(&cfg, &PoolRecord::default(), &observed, &[running], now()).record.disruptions.is_empty());
+}
+
+// ---- failback ----
+
+fn in_fallback() -> (PoolRecord, ObservedPool) {
+    let record = PoolRecord {
+        fallback_units: 3,
+        fallback_since: Some(now() - Duration::hours(1)),
+        healthy_since: [("spot-a".to_string(), now() - Duration::minutes(31)), ("spot-b".to_string(), now() - Duration::minutes(5))].into(),
+        ..Default::default()
+    };
+    (record, pool((2, 2), (0, 0), (3, 3)))
+}
+
+#[test]
+fn failback_waits_for_failback_after() {
+    let cfg = config();
+    let (mut record, observed) = in_fallback();
+    record.healthy_since.insert("spot-a".into(), now() - Duration::minutes(29));
+    let p = run(&cfg, &record, &observed, &[], now());
+    assert_eq!(p.record.failback, None);
+    assert_eq!(desired(&p, "spot-a"), None);
+}
+
+#[test]
+fn failback_surges_spot_first_then_drains_on_demand_when_ready() {
+    let cfg = config();
+    let (record, mut observed) = in_fallback();
+    let p = run(&cfg, &record, &observed, &[], now());
+    assert_eq!(desired(&p, "spot-a"), Some(4), "surge failback_step (2) first");
+    assert_eq!(desired(&p, "od"), None, "on-demand untouched until spot is Ready");
+    let step = p.record.failback.clone().unwrap();
+    assert_eq!((step.count, step.ready_before), (2, 2));
+
+    // The new instances are in service but their nodes are not Ready yet: wait.
+    observed.spot[0] = asg("spot-a", 4, 4, 20, Market::Spot);
+    let ids: Vec<String> = observed.spot[0].instances.iter().map(|i| i.id.clone()).collect();
+    for id in &ids[..2] {
+        observed.nodes.push(NodeState { name: format!("node-{id}"), instance_id: id.clone(), ready: true, unschedulable: false });
+    }
+    for id in &ids[2..] {
+        observed.nodes.push(NodeState { name: format!("node-{id}"), instance_id: id.clone(), ready: false, unschedulable: false });
+    }
+    let wait = run(&cfg, &p.record, &observed, &[], now() + Duration::minutes(1));
+    assert!(!kinds(&wait).contains(&"terminate"));
+    assert!(wait.notes.iter().any(|n| n.contains("waiting: 0 of 2")));
+
+    // Ready: drain and remove two on-demand instances with decrement.
+    for n in observed.nodes.iter_mut() {
+        n.ready = true;
+    }
+    let go = run(&cfg, &p.record, &observed, &[], now() + Duration::minutes(2));
+    assert_eq!(kinds(&go).iter().filter(|k| **k == "terminate").count(), 2);
+    assert_eq!(kinds(&go).iter().filter(|k| **k == "drain").count(), 2);
+    assert!(go.actions.iter().all(|a| !matches!(a.kind, ActionKind::TerminateInstance { decrement: false, .. })));
+    assert!(go.actions.iter().any(|a| matches!(a.kind, ActionKind::TerminateInstance { only_if_drained: true, .. })));
+    let victims = go.record.failback.clone().unwrap().victims;
+    assert_eq!(victims.len(), 2);
+
+    // Victims gone: the step is done and units drop by two.
+    observed.on_demand.instances.retain(|i| !victims.contains(&i.id));
+    observed.on_demand.desired = 1;
+    let done = run(&cfg, &go.record, &observed, &[], now() + Duration::minutes(4));
+    assert_eq!(done.record.fallback_units, 1);
+    assert!(done.notes.iter().any(|n| n.contains("failback step done")));
+    // Next step starts right away (spot still healthy), capped by the units left.
+    assert_eq!(desired(&done, "spot-a"), Some(5));
+}
+
+#[test]
+fn failed_failback_step_is_withdrawn_and_waits_to_retry() {
+    let cfg = config();
+    let (record, mut observed) = in_fallback();
+    let p = run(&cfg, &record, &observed, &[], now());
+    observed.spot[0].desired = 4; // applied, but nothing launches
+    let later = now() + Duration::minutes(3);
+    let failed = run(&cfg, &p.record, &observed, &[], later);
+    assert_eq!(desired(&failed, "spot-a"), Some(2), "undelivered surge withdrawn");
+    assert_eq!(failed.record.failback, None);
+    assert_eq!(failed.record.retry_after, Some(later + Duration::minutes(10)));
+    assert!(!kinds(&failed).contains(&"terminate"), "no on-demand removed");
+    observed.spot[0].desired = 2;
+    let too_soon = run(&cfg, &failed.record, &observed, &[], later + Duration::minutes(5));
+    assert_eq!(too_soon.record.failback, None, "wait_and_retry holds the next attempt");
+    let retry = run(&cfg, &failed.record, &observed, &[], later + Duration::minutes(10));
+    assert!(retry.record.failback.is_some());
+}
+
+#[test]
+fn fallback_units_follow_the_on_demand_asg() {
+    let cfg = config();
+    let (record, mut observed) = in_fallback();
+    observed.on_demand = asg("od", 1, 1, 10, Market::OnDemand); // CA removed two
+    let p = run(&cfg, &record, &observed, &[], now());
+    assert_eq!(p.record.fallback_units, 1);
+}
+
+// ---- interruptions ----
+
+fn spot_warning(observed: &ObservedPool, n: usize, action: InstanceAction) -> Event {
+    let id = observed.spot[0].instances[n].id.clone();
+    event(Signal::SpotInterruption { instance_id: id, action }, now())
+}
+
+#[test]
+fn interruption_surges_cordons_drains_and_terminates_with_decrement() {
+    let cfg = config();
+    let observed = pool((3, 3), (0, 0), (0, 0));
+    let warning = spot_warning(&observed, 0, InstanceAction::Terminate);
+    let p = run(&cfg, &PoolRecord::default(), &observed, std::slice::from_ref(&warning), now());
+    assert_eq!(kinds(&p), vec!["record", "desired", "cordon", "drain", "terminate"]);
+    assert_eq!(desired(&p, "spot-a"), Some(4));
+    assert!(p.actions.iter().any(|a| matches!(a.kind, ActionKind::TerminateInstance { decrement: true, only_if_drained: false, .. })));
+    // Delivered again (or late), after the plan was recorded: nothing new.
+    let again = run(&cfg, &p.record, &observed, &[warning], now() + Duration::seconds(20));
+    assert!(again.effects().next().is_none(), "{:#?}", again.actions);
+}
+
+#[test]
+fn hibernate_stop_and_batches_surge_once_per_asg() {
+    let cfg = config();
+    let observed = pool((3, 3), (0, 0), (0, 0));
+    let events: Vec<Event> = [InstanceAction::Hibernate, InstanceAction::Stop, InstanceAction::Terminate]
+        .into_iter()
+        .enumerate()
+        .map(|(n, a)| spot_warning(&observed, n, a))
+        .collect();
+    let cfg3 = with(|y| y.replace("count: 3", "count: 9"));
+    let p = run(&cfg3, &PoolRecord::default(), &observed, &events, now());
+    let sets: Vec<_> = p.actions.iter().filter(|a| matches!(a.kind, ActionKind::SetDesiredCapacity { .. })).collect();
+    assert_eq!(sets.len(), 1, "one SetDesiredCapacity per ASG per batch");
+    assert_eq!(desired(&p, "spot-a"), Some(6));
+    assert_eq!(kinds(&p).iter().filter(|k| **k == "terminate").count(), 3);
+    assert!(p.actions.iter().any(|a| a.reason.contains("hibernate, no lead time")));
+    let _ = cfg;
+}
+
+#[test]
+fn interruption_surge_goes_to_on_demand_when_spot_is_failing_and_counts_as_fallback() {
+    let cfg = config();
+    let mut observed = pool((3, 3), (0, 0), (0, 0));
+    observed.spot[1].max = 0;
+    let mut record = PoolRecord::default();
+    record.unavailable.insert("spot-a".into(), Unavailable { until: now() + Duration::minutes(5), reason: "ICE".into() });
+    let p = run(&cfg, &record, &observed, &[spot_warning(&observed, 0, InstanceAction::Terminate)], now());
+    assert_eq!(desired(&p, "od"), Some(1));
+    assert_eq!(p.record.fallback_units, 1);
+    assert_eq!(p.record.interruptions[0].surge.as_ref().unwrap().asg, "od");
+}
+
+#[test]
+fn no_room_to_surge_terminates_without_decrement() {
+    let cfg = config();
+    let mut observed = pool((3, 3), (0, 0), (0, 0));
+    observed.spot[0].max = 3;
+    observed.spot[1].max = 0;
+    observed.on_demand.max = 0;
+    let p = run(&cfg, &PoolRecord::default(), &observed, &[spot_warning(&observed, 0, InstanceAction::Terminate)], now());
+    assert!(p.actions.iter().any(|a| matches!(a.kind, ActionKind::TerminateInstance { decrement: false, .. })));
+    assert!(p.notes.iter().any(|n| n.contains("no room to surge")));
+    assert_eq!(total(&p, &observed), observed.total_desired());
+}
+
+#[test]
+fn surge_and_drain_can_be_turned_off() {
+    let cfg = with(|y| y.replace("interruption: { drain_timeout: 90s }", "interruption: { drain_timeout: 90s, surge: false, drain: false }"));
+    let observed = pool((3, 3), (0, 0), (0, 0));
+    let p = run(&cfg, &PoolRecord::default(), &observed, &[spot_warning(&observed, 0, InstanceAction::Terminate)], now());
+    assert_eq!(kinds(&p), vec!["record", "terminate"]);
+    assert!(p.actions.iter().any(|a| matches!(a.kind, ActionKind::TerminateInstance { decrement: false, .. })));
+}
+
+#[test]
+fn rebalance_follows_config() {
+    let observed = pool((3, 3), (0, 0), (0, 0));
+    let id = observed.spot[0].instances[1].id.clone();
+    let rebalance = event(Signal::RebalanceRecommendation { instance_id: id }, now());
+    let ignore = run(&config(), &PoolRecord::default(), &observed, std::slice::from_ref(&rebalance), now());
+    assert!(ignore.effects().next().is_none());
+    assert!(ignore.notes.iter().any(|n| n.contains("ignored")));
+    let surge_cfg = with(|y| y.replace("interruption: { drain_timeout: 90s }", "interruption: { drain_timeout: 90s, rebalance: surge }"));
+    let surge = run(&surge_cfg, &PoolRecord::default(), &observed, &[rebalance], now());
+    assert_eq!(kinds(&surge), vec!["record", "desired", "cordon", "drain", "terminate"]);
+    assert!(surge.record.disruptions.is_empty(), "a recommendation is not an interruption");
+}
+
+#[test]
+fn health_scheduled_change_replaces_ahead() {
+    let cfg = config();
+    let observed = pool((3, 3), (0, 0), (2, 2));
+    let od_id = observed.on_demand.instances[0].id.clone();
+    let health = event(
+        Signal::ScheduledChange {
+            event_type_code: "AWS_EC2_PERSISTENT_INSTANCE_RETIREMENT_SCHEDULED".into(),
+            start_time: Some(now() + Duration::days(3)),
+            end_time: None,
+            instance_ids: vec![od_id.clone(), "i-0000000000000dead".into()],
+        },
+        now(),
+    );
+    let p = run(&cfg, &PoolRecord::default(), &observed, &[health], now());
+    assert_eq!(desired(&p, "od"), Some(3), "the on-demand instance's own ASG surges");
+    assert_eq!(p.record.fallback_units, 0, "a replacement, not a fallback");
+    assert!(p.actions.iter().any(|a| matches!(&a.kind, ActionKind::TerminateInstance { instance_id, decrement: true, .. } if *instance_id == od_id)));
+}
+
+#[test]
+fn interrupted_instance_gone_is_forgotten_and_unknown_instances_noted() {
+    let cfg = config();
+    let observed = pool((3, 3), (0, 0), (0, 0));
+    let p = run(&cfg, &PoolRecord::default(), &observed, &[spot_warning(&observed, 0, InstanceAction::Terminate)], now());
+    let mut after = observed.clone();
+    after.spot[0].instances.remove(0); // terminated and gone
+    let p2 = run(&cfg, &p.record, &after, &[], now() + Duration::minutes(2));
+    assert!(p2.record.interruptions.is_empty());
+    let stranger = event(Signal::SpotInterruption { instance_id: "i-0123456789abcdef0".into(), action: InstanceAction::Terminate }, now());
+    let p3 = run(&cfg, &PoolRecord::default(), &observed, &[stranger], now());
+    assert!(p3.notes.iter().any(|n| n.contains("not (or no longer) in pool")));
+}
+
+#[test]
+fn replanned_after_drain_timeout_if_instance_still_there() {
+    let cfg = config();
+    let observed = pool((3, 3), (0, 0), (0, 0));
+    let p = run(&cfg, &PoolRecord::default(), &observed, &[spot_warning(&observed, 0, InstanceAction::Terminate)], now());
+    let mut surged = observed.clone();
+    surged.spot[0].desired = 4;
+    let retry = run(&cfg, &p.record, &surged, &[], now() + Duration::minutes(3));
+    assert_eq!(desired(&retry, "spot-a"), None, "the surge is not repeated");
+    assert!(kinds(&retry).contains(&"terminate"));
+    // If the surge never reached the ASG, it is restored.
+    let restore = run(&cfg, &p.record, &observed, &[], now() + Duration::minutes(3));
+    assert_eq!(desired(&restore, "spot-a"), Some(4));
+}
+
+// ---- lifecycle ----
+
+#[test]
+fn lifecycle_action_heartbeats_drains_and_completes_once() {
+    let cfg = config();
+    let observed = pool((3, 3), (0, 0), (1, 1));
+    let id = observed.on_demand.instances[0].id.clone();
+    let action = event(
+        Signal::TerminateLifecycleAction(LifecycleAction { asg: "od".into(), hook: "drain".into(), token: "tok".into(), instance_id: id }),
+        now(),
+    );
+    let p = run(&cfg, &PoolRecord::default(), &observed, std::slice::from_ref(&action), now());
+    assert_eq!(kinds(&p), vec!["record", "heartbeat", "cordon", "drain", "complete"]);
+    assert!(p.actions.iter().any(|a| matches!(&a.kind, ActionKind::DrainNode { lifecycle: Some(l), .. } if l.token == "tok")));
+    assert!(run(&cfg, &p.record, &observed, &[action], now()).effects().next().is_none());
+}
+
+// ---- guards ----
+
+#[test]
+fn dry_run_is_carried_on_the_plan() {
+    let cfg = with(|y| y.replace("state_table: tbl", "state_table: tbl\ndry_run: true"));
+    let observed = pool((3, 3), (0, 0), (0, 0));
+    let p = run(&cfg, &PoolRecord::default(), &observed, &[spot_warning(&observed, 0, InstanceAction::Terminate)], now());
+    assert!(p.dry_run);
+}
+
+#[test]
+fn desired_is_clamped_to_asg_bounds() {
+    let cfg = config();
+    let mut observed = pool((3, 3), (0, 0), (0, 0));
+    observed.spot[0].max = 3;
+    observed.spot[1].max = 0;
+    observed.on_demand.max = 0;
+    let p = run(&cfg, &PoolRecord::default(), &observed, &[capacity_error("spot-a", now())], now());
+    for action in &p.actions {
+        if let ActionKind::SetDesiredCapacity { asg, to, .. } = &action.kind {
+            let a = observed.asg(asg).unwrap();
+            assert!(*to >= a.min && *to <= a.max);
+        }
+    }
+}
