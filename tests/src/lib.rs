@@ -1,1 +1,64 @@
-//! Cross-crate integration tests live in `tests/tests/`.
+//! Harness for the cross-crate tests in `tests/tests/`: the shipped config,
+//! fixtures and state snapshots, and an in-memory deployment around them.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use ballast_core::config::Config;
+use ballast_core::event::{parse_event, Event};
+use ballast_core::memory::{FixedClock, InMemory, World};
+use ballast_core::reconcile::Reconciler;
+use chrono::{DateTime, Utc};
+
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+pub fn example_config() -> Config {
+    let text = std::fs::read_to_string(repo_root().join("ballast.example.yaml")).expect("example config");
+    Config::from_yaml(&text).expect("example config is valid")
+}
+
+/// The example config with `dry_run` as given.
+pub fn config_with_dry_run(dry_run: bool) -> Config {
+    Config { dry_run, ..example_config() }
+}
+
+pub fn fixture(name: &str) -> Event {
+    let bytes = std::fs::read(repo_root().join("events").join(name)).expect("fixture");
+    parse_event(&bytes, Some(&example_config().origin())).expect("fixture parses")
+}
+
+pub fn state(name: &str) -> World {
+    let text = std::fs::read_to_string(repo_root().join("events/states").join(name)).expect("state");
+    World::from_json(&text).expect("state parses")
+}
+
+pub type MemoryReconciler = Reconciler<InMemory, InMemory, InMemory, FixedClock>;
+
+/// A deployment whose every port is the same in-memory world.
+pub struct Deployment {
+    pub memory: InMemory,
+    pub clock: FixedClock,
+    pub reconciler: MemoryReconciler,
+}
+
+impl Deployment {
+    pub fn new(config: Config, world: World, now: DateTime<Utc>) -> Self {
+        let memory = InMemory::new(world);
+        let clock = FixedClock::new(now);
+        let reconciler = Reconciler {
+            config: Arc::new(config),
+            autoscaling: memory.clone(),
+            cluster: memory.clone(),
+            store: memory.clone(),
+            clock: clock.clone(),
+            owner: "test".into(),
+        };
+        Deployment { memory, clock, reconciler }
+    }
+
+    pub fn desired(&self, asg: &str) -> u32 {
+        self.memory.world().asg(asg).map(|a| a.desired).expect("asg exists")
+    }
+}

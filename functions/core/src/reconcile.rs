@@ -227,7 +227,8 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         Ok((routed, unrouted))
     }
 
-    async fn observe(
+    /// Reads the pool as it is now: ASGs, nodes, headroom, and demand when needed.
+    pub async fn observe(
         &self,
         pool: &PoolConfig,
         record: &PoolRecord,
@@ -253,7 +254,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         Ok(ObservedPool { spot, on_demand, nodes, headroom_replicas, demand })
     }
 
-    fn plan_for(&self, pool: &PoolConfig, record: &PoolRecord, observed: &ObservedPool, events: &[Event], now: DateTime<Utc>) -> Plan {
+    pub fn plan_for(&self, pool: &PoolConfig, record: &PoolRecord, observed: &ObservedPool, events: &[Event], now: DateTime<Utc>) -> Plan {
         plan(PlanInput { pool, dry_run: self.config.dry_run, record, observed, events, now })
     }
 

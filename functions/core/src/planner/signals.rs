@@ -15,6 +15,13 @@ use crate::model::{
 const REPORT_MEMORY_HOURS: i64 = 24;
 
 impl Work<'_> {
+    /// Older disruptions no longer count for the rate or the boost: a late
+    /// delivery must not bring them back.
+    fn disruption_is_recent(&self, at: chrono::DateTime<chrono::Utc>) -> bool {
+        let keep = self.cfg.fallback.interruption_rate.window.as_chrono().max(self.cfg.headroom.boost_for.as_chrono());
+        at > self.now - keep
+    }
+
     pub(super) fn forget_expired(&mut self) {
         let now = self.now;
         let record = &mut self.record;
@@ -54,7 +61,7 @@ impl Work<'_> {
                 };
                 let warned = self.record.interruptions.iter().any(|i| &i.instance_id == instance_id);
                 let known = self.record.disruptions.iter().any(|d| &d.instance_id == instance_id);
-                if !warned && !known {
+                if !warned && !known && self.disruption_is_recent(event.time) {
                     self.record.disruptions.push(Disruption {
                         instance_id: instance_id.clone(),
                         asg: asg.name.clone(),
@@ -76,7 +83,9 @@ impl Work<'_> {
                 }
             }
             Signal::TerminateLifecycleAction(action) => {
-                if !self.record.lifecycle_actions.iter().any(|a| a.token == action.token) {
+                // Replayed after the instance left: it was handled (or is moot).
+                let present = self.observed.asg_of_instance(&action.instance_id).is_some();
+                if present && !self.record.lifecycle_actions.iter().any(|a| a.token == action.token) {
                     self.record.lifecycle_actions.push(PendingLifecycleAction {
                         asg: action.asg.clone(),
                         hook: action.hook.clone(),
@@ -196,7 +205,8 @@ impl Work<'_> {
         };
         let asg_name = asg.name.clone();
         let is_spot = self.observed.spot.iter().any(|a| a.name == asg_name);
-        if disruption && is_spot && !self.record.disruptions.iter().any(|d| d.instance_id == instance_id) {
+        let recent = self.disruption_is_recent(event.time);
+        if disruption && is_spot && recent && !self.record.disruptions.iter().any(|d| d.instance_id == instance_id) {
             self.record.disruptions.push(Disruption {
                 instance_id: instance_id.to_string(),
                 asg: asg_name.clone(),

@@ -1,0 +1,263 @@
+//! `reconcile` over the in-memory adapters, with the shipped fixtures and states.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use ballast_core::config::PoolConfig;
+use ballast_core::memory::{Call, FixedClock, InMemory};
+use ballast_core::model::ObservedAsg;
+use ballast_core::plan::LifecycleRef;
+use ballast_core::ports::{Autoscaling, ErrorKind, PortError};
+use ballast_core::reconcile::Reconciler;
+use ballast_core::reconcile::Applied;
+use ballast_tests::*;
+use chrono::{DateTime, Duration, Utc};
+
+fn at(text: &str) -> DateTime<Utc> {
+    text.parse().unwrap()
+}
+
+fn effects(d: &Deployment) -> Vec<Call> {
+    d.memory.world().calls.iter().filter(|c| c.is_effect()).cloned().collect()
+}
+
+#[tokio::test]
+async fn interruption_is_applied_once_and_duplicates_are_dropped() {
+    let warning = fixture("spot-interruption-terminate.json");
+    let d = Deployment::new(config_with_dry_run(false), state("steady.json"), warning.time);
+    let out = d.reconciler.handle(vec![warning.clone(), warning.clone()]).await;
+    assert!(out.failures.is_empty(), "{:?}", out.failures);
+    assert_eq!(out.duplicates, vec![warning.id.clone()], "the in-batch duplicate is dropped");
+    assert_eq!(out.pools.len(), 1);
+    let calls = effects(&d);
+    assert_eq!(calls[0], Call::SetDesired { asg: "eks-general-spot-m6".into(), desired: 5 });
+    assert!(calls.contains(&Call::Cordon { node: "ip-10-0-0-10.eu-west-1.compute.internal".into() }));
+    assert!(calls.contains(&Call::Terminate { instance_id: "i-0a1b2c3d4e5f60001".into(), decrement: true }));
+    assert_eq!(d.desired("eks-general-spot-m6"), 4, "surge then terminate-with-decrement");
+    // The same event again, later: seen, nothing applied.
+    d.clock.advance(Duration::seconds(30));
+    let before = d.memory.world().calls.len();
+    let again = d.reconciler.handle(vec![warning.clone()]).await;
+    assert_eq!(again.duplicates, vec![warning.id]);
+    assert_eq!(d.memory.world().calls.len(), before);
+}
+
+#[tokio::test]
+async fn capacity_error_moves_shortfall_within_one_invocation() {
+    let event = fixture("launch-unsuccessful-insufficient-instance-capacity.json");
+    let d = Deployment::new(config_with_dry_run(false), state("spot-short.json"), event.time);
+    let total_before: u32 = d.memory.world().asgs.iter().filter(|a| a.name.starts_with("eks-general")).map(|a| a.desired).sum();
+    let out = d.reconciler.handle(vec![event]).await;
+    assert!(out.failures.is_empty());
+    assert_eq!(d.desired("eks-general-spot-m6"), 4);
+    assert_eq!(d.desired("eks-general-on-demand"), 4);
+    let total_after: u32 = d.memory.world().asgs.iter().filter(|a| a.name.starts_with("eks-general")).map(|a| a.desired).sum();
+    assert_eq!(total_before, total_after);
+    assert_eq!(d.memory.world().pools["general"].record.fallback_units, 2);
+}
+
+#[tokio::test]
+async fn non_capacity_failure_does_not_fall_back() {
+    for name in ["launch-unsuccessful-vcpu-limit-exceeded.json", "launch-unsuccessful-invalid-launch-template.json"] {
+        let event = fixture(name);
+        let d = Deployment::new(config_with_dry_run(false), state("spot-short.json"), event.time);
+        let out = d.reconciler.handle(vec![event]).await;
+        assert_eq!(d.desired("eks-general-on-demand"), 2, "{name}");
+        assert!(out.pools[0].plan.notes.iter().any(|n| n.contains("not falling back")), "{name}");
+    }
+}
+
+#[tokio::test]
+async fn dry_run_changes_nothing() {
+    let events = vec![fixture("spot-interruption-terminate.json"), fixture("launch-unsuccessful-no-spot-capacity.json")];
+    let d = Deployment::new(config_with_dry_run(true), state("spot-short.json"), events[0].time);
+    let before = d.memory.world().clone();
+    let out = d.reconciler.handle(events).await;
+    assert!(out.pools.iter().all(|p| p.plan.dry_run && p.applied.is_empty()));
+    assert!(out.pools[0].plan.effects().count() > 0, "the plan still says what it would do");
+    let after = d.memory.world();
+    assert!(after.calls.is_empty());
+    assert_eq!(after.asgs, before.asgs);
+    assert_eq!(after.pools, before.pools, "not even the record is written");
+    assert!(after.seen.is_empty());
+}
+
+#[tokio::test]
+async fn a_held_lease_makes_a_retryable_failure() {
+    let event = fixture("spot-interruption-terminate.json");
+    let d = Deployment::new(config_with_dry_run(false), state("steady.json"), event.time);
+    d.memory.world().leases.insert("general".into(), ballast_core::memory::Lease { owner: "other".into(), until: event.time + Duration::minutes(1) });
+    let out = d.reconciler.handle(vec![event.clone()]).await;
+    assert_eq!(out.failures.len(), 1);
+    assert!(out.failures[0].0.is_retryable());
+    assert_eq!(out.failures[0].1, vec![event.id.clone()]);
+    assert!(effects(&d).is_empty());
+    assert!(d.memory.world().seen.is_empty(), "not marked seen: the retry will do it");
+    // Once it expires, the retry goes through.
+    d.clock.advance(Duration::minutes(2));
+    let out = d.reconciler.handle(vec![event]).await;
+    assert!(out.failures.is_empty());
+    assert!(!effects(&d).is_empty());
+}
+
+#[tokio::test]
+async fn no_room_to_surge_keeps_capacity() {
+    let warning = fixture("spot-interruption-terminate.json");
+    let mut world = state("steady.json");
+    // At max: the surge goes to the fallback spot ASG, whose max is 0 here, and the
+    // on-demand ASG, whose max we set to 2 (its desired): no room anywhere.
+    world.asg_mut("eks-general-spot-m6").unwrap().max = 4;
+    world.asg_mut("eks-general-spot-fallback").unwrap().max = 0;
+    world.asg_mut("eks-general-on-demand").unwrap().max = 2;
+    let d = Deployment::new(config_with_dry_run(false), world, warning.time);
+    let out = d.reconciler.handle(vec![warning]).await;
+    assert!(out.failures.is_empty());
+    let plan = &out.pools[0].plan;
+    assert!(plan.notes.iter().any(|n| n.contains("no room to surge")));
+    assert!(effects(&d).contains(&Call::Terminate { instance_id: "i-0a1b2c3d4e5f60001".into(), decrement: false }));
+    assert_eq!(d.desired("eks-general-spot-m6"), 4, "capacity kept: the ASG replaces the instance");
+}
+
+#[tokio::test]
+async fn version_conflict_replans_and_the_record_is_versioned() {
+    let event = fixture("launch-unsuccessful-no-spot-capacity.json");
+    let d = Deployment::new(config_with_dry_run(false), state("spot-short.json"), event.time);
+    let v0 = d.memory.world().pools["general"].version;
+    let out = d.reconciler.handle(vec![event]).await;
+    assert!(out.failures.is_empty());
+    assert_eq!(d.memory.world().pools["general"].version, v0 + 1);
+    assert!(matches!(out.pools[0].applied[0], Applied::Done));
+}
+
+#[tokio::test]
+async fn a_storm_becomes_one_desired_write_per_asg_per_batch() {
+    let mut world = state("steady.json");
+    // A larger spot group: 40 instances, 10 of them interrupted in one batch.
+    let asg = world.asg_mut("eks-general-spot-m6").unwrap();
+    asg.max = 100;
+    let template = asg.instances[0].clone();
+    for n in 5..=40u64 {
+        asg.instances.push(ballast_core::model::AsgInstance { id: format!("i-0a1b2c3d4e5f6{n:04}"), ..template.clone() });
+    }
+    asg.desired = asg.instances.len() as u32;
+    let base = fixture("spot-interruption-terminate.json");
+    let batch: Vec<_> = (5..15u64)
+        .map(|n| {
+            let mut e = base.clone();
+            e.id = format!("storm-{n}");
+            e.signal = ballast_core::event::Signal::SpotInterruption {
+                instance_id: format!("i-0a1b2c3d4e5f6{n:04}"),
+                action: ballast_core::event::InstanceAction::Terminate,
+            };
+            e
+        })
+        .collect();
+    let mut config = config_with_dry_run(false);
+    config.pools[0].fallback.interruption_rate.count = 100;
+    let d = Deployment::new(config, world, base.time);
+    let out = d.reconciler.handle(batch).await;
+    assert!(out.failures.is_empty(), "{:?}", out.failures);
+    let calls = effects(&d);
+    let sets = calls.iter().filter(|c| matches!(c, Call::SetDesired { .. })).count();
+    let terminates = calls.iter().filter(|c| matches!(c, Call::Terminate { decrement: true, .. })).count();
+    assert_eq!(sets, 1, "ten surges, one SetDesiredCapacity: {calls:?}");
+    assert_eq!(terminates, 10, "every interrupted instance accounted for");
+    assert_eq!(d.desired("eks-general-spot-m6"), 40);
+}
+
+#[tokio::test]
+async fn reconcile_routes_every_pool_and_unknown_instances_are_unrouted() {
+    let tick = fixture("scheduled-reconcile.json");
+    let d = Deployment::new(config_with_dry_run(false), state("steady.json"), tick.time);
+    let mut stranger = fixture("rebalance-recommendation.json");
+    stranger.signal = ballast_core::event::Signal::RebalanceRecommendation { instance_id: "i-0123456789abcdef0".into() };
+    let out = d.reconciler.handle(vec![tick, stranger.clone()]).await;
+    let pools: Vec<&str> = out.pools.iter().map(|p| p.plan.pool.as_str()).collect();
+    assert_eq!(pools, vec!["batch", "general"]);
+    assert_eq!(out.unrouted.len(), 1);
+    assert_eq!(out.unrouted[0].event_id, stranger.id);
+    assert!(out.unrouted[0].why.contains("in none of the configured pools"));
+}
+
+#[tokio::test]
+async fn lifecycle_action_is_drained_and_completed() {
+    let event = fixture("lifecycle-terminate.json");
+    let d = Deployment::new(config_with_dry_run(false), state("steady.json"), event.time);
+    let out = d.reconciler.handle(vec![event]).await;
+    assert!(out.failures.is_empty());
+    let calls = effects(&d);
+    let token = "87654321-4321-4321-4321-210987654321".to_string();
+    assert_eq!(calls.first(), Some(&Call::Heartbeat { token: token.clone() }));
+    assert!(calls.contains(&Call::Complete { token }));
+}
+
+#[tokio::test]
+async fn headroom_override_event_is_applied() {
+    let event = fixture("headroom-override.json");
+    let d = Deployment::new(config_with_dry_run(false), state("steady.json"), at("2026-11-20T08:30:00Z"));
+    let out = d.reconciler.handle(vec![event]).await;
+    assert!(out.failures.is_empty());
+    // 40% of 38 CPU / 120Gi at 1 CPU / 2Gi per pod: max(15.2, 24) = 24, within max 40.
+    assert!(effects(&d).contains(&Call::SetHeadroom { pool: "general".into(), replicas: 24 }));
+}
+
+/// Autoscaling that fails the first terminate, as a throttled API would.
+struct FailFirstTerminate {
+    inner: InMemory,
+    failed: AtomicBool,
+}
+
+#[async_trait::async_trait]
+impl Autoscaling for FailFirstTerminate {
+    async fn describe_pool(&self, pool: &PoolConfig) -> Result<(Vec<ObservedAsg>, ObservedAsg), PortError> {
+        self.inner.describe_pool(pool).await
+    }
+    async fn set_desired_capacity(&self, asg: &str, desired: u32) -> Result<(), PortError> {
+        self.inner.set_desired_capacity(asg, desired).await
+    }
+    async fn terminate_instance(&self, id: &str, decrement: bool) -> Result<(), PortError> {
+        if !self.failed.swap(true, Ordering::SeqCst) {
+            return Err(PortError::new(ErrorKind::Retryable, "terminate_instance", "Throttling: Rate exceeded"));
+        }
+        self.inner.terminate_instance(id, decrement).await
+    }
+    async fn record_lifecycle_heartbeat(&self, a: &LifecycleRef) -> Result<(), PortError> {
+        self.inner.record_lifecycle_heartbeat(a).await
+    }
+    async fn complete_lifecycle_action(&self, a: &LifecycleRef) -> Result<(), PortError> {
+        self.inner.complete_lifecycle_action(a).await
+    }
+}
+
+#[tokio::test]
+async fn failed_apply_takes_back_its_intent_and_the_retry_does_not_double() {
+    let warning = fixture("spot-interruption-terminate.json");
+    let memory = InMemory::new(state("steady.json"));
+    let clock = FixedClock::new(warning.time);
+    let reconciler = Reconciler {
+        config: Arc::new(config_with_dry_run(false)),
+        autoscaling: FailFirstTerminate { inner: memory.clone(), failed: AtomicBool::new(false) },
+        cluster: memory.clone(),
+        store: memory.clone(),
+        clock: clock.clone(),
+        owner: "test".into(),
+    };
+    let out = reconciler.handle(vec![warning.clone()]).await;
+    assert_eq!(out.failures.len(), 1);
+    assert!(out.failures[0].0.is_retryable(), "throttling is retryable: the message goes back to the queue");
+    assert_eq!(memory.world().asg("eks-general-spot-m6").unwrap().desired, 5, "the surge was applied");
+    {
+        let world = memory.world();
+        let record = &world.pools["general"].record;
+        assert_eq!(record.interruptions[0].planned_at, None, "intent taken back: the retry acts again");
+        assert!(record.interruptions[0].surge.is_some(), "the applied surge is remembered");
+        assert!(world.seen.is_empty());
+    }
+    clock.advance(Duration::seconds(20));
+    let out = reconciler.handle(vec![warning]).await;
+    assert!(out.failures.is_empty(), "{:?}", out.failures);
+    let world = memory.world();
+    let sets: Vec<_> = world.calls.iter().filter(|c| matches!(c, Call::SetDesired { .. })).collect();
+    assert_eq!(sets.len(), 1, "no second surge: {sets:?}");
+    assert_eq!(world.asg("eks-general-spot-m6").unwrap().desired, 4, "surge then terminate-with-decrement");
+}
