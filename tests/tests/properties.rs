@@ -9,7 +9,10 @@
 
 use std::collections::BTreeSet;
 
-use ballast_core::event::{CapacityError, Event, InstanceAction, InstanceState, LaunchError, LaunchFailure, LifecycleAction, PoolDemandDetail, Signal};
+use ballast_core::event::{
+    CapacityError, Event, InstanceAction, InstanceState, LaunchError, LaunchFailure, LifecycleAction, PoolDemandDetail,
+    Signal,
+};
 use ballast_core::memory::World;
 use ballast_core::plan::Plan;
 use ballast_tests::*;
@@ -61,7 +64,13 @@ fn kind() -> impl Strategy<Value = Kind> {
 
 fn step() -> impl Strategy<Value = Step> {
     (kind(), prop::bool::weighted(0.25), prop::bool::weighted(0.2), 0u32..1200, prop::bool::weighted(0.3)).prop_map(
-        |(kind, duplicate, delay, advance_secs, spot_capacity_lost)| Step { kind, duplicate, delay, advance_secs, spot_capacity_lost },
+        |(kind, duplicate, delay, advance_secs, spot_capacity_lost)| Step {
+            kind,
+            duplicate,
+            delay,
+            advance_secs,
+            spot_capacity_lost,
+        },
     )
 }
 
@@ -185,11 +194,22 @@ fn run(steps: Vec<Step>, dry_run: bool) -> Result<(), TestCaseError> {
             }
         }
         let outcome = rt.block_on(d.reconciler.handle(batch.clone()));
-        prop_assert!(outcome.failures.is_empty(), "step {index}: {:?}", outcome.failures.iter().map(|f| f.0.to_string()).collect::<Vec<_>>());
+        prop_assert!(
+            outcome.failures.is_empty(),
+            "step {index}: {:?}",
+            outcome.failures.iter().map(|f| f.0.to_string()).collect::<Vec<_>>()
+        );
 
         let world = d.memory.world().clone();
         for asg in &world.asgs {
-            prop_assert!(asg.desired >= asg.min && asg.desired <= asg.max, "step {index}: {} desired {} outside {}..{}", asg.name, asg.desired, asg.min, asg.max);
+            prop_assert!(
+                asg.desired >= asg.min && asg.desired <= asg.max,
+                "step {index}: {} desired {} outside {}..{}",
+                asg.name,
+                asg.desired,
+                asg.min,
+                asg.max
+            );
         }
         if dry_run {
             prop_assert!(world.calls.is_empty(), "dry run applied: {:?}", world.calls);
@@ -198,18 +218,33 @@ fn run(steps: Vec<Step>, dry_run: bool) -> Result<(), TestCaseError> {
                 prop_assert_eq!(asg.desired, initial.asg(&asg.name).unwrap().desired);
             }
         } else {
-            prop_assert!(pool_total(&world) >= initial_total, "step {index}: total desired {} fell below {initial_total}", pool_total(&world));
+            prop_assert!(
+                pool_total(&world) >= initial_total,
+                "step {index}: total desired {} fell below {initial_total}",
+                pool_total(&world)
+            );
             let record = &world.pools[POOL].record;
-            prop_assert!(record.fallback_units <= max_on_demand, "fallback units {} > {max_on_demand}", record.fallback_units);
+            prop_assert!(
+                record.fallback_units <= max_on_demand,
+                "fallback units {} > {max_on_demand}",
+                record.fallback_units
+            );
             prop_assert!(world.asg(OD).unwrap().desired <= initial_od + max_on_demand, "on-demand grew past the cap");
 
             // Delivered twice, past the dedup store: the record makes it plan nothing new.
             for event in batch.iter().filter(|e| e.signal != Signal::Reconcile) {
                 let pool = d.reconciler.config.pool(POOL).unwrap();
-                let observed = rt.block_on(d.reconciler.observe(pool, record, std::slice::from_ref(event), now)).unwrap();
+                let observed =
+                    rt.block_on(d.reconciler.observe(pool, record, std::slice::from_ref(event), now)).unwrap();
                 let again = d.reconciler.plan_for(pool, record, &observed, std::slice::from_ref(event), now);
                 let without = d.reconciler.plan_for(pool, record, &observed, &[], now);
-                prop_assert_eq!(effects(&again), effects(&without), "step {}: replaying {:?} planned something new", index, event.signal);
+                prop_assert_eq!(
+                    effects(&again),
+                    effects(&without),
+                    "step {}: replaying {:?} planned something new",
+                    index,
+                    event.signal
+                );
             }
         }
         let no_capacity: BTreeSet<String> =

@@ -8,8 +8,8 @@ use ballast_core::memory::{Call, FixedClock, InMemory};
 use ballast_core::model::ObservedAsg;
 use ballast_core::plan::LifecycleRef;
 use ballast_core::ports::{Autoscaling, ErrorKind, PortError};
-use ballast_core::reconcile::Reconciler;
 use ballast_core::reconcile::Applied;
+use ballast_core::reconcile::Reconciler;
 use ballast_tests::*;
 use chrono::{DateTime, Duration, Utc};
 
@@ -46,12 +46,14 @@ async fn interruption_is_applied_once_and_duplicates_are_dropped() {
 async fn capacity_error_moves_shortfall_within_one_invocation() {
     let event = fixture("launch-unsuccessful-insufficient-instance-capacity.json");
     let d = Deployment::new(config_with_dry_run(false), state("spot-short.json"), event.time);
-    let total_before: u32 = d.memory.world().asgs.iter().filter(|a| a.name.starts_with("eks-general")).map(|a| a.desired).sum();
+    let total_before: u32 =
+        d.memory.world().asgs.iter().filter(|a| a.name.starts_with("eks-general")).map(|a| a.desired).sum();
     let out = d.reconciler.handle(vec![event]).await;
     assert!(out.failures.is_empty());
     assert_eq!(d.desired("eks-general-spot-m6"), 4);
     assert_eq!(d.desired("eks-general-on-demand"), 4);
-    let total_after: u32 = d.memory.world().asgs.iter().filter(|a| a.name.starts_with("eks-general")).map(|a| a.desired).sum();
+    let total_after: u32 =
+        d.memory.world().asgs.iter().filter(|a| a.name.starts_with("eks-general")).map(|a| a.desired).sum();
     assert_eq!(total_before, total_after);
     assert_eq!(d.memory.world().pools["general"].record.fallback_units, 2);
 }
@@ -69,7 +71,8 @@ async fn non_capacity_failure_does_not_fall_back() {
 
 #[tokio::test]
 async fn dry_run_changes_nothing() {
-    let events = vec![fixture("spot-interruption-terminate.json"), fixture("launch-unsuccessful-no-spot-capacity.json")];
+    let events =
+        vec![fixture("spot-interruption-terminate.json"), fixture("launch-unsuccessful-no-spot-capacity.json")];
     let d = Deployment::new(config_with_dry_run(true), state("spot-short.json"), events[0].time);
     let before = d.memory.world().clone();
     let out = d.reconciler.handle(events).await;
@@ -86,7 +89,10 @@ async fn dry_run_changes_nothing() {
 async fn a_held_lease_makes_a_retryable_failure() {
     let event = fixture("spot-interruption-terminate.json");
     let d = Deployment::new(config_with_dry_run(false), state("steady.json"), event.time);
-    d.memory.world().leases.insert("general".into(), ballast_core::memory::Lease { owner: "other".into(), until: event.time + Duration::minutes(1) });
+    d.memory.world().leases.insert(
+        "general".into(),
+        ballast_core::memory::Lease { owner: "other".into(), until: event.time + Duration::minutes(1) },
+    );
     let out = d.reconciler.handle(vec![event.clone()]).await;
     assert_eq!(out.failures.len(), 1);
     assert!(out.failures[0].0.is_retryable());
@@ -137,7 +143,8 @@ async fn a_storm_becomes_one_desired_write_per_asg_per_batch() {
     asg.max = 100;
     let template = asg.instances[0].clone();
     for n in 5..=40u64 {
-        asg.instances.push(ballast_core::model::AsgInstance { id: format!("i-0a1b2c3d4e5f6{n:04}"), ..template.clone() });
+        asg.instances
+            .push(ballast_core::model::AsgInstance { id: format!("i-0a1b2c3d4e5f6{n:04}"), ..template.clone() });
     }
     asg.desired = asg.instances.len() as u32;
     let base = fixture("spot-interruption-terminate.json");
@@ -170,7 +177,8 @@ async fn reconcile_routes_every_pool_and_unknown_instances_are_unrouted() {
     let tick = fixture("scheduled-reconcile.json");
     let d = Deployment::new(config_with_dry_run(false), state("steady.json"), tick.time);
     let mut stranger = fixture("rebalance-recommendation.json");
-    stranger.signal = ballast_core::event::Signal::RebalanceRecommendation { instance_id: "i-0123456789abcdef0".into() };
+    stranger.signal =
+        ballast_core::event::Signal::RebalanceRecommendation { instance_id: "i-0123456789abcdef0".into() };
     let out = d.reconciler.handle(vec![tick, stranger.clone()]).await;
     let pools: Vec<&str> = out.pools.iter().map(|p| p.plan.pool.as_str()).collect();
     assert_eq!(pools, vec!["batch", "general"]);

@@ -5,10 +5,10 @@
 
 pub mod config;
 pub mod event;
-pub mod units;
+pub mod memory;
 pub mod model;
 pub mod plan;
 pub mod planner;
-pub mod memory;
 pub mod ports;
 pub mod reconcile;
+pub mod units;

@@ -16,7 +16,7 @@ use crate::ports::{Autoscaling, Clock, Cluster, Compute, DrainReport, ErrorKind,
 
 /// The whole observable world of a deployment, as JSON-friendly data.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct World {
     pub asgs: Vec<ObservedAsg>,
     pub nodes: Vec<WorldNode>,
@@ -52,7 +52,7 @@ fn is_zero(n: &u32) -> bool {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct WorldPool {
     pub record: PoolRecord,
     pub version: u64,
@@ -102,7 +102,8 @@ impl World {
     /// Resolves a pool's selectors against the world's ASGs.
     pub fn pool_asgs(&self, pool: &PoolConfig) -> Result<(Vec<ObservedAsg>, ObservedAsg), PortError> {
         let resolve = |sel: &AsgSelector| -> Vec<ObservedAsg> {
-            let mut found: Vec<ObservedAsg> = self.asgs.iter().filter(|a| sel.matches(&a.name, &a.tags)).cloned().collect();
+            let mut found: Vec<ObservedAsg> =
+                self.asgs.iter().filter(|a| sel.matches(&a.name, &a.tags)).cloned().collect();
             found.sort_by(|a, b| a.name.cmp(&b.name));
             found
         };
@@ -110,7 +111,11 @@ impl World {
         for sel in &pool.spot_asgs {
             let found = resolve(sel);
             if found.is_empty() {
-                return Err(PortError::new(ErrorKind::Permanent, "describe_pool", format!("pool {}: no ASG matches spot selector `{sel}`", pool.name)));
+                return Err(PortError::new(
+                    ErrorKind::Permanent,
+                    "describe_pool",
+                    format!("pool {}: no ASG matches spot selector `{sel}`", pool.name),
+                ));
             }
             for asg in found {
                 if !spot.iter().any(|s: &ObservedAsg| s.name == asg.name) {
@@ -121,8 +126,19 @@ impl World {
         let mut od = resolve(&pool.on_demand_asg);
         match od.len() {
             1 => Ok((spot, od.remove(0))),
-            0 => Err(PortError::new(ErrorKind::Permanent, "describe_pool", format!("pool {}: no ASG matches on-demand selector `{}`", pool.name, pool.on_demand_asg))),
-            n => Err(PortError::new(ErrorKind::Permanent, "describe_pool", format!("pool {}: {n} ASGs match on-demand selector `{}`; it must select one", pool.name, pool.on_demand_asg))),
+            0 => Err(PortError::new(
+                ErrorKind::Permanent,
+                "describe_pool",
+                format!("pool {}: no ASG matches on-demand selector `{}`", pool.name, pool.on_demand_asg),
+            )),
+            n => Err(PortError::new(
+                ErrorKind::Permanent,
+                "describe_pool",
+                format!(
+                    "pool {}: {n} ASGs match on-demand selector `{}`; it must select one",
+                    pool.name, pool.on_demand_asg
+                ),
+            )),
         }
     }
 
@@ -136,7 +152,11 @@ impl World {
                     i.lifecycle_state = LifecycleState::InService;
                 }
             }
-            let market = asg.instances.first().map(|i| i.market).unwrap_or(if asg.name.contains("spot") { Market::Spot } else { Market::OnDemand });
+            let market = asg.instances.first().map(|i| i.market).unwrap_or(if asg.name.contains("spot") {
+                Market::Spot
+            } else {
+                Market::OnDemand
+            });
             while asg.live() < asg.desired && !no_capacity.contains(&asg.name) {
                 *next_id += 1;
                 asg.instances.push(AsgInstance {
@@ -198,7 +218,8 @@ impl Autoscaling for InMemory {
 
     async fn set_desired_capacity(&self, asg: &str, desired: u32) -> Result<(), PortError> {
         let mut world = self.world();
-        let group = world.asg_mut(asg).ok_or_else(|| not_found("set_desired_capacity", format!("ASG {asg} not found")))?;
+        let group =
+            world.asg_mut(asg).ok_or_else(|| not_found("set_desired_capacity", format!("ASG {asg} not found")))?;
         if desired < group.min || desired > group.max {
             return Err(PortError::new(
                 ErrorKind::Permanent,
@@ -252,7 +273,9 @@ impl Compute for InMemory {
         let world = self.world();
         Ok(instance_ids
             .iter()
-            .filter_map(|id| world.nodes.iter().find(|n| &n.state.instance_id == id).map(|n| (id.clone(), n.state.name.clone())))
+            .filter_map(|id| {
+                world.nodes.iter().find(|n| &n.state.instance_id == id).map(|n| (id.clone(), n.state.name.clone()))
+            })
             .collect())
     }
 
@@ -266,7 +289,8 @@ impl Cluster for InMemory {
     async fn pool_nodes(&self, pool: &PoolConfig) -> Result<Vec<NodeState>, PortError> {
         let world = self.world();
         let (spot, od) = world.pool_asgs(pool)?;
-        let ids: BTreeSet<&str> = spot.iter().chain(std::iter::once(&od)).flat_map(|a| a.instances.iter().map(|i| i.id.as_str())).collect();
+        let ids: BTreeSet<&str> =
+            spot.iter().chain(std::iter::once(&od)).flat_map(|a| a.instances.iter().map(|i| i.id.as_str())).collect();
         Ok(world.nodes.iter().filter(|n| ids.contains(n.state.instance_id.as_str())).map(|n| n.state.clone()).collect())
     }
 
@@ -287,7 +311,11 @@ impl Cluster for InMemory {
 
     async fn cordon(&self, node: &str) -> Result<(), PortError> {
         let mut world = self.world();
-        let n = world.nodes.iter_mut().find(|n| n.state.name == node).ok_or_else(|| not_found("cordon", format!("node {node} not found")))?;
+        let n = world
+            .nodes
+            .iter_mut()
+            .find(|n| n.state.name == node)
+            .ok_or_else(|| not_found("cordon", format!("node {node} not found")))?;
         n.state.unschedulable = true;
         world.calls.push(Call::Cordon { node: node.to_string() });
         Ok(())
@@ -295,7 +323,11 @@ impl Cluster for InMemory {
 
     async fn drain(&self, node: &str, _timeout: Duration) -> Result<DrainReport, PortError> {
         let mut world = self.world();
-        let n = world.nodes.iter_mut().find(|n| n.state.name == node).ok_or_else(|| not_found("drain", format!("node {node} not found")))?;
+        let n = world
+            .nodes
+            .iter_mut()
+            .find(|n| n.state.name == node)
+            .ok_or_else(|| not_found("drain", format!("node {node} not found")))?;
         let blocked: Vec<(String, String)> = n
             .pdb_blocked_pods
             .iter()
@@ -337,7 +369,13 @@ impl StateStore for InMemory {
         Ok(version)
     }
 
-    async fn acquire_lease(&self, pool: &str, owner: &str, now: DateTime<Utc>, ttl: Duration) -> Result<bool, PortError> {
+    async fn acquire_lease(
+        &self,
+        pool: &str,
+        owner: &str,
+        now: DateTime<Utc>,
+        ttl: Duration,
+    ) -> Result<bool, PortError> {
         let mut world = self.world();
         let free = world.leases.get(pool).is_none_or(|l| l.owner == owner || l.until <= now);
         if free {

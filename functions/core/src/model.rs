@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::event::InstanceAction;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ObservedAsg {
     pub name: String,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -39,6 +40,7 @@ impl ObservedAsg {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct AsgInstance {
     pub id: String,
     pub lifecycle_state: LifecycleState,
@@ -81,7 +83,10 @@ impl LifecycleState {
     pub fn is_live(self) -> bool {
         matches!(
             self,
-            LifecycleState::Pending | LifecycleState::PendingWait | LifecycleState::PendingProceed | LifecycleState::InService
+            LifecycleState::Pending
+                | LifecycleState::PendingWait
+                | LifecycleState::PendingProceed
+                | LifecycleState::InService
         )
     }
 }

@@ -38,8 +38,15 @@ pub struct Action {
 pub enum ActionKind {
     /// Write the pool record (version-checked) before acting: a re-run sees the intent.
     RecordState,
-    SetDesiredCapacity { asg: String, from: u32, to: u32 },
-    CordonNode { node: String, instance_id: String },
+    SetDesiredCapacity {
+        asg: String,
+        from: u32,
+        to: u32,
+    },
+    CordonNode {
+        node: String,
+        instance_id: String,
+    },
     DrainNode {
         node: String,
         instance_id: String,
@@ -59,7 +66,11 @@ pub enum ActionKind {
     },
     RecordLifecycleHeartbeat(LifecycleRef),
     CompleteLifecycleAction(LifecycleRef),
-    SetHeadroomReplicas { namespace: String, from: Option<u32>, to: u32 },
+    SetHeadroomReplicas {
+        namespace: String,
+        from: Option<u32>,
+        to: u32,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

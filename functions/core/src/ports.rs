@@ -108,7 +108,13 @@ pub trait StateStore: Send + Sync {
     /// `Conflict` error.
     async fn save(&self, pool: &str, record: &PoolRecord, expected: u64) -> Result<u64, PortError>;
     /// Takes the pool's lease unless another owner holds an unexpired one.
-    async fn acquire_lease(&self, pool: &str, owner: &str, now: DateTime<Utc>, ttl: Duration) -> Result<bool, PortError>;
+    async fn acquire_lease(
+        &self,
+        pool: &str,
+        owner: &str,
+        now: DateTime<Utc>,
+        ttl: Duration,
+    ) -> Result<bool, PortError>;
     async fn release_lease(&self, pool: &str, owner: &str) -> Result<(), PortError>;
     /// Which of these event ids were already handled.
     async fn seen(&self, event_ids: &[String]) -> Result<BTreeSet<String>, PortError>;

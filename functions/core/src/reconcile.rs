@@ -190,11 +190,8 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                     if view.is_none() {
                         let mut all = Vec::new();
                         for pool in &self.config.pools {
-                            let (spot, od) = self
-                                .autoscaling
-                                .describe_pool(pool)
-                                .await
-                                .map_err(|e| (e, vec![event.id.clone()]))?;
+                            let (spot, od) =
+                                self.autoscaling.describe_pool(pool).await.map_err(|e| (e, vec![event.id.clone()]))?;
                             all.push((pool.name.clone(), spot.into_iter().chain([od]).collect()));
                         }
                         view = Some(all);
@@ -218,7 +215,10 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                     (None, Some(id)) => format!("instance {id}"),
                     _ => "its subject".into(),
                 };
-                unrouted.push(Unrouted { event_id: event.id.clone(), why: format!("{about} is in none of the configured pools") });
+                unrouted.push(Unrouted {
+                    event_id: event.id.clone(),
+                    why: format!("{about} is in none of the configured pools"),
+                });
             }
             for pool in pools {
                 routed.entry(pool).or_default().push(event.clone());
@@ -254,7 +254,14 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         Ok(ObservedPool { spot, on_demand, nodes, headroom_replicas, demand })
     }
 
-    pub fn plan_for(&self, pool: &PoolConfig, record: &PoolRecord, observed: &ObservedPool, events: &[Event], now: DateTime<Utc>) -> Plan {
+    pub fn plan_for(
+        &self,
+        pool: &PoolConfig,
+        record: &PoolRecord,
+        observed: &ObservedPool,
+        events: &[Event],
+        now: DateTime<Utc>,
+    ) -> Plan {
         plan(PlanInput { pool, dry_run: self.config.dry_run, record, observed, events, now })
     }
 
@@ -262,7 +269,12 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
     pub async fn reconcile(&self, pool: &PoolConfig, events: &[Event]) -> Result<PoolOutcome, ReconcileError> {
         let name = pool.name.as_str();
         let lease_ttl = pool.interruption.drain_timeout.0 + Duration::from_secs(120);
-        if !self.store.acquire_lease(name, &self.owner, self.clock.now(), lease_ttl).await.map_err(ReconcileError::port(name))? {
+        if !self
+            .store
+            .acquire_lease(name, &self.owner, self.clock.now(), lease_ttl)
+            .await
+            .map_err(ReconcileError::port(name))?
+        {
             return Err(ReconcileError::LeaseBusy { pool: name.to_string() });
         }
         let result = self.reconcile_leased(pool, events).await;
@@ -275,7 +287,8 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         let name = pool.name.as_str();
         for _ in 0..MAX_ATTEMPTS {
             let now = self.clock.now();
-            let Versioned { value: record, version } = self.store.load(name).await.map_err(ReconcileError::port(name))?;
+            let Versioned { value: record, version } =
+                self.store.load(name).await.map_err(ReconcileError::port(name))?;
             let observed = self.observe(pool, &record, events, now).await.map_err(ReconcileError::port(name))?;
             let plan = self.plan_for(pool, &record, &observed, events, now);
             if plan.dry_run {
@@ -331,7 +344,9 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                 }
                 ActionKind::TerminateInstance { instance_id, decrement, only_if_drained, .. } => {
                     if *only_if_drained && drained.get(instance_id.as_str()) == Some(&false) {
-                        Ok(Applied::Skipped { why: "drain incomplete: a PodDisruptionBudget still protects pods".into() })
+                        Ok(Applied::Skipped {
+                            why: "drain incomplete: a PodDisruptionBudget still protects pods".into(),
+                        })
                     } else {
                         self.autoscaling.terminate_instance(instance_id, *decrement).await.map(|_| Applied::Done)
                     }
@@ -373,12 +388,15 @@ fn unplan(plan: &Plan, failed_at: usize) -> PoolRecord {
         if interruption.planned_at == Some(plan.now) && !terminated {
             interruption.planned_at = None;
         }
-        if interruption.surge.as_ref().is_some_and(|s| missed_desired.contains(s.asg.as_str())) && interruption.planned_at.is_none() {
+        if interruption.surge.as_ref().is_some_and(|s| missed_desired.contains(s.asg.as_str()))
+            && interruption.planned_at.is_none()
+        {
             interruption.surge = None;
         }
     }
     for action in &mut record.lifecycle_actions {
-        let missed_complete = missed.iter().any(|a| matches!(&a.kind, ActionKind::CompleteLifecycleAction(l) if l.token == action.token));
+        let missed_complete =
+            missed.iter().any(|a| matches!(&a.kind, ActionKind::CompleteLifecycleAction(l) if l.token == action.token));
         if missed_complete {
             action.planned = false;
         }

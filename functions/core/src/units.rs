@@ -44,9 +44,7 @@ fn parse_exact(input: &str) -> Result<Exact, QuantityError> {
         None if s.starts_with('-') => return Err(QuantityError::Negative(input.to_string())),
         None => s,
     };
-    let number_end = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
+    let number_end = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
     let (number, suffix) = s.split_at(number_end);
     let (int_part, frac_part) = match number.split_once('.') {
         Some((i, f)) => (i, f),
@@ -59,10 +57,7 @@ fn parse_exact(input: &str) -> Result<Exact, QuantityError> {
     let mut digits: u128 = 0;
     for c in int_part.chars().chain(frac_part.chars()) {
         let d = u128::from(c.to_digit(10).ok_or_else(syntax)?);
-        digits = digits
-            .checked_mul(10)
-            .and_then(|v| v.checked_add(d))
-            .ok_or_else(overflow)?;
+        digits = digits.checked_mul(10).and_then(|v| v.checked_add(d)).ok_or_else(overflow)?;
     }
     let scale = u32::try_from(frac_part.len()).map_err(|_| overflow())?;
     let (exp10, exp2) = match suffix {
@@ -81,10 +76,7 @@ fn parse_exact(input: &str) -> Result<Exact, QuantityError> {
         "Pi" => (0, 50),
         "Ei" => (0, 60),
         other => {
-            let exp = other
-                .strip_prefix('e')
-                .or_else(|| other.strip_prefix('E'))
-                .ok_or_else(syntax)?;
+            let exp = other.strip_prefix('e').or_else(|| other.strip_prefix('E')).ok_or_else(syntax)?;
             let exp: i32 = exp.parse().map_err(|_| syntax())?;
             if !(-30..=30).contains(&exp) {
                 return Err(overflow());
@@ -92,12 +84,7 @@ fn parse_exact(input: &str) -> Result<Exact, QuantityError> {
             (exp, 0)
         }
     };
-    Ok(Exact {
-        digits,
-        scale,
-        exp10,
-        exp2,
-    })
+    Ok(Exact { digits, scale, exp10, exp2 })
 }
 
 impl Exact {
@@ -111,9 +98,8 @@ impl Exact {
         let exp = self.exp10 + shift - self.scale as i32;
         let mut denominator: u128 = 1;
         if exp >= 0 {
-            numerator = numerator
-                .checked_mul(10u128.checked_pow(exp as u32).ok_or_else(overflow)?)
-                .ok_or_else(overflow)?;
+            numerator =
+                numerator.checked_mul(10u128.checked_pow(exp as u32).ok_or_else(overflow)?).ok_or_else(overflow)?;
         } else {
             denominator = 10u128.checked_pow((-exp) as u32).ok_or_else(overflow)?;
         }
@@ -189,9 +175,7 @@ impl<'de> Deserialize<'de> for HumanDuration {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let text = String::deserialize(deserializer)?;
         text.parse().map_err(|e| {
-            serde::de::Error::custom(format!(
-                "`{text}` is not a duration ({e}); write e.g. `90s`, `10m`, `2h`"
-            ))
+            serde::de::Error::custom(format!("`{text}` is not a duration ({e}); write e.g. `90s`, `10m`, `2h`"))
         })
     }
 }

@@ -31,14 +31,17 @@ pub fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
         Ok(config) => config,
         Err(issues) => bail!("{} is invalid:\n  {}", args.config.display(), issues.join("\n  ")),
     };
-    let state_text = std::fs::read_to_string(&args.state).with_context(|| format!("cannot read {}", args.state.display()))?;
+    let state_text =
+        std::fs::read_to_string(&args.state).with_context(|| format!("cannot read {}", args.state.display()))?;
     let world: World = serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_str(&state_text))
         .map_err(|e| anyhow::anyhow!("{}: {}: {}", args.state.display(), e.path(), e.inner()))?;
     let origin = config.origin();
     let mut events = Vec::new();
     for file in &args.events {
         let bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
-        events.push(parse_event(&bytes, Some(&origin)).with_context(|| format!("{} is not a valid event", file.display()))?);
+        events.push(
+            parse_event(&bytes, Some(&origin)).with_context(|| format!("{} is not a valid event", file.display()))?,
+        );
     }
     if events.is_empty() {
         let now = args.now.context("--now is required when no --event gives the time")?;

@@ -199,10 +199,7 @@ const MAX_PERCENT: u32 = 1000;
 impl Config {
     pub fn from_yaml(text: &str) -> Result<Config, ConfigErrors> {
         let value: Value = serde_yaml_ng::from_str(text).map_err(|e| {
-            ConfigErrors(vec![ConfigIssue {
-                path: "(file)".into(),
-                message: format!("not valid YAML: {e}"),
-            }])
+            ConfigErrors(vec![ConfigIssue { path: "(file)".into(), message: format!("not valid YAML: {e}") }])
         })?;
         let mut issues = Issues(Vec::new());
         let config = read_config(&value, &mut issues);
@@ -256,10 +253,9 @@ fn read_config(value: &Value, issues: &mut Issues) -> Option<Config> {
     let mut pools = Vec::new();
     match pools_value {
         None => issues.push("pools", "is required: at least one pool"),
-        Some(Value::Sequence(items)) if items.is_empty() => {
-            issues.push("pools", "must list at least one pool")
-        }
+        Some(Value::Sequence(items)) if items.is_empty() => issues.push("pools", "must list at least one pool"),
         Some(Value::Sequence(items)) => {
+            check_pool_names(items, issues);
             for (i, item) in items.iter().enumerate() {
                 if let Some(pool) = read_pool(item, &format!("pools[{i}]"), issues) {
                     pools.push((i, pool));
@@ -280,16 +276,22 @@ fn read_config(value: &Value, issues: &mut Issues) -> Option<Config> {
     })
 }
 
-fn check_across_pools(pools: &[(usize, PoolConfig)], issues: &mut Issues) {
+/// Duplicate names are found on the raw pools, so a pool with other errors still counts.
+fn check_pool_names(items: &[Value], issues: &mut Issues) {
     let mut names: BTreeMap<&str, usize> = BTreeMap::new();
+    for (i, item) in items.iter().enumerate() {
+        let Some(name) = item.get("name").and_then(Value::as_str) else { continue };
+        if let Some(first) = names.get(name) {
+            issues.push(format!("pools[{i}].name"), format!("duplicate pool name `{name}` (also pools[{first}])"));
+        } else {
+            names.insert(name, i);
+        }
+    }
+}
+
+fn check_across_pools(pools: &[(usize, PoolConfig)], issues: &mut Issues) {
     let mut asg_owner: BTreeMap<String, usize> = BTreeMap::new();
     for (i, pool) in pools {
-        if let Some(first) = names.insert(&pool.name, *i) {
-            issues.push(
-                format!("pools[{i}].name"),
-                format!("duplicate pool name `{}` (also pools[{first}])", pool.name),
-            );
-        }
         let named = pool
             .spot_asgs
             .iter()
@@ -341,9 +343,7 @@ fn read_pool(value: &Value, path: &str, issues: &mut Issues) -> Option<PoolConfi
     let mut spot_asgs = Vec::new();
     match spot_value {
         None => issues.push(&spot_path, "is required: at least one spot ASG, in preference order"),
-        Some(Value::Sequence(items)) if items.is_empty() => {
-            issues.push(&spot_path, "must list at least one spot ASG")
-        }
+        Some(Value::Sequence(items)) if items.is_empty() => issues.push(&spot_path, "must list at least one spot ASG"),
         Some(Value::Sequence(items)) => {
             for (i, item) in items.iter().enumerate() {
                 if let Some(sel) = read_selector(item, &format!("{spot_path}[{i}]"), issues) {
@@ -441,14 +441,8 @@ fn read_fallback(value: &Value, path: &str, issues: &mut Issues) -> Option<Fallb
     let failback_after = duration(&mut f, "failback_after", 1800, issues);
     let failback_step = f.or("failback_step", 1u32, issues);
     let wait_and_retry = duration(&mut f, "wait_and_retry", 600, issues);
-    let interruption_rate = f.or(
-        "interruption_rate",
-        InterruptionRate {
-            count: 5,
-            window: HumanDuration::from_secs(600),
-        },
-        issues,
-    );
+    let interruption_rate =
+        f.or("interruption_rate", InterruptionRate { count: 5, window: HumanDuration::from_secs(600) }, issues);
     let step_path = f.path("failback_step");
     let rate_path = f.path("interruption_rate");
     let ttl_path = f.path("unavailable_ttl");
@@ -488,12 +482,7 @@ fn read_interruption(value: &Value, path: &str, issues: &mut Issues) -> Option<I
     if drain_timeout.0.as_secs() > 900 {
         issues.push(timeout_path, "must be at most 15m, the longest a Lambda function runs");
     }
-    (issues.0.len() == before).then_some(InterruptionConfig {
-        surge,
-        drain,
-        rebalance,
-        drain_timeout,
-    })
+    (issues.0.len() == before).then_some(InterruptionConfig { surge, drain, rebalance, drain_timeout })
 }
 
 fn read_headroom(value: &Value, path: &str, issues: &mut Issues) -> Option<HeadroomConfig> {
@@ -507,10 +496,7 @@ fn read_headroom(value: &Value, path: &str, issues: &mut Issues) -> Option<Headr
     let namespace: String = f.or("namespace", "ballast".to_string(), issues);
     let priority_class = f.or(
         "priority_class",
-        PriorityClassConfig {
-            name: "ballast-headroom".into(),
-            value: CA_EXPENDABLE_CUTOFF,
-        },
+        PriorityClassConfig { name: "ballast-headroom".into(), value: CA_EXPENDABLE_CUTOFF },
         issues,
     );
     let image: String = f.or("image", "registry.k8s.io/pause:3.10".to_string(), issues);
@@ -552,10 +538,7 @@ fn read_headroom(value: &Value, path: &str, issues: &mut Issues) -> Option<Headr
         issues.push(p("namespace"), format!("`{namespace}` is not a Kubernetes namespace name"));
     }
     if !is_dns_subdomain(&priority_class.name) {
-        issues.push(
-            p("priority_class.name"),
-            format!("`{}` is not a Kubernetes object name", priority_class.name),
-        );
+        issues.push(p("priority_class.name"), format!("`{}` is not a Kubernetes object name", priority_class.name));
     }
     if priority_class.value < CA_EXPENDABLE_CUTOFF {
         issues.push(
@@ -651,12 +634,7 @@ fn read_schedule(value: &Value, path: &str, issues: &mut Issues) -> Option<Headr
     if issues.0.len() != before {
         return None;
     }
-    Some(HeadroomSchedule {
-        cron_text: cron_text?,
-        cron: cron?,
-        time_zone: time_zone?,
-        percent: percent?,
-    })
+    Some(HeadroomSchedule { cron_text: cron_text?, cron: cron?, time_zone: time_zone?, percent: percent? })
 }
 
 fn is_region(r: &str) -> bool {
@@ -677,7 +655,6 @@ fn is_dns_label(s: &str) -> bool {
 fn is_dns_subdomain(s: &str) -> bool {
     s.len() <= 253 && s.split('.').all(is_dns_label)
 }
-
 
 #[cfg(test)]
 mod tests;

@@ -92,7 +92,10 @@ pools:
 fn duplicate_pools_and_shared_asgs() {
     let yaml = "cluster: c\nregion: eu-west-1\nstate_table: tbl\npools:\n  - {name: p, spot_asgs: [s1], on_demand_asg: od}\n  - {name: p, spot_asgs: [s1], on_demand_asg: od9}\n";
     let found = issues(yaml);
-    assert!(found.iter().any(|f| f.starts_with("pools[1].name: duplicate pool name `p` (also pools[0])")), "{found:#?}");
+    assert!(
+        found.iter().any(|f| f.starts_with("pools[1].name: duplicate pool name `p` (also pools[0])")),
+        "{found:#?}"
+    );
     assert!(found.iter().any(|f| f.contains("ASG `s1` also belongs to pools[0]")), "{found:#?}");
 }
 

@@ -10,10 +10,7 @@ pub(super) struct Issues(pub Vec<ConfigIssue>);
 
 impl Issues {
     pub fn push(&mut self, path: impl Into<String>, message: impl Into<String>) {
-        self.0.push(ConfigIssue {
-            path: path.into(),
-            message: message.into(),
-        });
+        self.0.push(ConfigIssue { path: path.into(), message: message.into() });
     }
 }
 
@@ -39,18 +36,11 @@ impl<'a> Fields<'a> {
             Value::Mapping(map) => Some(map),
             Value::Null => None,
             other => {
-                issues.push(
-                    display_path(path),
-                    format!("expected a mapping, found {}", kind(other)),
-                );
+                issues.push(display_path(path), format!("expected a mapping, found {}", kind(other)));
                 None
             }
         };
-        Self {
-            map,
-            path: path.to_string(),
-            known: Vec::new(),
-        }
+        Self { map, path: path.to_string(), known: Vec::new() }
     }
 
     pub fn path(&self, key: &str) -> String {
@@ -62,21 +52,13 @@ impl<'a> Fields<'a> {
         self.map?.get(key).filter(|v| !v.is_null())
     }
 
-    pub fn optional<T: DeserializeOwned>(
-        &mut self,
-        key: &'static str,
-        issues: &mut Issues,
-    ) -> Option<T> {
+    pub fn optional<T: DeserializeOwned>(&mut self, key: &'static str, issues: &mut Issues) -> Option<T> {
         let path = self.path(key);
         let value = self.raw(key)?;
         decode(value, &path, issues)
     }
 
-    pub fn required<T: DeserializeOwned>(
-        &mut self,
-        key: &'static str,
-        issues: &mut Issues,
-    ) -> Option<T> {
+    pub fn required<T: DeserializeOwned>(&mut self, key: &'static str, issues: &mut Issues) -> Option<T> {
         let path = self.path(key);
         if self.map.is_some() && self.raw(key).is_none() {
             issues.push(path, "is required");
@@ -85,12 +67,7 @@ impl<'a> Fields<'a> {
         self.optional(key, issues)
     }
 
-    pub fn or<T: DeserializeOwned>(
-        &mut self,
-        key: &'static str,
-        default: T,
-        issues: &mut Issues,
-    ) -> T {
+    pub fn or<T: DeserializeOwned>(&mut self, key: &'static str, default: T, issues: &mut Issues) -> T {
         // A present but invalid field is reported; the default only keeps checking going.
         self.optional(key, issues).unwrap_or(default)
     }

@@ -10,11 +10,11 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::units::HumanDuration;
+use detail::*;
 pub use detail::{
     CapacityType, InstanceAction, InstanceState, NodeCondition, NodeLifecycleDetail, PodsUnschedulableDetail,
     PoolDemandDetail,
 };
-use detail::*;
 
 /// The deployment's own account and region: events from elsewhere are rejected.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -137,9 +137,7 @@ fn error_code(text: &str) -> Option<String> {
                 && w.chars().next().is_some_and(|c| c.is_ascii_uppercase())
                 && w.chars().skip(1).any(|c| c.is_ascii_uppercase())
                 && w.chars().all(|c| c.is_ascii_alphanumeric() || c == '.')
-                && ["Exceeded", "Invalid", "Unauthorized", "NotFound", "Limit", "Denied"]
-                    .iter()
-                    .any(|k| w.contains(k))
+                && ["Exceeded", "Invalid", "Unauthorized", "NotFound", "Limit", "Denied"].iter().any(|k| w.contains(k))
         })
         .map(str::to_string)
 }
@@ -169,10 +167,7 @@ pub enum EventError {
 
 impl EventError {
     fn field(field: impl Into<String>, reason: impl Into<String>) -> Self {
-        EventError::Field {
-            field: field.into(),
-            reason: reason.into(),
-        }
+        EventError::Field { field: field.into(), reason: reason.into() }
     }
 
     /// The field at fault, when there is one.
@@ -229,9 +224,9 @@ fn non_empty(value: String, field: &str) -> Result<String, EventError> {
 }
 
 fn instance_id(value: String, field: &str) -> Result<String, EventError> {
-    let ok = value.strip_prefix("i-").is_some_and(|hex| {
-        (8..=17).contains(&hex.len()) && hex.bytes().all(|b| b.is_ascii_hexdigit())
-    });
+    let ok = value
+        .strip_prefix("i-")
+        .is_some_and(|hex| (8..=17).contains(&hex.len()) && hex.bytes().all(|b| b.is_ascii_hexdigit()));
     if ok {
         Ok(value)
     } else {
@@ -301,7 +296,10 @@ fn signal_for(source: &str, detail_type: &str, detail: Value, resources: &[Strin
         }
         ("aws.ec2", "EC2 Instance State-change Notification") => {
             let d: StateChangeDetail = typed(object_detail(detail)?, "detail")?;
-            Signal::InstanceStateChange { instance_id: instance_id(d.instance_id, "detail.instance-id")?, state: d.state }
+            Signal::InstanceStateChange {
+                instance_id: instance_id(d.instance_id, "detail.instance-id")?,
+                state: d.state,
+            }
         }
         ("aws.autoscaling", "EC2 Instance Launch Unsuccessful") => {
             let d: LaunchUnsuccessfulDetail = typed(object_detail(detail)?, "detail")?;
@@ -355,7 +353,8 @@ fn signal_for(source: &str, detail_type: &str, detail: Value, resources: &[Strin
             for (i, entity) in d.affected_entities.into_iter().enumerate() {
                 // Health also lists non-instance entities (volumes, hosts); keep instances.
                 if entity.entity_value.starts_with("i-") {
-                    instance_ids.push(instance_id(entity.entity_value, &format!("detail.affectedEntities[{i}].entityValue"))?);
+                    instance_ids
+                        .push(instance_id(entity.entity_value, &format!("detail.affectedEntities[{i}].entityValue"))?);
                 }
             }
             if instance_ids.is_empty() {

@@ -52,14 +52,23 @@ fn state_changes() {
 fn launch_failures_are_classified() {
     use CapacityError::*;
     for (file, expected) in [
-        ("launch-unsuccessful-insufficient-instance-capacity.json", LaunchError::Capacity(InsufficientInstanceCapacity)),
+        (
+            "launch-unsuccessful-insufficient-instance-capacity.json",
+            LaunchError::Capacity(InsufficientInstanceCapacity),
+        ),
         ("launch-unsuccessful-no-spot-capacity.json", LaunchError::Capacity(NoSpotCapacity)),
         ("launch-unsuccessful-capacity-not-available.json", LaunchError::Capacity(CapacityNotAvailable)),
-        ("launch-unsuccessful-max-spot-instance-count-exceeded.json", LaunchError::Capacity(MaxSpotInstanceCountExceeded)),
+        (
+            "launch-unsuccessful-max-spot-instance-count-exceeded.json",
+            LaunchError::Capacity(MaxSpotInstanceCountExceeded),
+        ),
         ("launch-unsuccessful-spot-max-price-too-low.json", LaunchError::Capacity(SpotMaxPriceTooLow)),
         ("launch-unsuccessful-unfulfillable-capacity.json", LaunchError::Capacity(UnfulfillableCapacity)),
         ("launch-unsuccessful-vcpu-limit-exceeded.json", LaunchError::Other(Some("VcpuLimitExceeded".into()))),
-        ("launch-unsuccessful-invalid-launch-template.json", LaunchError::Other(Some("InvalidLaunchTemplateId.NotFound".into()))),
+        (
+            "launch-unsuccessful-invalid-launch-template.json",
+            LaunchError::Other(Some("InvalidLaunchTemplateId.NotFound".into())),
+        ),
         ("launch-unsuccessful-iam-unauthorized.json", LaunchError::Other(Some("UnauthorizedOperation".into()))),
     ] {
         let Signal::LaunchUnsuccessful(failure) = ok(file) else { panic!("{file}: not a launch failure") };
@@ -73,7 +82,10 @@ fn launch_failures_are_classified() {
 #[test]
 fn lifecycle_health_schedule_and_forwarder() {
     let Signal::TerminateLifecycleAction(a) = ok("lifecycle-terminate.json") else { panic!() };
-    assert_eq!((a.asg.as_str(), a.hook.as_str(), a.instance_id.as_str()), ("eks-general-on-demand", "ballast-drain", "i-0f9e8d7c6b5a40001"));
+    assert_eq!(
+        (a.asg.as_str(), a.hook.as_str(), a.instance_id.as_str()),
+        ("eks-general-on-demand", "ballast-drain", "i-0f9e8d7c6b5a40001")
+    );
 
     let Signal::ScheduledChange { instance_ids, start_time, .. } = ok("health-scheduled-change.json") else { panic!() };
     assert_eq!(instance_ids, vec!["i-0f9e8d7c6b5a40001".to_string()]);
@@ -149,7 +161,8 @@ fn origin_is_optional() {
 
 #[test]
 fn interruption_resource_must_match_detail() {
-    let mut v: Value = serde_json::from_slice(&std::fs::read(events_dir().join("spot-interruption-terminate.json")).unwrap()).unwrap();
+    let mut v: Value =
+        serde_json::from_slice(&std::fs::read(events_dir().join("spot-interruption-terminate.json")).unwrap()).unwrap();
     v["resources"] = serde_json::json!(["arn:aws:ec2:eu-west-1:123456789012:instance/i-0123456789abcdef0"]);
     let err = parse_event_value(v, Some(&origin())).unwrap_err();
     assert_eq!(err.field_name(), Some("resources"));
@@ -159,22 +172,54 @@ fn arb_json() -> impl Strategy<Value = Value> {
     let leaf = prop_oneof![
         Just(Value::Null),
         any::<bool>().prop_map(Value::Bool),
-        any::<i64>().prop_map(|n| Value::from(n)),
+        any::<i64>().prop_map(Value::from),
         any::<f64>().prop_map(|n| serde_json::Number::from_f64(n).map(Value::Number).unwrap_or(Value::Null)),
         "\\PC{0,12}".prop_map(Value::String),
         prop_oneof![
-            Just("aws.ec2"), Just("EC2 Spot Instance Interruption Warning"), Just("aws.autoscaling"),
-            Just("EC2 Instance Launch Unsuccessful"), Just("ballast.kubernetes"), Just("Pool Demand Changed"),
-            Just("i-0a1b2c3d4e5f60001"), Just("2026-11-20T09:12:04Z"), Just("123456789012"), Just("eu-west-1"),
-            Just("aws.health"), Just("AWS Health Event"), Just("headroom"), Just("aws.events"), Just("Scheduled Event"),
-        ].prop_map(|s| Value::String(s.to_string())),
+            Just("aws.ec2"),
+            Just("EC2 Spot Instance Interruption Warning"),
+            Just("aws.autoscaling"),
+            Just("EC2 Instance Launch Unsuccessful"),
+            Just("ballast.kubernetes"),
+            Just("Pool Demand Changed"),
+            Just("i-0a1b2c3d4e5f60001"),
+            Just("2026-11-20T09:12:04Z"),
+            Just("123456789012"),
+            Just("eu-west-1"),
+            Just("aws.health"),
+            Just("AWS Health Event"),
+            Just("headroom"),
+            Just("aws.events"),
+            Just("Scheduled Event"),
+        ]
+        .prop_map(|s| Value::String(s.to_string())),
     ];
     let keys = prop_oneof![
-        Just("detail-type"), Just("source"), Just("detail"), Just("id"), Just("time"), Just("account"), Just("region"),
-        Just("instance-id"), Just("instance-action"), Just("state"), Just("action"), Just("pool"), Just("percent"),
-        Just("for"), Just("StatusCode"), Just("AutoScalingGroupName"), Just("ActivityId"), Just("affectedEntities"),
-        Just("entityValue"), Just("service"), Just("eventTypeCategory"), Just("cpu_millis"), Just("resources"),
-    ].prop_map(str::to_string);
+        Just("detail-type"),
+        Just("source"),
+        Just("detail"),
+        Just("id"),
+        Just("time"),
+        Just("account"),
+        Just("region"),
+        Just("instance-id"),
+        Just("instance-action"),
+        Just("state"),
+        Just("action"),
+        Just("pool"),
+        Just("percent"),
+        Just("for"),
+        Just("StatusCode"),
+        Just("AutoScalingGroupName"),
+        Just("ActivityId"),
+        Just("affectedEntities"),
+        Just("entityValue"),
+        Just("service"),
+        Just("eventTypeCategory"),
+        Just("cpu_millis"),
+        Just("resources"),
+    ]
+    .prop_map(str::to_string);
     leaf.prop_recursive(4, 48, 8, move |inner| {
         prop_oneof![
             prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),

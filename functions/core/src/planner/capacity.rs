@@ -112,16 +112,27 @@ impl Work<'_> {
             step.victims = self.drain_on_demand(step.count, &reason);
             self.record.failback = Some(step);
         } else if failing.is_some() || timed_out {
-            let why = failing.unwrap_or_else(|| format!("only {gained} of {} Ready after {}", step.count, self.cfg.fallback.spot_launch_grace));
+            let why = failing.unwrap_or_else(|| {
+                format!("only {gained} of {} Ready after {}", step.count, self.cfg.fallback.spot_launch_grace)
+            });
             let withdraw = (step.count - gained).min(self.room_down(asg));
             let asg_name = asg.name.clone();
             if withdraw > 0 {
-                self.adjust(&asg_name, -i64::from(withdraw), format!("failback step failed ({why}): withdraw {withdraw} undelivered spot instance(s)"));
+                self.adjust(
+                    &asg_name,
+                    -i64::from(withdraw),
+                    format!("failback step failed ({why}): withdraw {withdraw} undelivered spot instance(s)"),
+                );
             }
             self.record.retry_after = Some(self.now + self.cfg.fallback.wait_and_retry.as_chrono());
-            self.note(format!("failback step on {asg_name} failed ({why}); next attempt after {}", self.cfg.fallback.wait_and_retry));
+            self.note(format!(
+                "failback step on {asg_name} failed ({why}); next attempt after {}",
+                self.cfg.fallback.wait_and_retry
+            ));
             if gained > 0 {
-                let reason = format!("failback: {gained} new spot node(s) of {asg_name} are Ready; remove as many on-demand instances");
+                let reason = format!(
+                    "failback: {gained} new spot node(s) of {asg_name} are Ready; remove as many on-demand instances"
+                );
                 step.victims = self.drain_on_demand(gained, &reason);
                 step.count = gained;
                 self.record.failback = Some(step);
@@ -164,7 +175,12 @@ impl Work<'_> {
             let decrement = removable > 0;
             removable = removable.saturating_sub(1);
             self.act(
-                ActionKind::TerminateInstance { asg: od_name.clone(), instance_id: id.clone(), decrement, only_if_drained: true },
+                ActionKind::TerminateInstance {
+                    asg: od_name.clone(),
+                    instance_id: id.clone(),
+                    decrement,
+                    only_if_drained: true,
+                },
                 reason.to_string(),
             );
         }
@@ -211,7 +227,11 @@ impl Work<'_> {
             let moved = movable - left;
             if moved > 0 {
                 self.moved_this_plan = true;
-                self.adjust(&asg.name, -i64::from(moved), format!("spot failing ({why}): move {moved} of {shortfall} missing elsewhere"));
+                self.adjust(
+                    &asg.name,
+                    -i64::from(moved),
+                    format!("spot failing ({why}): move {moved} of {shortfall} missing elsewhere"),
+                );
             }
             if left > 0 {
                 self.note(format!(
@@ -249,12 +269,7 @@ impl Work<'_> {
                 self.cfg.fallback.failback_after, self.record.fallback_units
             ),
         );
-        self.record.failback = Some(FailbackStep {
-            spot_asg: name,
-            count,
-            started_at: self.now,
-            ready_before,
-            victims: Vec::new(),
-        });
+        self.record.failback =
+            Some(FailbackStep { spot_asg: name, count, started_at: self.now, ready_before, victims: Vec::new() });
     }
 }

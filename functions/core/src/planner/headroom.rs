@@ -81,8 +81,13 @@ impl Work<'_> {
             }
             PercentSource::Default => "default".into(),
         };
-        let boost = if boosted { format!(" incl. +{}% after a recent interruption", cfg.interruption_boost) } else { String::new() };
-        let clamp = if raw != replicas { format!(", clamped from {raw} to [{}, {}]", cfg.min, cfg.max) } else { String::new() };
+        let boost = if boosted {
+            format!(" incl. +{}% after a recent interruption", cfg.interruption_boost)
+        } else {
+            String::new()
+        };
+        let clamp =
+            if raw != replicas { format!(", clamped from {raw} to [{}, {}]", cfg.min, cfg.max) } else { String::new() };
         let reason = format!(
             "headroom {percent}% ({why}{boost}) of {} CPU / {} requested by {} pods, at {} CPU / {} per pause pod: {replicas} replicas{clamp}",
             format_cpu_millis(demand.cpu_millis),

@@ -144,12 +144,19 @@ impl Work<'_> {
                 token: pending.token.clone(),
                 instance_id: pending.instance_id.clone(),
             };
-            let reason = format!("terminate lifecycle action {} on {} for {}", pending.hook, pending.asg, pending.instance_id);
+            let reason =
+                format!("terminate lifecycle action {} on {} for {}", pending.hook, pending.asg, pending.instance_id);
             if self.cfg.interruption.drain && self.observed.node_of_instance(&pending.instance_id).is_some() {
-                self.act(ActionKind::RecordLifecycleHeartbeat(action.clone()), format!("{reason}: keep the hook open while draining"));
+                self.act(
+                    ActionKind::RecordLifecycleHeartbeat(action.clone()),
+                    format!("{reason}: keep the hook open while draining"),
+                );
             }
             self.cordon_and_drain(&pending.instance_id, Some(action.clone()), &reason);
-            self.act(ActionKind::CompleteLifecycleAction(action), format!("{reason}: drained, let termination continue"));
+            self.act(
+                ActionKind::CompleteLifecycleAction(action),
+                format!("{reason}: drained, let termination continue"),
+            );
             self.record.lifecycle_actions[index].planned = true;
         }
     }

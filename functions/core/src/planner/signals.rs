@@ -51,9 +51,9 @@ impl Work<'_> {
                 RebalancePolicy::Surge => {
                     self.note_replacement(instance_id, InterruptionCause::Rebalance, event, false)
                 }
-                RebalancePolicy::Ignore => {
-                    self.note(format!("rebalance recommendation for {instance_id} ignored (interruption.rebalance: ignore)"))
-                }
+                RebalancePolicy::Ignore => self.note(format!(
+                    "rebalance recommendation for {instance_id} ignored (interruption.rebalance: ignore)"
+                )),
             },
             Signal::InstanceStateChange { instance_id, state } if state.is_loss() => {
                 let Some(asg) = self.observed.spot.iter().find(|a| a.instance(instance_id).is_some()) else {
@@ -77,9 +77,18 @@ impl Work<'_> {
                 let is_spot = self.observed.spot.iter().any(|a| a.name == failure.asg);
                 match &failure.error {
                     LaunchError::Capacity(kind) if is_spot => {
-                        self.mark_unavailable(&failure.asg, at, format!("capacity error {kind:?} in {}", failure.availability_zone.as_deref().unwrap_or("an AZ")));
+                        self.mark_unavailable(
+                            &failure.asg,
+                            at,
+                            format!(
+                                "capacity error {kind:?} in {}",
+                                failure.availability_zone.as_deref().unwrap_or("an AZ")
+                            ),
+                        );
                     }
-                    error => self.report_launch_error(&failure.asg, &failure.activity_id, at, error, &failure.status_message),
+                    error => {
+                        self.report_launch_error(&failure.asg, &failure.activity_id, at, error, &failure.status_message)
+                    }
                 }
             }
             Signal::TerminateLifecycleAction(action) => {
@@ -111,7 +120,8 @@ impl Work<'_> {
                 let newer = self.record.headroom_override.as_ref().is_none_or(|o| o.set_at < event.time);
                 let until = event.time + duration.as_chrono();
                 if newer && until > self.now {
-                    self.record.headroom_override = Some(HeadroomOverride { percent: *percent, until, set_at: event.time });
+                    self.record.headroom_override =
+                        Some(HeadroomOverride { percent: *percent, until, set_at: event.time });
                 }
             }
             Signal::PoolDemand(d) => {
@@ -152,9 +162,11 @@ impl Work<'_> {
                     continue;
                 }
                 match LaunchError::classify(&activity.status_message, &activity.cause) {
-                    LaunchError::Capacity(kind) => {
-                        self.mark_unavailable(&asg.name, at, format!("capacity error {kind:?} in scaling activity {}", activity.id))
-                    }
+                    LaunchError::Capacity(kind) => self.mark_unavailable(
+                        &asg.name,
+                        at,
+                        format!("capacity error {kind:?} in scaling activity {}", activity.id),
+                    ),
                     error => self.report_launch_error(&asg.name, &activity.id, at, &error, &activity.status_message),
                 }
             }

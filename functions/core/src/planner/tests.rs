@@ -4,7 +4,9 @@ use chrono::{DateTime, Duration, TimeZone, Utc};
 
 use super::*;
 use crate::config::Config;
-use crate::event::{CapacityError, Event, InstanceAction, InstanceState, LaunchError, LaunchFailure, LifecycleAction, Signal};
+use crate::event::{
+    CapacityError, Event, InstanceAction, InstanceState, LaunchError, LaunchFailure, LifecycleAction, Signal,
+};
 use crate::model::*;
 use crate::plan::ActionKind;
 
@@ -77,14 +79,20 @@ fn hash(name: &str) -> u64 {
 
 fn pool(spot_a: (u32, u32), spot_b: (u32, u32), od: (u32, u32)) -> ObservedPool {
     let mut p = ObservedPool {
-        spot: vec![asg("spot-a", spot_a.0, spot_a.1, 20, Market::Spot), asg("spot-b", spot_b.0, spot_b.1, 20, Market::Spot)],
+        spot: vec![
+            asg("spot-a", spot_a.0, spot_a.1, 20, Market::Spot),
+            asg("spot-b", spot_b.0, spot_b.1, 20, Market::Spot),
+        ],
         on_demand: asg("od", od.0, od.1, 10, Market::OnDemand),
         nodes: vec![],
         headroom_replicas: None,
         demand: None,
     };
     let ids: Vec<String> = p.asgs().flat_map(|a| a.instances.iter().map(|i| i.id.clone())).collect();
-    p.nodes = ids.into_iter().map(|id| NodeState { name: format!("node-{id}"), instance_id: id, ready: true, unschedulable: false }).collect();
+    p.nodes = ids
+        .into_iter()
+        .map(|id| NodeState { name: format!("node-{id}"), instance_id: id, ready: true, unschedulable: false })
+        .collect();
     p
 }
 
@@ -152,7 +160,11 @@ fn headroom_uses_the_schedule_that_fired_last_in_its_time_zone() {
     observed.demand = Some(demand(40_000, 80));
     // 11:00 Paris: the 07:00 profile (25%) is in force: max(40*0.25/1, 80*0.25/2) = 10.
     let p = run(&cfg, &PoolRecord::default(), &observed, &[], now());
-    assert!(matches!(p.actions.last().unwrap().kind, ActionKind::SetHeadroomReplicas { to: 10, .. }), "{:#?}", p.actions);
+    assert!(
+        matches!(p.actions.last().unwrap().kind, ActionKind::SetHeadroomReplicas { to: 10, .. }),
+        "{:#?}",
+        p.actions
+    );
     assert!(p.actions.last().unwrap().reason.contains("0 7 * * MON-FRI"));
     // Friday 05:30 UTC = 06:30 Paris: Thursday's 19:00 profile (5%) is in force: ceil(2) = 2.
     let early = Utc.with_ymd_and_hms(2026, 11, 20, 5, 30, 0).unwrap();
@@ -162,7 +174,9 @@ fn headroom_uses_the_schedule_that_fired_last_in_its_time_zone() {
     let weekend = Utc.with_ymd_and_hms(2026, 11, 21, 12, 0, 0).unwrap();
     let (percent, source, _) = headroom_percent(&cfg.pools[0].headroom, &PoolRecord::default(), weekend);
     assert_eq!(percent, 5);
-    assert!(matches!(source, PercentSource::Schedule { fired_at, .. } if fired_at == Utc.with_ymd_and_hms(2026, 11, 20, 18, 0, 0).unwrap()));
+    assert!(
+        matches!(source, PercentSource::Schedule { fired_at, .. } if fired_at == Utc.with_ymd_and_hms(2026, 11, 20, 18, 0, 0).unwrap())
+    );
 }
 
 #[test]
@@ -170,29 +184,46 @@ fn headroom_default_without_schedules_and_override_wins() {
     let cfg = with(|y| y.split("      schedules:").next().unwrap().to_string());
     let mut record = PoolRecord::default();
     assert_eq!(headroom_percent(&cfg.pools[0].headroom, &record, now()).0, 10);
-    let over = event(Signal::HeadroomOverride { pool: "p".into(), percent: 40, duration: "2h".parse().unwrap() }, now() - Duration::minutes(30));
+    let over = event(
+        Signal::HeadroomOverride { pool: "p".into(), percent: 40, duration: "2h".parse().unwrap() },
+        now() - Duration::minutes(30),
+    );
     let mut observed = pool((2, 2), (0, 0), (0, 0));
     observed.demand = Some(demand(10_000, 10));
-    let p = run(&cfg, &record, &observed, &[over.clone()], now());
-    assert!(matches!(p.actions.last().unwrap().kind, ActionKind::SetHeadroomReplicas { to: 4, .. }), "40% of 10 CPU = 4 pods");
+    let p = run(&cfg, &record, &observed, std::slice::from_ref(&over), now());
+    assert!(
+        matches!(p.actions.last().unwrap().kind, ActionKind::SetHeadroomReplicas { to: 4, .. }),
+        "40% of 10 CPU = 4 pods"
+    );
     record = p.record.clone();
     assert_eq!(record.headroom_override.as_ref().unwrap().until, now() + Duration::minutes(90));
     // An older override delivered late does not replace the newer one.
-    let older = event(Signal::HeadroomOverride { pool: "p".into(), percent: 1, duration: "5h".parse().unwrap() }, now() - Duration::hours(1));
+    let older = event(
+        Signal::HeadroomOverride { pool: "p".into(), percent: 1, duration: "5h".parse().unwrap() },
+        now() - Duration::hours(1),
+    );
     let p2 = run(&cfg, &record, &observed, &[older], now());
     assert_eq!(p2.record.headroom_override, record.headroom_override);
     // After it expires, the default returns and the record forgets it.
     let later = now() + Duration::hours(2);
     let p3 = run(&cfg, &record, &observed, &[], later);
     assert_eq!(p3.record.headroom_override, None);
-    assert!(matches!(p3.actions.last().unwrap().kind, ActionKind::SetHeadroomReplicas { to: 1, .. }), "10% of 10 CPU = 1");
+    assert!(
+        matches!(p3.actions.last().unwrap().kind, ActionKind::SetHeadroomReplicas { to: 1, .. }),
+        "10% of 10 CPU = 1"
+    );
 }
 
 #[test]
 fn headroom_boost_after_interruption_and_clamp() {
     let cfg = config();
     let mut record = PoolRecord::default();
-    record.disruptions.push(Disruption { instance_id: "i-1".into(), asg: "spot-a".into(), at: now() - Duration::minutes(10), kind: DisruptionKind::InterruptionWarning });
+    record.disruptions.push(Disruption {
+        instance_id: "i-1".into(),
+        asg: "spot-a".into(),
+        at: now() - Duration::minutes(10),
+        kind: DisruptionKind::InterruptionWarning,
+    });
     let (percent, _, boosted) = headroom_percent(&cfg.pools[0].headroom, &record, now());
     assert_eq!((percent, boosted), (35, true));
     let (percent, _, _) = headroom_percent(&cfg.pools[0].headroom, &record, now() + Duration::minutes(25));
@@ -214,7 +245,14 @@ fn headroom_needs_demand_and_changes_only_what_differs() {
     observed.headroom_replicas = Some(10);
     assert!(!kinds(&run(&cfg, &PoolRecord::default(), &observed, &[], now())).contains(&"headroom"));
     // The forwarder's newer demand wins over an older listing.
-    let newer = crate::event::PoolDemandDetail { pool: "p".into(), cpu_millis: 80_000, memory_bytes: 0, pods: 1, nodes: 1, observed_at: now() };
+    let newer = crate::event::PoolDemandDetail {
+        pool: "p".into(),
+        cpu_millis: 80_000,
+        memory_bytes: 0,
+        pods: 1,
+        nodes: 1,
+        observed_at: now(),
+    };
     let p = run(&cfg, &PoolRecord::default(), &observed, &[event(Signal::PoolDemand(newer), now())], now());
     assert!(matches!(p.actions.last().unwrap().kind, ActionKind::SetHeadroomReplicas { from: Some(10), to: 20, .. }));
 }
@@ -330,7 +368,12 @@ fn interruption_rate_marks_spot_unavailable() {
     let warnings: Vec<Event> = ids[..3]
         .iter()
         .enumerate()
-        .map(|(n, id)| event(Signal::SpotInterruption { instance_id: id.clone(), action: InstanceAction::Terminate }, now() - Duration::minutes(n as i64)))
+        .map(|(n, id)| {
+            event(
+                Signal::SpotInterruption { instance_id: id.clone(), action: InstanceAction::Terminate },
+                now() - Duration::minutes(n as i64),
+            )
+        })
         .collect();
     let p = run(&cfg, &PoolRecord::default(), &observed, &warnings, now());
     assert!(p.record.unavailable["spot-a"].reason.contains("3 interruptions within 10m"));
@@ -349,13 +392,16 @@ fn unplanned_losses_count_toward_the_rate() {
     let ids: Vec<String> = observed.spot[0].instances.iter().map(|i| i.id.clone()).collect();
     let losses: Vec<Event> = ids[..3]
         .iter()
-        .map(|id| event(Signal::InstanceStateChange { instance_id: id.clone(), state: InstanceState::Terminated }, now()))
+        .map(|id| {
+            event(Signal::InstanceStateChange { instance_id: id.clone(), state: InstanceState::Terminated }, now())
+        })
         .collect();
     let p = run(&cfg, &PoolRecord::default(), &observed, &losses, now());
     assert_eq!(p.record.disruptions.len(), 3);
     assert!(p.record.disruptions.iter().all(|d| d.kind == DisruptionKind::UnplannedLoss));
     assert!(p.record.unavailable.contains_key("spot-a"));
-    let running = event(Signal::InstanceStateChange { instance_id: ids[4].clone(), state: InstanceState::Running }, now());
+    let running =
+        event(Signal::InstanceStateChange { instance_id: ids[4].clone(), state: InstanceState::Running }, now());
     assert!(run(&cfg, &PoolRecord::default(), &observed, &[running], now()).record.disruptions.is_empty());
 }
 
@@ -365,7 +411,11 @@ fn in_fallback() -> (PoolRecord, ObservedPool) {
     let record = PoolRecord {
         fallback_units: 3,
         fallback_since: Some(now() - Duration::hours(1)),
-        healthy_since: [("spot-a".to_string(), now() - Duration::minutes(31)), ("spot-b".to_string(), now() - Duration::minutes(5))].into(),
+        healthy_since: [
+            ("spot-a".to_string(), now() - Duration::minutes(31)),
+            ("spot-b".to_string(), now() - Duration::minutes(5)),
+        ]
+        .into(),
         ..Default::default()
     };
     (record, pool((2, 2), (0, 0), (3, 3)))
@@ -395,10 +445,20 @@ fn failback_surges_spot_first_then_drains_on_demand_when_ready() {
     observed.spot[0] = asg("spot-a", 4, 4, 20, Market::Spot);
     let ids: Vec<String> = observed.spot[0].instances.iter().map(|i| i.id.clone()).collect();
     for id in &ids[..2] {
-        observed.nodes.push(NodeState { name: format!("node-{id}"), instance_id: id.clone(), ready: true, unschedulable: false });
+        observed.nodes.push(NodeState {
+            name: format!("node-{id}"),
+            instance_id: id.clone(),
+            ready: true,
+            unschedulable: false,
+        });
     }
     for id in &ids[2..] {
-        observed.nodes.push(NodeState { name: format!("node-{id}"), instance_id: id.clone(), ready: false, unschedulable: false });
+        observed.nodes.push(NodeState {
+            name: format!("node-{id}"),
+            instance_id: id.clone(),
+            ready: false,
+            unschedulable: false,
+        });
     }
     let wait = run(&cfg, &p.record, &observed, &[], now() + Duration::minutes(1));
     assert!(!kinds(&wait).contains(&"terminate"));
@@ -469,7 +529,10 @@ fn interruption_surges_cordons_drains_and_terminates_with_decrement() {
     let p = run(&cfg, &PoolRecord::default(), &observed, std::slice::from_ref(&warning), now());
     assert_eq!(kinds(&p), vec!["record", "desired", "cordon", "drain", "terminate"]);
     assert_eq!(desired(&p, "spot-a"), Some(4));
-    assert!(p.actions.iter().any(|a| matches!(a.kind, ActionKind::TerminateInstance { decrement: true, only_if_drained: false, .. })));
+    assert!(p
+        .actions
+        .iter()
+        .any(|a| matches!(a.kind, ActionKind::TerminateInstance { decrement: true, only_if_drained: false, .. })));
     // Delivered again (or late), after the plan was recorded: nothing new.
     let again = run(&cfg, &p.record, &observed, &[warning], now() + Duration::seconds(20));
     assert!(again.effects().next().is_none(), "{:#?}", again.actions);
@@ -500,7 +563,9 @@ fn interruption_surge_goes_to_on_demand_when_spot_is_failing_and_counts_as_fallb
     let mut observed = pool((3, 3), (0, 0), (0, 0));
     observed.spot[1].max = 0;
     let mut record = PoolRecord::default();
-    record.unavailable.insert("spot-a".into(), Unavailable { until: now() + Duration::minutes(5), reason: "ICE".into() });
+    record
+        .unavailable
+        .insert("spot-a".into(), Unavailable { until: now() + Duration::minutes(5), reason: "ICE".into() });
     let p = run(&cfg, &record, &observed, &[spot_warning(&observed, 0, InstanceAction::Terminate)], now());
     assert_eq!(desired(&p, "od"), Some(1));
     assert_eq!(p.record.fallback_units, 1);
@@ -514,7 +579,8 @@ fn no_room_to_surge_terminates_without_decrement() {
     observed.spot[0].max = 3;
     observed.spot[1].max = 0;
     observed.on_demand.max = 0;
-    let p = run(&cfg, &PoolRecord::default(), &observed, &[spot_warning(&observed, 0, InstanceAction::Terminate)], now());
+    let p =
+        run(&cfg, &PoolRecord::default(), &observed, &[spot_warning(&observed, 0, InstanceAction::Terminate)], now());
     assert!(p.actions.iter().any(|a| matches!(a.kind, ActionKind::TerminateInstance { decrement: false, .. })));
     assert!(p.notes.iter().any(|n| n.contains("no room to surge")));
     assert_eq!(total(&p, &observed), observed.total_desired());
@@ -522,9 +588,15 @@ fn no_room_to_surge_terminates_without_decrement() {
 
 #[test]
 fn surge_and_drain_can_be_turned_off() {
-    let cfg = with(|y| y.replace("interruption: { drain_timeout: 90s }", "interruption: { drain_timeout: 90s, surge: false, drain: false }"));
+    let cfg = with(|y| {
+        y.replace(
+            "interruption: { drain_timeout: 90s }",
+            "interruption: { drain_timeout: 90s, surge: false, drain: false }",
+        )
+    });
     let observed = pool((3, 3), (0, 0), (0, 0));
-    let p = run(&cfg, &PoolRecord::default(), &observed, &[spot_warning(&observed, 0, InstanceAction::Terminate)], now());
+    let p =
+        run(&cfg, &PoolRecord::default(), &observed, &[spot_warning(&observed, 0, InstanceAction::Terminate)], now());
     assert_eq!(kinds(&p), vec!["record", "terminate"]);
     assert!(p.actions.iter().any(|a| matches!(a.kind, ActionKind::TerminateInstance { decrement: false, .. })));
 }
@@ -537,7 +609,9 @@ fn rebalance_follows_config() {
     let ignore = run(&config(), &PoolRecord::default(), &observed, std::slice::from_ref(&rebalance), now());
     assert!(ignore.effects().next().is_none());
     assert!(ignore.notes.iter().any(|n| n.contains("ignored")));
-    let surge_cfg = with(|y| y.replace("interruption: { drain_timeout: 90s }", "interruption: { drain_timeout: 90s, rebalance: surge }"));
+    let surge_cfg = with(|y| {
+        y.replace("interruption: { drain_timeout: 90s }", "interruption: { drain_timeout: 90s, rebalance: surge }")
+    });
     let surge = run(&surge_cfg, &PoolRecord::default(), &observed, &[rebalance], now());
     assert_eq!(kinds(&surge), vec!["record", "desired", "cordon", "drain", "terminate"]);
     assert!(surge.record.disruptions.is_empty(), "a recommendation is not an interruption");
@@ -567,12 +641,16 @@ fn health_scheduled_change_replaces_ahead() {
 fn interrupted_instance_gone_is_forgotten_and_unknown_instances_noted() {
     let cfg = config();
     let observed = pool((3, 3), (0, 0), (0, 0));
-    let p = run(&cfg, &PoolRecord::default(), &observed, &[spot_warning(&observed, 0, InstanceAction::Terminate)], now());
+    let p =
+        run(&cfg, &PoolRecord::default(), &observed, &[spot_warning(&observed, 0, InstanceAction::Terminate)], now());
     let mut after = observed.clone();
     after.spot[0].instances.remove(0); // terminated and gone
     let p2 = run(&cfg, &p.record, &after, &[], now() + Duration::minutes(2));
     assert!(p2.record.interruptions.is_empty());
-    let stranger = event(Signal::SpotInterruption { instance_id: "i-0123456789abcdef0".into(), action: InstanceAction::Terminate }, now());
+    let stranger = event(
+        Signal::SpotInterruption { instance_id: "i-0123456789abcdef0".into(), action: InstanceAction::Terminate },
+        now(),
+    );
     let p3 = run(&cfg, &PoolRecord::default(), &observed, &[stranger], now());
     assert!(p3.notes.iter().any(|n| n.contains("not (or no longer) in pool")));
 }
@@ -581,7 +659,8 @@ fn interrupted_instance_gone_is_forgotten_and_unknown_instances_noted() {
 fn replanned_after_drain_timeout_if_instance_still_there() {
     let cfg = config();
     let observed = pool((3, 3), (0, 0), (0, 0));
-    let p = run(&cfg, &PoolRecord::default(), &observed, &[spot_warning(&observed, 0, InstanceAction::Terminate)], now());
+    let p =
+        run(&cfg, &PoolRecord::default(), &observed, &[spot_warning(&observed, 0, InstanceAction::Terminate)], now());
     let mut surged = observed.clone();
     surged.spot[0].desired = 4;
     let retry = run(&cfg, &p.record, &surged, &[], now() + Duration::minutes(3));
@@ -600,12 +679,20 @@ fn lifecycle_action_heartbeats_drains_and_completes_once() {
     let observed = pool((3, 3), (0, 0), (1, 1));
     let id = observed.on_demand.instances[0].id.clone();
     let action = event(
-        Signal::TerminateLifecycleAction(LifecycleAction { asg: "od".into(), hook: "drain".into(), token: "tok".into(), instance_id: id }),
+        Signal::TerminateLifecycleAction(LifecycleAction {
+            asg: "od".into(),
+            hook: "drain".into(),
+            token: "tok".into(),
+            instance_id: id,
+        }),
         now(),
     );
     let p = run(&cfg, &PoolRecord::default(), &observed, std::slice::from_ref(&action), now());
     assert_eq!(kinds(&p), vec!["record", "heartbeat", "cordon", "drain", "complete"]);
-    assert!(p.actions.iter().any(|a| matches!(&a.kind, ActionKind::DrainNode { lifecycle: Some(l), .. } if l.token == "tok")));
+    assert!(p
+        .actions
+        .iter()
+        .any(|a| matches!(&a.kind, ActionKind::DrainNode { lifecycle: Some(l), .. } if l.token == "tok")));
     assert!(run(&cfg, &p.record, &observed, &[action], now()).effects().next().is_none());
 }
 
@@ -615,7 +702,8 @@ fn lifecycle_action_heartbeats_drains_and_completes_once() {
 fn dry_run_is_carried_on_the_plan() {
     let cfg = with(|y| y.replace("state_table: tbl", "state_table: tbl\ndry_run: true"));
     let observed = pool((3, 3), (0, 0), (0, 0));
-    let p = run(&cfg, &PoolRecord::default(), &observed, &[spot_warning(&observed, 0, InstanceAction::Terminate)], now());
+    let p =
+        run(&cfg, &PoolRecord::default(), &observed, &[spot_warning(&observed, 0, InstanceAction::Terminate)], now());
     assert!(p.dry_run);
 }
 

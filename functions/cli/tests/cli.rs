@@ -1,0 +1,184 @@
+//! The `ballast` binary, as users run it.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn ballast(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ballast")).args(args).current_dir(root()).output().expect("ballast runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn json_files(dir: &Path) -> Vec<String> {
+    let mut files: Vec<String> = std::fs::read_dir(root().join(dir))
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .map(|p| p.strip_prefix(root()).unwrap().display().to_string())
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn events_check_accepts_every_fixture() {
+    let files = json_files(Path::new("events"));
+    let mut args = vec!["events", "check", "--config", "ballast.example.yaml"];
+    args.extend(files.iter().map(String::as_str));
+    let out = ballast(&args);
+    assert!(out.status.success(), "{}", stdout(&out));
+    assert!(stdout(&out).contains(&format!("{} file(s), 0 invalid", files.len())));
+}
+
+#[test]
+fn events_check_names_the_field_of_every_invalid_fixture() {
+    let files = json_files(Path::new("events/invalid"));
+    let mut args = vec!["events", "check", "--config", "ballast.example.yaml", "--json"];
+    args.extend(files.iter().map(String::as_str));
+    let out = ballast(&args);
+    assert_eq!(out.status.code(), Some(1));
+    let lines: Vec<serde_json::Value> = stdout(&out).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), files.len());
+    for line in &lines {
+        assert_eq!(line["valid"], false, "{line}");
+        assert!(line["error"].as_str().is_some_and(|e| !e.is_empty()));
+    }
+    let foreign = lines.iter().find(|l| l["file"].as_str().unwrap().ends_with("foreign-account.json")).unwrap();
+    assert!(foreign["error"].as_str().unwrap().starts_with("account: event from account `999999999999`"));
+}
+
+#[test]
+fn events_check_never_panics_on_garbage() {
+    let dir = std::env::temp_dir().join(format!("ballast-cli-garbage-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut paths = Vec::new();
+    let mut seed = 0x9e3779b97f4a7c15u64;
+    for n in 0..40 {
+        let len = (n * 37) % 700;
+        let bytes: Vec<u8> = (0..len)
+            .map(|_| {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                (seed & 0xff) as u8
+            })
+            .collect();
+        let path = dir.join(format!("{n}.json"));
+        std::fs::write(&path, bytes).unwrap();
+        paths.push(path.display().to_string());
+    }
+    paths.push(dir.join("missing.json").display().to_string());
+    let mut args = vec!["events", "check"];
+    args.extend(paths.iter().map(String::as_str));
+    let out = ballast(&args);
+    assert_eq!(out.status.code(), Some(1), "invalid input is exit 1, never a panic (101)");
+    assert!(stdout(&out).contains("cannot read"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn config_check_accepts_the_example_and_lists_every_problem() {
+    let ok = ballast(&["config", "check", "ballast.example.yaml"]);
+    assert!(ok.status.success());
+    assert!(stdout(&ok).contains("valid: cluster prod-eks, 2 pool(s) (general, batch), dry_run"));
+
+    let bad = ballast(&["config", "check", "functions/cli/tests/data/broken.yaml"]);
+    assert_eq!(bad.status.code(), Some(1));
+    let text = stdout(&bad);
+    for expected in [
+        "pools[0].on_demand_asg: `eks-general-od` is also listed in spot_asgs",
+        "pools[0].headroom.min: min (10) is greater than max (2)",
+        "pools[0].headroom.priority_class.value: -20 is below -10: cluster-autoscaler ignores",
+        "pools[0].headroom.schedules[0].time_zone: `Europe/Atlantis` is not an IANA time zone",
+        "pools[1].fallback.unavailable_ttl: `forever` is not a duration",
+        "pools[1].name: duplicate pool name `general` (also pools[0])",
+    ] {
+        assert!(text.contains(expected), "missing `{expected}` in:\n{text}");
+    }
+    assert!(text.contains("6 problem(s)"), "{text}");
+}
+
+#[test]
+fn plan_prints_the_fallback_for_a_capacity_error() {
+    let out = ballast(&[
+        "plan",
+        "--config",
+        "ballast.example.yaml",
+        "--state",
+        "events/states/spot-short.json",
+        "--event",
+        "events/launch-unsuccessful-no-spot-capacity.json",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let plan = &v["plans"][0];
+    assert_eq!(plan["pool"], "general");
+    assert_eq!(plan["dry_run"], true);
+    let actions = plan["actions"].as_array().unwrap();
+    let set = |asg: &str| {
+        actions.iter().find(|a| a["action"] == "set_desired_capacity" && a["asg"] == asg).map(|a| a["to"].clone())
+    };
+    assert_eq!(set("eks-general-spot-m6"), Some(4.into()));
+    assert_eq!(set("eks-general-on-demand"), Some(4.into()));
+    assert!(actions.iter().all(|a| a["reason"].as_str().is_some_and(|r| !r.is_empty())));
+    assert_eq!(plan["record"]["fallback_units"], 2);
+}
+
+#[test]
+fn plan_is_stable_and_failback_starts_from_the_shipped_state() {
+    let args = [
+        "plan",
+        "--config",
+        "ballast.example.yaml",
+        "--state",
+        "events/states/in-fallback.json",
+        "--event",
+        "events/scheduled-reconcile.json",
+    ];
+    let first = ballast(&args);
+    let second = ballast(&args);
+    assert!(first.status.success());
+    assert_eq!(first.stdout, second.stdout, "same inputs, same bytes");
+    let v: serde_json::Value = serde_json::from_slice(&first.stdout).unwrap();
+    let general = v["plans"].as_array().unwrap().iter().find(|p| p["pool"] == "general").unwrap();
+    let surge = general["actions"].as_array().unwrap().iter().find(|a| a["asg"] == "eks-general-spot-m6").unwrap();
+    assert_eq!(surge["to"], 6, "failback step of 2 onto the preferred spot ASG");
+    assert!(surge["reason"].as_str().unwrap().starts_with("failback: spot healthy for"));
+}
+
+#[test]
+fn plan_rejects_bad_inputs_with_a_reason() {
+    let out = ballast(&[
+        "plan",
+        "--config",
+        "ballast.example.yaml",
+        "--state",
+        "events/states/steady.json",
+        "--event",
+        "events/invalid/foreign-region.json",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("foreign-region.json is not a valid event")
+            && err.contains("region: event from region `us-east-1`"),
+        "{err}"
+    );
+    let out = ballast(&[
+        "plan",
+        "--config",
+        "ballast.example.yaml",
+        "--state",
+        "events/spot-interruption-stop.json",
+        "--now",
+        "2026-11-20T09:00:00Z",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown field"), "a state file is checked field by field");
+}
