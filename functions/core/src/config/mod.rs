@@ -509,28 +509,8 @@ fn read_headroom(value: &Value, path: &str, issues: &mut Issues) -> Option<Headr
     if percent > MAX_PERCENT {
         issues.push(p("percent"), format!("{percent} is above {MAX_PERCENT}%"));
     }
-    let pod_cpu_millis = match parse_cpu_millis(&cpu) {
-        Ok(0) => {
-            issues.push(p("pod_cpu"), "must be more than zero");
-            0
-        }
-        Ok(v) => v,
-        Err(e) => {
-            issues.push(p("pod_cpu"), e.to_string());
-            0
-        }
-    };
-    let pod_memory_bytes = match parse_memory_bytes(&memory) {
-        Ok(0) => {
-            issues.push(p("pod_memory"), "must be more than zero");
-            0
-        }
-        Ok(v) => v,
-        Err(e) => {
-            issues.push(p("pod_memory"), e.to_string());
-            0
-        }
-    };
+    let pod_cpu_millis = positive_quantity(parse_cpu_millis, &cpu, &p("pod_cpu"), issues);
+    let pod_memory_bytes = positive_quantity(parse_memory_bytes, &memory, &p("pod_memory"), issues);
     if min > max {
         issues.push(p("min"), format!("min ({min}) is greater than max ({max})"));
     }
@@ -589,6 +569,26 @@ fn read_headroom(value: &Value, path: &str, issues: &mut Issues) -> Option<Headr
         interruption_boost,
         boost_for,
     })
+}
+
+/// A quantity that must be more than zero (0 when it is not, after reporting why).
+fn positive_quantity(
+    parse: fn(&str) -> Result<u64, crate::units::QuantityError>,
+    text: &str,
+    path: &str,
+    issues: &mut Issues,
+) -> u64 {
+    match parse(text) {
+        Ok(0) => {
+            issues.push(path, "must be more than zero");
+            0
+        }
+        Ok(v) => v,
+        Err(e) => {
+            issues.push(path, e.to_string());
+            0
+        }
+    }
 }
 
 /// Standard five-field cron (minute hour day-of-month month day-of-week).
