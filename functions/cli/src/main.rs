@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "ballast", version, about = "Fast, safe spot capacity for EKS: plan, check and (soon) simulate")]
+#[command(name = "ballast", version, about = "Fast, safe spot capacity for EKS: simulate, plan, check")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -16,6 +16,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Simulate a pool with cluster-autoscaler, alone, with static overprovisioning and
+    /// with Ballast, and compare (the built-in business day unless a scenario is named).
+    Simulate(commands::simulate::SimulateArgs),
     /// Print the Plan (JSON) Ballast would make for events against a state snapshot.
     Plan(commands::plan::PlanArgs),
     /// Parse and validate event files.
@@ -45,6 +48,7 @@ enum ConfigCommand {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Simulate(args) => commands::simulate::run(args),
         Command::Plan(args) => commands::plan::run(args),
         Command::Events { command: EventsCommand::Check(args) } => commands::events::check(args),
         Command::Config { command: ConfigCommand::Check { file } } => commands::config::check(&file),

@@ -1,6 +1,7 @@
 pub mod config;
 pub mod events;
 pub mod plan;
+pub mod simulate;
 
 use std::path::Path;
 

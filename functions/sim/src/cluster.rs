@@ -1,0 +1,408 @@
+//! Nodes, pods and the scheduler: bin-packing placement, priorities, and preemption
+//! of pause pods by workload pods.
+
+use std::cmp::Reverse;
+use std::collections::BTreeSet;
+
+pub type NodeId = usize;
+pub type PodId = usize;
+
+/// The pause pods' priority: exactly cluster-autoscaler's expendable cutoff.
+pub const PAUSE_PRIORITY: i32 = -10;
+pub const WORKLOAD_PRIORITY: i32 = 0;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodePhase {
+    Booting,
+    Ready,
+    Gone,
+}
+
+#[derive(Debug, Clone)]
+pub struct Node {
+    pub group: usize,
+    pub az: usize,
+    pub spot: bool,
+    pub cpu: u64,
+    pub mem: u64,
+    pub cpu_used: u64,
+    pub mem_used: u64,
+    /// Requests of the pods CA counts (priority at or above its cutoff).
+    pub cpu_counted: u64,
+    pub mem_counted: u64,
+    pub pause_cpu: u64,
+    pub pause_mem: u64,
+    pub pods: Vec<PodId>,
+    pub phase: NodePhase,
+    pub cordoned: bool,
+    /// An interruption is on its way (warning sent or scheduled).
+    pub doomed: bool,
+    pub unneeded_since: Option<u64>,
+}
+
+impl Node {
+    pub fn free(&self) -> (u64, u64) {
+        (self.cpu - self.cpu_used, self.mem - self.mem_used)
+    }
+
+    pub fn schedulable(&self) -> bool {
+        self.phase == NodePhase::Ready && !self.cordoned
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PodKind {
+    Deployment(usize),
+    Batch { duration_ms: u64 },
+    Pause,
+}
+
+#[derive(Debug, Clone)]
+pub struct Pod {
+    pub kind: PodKind,
+    pub cpu: u64,
+    pub mem: u64,
+    pub priority: i32,
+    pub node: Option<NodeId>,
+    pub pending_since: u64,
+    pub alive: bool,
+    /// Bumped at each (re)start so a stale completion is ignored.
+    pub generation: u32,
+    /// Its place in the scheduling queue while pending.
+    queue_seq: u64,
+}
+
+impl Pod {
+    pub fn is_workload(&self) -> bool {
+        !matches!(self.kind, PodKind::Pause)
+    }
+}
+
+/// What the scheduler did, for the engine to account and schedule follow-ups.
+#[derive(Debug, Default)]
+pub struct Placement {
+    /// Workload pods that started, with how long they waited.
+    pub started: Vec<(PodId, u64)>,
+    pub preempted: u32,
+}
+
+#[derive(Debug, Default)]
+pub struct Cluster {
+    pub nodes: Vec<Node>,
+    pub pods: Vec<Pod>,
+    /// (priority desc, creation order, pod): the scheduling queue.
+    pending: BTreeSet<(Reverse<i32>, u64, PodId)>,
+    seq: u64,
+    dirty: bool,
+    /// Counters kept exact on every change (the metrics integrate them).
+    pub workload_cpu: u64,
+    pub workload_mem: u64,
+    pub workload_pods: u32,
+    pub pending_workload: u32,
+    pub ready_cpu: u64,
+    pub ready_mem: u64,
+    pub running_workload_cpu: u64,
+    pub expendable_cutoff: i32,
+}
+
+impl Cluster {
+    pub fn new(expendable_cutoff: i32) -> Self {
+        Cluster { expendable_cutoff, ..Default::default() }
+    }
+
+    pub fn pending_count(&self) -> usize {
+        self.pending.len()
+    }
+
+    pub fn pending_pods(&self) -> impl Iterator<Item = PodId> + '_ {
+        self.pending.iter().map(|(_, _, p)| *p)
+    }
+
+    pub fn add_node(&mut self, node: Node) -> NodeId {
+        self.nodes.push(node);
+        self.nodes.len() - 1
+    }
+
+    pub fn node_ready(&mut self, id: NodeId) {
+        let node = &mut self.nodes[id];
+        if node.phase == NodePhase::Booting {
+            node.phase = NodePhase::Ready;
+            self.ready_cpu += node.cpu;
+            self.ready_mem += node.mem;
+            self.dirty = true;
+        }
+    }
+
+    pub fn create_pod(&mut self, kind: PodKind, cpu: u64, mem: u64, priority: i32, now: u64) -> PodId {
+        let id = self.pods.len();
+        self.pods.push(Pod {
+            kind,
+            cpu,
+            mem,
+            priority,
+            node: None,
+            pending_since: now,
+            alive: true,
+            generation: 0,
+            queue_seq: 0,
+        });
+        if !matches!(kind, PodKind::Pause) {
+            self.workload_cpu += cpu;
+            self.workload_mem += mem;
+            self.workload_pods += 1;
+        }
+        self.enqueue(id, now);
+        id
+    }
+
+    fn enqueue(&mut self, id: PodId, now: u64) {
+        let pod = &mut self.pods[id];
+        pod.pending_since = now;
+        pod.node = None;
+        self.seq += 1;
+        pod.queue_seq = self.seq;
+        self.pending.insert((Reverse(pod.priority), self.seq, id));
+        if pod.is_workload() {
+            self.pending_workload += 1;
+        }
+        self.dirty = true;
+    }
+
+    fn dequeue(&mut self, id: PodId) -> bool {
+        let pod = &self.pods[id];
+        if self.pending.remove(&(Reverse(pod.priority), pod.queue_seq, id)) {
+            if self.pods[id].is_workload() {
+                self.pending_workload -= 1;
+            }
+            true
+        } else {
+            false
+        }
+    }
+
+    fn bind(&mut self, pod_id: PodId, node_id: NodeId) {
+        let pod = &mut self.pods[pod_id];
+        pod.node = Some(node_id);
+        pod.generation += 1;
+        let node = &mut self.nodes[node_id];
+        node.cpu_used += pod.cpu;
+        node.mem_used += pod.mem;
+        if pod.priority >= self.expendable_cutoff {
+            node.cpu_counted += pod.cpu;
+            node.mem_counted += pod.mem;
+        }
+        if matches!(pod.kind, PodKind::Pause) {
+            node.pause_cpu += pod.cpu;
+            node.pause_mem += pod.mem;
+        } else {
+            self.running_workload_cpu += pod.cpu;
+        }
+        node.pods.push(pod_id);
+    }
+
+    /// Takes a running pod off its node (it is then pending again or deleted).
+    fn unbind(&mut self, pod_id: PodId) {
+        let pod = &self.pods[pod_id];
+        let Some(node_id) = pod.node else { return };
+        let node = &mut self.nodes[node_id];
+        node.cpu_used -= pod.cpu;
+        node.mem_used -= pod.mem;
+        if pod.priority >= self.expendable_cutoff {
+            node.cpu_counted -= pod.cpu;
+            node.mem_counted -= pod.mem;
+        }
+        if matches!(pod.kind, PodKind::Pause) {
+            node.pause_cpu -= pod.cpu;
+            node.pause_mem -= pod.mem;
+        } else {
+            self.running_workload_cpu -= pod.cpu;
+        }
+        if let Some(pos) = node.pods.iter().position(|p| *p == pod_id) {
+            node.pods.swap_remove(pos);
+        }
+        self.pods[pod_id].node = None;
+        self.dirty = true;
+    }
+
+    /// Deletes a pod for good (scale-down, job done).
+    pub fn delete_pod(&mut self, id: PodId) {
+        if !self.pods[id].alive {
+            return;
+        }
+        if self.pods[id].node.is_some() {
+            self.unbind(id);
+        } else {
+            self.dequeue(id);
+        }
+        let pod = &mut self.pods[id];
+        pod.alive = false;
+        if pod.is_workload() {
+            self.workload_cpu -= pod.cpu;
+            self.workload_mem -= pod.mem;
+            self.workload_pods -= 1;
+        }
+    }
+
+    /// Evicts every pod of a node: its controller recreates it, pending.
+    pub fn evict_all(&mut self, node_id: NodeId, now: u64) -> u32 {
+        let pods = self.nodes[node_id].pods.clone();
+        let count = pods.len() as u32;
+        for pod in pods {
+            self.unbind(pod);
+            self.enqueue(pod, now);
+        }
+        count
+    }
+
+    pub fn cordon(&mut self, node_id: NodeId) {
+        self.nodes[node_id].cordoned = true;
+    }
+
+    /// The node disappears; its pods go back to pending.
+    pub fn remove_node(&mut self, node_id: NodeId, now: u64) {
+        if self.nodes[node_id].phase == NodePhase::Gone {
+            return;
+        }
+        self.evict_all(node_id, now);
+        let node = &mut self.nodes[node_id];
+        if node.phase == NodePhase::Ready {
+            self.ready_cpu -= node.cpu;
+            self.ready_mem -= node.mem;
+        }
+        node.phase = NodePhase::Gone;
+    }
+
+    /// Places pending pods, highest priority first; a workload pod that fits nowhere
+    /// preempts pause pods. Runs only when something changed.
+    pub fn schedule(&mut self, now: u64, schedulable: &[NodeId]) -> Placement {
+        let mut placement = Placement::default();
+        if !self.dirty || self.pending.is_empty() {
+            self.dirty = false;
+            return placement;
+        }
+        self.dirty = false;
+        // Shapes that fit nowhere in this pass: bigger or equal ones are skipped.
+        let mut failed: Vec<(u64, u64, i32)> = Vec::new();
+        let queue: Vec<(Reverse<i32>, u64, PodId)> = self.pending.iter().copied().collect();
+        for key in queue {
+            let id = key.2;
+            let (cpu, mem, priority) = (self.pods[id].cpu, self.pods[id].mem, self.pods[id].priority);
+            if failed.iter().any(|&(c, m, p)| cpu >= c && mem >= m && priority <= p) {
+                continue;
+            }
+            let target = schedulable.iter().copied().find(|&n| {
+                let (fc, fm) = self.nodes[n].free();
+                fc >= cpu && fm >= mem
+            });
+            let target = match target {
+                Some(n) => Some(n),
+                None if priority > PAUSE_PRIORITY => self.preempt_for(cpu, mem, schedulable, now, &mut placement),
+                None => None,
+            };
+            match target {
+                Some(n) => {
+                    self.pending.remove(&key);
+                    let pod = &self.pods[id];
+                    if pod.is_workload() {
+                        self.pending_workload -= 1;
+                        placement.started.push((id, now - pod.pending_since));
+                    }
+                    self.bind(id, n);
+                }
+                None => failed.push((cpu, mem, priority)),
+            }
+        }
+        placement
+    }
+
+    fn preempt_for(
+        &mut self,
+        cpu: u64,
+        mem: u64,
+        schedulable: &[NodeId],
+        now: u64,
+        placement: &mut Placement,
+    ) -> Option<NodeId> {
+        let node_id = schedulable.iter().copied().find(|&n| {
+            let node = &self.nodes[n];
+            let (fc, fm) = node.free();
+            fc + node.pause_cpu >= cpu && fm + node.pause_mem >= mem
+        })?;
+        let mut victims: Vec<PodId> =
+            self.nodes[node_id].pods.iter().copied().filter(|p| matches!(self.pods[*p].kind, PodKind::Pause)).collect();
+        victims.sort_unstable();
+        for victim in victims {
+            let (fc, fm) = self.nodes[node_id].free();
+            if fc >= cpu && fm >= mem {
+                break;
+            }
+            self.unbind(victim);
+            self.enqueue(victim, now);
+            placement.preempted += 1;
+        }
+        Some(node_id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(cpu: u64) -> Node {
+        Node {
+            group: 0,
+            az: 0,
+            spot: true,
+            cpu,
+            mem: cpu << 22,
+            cpu_used: 0,
+            mem_used: 0,
+            cpu_counted: 0,
+            mem_counted: 0,
+            pause_cpu: 0,
+            pause_mem: 0,
+            pods: vec![],
+            phase: NodePhase::Booting,
+            cordoned: false,
+            doomed: false,
+            unneeded_since: None,
+        }
+    }
+
+    #[test]
+    fn workload_preempts_pause_pods_and_they_go_pending() {
+        let mut c = Cluster::new(-10);
+        let n = c.add_node(node(4000));
+        c.node_ready(n);
+        for _ in 0..4 {
+            c.create_pod(PodKind::Pause, 1000, 1 << 30, PAUSE_PRIORITY, 0);
+        }
+        c.schedule(0, &[n]);
+        assert_eq!(c.pending_count(), 0);
+        let w = c.create_pod(PodKind::Deployment(0), 2000, 1 << 30, WORKLOAD_PRIORITY, 5);
+        let placed = c.schedule(5, &[n]);
+        assert_eq!(c.pods[w].node, Some(n));
+        assert_eq!(placed.started, vec![(w, 0)], "started at once");
+        assert_eq!(placed.preempted, 2);
+        assert_eq!(c.pending_count(), 2, "two pause pods evicted, pending");
+        assert_eq!(c.pending_workload, 0);
+    }
+
+    #[test]
+    fn pause_pods_never_preempt_and_accounting_is_exact() {
+        let mut c = Cluster::new(-10);
+        let n = c.add_node(node(2000));
+        c.node_ready(n);
+        let w = c.create_pod(PodKind::Deployment(0), 2000, 1, WORKLOAD_PRIORITY, 0);
+        c.schedule(0, &[n]);
+        c.create_pod(PodKind::Pause, 1000, 1, PAUSE_PRIORITY, 0);
+        c.schedule(1, &[n]);
+        assert_eq!(c.pending_count(), 1);
+        c.remove_node(n, 10);
+        assert_eq!(c.pods[w].node, None);
+        assert_eq!(c.pending_workload, 1);
+        assert_eq!((c.ready_cpu, c.running_workload_cpu), (0, 0));
+        c.delete_pod(w);
+        assert_eq!((c.workload_pods, c.pending_workload, c.workload_cpu), (0, 0, 0));
+    }
+}

@@ -1,0 +1,524 @@
+//! The discrete-event engine: a simulated clock and event queue driving the spot
+//! market, the ASGs, the workload, cluster-autoscaler and (optionally) Ballast.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use chrono::{Datelike, Timelike, Weekday};
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::bridge::Bridge;
+use crate::cluster::{Cluster, Node, NodeId, NodePhase, PodId, PodKind, WORKLOAD_PRIORITY};
+use crate::metrics::Metrics;
+use crate::scenario::{Curve, Market, Scenario};
+use crate::{ca, Strategy};
+
+pub const SECOND: u64 = 1000;
+pub const MINUTE: u64 = 60 * SECOND;
+const ASG_LOOP: u64 = 10 * SECOND;
+const TICK: u64 = MINUTE;
+/// A spot interruption warning comes two minutes ahead.
+const WARNING_LEAD: u64 = 2 * MINUTE;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Ev {
+    NodeReady(NodeId),
+    Reclaim(NodeId),
+    Warning(NodeId),
+    Rebalance(NodeId),
+    JobDone(PodId, u32),
+    BatchStart(usize),
+    AsgLoop,
+    CaScan,
+    WorkloadTick,
+    MarketTick,
+    Sample,
+    BallastTick,
+    BallastDeliver,
+}
+
+/// An ASG as the simulation runs it.
+#[derive(Debug, Clone)]
+pub struct GroupState {
+    pub desired: u32,
+    /// Booting or Ready instances.
+    pub nodes: Vec<NodeId>,
+    /// When launches failed for want of capacity (recent ones).
+    pub failures: Vec<u64>,
+    /// Cluster-autoscaler's view: since when the group is below its target.
+    pub unfulfilled_since: Option<u64>,
+    pub backoff_until: u64,
+    pub backoff_count: u32,
+}
+
+pub struct Sim<'s> {
+    pub sc: &'s Scenario,
+    pub strategy: Strategy,
+    pub now: u64,
+    queue: BinaryHeap<Reverse<(u64, u64, Ev)>>,
+    seq: u64,
+    pub cluster: Cluster,
+    pub groups: Vec<GroupState>,
+    deployment_pods: Vec<Vec<PodId>>,
+    pause_pods: Vec<PodId>,
+    pub pause_target: u32,
+    pause_cpu: u64,
+    pause_mem: u64,
+    pause_priority: i32,
+    rng_market: ChaCha8Rng,
+    rng_nodes: ChaCha8Rng,
+    rng_work: ChaCha8Rng,
+    schedulable: Vec<NodeId>,
+    schedulable_dirty: bool,
+    pub metrics: Metrics,
+    pub ballast: Option<Bridge>,
+    pub last_scale_up: u64,
+    last_unschedulable_sent: Option<u64>,
+    pub interruptions: u32,
+}
+
+impl<'s> Sim<'s> {
+    pub fn new(sc: &'s Scenario, strategy: Strategy, seed: u64) -> Self {
+        let pool = &sc.ballast.pools[0];
+        let groups = sc
+            .groups
+            .iter()
+            .map(|g| GroupState {
+                desired: g.initial,
+                nodes: Vec::new(),
+                failures: Vec::new(),
+                unfulfilled_since: None,
+                backoff_until: 0,
+                backoff_count: 0,
+            })
+            .collect();
+        let ballast = (strategy == Strategy::Ballast).then(|| Bridge::new(sc));
+        Sim {
+            sc,
+            strategy,
+            now: 0,
+            queue: BinaryHeap::new(),
+            seq: 0,
+            cluster: Cluster::new(sc.ca.expendable_cutoff),
+            groups,
+            deployment_pods: vec![Vec::new(); sc.deployments.len()],
+            pause_pods: Vec::new(),
+            pause_target: 0,
+            pause_cpu: pool.headroom.pod_cpu_millis,
+            pause_mem: pool.headroom.pod_memory_bytes,
+            pause_priority: match strategy {
+                Strategy::StaticOverprovisioning => sc.static_overprovisioning.priority,
+                _ => pool.headroom.priority_class.value,
+            },
+            rng_market: ChaCha8Rng::seed_from_u64(seed ^ 0x6d61_726b_6574),
+            rng_nodes: ChaCha8Rng::seed_from_u64(seed ^ 0x6e6f_6465),
+            rng_work: ChaCha8Rng::seed_from_u64(seed ^ 0x776f_726b),
+            schedulable: Vec::new(),
+            schedulable_dirty: true,
+            metrics: Metrics::new(sc),
+            ballast,
+            last_scale_up: 0,
+            last_unschedulable_sent: None,
+            interruptions: 0,
+        }
+    }
+
+    pub fn at(&mut self, time: u64, ev: Ev) {
+        self.seq += 1;
+        self.queue.push(Reverse((time, self.seq, ev)));
+    }
+
+    /// Runs to the end of the scenario, calling `progress` with the fraction done.
+    pub fn run(&mut self, progress: &mut dyn FnMut(f64)) {
+        self.start();
+        let end = self.sc.end_ms();
+        self.run_until(end, progress);
+        self.metrics.advance(end, &self.cluster, &self.groups, self.sc, self.pause_target);
+        self.now = end;
+        self.metrics.finish(&self.cluster, end);
+        progress(1.0);
+    }
+
+    /// Handles every event up to and including `until`.
+    pub fn run_until(&mut self, until: u64, progress: &mut dyn FnMut(f64)) {
+        let end = self.sc.end_ms().max(1);
+        let mut last_report = self.now;
+        while let Some(Reverse((time, _, _))) = self.queue.peek() {
+            if *time > until {
+                break;
+            }
+            let Some(Reverse((time, _, ev))) = self.queue.pop() else { break };
+            self.metrics.advance(time, &self.cluster, &self.groups, self.sc, self.pause_target);
+            self.now = time;
+            self.handle(ev);
+            self.place();
+            if time - last_report >= 15 * MINUTE {
+                last_report = time;
+                progress(time as f64 / end as f64);
+            }
+        }
+    }
+
+    pub fn start(&mut self) {
+        // Warm start: the initial nodes are up and the workload of the first minute placed.
+        for g in 0..self.groups.len() {
+            for _ in 0..self.groups[g].desired {
+                let az = self.least_used_az(g, &(0..self.sc.availability_zones.len()).collect::<Vec<_>>());
+                let id = self.launch(g, az);
+                self.cluster.node_ready(id);
+            }
+        }
+        self.schedulable_dirty = true;
+        self.workload_tick();
+        match self.strategy {
+            Strategy::StaticOverprovisioning => self.set_pause_target(self.sc.static_overprovisioning.replicas),
+            Strategy::ClusterAutoscaler | Strategy::Ballast => {}
+        }
+        self.place();
+        for (i, batch) in self.sc.batches.iter().enumerate() {
+            for at in &batch.at {
+                self.at(at.0.as_millis() as u64, Ev::BatchStart(i));
+            }
+        }
+        self.at(0, Ev::AsgLoop);
+        self.at(self.sc.ca.scan_interval.0.as_millis() as u64, Ev::CaScan);
+        self.at(TICK, Ev::WorkloadTick);
+        self.at(TICK, Ev::MarketTick);
+        self.at(0, Ev::Sample);
+        if self.ballast.is_some() {
+            self.at(0, Ev::BallastTick);
+        }
+    }
+
+    fn handle(&mut self, ev: Ev) {
+        let now = self.now;
+        match ev {
+            Ev::NodeReady(id) => {
+                if self.cluster.nodes[id].phase == NodePhase::Booting {
+                    self.cluster.node_ready(id);
+                    self.schedulable_dirty = true;
+                }
+            }
+            Ev::Reclaim(id) => {
+                if self.cluster.nodes[id].phase != NodePhase::Gone {
+                    self.remove_node(id, false);
+                }
+            }
+            Ev::Warning(id) => {
+                if self.cluster.nodes[id].phase != NodePhase::Gone {
+                    if let Some(b) = self.ballast.as_mut() {
+                        b.spot_warning(id, now);
+                        self.at(now + self.sc.delivery_delay.0.as_millis() as u64, Ev::BallastDeliver);
+                    }
+                }
+            }
+            Ev::Rebalance(id) => {
+                if self.cluster.nodes[id].phase != NodePhase::Gone {
+                    if let Some(b) = self.ballast.as_mut() {
+                        b.rebalance(id, now);
+                        self.at(now + self.sc.delivery_delay.0.as_millis() as u64, Ev::BallastDeliver);
+                    }
+                }
+            }
+            Ev::JobDone(pod, generation) => {
+                let p = &self.cluster.pods[pod];
+                if p.alive && p.generation == generation && p.node.is_some() {
+                    self.cluster.delete_pod(pod);
+                }
+            }
+            Ev::BatchStart(i) => {
+                let batch = self.sc.batches[i].clone();
+                for _ in 0..batch.jobs {
+                    let lo = batch.duration[0].0.as_millis() as u64;
+                    let hi = batch.duration[1].0.as_millis() as u64;
+                    let duration_ms = if hi > lo { self.rng_work.random_range(lo..=hi) } else { lo };
+                    self.cluster.create_pod(
+                        PodKind::Batch { duration_ms },
+                        batch.cpu_millis,
+                        batch.memory_bytes,
+                        WORKLOAD_PRIORITY,
+                        now,
+                    );
+                }
+            }
+            Ev::AsgLoop => {
+                for g in 0..self.groups.len() {
+                    self.reconcile_group(g);
+                }
+                self.at(now + ASG_LOOP, Ev::AsgLoop);
+            }
+            Ev::CaScan => {
+                ca::scan(self);
+                self.at(now + self.sc.ca.scan_interval.0.as_millis() as u64, Ev::CaScan);
+            }
+            Ev::WorkloadTick => {
+                self.workload_tick();
+                self.at(now + TICK, Ev::WorkloadTick);
+            }
+            Ev::MarketTick => {
+                self.market_tick();
+                self.at(now + TICK, Ev::MarketTick);
+            }
+            Ev::Sample => {
+                self.metrics.sample(now, &self.cluster, &self.groups, self.sc, self.pause_target);
+                self.at(now + TICK, Ev::Sample);
+            }
+            Ev::BallastTick => {
+                if let Some(b) = self.ballast.as_mut() {
+                    b.scheduled_reconcile(now);
+                }
+                self.deliver_to_ballast();
+                self.at(now + TICK, Ev::BallastTick);
+            }
+            Ev::BallastDeliver => self.deliver_to_ballast(),
+        }
+    }
+
+    fn deliver_to_ballast(&mut self) {
+        let Some(mut bridge) = self.ballast.take() else { return };
+        bridge.deliver(self);
+        self.ballast = Some(bridge);
+    }
+
+    /// Runs the scheduler after each event and starts the clocks of what started.
+    fn place(&mut self) {
+        if self.schedulable_dirty {
+            self.schedulable = (0..self.cluster.nodes.len()).filter(|&n| self.cluster.nodes[n].schedulable()).collect();
+            self.schedulable_dirty = false;
+        }
+        let placement = self.cluster.schedule(self.now, &self.schedulable);
+        for (pod, waited) in placement.started {
+            self.metrics.pod_started(waited);
+            if let PodKind::Batch { duration_ms } = self.cluster.pods[pod].kind {
+                let generation = self.cluster.pods[pod].generation;
+                self.at(self.now + duration_ms, Ev::JobDone(pod, generation));
+            }
+        }
+        // The forwarder reports unschedulable workload pods at once (debounced).
+        if self.cluster.pending_workload > 0 && self.ballast.is_some() {
+            let due = self.last_unschedulable_sent.is_none_or(|t| self.now >= t + MINUTE);
+            if due {
+                self.last_unschedulable_sent = Some(self.now);
+                let (count, now) = (self.cluster.pending_workload, self.now);
+                if let Some(b) = self.ballast.as_mut() {
+                    b.pods_unschedulable(count, now);
+                }
+                self.at(now + self.sc.delivery_delay.0.as_millis() as u64, Ev::BallastDeliver);
+            }
+        }
+    }
+
+    pub fn mark_schedulable_dirty(&mut self) {
+        self.schedulable_dirty = true;
+    }
+
+    fn local_hour(&self) -> (f64, bool) {
+        let t = self.sc.start + chrono::Duration::milliseconds(self.now as i64);
+        let local = t.with_timezone(&self.sc.time_zone);
+        let weekend = matches!(local.weekday(), Weekday::Sat | Weekday::Sun);
+        (f64::from(local.hour()) + f64::from(local.minute()) / 60.0, weekend)
+    }
+
+    fn workload_tick(&mut self) {
+        let (hour, weekend) = self.local_hour();
+        for d in 0..self.sc.deployments.len() {
+            let spec = &self.sc.deployments[d];
+            let (lo, hi) = (f64::from(spec.min_replicas), f64::from(spec.peak_replicas));
+            let level = match spec.curve {
+                Curve::Flat => 1.0,
+                Curve::Business if weekend => 0.0,
+                Curve::Business => match hour {
+                    h if h < 7.0 => 0.0,
+                    h if h < 9.0 => (h - 7.0) / 2.0,
+                    h if h < 17.0 => 1.0,
+                    h if h < 20.0 => 1.0 - (h - 17.0) / 3.0,
+                    _ => 0.0,
+                },
+            };
+            let target = (lo + (hi - lo) * level).ceil() as usize;
+            let (cpu, mem) = (spec.cpu_millis, spec.memory_bytes);
+            while self.deployment_pods[d].len() < target {
+                let id = self.cluster.create_pod(PodKind::Deployment(d), cpu, mem, WORKLOAD_PRIORITY, self.now);
+                self.deployment_pods[d].push(id);
+            }
+            while self.deployment_pods[d].len() > target {
+                let pods = &self.deployment_pods[d];
+                // A ReplicaSet removes pending pods before running ones.
+                let index = pods.iter().rposition(|p| self.cluster.pods[*p].node.is_none()).unwrap_or(pods.len() - 1);
+                let pod = self.deployment_pods[d].swap_remove(index);
+                self.cluster.delete_pod(pod);
+            }
+        }
+    }
+
+    pub fn set_pause_target(&mut self, replicas: u32) {
+        self.pause_target = replicas;
+        while self.pause_pods.len() < replicas as usize {
+            let id =
+                self.cluster.create_pod(PodKind::Pause, self.pause_cpu, self.pause_mem, self.pause_priority, self.now);
+            self.pause_pods.push(id);
+        }
+        while self.pause_pods.len() > replicas as usize {
+            let index = self
+                .pause_pods
+                .iter()
+                .rposition(|p| self.cluster.pods[*p].node.is_none())
+                .unwrap_or(self.pause_pods.len() - 1);
+            let pod = self.pause_pods.swap_remove(index);
+            self.cluster.delete_pod(pod);
+        }
+    }
+
+    fn spot_available(&self, instance_type: &str, az: usize) -> bool {
+        let now = self.now;
+        let az_name = &self.sc.availability_zones[az];
+        !self.sc.spot.capacity_losses.iter().any(|loss| {
+            let start = loss.at.0.as_millis() as u64;
+            let end = start + loss.duration.0.as_millis() as u64;
+            loss.instance_type == instance_type
+                && loss.availability_zone.as_ref().is_none_or(|a| a == az_name)
+                && now >= start
+                && now < end
+        })
+    }
+
+    fn least_used_az(&self, g: usize, candidates: &[usize]) -> usize {
+        let mut counts = vec![0u32; self.sc.availability_zones.len()];
+        for &n in &self.groups[g].nodes {
+            counts[self.cluster.nodes[n].az] += 1;
+        }
+        candidates.iter().copied().min_by_key(|&az| (counts[az], az)).unwrap_or(0)
+    }
+
+    fn launch(&mut self, g: usize, az: usize) -> NodeId {
+        let spec = &self.sc.groups[g];
+        let it = &self.sc.instance_types[&spec.instance_type];
+        let id = self.cluster.add_node(Node {
+            group: g,
+            az,
+            spot: spec.market == Market::Spot,
+            cpu: it.cpu_millis,
+            mem: it.memory_bytes,
+            cpu_used: 0,
+            mem_used: 0,
+            cpu_counted: 0,
+            mem_counted: 0,
+            pause_cpu: 0,
+            pause_mem: 0,
+            pods: Vec::new(),
+            phase: NodePhase::Booting,
+            cordoned: false,
+            doomed: false,
+            unneeded_since: None,
+        });
+        self.groups[g].nodes.push(id);
+        let draw = |rng: &mut ChaCha8Rng, r: &[ballast_core::units::HumanDuration; 2]| {
+            let (lo, hi) = (r[0].0.as_millis() as u64, r[1].0.as_millis() as u64);
+            if hi > lo {
+                rng.random_range(lo..=hi)
+            } else {
+                lo
+            }
+        };
+        let boot =
+            draw(&mut self.rng_nodes, &self.sc.nodes.boot) + draw(&mut self.rng_nodes, &self.sc.nodes.network_attach);
+        self.at(self.now + boot, Ev::NodeReady(id));
+        id
+    }
+
+    /// What an ASG does on its own: launch up to desired (if there is capacity), or
+    /// scale in, newest first.
+    pub fn reconcile_group(&mut self, g: usize) {
+        let spec = &self.sc.groups[g];
+        let desired = self.groups[g].desired as usize;
+        while self.groups[g].nodes.len() > desired {
+            let nodes = &self.groups[g].nodes;
+            let pick = nodes
+                .iter()
+                .rposition(|&n| self.cluster.nodes[n].phase == NodePhase::Booting)
+                .unwrap_or(nodes.len() - 1);
+            let id = self.groups[g].nodes[pick];
+            self.remove_node(id, false);
+        }
+        let missing = desired.saturating_sub(self.groups[g].nodes.len());
+        if missing == 0 {
+            return;
+        }
+        let azs: Vec<usize> = (0..self.sc.availability_zones.len())
+            .filter(|&az| spec.market == Market::OnDemand || self.spot_available(&spec.instance_type, az))
+            .collect();
+        if azs.is_empty() {
+            let now = self.now;
+            let state = &mut self.groups[g];
+            state.failures.retain(|&t| t + 30 * MINUTE > now);
+            state.failures.push(now);
+            self.metrics.spot_launch_failed(now);
+            if let Some(b) = self.ballast.as_mut() {
+                b.launch_failed(&spec.name, now);
+                self.at(now + self.sc.delivery_delay.0.as_millis() as u64, Ev::BallastDeliver);
+            }
+            return;
+        }
+        for _ in 0..missing {
+            let az = self.least_used_az(g, &azs);
+            self.launch(g, az);
+        }
+    }
+
+    /// A node leaves (reclaimed, terminated): its pods go pending.
+    pub fn remove_node(&mut self, id: NodeId, decrement: bool) {
+        let g = self.cluster.nodes[id].group;
+        self.cluster.remove_node(id, self.now);
+        self.groups[g].nodes.retain(|&n| n != id);
+        if decrement {
+            let min = self.sc.groups[g].min;
+            self.groups[g].desired = self.groups[g].desired.saturating_sub(1).max(min);
+        }
+        self.schedulable_dirty = true;
+    }
+
+    fn market_tick(&mut self) {
+        let now = self.now;
+        let per_minute = self.sc.spot.interruptions_per_node_hour / 60.0;
+        let storms: Vec<(Option<String>, f64)> = self
+            .sc
+            .spot
+            .storms
+            .iter()
+            .filter(|s| {
+                let start = s.at.0.as_millis() as u64;
+                now >= start && now < start + s.duration.0.as_millis() as u64
+            })
+            .map(|s| (s.instance_type.clone(), s.fraction / (s.duration.0.as_secs_f64() / 60.0).max(1.0)))
+            .collect();
+        let lead = &self.sc.spot.rebalance_lead;
+        for g in 0..self.groups.len() {
+            if self.sc.groups[g].market != Market::Spot {
+                continue;
+            }
+            let instance_type = self.sc.groups[g].instance_type.clone();
+            let storm_p: f64 =
+                storms.iter().filter(|(t, _)| t.as_ref().is_none_or(|t| *t == instance_type)).map(|(_, p)| p).sum();
+            let p = per_minute + storm_p;
+            for i in 0..self.groups[g].nodes.len() {
+                let id = self.groups[g].nodes[i];
+                if self.cluster.nodes[id].doomed || self.rng_market.random::<f64>() >= p {
+                    continue;
+                }
+                self.cluster.nodes[id].doomed = true;
+                self.interruptions += 1;
+                let warning_at = if self.rng_market.random::<f64>() < self.sc.spot.rebalance_fraction {
+                    let (lo, hi) = (lead[0].0.as_millis() as u64, lead[1].0.as_millis() as u64);
+                    let ahead = if hi > lo { self.rng_market.random_range(lo..=hi) } else { lo };
+                    self.at(now, Ev::Rebalance(id));
+                    now + ahead
+                } else {
+                    now
+                };
+                self.at(warning_at, Ev::Warning(id));
+                self.at(warning_at + WARNING_LEAD, Ev::Reclaim(id));
+            }
+        }
+    }
+}

@@ -1,0 +1,242 @@
+//! What a run measured: pod waits, pending pod-seconds, node-hours and cost, spare
+//! capacity, and how fast capacity moved to on-demand and back.
+
+use serde::Serialize;
+
+use crate::cluster::{Cluster, NodePhase};
+use crate::engine::GroupState;
+use crate::scenario::{Market, Scenario};
+
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Sample {
+    pub minute: u32,
+    pub spot_nodes: u32,
+    pub on_demand_nodes: u32,
+    pub pending_pods: u32,
+    pub headroom_pods: u32,
+}
+
+#[derive(Debug)]
+pub struct Metrics {
+    last: u64,
+    waits_ms: Vec<u64>,
+    pending_pod_ms: f64,
+    spot_node_ms: f64,
+    od_node_ms: f64,
+    cost: f64,
+    spare_weighted: f64,
+    spare_time: f64,
+    pub series: Vec<Sample>,
+    /// (time, on-demand desired) at each change.
+    od_desired: Vec<(u64, u32)>,
+    spot_failures: Vec<u64>,
+    od_group: usize,
+    peak_pods: u32,
+}
+
+impl Metrics {
+    pub fn new(sc: &Scenario) -> Self {
+        let od_group = sc.groups.iter().position(|g| g.market == Market::OnDemand).unwrap_or(0);
+        Metrics {
+            last: 0,
+            waits_ms: Vec::new(),
+            pending_pod_ms: 0.0,
+            spot_node_ms: 0.0,
+            od_node_ms: 0.0,
+            cost: 0.0,
+            spare_weighted: 0.0,
+            spare_time: 0.0,
+            series: Vec::new(),
+            od_desired: vec![(0, sc.groups[od_group].initial)],
+            spot_failures: Vec::new(),
+            od_group,
+            peak_pods: 0,
+        }
+    }
+
+    /// Integrates every rate from the last event to `to` (state is constant between events).
+    pub fn advance(&mut self, to: u64, cluster: &Cluster, groups: &[GroupState], sc: &Scenario, _headroom: u32) {
+        let dt = to.saturating_sub(self.last) as f64;
+        if dt > 0.0 {
+            self.pending_pod_ms += f64::from(cluster.pending_workload) * dt;
+            for (g, state) in groups.iter().enumerate() {
+                let spec = &sc.groups[g];
+                let it = &sc.instance_types[&spec.instance_type];
+                let n = state.nodes.len() as f64;
+                let (node_ms, price) = match spec.market {
+                    Market::Spot => (&mut self.spot_node_ms, it.spot_price),
+                    Market::OnDemand => (&mut self.od_node_ms, it.on_demand_price),
+                };
+                *node_ms += n * dt;
+                self.cost += n * dt / 3_600_000.0 * price;
+            }
+            if cluster.ready_cpu > 0 {
+                let spare = 1.0 - cluster.running_workload_cpu as f64 / cluster.ready_cpu as f64;
+                self.spare_weighted += spare * dt;
+                self.spare_time += dt;
+            }
+        }
+        self.last = to;
+        let od = groups[self.od_group].desired;
+        if self.od_desired.last().is_none_or(|(_, d)| *d != od) {
+            self.od_desired.push((to, od));
+        }
+    }
+
+    pub fn pod_started(&mut self, waited_ms: u64) {
+        self.waits_ms.push(waited_ms);
+    }
+
+    pub fn spot_launch_failed(&mut self, at: u64) {
+        self.spot_failures.push(at);
+    }
+
+    pub fn sample(&mut self, now: u64, cluster: &Cluster, groups: &[GroupState], sc: &Scenario, headroom: u32) {
+        self.peak_pods = self.peak_pods.max(cluster.workload_pods);
+        let count = |market: Market| -> u32 {
+            groups
+                .iter()
+                .enumerate()
+                .filter(|(g, _)| sc.groups[*g].market == market)
+                .map(|(_, s)| s.nodes.iter().filter(|&&n| cluster.nodes[n].phase == NodePhase::Ready).count() as u32)
+                .sum()
+        };
+        self.series.push(Sample {
+            minute: (now / 60_000) as u32,
+            spot_nodes: count(Market::Spot),
+            on_demand_nodes: count(Market::OnDemand),
+            pending_pods: cluster.pending_workload,
+            headroom_pods: headroom,
+        });
+    }
+
+    /// Pods still pending at the end count with the wait they have so far.
+    pub fn finish(&mut self, cluster: &Cluster, end: u64) {
+        for pod in cluster.pending_pods() {
+            let p = &cluster.pods[pod];
+            if p.is_workload() {
+                self.waits_ms.push(end - p.pending_since);
+            }
+        }
+    }
+
+    pub fn report(
+        &self,
+        sc: &Scenario,
+        strategy: &'static str,
+        interruptions: u32,
+        ballast_invocations: u32,
+    ) -> Report {
+        let mut waits = self.waits_ms.clone();
+        waits.sort_unstable();
+        let pct = |q: f64| -> f64 {
+            if waits.is_empty() {
+                return 0.0;
+            }
+            let rank = ((q * waits.len() as f64).ceil() as usize).clamp(1, waits.len());
+            waits[rank - 1] as f64 / 1000.0
+        };
+        let (to_on_demand, back_to_spot) = self.loss_reaction(sc);
+        Report {
+            strategy,
+            pod_wait_p50_s: pct(0.50),
+            pod_wait_p95_s: pct(0.95),
+            pod_wait_max_s: waits.last().map(|w| *w as f64 / 1000.0).unwrap_or(0.0),
+            pods_started: waits.len(),
+            pending_pod_seconds: self.pending_pod_ms / 1000.0,
+            spot_node_hours: self.spot_node_ms / 3_600_000.0,
+            on_demand_node_hours: self.od_node_ms / 3_600_000.0,
+            cost: self.cost,
+            mean_spare_capacity_pct: if self.spare_time > 0.0 {
+                100.0 * self.spare_weighted / self.spare_time
+            } else {
+                0.0
+            },
+            spot_loss_to_on_demand_s: to_on_demand,
+            return_to_spot_s: back_to_spot,
+            interruptions,
+            ballast_invocations,
+            peak_nodes: self.series.iter().map(|s| s.spot_nodes + s.on_demand_nodes).max().unwrap_or(0),
+            peak_pods: self.peak_pods,
+            series: self.series.clone(),
+        }
+    }
+
+    /// For each capacity-loss window: from the first failed spot launch to the first
+    /// on-demand increase; from the window's end to on-demand back at its level before.
+    /// Means over the windows where it happened; `None` when it never did.
+    fn loss_reaction(&self, sc: &Scenario) -> (Option<f64>, Option<f64>) {
+        let mut windows: Vec<(u64, u64)> = sc
+            .spot
+            .capacity_losses
+            .iter()
+            .map(|l| {
+                let s = l.at.0.as_millis() as u64;
+                (s, s + l.duration.0.as_millis() as u64)
+            })
+            .collect();
+        windows.sort_unstable();
+        let mut merged: Vec<(u64, u64)> = Vec::new();
+        for (s, e) in windows {
+            match merged.last_mut() {
+                Some(last) if s <= last.1 => last.1 = last.1.max(e),
+                _ => merged.push((s, e)),
+            }
+        }
+        let desired_at =
+            |t: u64| self.od_desired.iter().take_while(|(at, _)| *at <= t).last().map(|(_, d)| *d).unwrap_or(0);
+        let mut reaction = Vec::new();
+        let mut recovery = Vec::new();
+        for (start, end) in merged {
+            let Some(&failed) = self.spot_failures.iter().find(|&&f| f >= start && f < end) else { continue };
+            let before = desired_at(failed);
+            if let Some((t, _)) = self.od_desired.iter().find(|(t, d)| *t >= failed && *d > before) {
+                reaction.push((t - failed) as f64 / 1000.0);
+            }
+            let baseline = desired_at(start.saturating_sub(1));
+            let high = self.od_desired.iter().any(|(t, d)| *t >= start && *t < end && *d > baseline);
+            if high && end < self.last {
+                let back = if desired_at(end) <= baseline {
+                    Some(end)
+                } else {
+                    self.od_desired.iter().find(|(t, d)| *t >= end && *d <= baseline).map(|(t, _)| *t)
+                };
+                if let Some(t) = back {
+                    recovery.push((t - end) as f64 / 1000.0);
+                } else {
+                    return (mean(&reaction), None);
+                }
+            }
+        }
+        (mean(&reaction), mean(&recovery))
+    }
+}
+
+fn mean(values: &[f64]) -> Option<f64> {
+    (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub strategy: &'static str,
+    pub pod_wait_p50_s: f64,
+    pub pod_wait_p95_s: f64,
+    pub pod_wait_max_s: f64,
+    pub pods_started: usize,
+    pub pending_pod_seconds: f64,
+    pub spot_node_hours: f64,
+    pub on_demand_node_hours: f64,
+    pub cost: f64,
+    pub mean_spare_capacity_pct: f64,
+    /// From the first failed spot launch of a capacity loss to on-demand requested.
+    pub spot_loss_to_on_demand_s: Option<f64>,
+    /// From the end of a capacity loss to on-demand back at its level before.
+    pub return_to_spot_s: Option<f64>,
+    pub interruptions: u32,
+    pub ballast_invocations: u32,
+    /// Most Ready nodes and most workload pods at any sample.
+    pub peak_nodes: u32,
+    pub peak_pods: u32,
+    #[serde(skip)]
+    pub series: Vec<Sample>,
+}

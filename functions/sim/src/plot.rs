@@ -1,0 +1,116 @@
+//! SVG plots (plotters): capacity over time per strategy, and the headroom sweep.
+
+use std::path::Path;
+
+use plotters::prelude::*;
+use serde::Serialize;
+
+use crate::metrics::Report;
+
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct SweepPoint {
+    pub headroom_percent: u32,
+    pub cost: f64,
+    pub pod_wait_p95_s: f64,
+    pub mean_spare_capacity_pct: f64,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("cannot draw {path}: {message}")]
+pub struct PlotError {
+    path: String,
+    message: String,
+}
+
+fn err(path: &Path) -> impl Fn(String) -> PlotError + '_ {
+    move |message| PlotError { path: path.display().to_string(), message }
+}
+
+/// A plotted series: its label, colour and value per sample.
+type Line = (&'static str, RGBColor, fn(&crate::Sample) -> u32);
+
+/// One panel per strategy: spot and on-demand nodes, pending pods and headroom pods.
+pub fn timeline(path: &Path, scenario: &str, reports: &[Report]) -> Result<(), PlotError> {
+    let e = err(path);
+    let root = SVGBackend::new(path, (1000, 300 * reports.len() as u32)).into_drawing_area();
+    root.fill(&WHITE).map_err(|x| e(x.to_string()))?;
+    let panels = root.split_evenly((reports.len(), 1));
+    let hours = reports.iter().flat_map(|r| r.series.last()).map(|s| f64::from(s.minute) / 60.0).fold(1.0, f64::max);
+    let top = reports
+        .iter()
+        .flat_map(|r| r.series.iter())
+        .map(|s| s.spot_nodes.max(s.on_demand_nodes).max(s.pending_pods).max(s.headroom_pods))
+        .max()
+        .unwrap_or(1)
+        .max(1) as f64
+        * 1.1;
+    let lines: [Line; 4] = [
+        ("spot nodes", RGBColor(31, 119, 180), |s| s.spot_nodes),
+        ("on-demand nodes", RGBColor(214, 39, 40), |s| s.on_demand_nodes),
+        ("pending pods", RGBColor(255, 127, 14), |s| s.pending_pods),
+        ("headroom pods", RGBColor(44, 160, 44), |s| s.headroom_pods),
+    ];
+    for (panel, report) in panels.iter().zip(reports) {
+        let mut chart = ChartBuilder::on(panel)
+            .caption(format!("{scenario}: {}", report.strategy), ("sans-serif", 18))
+            .margin(10)
+            .x_label_area_size(30)
+            .y_label_area_size(45)
+            .build_cartesian_2d(0f64..hours, 0f64..top)
+            .map_err(|x| e(x.to_string()))?;
+        chart.configure_mesh().x_desc("hours").y_desc("count").draw().map_err(|x| e(x.to_string()))?;
+        for (label, color, value) in lines {
+            chart
+                .draw_series(LineSeries::new(
+                    report.series.iter().map(|s| (f64::from(s.minute) / 60.0, f64::from(value(s)))),
+                    color.stroke_width(2),
+                ))
+                .map_err(|x| e(x.to_string()))?
+                .label(label)
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::UpperLeft)
+            .draw()
+            .map_err(|x| e(x.to_string()))?;
+    }
+    root.present().map_err(|x| e(x.to_string()))
+}
+
+/// Cost against p95 pod wait, one point per headroom percent.
+pub fn sweep(path: &Path, scenario: &str, points: &[SweepPoint]) -> Result<(), PlotError> {
+    let e = err(path);
+    let root = SVGBackend::new(path, (800, 500)).into_drawing_area();
+    root.fill(&WHITE).map_err(|x| e(x.to_string()))?;
+    let (cmin, cmax) = points.iter().fold((f64::MAX, f64::MIN), |(lo, hi), p| (lo.min(p.cost), hi.max(p.cost)));
+    let wmax = points.iter().map(|p| p.pod_wait_p95_s).fold(1.0, f64::max);
+    let pad = ((cmax - cmin) * 0.1).max(1.0);
+    let mut chart = ChartBuilder::on(&root)
+        .caption(format!("{scenario}: cost vs p95 pod wait by headroom %"), ("sans-serif", 18))
+        .margin(15)
+        .x_label_area_size(35)
+        .y_label_area_size(55)
+        .build_cartesian_2d((cmin - pad)..(cmax + pad), 0f64..wmax * 1.15)
+        .map_err(|x| e(x.to_string()))?;
+    chart
+        .configure_mesh()
+        .x_desc("cost ($ per run)")
+        .y_desc("p95 pod wait (s)")
+        .draw()
+        .map_err(|x| e(x.to_string()))?;
+    let blue = RGBColor(31, 119, 180);
+    chart
+        .draw_series(LineSeries::new(points.iter().map(|p| (p.cost, p.pod_wait_p95_s)), blue.stroke_width(2)))
+        .map_err(|x| e(x.to_string()))?;
+    chart
+        .draw_series(points.iter().map(|p| {
+            EmptyElement::at((p.cost, p.pod_wait_p95_s))
+                + Circle::new((0, 0), 4, blue.filled())
+                + Text::new(format!("{}%", p.headroom_percent), (6, -12), ("sans-serif", 13))
+        }))
+        .map_err(|x| e(x.to_string()))?;
+    root.present().map_err(|x| e(x.to_string()))
+}

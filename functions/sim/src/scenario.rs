@@ -1,0 +1,538 @@
+//! Scenario files (`events/scenarios/*.yaml`): the pool, its workload, the spot
+//! market, cluster-autoscaler's settings and Ballast's pool settings.
+
+use std::collections::BTreeMap;
+
+use ballast_core::config::Config;
+use ballast_core::units::{parse_cpu_millis, parse_memory_bytes, HumanDuration};
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+use serde::Deserialize;
+use serde_yaml_ng::Value;
+
+/// The built-in default: one business day.
+pub const DEFAULT_NAME: &str = "business-day";
+pub const BUILT_IN: &[(&str, &str)] = &[
+    ("business-day", include_str!("../../../events/scenarios/business-day.yaml")),
+    ("steady", include_str!("../../../events/scenarios/steady.yaml")),
+    ("spot-heavy", include_str!("../../../events/scenarios/spot-heavy.yaml")),
+    ("no-spot", include_str!("../../../events/scenarios/no-spot.yaml")),
+    ("large", include_str!("../../../events/scenarios/large.yaml")),
+];
+
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    #[error("not valid YAML: {0}")]
+    Yaml(#[source] serde_yaml_ng::Error),
+    #[error("{path}: {message}")]
+    Field { path: String, message: String },
+    #[error(
+        "unknown built-in scenario `{0}`; built in: business-day, steady, spot-heavy, no-spot, large (or give a file)"
+    )]
+    Unknown(String),
+}
+
+fn field(path: impl Into<String>, message: impl Into<String>) -> ScenarioError {
+    ScenarioError::Field { path: path.into(), message: message.into() }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Raw {
+    name: String,
+    #[serde(default)]
+    description: String,
+    start: DateTime<Utc>,
+    duration: HumanDuration,
+    #[serde(default = "utc")]
+    time_zone: String,
+    availability_zones: Vec<String>,
+    instance_types: BTreeMap<String, RawInstanceType>,
+    node_groups: Vec<RawGroup>,
+    #[serde(default)]
+    nodes: NodeTiming,
+    workload: RawWorkload,
+    #[serde(default)]
+    spot: SpotSpec,
+    #[serde(default)]
+    cluster_autoscaler: CaSpec,
+    #[serde(default)]
+    static_overprovisioning: StaticSpec,
+    ballast: RawBallast,
+}
+
+fn utc() -> String {
+    "UTC".into()
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawInstanceType {
+    /// Allocatable CPU and memory (what pods can request).
+    cpu: String,
+    memory: String,
+    on_demand_price: f64,
+    spot_price: f64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawGroup {
+    name: String,
+    market: Market,
+    instance_type: String,
+    #[serde(default)]
+    min: u32,
+    max: u32,
+    #[serde(default)]
+    initial: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Market {
+    Spot,
+    OnDemand,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeTiming {
+    /// Launch to kubelet Ready, drawn uniformly.
+    pub boot: [HumanDuration; 2],
+    /// Extra time for the VPC CNI to attach an ENI, drawn uniformly.
+    pub network_attach: [HumanDuration; 2],
+}
+
+impl Default for NodeTiming {
+    fn default() -> Self {
+        NodeTiming {
+            boot: [HumanDuration::from_secs(40), HumanDuration::from_secs(50)],
+            network_attach: [HumanDuration::from_secs(0), HumanDuration::from_secs(60)],
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawWorkload {
+    #[serde(default)]
+    deployments: Vec<RawDeployment>,
+    #[serde(default)]
+    batch: Vec<RawBatch>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDeployment {
+    name: String,
+    cpu: String,
+    memory: String,
+    min_replicas: u32,
+    peak_replicas: u32,
+    #[serde(default)]
+    curve: Curve,
+}
+
+/// How a deployment's replicas follow the local time of day.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Curve {
+    /// Night at min; ramp 07:00–09:00; peak until 17:00; down by 20:00; weekends at min.
+    #[default]
+    Business,
+    /// Always at peak.
+    Flat,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawBatch {
+    name: String,
+    /// Offsets from the start (`9h 30m`).
+    at: Vec<HumanDuration>,
+    jobs: u32,
+    cpu: String,
+    memory: String,
+    duration: [HumanDuration; 2],
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SpotSpec {
+    /// Background interruption probability per spot node and hour.
+    pub interruptions_per_node_hour: f64,
+    /// Share of interruptions preceded by a rebalance recommendation.
+    pub rebalance_fraction: f64,
+    pub rebalance_lead: [HumanDuration; 2],
+    pub capacity_losses: Vec<CapacityLoss>,
+    pub storms: Vec<Storm>,
+}
+
+impl Default for SpotSpec {
+    fn default() -> Self {
+        SpotSpec {
+            interruptions_per_node_hour: 0.002,
+            rebalance_fraction: 0.5,
+            rebalance_lead: [HumanDuration::from_secs(600), HumanDuration::from_secs(1200)],
+            capacity_losses: Vec::new(),
+            storms: Vec::new(),
+        }
+    }
+}
+
+/// No spot capacity of a type (in one AZ, or all) for a while.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CapacityLoss {
+    pub instance_type: String,
+    #[serde(default)]
+    pub availability_zone: Option<String>,
+    pub at: HumanDuration,
+    #[serde(rename = "for")]
+    pub duration: HumanDuration,
+}
+
+/// A share of the spot nodes (of a type, or all) interrupted within a window.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Storm {
+    #[serde(default)]
+    pub instance_type: Option<String>,
+    pub at: HumanDuration,
+    #[serde(rename = "for")]
+    pub duration: HumanDuration,
+    pub fraction: f64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CaSpec {
+    pub scan_interval: HumanDuration,
+    /// 1.24 and later: a failed scale-up is seen from the ASG's errors within about a
+    /// minute; before, only after `max_node_provision_time`.
+    pub fail_fast: bool,
+    pub fail_fast_after: HumanDuration,
+    pub max_node_provision_time: HumanDuration,
+    pub backoff_initial: HumanDuration,
+    pub backoff_max: HumanDuration,
+    pub scale_down_utilization: f64,
+    pub scale_down_unneeded: HumanDuration,
+    pub scale_down_delay_after_add: HumanDuration,
+    pub expendable_cutoff: i32,
+}
+
+impl Default for CaSpec {
+    fn default() -> Self {
+        CaSpec {
+            scan_interval: HumanDuration::from_secs(10),
+            fail_fast: true,
+            fail_fast_after: HumanDuration::from_secs(60),
+            max_node_provision_time: HumanDuration::from_secs(900),
+            backoff_initial: HumanDuration::from_secs(300),
+            backoff_max: HumanDuration::from_secs(1800),
+            scale_down_utilization: 0.5,
+            scale_down_unneeded: HumanDuration::from_secs(600),
+            scale_down_delay_after_add: HumanDuration::from_secs(600),
+            expendable_cutoff: -10,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StaticSpec {
+    /// Fixed pause pods (the same size as Ballast's).
+    pub replicas: u32,
+    /// Their priority; below cluster-autoscaler's cutoff (-10) they never bring a node.
+    pub priority: i32,
+}
+
+impl Default for StaticSpec {
+    fn default() -> Self {
+        StaticSpec { replicas: 0, priority: -10 }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawBallast {
+    #[serde(default = "two_seconds")]
+    delivery_delay: HumanDuration,
+    /// A `ballast.yaml` pool without `name`, `spot_asgs` and `on_demand_asg`.
+    #[serde(default)]
+    pool: Value,
+}
+
+fn two_seconds() -> HumanDuration {
+    HumanDuration::from_secs(2)
+}
+
+#[derive(Debug, Clone)]
+pub struct InstanceType {
+    pub cpu_millis: u64,
+    pub memory_bytes: u64,
+    pub on_demand_price: f64,
+    pub spot_price: f64,
+}
+
+#[derive(Debug, Clone)]
+pub struct Group {
+    pub name: String,
+    pub market: Market,
+    pub instance_type: String,
+    pub min: u32,
+    pub max: u32,
+    pub initial: u32,
+}
+
+#[derive(Debug, Clone)]
+pub struct Deployment {
+    pub name: String,
+    pub cpu_millis: u64,
+    pub memory_bytes: u64,
+    pub min_replicas: u32,
+    pub peak_replicas: u32,
+    pub curve: Curve,
+}
+
+#[derive(Debug, Clone)]
+pub struct Batch {
+    pub name: String,
+    pub at: Vec<HumanDuration>,
+    pub jobs: u32,
+    pub cpu_millis: u64,
+    pub memory_bytes: u64,
+    pub duration: [HumanDuration; 2],
+}
+
+/// A validated scenario.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    pub name: String,
+    pub description: String,
+    pub start: DateTime<Utc>,
+    pub duration: HumanDuration,
+    pub time_zone: Tz,
+    pub availability_zones: Vec<String>,
+    pub instance_types: BTreeMap<String, InstanceType>,
+    pub groups: Vec<Group>,
+    pub nodes: NodeTiming,
+    pub deployments: Vec<Deployment>,
+    pub batches: Vec<Batch>,
+    pub spot: SpotSpec,
+    pub ca: CaSpec,
+    pub static_overprovisioning: StaticSpec,
+    pub delivery_delay: HumanDuration,
+    /// Ballast's config for the one simulated pool, named `sim`.
+    pub ballast: Config,
+}
+
+impl Scenario {
+    pub fn built_in(name: &str) -> Result<Scenario, ScenarioError> {
+        let text = BUILT_IN.iter().find(|(n, _)| *n == name).ok_or_else(|| ScenarioError::Unknown(name.into()))?.1;
+        Scenario::from_yaml(text)
+    }
+
+    pub fn from_yaml(text: &str) -> Result<Scenario, ScenarioError> {
+        let value: Value = serde_yaml_ng::from_str(text).map_err(ScenarioError::Yaml)?;
+        let raw: Raw =
+            serde_path_to_error::deserialize(value).map_err(|e| field(e.path().to_string(), e.inner().to_string()))?;
+        validate(raw)
+    }
+
+    pub fn on_demand_group(&self) -> &Group {
+        self.groups.iter().find(|g| g.market == Market::OnDemand).expect("validated: one on-demand group")
+    }
+
+    pub fn end_ms(&self) -> u64 {
+        self.duration.0.as_millis() as u64
+    }
+}
+
+fn quantity(
+    parse: fn(&str) -> Result<u64, ballast_core::units::QuantityError>,
+    text: &str,
+    path: String,
+) -> Result<u64, ScenarioError> {
+    match parse(text) {
+        Ok(0) => Err(field(path, "must be more than zero")),
+        Ok(v) => Ok(v),
+        Err(e) => Err(field(path, e.to_string())),
+    }
+}
+
+fn range(r: &[HumanDuration; 2], path: &str) -> Result<(), ScenarioError> {
+    if r[0] > r[1] {
+        return Err(field(path, format!("the range {}..{} is reversed", r[0], r[1])));
+    }
+    Ok(())
+}
+
+fn validate(raw: Raw) -> Result<Scenario, ScenarioError> {
+    let time_zone: Tz = raw
+        .time_zone
+        .parse()
+        .map_err(|_| field("time_zone", format!("`{}` is not an IANA time zone", raw.time_zone)))?;
+    if raw.duration.0.is_zero() {
+        return Err(field("duration", "must be longer than zero"));
+    }
+    if raw.availability_zones.is_empty() {
+        return Err(field("availability_zones", "list at least one"));
+    }
+    let mut instance_types = BTreeMap::new();
+    for (name, t) in &raw.instance_types {
+        let path = format!("instance_types.{name}");
+        if t.on_demand_price < 0.0 || t.spot_price < 0.0 {
+            return Err(field(&path, "prices must not be negative"));
+        }
+        instance_types.insert(
+            name.clone(),
+            InstanceType {
+                cpu_millis: quantity(parse_cpu_millis, &t.cpu, format!("{path}.cpu"))?,
+                memory_bytes: quantity(parse_memory_bytes, &t.memory, format!("{path}.memory"))?,
+                on_demand_price: t.on_demand_price,
+                spot_price: t.spot_price,
+            },
+        );
+    }
+    let mut groups = Vec::new();
+    for (i, g) in raw.node_groups.iter().enumerate() {
+        let path = format!("node_groups[{i}]");
+        if !instance_types.contains_key(&g.instance_type) {
+            return Err(field(
+                format!("{path}.instance_type"),
+                format!("`{}` is not in instance_types", g.instance_type),
+            ));
+        }
+        if g.min > g.max || g.initial > g.max || g.initial < g.min {
+            return Err(field(&path, format!("need min <= initial <= max, got {} / {} / {}", g.min, g.initial, g.max)));
+        }
+        if groups.iter().any(|o: &Group| o.name == g.name) {
+            return Err(field(format!("{path}.name"), format!("duplicate group `{}`", g.name)));
+        }
+        groups.push(Group {
+            name: g.name.clone(),
+            market: g.market,
+            instance_type: g.instance_type.clone(),
+            min: g.min,
+            max: g.max,
+            initial: g.initial,
+        });
+    }
+    if groups.iter().filter(|g| g.market == Market::OnDemand).count() != 1 {
+        return Err(field("node_groups", "need exactly one on-demand group"));
+    }
+    if !groups.iter().any(|g| g.market == Market::Spot) {
+        return Err(field("node_groups", "need at least one spot group"));
+    }
+    let mut deployments = Vec::new();
+    for (i, d) in raw.workload.deployments.iter().enumerate() {
+        let path = format!("workload.deployments[{i}]");
+        if d.min_replicas > d.peak_replicas {
+            return Err(field(&path, "min_replicas is above peak_replicas"));
+        }
+        deployments.push(Deployment {
+            name: d.name.clone(),
+            cpu_millis: quantity(parse_cpu_millis, &d.cpu, format!("{path}.cpu"))?,
+            memory_bytes: quantity(parse_memory_bytes, &d.memory, format!("{path}.memory"))?,
+            min_replicas: d.min_replicas,
+            peak_replicas: d.peak_replicas,
+            curve: d.curve,
+        });
+    }
+    let mut batches = Vec::new();
+    for (i, b) in raw.workload.batch.iter().enumerate() {
+        let path = format!("workload.batch[{i}]");
+        range(&b.duration, &format!("{path}.duration"))?;
+        batches.push(Batch {
+            name: b.name.clone(),
+            at: b.at.clone(),
+            jobs: b.jobs,
+            cpu_millis: quantity(parse_cpu_millis, &b.cpu, format!("{path}.cpu"))?,
+            memory_bytes: quantity(parse_memory_bytes, &b.memory, format!("{path}.memory"))?,
+            duration: b.duration,
+        });
+    }
+    range(&raw.nodes.boot, "nodes.boot")?;
+    range(&raw.nodes.network_attach, "nodes.network_attach")?;
+    range(&raw.spot.rebalance_lead, "spot.rebalance_lead")?;
+    if !(0.0..=1.0).contains(&raw.spot.rebalance_fraction) {
+        return Err(field("spot.rebalance_fraction", "must be between 0 and 1"));
+    }
+    if raw.spot.interruptions_per_node_hour < 0.0 {
+        return Err(field("spot.interruptions_per_node_hour", "must not be negative"));
+    }
+    for (i, loss) in raw.spot.capacity_losses.iter().enumerate() {
+        if !instance_types.contains_key(&loss.instance_type) {
+            return Err(field(
+                format!("spot.capacity_losses[{i}].instance_type"),
+                format!("`{}` is not in instance_types", loss.instance_type),
+            ));
+        }
+        if let Some(az) = &loss.availability_zone {
+            if !raw.availability_zones.contains(az) {
+                return Err(field(
+                    format!("spot.capacity_losses[{i}].availability_zone"),
+                    format!("`{az}` is not in availability_zones"),
+                ));
+            }
+        }
+    }
+    for (i, storm) in raw.spot.storms.iter().enumerate() {
+        if !(0.0..=1.0).contains(&storm.fraction) {
+            return Err(field(format!("spot.storms[{i}].fraction"), "must be between 0 and 1"));
+        }
+    }
+    let ballast = ballast_config(&raw.ballast.pool, &groups)?;
+    Ok(Scenario {
+        name: raw.name,
+        description: raw.description,
+        start: raw.start,
+        duration: raw.duration,
+        time_zone,
+        availability_zones: raw.availability_zones,
+        instance_types,
+        groups,
+        nodes: raw.nodes,
+        deployments,
+        batches,
+        spot: raw.spot,
+        ca: raw.cluster_autoscaler,
+        static_overprovisioning: raw.static_overprovisioning,
+        delivery_delay: raw.ballast.delivery_delay,
+        ballast,
+    })
+}
+
+/// Builds a whole `ballast.yaml` around the scenario's pool settings and validates it
+/// with the production config code.
+fn ballast_config(pool: &Value, groups: &[Group]) -> Result<Config, ScenarioError> {
+    let mut pool_map = match pool {
+        Value::Mapping(m) => m.clone(),
+        Value::Null => Default::default(),
+        _ => return Err(field("ballast.pool", "expected a mapping of pool settings")),
+    };
+    for reserved in ["name", "spot_asgs", "on_demand_asg"] {
+        if pool_map.contains_key(reserved) {
+            return Err(field(format!("ballast.pool.{reserved}"), "is set by the simulator from node_groups"));
+        }
+    }
+    pool_map.insert("name".into(), "sim".into());
+    let spot: Vec<Value> =
+        groups.iter().filter(|g| g.market == Market::Spot).map(|g| Value::from(g.name.clone())).collect();
+    pool_map.insert("spot_asgs".into(), Value::Sequence(spot));
+    let od = groups.iter().find(|g| g.market == Market::OnDemand).map(|g| g.name.clone()).unwrap_or_default();
+    pool_map.insert("on_demand_asg".into(), od.into());
+    let mut top = serde_yaml_ng::Mapping::new();
+    top.insert("cluster".into(), "sim".into());
+    top.insert("region".into(), "eu-west-1".into());
+    top.insert("account".into(), "000000000000".into());
+    top.insert("state_table".into(), "ballast-sim".into());
+    top.insert("pools".into(), Value::Sequence(vec![Value::Mapping(pool_map)]));
+    let text = serde_yaml_ng::to_string(&Value::Mapping(top)).map_err(ScenarioError::Yaml)?;
+    Config::from_yaml(&text).map_err(|errors| {
+        let first = &errors.0[0];
+        field(first.path.replacen("pools[0]", "ballast.pool", 1), first.message.clone())
+    })
+}

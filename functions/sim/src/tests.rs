@@ -1,0 +1,174 @@
+//! The model honours known facts about cluster-autoscaler and the scheduler.
+
+use crate::engine::{Sim, MINUTE, SECOND};
+use crate::scenario::Scenario;
+use crate::{simulate, with_headroom_percent, Strategy};
+
+/// A small pool of 4-vCPU nodes, no spot interruptions, batch pods for the tests.
+fn tiny(extra: &str, batch: &str) -> Scenario {
+    let yaml = format!(
+        r#"
+name: tiny
+start: 2026-11-16T23:00:00Z
+duration: 2h
+time_zone: UTC
+availability_zones: [az-a, az-b]
+instance_types:
+  c.xlarge: {{ cpu: "4", memory: 16Gi, on_demand_price: 0.2, spot_price: 0.08 }}
+node_groups:
+  - {{ name: spot, market: spot, instance_type: c.xlarge, min: 0, max: 20, initial: 0 }}
+  - {{ name: od, market: on-demand, instance_type: c.xlarge, min: 0, max: 20, initial: 0 }}
+nodes: {{ boot: [45s, 45s], network_attach: [0s, 0s] }}
+workload:
+  batch: [{batch}]
+spot:
+  interruptions_per_node_hour: 0
+{extra}
+ballast:
+  pool:
+    headroom: {{ percent: 0, min: 0, max: 10, pod_cpu: "1", pod_memory: 1Gi }}
+"#
+    );
+    Scenario::from_yaml(&yaml).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn no_progress() -> impl FnMut(f64) {
+    |_| {}
+}
+
+#[test]
+fn five_one_cpu_pods_on_an_empty_pool_of_four_cpu_nodes_make_two_nodes() {
+    let sc = tiny("", "{ name: b, at: [65s], jobs: 5, cpu: '1', memory: 1Gi, duration: [1h, 1h] }");
+    let mut sim = Sim::new(&sc, Strategy::ClusterAutoscaler, 1);
+    sim.start();
+    sim.run_until(10 * MINUTE, &mut no_progress());
+    assert_eq!(sim.groups[0].nodes.len(), 2, "spot preferred, two nodes");
+    assert_eq!(sim.groups[1].nodes.len(), 0);
+    assert_eq!(sim.cluster.pending_workload, 0, "all five running");
+}
+
+#[test]
+fn scale_up_waits_for_the_next_scan() {
+    let sc = tiny("", "{ name: b, at: [65s], jobs: 3, cpu: '1', memory: 1Gi, duration: [1h, 1h] }");
+    let mut sim = Sim::new(&sc, Strategy::ClusterAutoscaler, 1);
+    sim.start();
+    sim.run_until(70 * SECOND - 1, &mut no_progress());
+    assert_eq!(sim.groups[0].desired, 0, "pending at 65s, no scale-up before the 70s scan");
+    sim.run_until(70 * SECOND, &mut no_progress());
+    assert_eq!(sim.groups[0].desired, 1, "the 70s scan asks for one node");
+    sim.run_until(115 * SECOND - 1, &mut no_progress());
+    assert_eq!(sim.cluster.pending_workload, 3, "booting takes 45s");
+    sim.run_until(115 * SECOND, &mut no_progress());
+    assert_eq!(sim.cluster.pending_workload, 0);
+}
+
+fn fallback_seconds(fail_fast: bool) -> f64 {
+    let extra = format!(
+        "  capacity_losses: [{{ instance_type: c.xlarge, at: 0s, for: 2h }}]\ncluster_autoscaler: {{ fail_fast: {fail_fast} }}"
+    );
+    let sc = tiny(&extra, "{ name: b, at: [65s], jobs: 3, cpu: '1', memory: 1Gi, duration: [1h, 1h] }");
+    let report = simulate(&sc, Strategy::ClusterAutoscaler, 1, &mut no_progress());
+    report.spot_loss_to_on_demand_s.expect("CA falls back eventually")
+}
+
+#[test]
+fn falling_back_takes_fifteen_minutes_before_1_24_and_about_a_minute_with_fail_fast() {
+    let old = fallback_seconds(false);
+    assert!((900.0..=910.0).contains(&old), "max-node-provision-time: {old}s");
+    let new = fallback_seconds(true);
+    assert!((60.0..=70.0).contains(&new), "fail-fast: {new}s");
+}
+
+#[test]
+fn ballast_falls_back_within_seconds() {
+    let extra = "  capacity_losses: [{ instance_type: c.xlarge, at: 0s, for: 2h }]";
+    let sc = tiny(extra, "{ name: b, at: [65s], jobs: 3, cpu: '1', memory: 1Gi, duration: [1h, 1h] }");
+    let report = simulate(&sc, Strategy::Ballast, 1, &mut no_progress());
+    let seconds = report.spot_loss_to_on_demand_s.expect("Ballast falls back");
+    assert!(seconds <= 5.0, "{seconds}s: the launch failure event (2s delivery) moves the shortfall");
+}
+
+#[test]
+fn pause_pods_below_the_cutoff_never_trigger_scale_up() {
+    let below = tiny("static_overprovisioning: { replicas: 6, priority: -11 }", "");
+    let report = simulate(&below, Strategy::StaticOverprovisioning, 1, &mut no_progress());
+    assert_eq!(report.peak_nodes, 0, "CA ignores pods under its expendable cutoff");
+    let at_cutoff = tiny("static_overprovisioning: { replicas: 6, priority: -10 }", "");
+    let report = simulate(&at_cutoff, Strategy::StaticOverprovisioning, 1, &mut no_progress());
+    assert_eq!(report.peak_nodes, 2, "at -10 they bring nodes: six 1-CPU pods on 4-CPU nodes");
+}
+
+#[test]
+fn workload_preempts_headroom_and_starts_at_once() {
+    let sc = tiny(
+        "static_overprovisioning: { replicas: 4 }",
+        "{ name: b, at: [10m], jobs: 4, cpu: '1', memory: 1Gi, duration: [1h, 1h] }",
+    );
+    let report = simulate(&sc, Strategy::StaticOverprovisioning, 1, &mut no_progress());
+    assert_eq!(report.pod_wait_max_s, 0.0, "the four jobs take the pause pods' place");
+    let cold = simulate(&sc, Strategy::ClusterAutoscaler, 1, &mut no_progress());
+    assert!(cold.pod_wait_max_s >= 45.0, "without headroom they wait for a node: {}", cold.pod_wait_max_s);
+}
+
+#[test]
+fn same_seed_same_output_and_another_seed_differs() {
+    let sc = Scenario::built_in("spot-heavy").unwrap();
+    let run = |seed| serde_json::to_string(&simulate(&sc, Strategy::Ballast, seed, &mut no_progress())).unwrap();
+    assert_eq!(run(7), run(7));
+    assert_ne!(run(7), run(8));
+}
+
+#[test]
+fn every_built_in_scenario_loads_and_runs() {
+    for (name, _) in crate::scenario::BUILT_IN {
+        let sc = Scenario::built_in(name).unwrap_or_else(|e| panic!("{name}: {e}"));
+        if *name == "large" {
+            continue; // the benchmark runs it in release
+        }
+        for strategy in Strategy::ALL {
+            let r = simulate(&sc, strategy, 3, &mut no_progress());
+            assert!(r.pods_started > 0, "{name} {strategy:?}");
+            assert!(r.cost > 0.0);
+        }
+    }
+}
+
+#[test]
+fn ballast_beats_ca_alone_on_the_default_day() {
+    let sc = Scenario::built_in("business-day").unwrap();
+    let ca = simulate(&sc, Strategy::ClusterAutoscaler, 42, &mut no_progress());
+    let ballast = simulate(&sc, Strategy::Ballast, 42, &mut no_progress());
+    assert!(ballast.pending_pod_seconds < ca.pending_pod_seconds);
+    assert!(ballast.on_demand_node_hours < ca.on_demand_node_hours);
+    assert!(ballast.spot_loss_to_on_demand_s.unwrap() < ca.spot_loss_to_on_demand_s.unwrap());
+    assert!(ballast.ballast_invocations > 1000, "Ballast really ran: {}", ballast.ballast_invocations);
+}
+
+#[test]
+fn sweep_headroom_trades_cost_for_wait() {
+    let sc = Scenario::built_in("steady").unwrap();
+    let none = simulate(&with_headroom_percent(&sc, 0), Strategy::Ballast, 5, &mut no_progress());
+    let lots = simulate(&with_headroom_percent(&sc, 40), Strategy::Ballast, 5, &mut no_progress());
+    assert!(lots.cost > none.cost);
+    assert!(lots.mean_spare_capacity_pct > none.mean_spare_capacity_pct);
+    assert!(lots.pending_pod_seconds <= none.pending_pod_seconds);
+}
+
+#[test]
+fn bad_scenarios_name_the_field() {
+    let err = Scenario::from_yaml(
+        &include_str!("../../../events/scenarios/steady.yaml").replace("spot_price: 0.176", "spot_price: -1"),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.starts_with("instance_types.m6i.2xlarge: prices must not be negative"), "{err}");
+    let err = Scenario::from_yaml(
+        &include_str!("../../../events/scenarios/steady.yaml").replace("min: 2, max: 40 }", "min: 50, max: 40 }"),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.starts_with("ballast.pool.headroom.min: min (50) is greater than max (40)"), "{err}");
+    let err = Scenario::from_yaml("name: x\n").unwrap_err().to_string();
+    assert!(err.contains("missing field"), "{err}");
+    assert!(Scenario::built_in("nope").is_err());
+}
