@@ -182,3 +182,88 @@ fn plan_rejects_bad_inputs_with_a_reason() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown field"), "a state file is checked field by field");
 }
+
+#[test]
+fn simulate_default_compares_three_strategies() {
+    let out = ballast(&["simulate", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["scenario"], "business-day");
+    let names: Vec<&str> =
+        v["strategies"].as_array().unwrap().iter().map(|s| s["strategy"].as_str().unwrap()).collect();
+    assert_eq!(names, vec!["CA alone", "CA + static", "CA + Ballast"]);
+    for s in v["strategies"].as_array().unwrap() {
+        for field in [
+            "pod_wait_p50_s",
+            "pod_wait_p95_s",
+            "pod_wait_max_s",
+            "pending_pod_seconds",
+            "spot_node_hours",
+            "on_demand_node_hours",
+            "cost",
+            "mean_spare_capacity_pct",
+        ] {
+            assert!(s[field].is_number(), "{field} in {s}");
+        }
+    }
+    // The same seed gives identical output.
+    let again = ballast(&["simulate", "--json"]);
+    assert_eq!(out.stdout, again.stdout);
+    let other = ballast(&["simulate", "--json", "--seed", "7"]);
+    assert_ne!(out.stdout, other.stdout);
+}
+
+#[test]
+fn simulate_table_plot_and_sweep() {
+    let dir = std::env::temp_dir().join(format!("ballast-cli-sim-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let plot = dir.join("day.svg");
+    let out = ballast(&["simulate", "steady", "--plot", plot.to_str().unwrap()]);
+    assert!(out.status.success());
+    let table = stdout(&out);
+    for row in [
+        "pod wait p95",
+        "pending pod-seconds",
+        "spot node-hours",
+        "on-demand node-hours",
+        "cost",
+        "mean spare capacity",
+        "spot loss → on-demand",
+        "back to spot after",
+    ] {
+        assert!(table.contains(row), "missing {row} in\n{table}");
+    }
+    let svg = std::fs::read_to_string(&plot).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("CA + Ballast") && svg.contains("headroom pods"));
+
+    let sweep_plot = dir.join("sweep.svg");
+    let out = ballast(&[
+        "simulate",
+        "steady",
+        "--sweep",
+        "headroom=0:20:10",
+        "--json",
+        "--plot",
+        sweep_plot.to_str().unwrap(),
+    ]);
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let percents: Vec<u64> =
+        v["sweep"].as_array().unwrap().iter().map(|p| p["headroom_percent"].as_u64().unwrap()).collect();
+    assert_eq!(percents, vec![0, 10, 20]);
+    assert!(std::fs::read_to_string(&sweep_plot).unwrap().contains("cost vs p95 pod wait"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn simulate_rejects_bad_input_with_a_reason() {
+    let out = ballast(&["simulate", "nowhere"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown built-in scenario `nowhere`"));
+    let out = ballast(&["simulate", "--sweep", "headroom=5:1:1"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("FROM <= TO"));
+    let out = ballast(&["simulate", "ballast.example.yaml"]);
+    assert_eq!(out.status.code(), Some(2), "a config is not a scenario");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is not a valid scenario"));
+}

@@ -129,7 +129,7 @@ fn print_table(scenario: &Scenario, seed: u64, reports: &[Report]) {
     println!("scenario {} — {}", scenario.name, scenario.description);
     println!(
         "{} simulated, seed {seed}, CA fail-fast {}\n",
-        scenario.duration,
+        humanise(scenario.duration.0.as_secs_f64()),
         if scenario.ca.fail_fast { "on (1.24+)" } else { "off (before 1.24)" }
     );
     let mut rows: Vec<(&str, Vec<String>)> = vec![
