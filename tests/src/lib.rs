@@ -1,5 +1,9 @@
 //! Harness for the cross-crate tests in `tests/tests/`: the shipped config,
-//! fixtures and state snapshots, and an in-memory deployment around them.
+//! fixtures and state snapshots, and an in-memory deployment around them; a moto
+//! server and an AWS deployment in it for the AWS tests.
+
+pub mod aws;
+pub mod moto;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::{AsgSelector, PoolConfig};
 use crate::model::{AsgInstance, Demand, LifecycleState, Market, NodeState, ObservedAsg, PoolRecord};
 use crate::plan::LifecycleRef;
-use crate::ports::{Autoscaling, Clock, Cluster, Compute, DrainReport, ErrorKind, PortError, StateStore, Versioned};
+use crate::ports::{Autoscaling, Clock, Cluster, Compute, DeadLetters, DrainReport, ErrorKind, PortError, StateStore, Versioned};
 
 /// The whole observable world of a deployment, as JSON-friendly data.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -28,6 +28,9 @@ pub struct World {
     pub seen: BTreeMap<String, DateTime<Utc>>,
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub leases: BTreeMap<String, Lease>,
+    /// Messages sent to the dead-letter queue, with why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub dead_letters: Vec<(String, String)>,
     /// Every mutating call, in order (tests count them).
     #[serde(skip)]
     pub calls: Vec<Call>,
@@ -403,6 +406,14 @@ impl StateStore for InMemory {
         for id in event_ids {
             world.seen.insert(id.clone(), expires_at);
         }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl DeadLetters for InMemory {
+    async fn send(&self, body: &str, reason: &str) -> Result<(), PortError> {
+        self.world().dead_letters.push((body.to_string(), reason.to_string()));
         Ok(())
     }
 }

@@ -121,6 +121,12 @@ pub trait StateStore: Send + Sync {
     async fn mark_seen(&self, event_ids: &[String], expires_at: DateTime<Utc>) -> Result<(), PortError>;
 }
 
+/// Where a message that can never succeed goes, with why (the queue's dead-letter queue).
+#[async_trait]
+pub trait DeadLetters: Send + Sync {
+    async fn send(&self, body: &str, reason: &str) -> Result<(), PortError>;
+}
+
 pub trait Clock: Send + Sync {
     fn now(&self) -> DateTime<Utc>;
 }

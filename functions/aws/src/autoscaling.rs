@@ -1,0 +1,272 @@
+//! The autoscaling port over Auto Scaling (and EC2 for each instance's lifecycle).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use async_trait::async_trait;
+use aws_sdk_autoscaling::types::{AutoScalingGroup, Filter, LifecycleState as SdkLifecycle, ScalingActivityStatusCode};
+use ballast_core::config::{AsgSelector, PoolConfig};
+use ballast_core::model::{ActivityStatus, AsgInstance, LifecycleState, Market, ObservedAsg, ScalingActivity};
+use ballast_core::plan::LifecycleRef;
+use ballast_core::ports::{Autoscaling, ErrorKind, PortError};
+use chrono::{DateTime, Utc};
+
+use crate::classify;
+
+/// How many recent scaling activities a pool observation reads per spot ASG.
+const ACTIVITIES: i32 = 20;
+
+#[derive(Debug, Clone)]
+pub struct AwsAutoscaling {
+    autoscaling: aws_sdk_autoscaling::Client,
+    ec2: aws_sdk_ec2::Client,
+}
+
+impl AwsAutoscaling {
+    pub fn new(conf: &aws_config::SdkConfig) -> Self {
+        AwsAutoscaling { autoscaling: aws_sdk_autoscaling::Client::new(conf), ec2: aws_sdk_ec2::Client::new(conf) }
+    }
+
+    pub fn from_clients(autoscaling: aws_sdk_autoscaling::Client, ec2: aws_sdk_ec2::Client) -> Self {
+        AwsAutoscaling { autoscaling, ec2 }
+    }
+
+    /// ASGs matching a selector: by name, or every ASG carrying all the tags (by name order).
+    pub async fn select(&self, selector: &AsgSelector) -> Result<Vec<AutoScalingGroup>, PortError> {
+        let mut request = self.autoscaling.describe_auto_scaling_groups();
+        match selector {
+            AsgSelector::Name(name) => request = request.auto_scaling_group_names(name),
+            AsgSelector::Tags(tags) => {
+                for (key, value) in tags {
+                    request = request.filters(Filter::builder().name(format!("tag:{key}")).values(value).build());
+                }
+            }
+        }
+        let mut groups = Vec::new();
+        let mut pages = request.into_paginator().send();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| classify("DescribeAutoScalingGroups", e))?;
+            groups.extend(page.auto_scaling_groups().iter().cloned());
+        }
+        // The name filter is exact in AWS; tag filters are re-checked here in case an
+        // emulator ignores them.
+        groups.retain(|g| selector.matches(g.auto_scaling_group_name().unwrap_or_default(), &tags_of(g)));
+        groups.sort_by(|a, b| a.auto_scaling_group_name().cmp(&b.auto_scaling_group_name()));
+        Ok(groups)
+    }
+
+    async fn spot_instance_ids(&self, ids: &[String]) -> Result<BTreeSet<String>, PortError> {
+        let mut spot = BTreeSet::new();
+        for chunk in ids.chunks(100) {
+            let mut pages = self.ec2.describe_instances().set_instance_ids(Some(chunk.to_vec())).into_paginator().send();
+            while let Some(page) = pages.next().await {
+                let page = page.map_err(|e| classify("DescribeInstances", e))?;
+                for instance in page.reservations().iter().flat_map(|r| r.instances()) {
+                    let is_spot = instance.instance_lifecycle().is_some_and(|l| l.as_str() == "spot");
+                    if let (true, Some(id)) = (is_spot, instance.instance_id()) {
+                        spot.insert(id.to_string());
+                    }
+                }
+            }
+        }
+        Ok(spot)
+    }
+
+    async fn activities(&self, asg: &str) -> Result<Vec<ScalingActivity>, PortError> {
+        let out = self
+            .autoscaling
+            .describe_scaling_activities()
+            .auto_scaling_group_name(asg)
+            .max_records(ACTIVITIES)
+            .send()
+            .await
+            .map_err(|e| classify("DescribeScalingActivities", e))?;
+        Ok(out
+            .activities()
+            .iter()
+            .filter_map(|a| {
+                Some(ScalingActivity {
+                    id: a.activity_id()?.to_string(),
+                    status: match a.status_code()? {
+                        ScalingActivityStatusCode::Successful => ActivityStatus::Successful,
+                        ScalingActivityStatusCode::Failed => ActivityStatus::Failed,
+                        ScalingActivityStatusCode::Cancelled => ActivityStatus::Cancelled,
+                        _ => ActivityStatus::InProgress,
+                    },
+                    status_message: a.status_message().unwrap_or_default().to_string(),
+                    cause: a.cause().unwrap_or_default().to_string(),
+                    start: to_chrono(a.start_time()?)?,
+                    end: a.end_time().and_then(to_chrono),
+                })
+            })
+            .collect())
+    }
+
+    async fn observe(&self, group: &AutoScalingGroup, role: Market) -> Result<ObservedAsg, PortError> {
+        let name = group.auto_scaling_group_name().unwrap_or_default().to_string();
+        let ids: Vec<String> = group.instances().iter().filter_map(|i| i.instance_id().map(str::to_string)).collect();
+        let all_spot = role == Market::Spot && purchases_only_spot(group);
+        let spot_ids = if role == Market::Spot && !all_spot && !ids.is_empty() {
+            self.spot_instance_ids(&ids).await?
+        } else {
+            BTreeSet::new()
+        };
+        let instances = group
+            .instances()
+            .iter()
+            .filter_map(|i| {
+                let id = i.instance_id()?.to_string();
+                let market = if all_spot || spot_ids.contains(&id) { Market::Spot } else { Market::OnDemand };
+                Some(AsgInstance {
+                    lifecycle_state: lifecycle(i.lifecycle_state()?),
+                    availability_zone: i.availability_zone().unwrap_or_default().to_string(),
+                    instance_type: i.instance_type().unwrap_or_default().to_string(),
+                    market,
+                    id,
+                })
+            })
+            .collect();
+        let activities = if role == Market::Spot { self.activities(&name).await? } else { Vec::new() };
+        Ok(ObservedAsg {
+            tags: tags_of(group),
+            desired: count(group.desired_capacity()),
+            min: count(group.min_size()),
+            max: count(group.max_size()),
+            instances,
+            activities,
+            name,
+        })
+    }
+}
+
+/// Whether the ASG's purchase options buy spot only (no on-demand above a zero base).
+pub fn purchases_only_spot(group: &AutoScalingGroup) -> bool {
+    group
+        .mixed_instances_policy()
+        .and_then(|p| p.instances_distribution())
+        .is_some_and(|d| d.on_demand_base_capacity().unwrap_or(0) == 0 && d.on_demand_percentage_above_base_capacity() == Some(0))
+}
+
+/// Whether the ASG can buy spot at all (some share above the on-demand base).
+pub fn purchases_spot(group: &AutoScalingGroup) -> bool {
+    group
+        .mixed_instances_policy()
+        .and_then(|p| p.instances_distribution())
+        .is_some_and(|d| d.on_demand_percentage_above_base_capacity().unwrap_or(100) < 100)
+}
+
+pub fn tags_of(group: &AutoScalingGroup) -> BTreeMap<String, String> {
+    group
+        .tags()
+        .iter()
+        .filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or_default().to_string())))
+        .collect()
+}
+
+fn count(n: Option<i32>) -> u32 {
+    n.unwrap_or(0).max(0) as u32
+}
+
+fn to_chrono(t: &aws_smithy_types::DateTime) -> Option<DateTime<Utc>> {
+    DateTime::from_timestamp(t.secs(), t.subsec_nanos())
+}
+
+fn lifecycle(state: &SdkLifecycle) -> LifecycleState {
+    match state {
+        SdkLifecycle::Pending => LifecycleState::Pending,
+        SdkLifecycle::PendingWait => LifecycleState::PendingWait,
+        SdkLifecycle::PendingProceed => LifecycleState::PendingProceed,
+        SdkLifecycle::InService => LifecycleState::InService,
+        SdkLifecycle::Terminating => LifecycleState::Terminating,
+        SdkLifecycle::TerminatingWait => LifecycleState::TerminatingWait,
+        SdkLifecycle::TerminatingProceed => LifecycleState::TerminatingProceed,
+        SdkLifecycle::Terminated => LifecycleState::Terminated,
+        SdkLifecycle::Detaching => LifecycleState::Detaching,
+        SdkLifecycle::Detached => LifecycleState::Detached,
+        SdkLifecycle::EnteringStandby => LifecycleState::EnteringStandby,
+        SdkLifecycle::Standby => LifecycleState::Standby,
+        // Warm pools and states added later: not capacity Ballast counts.
+        _ => LifecycleState::Detached,
+    }
+}
+
+#[async_trait]
+impl Autoscaling for AwsAutoscaling {
+    async fn describe_pool(&self, pool: &PoolConfig) -> Result<(Vec<ObservedAsg>, ObservedAsg), PortError> {
+        let mut spot = Vec::new();
+        for selector in &pool.spot_asgs {
+            let groups = self.select(selector).await?;
+            if groups.is_empty() {
+                return Err(PortError::new(
+                    ErrorKind::Permanent,
+                    "DescribeAutoScalingGroups",
+                    format!("pool {}: no ASG matches spot selector `{selector}`", pool.name),
+                ));
+            }
+            for group in groups {
+                if !spot.iter().any(|s: &ObservedAsg| Some(s.name.as_str()) == group.auto_scaling_group_name()) {
+                    spot.push(self.observe(&group, Market::Spot).await?);
+                }
+            }
+        }
+        let mut on_demand = self.select(&pool.on_demand_asg).await?;
+        if on_demand.len() != 1 {
+            return Err(PortError::new(
+                ErrorKind::Permanent,
+                "DescribeAutoScalingGroups",
+                format!("pool {}: on-demand selector `{}` matches {} ASGs; it must match one", pool.name, pool.on_demand_asg, on_demand.len()),
+            ));
+        }
+        let od = self.observe(&on_demand.remove(0), Market::OnDemand).await?;
+        Ok((spot, od))
+    }
+
+    async fn set_desired_capacity(&self, asg: &str, desired: u32) -> Result<(), PortError> {
+        self.autoscaling
+            .set_desired_capacity()
+            .auto_scaling_group_name(asg)
+            .desired_capacity(i32::try_from(desired).unwrap_or(i32::MAX))
+            .honor_cooldown(false)
+            .send()
+            .await
+            .map_err(|e| classify("SetDesiredCapacity", e))?;
+        Ok(())
+    }
+
+    async fn terminate_instance(&self, instance_id: &str, decrement: bool) -> Result<(), PortError> {
+        self.autoscaling
+            .terminate_instance_in_auto_scaling_group()
+            .instance_id(instance_id)
+            .should_decrement_desired_capacity(decrement)
+            .send()
+            .await
+            .map_err(|e| classify("TerminateInstanceInAutoScalingGroup", e))?;
+        Ok(())
+    }
+
+    async fn record_lifecycle_heartbeat(&self, action: &LifecycleRef) -> Result<(), PortError> {
+        self.autoscaling
+            .record_lifecycle_action_heartbeat()
+            .auto_scaling_group_name(&action.asg)
+            .lifecycle_hook_name(&action.hook)
+            .lifecycle_action_token(&action.token)
+            .instance_id(&action.instance_id)
+            .send()
+            .await
+            .map_err(|e| classify("RecordLifecycleActionHeartbeat", e))?;
+        Ok(())
+    }
+
+    async fn complete_lifecycle_action(&self, action: &LifecycleRef) -> Result<(), PortError> {
+        self.autoscaling
+            .complete_lifecycle_action()
+            .auto_scaling_group_name(&action.asg)
+            .lifecycle_hook_name(&action.hook)
+            .lifecycle_action_token(&action.token)
+            .instance_id(&action.instance_id)
+            .lifecycle_action_result("CONTINUE")
+            .send()
+            .await
+            .map_err(|e| classify("CompleteLifecycleAction", e))?;
+        Ok(())
+    }
+}

@@ -1,0 +1,259 @@
+//! `ballast doctor`: checks a deployment's wiring through the AWS APIs and says what
+//! is wrong and how to fix it. Resource names follow the templates' conventions
+//! (`ballast-CLUSTER-...`), each overridable.
+
+use aws_sdk_dynamodb::types::{KeyType, ScalarAttributeType, TableStatus, TimeToLiveStatus};
+use aws_sdk_eventbridge::types::RuleState;
+use aws_sdk_sqs::types::QueueAttributeName;
+use ballast_core::config::{AsgSelector, Config};
+use serde::Serialize;
+
+use crate::autoscaling::{purchases_spot, AwsAutoscaling};
+use crate::state::{KEY, TTL_ATTRIBUTE};
+
+/// What a deployment is made of, by name.
+#[derive(Debug, Clone)]
+pub struct Wiring {
+    pub table: String,
+    pub queue: String,
+    pub dead_letter_queue: String,
+    pub event_bus: String,
+    /// (rule, bus, what it must target)
+    pub rules: Vec<(String, String, Target)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    Queue,
+    Function(String),
+}
+
+/// The AWS events the interruption function takes, one rule each.
+pub const QUEUE_RULES: &[&str] = &["spot-interruption", "rebalance", "state-change", "launch-unsuccessful", "lifecycle", "health"];
+
+impl Wiring {
+    pub fn conventional(config: &Config) -> Wiring {
+        let prefix = format!("ballast-{}", config.cluster);
+        let mut rules: Vec<(String, String, Target)> =
+            QUEUE_RULES.iter().map(|r| (format!("{prefix}-{r}"), "default".to_string(), Target::Queue)).collect();
+        rules.push((format!("{prefix}-forwarder"), prefix.clone(), Target::Function(format!("{prefix}-cluster-events"))));
+        Wiring {
+            table: config.state_table.clone(),
+            queue: format!("{prefix}-events"),
+            dead_letter_queue: format!("{prefix}-events-dlq"),
+            event_bus: prefix,
+            rules,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    pub check: String,
+    pub ok: bool,
+    pub detail: String,
+    /// How to fix it, when it is wrong.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
+}
+
+fn ok(check: impl Into<String>, detail: impl Into<String>) -> Finding {
+    Finding { check: check.into(), ok: true, detail: detail.into(), fix: None }
+}
+
+fn bad(check: impl Into<String>, detail: impl Into<String>, fix: impl Into<String>) -> Finding {
+    Finding { check: check.into(), ok: false, detail: detail.into(), fix: Some(fix.into()) }
+}
+
+fn err_text(e: impl std::error::Error) -> String {
+    aws_smithy_types::error::display::DisplayErrorContext(e).to_string()
+}
+
+pub struct Doctor {
+    pub dynamodb: aws_sdk_dynamodb::Client,
+    pub sqs: aws_sdk_sqs::Client,
+    pub events: aws_sdk_eventbridge::Client,
+    pub autoscaling: AwsAutoscaling,
+}
+
+impl Doctor {
+    pub fn new(conf: &aws_config::SdkConfig) -> Self {
+        Doctor {
+            dynamodb: aws_sdk_dynamodb::Client::new(conf),
+            sqs: aws_sdk_sqs::Client::new(conf),
+            events: aws_sdk_eventbridge::Client::new(conf),
+            autoscaling: AwsAutoscaling::new(conf),
+        }
+    }
+
+    pub async fn check(&self, config: &Config, wiring: &Wiring) -> Vec<Finding> {
+        let mut findings = Vec::new();
+        findings.extend(self.table(&wiring.table).await);
+        let queue_arn = self.queues(wiring, &mut findings).await;
+        self.rules(wiring, queue_arn.as_deref(), &mut findings).await;
+        self.asgs(config, &mut findings).await;
+        findings
+    }
+
+    async fn table(&self, table: &str) -> Vec<Finding> {
+        let check = format!("table {table}");
+        let described = match self.dynamodb.describe_table().table_name(table).send().await {
+            Ok(out) => out,
+            Err(e) => {
+                return vec![bad(check, format!("not found: {}", err_text(e)), "deploy the stack, or set state_table to the table's name")]
+            }
+        };
+        let mut findings = Vec::new();
+        let Some(t) = described.table() else { return vec![bad(check, "no description", "check the table")] };
+        let hash_key = t.key_schema().iter().find(|k| k.key_type() == &KeyType::Hash).map(|k| k.attribute_name().to_string());
+        let key_is_string = t
+            .attribute_definitions()
+            .iter()
+            .any(|a| a.attribute_name() == KEY && a.attribute_type() == &ScalarAttributeType::S);
+        if hash_key.as_deref() != Some(KEY) || !key_is_string {
+            findings.push(bad(&check, format!("partition key is {hash_key:?}, not `{KEY}` (string)"), format!("recreate the table with partition key `{KEY}` of type S")));
+        } else if t.table_status() != Some(&TableStatus::Active) {
+            findings.push(bad(&check, format!("status {:?}", t.table_status()), "wait until the table is ACTIVE"));
+        } else {
+            findings.push(ok(&check, format!("ACTIVE, partition key `{KEY}`")));
+        }
+        let ttl = self.dynamodb.describe_time_to_live().table_name(table).send().await;
+        let ttl_check = format!("table {table} TTL");
+        match ttl.ok().and_then(|o| o.time_to_live_description().cloned()) {
+            Some(d) if d.time_to_live_status() == Some(&TimeToLiveStatus::Enabled) && d.attribute_name() == Some(TTL_ATTRIBUTE) => {
+                findings.push(ok(ttl_check, format!("enabled on `{TTL_ATTRIBUTE}`")))
+            }
+            other => findings.push(bad(
+                ttl_check,
+                format!("not enabled on `{TTL_ATTRIBUTE}` ({:?})", other.and_then(|d| d.time_to_live_status().cloned())),
+                format!("aws dynamodb update-time-to-live --table-name {table} --time-to-live-specification Enabled=true,AttributeName={TTL_ATTRIBUTE}"),
+            )),
+        }
+        findings
+    }
+
+    async fn queue_arn(&self, name: &str) -> Result<(String, Option<String>), String> {
+        let url = self.sqs.get_queue_url().queue_name(name).send().await.map_err(err_text)?.queue_url().unwrap_or_default().to_string();
+        let attrs = self
+            .sqs
+            .get_queue_attributes()
+            .queue_url(&url)
+            .attribute_names(QueueAttributeName::All)
+            .send()
+            .await
+            .map_err(err_text)?;
+        let map = attrs.attributes().cloned().unwrap_or_default();
+        let arn = map.get(&QueueAttributeName::QueueArn).cloned().unwrap_or_default();
+        Ok((arn, map.get(&QueueAttributeName::RedrivePolicy).cloned()))
+    }
+
+    async fn queues(&self, wiring: &Wiring, findings: &mut Vec<Finding>) -> Option<String> {
+        let dlq_arn = match self.queue_arn(&wiring.dead_letter_queue).await {
+            Ok((arn, _)) => {
+                findings.push(ok(format!("queue {}", wiring.dead_letter_queue), "exists"));
+                Some(arn)
+            }
+            Err(e) => {
+                findings.push(bad(format!("queue {}", wiring.dead_letter_queue), format!("not found: {e}"), "deploy the stack: malformed events need a dead-letter queue"));
+                None
+            }
+        };
+        match self.queue_arn(&wiring.queue).await {
+            Ok((arn, redrive)) => {
+                let target = redrive
+                    .as_deref()
+                    .and_then(|r| serde_json::from_str::<serde_json::Value>(r).ok())
+                    .and_then(|v| v["deadLetterTargetArn"].as_str().map(str::to_string));
+                match (target, &dlq_arn) {
+                    (Some(t), Some(dlq)) if t == *dlq => findings.push(ok(format!("queue {}", wiring.queue), format!("redrives to {}", wiring.dead_letter_queue))),
+                    (t, _) => findings.push(bad(
+                        format!("queue {}", wiring.queue),
+                        format!("redrive policy targets {t:?}, not {}", wiring.dead_letter_queue),
+                        format!("set the queue's RedrivePolicy deadLetterTargetArn to the ARN of {}", wiring.dead_letter_queue),
+                    )),
+                }
+                Some(arn)
+            }
+            Err(e) => {
+                findings.push(bad(format!("queue {}", wiring.queue), format!("not found: {e}"), "deploy the stack (sam deploy or cdk deploy)"));
+                None
+            }
+        }
+    }
+
+    async fn rules(&self, wiring: &Wiring, queue_arn: Option<&str>, findings: &mut Vec<Finding>) {
+        for (rule, bus, target) in &wiring.rules {
+            let check = format!("rule {rule} (bus {bus})");
+            let described = match self.events.describe_rule().name(rule).event_bus_name(bus).send().await {
+                Ok(d) => d,
+                Err(e) => {
+                    findings.push(bad(check, format!("not found: {}", err_text(e)), "deploy the stack; the rule feeds Ballast its events"));
+                    continue;
+                }
+            };
+            if described.state() != Some(&RuleState::Enabled) {
+                findings.push(bad(&check, format!("state {:?}", described.state()), format!("aws events enable-rule --name {rule} --event-bus-name {bus}")));
+                continue;
+            }
+            let targets = match self.events.list_targets_by_rule().rule(rule).event_bus_name(bus).send().await {
+                Ok(t) => t.targets().iter().map(|t| t.arn().to_string()).collect::<Vec<_>>(),
+                Err(e) => {
+                    findings.push(bad(&check, format!("cannot list targets: {}", err_text(e)), "check the rule's targets"));
+                    continue;
+                }
+            };
+            let (wanted, hit) = match target {
+                Target::Queue => (wiring.queue.clone(), queue_arn.is_some_and(|q| targets.iter().any(|t| t == q))),
+                Target::Function(f) => (f.clone(), targets.iter().any(|t| t.ends_with(&format!(":function:{f}")) || t.contains(&format!(":function:{f}:")))),
+            };
+            if hit {
+                findings.push(ok(&check, format!("enabled, targets {wanted}")));
+            } else {
+                findings.push(bad(&check, format!("enabled but targets {targets:?}, not {wanted}"), format!("add {wanted} as a target of {rule}")));
+            }
+        }
+    }
+
+    async fn asgs(&self, config: &Config, findings: &mut Vec<Finding>) {
+        for pool in &config.pools {
+            let selectors = pool.spot_asgs.iter().map(|s| (s, true)).chain(std::iter::once((&pool.on_demand_asg, false)));
+            for (selector, spot) in selectors {
+                let kind = if spot { "spot" } else { "on-demand" };
+                let check = format!("pool {} {kind} ASG {selector}", pool.name);
+                match self.autoscaling.select(selector).await {
+                    Err(e) => findings.push(bad(check, e.to_string(), "check the credentials' autoscaling:Describe* permissions")),
+                    Ok(groups) if groups.is_empty() => findings.push(bad(
+                        check,
+                        "no such ASG".to_string(),
+                        match selector {
+                            AsgSelector::Name(_) => "fix the ASG name in the config".to_string(),
+                            AsgSelector::Tags(_) => "tag the ASGs, or fix the tag selector in the config".to_string(),
+                        },
+                    )),
+                    Ok(groups) if !spot && groups.len() != 1 => {
+                        findings.push(bad(check, format!("matches {} ASGs", groups.len()), "the on-demand selector must match exactly one ASG"))
+                    }
+                    Ok(groups) => {
+                        for group in groups {
+                            let name = group.auto_scaling_group_name().unwrap_or_default().to_string();
+                            let buys_spot = purchases_spot(&group);
+                            if buys_spot == spot {
+                                findings.push(ok(format!("{check}: {name}"), format!("found, buys {kind}")));
+                            } else {
+                                findings.push(bad(
+                                    format!("{check}: {name}"),
+                                    format!("found, but its purchase options buy {}", if buys_spot { "spot" } else { "on-demand" }),
+                                    if spot {
+                                        "give it a MixedInstancesPolicy with OnDemandPercentageAboveBaseCapacity 0, or list it as the on-demand ASG".to_string()
+                                    } else {
+                                        "use an on-demand ASG (OnDemandPercentageAboveBaseCapacity 100), or list it under spot_asgs".to_string()
+                                    },
+                                ));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

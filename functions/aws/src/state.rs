@@ -1,0 +1,220 @@
+//! The state store over one DynamoDB table (partition key `pk`, TTL on `expires_at`):
+//! `pool#NAME` holds the pool record and its version, `lease#NAME` the lease,
+//! `event#ID` a handled event id.
+
+use std::collections::{BTreeSet, HashMap};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, PutRequest, WriteRequest};
+use ballast_core::model::PoolRecord;
+use ballast_core::ports::{ErrorKind, PortError, StateStore, Versioned};
+use chrono::{DateTime, Utc};
+
+use crate::classify;
+
+pub const KEY: &str = "pk";
+pub const TTL_ATTRIBUTE: &str = "expires_at";
+/// Unprocessed batch items are retried this many times before the call fails (retryable).
+const BATCH_ROUNDS: usize = 5;
+
+#[derive(Debug, Clone)]
+pub struct DynamoStore {
+    client: aws_sdk_dynamodb::Client,
+    table: String,
+}
+
+fn s(v: impl Into<String>) -> AttributeValue {
+    AttributeValue::S(v.into())
+}
+
+fn n(v: impl ToString) -> AttributeValue {
+    AttributeValue::N(v.to_string())
+}
+
+fn key(kind: &str, name: &str) -> HashMap<String, AttributeValue> {
+    HashMap::from([(KEY.to_string(), s(format!("{kind}#{name}")))])
+}
+
+impl DynamoStore {
+    pub fn new(conf: &aws_config::SdkConfig, table: impl Into<String>) -> Self {
+        DynamoStore { client: aws_sdk_dynamodb::Client::new(conf), table: table.into() }
+    }
+
+    pub fn from_client(client: aws_sdk_dynamodb::Client, table: impl Into<String>) -> Self {
+        DynamoStore { client, table: table.into() }
+    }
+
+    fn bad_item(&self, what: &str, why: String) -> PortError {
+        PortError::new(ErrorKind::Permanent, "GetItem", format!("table {}: {what}: {why}", self.table))
+    }
+}
+
+#[async_trait]
+impl StateStore for DynamoStore {
+    async fn load(&self, pool: &str) -> Result<Versioned<PoolRecord>, PortError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(key("pool", pool)))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| classify("GetItem", e))?;
+        let Some(item) = out.item() else { return Ok(Versioned { value: PoolRecord::default(), version: 0 }) };
+        let version = match item.get("version") {
+            Some(AttributeValue::N(v)) => v.parse::<u64>().map_err(|e| self.bad_item(&format!("pool#{pool}.version"), e.to_string()))?,
+            _ => return Err(self.bad_item(&format!("pool#{pool}.version"), "missing or not a number".into())),
+        };
+        let record = match item.get("record") {
+            Some(AttributeValue::S(json)) => serde_json::from_str(json)
+                .map_err(|e| self.bad_item(&format!("pool#{pool}.record"), format!("not a pool record: {e}")))?,
+            _ => return Err(self.bad_item(&format!("pool#{pool}.record"), "missing or not a string".into())),
+        };
+        Ok(Versioned { value: record, version })
+    }
+
+    async fn save(&self, pool: &str, record: &PoolRecord, expected: u64) -> Result<u64, PortError> {
+        let json = serde_json::to_string(record)
+            .map_err(|e| PortError::new(ErrorKind::Permanent, "PutItem", format!("pool record of {pool}: {e}")))?;
+        let next = expected + 1;
+        let mut request = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(key("pool", pool)))
+            .item("record", s(json))
+            .item("version", n(next))
+            .item("updated_at", s(Utc::now().to_rfc3339()));
+        request = if expected == 0 {
+            request.condition_expression("attribute_not_exists(pk)")
+        } else {
+            request.condition_expression("version = :expected").expression_attribute_values(":expected", n(expected))
+        };
+        match request.send().await {
+            Ok(_) => Ok(next),
+            Err(e) if e.as_service_error().is_some_and(|se| se.is_conditional_check_failed_exception()) => Err(PortError::new(
+                ErrorKind::Conflict,
+                "PutItem",
+                format!("pool {pool}: the record is no longer at version {expected}"),
+            )
+            .with_source(e)),
+            Err(e) => Err(classify("PutItem", e)),
+        }
+    }
+
+    async fn acquire_lease(&self, pool: &str, owner: &str, now: DateTime<Utc>, ttl: Duration) -> Result<bool, PortError> {
+        let until = now.timestamp() + i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX / 2);
+        let result = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(key("lease", pool)))
+            .item("owner", s(owner))
+            .item(TTL_ATTRIBUTE, n(until))
+            .condition_expression("attribute_not_exists(pk) OR #expires < :now OR #owner = :owner")
+            .expression_attribute_names("#expires", TTL_ATTRIBUTE)
+            .expression_attribute_names("#owner", "owner")
+            .expression_attribute_values(":now", n(now.timestamp()))
+            .expression_attribute_values(":owner", s(owner))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(e) if e.as_service_error().is_some_and(|se| se.is_conditional_check_failed_exception()) => Ok(false),
+            Err(e) => Err(classify("PutItem", e)),
+        }
+    }
+
+    async fn release_lease(&self, pool: &str, owner: &str) -> Result<(), PortError> {
+        let result = self
+            .client
+            .delete_item()
+            .table_name(&self.table)
+            .set_key(Some(key("lease", pool)))
+            .condition_expression("#owner = :owner")
+            .expression_attribute_names("#owner", "owner")
+            .expression_attribute_values(":owner", s(owner))
+            .send()
+            .await;
+        match result {
+            // Someone else's lease (ours expired and was taken): leave it.
+            Err(e) if e.as_service_error().is_some_and(|se| se.is_conditional_check_failed_exception()) => Ok(()),
+            Err(e) => Err(classify("DeleteItem", e)),
+            Ok(_) => Ok(()),
+        }
+    }
+
+    async fn seen(&self, event_ids: &[String]) -> Result<BTreeSet<String>, PortError> {
+        let mut seen = BTreeSet::new();
+        let unique: BTreeSet<&String> = event_ids.iter().collect();
+        let unique: Vec<&String> = unique.into_iter().collect();
+        for chunk in unique.chunks(100) {
+            let mut keys: Vec<HashMap<String, AttributeValue>> = chunk.iter().map(|id| key("event", id)).collect();
+            for _ in 0..BATCH_ROUNDS {
+                if keys.is_empty() {
+                    break;
+                }
+                let request = KeysAndAttributes::builder()
+                    .set_keys(Some(std::mem::take(&mut keys)))
+                    .consistent_read(true)
+                    .build()
+                    .map_err(|e| PortError::new(ErrorKind::Permanent, "BatchGetItem", e.to_string()))?;
+                let out = self
+                    .client
+                    .batch_get_item()
+                    .request_items(&self.table, request)
+                    .send()
+                    .await
+                    .map_err(|e| classify("BatchGetItem", e))?;
+                for item in out.responses().and_then(|r| r.get(&self.table)).into_iter().flatten() {
+                    if let Some(AttributeValue::S(pk)) = item.get(KEY) {
+                        if let Some(id) = pk.strip_prefix("event#") {
+                            seen.insert(id.to_string());
+                        }
+                    }
+                }
+                keys = out.unprocessed_keys().and_then(|u| u.get(&self.table)).map(|k| k.keys().to_vec()).unwrap_or_default();
+            }
+            if !keys.is_empty() {
+                return Err(PortError::new(ErrorKind::Retryable, "BatchGetItem", "unprocessed keys after retries"));
+            }
+        }
+        Ok(seen)
+    }
+
+    async fn mark_seen(&self, event_ids: &[String], expires_at: DateTime<Utc>) -> Result<(), PortError> {
+        let unique: BTreeSet<&String> = event_ids.iter().collect();
+        let unique: Vec<&String> = unique.into_iter().collect();
+        for chunk in unique.chunks(25) {
+            let mut writes = Vec::new();
+            for id in chunk {
+                let mut item = key("event", id);
+                item.insert(TTL_ATTRIBUTE.into(), n(expires_at.timestamp()));
+                let put = PutRequest::builder()
+                    .set_item(Some(item))
+                    .build()
+                    .map_err(|e| PortError::new(ErrorKind::Permanent, "BatchWriteItem", e.to_string()))?;
+                writes.push(WriteRequest::builder().put_request(put).build());
+            }
+            for _ in 0..BATCH_ROUNDS {
+                if writes.is_empty() {
+                    break;
+                }
+                let out = self
+                    .client
+                    .batch_write_item()
+                    .request_items(&self.table, std::mem::take(&mut writes))
+                    .send()
+                    .await
+                    .map_err(|e| classify("BatchWriteItem", e))?;
+                writes = out.unprocessed_items().and_then(|u| u.get(&self.table)).cloned().unwrap_or_default();
+            }
+            if !writes.is_empty() {
+                return Err(PortError::new(ErrorKind::Retryable, "BatchWriteItem", "unprocessed items after retries"));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,16 @@
+//! The interruption function: SQS batches of AWS events (Spot, rebalance, state change,
+//! launch failures, lifecycle actions, Health), partial batch failures for retries.
+
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
+use lambda_runtime::{service_fn, Error, LambdaEvent};
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    ballast_lambda::init_tracing();
+    let app = ballast_lambda::AwsApp::from_env("interruption").await?;
+    let app = &app;
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
+        Ok::<SqsBatchResponse, Error>(app.interruption(event.payload).await.0)
+    }))
+    .await
+}

@@ -1,0 +1,163 @@
+//! The three handlers. The interruption function takes SQS batches of EventBridge
+//! envelopes and reports as failed only the messages a retry can help; the schedule
+//! and cluster-events functions take one event each.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
+use ballast_core::event::{parse_event, parse_event_value, Event};
+use ballast_core::ports::{Autoscaling, Clock, Cluster, DeadLetters, StateStore};
+use ballast_core::reconcile::BatchOutcome;
+use serde::Serialize;
+use serde_json::Value;
+use tracing::{error, info, warn};
+
+use crate::app::App;
+use crate::metrics::emf;
+
+/// What an invocation did, as the function returns (and logs) it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    pub pools: Vec<PoolSummary>,
+    pub unrouted: Vec<String>,
+    pub duplicates: Vec<String>,
+    pub invalid: Vec<String>,
+    pub errors: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PoolSummary {
+    pub pool: String,
+    pub dry_run: bool,
+    pub actions: usize,
+    pub applied: usize,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum HandlerError {
+    #[error("event rejected: {0}")]
+    Invalid(String),
+    #[error("retry later: {0}")]
+    Retryable(String),
+}
+
+impl<A, C, S, K, D> App<A, C, S, K, D>
+where
+    A: Autoscaling,
+    C: Cluster,
+    S: StateStore,
+    K: Clock,
+    D: DeadLetters,
+{
+    /// Logs each plan, one EMF line per pool, and sums the outcome up.
+    fn report(&self, outcome: &BatchOutcome, started: Instant, invalid: Vec<String>) -> Summary {
+        let elapsed = started.elapsed().as_millis() as u64;
+        let now = self.reconciler.clock.now().timestamp_millis();
+        let mut errors_by_pool: BTreeMap<String, u32> = BTreeMap::new();
+        for (err, _) in &outcome.failures {
+            let pool = match err {
+                ballast_core::reconcile::ReconcileError::LeaseBusy { pool }
+                | ballast_core::reconcile::ReconcileError::Port { pool, .. }
+                | ballast_core::reconcile::ReconcileError::Contention { pool } => pool.clone(),
+            };
+            *errors_by_pool.entry(pool).or_default() += 1;
+            error!(function = self.function, error = %err, retryable = err.is_retryable(), "reconcile failed");
+        }
+        for pool in &outcome.pools {
+            let plan = &pool.plan;
+            info!(function = self.function, pool = %plan.pool, dry_run = plan.dry_run, plan = %serde_json::to_string(plan).unwrap_or_default(), "plan");
+            let errors = errors_by_pool.remove(&plan.pool).unwrap_or(0);
+            println!("{}", emf(self.function, Some(plan), &plan.pool, errors, elapsed, now));
+        }
+        for (pool, errors) in errors_by_pool {
+            println!("{}", emf(self.function, None, &pool, errors, elapsed, now));
+        }
+        for u in &outcome.unrouted {
+            info!(function = self.function, event_id = %u.event_id, why = %u.why, "event concerns no pool");
+        }
+        Summary {
+            pools: outcome
+                .pools
+                .iter()
+                .map(|p| PoolSummary { pool: p.plan.pool.clone(), dry_run: p.plan.dry_run, actions: p.plan.effects().count(), applied: p.applied.len() })
+                .collect(),
+            unrouted: outcome.unrouted.iter().map(|u| format!("{}: {}", u.event_id, u.why)).collect(),
+            duplicates: outcome.duplicates.clone(),
+            invalid,
+            errors: outcome.failures.iter().map(|(e, _)| e.to_string()).collect(),
+        }
+    }
+
+    /// An SQS batch: malformed messages go to the dead-letter queue at once (a retry
+    /// cannot mend them); the rest are grouped per pool and each pool is reconciled
+    /// once; only messages whose pool failed in a retryable way are reported failed.
+    pub async fn interruption(&self, batch: SqsEvent) -> (SqsBatchResponse, Summary) {
+        let started = Instant::now();
+        let mut failed: Vec<String> = Vec::new();
+        let mut invalid = Vec::new();
+        let mut events: Vec<Event> = Vec::new();
+        let mut messages_of: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (index, message) in batch.records.iter().enumerate() {
+            let message_id = message.message_id.clone().unwrap_or_else(|| format!("#{index}"));
+            let body = message.body.as_deref().unwrap_or_default();
+            match parse_event(body.as_bytes(), Some(&self.origin)) {
+                Ok(event) => {
+                    messages_of.entry(event.id.clone()).or_default().push(message_id);
+                    events.push(event);
+                }
+                Err(err) => {
+                    warn!(function = self.function, message_id = %message_id, field = err.field_name().unwrap_or("(none)"), error = %err, "malformed event");
+                    invalid.push(format!("{message_id}: {err}"));
+                    let parked = match &self.dead_letters {
+                        Some(dlq) => dlq.send(body, &err.to_string()).await.map_err(|e| e.to_string()),
+                        None => Err("no dead-letter queue configured".to_string()),
+                    };
+                    if let Err(why) = parked {
+                        // Left on the queue, the redrive policy moves it after maxReceiveCount.
+                        warn!(function = self.function, message_id = %message_id, why = %why, "could not dead-letter the message; leaving it to the redrive policy");
+                        failed.push(message_id);
+                    }
+                }
+            }
+        }
+        let outcome = self.reconciler.handle(events).await;
+        for (err, event_ids) in &outcome.failures {
+            if err.is_retryable() {
+                for id in event_ids {
+                    failed.extend(messages_of.get(id).cloned().unwrap_or_default());
+                }
+            }
+        }
+        let summary = self.report(&outcome, started, invalid);
+        failed.sort();
+        failed.dedup();
+        let mut response = SqsBatchResponse::default();
+        response.batch_item_failures = failed
+            .into_iter()
+            .map(|id| {
+                let mut f = BatchItemFailure::default();
+                f.item_identifier = id;
+                f
+            })
+            .collect();
+        (response, summary)
+    }
+
+    /// One event (EventBridge target or Scheduler input). An invalid event is an error;
+    /// a retryable failure is an error so the invoker retries; a permanent one is logged.
+    pub async fn direct(&self, payload: Value) -> Result<Summary, HandlerError> {
+        let started = Instant::now();
+        let event = parse_event_value(payload, Some(&self.origin)).map_err(|e| {
+            warn!(function = self.function, field = e.field_name().unwrap_or("(none)"), error = %e, "malformed event");
+            HandlerError::Invalid(e.to_string())
+        })?;
+        let outcome = self.reconciler.handle(vec![event]).await;
+        let retry = outcome.failures.iter().filter(|(e, _)| e.is_retryable()).map(|(e, _)| e.to_string()).collect::<Vec<_>>();
+        let summary = self.report(&outcome, started, Vec::new());
+        if !retry.is_empty() {
+            return Err(HandlerError::Retryable(retry.join("; ")));
+        }
+        Ok(summary)
+    }
+}

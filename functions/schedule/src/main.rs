@@ -1,0 +1,13 @@
+//! The schedule function: the rate reconcile of every pool, and headroom overrides.
+
+use lambda_runtime::{service_fn, Error, LambdaEvent};
+use serde_json::Value;
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    ballast_lambda::init_tracing();
+    let app = ballast_lambda::AwsApp::from_env("schedule").await?;
+    let app = &app;
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move { Ok::<_, Error>(app.direct(event.payload).await?) }))
+        .await
+}

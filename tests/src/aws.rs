@@ -1,0 +1,269 @@
+//! A Ballast deployment inside moto: a launch template, a spot ASG
+//! (MixedInstancesPolicy, on-demand 0%), an on-demand ASG, the state table, the
+//! dead-letter queue; and the app wired to them with the real AWS adapters.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use aws_config::SdkConfig;
+use aws_lambda_events::event::sqs::SqsEvent;
+use aws_sdk_autoscaling::types::{
+    InstancesDistribution, LaunchTemplate, LaunchTemplateOverrides, LaunchTemplateSpecification, MixedInstancesPolicy,
+};
+use aws_sdk_dynamodb::types::{AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType, TimeToLiveSpecification};
+use ballast_aws::{AwsAutoscaling, DynamoStore, SqsDeadLetters};
+use ballast_core::config::{Config, PoolConfig};
+use ballast_core::event::{parse_event_value, Event};
+use ballast_core::memory::FixedClock;
+use ballast_core::model::{Demand, LifecycleState, NodeState};
+use ballast_core::ports::{Autoscaling, Cluster, DrainReport, PortError};
+use ballast_core::reconcile::Reconciler;
+use ballast_lambda::App;
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+use crate::moto::{Moto, Recorder, Unlaunched};
+
+pub const SPOT: &str = "ballast-test-spot";
+pub const ON_DEMAND: &str = "ballast-test-on-demand";
+pub const TABLE: &str = "ballast-test-state";
+pub const DLQ: &str = "ballast-test-events-dlq";
+
+/// Kubernetes as the tests need it without an API server: every in-service instance
+/// of the pool is a Ready node; cordons and drains are recorded.
+#[derive(Debug, Clone)]
+pub struct MirrorCluster {
+    autoscaling: AwsAutoscaling,
+    pub cordoned: Arc<Mutex<BTreeSet<String>>>,
+    pub drained: Arc<Mutex<Vec<String>>>,
+    pub headroom: Arc<Mutex<Option<u32>>>,
+}
+
+#[async_trait]
+impl Cluster for MirrorCluster {
+    async fn pool_nodes(&self, pool: &PoolConfig) -> Result<Vec<NodeState>, PortError> {
+        let (spot, od) = self.autoscaling.describe_pool(pool).await?;
+        let cordoned = self.cordoned.lock().expect("cordoned").clone();
+        Ok(spot
+            .iter()
+            .chain(std::iter::once(&od))
+            .flat_map(|a| a.instances.iter())
+            .filter(|i| i.lifecycle_state == LifecycleState::InService)
+            .map(|i| {
+                let name = format!("ip-{}.eu-west-1.compute.internal", i.id);
+                NodeState { unschedulable: cordoned.contains(&name), name, instance_id: i.id.clone(), ready: true }
+            })
+            .collect())
+    }
+    async fn headroom_replicas(&self, _: &PoolConfig) -> Result<Option<u32>, PortError> {
+        Ok(*self.headroom.lock().expect("headroom"))
+    }
+    async fn set_headroom_replicas(&self, _: &PoolConfig, replicas: u32) -> Result<(), PortError> {
+        *self.headroom.lock().expect("headroom") = Some(replicas);
+        Ok(())
+    }
+    async fn pool_demand(&self, _: &PoolConfig, _: DateTime<Utc>) -> Result<Option<Demand>, PortError> {
+        Ok(None)
+    }
+    async fn cordon(&self, node: &str) -> Result<(), PortError> {
+        self.cordoned.lock().expect("cordoned").insert(node.to_string());
+        Ok(())
+    }
+    async fn drain(&self, node: &str, _: Duration) -> Result<DrainReport, PortError> {
+        self.drained.lock().expect("drained").push(node.to_string());
+        Ok(DrainReport::default())
+    }
+}
+
+pub type MotoApp = App<AwsAutoscaling, MirrorCluster, DynamoStore, FixedClock, SqsDeadLetters>;
+
+/// The deployment, its clients, and the interceptors on the Auto Scaling client.
+pub struct Deployment {
+    pub sdk: SdkConfig,
+    pub autoscaling: aws_sdk_autoscaling::Client,
+    pub sqs: aws_sdk_sqs::Client,
+    pub dlq_url: String,
+    pub recorder: Recorder,
+    pub unlaunched: Unlaunched,
+    pub clock: FixedClock,
+}
+
+pub fn config_yaml(dry_run: bool, extra_fallback: &str) -> String {
+    format!(
+        r#"
+cluster: test
+region: eu-west-1
+account: "123456789012"
+state_table: {TABLE}
+dry_run: {dry_run}
+pools:
+  - name: general
+    spot_asgs: [{SPOT}]
+    on_demand_asg: {ON_DEMAND}
+    fallback:
+      spot_launch_grace: 2m
+      max_on_demand: 10
+      failback_after: 30m
+      failback_step: 1
+      {extra_fallback}
+    headroom: {{ percent: 10, min: 0, max: 10 }}
+"#
+    )
+}
+
+impl Deployment {
+    /// Creates the AWS resources in moto.
+    pub async fn create(moto: &Moto, spot: i32, on_demand: (i32, i32), now: DateTime<Utc>) -> Deployment {
+        let sdk = moto.sdk().await;
+        let ec2 = aws_sdk_ec2::Client::new(&sdk);
+        ec2.create_launch_template()
+            .launch_template_name("ballast-test")
+            .launch_template_data(
+                aws_sdk_ec2::types::RequestLaunchTemplateData::builder()
+                    .image_id("ami-12c6146b")
+                    .instance_type(aws_sdk_ec2::types::InstanceType::M5Large)
+                    .build(),
+            )
+            .send()
+            .await
+            .expect("launch template");
+        let recorder = Recorder::default();
+        let unlaunched = Unlaunched::default();
+        let autoscaling = aws_sdk_autoscaling::Client::from_conf(
+            aws_sdk_autoscaling::config::Builder::from(&sdk).interceptor(recorder.clone()).interceptor(unlaunched.clone()).build(),
+        );
+        let template = LaunchTemplateSpecification::builder().launch_template_name("ballast-test").build();
+        autoscaling
+            .create_auto_scaling_group()
+            .auto_scaling_group_name(SPOT)
+            .min_size(0)
+            .max_size(20)
+            .desired_capacity(spot)
+            .availability_zones("eu-west-1a")
+            .availability_zones("eu-west-1b")
+            .mixed_instances_policy(
+                MixedInstancesPolicy::builder()
+                    .launch_template(
+                        LaunchTemplate::builder()
+                            .launch_template_specification(template.clone())
+                            .overrides(LaunchTemplateOverrides::builder().instance_type("m5.large").build())
+                            .overrides(LaunchTemplateOverrides::builder().instance_type("m5a.large").build())
+                            .build(),
+                    )
+                    .instances_distribution(
+                        InstancesDistribution::builder().on_demand_base_capacity(0).on_demand_percentage_above_base_capacity(0).build(),
+                    )
+                    .build(),
+            )
+            .send()
+            .await
+            .expect("spot ASG");
+        autoscaling
+            .create_auto_scaling_group()
+            .auto_scaling_group_name(ON_DEMAND)
+            .min_size(on_demand.0)
+            .max_size(20)
+            .desired_capacity(on_demand.1)
+            .availability_zones("eu-west-1a")
+            .launch_template(template)
+            .send()
+            .await
+            .expect("on-demand ASG");
+        let dynamodb = aws_sdk_dynamodb::Client::new(&sdk);
+        dynamodb
+            .create_table()
+            .table_name(TABLE)
+            .billing_mode(BillingMode::PayPerRequest)
+            .attribute_definitions(AttributeDefinition::builder().attribute_name("pk").attribute_type(ScalarAttributeType::S).build().expect("attribute"))
+            .key_schema(KeySchemaElement::builder().attribute_name("pk").key_type(KeyType::Hash).build().expect("key"))
+            .send()
+            .await
+            .expect("table");
+        dynamodb
+            .update_time_to_live()
+            .table_name(TABLE)
+            .time_to_live_specification(TimeToLiveSpecification::builder().enabled(true).attribute_name("expires_at").build().expect("ttl"))
+            .send()
+            .await
+            .expect("ttl");
+        let sqs = aws_sdk_sqs::Client::new(&sdk);
+        let dlq_url = sqs.create_queue().queue_name(DLQ).send().await.expect("dlq").queue_url().unwrap_or_default().to_string();
+        // The recorder starts empty: setup calls are not Ballast's.
+        recorder.0.lock().expect("recorder").clear();
+        Deployment { sdk, autoscaling, sqs, dlq_url, recorder, unlaunched, clock: FixedClock::new(now) }
+    }
+
+    pub fn app(&self, config: Config) -> (MotoApp, MirrorCluster) {
+        let autoscaling = AwsAutoscaling::from_clients(self.autoscaling.clone(), aws_sdk_ec2::Client::new(&self.sdk));
+        let cluster = MirrorCluster {
+            autoscaling: autoscaling.clone(),
+            cordoned: Default::default(),
+            drained: Default::default(),
+            headroom: Default::default(),
+        };
+        let origin = config.origin();
+        let app = App {
+            function: "test",
+            reconciler: Reconciler {
+                autoscaling,
+                cluster: cluster.clone(),
+                store: DynamoStore::new(&self.sdk, config.state_table.clone()),
+                clock: self.clock.clone(),
+                owner: "test".into(),
+                config: Arc::new(config),
+            },
+            origin,
+            dead_letters: Some(SqsDeadLetters::new(&self.sdk, &self.dlq_url)),
+        };
+        (app, cluster)
+    }
+
+    /// (desired, instance ids) of an ASG as moto has it (unfiltered).
+    pub async fn asg(&self, name: &str) -> (i32, Vec<String>) {
+        let raw = aws_sdk_autoscaling::Client::new(&self.sdk);
+        let out = raw.describe_auto_scaling_groups().auto_scaling_group_names(name).send().await.expect("describe");
+        let group = &out.auto_scaling_groups()[0];
+        let ids = group.instances().iter().filter_map(|i| i.instance_id().map(str::to_string)).collect();
+        (group.desired_capacity().unwrap_or(0), ids)
+    }
+
+    pub async fn dead_letters(&self) -> Vec<String> {
+        let out = self.sqs.receive_message().queue_url(&self.dlq_url).max_number_of_messages(10).send().await.expect("receive");
+        out.messages().iter().filter_map(|m| m.body().map(str::to_string)).collect()
+    }
+}
+
+/// A shipped fixture, edited (e.g. to name a real moto instance).
+pub fn fixture_json(name: &str, edit: impl FnOnce(&mut Value)) -> Value {
+    let text = std::fs::read_to_string(crate::repo_root().join("events").join(name)).expect("fixture");
+    let mut value: Value = serde_json::from_str(&text).expect("fixture json");
+    edit(&mut value);
+    value
+}
+
+pub fn event(value: &Value) -> Event {
+    parse_event_value(value.clone(), None).expect("a valid event")
+}
+
+/// The envelopes as the SQS event the interruption function receives.
+pub fn sqs_batch(bodies: &[(String, Value)]) -> SqsEvent {
+    let records: Vec<Value> = bodies
+        .iter()
+        .map(|(id, body)| {
+            serde_json::json!({
+                "messageId": id,
+                "receiptHandle": format!("handle-{id}"),
+                "body": body.to_string(),
+                "attributes": {},
+                "messageAttributes": {},
+                "md5OfBody": "",
+                "eventSource": "aws:sqs",
+                "eventSourceARN": "arn:aws:sqs:eu-west-1:123456789012:ballast-test-events",
+                "awsRegion": "eu-west-1"
+            })
+        })
+        .collect();
+    serde_json::from_value(serde_json::json!({ "Records": records })).expect("an SQS event")
+}

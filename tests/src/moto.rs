@@ -1,0 +1,193 @@
+//! A real moto server on 127.0.0.1 for the AWS tests, the SDK pointed at it, and
+//! interceptors that record requests, hide instances a capacity error kept from
+//! launching (moto has no capacity model), and inject faults.
+
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use aws_config::retry::RetryConfig;
+use aws_config::{BehaviorVersion, SdkConfig};
+use aws_sdk_autoscaling::operation::describe_auto_scaling_groups::DescribeAutoScalingGroupsOutput;
+use aws_smithy_runtime_api::box_error::BoxError;
+use aws_smithy_runtime_api::client::interceptors::context::{
+    BeforeDeserializationInterceptorContextMut, BeforeTransmitInterceptorContextRef, FinalizerInterceptorContextMut,
+};
+use aws_smithy_runtime_api::client::interceptors::Intercept;
+use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
+use aws_smithy_runtime_api::http::StatusCode;
+use aws_smithy_types::body::SdkBody;
+use aws_smithy_types::config_bag::ConfigBag;
+
+/// Where moto_server is: `BALLAST_MOTO_SERVER`, the test script's venv, or `PATH`.
+fn moto_binary() -> Option<PathBuf> {
+    if let Ok(path) = std::env::var("BALLAST_MOTO_SERVER") {
+        return Some(PathBuf::from(path));
+    }
+    let cached = std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/ballast/venv/bin/moto_server"));
+    if let Some(path) = cached.filter(|p| p.exists()) {
+        return Some(path);
+    }
+    std::env::var_os("PATH")?.to_str()?.split(':').map(|d| PathBuf::from(d).join("moto_server")).find(|p| p.exists())
+}
+
+/// Whether a real counterpart that is missing must fail the run (CI) or skip a test.
+pub fn required() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true")
+}
+
+/// A moto server for one test, killed when dropped.
+pub struct Moto {
+    child: Child,
+    pub endpoint: String,
+}
+
+impl Moto {
+    /// Starts moto on a free loopback port. `None` (the test skips) only outside CI.
+    pub fn start() -> Option<Moto> {
+        let Some(binary) = moto_binary() else {
+            assert!(!required(), "CI=true but moto_server is missing: run scripts/test, or set BALLAST_MOTO_SERVER");
+            eprintln!("skipped: moto_server not found (scripts/test installs it)");
+            return None;
+        };
+        let port = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port");
+        let child = Command::new(&binary)
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()));
+        let mut moto = Moto { child, endpoint: format!("http://127.0.0.1:{port}") };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if Instant::now() > deadline {
+                let _ = moto.child.kill();
+                panic!("moto_server did not listen on 127.0.0.1:{port} within 20s");
+            }
+            if let Ok(Some(status)) = moto.child.try_wait() {
+                panic!("moto_server exited: {status}");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Some(moto)
+    }
+
+    /// The SDK config for this server: dummy credentials, a region, one attempt per
+    /// call (unsupported calls then fail at once instead of backing off).
+    pub async fn sdk(&self) -> SdkConfig {
+        aws_config::defaults(BehaviorVersion::latest())
+            .endpoint_url(&self.endpoint)
+            .region(aws_config::Region::new("eu-west-1"))
+            .credentials_provider(aws_sdk_dynamodb::config::Credentials::new("test", "test", None, None, "moto"))
+            .retry_config(RetryConfig::standard().with_max_attempts(1))
+            .load()
+            .await
+    }
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Records every request's action (query protocols: `Action=...` in the body).
+#[derive(Debug, Clone, Default)]
+pub struct Recorder(pub Arc<Mutex<Vec<String>>>);
+
+impl Recorder {
+    pub fn calls(&self) -> Vec<String> {
+        self.0.lock().expect("recorder").clone()
+    }
+
+    /// Recorded requests of one action, e.g. `SetDesiredCapacity`.
+    pub fn of(&self, action: &str) -> Vec<String> {
+        self.calls().into_iter().filter(|c| c.contains(&format!("Action={action}&"))).collect()
+    }
+}
+
+impl Intercept for Recorder {
+    fn name(&self) -> &'static str {
+        "Recorder"
+    }
+
+    fn read_before_transmit(&self, ctx: &BeforeTransmitInterceptorContextRef<'_>, _: &RuntimeComponents, _: &mut ConfigBag) -> Result<(), BoxError> {
+        let body = ctx.request().body().bytes().map(|b| String::from_utf8_lossy(b).into_owned()).unwrap_or_default();
+        self.0.lock().expect("recorder").push(body);
+        Ok(())
+    }
+}
+
+/// Hides instances from DescribeAutoScalingGroups: the ones a capacity error would have
+/// kept from launching, since moto launches everything at once.
+#[derive(Debug, Clone, Default)]
+pub struct Unlaunched(pub Arc<Mutex<Vec<String>>>);
+
+impl Unlaunched {
+    pub fn hide(&self, ids: &[String]) {
+        self.0.lock().expect("unlaunched").extend(ids.iter().cloned());
+    }
+}
+
+impl Intercept for Unlaunched {
+    fn name(&self) -> &'static str {
+        "Unlaunched"
+    }
+
+    fn modify_before_completion(&self, ctx: &mut FinalizerInterceptorContextMut<'_>, _: &RuntimeComponents, _: &mut ConfigBag) -> Result<(), BoxError> {
+        let hidden = self.0.lock().expect("unlaunched").clone();
+        if let Some(Ok(output)) = ctx.output_or_error_mut() {
+            if let Some(out) = output.downcast_mut::<DescribeAutoScalingGroupsOutput>() {
+                for group in out.auto_scaling_groups.iter_mut().flatten() {
+                    if let Some(instances) = group.instances.as_mut() {
+                        instances.retain(|i| !i.instance_id().is_some_and(|id| hidden.iter().any(|h| h == id)));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Turns a share of responses into 503 Throttling (query protocol), deterministically:
+/// every `every`-th call fails.
+#[derive(Debug, Clone)]
+pub struct Faults {
+    pub every: usize,
+    pub count: Arc<Mutex<(usize, usize)>>,
+}
+
+impl Faults {
+    pub fn every(every: usize) -> Self {
+        Faults { every, count: Arc::new(Mutex::new((0, 0))) }
+    }
+
+    /// (calls, injected faults)
+    pub fn counts(&self) -> (usize, usize) {
+        *self.count.lock().expect("faults")
+    }
+}
+
+impl Intercept for Faults {
+    fn name(&self) -> &'static str {
+        "Faults"
+    }
+
+    fn modify_before_deserialization(&self, ctx: &mut BeforeDeserializationInterceptorContextMut<'_>, _: &RuntimeComponents, _: &mut ConfigBag) -> Result<(), BoxError> {
+        let mut count = self.count.lock().expect("faults");
+        count.0 += 1;
+        if count.0 % self.every != 0 {
+            return Ok(());
+        }
+        count.1 += 1;
+        let response = ctx.response_mut();
+        *response.status_mut() = StatusCode::try_from(503u16).expect("503 is a status");
+        *response.body_mut() = SdkBody::from(
+            "<ErrorResponse><Error><Type>Receiver</Type><Code>Throttling</Code><Message>Rate exceeded (injected)</Message></Error><RequestId>fault</RequestId></ErrorResponse>",
+        );
+        Ok(())
+    }
+}

@@ -1,0 +1,199 @@
+//! The AWS side against a real moto server, through the real SDK and adapters, with
+//! the `events/` fixtures. moto launches every instance at once; where a test needs
+//! instances a capacity error kept from launching, an interceptor hides them.
+
+use ballast_core::config::Config;
+use ballast_core::model::PoolRecord;
+use ballast_core::ports::StateStore;
+use ballast_tests::aws::*;
+use ballast_tests::moto::Moto;
+use chrono::{DateTime, Duration, Utc};
+use serde_json::json;
+
+fn now() -> DateTime<Utc> {
+    "2026-11-20T09:12:10Z".parse().unwrap()
+}
+
+fn config(dry_run: bool) -> Config {
+    Config::from_yaml(&config_yaml(dry_run, "")).unwrap()
+}
+
+fn warning_for(instance: &str, id: &str) -> serde_json::Value {
+    fixture_json("spot-interruption-terminate.json", |v| {
+        v["id"] = json!(id);
+        v["detail"]["instance-id"] = json!(instance);
+        v["resources"] = json!([format!("arn:aws:ec2:eu-west-1:123456789012:instance/{instance}")]);
+    })
+}
+
+#[tokio::test]
+async fn interruption_surges_then_terminates_with_decrement() {
+    let Some(moto) = Moto::start() else { return };
+    let d = Deployment::create(&moto, 3, (0, 1), now()).await;
+    let (app, cluster) = d.app(config(false));
+    let (_, spot_ids) = d.asg(SPOT).await;
+    let victim = spot_ids[0].clone();
+
+    let (response, summary) = app.interruption(sqs_batch(&[("m1".into(), warning_for(&victim, "w-1"))])).await;
+    assert!(response.batch_item_failures.is_empty(), "{summary:?}");
+    let sets = d.recorder.of("SetDesiredCapacity");
+    assert_eq!(sets.len(), 1);
+    assert!(sets[0].contains(&format!("AutoScalingGroupName={SPOT}")) && sets[0].contains("DesiredCapacity=4"), "{sets:?}");
+    let terminates = d.recorder.of("TerminateInstanceInAutoScalingGroup");
+    assert_eq!(terminates.len(), 1);
+    assert!(terminates[0].contains(&format!("InstanceId={victim}")) && terminates[0].contains("ShouldDecrementDesiredCapacity=true"));
+    let calls = d.recorder.calls();
+    let order = |action: &str| calls.iter().position(|c| c.contains(&format!("Action={action}&"))).unwrap();
+    assert!(order("SetDesiredCapacity") < order("TerminateInstanceInAutoScalingGroup"), "surge first");
+    let (desired, ids) = d.asg(SPOT).await;
+    assert_eq!(desired, 3, "surge +1, then terminate with decrement");
+    assert!(!ids.contains(&victim), "the interrupted instance is gone");
+    assert_eq!(ids.len(), 3, "its replacement runs");
+    assert!(cluster.drained.lock().unwrap().iter().any(|n| n.contains(&victim)), "its node was drained first");
+
+    // The same event again: seen in DynamoDB, nothing more happens.
+    let before = d.recorder.calls().iter().filter(|c| !c.contains("Action=Describe")).count();
+    let (response, summary) = app.interruption(sqs_batch(&[("m2".into(), warning_for(&victim, "w-1"))])).await;
+    assert!(response.batch_item_failures.is_empty());
+    assert_eq!(summary.duplicates, vec!["w-1".to_string()]);
+    let after = d.recorder.calls().iter().filter(|c| !c.contains("Action=Describe")).count();
+    assert_eq!(before, after, "no further mutating call");
+    assert_eq!(d.asg(SPOT).await.0, 3);
+}
+
+#[tokio::test]
+async fn capacity_error_moves_the_shortfall_to_on_demand_in_one_invocation() {
+    let Some(moto) = Moto::start() else { return };
+    let d = Deployment::create(&moto, 5, (0, 2), now()).await;
+    let (_, ids) = d.asg(SPOT).await;
+    d.unlaunched.hide(&ids[3..]); // two of five never launched: no spot capacity
+    let (app, _) = d.app(config(false));
+    let failure = fixture_json("launch-unsuccessful-insufficient-instance-capacity.json", |v| {
+        v["detail"]["AutoScalingGroupName"] = json!(SPOT);
+    });
+    let (response, summary) = app.interruption(sqs_batch(&[("m1".into(), failure)])).await;
+    assert!(response.batch_item_failures.is_empty(), "{summary:?}");
+    let (spot, _) = d.asg(SPOT).await;
+    let (od, od_ids) = d.asg(ON_DEMAND).await;
+    assert_eq!((spot, od), (3, 4), "the two missing moved to on-demand");
+    assert_eq!(spot + od, 5 + 2, "total desired unchanged");
+    assert_eq!(od_ids.len(), 4, "moto launched them");
+    let record = app.reconciler.store.load("general").await.unwrap();
+    assert_eq!(record.value.fallback_units, 2);
+    assert!(record.value.unavailable.contains_key(SPOT));
+}
+
+#[tokio::test]
+async fn non_capacity_failure_is_reported_without_fallback() {
+    let Some(moto) = Moto::start() else { return };
+    let d = Deployment::create(&moto, 5, (0, 2), now()).await;
+    let (_, ids) = d.asg(SPOT).await;
+    d.unlaunched.hide(&ids[3..]);
+    let (app, _) = d.app(config(false));
+    for fixture in ["launch-unsuccessful-vcpu-limit-exceeded.json", "launch-unsuccessful-invalid-launch-template.json"] {
+        let failure = event(&fixture_json(fixture, |v| v["detail"]["AutoScalingGroupName"] = json!(SPOT)));
+        let outcome = app.reconciler.handle(vec![failure]).await;
+        assert!(outcome.failures.is_empty());
+        assert!(outcome.pools[0].plan.notes.iter().any(|n| n.contains("not falling back")), "{fixture}: {:?}", outcome.pools[0].plan.notes);
+    }
+    assert!(d.recorder.of("SetDesiredCapacity").is_empty());
+    assert_eq!(d.asg(ON_DEMAND).await.0, 2);
+}
+
+#[tokio::test]
+async fn failback_moves_back_in_steps_never_dropping_total_capacity() {
+    let Some(moto) = Moto::start() else { return };
+    let d = Deployment::create(&moto, 2, (1, 3), now()).await;
+    let (app, _) = d.app(config(false));
+    // Two fallback units on on-demand, spot healthy for an hour.
+    let record = PoolRecord {
+        fallback_units: 2,
+        fallback_since: Some(now() - Duration::hours(2)),
+        healthy_since: [(SPOT.to_string(), now() - Duration::hours(1))].into(),
+        ..Default::default()
+    };
+    app.reconciler.store.save("general", &record, 0).await.unwrap();
+    let total = |s: i32, o: i32| s + o;
+    let initial = total(2, 3);
+    let tick = fixture_json("scheduled-reconcile.json", |_| {});
+    let mut seen = Vec::new();
+    for step in 0..8 {
+        d.clock.advance(Duration::seconds(30));
+        let mut tick = tick.clone();
+        tick["id"] = json!(format!("tick-{step}"));
+        tick["time"] = json!(d.clock.0.lock().unwrap().to_rfc3339());
+        app.direct(tick).await.expect("reconcile");
+        let (spot, _) = d.asg(SPOT).await;
+        let (od, od_ids) = d.asg(ON_DEMAND).await;
+        assert!(total(spot, od) >= initial, "step {step}: total {spot}+{od} below {initial}");
+        assert!(od_ids.len() as i32 >= od, "on-demand instances are there");
+        seen.push((spot, od));
+    }
+    eprintln!("failback steps (spot, on-demand): {seen:?}");
+    assert_eq!(seen.last(), Some(&(4, 1)), "both units back on spot: {seen:?}");
+    assert!(seen.contains(&(3, 3)), "spot surged before on-demand shrank: {seen:?}");
+    assert!(seen.contains(&(3, 2)), "one step at a time: {seen:?}");
+    let record = app.reconciler.store.load("general").await.unwrap().value;
+    assert_eq!(record.fallback_units, 0);
+    assert_eq!(d.recorder.of("TerminateInstanceInAutoScalingGroup").len(), 2);
+    assert!(d.recorder.of("TerminateInstanceInAutoScalingGroup").iter().all(|c| c.contains("ShouldDecrementDesiredCapacity=true")));
+}
+
+#[tokio::test]
+async fn foreign_and_malformed_events_are_rejected_to_the_dead_letter_queue() {
+    let Some(moto) = Moto::start() else { return };
+    let d = Deployment::create(&moto, 3, (0, 1), now()).await;
+    let (app, _) = d.app(config(false));
+    let (_, ids) = d.asg(SPOT).await;
+    let mut foreign = warning_for(&ids[0], "w-foreign");
+    foreign["account"] = json!("999999999999");
+    let truncated = std::fs::read_to_string(ballast_tests::repo_root().join("events/invalid/truncated.json")).unwrap();
+    let batch = sqs_batch(&[("m-foreign".into(), foreign), ("m-ok".into(), warning_for(&ids[1], "w-ok"))]);
+    let mut batch = batch;
+    let mut broken = batch.records[0].clone();
+    broken.message_id = Some("m-truncated".into());
+    broken.body = Some(truncated.clone());
+    batch.records.push(broken);
+    let (response, summary) = app.interruption(batch).await;
+    assert!(response.batch_item_failures.is_empty(), "malformed messages are not retried: {summary:?}");
+    assert_eq!(summary.invalid.len(), 2);
+    assert!(summary.invalid.iter().any(|i| i.starts_with("m-foreign: account: event from account `999999999999`")));
+    let dead = d.dead_letters().await;
+    assert_eq!(dead.len(), 2, "both in the dead-letter queue");
+    assert!(dead.contains(&truncated));
+    // The valid message in the same batch was handled.
+    assert_eq!(d.recorder.of("TerminateInstanceInAutoScalingGroup").len(), 1);
+    assert!(d.recorder.of("TerminateInstanceInAutoScalingGroup")[0].contains(&ids[1]));
+}
+
+#[tokio::test]
+async fn dry_run_changes_nothing_in_moto() {
+    let Some(moto) = Moto::start() else { return };
+    let d = Deployment::create(&moto, 5, (0, 2), now()).await;
+    let (_, ids) = d.asg(SPOT).await;
+    d.unlaunched.hide(&ids[3..]);
+    let (app, _) = d.app(config(true));
+    let failure = fixture_json("launch-unsuccessful-no-spot-capacity.json", |v| v["detail"]["AutoScalingGroupName"] = json!(SPOT));
+    let (response, summary) = app.interruption(sqs_batch(&[("m1".into(), failure), ("m2".into(), warning_for(&ids[0], "w-dry"))])).await;
+    assert!(response.batch_item_failures.is_empty());
+    assert!(summary.pools.iter().all(|p| p.dry_run && p.actions > 0 && p.applied == 0), "{summary:?}");
+    let mutating: Vec<String> = d.recorder.calls().into_iter().filter(|c| !c.contains("Action=Describe")).collect();
+    assert!(mutating.is_empty(), "{mutating:?}");
+    assert_eq!(d.asg(SPOT).await, (5, ids));
+    assert_eq!(d.asg(ON_DEMAND).await.0, 2);
+    assert_eq!(app.reconciler.store.load("general").await.unwrap().version, 0, "no record written");
+}
+
+#[tokio::test]
+async fn a_retryable_failure_is_a_partial_batch_failure_of_that_pool_only() {
+    let Some(moto) = Moto::start() else { return };
+    let d = Deployment::create(&moto, 3, (0, 1), now()).await;
+    let (app, _) = d.app(config(false));
+    let (_, ids) = d.asg(SPOT).await;
+    // Another run holds the pool's lease.
+    app.reconciler.store.acquire_lease("general", "someone-else", now(), std::time::Duration::from_secs(60)).await.unwrap();
+    let stranger = warning_for("i-0123456789abcdef0", "w-stranger");
+    let (response, _) = app.interruption(sqs_batch(&[("m1".into(), warning_for(&ids[0], "w-1")), ("m2".into(), stranger)])).await;
+    let failed: Vec<&str> = response.batch_item_failures.iter().map(|f| f.item_identifier.as_str()).collect();
+    assert_eq!(failed, vec!["m1"], "only the message whose pool is busy is retried");
+}
