@@ -12,7 +12,9 @@ use aws_lambda_events::event::sqs::SqsEvent;
 use aws_sdk_autoscaling::types::{
     InstancesDistribution, LaunchTemplate, LaunchTemplateOverrides, LaunchTemplateSpecification, MixedInstancesPolicy,
 };
-use aws_sdk_dynamodb::types::{AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType, TimeToLiveSpecification};
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType, TimeToLiveSpecification,
+};
 use ballast_aws::{AwsAutoscaling, DynamoStore, SqsDeadLetters};
 use ballast_core::config::{Config, PoolConfig};
 use ballast_core::event::{parse_event_value, Event};
@@ -132,7 +134,10 @@ impl Deployment {
         let recorder = Recorder::default();
         let unlaunched = Unlaunched::default();
         let autoscaling = aws_sdk_autoscaling::Client::from_conf(
-            aws_sdk_autoscaling::config::Builder::from(&sdk).interceptor(recorder.clone()).interceptor(unlaunched.clone()).build(),
+            aws_sdk_autoscaling::config::Builder::from(&sdk)
+                .interceptor(recorder.clone())
+                .interceptor(unlaunched.clone())
+                .build(),
         );
         let template = LaunchTemplateSpecification::builder().launch_template_name("ballast-test").build();
         autoscaling
@@ -153,7 +158,10 @@ impl Deployment {
                             .build(),
                     )
                     .instances_distribution(
-                        InstancesDistribution::builder().on_demand_base_capacity(0).on_demand_percentage_above_base_capacity(0).build(),
+                        InstancesDistribution::builder()
+                            .on_demand_base_capacity(0)
+                            .on_demand_percentage_above_base_capacity(0)
+                            .build(),
                     )
                     .build(),
             )
@@ -176,7 +184,13 @@ impl Deployment {
             .create_table()
             .table_name(TABLE)
             .billing_mode(BillingMode::PayPerRequest)
-            .attribute_definitions(AttributeDefinition::builder().attribute_name("pk").attribute_type(ScalarAttributeType::S).build().expect("attribute"))
+            .attribute_definitions(
+                AttributeDefinition::builder()
+                    .attribute_name("pk")
+                    .attribute_type(ScalarAttributeType::S)
+                    .build()
+                    .expect("attribute"),
+            )
             .key_schema(KeySchemaElement::builder().attribute_name("pk").key_type(KeyType::Hash).build().expect("key"))
             .send()
             .await
@@ -184,12 +198,15 @@ impl Deployment {
         dynamodb
             .update_time_to_live()
             .table_name(TABLE)
-            .time_to_live_specification(TimeToLiveSpecification::builder().enabled(true).attribute_name("expires_at").build().expect("ttl"))
+            .time_to_live_specification(
+                TimeToLiveSpecification::builder().enabled(true).attribute_name("expires_at").build().expect("ttl"),
+            )
             .send()
             .await
             .expect("ttl");
         let sqs = aws_sdk_sqs::Client::new(&sdk);
-        let dlq_url = sqs.create_queue().queue_name(DLQ).send().await.expect("dlq").queue_url().unwrap_or_default().to_string();
+        let dlq_url =
+            sqs.create_queue().queue_name(DLQ).send().await.expect("dlq").queue_url().unwrap_or_default().to_string();
         // The recorder starts empty: setup calls are not Ballast's.
         recorder.0.lock().expect("recorder").clear();
         Deployment { sdk, autoscaling, sqs, dlq_url, recorder, unlaunched, clock: FixedClock::new(now) }
@@ -230,7 +247,14 @@ impl Deployment {
     }
 
     pub async fn dead_letters(&self) -> Vec<String> {
-        let out = self.sqs.receive_message().queue_url(&self.dlq_url).max_number_of_messages(10).send().await.expect("receive");
+        let out = self
+            .sqs
+            .receive_message()
+            .queue_url(&self.dlq_url)
+            .max_number_of_messages(10)
+            .send()
+            .await
+            .expect("receive");
         out.messages().iter().filter_map(|m| m.body().map(str::to_string)).collect()
     }
 }

@@ -52,7 +52,8 @@ impl Moto {
             eprintln!("skipped: moto_server not found (scripts/test installs it)");
             return None;
         };
-        let port = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port");
+        let port =
+            TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port");
         let child = Command::new(&binary)
             .args(["-H", "127.0.0.1", "-p", &port.to_string()])
             .stdout(Stdio::null())
@@ -114,7 +115,12 @@ impl Intercept for Recorder {
         "Recorder"
     }
 
-    fn read_before_transmit(&self, ctx: &BeforeTransmitInterceptorContextRef<'_>, _: &RuntimeComponents, _: &mut ConfigBag) -> Result<(), BoxError> {
+    fn read_before_transmit(
+        &self,
+        ctx: &BeforeTransmitInterceptorContextRef<'_>,
+        _: &RuntimeComponents,
+        _: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
         let body = ctx.request().body().bytes().map(|b| String::from_utf8_lossy(b).into_owned()).unwrap_or_default();
         self.0.lock().expect("recorder").push(body);
         Ok(())
@@ -137,7 +143,12 @@ impl Intercept for Unlaunched {
         "Unlaunched"
     }
 
-    fn modify_before_completion(&self, ctx: &mut FinalizerInterceptorContextMut<'_>, _: &RuntimeComponents, _: &mut ConfigBag) -> Result<(), BoxError> {
+    fn modify_before_completion(
+        &self,
+        ctx: &mut FinalizerInterceptorContextMut<'_>,
+        _: &RuntimeComponents,
+        _: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
         let hidden = self.0.lock().expect("unlaunched").clone();
         if let Some(Ok(output)) = ctx.output_or_error_mut() {
             if let Some(out) = output.downcast_mut::<DescribeAutoScalingGroupsOutput>() {
@@ -176,7 +187,12 @@ impl Intercept for Faults {
         "Faults"
     }
 
-    fn modify_before_deserialization(&self, ctx: &mut BeforeDeserializationInterceptorContextMut<'_>, _: &RuntimeComponents, _: &mut ConfigBag) -> Result<(), BoxError> {
+    fn modify_before_deserialization(
+        &self,
+        ctx: &mut BeforeDeserializationInterceptorContextMut<'_>,
+        _: &RuntimeComponents,
+        _: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
         let mut count = self.count.lock().expect("faults");
         count.0 += 1;
         if count.0 % self.every != 0 {

@@ -38,10 +38,16 @@ async fn interruption_surges_then_terminates_with_decrement() {
     assert!(response.batch_item_failures.is_empty(), "{summary:?}");
     let sets = d.recorder.of("SetDesiredCapacity");
     assert_eq!(sets.len(), 1);
-    assert!(sets[0].contains(&format!("AutoScalingGroupName={SPOT}")) && sets[0].contains("DesiredCapacity=4"), "{sets:?}");
+    assert!(
+        sets[0].contains(&format!("AutoScalingGroupName={SPOT}")) && sets[0].contains("DesiredCapacity=4"),
+        "{sets:?}"
+    );
     let terminates = d.recorder.of("TerminateInstanceInAutoScalingGroup");
     assert_eq!(terminates.len(), 1);
-    assert!(terminates[0].contains(&format!("InstanceId={victim}")) && terminates[0].contains("ShouldDecrementDesiredCapacity=true"));
+    assert!(
+        terminates[0].contains(&format!("InstanceId={victim}"))
+            && terminates[0].contains("ShouldDecrementDesiredCapacity=true")
+    );
     let calls = d.recorder.calls();
     let order = |action: &str| calls.iter().position(|c| c.contains(&format!("Action={action}&"))).unwrap();
     assert!(order("SetDesiredCapacity") < order("TerminateInstanceInAutoScalingGroup"), "surge first");
@@ -90,11 +96,16 @@ async fn non_capacity_failure_is_reported_without_fallback() {
     let (_, ids) = d.asg(SPOT).await;
     d.unlaunched.hide(&ids[3..]);
     let (app, _) = d.app(config(false));
-    for fixture in ["launch-unsuccessful-vcpu-limit-exceeded.json", "launch-unsuccessful-invalid-launch-template.json"] {
+    for fixture in ["launch-unsuccessful-vcpu-limit-exceeded.json", "launch-unsuccessful-invalid-launch-template.json"]
+    {
         let failure = event(&fixture_json(fixture, |v| v["detail"]["AutoScalingGroupName"] = json!(SPOT)));
         let outcome = app.reconciler.handle(vec![failure]).await;
         assert!(outcome.failures.is_empty());
-        assert!(outcome.pools[0].plan.notes.iter().any(|n| n.contains("not falling back")), "{fixture}: {:?}", outcome.pools[0].plan.notes);
+        assert!(
+            outcome.pools[0].plan.notes.iter().any(|n| n.contains("not falling back")),
+            "{fixture}: {:?}",
+            outcome.pools[0].plan.notes
+        );
     }
     assert!(d.recorder.of("SetDesiredCapacity").is_empty());
     assert_eq!(d.asg(ON_DEMAND).await.0, 2);
@@ -136,7 +147,11 @@ async fn failback_moves_back_in_steps_never_dropping_total_capacity() {
     let record = app.reconciler.store.load("general").await.unwrap().value;
     assert_eq!(record.fallback_units, 0);
     assert_eq!(d.recorder.of("TerminateInstanceInAutoScalingGroup").len(), 2);
-    assert!(d.recorder.of("TerminateInstanceInAutoScalingGroup").iter().all(|c| c.contains("ShouldDecrementDesiredCapacity=true")));
+    assert!(d
+        .recorder
+        .of("TerminateInstanceInAutoScalingGroup")
+        .iter()
+        .all(|c| c.contains("ShouldDecrementDesiredCapacity=true")));
 }
 
 #[tokio::test]
@@ -173,8 +188,11 @@ async fn dry_run_changes_nothing_in_moto() {
     let (_, ids) = d.asg(SPOT).await;
     d.unlaunched.hide(&ids[3..]);
     let (app, _) = d.app(config(true));
-    let failure = fixture_json("launch-unsuccessful-no-spot-capacity.json", |v| v["detail"]["AutoScalingGroupName"] = json!(SPOT));
-    let (response, summary) = app.interruption(sqs_batch(&[("m1".into(), failure), ("m2".into(), warning_for(&ids[0], "w-dry"))])).await;
+    let failure = fixture_json("launch-unsuccessful-no-spot-capacity.json", |v| {
+        v["detail"]["AutoScalingGroupName"] = json!(SPOT)
+    });
+    let (response, summary) =
+        app.interruption(sqs_batch(&[("m1".into(), failure), ("m2".into(), warning_for(&ids[0], "w-dry"))])).await;
     assert!(response.batch_item_failures.is_empty());
     assert!(summary.pools.iter().all(|p| p.dry_run && p.actions > 0 && p.applied == 0), "{summary:?}");
     let mutating: Vec<String> = d.recorder.calls().into_iter().filter(|c| !c.contains("Action=Describe")).collect();
@@ -191,9 +209,14 @@ async fn a_retryable_failure_is_a_partial_batch_failure_of_that_pool_only() {
     let (app, _) = d.app(config(false));
     let (_, ids) = d.asg(SPOT).await;
     // Another run holds the pool's lease.
-    app.reconciler.store.acquire_lease("general", "someone-else", now(), std::time::Duration::from_secs(60)).await.unwrap();
+    app.reconciler
+        .store
+        .acquire_lease("general", "someone-else", now(), std::time::Duration::from_secs(60))
+        .await
+        .unwrap();
     let stranger = warning_for("i-0123456789abcdef0", "w-stranger");
-    let (response, _) = app.interruption(sqs_batch(&[("m1".into(), warning_for(&ids[0], "w-1")), ("m2".into(), stranger)])).await;
+    let (response, _) =
+        app.interruption(sqs_batch(&[("m1".into(), warning_for(&ids[0], "w-1")), ("m2".into(), stranger)])).await;
     let failed: Vec<&str> = response.batch_item_failures.iter().map(|f| f.item_identifier.as_str()).collect();
     assert_eq!(failed, vec!["m1"], "only the message whose pool is busy is retried");
 }

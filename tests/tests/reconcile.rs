@@ -269,3 +269,32 @@ async fn failed_apply_takes_back_its_intent_and_the_retry_does_not_double() {
     assert_eq!(sets.len(), 1, "no second surge: {sets:?}");
     assert_eq!(world.asg("eks-general-spot-m6").unwrap().desired, 4, "surge then terminate-with-decrement");
 }
+
+#[tokio::test]
+async fn a_long_drain_for_a_lifecycle_action_heartbeats_between_slices() {
+    let event = fixture("lifecycle-terminate.json");
+    let mut world = state("steady.json");
+    // A PodDisruptionBudget keeps one pod on the node for the whole drain.
+    let node = world.nodes.iter_mut().find(|n| n.state.instance_id == "i-0f9e8d7c6b5a40001").unwrap();
+    node.pods = 3;
+    node.pdb_blocked_pods = vec!["web-7d9f".into()];
+    let mut config = config_with_dry_run(false);
+    config.pools[0].interruption.drain_timeout = "3m 30s".parse().unwrap();
+    let d = Deployment::new(config, world, event.time);
+    let out = d.reconciler.handle(vec![event]).await;
+    assert!(out.failures.is_empty());
+    let calls = effects(&d);
+    let drains = calls.iter().filter(|c| matches!(c, Call::Drain { .. })).count();
+    let heartbeats = calls.iter().filter(|c| matches!(c, Call::Heartbeat { .. })).count();
+    assert_eq!(drains, 4, "3m30s in 60s slices: {calls:?}");
+    assert_eq!(heartbeats, 1 + 3, "one before the drain, one between each slice");
+    let applied = &out.pools[0].applied;
+    assert!(
+        applied.iter().any(|a| matches!(a, Applied::Drained(r) if r.evicted == 2 && r.blocked.len() == 1)),
+        "{applied:?}"
+    );
+    assert!(
+        calls.contains(&Call::Complete { token: "87654321-4321-4321-4321-210987654321".into() }),
+        "completed after the drain"
+    );
+}

@@ -57,7 +57,8 @@ impl AwsAutoscaling {
     async fn spot_instance_ids(&self, ids: &[String]) -> Result<BTreeSet<String>, PortError> {
         let mut spot = BTreeSet::new();
         for chunk in ids.chunks(100) {
-            let mut pages = self.ec2.describe_instances().set_instance_ids(Some(chunk.to_vec())).into_paginator().send();
+            let mut pages =
+                self.ec2.describe_instances().set_instance_ids(Some(chunk.to_vec())).into_paginator().send();
             while let Some(page) = pages.next().await {
                 let page = page.map_err(|e| classify("DescribeInstances", e))?;
                 for instance in page.reservations().iter().flat_map(|r| r.instances()) {
@@ -140,10 +141,9 @@ impl AwsAutoscaling {
 
 /// Whether the ASG's purchase options buy spot only (no on-demand above a zero base).
 pub fn purchases_only_spot(group: &AutoScalingGroup) -> bool {
-    group
-        .mixed_instances_policy()
-        .and_then(|p| p.instances_distribution())
-        .is_some_and(|d| d.on_demand_base_capacity().unwrap_or(0) == 0 && d.on_demand_percentage_above_base_capacity() == Some(0))
+    group.mixed_instances_policy().and_then(|p| p.instances_distribution()).is_some_and(|d| {
+        d.on_demand_base_capacity().unwrap_or(0) == 0 && d.on_demand_percentage_above_base_capacity() == Some(0)
+    })
 }
 
 /// Whether the ASG can buy spot at all (some share above the on-demand base).
@@ -213,7 +213,12 @@ impl Autoscaling for AwsAutoscaling {
             return Err(PortError::new(
                 ErrorKind::Permanent,
                 "DescribeAutoScalingGroups",
-                format!("pool {}: on-demand selector `{}` matches {} ASGs; it must match one", pool.name, pool.on_demand_asg, on_demand.len()),
+                format!(
+                    "pool {}: on-demand selector `{}` matches {} ASGs; it must match one",
+                    pool.name,
+                    pool.on_demand_asg,
+                    on_demand.len()
+                ),
             ));
         }
         let od = self.observe(&on_demand.remove(0), Market::OnDemand).await?;

@@ -22,7 +22,8 @@ impl Compute for AwsCompute {
     async fn private_dns_names(&self, instance_ids: &[String]) -> Result<Vec<(String, String)>, PortError> {
         let mut names = Vec::new();
         for chunk in instance_ids.chunks(100) {
-            let mut pages = self.ec2.describe_instances().set_instance_ids(Some(chunk.to_vec())).into_paginator().send();
+            let mut pages =
+                self.ec2.describe_instances().set_instance_ids(Some(chunk.to_vec())).into_paginator().send();
             while let Some(page) = pages.next().await {
                 let page = page.map_err(|e| classify("DescribeInstances", e))?;
                 for instance in page.reservations().iter().flat_map(|r| r.instances()) {

@@ -29,14 +29,19 @@ pub enum Target {
 }
 
 /// The AWS events the interruption function takes, one rule each.
-pub const QUEUE_RULES: &[&str] = &["spot-interruption", "rebalance", "state-change", "launch-unsuccessful", "lifecycle", "health"];
+pub const QUEUE_RULES: &[&str] =
+    &["spot-interruption", "rebalance", "state-change", "launch-unsuccessful", "lifecycle", "health"];
 
 impl Wiring {
     pub fn conventional(config: &Config) -> Wiring {
         let prefix = format!("ballast-{}", config.cluster);
         let mut rules: Vec<(String, String, Target)> =
             QUEUE_RULES.iter().map(|r| (format!("{prefix}-{r}"), "default".to_string(), Target::Queue)).collect();
-        rules.push((format!("{prefix}-forwarder"), prefix.clone(), Target::Function(format!("{prefix}-cluster-events"))));
+        rules.push((
+            format!("{prefix}-forwarder"),
+            prefix.clone(),
+            Target::Function(format!("{prefix}-cluster-events")),
+        ));
         Wiring {
             table: config.state_table.clone(),
             queue: format!("{prefix}-events"),
@@ -100,18 +105,27 @@ impl Doctor {
         let described = match self.dynamodb.describe_table().table_name(table).send().await {
             Ok(out) => out,
             Err(e) => {
-                return vec![bad(check, format!("not found: {}", err_text(e)), "deploy the stack, or set state_table to the table's name")]
+                return vec![bad(
+                    check,
+                    format!("not found: {}", err_text(e)),
+                    "deploy the stack, or set state_table to the table's name",
+                )]
             }
         };
         let mut findings = Vec::new();
         let Some(t) = described.table() else { return vec![bad(check, "no description", "check the table")] };
-        let hash_key = t.key_schema().iter().find(|k| k.key_type() == &KeyType::Hash).map(|k| k.attribute_name().to_string());
+        let hash_key =
+            t.key_schema().iter().find(|k| k.key_type() == &KeyType::Hash).map(|k| k.attribute_name().to_string());
         let key_is_string = t
             .attribute_definitions()
             .iter()
             .any(|a| a.attribute_name() == KEY && a.attribute_type() == &ScalarAttributeType::S);
         if hash_key.as_deref() != Some(KEY) || !key_is_string {
-            findings.push(bad(&check, format!("partition key is {hash_key:?}, not `{KEY}` (string)"), format!("recreate the table with partition key `{KEY}` of type S")));
+            findings.push(bad(
+                &check,
+                format!("partition key is {hash_key:?}, not `{KEY}` (string)"),
+                format!("recreate the table with partition key `{KEY}` of type S"),
+            ));
         } else if t.table_status() != Some(&TableStatus::Active) {
             findings.push(bad(&check, format!("status {:?}", t.table_status()), "wait until the table is ACTIVE"));
         } else {
@@ -133,7 +147,16 @@ impl Doctor {
     }
 
     async fn queue_arn(&self, name: &str) -> Result<(String, Option<String>), String> {
-        let url = self.sqs.get_queue_url().queue_name(name).send().await.map_err(err_text)?.queue_url().unwrap_or_default().to_string();
+        let url = self
+            .sqs
+            .get_queue_url()
+            .queue_name(name)
+            .send()
+            .await
+            .map_err(err_text)?
+            .queue_url()
+            .unwrap_or_default()
+            .to_string();
         let attrs = self
             .sqs
             .get_queue_attributes()
@@ -154,7 +177,11 @@ impl Doctor {
                 Some(arn)
             }
             Err(e) => {
-                findings.push(bad(format!("queue {}", wiring.dead_letter_queue), format!("not found: {e}"), "deploy the stack: malformed events need a dead-letter queue"));
+                findings.push(bad(
+                    format!("queue {}", wiring.dead_letter_queue),
+                    format!("not found: {e}"),
+                    "deploy the stack: malformed events need a dead-letter queue",
+                ));
                 None
             }
         };
@@ -165,17 +192,27 @@ impl Doctor {
                     .and_then(|r| serde_json::from_str::<serde_json::Value>(r).ok())
                     .and_then(|v| v["deadLetterTargetArn"].as_str().map(str::to_string));
                 match (target, &dlq_arn) {
-                    (Some(t), Some(dlq)) if t == *dlq => findings.push(ok(format!("queue {}", wiring.queue), format!("redrives to {}", wiring.dead_letter_queue))),
+                    (Some(t), Some(dlq)) if t == *dlq => findings.push(ok(
+                        format!("queue {}", wiring.queue),
+                        format!("redrives to {}", wiring.dead_letter_queue),
+                    )),
                     (t, _) => findings.push(bad(
                         format!("queue {}", wiring.queue),
                         format!("redrive policy targets {t:?}, not {}", wiring.dead_letter_queue),
-                        format!("set the queue's RedrivePolicy deadLetterTargetArn to the ARN of {}", wiring.dead_letter_queue),
+                        format!(
+                            "set the queue's RedrivePolicy deadLetterTargetArn to the ARN of {}",
+                            wiring.dead_letter_queue
+                        ),
                     )),
                 }
                 Some(arn)
             }
             Err(e) => {
-                findings.push(bad(format!("queue {}", wiring.queue), format!("not found: {e}"), "deploy the stack (sam deploy or cdk deploy)"));
+                findings.push(bad(
+                    format!("queue {}", wiring.queue),
+                    format!("not found: {e}"),
+                    "deploy the stack (sam deploy or cdk deploy)",
+                ));
                 None
             }
         }
@@ -187,41 +224,67 @@ impl Doctor {
             let described = match self.events.describe_rule().name(rule).event_bus_name(bus).send().await {
                 Ok(d) => d,
                 Err(e) => {
-                    findings.push(bad(check, format!("not found: {}", err_text(e)), "deploy the stack; the rule feeds Ballast its events"));
+                    findings.push(bad(
+                        check,
+                        format!("not found: {}", err_text(e)),
+                        "deploy the stack; the rule feeds Ballast its events",
+                    ));
                     continue;
                 }
             };
             if described.state() != Some(&RuleState::Enabled) {
-                findings.push(bad(&check, format!("state {:?}", described.state()), format!("aws events enable-rule --name {rule} --event-bus-name {bus}")));
+                findings.push(bad(
+                    &check,
+                    format!("state {:?}", described.state()),
+                    format!("aws events enable-rule --name {rule} --event-bus-name {bus}"),
+                ));
                 continue;
             }
             let targets = match self.events.list_targets_by_rule().rule(rule).event_bus_name(bus).send().await {
                 Ok(t) => t.targets().iter().map(|t| t.arn().to_string()).collect::<Vec<_>>(),
                 Err(e) => {
-                    findings.push(bad(&check, format!("cannot list targets: {}", err_text(e)), "check the rule's targets"));
+                    findings.push(bad(
+                        &check,
+                        format!("cannot list targets: {}", err_text(e)),
+                        "check the rule's targets",
+                    ));
                     continue;
                 }
             };
             let (wanted, hit) = match target {
                 Target::Queue => (wiring.queue.clone(), queue_arn.is_some_and(|q| targets.iter().any(|t| t == q))),
-                Target::Function(f) => (f.clone(), targets.iter().any(|t| t.ends_with(&format!(":function:{f}")) || t.contains(&format!(":function:{f}:")))),
+                Target::Function(f) => (
+                    f.clone(),
+                    targets
+                        .iter()
+                        .any(|t| t.ends_with(&format!(":function:{f}")) || t.contains(&format!(":function:{f}:"))),
+                ),
             };
             if hit {
                 findings.push(ok(&check, format!("enabled, targets {wanted}")));
             } else {
-                findings.push(bad(&check, format!("enabled but targets {targets:?}, not {wanted}"), format!("add {wanted} as a target of {rule}")));
+                findings.push(bad(
+                    &check,
+                    format!("enabled but targets {targets:?}, not {wanted}"),
+                    format!("add {wanted} as a target of {rule}"),
+                ));
             }
         }
     }
 
     async fn asgs(&self, config: &Config, findings: &mut Vec<Finding>) {
         for pool in &config.pools {
-            let selectors = pool.spot_asgs.iter().map(|s| (s, true)).chain(std::iter::once((&pool.on_demand_asg, false)));
+            let selectors =
+                pool.spot_asgs.iter().map(|s| (s, true)).chain(std::iter::once((&pool.on_demand_asg, false)));
             for (selector, spot) in selectors {
                 let kind = if spot { "spot" } else { "on-demand" };
                 let check = format!("pool {} {kind} ASG {selector}", pool.name);
                 match self.autoscaling.select(selector).await {
-                    Err(e) => findings.push(bad(check, e.to_string(), "check the credentials' autoscaling:Describe* permissions")),
+                    Err(e) => findings.push(bad(
+                        check,
+                        e.to_string(),
+                        "check the credentials' autoscaling:Describe* permissions",
+                    )),
                     Ok(groups) if groups.is_empty() => findings.push(bad(
                         check,
                         "no such ASG".to_string(),
@@ -230,9 +293,11 @@ impl Doctor {
                             AsgSelector::Tags(_) => "tag the ASGs, or fix the tag selector in the config".to_string(),
                         },
                     )),
-                    Ok(groups) if !spot && groups.len() != 1 => {
-                        findings.push(bad(check, format!("matches {} ASGs", groups.len()), "the on-demand selector must match exactly one ASG"))
-                    }
+                    Ok(groups) if !spot && groups.len() != 1 => findings.push(bad(
+                        check,
+                        format!("matches {} ASGs", groups.len()),
+                        "the on-demand selector must match exactly one ASG",
+                    )),
                     Ok(groups) => {
                         for group in groups {
                             let name = group.auto_scaling_group_name().unwrap_or_default().to_string();

@@ -15,9 +15,9 @@ pub struct ClusterInfo {
 
 pub async fn describe_cluster(client: &aws_sdk_eks::Client, name: &str) -> Result<ClusterInfo, PortError> {
     let out = client.describe_cluster().name(name).send().await.map_err(|e| classify("DescribeCluster", e))?;
-    let cluster = out
-        .cluster()
-        .ok_or_else(|| PortError::new(ErrorKind::Permanent, "DescribeCluster", format!("cluster {name}: no description returned")))?;
+    let cluster = out.cluster().ok_or_else(|| {
+        PortError::new(ErrorKind::Permanent, "DescribeCluster", format!("cluster {name}: no description returned"))
+    })?;
     Ok(ClusterInfo {
         name: name.to_string(),
         endpoint: cluster.endpoint().unwrap_or_default().to_string(),

@@ -22,5 +22,8 @@ use aws_config::{BehaviorVersion, SdkConfig};
 /// The SDK configuration from the environment (region, credentials, and
 /// `AWS_ENDPOINT_URL` for a local emulator), with standard retries.
 pub async fn sdk_config() -> SdkConfig {
-    aws_config::defaults(BehaviorVersion::latest()).retry_config(RetryConfig::standard().with_max_attempts(3)).load().await
+    aws_config::defaults(BehaviorVersion::latest())
+        .retry_config(RetryConfig::standard().with_max_attempts(3))
+        .load()
+        .await
 }

@@ -64,7 +64,9 @@ impl StateStore for DynamoStore {
             .map_err(|e| classify("GetItem", e))?;
         let Some(item) = out.item() else { return Ok(Versioned { value: PoolRecord::default(), version: 0 }) };
         let version = match item.get("version") {
-            Some(AttributeValue::N(v)) => v.parse::<u64>().map_err(|e| self.bad_item(&format!("pool#{pool}.version"), e.to_string()))?,
+            Some(AttributeValue::N(v)) => {
+                v.parse::<u64>().map_err(|e| self.bad_item(&format!("pool#{pool}.version"), e.to_string()))?
+            }
             _ => return Err(self.bad_item(&format!("pool#{pool}.version"), "missing or not a number".into())),
         };
         let record = match item.get("record") {
@@ -94,17 +96,25 @@ impl StateStore for DynamoStore {
         };
         match request.send().await {
             Ok(_) => Ok(next),
-            Err(e) if e.as_service_error().is_some_and(|se| se.is_conditional_check_failed_exception()) => Err(PortError::new(
-                ErrorKind::Conflict,
-                "PutItem",
-                format!("pool {pool}: the record is no longer at version {expected}"),
-            )
-            .with_source(e)),
+            Err(e) if e.as_service_error().is_some_and(|se| se.is_conditional_check_failed_exception()) => {
+                Err(PortError::new(
+                    ErrorKind::Conflict,
+                    "PutItem",
+                    format!("pool {pool}: the record is no longer at version {expected}"),
+                )
+                .with_source(e))
+            }
             Err(e) => Err(classify("PutItem", e)),
         }
     }
 
-    async fn acquire_lease(&self, pool: &str, owner: &str, now: DateTime<Utc>, ttl: Duration) -> Result<bool, PortError> {
+    async fn acquire_lease(
+        &self,
+        pool: &str,
+        owner: &str,
+        now: DateTime<Utc>,
+        ttl: Duration,
+    ) -> Result<bool, PortError> {
         let until = now.timestamp() + i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX / 2);
         let result = self
             .client
@@ -175,7 +185,11 @@ impl StateStore for DynamoStore {
                         }
                     }
                 }
-                keys = out.unprocessed_keys().and_then(|u| u.get(&self.table)).map(|k| k.keys().to_vec()).unwrap_or_default();
+                keys = out
+                    .unprocessed_keys()
+                    .and_then(|u| u.get(&self.table))
+                    .map(|k| k.keys().to_vec())
+                    .unwrap_or_default();
             }
             if !keys.is_empty() {
                 return Err(PortError::new(ErrorKind::Retryable, "BatchGetItem", "unprocessed keys after retries"));

@@ -8,6 +8,8 @@ async fn main() -> Result<(), Error> {
     ballast_lambda::init_tracing();
     let app = ballast_lambda::AwsApp::from_env("cluster-events").await?;
     let app = &app;
-    lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move { Ok::<_, Error>(app.direct(event.payload).await?) }))
-        .await
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
+        Ok::<_, Error>(app.direct(event.payload).await?)
+    }))
+    .await
 }

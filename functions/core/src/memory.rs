@@ -12,7 +12,9 @@ use serde::{Deserialize, Serialize};
 use crate::config::{AsgSelector, PoolConfig};
 use crate::model::{AsgInstance, Demand, LifecycleState, Market, NodeState, ObservedAsg, PoolRecord};
 use crate::plan::LifecycleRef;
-use crate::ports::{Autoscaling, Clock, Cluster, Compute, DeadLetters, DrainReport, ErrorKind, PortError, StateStore, Versioned};
+use crate::ports::{
+    Autoscaling, Clock, Cluster, Compute, DeadLetters, DrainReport, ErrorKind, PortError, StateStore, Versioned,
+};
 
 /// The whole observable world of a deployment, as JSON-friendly data.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -11,7 +11,7 @@ use serde::Serialize;
 use crate::config::{AsgSelector, Config, PoolConfig};
 use crate::event::{Event, Signal};
 use crate::model::{ObservedAsg, ObservedPool, PoolRecord};
-use crate::plan::{ActionKind, Plan};
+use crate::plan::{ActionKind, LifecycleRef, Plan};
 use crate::planner::{plan, PlanInput};
 use crate::ports::{Autoscaling, Clock, Cluster, DrainReport, PortError, StateStore, Versioned};
 
@@ -20,6 +20,9 @@ pub const DEMAND_FRESH_FOR: chrono::Duration = chrono::Duration::minutes(5);
 /// How long handled event ids are remembered (EventBridge redelivers within hours).
 pub const DEDUP_FOR: chrono::Duration = chrono::Duration::hours(24);
 const MAX_ATTEMPTS: u32 = 3;
+/// A drain for a lifecycle action runs in slices this long, with a heartbeat between
+/// them, so the hook never times out under a long drain.
+pub const HEARTBEAT_EVERY: Duration = Duration::from_secs(60);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReconcileError {
@@ -336,8 +339,8 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                     self.autoscaling.set_desired_capacity(asg, *to).await.map(|_| Applied::Done)
                 }
                 ActionKind::CordonNode { node, .. } => self.cluster.cordon(node).await.map(|_| Applied::Done),
-                ActionKind::DrainNode { node, instance_id, timeout, .. } => {
-                    self.cluster.drain(node, timeout.0).await.map(|report| {
+                ActionKind::DrainNode { node, instance_id, timeout, lifecycle } => {
+                    self.drain(node, timeout.0, lifecycle.as_ref()).await.map(|report| {
                         drained.insert(instance_id, report.complete());
                         Applied::Drained(report)
                     })
@@ -367,6 +370,32 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
             }
         }
         Ok(applied)
+    }
+}
+
+impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K> {
+    /// Drains within `timeout`; for a lifecycle action, in slices with a heartbeat
+    /// between them.
+    async fn drain(
+        &self,
+        node: &str,
+        timeout: Duration,
+        lifecycle: Option<&LifecycleRef>,
+    ) -> Result<DrainReport, PortError> {
+        let mut remaining = timeout;
+        let mut evicted = 0;
+        loop {
+            let slice = if lifecycle.is_some() { remaining.min(HEARTBEAT_EVERY) } else { remaining };
+            let report = self.cluster.drain(node, slice).await?;
+            evicted += report.evicted;
+            remaining = remaining.saturating_sub(slice);
+            if report.complete() || remaining.is_zero() {
+                return Ok(DrainReport { evicted, blocked: report.blocked });
+            }
+            if let Some(action) = lifecycle {
+                self.autoscaling.record_lifecycle_heartbeat(action).await?;
+            }
+        }
     }
 }
 

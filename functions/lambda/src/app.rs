@@ -56,7 +56,9 @@ pub async fn load_config(source: &ConfigSource, sdk: &aws_config::SdkConfig) -> 
         ConfigSource::Inline(yaml) => yaml.clone(),
         ConfigSource::File(path) => std::fs::read_to_string(path)
             .map_err(|source| StartError::ReadFile { path: path.display().to_string(), source })?,
-        ConfigSource::SsmParameter(name) => ballast_aws::ssm::parameter(sdk, name).await.map_err(StartError::Parameter)?,
+        ConfigSource::SsmParameter(name) => {
+            ballast_aws::ssm::parameter(sdk, name).await.map_err(StartError::Parameter)?
+        }
     };
     Ok(Config::from_yaml(&text)?)
 }
@@ -70,7 +72,12 @@ impl AwsApp {
         Self::build(function, settings, config, &sdk)
     }
 
-    pub fn build(function: &'static str, settings: Settings, config: Config, sdk: &aws_config::SdkConfig) -> Result<AwsApp, StartError> {
+    pub fn build(
+        function: &'static str,
+        settings: Settings,
+        config: Config,
+        sdk: &aws_config::SdkConfig,
+    ) -> Result<AwsApp, StartError> {
         if let Some(running) = sdk.region().map(|r| r.to_string()) {
             if running != config.region {
                 return Err(StartError::Region { config: config.region.clone(), running });

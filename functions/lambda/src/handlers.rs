@@ -80,7 +80,12 @@ where
             pools: outcome
                 .pools
                 .iter()
-                .map(|p| PoolSummary { pool: p.plan.pool.clone(), dry_run: p.plan.dry_run, actions: p.plan.effects().count(), applied: p.applied.len() })
+                .map(|p| PoolSummary {
+                    pool: p.plan.pool.clone(),
+                    dry_run: p.plan.dry_run,
+                    actions: p.plan.effects().count(),
+                    applied: p.applied.len(),
+                })
                 .collect(),
             unrouted: outcome.unrouted.iter().map(|u| format!("{}: {}", u.event_id, u.why)).collect(),
             duplicates: outcome.duplicates.clone(),
@@ -153,7 +158,8 @@ where
             HandlerError::Invalid(e.to_string())
         })?;
         let outcome = self.reconciler.handle(vec![event]).await;
-        let retry = outcome.failures.iter().filter(|(e, _)| e.is_retryable()).map(|(e, _)| e.to_string()).collect::<Vec<_>>();
+        let retry =
+            outcome.failures.iter().filter(|(e, _)| e.is_retryable()).map(|(e, _)| e.to_string()).collect::<Vec<_>>();
         let summary = self.report(&outcome, started, Vec::new());
         if !retry.is_empty() {
             return Err(HandlerError::Retryable(retry.join("; ")));

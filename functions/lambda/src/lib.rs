@@ -12,6 +12,7 @@ pub use settings::{ConfigSource, Settings, SettingsError};
 
 /// JSON logs on stdout (CloudWatch), level from `RUST_LOG` (default `info`).
 pub fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     tracing_subscriber::fmt().json().with_env_filter(filter).with_current_span(false).with_target(false).init();
 }

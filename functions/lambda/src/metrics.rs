@@ -26,7 +26,14 @@ fn decisions(plan: &Plan) -> Vec<(&'static str, u32)> {
 }
 
 /// The EMF document for one pool's reconcile.
-pub fn emf(function: &str, plan: Option<&Plan>, pool: &str, api_errors: u32, duration_ms: u64, timestamp_ms: i64) -> Value {
+pub fn emf(
+    function: &str,
+    plan: Option<&Plan>,
+    pool: &str,
+    api_errors: u32,
+    duration_ms: u64,
+    timestamp_ms: i64,
+) -> Value {
     let mut fields = Map::new();
     let mut metrics = Vec::new();
     let mut put = |name: &str, value: Value, unit: &str| {

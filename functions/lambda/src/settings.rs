@@ -48,15 +48,21 @@ impl Settings {
         let config = match sources.len() {
             0 => return Err(SettingsError::NoConfig),
             1 => sources.into_iter().next().map(|(_, s)| s).ok_or(SettingsError::NoConfig)?,
-            _ => return Err(SettingsError::ManyConfigs(sources.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", "))),
+            _ => {
+                return Err(SettingsError::ManyConfigs(sources.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")))
+            }
         };
         let account = non_empty("BALLAST_ACCOUNT_ID");
         if let Some(a) = &account {
             if a.len() != 12 || !a.bytes().all(|b| b.is_ascii_digit()) {
-                return Err(SettingsError::Invalid { name: "BALLAST_ACCOUNT_ID", reason: format!("`{a}` is not a 12-digit account id") });
+                return Err(SettingsError::Invalid {
+                    name: "BALLAST_ACCOUNT_ID",
+                    reason: format!("`{a}` is not a 12-digit account id"),
+                });
             }
         }
-        let owner = non_empty("AWS_LAMBDA_LOG_STREAM_NAME").unwrap_or_else(|| format!("ballast-{}", std::process::id()));
+        let owner =
+            non_empty("AWS_LAMBDA_LOG_STREAM_NAME").unwrap_or_else(|| format!("ballast-{}", std::process::id()));
         Ok(Settings { config, dead_letter_queue_url: non_empty("BALLAST_DEAD_LETTER_QUEUE_URL"), account, owner })
     }
 }
@@ -75,8 +81,15 @@ mod tests {
     fn exactly_one_config_source() {
         assert_eq!(Settings::from_env(env(&[])), Err(SettingsError::NoConfig));
         let many = Settings::from_env(env(&[("BALLAST_CONFIG", "x"), ("BALLAST_CONFIG_PARAMETER", "/p")])).unwrap_err();
-        assert_eq!(many.to_string(), "BALLAST_CONFIG, BALLAST_CONFIG_PARAMETER are all set; set exactly one config source");
-        let s = Settings::from_env(env(&[("BALLAST_CONFIG_PARAMETER", "/ballast/config"), ("AWS_LAMBDA_LOG_STREAM_NAME", "2026/11/21/[$LATEST]abc")])).unwrap();
+        assert_eq!(
+            many.to_string(),
+            "BALLAST_CONFIG, BALLAST_CONFIG_PARAMETER are all set; set exactly one config source"
+        );
+        let s = Settings::from_env(env(&[
+            ("BALLAST_CONFIG_PARAMETER", "/ballast/config"),
+            ("AWS_LAMBDA_LOG_STREAM_NAME", "2026/11/21/[$LATEST]abc"),
+        ]))
+        .unwrap();
         assert_eq!(s.config, ConfigSource::SsmParameter("/ballast/config".into()));
         assert_eq!(s.owner, "2026/11/21/[$LATEST]abc");
     }
