@@ -246,6 +246,89 @@ impl Deployment {
         (group.desired_capacity().unwrap_or(0), ids)
     }
 
+    /// The rest of a deployment's wiring, as the templates make it: the events queue
+    /// redriving to the dead-letter queue, one rule per AWS event into the queue, the
+    /// forwarder's bus and its rule to the cluster-events function.
+    pub async fn wire(&self) -> String {
+        let dlq_arn = self.queue_arn(&self.dlq_url).await;
+        let redrive = serde_json::json!({ "deadLetterTargetArn": dlq_arn, "maxReceiveCount": "5" }).to_string();
+        let queue_url = self
+            .sqs
+            .create_queue()
+            .queue_name("ballast-test-events")
+            .attributes(aws_sdk_sqs::types::QueueAttributeName::RedrivePolicy, redrive)
+            .send()
+            .await
+            .expect("queue")
+            .queue_url()
+            .unwrap_or_default()
+            .to_string();
+        let queue_arn = self.queue_arn(&queue_url).await;
+        let events = aws_sdk_eventbridge::Client::new(&self.sdk);
+        for (rule, source, detail_type) in [
+            ("spot-interruption", "aws.ec2", "EC2 Spot Instance Interruption Warning"),
+            ("rebalance", "aws.ec2", "EC2 Instance Rebalance Recommendation"),
+            ("state-change", "aws.ec2", "EC2 Instance State-change Notification"),
+            ("launch-unsuccessful", "aws.autoscaling", "EC2 Instance Launch Unsuccessful"),
+            ("lifecycle", "aws.autoscaling", "EC2 Instance-terminate Lifecycle Action"),
+            ("health", "aws.health", "AWS Health Event"),
+        ] {
+            let name = format!("ballast-test-{rule}");
+            let pattern = serde_json::json!({ "source": [source], "detail-type": [detail_type] }).to_string();
+            events.put_rule().name(&name).event_pattern(pattern).send().await.expect("rule");
+            events
+                .put_targets()
+                .rule(&name)
+                .targets(
+                    aws_sdk_eventbridge::types::Target::builder().id("queue").arn(&queue_arn).build().expect("target"),
+                )
+                .send()
+                .await
+                .expect("targets");
+        }
+        events.create_event_bus().name("ballast-test").send().await.expect("bus");
+        let pattern = serde_json::json!({ "source": ["ballast.kubernetes"] }).to_string();
+        events
+            .put_rule()
+            .name("ballast-test-forwarder")
+            .event_bus_name("ballast-test")
+            .event_pattern(pattern)
+            .send()
+            .await
+            .expect("rule");
+        events
+            .put_targets()
+            .rule("ballast-test-forwarder")
+            .event_bus_name("ballast-test")
+            .targets(
+                aws_sdk_eventbridge::types::Target::builder()
+                    .id("fn")
+                    .arn("arn:aws:lambda:eu-west-1:123456789012:function:ballast-test-cluster-events")
+                    .build()
+                    .expect("target"),
+            )
+            .send()
+            .await
+            .expect("targets");
+        queue_url
+    }
+
+    async fn queue_arn(&self, url: &str) -> String {
+        let attrs = self
+            .sqs
+            .get_queue_attributes()
+            .queue_url(url)
+            .attribute_names(aws_sdk_sqs::types::QueueAttributeName::QueueArn)
+            .send()
+            .await
+            .expect("queue attributes");
+        attrs
+            .attributes()
+            .and_then(|a| a.get(&aws_sdk_sqs::types::QueueAttributeName::QueueArn))
+            .cloned()
+            .unwrap_or_default()
+    }
+
     pub async fn dead_letters(&self) -> Vec<String> {
         let out = self
             .sqs

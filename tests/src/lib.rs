@@ -3,6 +3,7 @@
 //! server and an AWS deployment in it for the AWS tests.
 
 pub mod aws;
+pub mod emulator;
 pub mod moto;
 
 use std::path::PathBuf;

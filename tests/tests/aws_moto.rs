@@ -220,3 +220,52 @@ async fn a_retryable_failure_is_a_partial_batch_failure_of_that_pool_only() {
     let failed: Vec<&str> = response.batch_item_failures.iter().map(|f| f.item_identifier.as_str()).collect();
     assert_eq!(failed, vec!["m1"], "only the message whose pool is busy is retried");
 }
+
+#[tokio::test]
+async fn doctor_checks_the_wiring_and_says_how_to_fix_it() {
+    use ballast_aws::doctor::{Doctor, Wiring};
+    let Some(moto) = Moto::start() else { return };
+    let d = Deployment::create(&moto, 2, (0, 1), now()).await;
+    d.wire().await;
+    let config = config(false);
+    let doctor = Doctor::new(&d.sdk);
+    let wiring = Wiring::conventional(&config);
+    let findings = doctor.check(&config, &wiring).await;
+    let bad: Vec<_> = findings.iter().filter(|f| !f.ok).collect();
+    assert!(bad.is_empty(), "{bad:#?}");
+    assert_eq!(findings.len(), 2 + 2 + 7 + 2, "table, TTL, two queues, seven rules, two ASGs: {findings:#?}");
+
+    // Break it: a disabled rule, a misnamed ASG, an on-demand ASG listed as spot.
+    aws_sdk_eventbridge::Client::new(&d.sdk).disable_rule().name("ballast-test-health").send().await.unwrap();
+    d.autoscaling
+        .create_auto_scaling_group()
+        .auto_scaling_group_name("nope2")
+        .min_size(0)
+        .max_size(2)
+        .availability_zones("eu-west-1a")
+        .launch_template(
+            aws_sdk_autoscaling::types::LaunchTemplateSpecification::builder()
+                .launch_template_name("ballast-test")
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let broken = Config::from_yaml(
+        &config_yaml(false, "").replace(&format!("spot_asgs: [{SPOT}]"), &format!("spot_asgs: [{SPOT}, nope, nope2]")),
+    )
+    .unwrap();
+    let findings = doctor.check(&broken, &Wiring::conventional(&broken)).await;
+    let bad: Vec<_> = findings.iter().filter(|f| !f.ok).collect();
+    assert_eq!(bad.len(), 3, "{bad:#?}");
+    assert!(bad
+        .iter()
+        .any(|f| f.check == "rule ballast-test-health (bus default)"
+            && f.fix.as_deref().unwrap().contains("enable-rule")));
+    assert!(bad.iter().any(|f| f.check.contains("spot ASG nope") && f.detail == "no such ASG"));
+    assert!(
+        bad.iter().any(|f| f.check.ends_with("spot ASG nope2: nope2") && f.detail.contains("buy on-demand")),
+        "{bad:#?}"
+    );
+    assert!(bad.iter().all(|f| f.fix.is_some()));
+}

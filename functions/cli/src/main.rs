@@ -21,6 +21,13 @@ enum Command {
     Simulate(commands::simulate::SimulateArgs),
     /// Print the Plan (JSON) Ballast would make for events against a state snapshot.
     Plan(commands::plan::PlanArgs),
+    /// Run a function's handler in-process against the AWS endpoint of the environment
+    /// (e.g. AWS_ENDPOINT_URL=http://127.0.0.1:5000 for moto).
+    #[cfg(feature = "aws")]
+    Invoke(commands::aws::InvokeArgs),
+    /// Check a deployment's wiring: rules, queues, table, ASGs; say how to fix what is wrong.
+    #[cfg(feature = "aws")]
+    Doctor(commands::aws::DoctorArgs),
     /// Parse and validate event files.
     Events {
         #[command(subcommand)]
@@ -50,6 +57,10 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Simulate(args) => commands::simulate::run(args),
         Command::Plan(args) => commands::plan::run(args),
+        #[cfg(feature = "aws")]
+        Command::Invoke(args) => commands::aws::invoke(args),
+        #[cfg(feature = "aws")]
+        Command::Doctor(args) => commands::aws::doctor(args),
         Command::Events { command: EventsCommand::Check(args) } => commands::events::check(args),
         Command::Config { command: ConfigCommand::Check { file } } => commands::config::check(&file),
     };

@@ -1,3 +1,5 @@
+#[cfg(feature = "aws")]
+pub mod aws;
 pub mod config;
 pub mod events;
 pub mod plan;

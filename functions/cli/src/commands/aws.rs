@@ -1,0 +1,125 @@
+//! Commands that talk to AWS, behind the `aws` feature.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{bail, Context};
+use aws_lambda_events::event::sqs::SqsEvent;
+use ballast_aws::doctor::{Doctor, Wiring};
+use ballast_lambda::{AwsApp, ConfigSource, Settings};
+use clap::{Args, ValueEnum};
+use serde_json::{json, Value};
+
+use super::load_config;
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum Function {
+    Interruption,
+    Schedule,
+    ClusterEvents,
+}
+
+#[derive(Args)]
+pub struct InvokeArgs {
+    function: Function,
+    /// An EventBridge envelope (wrapped in an SQS message for the interruption
+    /// function), a Scheduler input, or an SQS event with `Records`.
+    #[arg(long)]
+    event: PathBuf,
+    /// The config file; otherwise BALLAST_CONFIG / BALLAST_CONFIG_FILE / BALLAST_CONFIG_PARAMETER.
+    #[arg(long)]
+    config: Option<PathBuf>,
+}
+
+pub fn invoke(args: InvokeArgs) -> anyhow::Result<ExitCode> {
+    let text = std::fs::read_to_string(&args.event).with_context(|| format!("cannot read {}", args.event.display()))?;
+    let payload: Value =
+        serde_json::from_str(&text).with_context(|| format!("{} is not JSON", args.event.display()))?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(async {
+        let mut settings = match &args.config {
+            Some(path) => Settings::from_env(|name| match name {
+                "BALLAST_CONFIG_FILE" => Some(path.display().to_string()),
+                "BALLAST_CONFIG" | "BALLAST_CONFIG_PARAMETER" => None,
+                other => std::env::var(other).ok(),
+            })?,
+            None => Settings::from_env(|name| std::env::var(name).ok())?,
+        };
+        settings.owner = format!("ballast-invoke-{}", std::process::id());
+        let sdk = ballast_aws::sdk_config().await;
+        let config = ballast_lambda::app::load_config(&settings.config, &sdk).await?;
+        if let ConfigSource::File(path) = &settings.config {
+            eprintln!("config {}: cluster {}", path.display(), config.cluster);
+        }
+        let (name, function) = match args.function {
+            Function::Interruption => ("interruption", args.function),
+            Function::Schedule => ("schedule", args.function),
+            Function::ClusterEvents => ("cluster-events", args.function),
+        };
+        let app = AwsApp::build(name, settings, config, &sdk)?;
+        let output = match function {
+            Function::Interruption => {
+                let batch: SqsEvent = if payload.get("Records").is_some() {
+                    serde_json::from_value(payload)?
+                } else {
+                    serde_json::from_value(json!({ "Records": [{ "messageId": "ballast-invoke", "body": payload.to_string() }] }))?
+                };
+                let (response, summary) = app.interruption(batch).await;
+                json!({ "batchItemFailures": response.batch_item_failures.iter().map(|f| &f.item_identifier).collect::<Vec<_>>(), "summary": summary })
+            }
+            Function::Schedule | Function::ClusterEvents => match app.direct(payload).await {
+                Ok(summary) => json!({ "summary": summary }),
+                Err(err) => bail!("{err}"),
+            },
+        };
+        println!("{}", serde_json::to_string_pretty(&output)?);
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+#[derive(Args)]
+pub struct DoctorArgs {
+    #[arg(long)]
+    config: PathBuf,
+    /// The queue the AWS events go to (default `ballast-CLUSTER-events`).
+    #[arg(long)]
+    queue: Option<String>,
+    /// Its dead-letter queue (default `ballast-CLUSTER-events-dlq`).
+    #[arg(long)]
+    dead_letter_queue: Option<String>,
+    /// Print JSON findings.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn doctor(args: DoctorArgs) -> anyhow::Result<ExitCode> {
+    let config = match load_config(&args.config)? {
+        Ok(c) => c,
+        Err(issues) => bail!("{} is invalid:\n  {}", args.config.display(), issues.join("\n  ")),
+    };
+    let mut wiring = Wiring::conventional(&config);
+    if let Some(q) = args.queue {
+        wiring.queue = q;
+    }
+    if let Some(q) = args.dead_letter_queue {
+        wiring.dead_letter_queue = q;
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let findings = runtime.block_on(async {
+        let sdk = ballast_aws::sdk_config().await;
+        Doctor::new(&sdk).check(&config, &wiring).await
+    });
+    let bad = findings.iter().filter(|f| !f.ok).count();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&findings)?);
+    } else {
+        for f in &findings {
+            println!("{} {}: {}", if f.ok { "ok  " } else { "FAIL" }, f.check, f.detail);
+            if let Some(fix) = &f.fix {
+                println!("       fix: {fix}");
+            }
+        }
+        println!("{} check(s), {bad} problem(s)", findings.len());
+    }
+    Ok(if bad == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
