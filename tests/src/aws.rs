@@ -233,6 +233,7 @@ impl Deployment {
             },
             origin,
             dead_letters: Some(SqsDeadLetters::new(&self.sdk, &self.dlq_url)),
+            metrics: ballast_lambda::app::metrics_to_stderr,
         };
         (app, cluster)
     }

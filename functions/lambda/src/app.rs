@@ -19,6 +19,18 @@ pub struct App<A, C, S, K, D> {
     pub origin: Origin,
     /// Where malformed queue messages go (the interruption function only).
     pub dead_letters: Option<D>,
+    /// Where EMF metric lines go: stdout in Lambda (CloudWatch reads them there).
+    pub metrics: fn(&serde_json::Value),
+}
+
+/// The Lambda sink: one EMF document per line on stdout.
+pub fn metrics_to_stdout(doc: &serde_json::Value) {
+    println!("{doc}");
+}
+
+/// For local runs whose stdout is the result.
+pub fn metrics_to_stderr(doc: &serde_json::Value) {
+    eprintln!("{doc}");
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -97,6 +109,7 @@ impl AwsApp {
             },
             origin,
             dead_letters: settings.dead_letter_queue_url.map(|url| SqsDeadLetters::new(sdk, url)),
+            metrics: metrics_to_stdout,
         })
     }
 }

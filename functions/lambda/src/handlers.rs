@@ -68,10 +68,10 @@ where
             let plan = &pool.plan;
             info!(function = self.function, pool = %plan.pool, dry_run = plan.dry_run, plan = %serde_json::to_string(plan).unwrap_or_default(), "plan");
             let errors = errors_by_pool.remove(&plan.pool).unwrap_or(0);
-            println!("{}", emf(self.function, Some(plan), &plan.pool, errors, elapsed, now));
+            (self.metrics)(&emf(self.function, Some(plan), &plan.pool, errors, elapsed, now));
         }
         for (pool, errors) in errors_by_pool {
-            println!("{}", emf(self.function, None, &pool, errors, elapsed, now));
+            (self.metrics)(&emf(self.function, None, &pool, errors, elapsed, now));
         }
         for u in &outcome.unrouted {
             info!(function = self.function, event_id = %u.event_id, why = %u.why, "event concerns no pool");

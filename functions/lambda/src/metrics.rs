@@ -70,3 +70,45 @@ pub fn emf(
     }
     doc
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ballast_core::model::PoolRecord;
+    use ballast_core::plan::Action;
+
+    #[test]
+    fn one_line_of_embedded_metric_format_per_pool() {
+        let action = |kind| Action { kind, reason: "r".into() };
+        let plan = Plan {
+            pool: "general".into(),
+            now: "2026-11-20T09:00:00Z".parse().unwrap(),
+            dry_run: false,
+            actions: vec![
+                action(ActionKind::RecordState),
+                action(ActionKind::SetDesiredCapacity { asg: "a".into(), from: 1, to: 2 }),
+                action(ActionKind::SetDesiredCapacity { asg: "b".into(), from: 3, to: 2 }),
+                action(ActionKind::SetHeadroomReplicas { namespace: "ballast".into(), from: None, to: 7 }),
+            ],
+            notes: vec![],
+            record: PoolRecord { fallback_units: 3, ..Default::default() },
+        };
+        let doc = emf("interruption", Some(&plan), "general", 1, 42, 1_700_000_000_000);
+        assert_eq!(doc["_aws"]["Timestamp"], 1_700_000_000_000i64);
+        assert_eq!(doc["_aws"]["CloudWatchMetrics"][0]["Namespace"], "Ballast");
+        assert_eq!(doc["Pool"], "general");
+        assert_eq!(doc["Decisions"], 3, "record_state is not a decision");
+        assert_eq!(doc["SetDesiredCapacity"], 2);
+        assert_eq!(doc["SetHeadroomReplicas"], 1);
+        assert_eq!(doc["HeadroomReplicas"], 7);
+        assert_eq!(doc["FallbackUnits"], 3);
+        assert_eq!(doc["ApiErrors"], 1);
+        assert_eq!(doc["ReconcileDuration"], 42);
+        // Every declared metric has its value at the top level, as EMF requires.
+        for metric in doc["_aws"]["CloudWatchMetrics"][0]["Metrics"].as_array().unwrap() {
+            let name = metric["Name"].as_str().unwrap();
+            assert!(doc[name].is_number(), "{name}");
+        }
+        assert!(!doc.to_string().contains('\n'), "one line");
+    }
+}

@@ -1,0 +1,64 @@
+//! `ballast invoke` and `ballast doctor` (the `aws` feature) against moto.
+#![cfg(feature = "aws")]
+
+use std::process::Command;
+
+use ballast_tests::aws::{config_yaml, fixture_json, Deployment, SPOT};
+use ballast_tests::moto::Moto;
+use serde_json::{json, Value};
+
+fn ballast(args: &[&str], endpoint: &str) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_ballast"))
+        .args(args)
+        .current_dir(ballast_tests::repo_root())
+        .env("AWS_ENDPOINT_URL", endpoint)
+        .env("AWS_REGION", "eu-west-1")
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("AWS_MAX_ATTEMPTS", "1")
+        .env_remove("BALLAST_CONFIG")
+        .env_remove("BALLAST_CONFIG_PARAMETER")
+        .output()
+        .expect("ballast runs")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn invoke_and_doctor_against_moto() {
+    let Some(moto) = Moto::start() else { return };
+    let d = Deployment::create(&moto, 3, (0, 1), chrono::Utc::now()).await;
+    d.wire().await;
+    let dir = std::env::temp_dir().join(format!("ballast-cli-aws-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("ballast.yaml");
+    std::fs::write(&config, config_yaml(false, "")).unwrap();
+    let config = config.to_str().unwrap();
+
+    let out = ballast(&["doctor", "--config", config], &moto.endpoint);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("13 check(s), 0 problem(s)"), "{text}");
+
+    let (_, ids) = d.asg(SPOT).await;
+    let warning = fixture_json("spot-interruption-terminate.json", |v| {
+        v["detail"]["instance-id"] = json!(ids[0]);
+        v["resources"] = json!([format!("arn:aws:ec2:eu-west-1:123456789012:instance/{}", ids[0])]);
+    });
+    let event = dir.join("warning.json");
+    std::fs::write(&event, warning.to_string()).unwrap();
+    let out =
+        ballast(&["invoke", "interruption", "--event", event.to_str().unwrap(), "--config", config], &moto.endpoint);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let result: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(result["batchItemFailures"], json!([]));
+    assert_eq!(result["summary"]["pools"][0]["pool"], "general");
+    let (desired, now_ids) = d.asg(SPOT).await;
+    assert_eq!(desired, 3);
+    assert!(!now_ids.contains(&ids[0]));
+
+    // A broken config is named, not panicked on.
+    std::fs::write(dir.join("bad.yaml"), "cluster: x\n").unwrap();
+    let out = ballast(&["doctor", "--config", dir.join("bad.yaml").to_str().unwrap()], &moto.endpoint);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("region: is required"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
