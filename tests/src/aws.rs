@@ -115,9 +115,23 @@ pools:
     )
 }
 
+/// Sizes and options of a deployment in moto.
+#[derive(Debug, Clone)]
+pub struct Setup {
+    pub spot: i32,
+    pub spot_max: i32,
+    pub on_demand: (i32, i32),
+    pub faults: Option<crate::moto::Faults>,
+}
+
 impl Deployment {
     /// Creates the AWS resources in moto.
     pub async fn create(moto: &Moto, spot: i32, on_demand: (i32, i32), now: DateTime<Utc>) -> Deployment {
+        Self::create_with(moto, Setup { spot, spot_max: 20, on_demand, faults: None }, now).await
+    }
+
+    pub async fn create_with(moto: &Moto, setup: Setup, now: DateTime<Utc>) -> Deployment {
+        let Setup { spot, spot_max, on_demand, faults } = setup;
         let sdk = moto.sdk().await;
         let ec2 = aws_sdk_ec2::Client::new(&sdk);
         ec2.create_launch_template()
@@ -144,7 +158,7 @@ impl Deployment {
             .create_auto_scaling_group()
             .auto_scaling_group_name(SPOT)
             .min_size(0)
-            .max_size(20)
+            .max_size(spot_max)
             .desired_capacity(spot)
             .availability_zones("eu-west-1a")
             .availability_zones("eu-west-1b")
@@ -207,8 +221,11 @@ impl Deployment {
         let sqs = aws_sdk_sqs::Client::new(&sdk);
         let dlq_url =
             sqs.create_queue().queue_name(DLQ).send().await.expect("dlq").queue_url().unwrap_or_default().to_string();
-        // The recorder starts empty: setup calls are not Ballast's.
+        // The recorder starts empty and faults start now: setup calls are not Ballast's.
         recorder.0.lock().expect("recorder").clear();
+        if let Some(faults) = &faults {
+            faults.enable();
+        }
         Deployment { sdk, autoscaling, sqs, dlq_url, recorder, unlaunched, clock: FixedClock::new(now) }
     }
 

@@ -169,11 +169,17 @@ impl Intercept for Unlaunched {
 pub struct Faults {
     pub every: usize,
     pub count: Arc<Mutex<(usize, usize)>>,
+    /// Off during setup: only Ballast's calls meet faults.
+    pub enabled: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Faults {
     pub fn every(every: usize) -> Self {
-        Faults { every, count: Arc::new(Mutex::new((0, 0))) }
+        Faults { every, count: Arc::new(Mutex::new((0, 0))), enabled: Default::default() }
+    }
+
+    pub fn enable(&self) {
+        self.enabled.store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// (calls, injected faults)
@@ -193,6 +199,9 @@ impl Intercept for Faults {
         _: &RuntimeComponents,
         _: &mut ConfigBag,
     ) -> Result<(), BoxError> {
+        if !self.enabled.load(std::sync::atomic::Ordering::SeqCst) {
+            return Ok(());
+        }
         let mut count = self.count.lock().expect("faults");
         count.0 += 1;
         if count.0 % self.every != 0 {

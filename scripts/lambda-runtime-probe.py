@@ -1,0 +1,67 @@
+"""Measures a Lambda function binary's start: serves the Lambda Runtime API on
+127.0.0.1, starts the binary, and reports the init duration (process start to its
+first `invocation/next`, which is when Lambda's INIT phase ends), the invocation's
+duration and result, and the process's peak RSS (VmHWM). Used by scripts/bench-package."""
+import json, os, subprocess, sys, threading, time
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+binary, event_file = sys.argv[1], sys.argv[2]
+event = open(event_file, "rb").read()
+state = {"next_calls": 0, "init_end": None, "response": None, "done": threading.Event()}
+
+class Api(BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        if self.path.endswith("/runtime/invocation/next"):
+            state["next_calls"] += 1
+            if state["next_calls"] == 1:
+                state["init_end"] = time.monotonic()
+                state["invoked"] = time.monotonic()
+                self.send_response(200)
+                self.send_header("Lambda-Runtime-Aws-Request-Id", "bench-1")
+                self.send_header("Lambda-Runtime-Deadline-Ms", str(int(time.time() * 1000) + 60000))
+                self.send_header("Lambda-Runtime-Invoked-Function-Arn", "arn:aws:lambda:eu-west-1:123456789012:function:bench")
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(event)
+            else:
+                state["done"].wait(10)  # hold the second poll; the process is killed
+                self.send_response(500)
+                self.end_headers()
+
+    def do_POST(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length)
+        state["response"] = (self.path.rsplit("/", 1)[-1], body.decode(errors="replace"))
+        state["finished"] = time.monotonic()
+        self.send_response(202)
+        self.end_headers()
+        state["done"].set()
+
+server = HTTPServer(("127.0.0.1", 0), Api)
+threading.Thread(target=server.serve_forever, daemon=True).start()
+env = dict(os.environ, AWS_LAMBDA_RUNTIME_API=f"127.0.0.1:{server.server_port}",
+           AWS_LAMBDA_FUNCTION_NAME="bench", AWS_LAMBDA_FUNCTION_MEMORY_SIZE="128", AWS_LAMBDA_FUNCTION_VERSION="$LATEST")
+start = time.monotonic()
+proc = subprocess.Popen([binary], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+state["done"].wait(60)
+time.sleep(0.05)
+peak_kb = 0
+try:
+    for line in open(f"/proc/{proc.pid}/status"):
+        if line.startswith("VmHWM:"):
+            peak_kb = int(line.split()[1])
+finally:
+    proc.kill()
+    proc.wait()
+    server.shutdown()
+kind, body = state["response"] or ("none", "")
+print(json.dumps({
+    "init_ms": round((state["init_end"] - start) * 1000, 1) if state["init_end"] else None,
+    "invoke_ms": round((state["finished"] - state["invoked"]) * 1000, 1) if state.get("finished") else None,
+    "peak_rss_mb": round(peak_kb / 1024, 1),
+    "result": kind,
+    "body": body[:200],
+}))

@@ -1,0 +1,101 @@
+//! Benchmark: an interruption storm. 1,000 Spot interruption warnings for one pool over
+//! 120 simulated seconds, delivered as SQS batches of 10 with 5% duplicates, through
+//! the interruption handler against moto. An interceptor counts the mutating Auto
+//! Scaling calls. Prints figures; run with `scripts/bench-aws`.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use ballast_core::config::Config;
+use ballast_tests::aws::*;
+use ballast_tests::moto::Moto;
+use chrono::Duration;
+use serde_json::json;
+
+const WARNINGS: usize = 1000;
+const BATCH: usize = 10;
+const SECONDS: i64 = 120;
+
+#[tokio::main]
+async fn main() {
+    let moto = Moto::start().expect("moto_server (scripts/test installs it)");
+    let start = "2026-11-20T09:00:00Z".parse().unwrap();
+    let d = Deployment::create_with(&moto, Setup { spot: 1100, spot_max: 2200, on_demand: (0, 1), faults: None }, start).await;
+    let config = Config::from_yaml(&config_yaml(false, "").replace("max_on_demand: 10", "max_on_demand: 100")).unwrap();
+    let (app, _) = d.app(config);
+    let (_, ids) = d.asg(SPOT).await;
+    let victims: Vec<String> = ids[..WARNINGS].to_vec();
+
+    // Messages: one per warning, plus 5% duplicates of earlier ones (deterministic).
+    let mut messages: Vec<(String, String, String)> = Vec::new(); // (message id, event id, instance)
+    for (n, instance) in victims.iter().enumerate() {
+        messages.push((format!("m-{n}"), format!("w-{n}"), instance.clone()));
+        if n % 20 == 19 {
+            let earlier = n - (n * 7 % 15);
+            messages.push((format!("m-{n}-dup"), format!("w-{earlier}"), victims[earlier].clone()));
+        }
+    }
+    let duplicates = messages.len() - WARNINGS;
+    let batches: Vec<_> = messages.chunks(BATCH).map(|c| c.to_vec()).collect();
+    let step = Duration::milliseconds(SECONDS * 1000 / batches.len() as i64);
+    let started = Instant::now();
+    let mut max_sets_per_asg = 0;
+    let mut failures = 0;
+    let mut retried: Vec<(String, String, String)> = Vec::new();
+    for (index, batch) in batches.iter().enumerate() {
+        d.clock.advance(step);
+        let at = *d.clock.0.lock().unwrap();
+        let mut batch = batch.clone();
+        batch.append(&mut retried);
+        let bodies: Vec<(String, serde_json::Value)> = batch
+            .iter()
+            .map(|(message, event, instance)| {
+                let body = fixture_json("spot-interruption-terminate.json", |v| {
+                    v["id"] = json!(event);
+                    v["time"] = json!(at.to_rfc3339());
+                    v["detail"]["instance-id"] = json!(instance);
+                    v["resources"] = json!([format!("arn:aws:ec2:eu-west-1:123456789012:instance/{instance}")]);
+                });
+                (message.clone(), body)
+            })
+            .collect();
+        let before = d.recorder.calls().len();
+        let (response, _) = app.interruption(sqs_batch(&bodies)).await;
+        let calls = d.recorder.calls();
+        let mut sets: BTreeMap<String, usize> = BTreeMap::new();
+        for call in &calls[before..] {
+            if call.contains("Action=SetDesiredCapacity&") {
+                let asg = call.split('&').find_map(|p| p.strip_prefix("AutoScalingGroupName=")).unwrap_or("?").to_string();
+                *sets.entry(asg).or_default() += 1;
+            }
+        }
+        max_sets_per_asg = max_sets_per_asg.max(sets.values().copied().max().unwrap_or(0));
+        // SQS redelivers what the function reported failed.
+        for failure in &response.batch_item_failures {
+            failures += 1;
+            if let Some(m) = batch.iter().find(|(id, _, _)| *id == failure.item_identifier) {
+                retried.push(m.clone());
+            }
+        }
+        if index % 25 == 0 {
+            eprintln!("batch {index}/{}", batches.len());
+        }
+    }
+    let elapsed = started.elapsed();
+    let calls = d.recorder.calls();
+    let count = |action: &str| calls.iter().filter(|c| c.contains(&format!("Action={action}&"))).count();
+    let (spot_desired, spot_now) = d.asg(SPOT).await;
+    let (od_desired, _) = d.asg(ON_DEMAND).await;
+    let still_there = victims.iter().filter(|v| spot_now.contains(v)).count();
+    println!("storm: {WARNINGS} warnings + {duplicates} duplicates in {} SQS batches of {BATCH}, over {SECONDS} simulated s", batches.len());
+    println!("  SetDesiredCapacity calls           {}", count("SetDesiredCapacity"));
+    println!("  max SetDesiredCapacity per ASG/batch {max_sets_per_asg}   (goal: 1)");
+    println!("  TerminateInstanceInAutoScalingGroup {}", count("TerminateInstanceInAutoScalingGroup"));
+    println!("  interrupted instances still in the ASG {still_there}   (goal: 0)");
+    println!("  messages reported failed (redelivered) {failures}");
+    println!("  final desired: spot {spot_desired}, on-demand {od_desired} (started 1100 + 1)");
+    println!("  wall time {:.1}s (moto, debug build)", elapsed.as_secs_f64());
+    assert!(max_sets_per_asg <= 1, "more than one SetDesiredCapacity per ASG in a batch");
+    assert_eq!(still_there, 0, "an interrupted instance was lost");
+    assert_eq!(count("TerminateInstanceInAutoScalingGroup"), WARNINGS, "each instance terminated exactly once");
+}
