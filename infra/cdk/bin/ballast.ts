@@ -1,0 +1,36 @@
+#!/usr/bin/env node
+// The CDK app: one Ballast stack, checked by cdk-nag's AwsSolutions rules.
+import * as fs from 'fs';
+import * as path from 'path';
+import { App, Validations } from 'aws-cdk-lib';
+import { AwsSolutionsChecks } from 'cdk-nag';
+import { BallastStack } from '../lib/ballast-stack';
+
+// BALLAST_CDK_SKIP_BUILD=1 synthesizes without building the Rust functions (CI checks
+// the template and cdk-nag; `cdk deploy` builds them with cargo-lambda).
+const app = new App();
+if (process.env.BALLAST_CDK_SKIP_BUILD) {
+  // Set before any stack exists, so it wins over the CLI's default (bundle every stack).
+  app.node.setContext('aws:cdk:bundling-stacks', []);
+}
+const context = (key: string, fallback?: string): string => {
+  const value = app.node.tryGetContext(key) ?? fallback;
+  if (value === undefined) throw new Error(`missing context value ${key} (cdk.json or -c ${key}=...)`);
+  return String(value);
+};
+const list = (key: string): string[] => context(key, '').split(',').map((s) => s.trim()).filter(Boolean);
+
+const configFile = path.resolve(__dirname, '..', context('configFile'));
+new BallastStack(app, `ballast-${context('clusterName')}`, {
+  env: { account: context('account'), region: context('region') },
+  clusterName: context('clusterName'),
+  config: fs.readFileSync(configFile, 'utf8'),
+  stateTableName: context('stateTableName', 'ballast-state'),
+  vpcId: context('vpcId', ''),
+  subnetIds: list('subnetIds'),
+  securityGroupIds: list('securityGroupIds'),
+  availabilityZones: list('availabilityZones'),
+  headroomOverride: app.node.tryGetContext('headroomOverride'),
+});
+
+Validations.of(app).addPlugins(new AwsSolutionsChecks(app));

@@ -1,0 +1,171 @@
+//! Every EventBridge pattern of both templates (infra/sam/template.yaml and the CDK
+//! app's synthesized template) against every fixture in events/, judged by moto's own
+//! matcher: each rule targets its own SQS queue, each fixture is put on the bus, and
+//! the queues say which rules matched. A typo in a pattern fails here.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use ballast_tests::moto::{required, Moto};
+use ballast_tests::repo_root;
+use serde_json::Value;
+
+/// (rule, on the forwarder's bus, pattern) from a CloudFormation template.
+fn rules(template: &Value) -> Vec<(String, bool, Value)> {
+    let mut found = Vec::new();
+    for (logical_id, resource) in template["Resources"].as_object().expect("Resources") {
+        if resource["Type"] == "AWS::Events::Rule" {
+            let props = &resource["Properties"];
+            let custom_bus = !props["EventBusName"].is_null();
+            found.push((logical_id.clone(), custom_bus, props["EventPattern"].clone()));
+        }
+    }
+    found.sort_by(|a, b| a.0.cmp(&b.0));
+    found
+}
+
+/// CloudFormation YAML with its short-form tags (`!Sub`, `!GetAtt`) as plain JSON.
+fn cfn_yaml_to_json(text: &str) -> Value {
+    fn convert(v: serde_yaml_ng::Value) -> Value {
+        match v {
+            serde_yaml_ng::Value::Null => Value::Null,
+            serde_yaml_ng::Value::Bool(b) => Value::Bool(b),
+            serde_yaml_ng::Value::Number(n) => serde_json::to_value(n).unwrap_or(Value::Null),
+            serde_yaml_ng::Value::String(s) => Value::String(s),
+            serde_yaml_ng::Value::Sequence(items) => Value::Array(items.into_iter().map(convert).collect()),
+            serde_yaml_ng::Value::Mapping(map) => Value::Object(
+                map.into_iter().map(|(k, v)| (k.as_str().map(str::to_string).unwrap_or_else(|| format!("{k:?}")), convert(v))).collect(),
+            ),
+            serde_yaml_ng::Value::Tagged(tagged) => {
+                let mut obj = serde_json::Map::new();
+                obj.insert(format!("Fn::{}", tagged.tag.to_string().trim_start_matches('!')), convert(tagged.value));
+                Value::Object(obj)
+            }
+        }
+    }
+    convert(serde_yaml_ng::from_str(text).expect("template YAML"))
+}
+
+/// Which rule should take which fixture, by the fixture's file name.
+fn expected(rule_kind: &str, fixture: &str) -> bool {
+    let loss = ["state-change-stopping", "state-change-stopped", "state-change-shutting-down", "state-change-terminated"];
+    match rule_kind {
+        "spot-interruption" => fixture.starts_with("spot-interruption-"),
+        "rebalance" => fixture.starts_with("rebalance-"),
+        "state-change" => loss.iter().any(|l| fixture.starts_with(l)),
+        "launch-unsuccessful" => fixture.starts_with("launch-unsuccessful-"),
+        "lifecycle" => fixture.starts_with("lifecycle-"),
+        "health" => fixture.starts_with("health-"),
+        "forwarder" => fixture.starts_with("forwarder-"),
+        other => panic!("a rule of unknown kind: {other}"),
+    }
+}
+
+/// The rule's kind from its pattern (the template's names differ between SAM and CDK).
+fn kind_of(pattern: &Value) -> &'static str {
+    let detail_type = pattern["detail-type"][0].as_str().unwrap_or_default();
+    match detail_type {
+        "EC2 Spot Instance Interruption Warning" => "spot-interruption",
+        "EC2 Instance Rebalance Recommendation" => "rebalance",
+        "EC2 Instance State-change Notification" => "state-change",
+        "EC2 Instance Launch Unsuccessful" => "launch-unsuccessful",
+        "EC2 Instance-terminate Lifecycle Action" => "lifecycle",
+        "AWS Health Event" => "health",
+        "Pool Demand Changed" => "forwarder",
+        other => panic!("a rule for an unexpected detail-type: {other}"),
+    }
+}
+
+async fn check(template_name: &str, template: Value) {
+    let Some(moto) = Moto::start() else { return };
+    let sdk = moto.sdk().await;
+    let events = aws_sdk_eventbridge::Client::new(&sdk);
+    let sqs = aws_sdk_sqs::Client::new(&sdk);
+    events.create_event_bus().name("ballast-forwarder").send().await.unwrap();
+    let rules = rules(&template);
+    assert_eq!(rules.len(), 7, "{template_name}: six AWS event rules and the forwarder's");
+    let mut queues = BTreeMap::new();
+    for (index, (rule, custom_bus, pattern)) in rules.iter().enumerate() {
+        let url = sqs.create_queue().queue_name(format!("q{index}")).send().await.unwrap().queue_url().unwrap().to_string();
+        let arn = format!("arn:aws:sqs:eu-west-1:123456789012:q{index}");
+        let bus = if *custom_bus { "ballast-forwarder" } else { "default" };
+        events.put_rule().name(rule).event_bus_name(bus).event_pattern(pattern.to_string()).send().await.unwrap();
+        events
+            .put_targets()
+            .rule(rule)
+            .event_bus_name(bus)
+            .targets(aws_sdk_eventbridge::types::Target::builder().id("q").arn(arn).build().unwrap())
+            .send()
+            .await
+            .unwrap();
+        queues.insert(rule.clone(), (url, kind_of(pattern), bus));
+    }
+    let mut fixtures = Vec::new();
+    for entry in std::fs::read_dir(repo_root().join("events")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "json") {
+            let value: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+            if value.get("detail-type").is_some() {
+                fixtures.push((path.file_name().unwrap().to_string_lossy().to_string(), value));
+            }
+        }
+    }
+    fixtures.sort_by(|a, b| a.0.cmp(&b.0));
+    assert!(fixtures.len() >= 26);
+    let mut matched: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (name, fixture) in &fixtures {
+        for bus in ["default", "ballast-forwarder"] {
+            let entry = aws_sdk_eventbridge::types::PutEventsRequestEntry::builder()
+                .source(fixture["source"].as_str().unwrap())
+                .detail_type(fixture["detail-type"].as_str().unwrap())
+                .detail(fixture["detail"].to_string())
+                .set_resources(fixture["resources"].as_array().map(|r| r.iter().filter_map(|x| x.as_str().map(str::to_string)).collect()))
+                .event_bus_name(bus)
+                .build();
+            let out = events.put_events().entries(entry).send().await.unwrap();
+            assert_eq!(out.failed_entry_count(), 0, "{name}");
+        }
+        for (rule, (url, _, _)) in &queues {
+            let got = sqs.receive_message().queue_url(url).max_number_of_messages(10).send().await.unwrap();
+            for message in got.messages() {
+                sqs.delete_message().queue_url(url).receipt_handle(message.receipt_handle().unwrap()).send().await.unwrap();
+                matched.entry(rule.clone()).or_default().insert(name.clone());
+            }
+        }
+    }
+    let mut wrong = Vec::new();
+    for (rule, (_, kind, bus)) in &queues {
+        let got = matched.get(rule).cloned().unwrap_or_default();
+        for (name, _) in &fixtures {
+            let should = expected(kind, name);
+            if should != got.contains(name) {
+                wrong.push(format!("{template_name} rule {rule} ({kind}, bus {bus}) {} {name}", if should { "missed" } else { "wrongly took" }));
+            }
+        }
+        assert!(!got.is_empty(), "{template_name}: rule {rule} matched nothing");
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+#[tokio::test]
+async fn sam_template_patterns_match_exactly_their_events() {
+    let text = std::fs::read_to_string(repo_root().join("infra/sam/template.yaml")).unwrap();
+    check("SAM", cfn_yaml_to_json(&text)).await;
+}
+
+#[tokio::test]
+async fn cdk_template_patterns_match_exactly_their_events() {
+    let path = repo_root().join("infra/cdk/cdk.out/ballast-prod-eks.template.json");
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        assert!(!required(), "CI=true but {} is missing: scripts/test synthesizes it first", path.display());
+        eprintln!("skipped: {} not synthesized (scripts/test runs cdk synth)", path.display());
+        return;
+    };
+    check("CDK", serde_json::from_str(&text).unwrap()).await;
+}
+
+#[test]
+fn a_broken_pattern_would_be_caught() {
+    // The expectation table itself rejects a state-change rule that takes `running`.
+    assert!(!expected("state-change", "state-change-running.json"));
+    assert!(expected("state-change", "state-change-terminated.json"));
+}
