@@ -23,7 +23,12 @@ struct Final {
 async fn run(faults: Option<Faults>) -> (Final, usize, i32) {
     let moto = Moto::start().expect("moto_server (scripts/test installs it)");
     let start = "2026-11-20T09:00:00Z".parse().unwrap();
-    let d = Deployment::create_with(&moto, Setup { spot: 40, spot_max: 80, on_demand: (0, 2), faults: faults.clone() }, start).await;
+    let d = Deployment::create_with(
+        &moto,
+        Setup { spot: 40, spot_max: 80, on_demand: (0, 2), faults: faults.clone() },
+        start,
+    )
+    .await;
     let (app, _) = d.app(Config::from_yaml(&config_yaml(false, "")).unwrap());
     let (_, ids) = d.asg(SPOT).await;
     let initial_total = 40 + 2;
@@ -51,7 +56,11 @@ async fn run(faults: Option<Faults>) -> (Final, usize, i32) {
         pending.remove(0);
         d.clock.advance(Duration::seconds(5));
         let (response, _) = app.interruption(sqs_batch(&batch)).await;
-        let failed: Vec<_> = batch.iter().filter(|(id, _)| response.batch_item_failures.iter().any(|f| &f.item_identifier == id)).cloned().collect();
+        let failed: Vec<_> = batch
+            .iter()
+            .filter(|(id, _)| response.batch_item_failures.iter().any(|f| &f.item_identifier == id))
+            .cloned()
+            .collect();
         if !failed.is_empty() {
             redeliveries += failed.len();
             pending.insert(0, failed);
@@ -62,7 +71,9 @@ async fn run(faults: Option<Faults>) -> (Final, usize, i32) {
     }
     let (_, now_ids) = d.asg(SPOT).await;
     d.unlaunched.hide(&now_ids[now_ids.len() - 2..]);
-    let failure = fixture_json("launch-unsuccessful-no-spot-capacity.json", |v| v["detail"]["AutoScalingGroupName"] = json!(SPOT));
+    let failure = fixture_json("launch-unsuccessful-no-spot-capacity.json", |v| {
+        v["detail"]["AutoScalingGroupName"] = json!(SPOT)
+    });
     let mut batch = vec![("m-ice".to_string(), failure)];
     for _ in 0..20 {
         d.clock.advance(Duration::seconds(5));
@@ -99,14 +110,19 @@ async fn run(faults: Option<Faults>) -> (Final, usize, i32) {
         interrupted_left: ids[..30].iter().filter(|i| spot_now.contains(i)).count(),
     };
     assert!(min_total >= initial_total, "total desired fell to {min_total}, below {initial_total}");
-    let injected = faults.map(|f| f.counts().1).unwrap_or(0);
+    let injected = faults.as_ref().map(|f| f.counts().1).unwrap_or(0);
+    let seen = faults.as_ref().map(|f| f.counts().0).unwrap_or(0);
+    let enabled = faults.as_ref().map(|f| f.enabled.load(std::sync::atomic::Ordering::SeqCst));
+    eprintln!("faults interceptor: {seen} calls seen, enabled {enabled:?}");
     println!("  ({} faults injected, {redeliveries} redeliveries/re-runs, lowest total desired {min_total} of {initial_total})", injected);
     (state, injected, min_total)
 }
 
 #[tokio::main]
 async fn main() {
-    println!("faults: 30 interruptions, a capacity error, 6 ticks; every 10th Auto Scaling call fails with 503 Throttling");
+    println!(
+        "faults: 30 interruptions, a capacity error, 6 ticks; every 10th Auto Scaling call fails with 503 Throttling"
+    );
     println!("clean run:");
     let (clean, _, _) = run(None).await;
     println!("faulty run:");

@@ -20,7 +20,9 @@ const SECONDS: i64 = 120;
 async fn main() {
     let moto = Moto::start().expect("moto_server (scripts/test installs it)");
     let start = "2026-11-20T09:00:00Z".parse().unwrap();
-    let d = Deployment::create_with(&moto, Setup { spot: 1100, spot_max: 2200, on_demand: (0, 1), faults: None }, start).await;
+    let d =
+        Deployment::create_with(&moto, Setup { spot: 1100, spot_max: 2200, on_demand: (0, 1), faults: None }, start)
+            .await;
     let config = Config::from_yaml(&config_yaml(false, "").replace("max_on_demand: 10", "max_on_demand: 100")).unwrap();
     let (app, _) = d.app(config);
     let (_, ids) = d.asg(SPOT).await;
@@ -65,7 +67,8 @@ async fn main() {
         let mut sets: BTreeMap<String, usize> = BTreeMap::new();
         for call in &calls[before..] {
             if call.contains("Action=SetDesiredCapacity&") {
-                let asg = call.split('&').find_map(|p| p.strip_prefix("AutoScalingGroupName=")).unwrap_or("?").to_string();
+                let asg =
+                    call.split('&').find_map(|p| p.strip_prefix("AutoScalingGroupName=")).unwrap_or("?").to_string();
                 *sets.entry(asg).or_default() += 1;
             }
         }
@@ -87,7 +90,10 @@ async fn main() {
     let (spot_desired, spot_now) = d.asg(SPOT).await;
     let (od_desired, _) = d.asg(ON_DEMAND).await;
     let still_there = victims.iter().filter(|v| spot_now.contains(v)).count();
-    println!("storm: {WARNINGS} warnings + {duplicates} duplicates in {} SQS batches of {BATCH}, over {SECONDS} simulated s", batches.len());
+    println!(
+        "storm: {WARNINGS} warnings + {duplicates} duplicates in {} SQS batches of {BATCH}, over {SECONDS} simulated s",
+        batches.len()
+    );
     println!("  SetDesiredCapacity calls           {}", count("SetDesiredCapacity"));
     println!("  max SetDesiredCapacity per ASG/batch {max_sets_per_asg}   (goal: 1)");
     println!("  TerminateInstanceInAutoScalingGroup {}", count("TerminateInstanceInAutoScalingGroup"));

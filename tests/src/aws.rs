@@ -147,12 +147,13 @@ impl Deployment {
             .expect("launch template");
         let recorder = Recorder::default();
         let unlaunched = Unlaunched::default();
-        let autoscaling = aws_sdk_autoscaling::Client::from_conf(
-            aws_sdk_autoscaling::config::Builder::from(&sdk)
-                .interceptor(recorder.clone())
-                .interceptor(unlaunched.clone())
-                .build(),
-        );
+        let mut builder = aws_sdk_autoscaling::config::Builder::from(&sdk)
+            .interceptor(recorder.clone())
+            .interceptor(unlaunched.clone());
+        if let Some(faults) = &faults {
+            builder = builder.interceptor(faults.clone());
+        }
+        let autoscaling = aws_sdk_autoscaling::Client::from_conf(builder.build());
         let template = LaunchTemplateSpecification::builder().launch_template_name("ballast-test").build();
         autoscaling
             .create_auto_scaling_group()

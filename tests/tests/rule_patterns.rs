@@ -33,7 +33,9 @@ fn cfn_yaml_to_json(text: &str) -> Value {
             serde_yaml_ng::Value::String(s) => Value::String(s),
             serde_yaml_ng::Value::Sequence(items) => Value::Array(items.into_iter().map(convert).collect()),
             serde_yaml_ng::Value::Mapping(map) => Value::Object(
-                map.into_iter().map(|(k, v)| (k.as_str().map(str::to_string).unwrap_or_else(|| format!("{k:?}")), convert(v))).collect(),
+                map.into_iter()
+                    .map(|(k, v)| (k.as_str().map(str::to_string).unwrap_or_else(|| format!("{k:?}")), convert(v)))
+                    .collect(),
             ),
             serde_yaml_ng::Value::Tagged(tagged) => {
                 let mut obj = serde_json::Map::new();
@@ -47,7 +49,8 @@ fn cfn_yaml_to_json(text: &str) -> Value {
 
 /// Which rule should take which fixture, by the fixture's file name.
 fn expected(rule_kind: &str, fixture: &str) -> bool {
-    let loss = ["state-change-stopping", "state-change-stopped", "state-change-shutting-down", "state-change-terminated"];
+    let loss =
+        ["state-change-stopping", "state-change-stopped", "state-change-shutting-down", "state-change-terminated"];
     match rule_kind {
         "spot-interruption" => fixture.starts_with("spot-interruption-"),
         "rebalance" => fixture.starts_with("rebalance-"),
@@ -85,7 +88,8 @@ async fn check(template_name: &str, template: Value) {
     assert_eq!(rules.len(), 7, "{template_name}: six AWS event rules and the forwarder's");
     let mut queues = BTreeMap::new();
     for (index, (rule, custom_bus, pattern)) in rules.iter().enumerate() {
-        let url = sqs.create_queue().queue_name(format!("q{index}")).send().await.unwrap().queue_url().unwrap().to_string();
+        let url =
+            sqs.create_queue().queue_name(format!("q{index}")).send().await.unwrap().queue_url().unwrap().to_string();
         let arn = format!("arn:aws:sqs:eu-west-1:123456789012:q{index}");
         let bus = if *custom_bus { "ballast-forwarder" } else { "default" };
         events.put_rule().name(rule).event_bus_name(bus).event_pattern(pattern.to_string()).send().await.unwrap();
@@ -118,7 +122,11 @@ async fn check(template_name: &str, template: Value) {
                 .source(fixture["source"].as_str().unwrap())
                 .detail_type(fixture["detail-type"].as_str().unwrap())
                 .detail(fixture["detail"].to_string())
-                .set_resources(fixture["resources"].as_array().map(|r| r.iter().filter_map(|x| x.as_str().map(str::to_string)).collect()))
+                .set_resources(
+                    fixture["resources"]
+                        .as_array()
+                        .map(|r| r.iter().filter_map(|x| x.as_str().map(str::to_string)).collect()),
+                )
                 .event_bus_name(bus)
                 .build();
             let out = events.put_events().entries(entry).send().await.unwrap();
@@ -127,7 +135,12 @@ async fn check(template_name: &str, template: Value) {
         for (rule, (url, _, _)) in &queues {
             let got = sqs.receive_message().queue_url(url).max_number_of_messages(10).send().await.unwrap();
             for message in got.messages() {
-                sqs.delete_message().queue_url(url).receipt_handle(message.receipt_handle().unwrap()).send().await.unwrap();
+                sqs.delete_message()
+                    .queue_url(url)
+                    .receipt_handle(message.receipt_handle().unwrap())
+                    .send()
+                    .await
+                    .unwrap();
                 matched.entry(rule.clone()).or_default().insert(name.clone());
             }
         }
@@ -138,7 +151,10 @@ async fn check(template_name: &str, template: Value) {
         for (name, _) in &fixtures {
             let should = expected(kind, name);
             if should != got.contains(name) {
-                wrong.push(format!("{template_name} rule {rule} ({kind}, bus {bus}) {} {name}", if should { "missed" } else { "wrongly took" }));
+                wrong.push(format!(
+                    "{template_name} rule {rule} ({kind}, bus {bus}) {} {name}",
+                    if should { "missed" } else { "wrongly took" }
+                ));
             }
         }
         assert!(!got.is_empty(), "{template_name}: rule {rule} matched nothing");

@@ -261,6 +261,9 @@ pub struct FailbackStep {
     pub spot_asg: String,
     pub count: u32,
     pub started_at: DateTime<Utc>,
+    /// The spot ASG's desired size before the surge: a withdrawal never goes below it.
+    #[serde(default)]
+    pub desired_before: u32,
     /// Ready nodes of the spot ASG before the surge.
     pub ready_before: u32,
     /// On-demand instances being drained and removed once the spot nodes are Ready.

@@ -400,27 +400,20 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
 }
 
 /// The plan's record, minus the intent of the actions from `failed_at` on.
+///
+/// A failed call may still have been carried out (the response was lost), so recorded
+/// targets stay: a surge keeps its target desired size, which the retry compares with
+/// what it observes, and a failback step keeps the size before its surge. Only the
+/// "done" marks of actions not reached are taken back, so the retry does them.
 fn unplan(plan: &Plan, failed_at: usize) -> PoolRecord {
     let mut record = plan.record.clone();
     let missed = &plan.actions[failed_at..];
-    let missed_desired: BTreeSet<&str> = missed
-        .iter()
-        .filter_map(|a| match &a.kind {
-            ActionKind::SetDesiredCapacity { asg, .. } => Some(asg.as_str()),
-            _ => None,
-        })
-        .collect();
     for interruption in &mut record.interruptions {
-        let terminated = !missed.iter().any(|a| {
+        let terminate_missed = missed.iter().any(|a| {
             matches!(&a.kind, ActionKind::TerminateInstance { instance_id, .. } if *instance_id == interruption.instance_id)
         });
-        if interruption.planned_at == Some(plan.now) && !terminated {
+        if interruption.planned_at == Some(plan.now) && terminate_missed {
             interruption.planned_at = None;
-        }
-        if interruption.surge.as_ref().is_some_and(|s| missed_desired.contains(s.asg.as_str()))
-            && interruption.planned_at.is_none()
-        {
-            interruption.surge = None;
         }
     }
     for action in &mut record.lifecycle_actions {
@@ -428,12 +421,6 @@ fn unplan(plan: &Plan, failed_at: usize) -> PoolRecord {
             missed.iter().any(|a| matches!(&a.kind, ActionKind::CompleteLifecycleAction(l) if l.token == action.token));
         if missed_complete {
             action.planned = false;
-        }
-    }
-    if let Some(step) = &record.failback {
-        let just_started = step.started_at == plan.now && step.victims.is_empty();
-        if just_started && missed_desired.contains(step.spot_asg.as_str()) {
-            record.failback = None;
         }
     }
     record

@@ -115,7 +115,9 @@ impl Work<'_> {
             let why = failing.unwrap_or_else(|| {
                 format!("only {gained} of {} Ready after {}", step.count, self.cfg.fallback.spot_launch_grace)
             });
-            let withdraw = (step.count - gained).min(self.room_down(asg));
+            // Only what the surge added above the size before it (it may never have landed).
+            let added = self.desired_of(&asg.name).saturating_sub(step.desired_before);
+            let withdraw = (step.count - gained).min(added).min(self.room_down(asg));
             let asg_name = asg.name.clone();
             if withdraw > 0 {
                 self.adjust(
@@ -260,6 +262,7 @@ impl Work<'_> {
         let count = self.cfg.fallback.failback_step.min(self.record.fallback_units).min(self.room_up(asg));
         let healthy_for = since(self.now, self.record.healthy_since[&asg.name]);
         let ready_before = self.ready_nodes(asg);
+        let desired_before = self.desired_of(&asg.name);
         let name = asg.name.clone();
         self.adjust(
             &name,
@@ -269,7 +272,13 @@ impl Work<'_> {
                 self.cfg.fallback.failback_after, self.record.fallback_units
             ),
         );
-        self.record.failback =
-            Some(FailbackStep { spot_asg: name, count, started_at: self.now, ready_before, victims: Vec::new() });
+        self.record.failback = Some(FailbackStep {
+            spot_asg: name,
+            count,
+            started_at: self.now,
+            desired_before,
+            ready_before,
+            victims: Vec::new(),
+        });
     }
 }

@@ -722,3 +722,18 @@ fn desired_is_clamped_to_asg_bounds() {
         }
     }
 }
+
+#[test]
+fn a_failback_surge_that_never_landed_is_not_withdrawn_below_where_it_started() {
+    let cfg = config();
+    let (record, observed) = in_fallback();
+    let p = run(&cfg, &record, &observed, &[], now());
+    assert_eq!(p.record.failback.as_ref().unwrap().desired_before, 2);
+    // The SetDesiredCapacity failed (or its answer was lost and it never happened):
+    // spot is still at 2 when the step times out.
+    let later = now() + Duration::minutes(3);
+    let timed_out = run(&cfg, &p.record, &observed, &[], later);
+    assert_eq!(desired(&timed_out, "spot-a"), None, "nothing to withdraw: {:#?}", timed_out.actions);
+    assert_eq!(timed_out.record.failback, None);
+    assert_eq!(timed_out.record.retry_after, Some(later + Duration::minutes(10)));
+}
