@@ -115,6 +115,17 @@ pools:
     )
 }
 
+/// The tag the templates' IAM policies require on the ASGs Ballast changes.
+fn pool_tag(asg: &str) -> aws_sdk_autoscaling::types::Tag {
+    aws_sdk_autoscaling::types::Tag::builder()
+        .key("ballast.io/pool")
+        .value("general")
+        .resource_id(asg)
+        .resource_type("auto-scaling-group")
+        .propagate_at_launch(false)
+        .build()
+}
+
 /// Sizes and options of a deployment in moto.
 #[derive(Debug, Clone)]
 pub struct Setup {
@@ -158,6 +169,7 @@ impl Deployment {
         autoscaling
             .create_auto_scaling_group()
             .auto_scaling_group_name(SPOT)
+            .tags(pool_tag(SPOT))
             .min_size(0)
             .max_size(spot_max)
             .desired_capacity(spot)
@@ -186,6 +198,7 @@ impl Deployment {
         autoscaling
             .create_auto_scaling_group()
             .auto_scaling_group_name(ON_DEMAND)
+            .tags(pool_tag(ON_DEMAND))
             .min_size(on_demand.0)
             .max_size(20)
             .desired_capacity(on_demand.1)

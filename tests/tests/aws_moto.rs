@@ -240,6 +240,14 @@ async fn doctor_checks_the_wiring_and_says_how_to_fix_it() {
     d.autoscaling
         .create_auto_scaling_group()
         .auto_scaling_group_name("nope2")
+        .tags(
+            aws_sdk_autoscaling::types::Tag::builder()
+                .key("ballast.io/pool")
+                .value("general")
+                .resource_id("nope2")
+                .resource_type("auto-scaling-group")
+                .build(),
+        )
         .min_size(0)
         .max_size(2)
         .availability_zones("eu-west-1a")
@@ -268,4 +276,26 @@ async fn doctor_checks_the_wiring_and_says_how_to_fix_it() {
         "{bad:#?}"
     );
     assert!(bad.iter().all(|f| f.fix.is_some()));
+
+    // An ASG without the ballast.io/pool tag cannot be changed under the templates' IAM policy.
+    d.autoscaling
+        .delete_tags()
+        .tags(
+            aws_sdk_autoscaling::types::Tag::builder()
+                .key("ballast.io/pool")
+                .resource_id(SPOT)
+                .resource_type("auto-scaling-group")
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let findings = doctor.check(&config, &wiring).await;
+    let bad: Vec<_> = findings.iter().filter(|f| !f.ok).collect();
+    assert!(
+        bad.iter()
+            .any(|f| f.check.ends_with(&format!(": {SPOT}")) && f.detail.contains("lacks the ballast.io/pool tag")),
+        "{bad:#?}"
+    );
+    assert!(bad.iter().any(|f| f.fix.as_deref().is_some_and(|x| x.contains("create-or-update-tags"))));
 }

@@ -11,6 +11,9 @@ use serde::Serialize;
 use crate::autoscaling::{purchases_spot, AwsAutoscaling};
 use crate::state::{KEY, TTL_ATTRIBUTE};
 
+/// The tag the templates' IAM policies require on every ASG Ballast changes.
+pub const POOL_TAG: &str = "ballast.io/pool";
+
 /// What a deployment is made of, by name.
 #[derive(Debug, Clone)]
 pub struct Wiring {
@@ -302,8 +305,18 @@ impl Doctor {
                         for group in groups {
                             let name = group.auto_scaling_group_name().unwrap_or_default().to_string();
                             let buys_spot = purchases_spot(&group);
-                            if buys_spot == spot {
-                                findings.push(ok(format!("{check}: {name}"), format!("found, buys {kind}")));
+                            let tagged = crate::autoscaling::tags_of(&group).contains_key(POOL_TAG);
+                            if buys_spot == spot && !tagged {
+                                findings.push(bad(
+                                    format!("{check}: {name}"),
+                                    format!("found, buys {kind}, but lacks the {POOL_TAG} tag, so the functions' IAM policy denies changing it"),
+                                    format!("aws autoscaling create-or-update-tags --tags ResourceId={name},ResourceType=auto-scaling-group,Key={POOL_TAG},Value={},PropagateAtLaunch=false", pool.name),
+                                ));
+                            } else if buys_spot == spot {
+                                findings.push(ok(
+                                    format!("{check}: {name}"),
+                                    format!("found, buys {kind}, tagged {POOL_TAG}"),
+                                ));
                             } else {
                                 findings.push(bad(
                                     format!("{check}: {name}"),
