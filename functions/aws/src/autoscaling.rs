@@ -55,21 +55,12 @@ impl AwsAutoscaling {
     }
 
     async fn spot_instance_ids(&self, ids: &[String]) -> Result<BTreeSet<String>, PortError> {
-        let mut spot = BTreeSet::new();
-        for chunk in ids.chunks(100) {
-            let mut pages =
-                self.ec2.describe_instances().set_instance_ids(Some(chunk.to_vec())).into_paginator().send();
-            while let Some(page) = pages.next().await {
-                let page = page.map_err(|e| classify("DescribeInstances", e))?;
-                for instance in page.reservations().iter().flat_map(|r| r.instances()) {
-                    let is_spot = instance.instance_lifecycle().is_some_and(|l| l.as_str() == "spot");
-                    if let (true, Some(id)) = (is_spot, instance.instance_id()) {
-                        spot.insert(id.to_string());
-                    }
-                }
-            }
-        }
-        Ok(spot)
+        Ok(crate::compute::describe_instances(&self.ec2, ids)
+            .await?
+            .iter()
+            .filter(|i| i.instance_lifecycle().is_some_and(|l| l.as_str() == "spot"))
+            .filter_map(|i| i.instance_id().map(str::to_string))
+            .collect())
     }
 
     async fn activities(&self, asg: &str) -> Result<Vec<ScalingActivity>, PortError> {

@@ -1,7 +1,7 @@
 //! The compute port over EC2: node names and spot prices.
 
 use async_trait::async_trait;
-use aws_sdk_ec2::types::InstanceType;
+use aws_sdk_ec2::types::{Instance, InstanceType};
 use ballast_core::ports::{Compute, PortError};
 
 use crate::classify;
@@ -17,25 +17,29 @@ impl AwsCompute {
     }
 }
 
+/// Every instance among `ids`, paging through DescribeInstances 100 ids at a time.
+pub(crate) async fn describe_instances(ec2: &aws_sdk_ec2::Client, ids: &[String]) -> Result<Vec<Instance>, PortError> {
+    let mut instances = Vec::new();
+    for chunk in ids.chunks(100) {
+        let mut pages = ec2.describe_instances().set_instance_ids(Some(chunk.to_vec())).into_paginator().send();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| classify("DescribeInstances", e))?;
+            instances.extend(page.reservations().iter().flat_map(|r| r.instances()).cloned());
+        }
+    }
+    Ok(instances)
+}
+
 #[async_trait]
 impl Compute for AwsCompute {
     async fn private_dns_names(&self, instance_ids: &[String]) -> Result<Vec<(String, String)>, PortError> {
-        let mut names = Vec::new();
-        for chunk in instance_ids.chunks(100) {
-            let mut pages =
-                self.ec2.describe_instances().set_instance_ids(Some(chunk.to_vec())).into_paginator().send();
-            while let Some(page) = pages.next().await {
-                let page = page.map_err(|e| classify("DescribeInstances", e))?;
-                for instance in page.reservations().iter().flat_map(|r| r.instances()) {
-                    if let (Some(id), Some(dns)) = (instance.instance_id(), instance.private_dns_name()) {
-                        if !dns.is_empty() {
-                            names.push((id.to_string(), dns.to_string()));
-                        }
-                    }
-                }
-            }
-        }
-        Ok(names)
+        Ok(describe_instances(&self.ec2, instance_ids)
+            .await?
+            .iter()
+            .filter_map(|i| {
+                Some((i.instance_id()?.to_string(), i.private_dns_name().filter(|d| !d.is_empty())?.to_string()))
+            })
+            .collect())
     }
 
     async fn spot_price(&self, instance_type: &str, availability_zone: &str) -> Result<Option<f64>, PortError> {

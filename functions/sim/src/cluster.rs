@@ -41,6 +41,28 @@ pub struct Node {
 }
 
 impl Node {
+    /// A node just launched: booting, empty.
+    pub fn booting(group: usize, az: usize, spot: bool, cpu: u64, mem: u64) -> Node {
+        Node {
+            group,
+            az,
+            spot,
+            cpu,
+            mem,
+            cpu_used: 0,
+            mem_used: 0,
+            cpu_counted: 0,
+            mem_counted: 0,
+            pause_cpu: 0,
+            pause_mem: 0,
+            pods: Vec::new(),
+            phase: NodePhase::Booting,
+            cordoned: false,
+            doomed: false,
+            unneeded_since: None,
+        }
+    }
+
     pub fn free(&self) -> (u64, u64) {
         (self.cpu - self.cpu_used, self.mem - self.mem_used)
     }
@@ -349,24 +371,7 @@ mod tests {
     use super::*;
 
     fn node(cpu: u64) -> Node {
-        Node {
-            group: 0,
-            az: 0,
-            spot: true,
-            cpu,
-            mem: cpu << 22,
-            cpu_used: 0,
-            mem_used: 0,
-            cpu_counted: 0,
-            mem_counted: 0,
-            pause_cpu: 0,
-            pause_mem: 0,
-            pods: vec![],
-            phase: NodePhase::Booting,
-            cordoned: false,
-            doomed: false,
-            unneeded_since: None,
-        }
+        Node::booting(0, 0, true, cpu, cpu << 22)
     }
 
     #[test]

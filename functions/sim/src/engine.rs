@@ -394,24 +394,8 @@ impl<'s> Sim<'s> {
     fn launch(&mut self, g: usize, az: usize) -> NodeId {
         let spec = &self.sc.groups[g];
         let it = &self.sc.instance_types[&spec.instance_type];
-        let id = self.cluster.add_node(Node {
-            group: g,
-            az,
-            spot: spec.market == Market::Spot,
-            cpu: it.cpu_millis,
-            mem: it.memory_bytes,
-            cpu_used: 0,
-            mem_used: 0,
-            cpu_counted: 0,
-            mem_counted: 0,
-            pause_cpu: 0,
-            pause_mem: 0,
-            pods: Vec::new(),
-            phase: NodePhase::Booting,
-            cordoned: false,
-            doomed: false,
-            unneeded_since: None,
-        });
+        let id =
+            self.cluster.add_node(Node::booting(g, az, spec.market == Market::Spot, it.cpu_millis, it.memory_bytes));
         self.groups[g].nodes.push(id);
         let draw = |rng: &mut ChaCha8Rng, r: &[ballast_core::units::HumanDuration; 2]| {
             let (lo, hi) = (r[0].0.as_millis() as u64, r[1].0.as_millis() as u64);
