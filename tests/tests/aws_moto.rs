@@ -299,3 +299,47 @@ async fn doctor_checks_the_wiring_and_says_how_to_fix_it() {
     );
     assert!(bad.iter().any(|f| f.fix.as_deref().is_some_and(|x| x.contains("create-or-update-tags"))));
 }
+
+#[tokio::test]
+async fn compute_eks_and_state_adapters_against_moto() {
+    use ballast_core::ports::{Compute, ErrorKind};
+    let Some(moto) = Moto::start() else { return };
+    let d = Deployment::create(&moto, 2, (0, 1), now()).await;
+    let (_, ids) = d.asg(SPOT).await;
+
+    let compute = ballast_aws::AwsCompute::new(&d.sdk);
+    let names = compute.private_dns_names(&ids).await.unwrap();
+    assert_eq!(names.len(), 2);
+    assert!(
+        names.iter().all(|(id, dns)| ids.contains(id) && dns.starts_with("ip-") && dns.ends_with(".internal")),
+        "{names:?}"
+    );
+    let price = compute.spot_price("m5.large", "eu-west-1a").await.unwrap();
+    assert!(price.is_some_and(|p| p > 0.0), "moto has a spot price history: {price:?}");
+
+    let eks = aws_sdk_eks::Client::new(&d.sdk);
+    eks.create_cluster()
+        .name("prod-eks")
+        .role_arn("arn:aws:iam::123456789012:role/eks")
+        .resources_vpc_config(aws_sdk_eks::types::VpcConfigRequest::builder().subnet_ids("subnet-1").build())
+        .send()
+        .await
+        .unwrap();
+    let info = ballast_aws::eks::describe_cluster(&eks, "prod-eks").await.unwrap();
+    assert!(info.endpoint.starts_with("https://"), "{info:?}");
+    let missing = ballast_aws::eks::describe_cluster(&eks, "nope").await.unwrap_err();
+    assert_eq!(missing.kind, ErrorKind::Permanent);
+
+    // The pool record is written with a version condition.
+    let store = ballast_aws::DynamoStore::new(&d.sdk, TABLE);
+    let record = ballast_core::model::PoolRecord { fallback_units: 1, ..Default::default() };
+    assert_eq!(store.save("general", &record, 0).await.unwrap(), 1);
+    let conflict = store.save("general", &record, 0).await.unwrap_err();
+    assert_eq!(conflict.kind, ErrorKind::Conflict, "{conflict}");
+    assert_eq!(store.save("general", &record, 1).await.unwrap(), 2);
+    assert_eq!(store.load("general").await.unwrap().version, 2);
+    // Event ids are remembered.
+    let ids: Vec<String> = (0..30).map(|n| format!("e-{n}")).collect();
+    store.mark_seen(&ids[..27], now() + Duration::hours(24)).await.unwrap();
+    assert_eq!(store.seen(&ids).await.unwrap().len(), 27, "batched over 25-item writes");
+}
