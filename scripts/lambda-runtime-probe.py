@@ -48,11 +48,15 @@ start = time.monotonic()
 proc = subprocess.Popen([binary], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 state["done"].wait(60)
 time.sleep(0.05)
-peak_kb = 0
+peak_kb, anon_kb, file_kb = 0, 0, 0
 try:
     for line in open(f"/proc/{proc.pid}/status"):
         if line.startswith("VmHWM:"):
             peak_kb = int(line.split()[1])
+        elif line.startswith("RssAnon:"):
+            anon_kb = int(line.split()[1])
+        elif line.startswith("RssFile:"):
+            file_kb = int(line.split()[1])
 finally:
     proc.kill()
     proc.wait()
@@ -62,6 +66,8 @@ print(json.dumps({
     "init_ms": round((state["init_end"] - start) * 1000, 1) if state["init_end"] else None,
     "invoke_ms": round((state["finished"] - state["invoked"]) * 1000, 1) if state.get("finished") else None,
     "peak_rss_mb": round(peak_kb / 1024, 1),
+    "rss_anon_mb": round(anon_kb / 1024, 1),
+    "rss_file_mb": round(file_kb / 1024, 1),
     "result": kind,
     "body": body[:200],
 }))

@@ -4,7 +4,8 @@
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use lambda_runtime::{service_fn, Error, LambdaEvent};
 
-#[tokio::main]
+// One invocation at a time: a single-threaded runtime keeps memory down.
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
     ballast_lambda::init_tracing();
     let app = ballast_lambda::AwsApp::from_env("interruption").await?;

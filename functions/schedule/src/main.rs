@@ -3,7 +3,8 @@
 use lambda_runtime::{service_fn, Error, LambdaEvent};
 use serde_json::Value;
 
-#[tokio::main]
+// One invocation at a time: a single-threaded runtime keeps memory down.
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
     ballast_lambda::init_tracing();
     let app = ballast_lambda::AwsApp::from_env("schedule").await?;
