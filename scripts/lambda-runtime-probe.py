@@ -7,7 +7,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 binary, event_file = sys.argv[1], sys.argv[2]
 event = open(event_file, "rb").read()
-state = {"next_calls": 0, "init_end": None, "response": None, "done": threading.Event()}
+state = {"next_calls": 0, "init_end": None, "response": None, "done": threading.Event(), "measured": threading.Event()}
 
 class Api(BaseHTTPRequestHandler):
     def log_message(self, *args):
@@ -27,7 +27,7 @@ class Api(BaseHTTPRequestHandler):
                 self.end_headers()
                 self.wfile.write(event)
             else:
-                state["done"].wait(10)  # hold the second poll; the process is killed
+                state["measured"].wait(30)  # hold the second poll until the process is measured
                 self.send_response(500)
                 self.end_headers()
 
@@ -45,9 +45,11 @@ threading.Thread(target=server.serve_forever, daemon=True).start()
 env = dict(os.environ, AWS_LAMBDA_RUNTIME_API=f"127.0.0.1:{server.server_port}",
            AWS_LAMBDA_FUNCTION_NAME="bench", AWS_LAMBDA_FUNCTION_MEMORY_SIZE="128", AWS_LAMBDA_FUNCTION_VERSION="$LATEST")
 start = time.monotonic()
-proc = subprocess.Popen([binary], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-state["done"].wait(60)
-time.sleep(0.05)
+# BALLAST_PROBE_WRAPPER (e.g. "valgrind --tool=massif") runs the binary under a tool.
+wrapper = os.environ.get("BALLAST_PROBE_WRAPPER", "").split()
+proc = subprocess.Popen(wrapper + [binary], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+state["done"].wait(300 if wrapper else 60)
+time.sleep(2 if wrapper else 0.05)
 peak_kb, anon_kb, file_kb = 0, 0, 0
 try:
     for line in open(f"/proc/{proc.pid}/status"):
@@ -58,7 +60,8 @@ try:
         elif line.startswith("RssFile:"):
             file_kb = int(line.split()[1])
 finally:
-    proc.kill()
+    state["measured"].set()
+    proc.terminate() if wrapper else proc.kill()
     proc.wait()
     server.shutdown()
 kind, body = state["response"] or ("none", "")
