@@ -74,16 +74,18 @@ async fn run(faults: Option<Faults>) -> (Final, usize, i32) {
     let failure = fixture_json("launch-unsuccessful-no-spot-capacity.json", |v| {
         v["detail"]["AutoScalingGroupName"] = json!(SPOT)
     });
-    let mut batch = vec![("m-ice".to_string(), failure)];
+    let batch = vec![("m-ice".to_string(), failure)];
+    let mut handled = false;
     for _ in 0..20 {
         d.clock.advance(Duration::seconds(5));
         let (response, _) = app.interruption(sqs_batch(&batch)).await;
         if response.batch_item_failures.is_empty() {
+            handled = true;
             break;
         }
         redeliveries += 1;
-        batch = batch.clone();
     }
+    assert!(handled, "the capacity error was never handled");
     for tick in 0..6 {
         d.clock.advance(Duration::seconds(60));
         let at = d.clock.0.lock().unwrap().to_rfc3339();

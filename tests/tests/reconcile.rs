@@ -6,8 +6,9 @@ use std::sync::Arc;
 use ballast_core::config::PoolConfig;
 use ballast_core::memory::{Call, FixedClock, InMemory};
 use ballast_core::model::ObservedAsg;
+use ballast_core::model::PoolRecord;
 use ballast_core::plan::LifecycleRef;
-use ballast_core::ports::{Autoscaling, ErrorKind, PortError};
+use ballast_core::ports::{Autoscaling, ErrorKind, PortError, StateStore, Versioned};
 use ballast_core::reconcile::Applied;
 use ballast_core::reconcile::Reconciler;
 use ballast_tests::*;
@@ -297,4 +298,103 @@ async fn a_long_drain_for_a_lifecycle_action_heartbeats_between_slices() {
         calls.contains(&Call::Complete { token: "87654321-4321-4321-4321-210987654321".into() }),
         "completed after the drain"
     );
+}
+
+/// Autoscaling whose DescribeAutoScalingGroups is throttled; the rest is in memory.
+struct ThrottledDescribe(InMemory);
+
+#[async_trait::async_trait]
+impl Autoscaling for ThrottledDescribe {
+    async fn describe_pool(&self, _: &PoolConfig) -> Result<(Vec<ObservedAsg>, ObservedAsg), PortError> {
+        Err(PortError::new(ErrorKind::Retryable, "DescribeAutoScalingGroups", "Throttling: Rate exceeded"))
+    }
+    async fn set_desired_capacity(&self, asg: &str, desired: u32) -> Result<(), PortError> {
+        self.0.set_desired_capacity(asg, desired).await
+    }
+    async fn terminate_instance(&self, id: &str, decrement: bool) -> Result<(), PortError> {
+        self.0.terminate_instance(id, decrement).await
+    }
+    async fn record_lifecycle_heartbeat(&self, a: &LifecycleRef) -> Result<(), PortError> {
+        self.0.record_lifecycle_heartbeat(a).await
+    }
+    async fn complete_lifecycle_action(&self, a: &LifecycleRef) -> Result<(), PortError> {
+        self.0.complete_lifecycle_action(a).await
+    }
+}
+
+/// A state store whose dedup lookup fails; the rest is in memory.
+struct FailingSeen(InMemory);
+
+#[async_trait::async_trait]
+impl StateStore for FailingSeen {
+    async fn load(&self, pool: &str) -> Result<Versioned<PoolRecord>, PortError> {
+        self.0.load(pool).await
+    }
+    async fn save(&self, pool: &str, record: &PoolRecord, expected: u64) -> Result<u64, PortError> {
+        self.0.save(pool, record, expected).await
+    }
+    async fn acquire_lease(
+        &self,
+        pool: &str,
+        owner: &str,
+        now: DateTime<Utc>,
+        ttl: std::time::Duration,
+    ) -> Result<bool, PortError> {
+        self.0.acquire_lease(pool, owner, now, ttl).await
+    }
+    async fn release_lease(&self, pool: &str, owner: &str) -> Result<(), PortError> {
+        self.0.release_lease(pool, owner).await
+    }
+    async fn seen(&self, _: &[String]) -> Result<std::collections::BTreeSet<String>, PortError> {
+        Err(PortError::new(ErrorKind::Retryable, "BatchGetItem", "ProvisionedThroughputExceededException"))
+    }
+    async fn mark_seen(&self, ids: &[String], expires_at: DateTime<Utc>) -> Result<(), PortError> {
+        self.0.mark_seen(ids, expires_at).await
+    }
+}
+
+#[tokio::test]
+async fn a_batch_wide_failure_returns_every_event_for_a_retry() {
+    let warning = fixture("spot-interruption-terminate.json");
+    let mut rebalance = fixture("rebalance-recommendation.json");
+    rebalance.signal =
+        ballast_core::event::Signal::RebalanceRecommendation { instance_id: "i-0a1b2c3d4e5f60002".into() };
+    let demand = fixture("forwarder-pool-demand-changed.json");
+    let batch = vec![warning.clone(), rebalance.clone(), demand.clone()];
+    let mut all: Vec<String> = batch.iter().map(|e| e.id.clone()).collect();
+    all.sort();
+
+    // Routing an instance's event needs the ASGs; DescribeAutoScalingGroups is throttled.
+    let memory = InMemory::new(state("steady.json"));
+    let reconciler = Reconciler {
+        config: Arc::new(config_with_dry_run(false)),
+        autoscaling: ThrottledDescribe(memory.clone()),
+        cluster: memory.clone(),
+        store: memory.clone(),
+        clock: FixedClock::new(warning.time),
+        owner: "test".into(),
+    };
+    let out = reconciler.handle(batch.clone()).await;
+    assert_eq!(out.failures.len(), 1);
+    assert!(out.failures[0].0.is_retryable());
+    let mut ids = out.failures[0].1.clone();
+    ids.sort();
+    assert_eq!(ids, all, "none of the batch may be lost");
+
+    // The dedup lookup fails before anything is routed.
+    let reconciler = Reconciler {
+        config: Arc::new(config_with_dry_run(false)),
+        autoscaling: memory.clone(),
+        cluster: memory.clone(),
+        store: FailingSeen(memory.clone()),
+        clock: FixedClock::new(warning.time),
+        owner: "test".into(),
+    };
+    let out = reconciler.handle(batch).await;
+    assert_eq!(out.failures.len(), 1);
+    assert!(out.failures[0].0.is_retryable());
+    let mut ids = out.failures[0].1.clone();
+    ids.sort();
+    assert_eq!(ids, all);
+    assert!(memory.world().calls.is_empty(), "nothing applied");
 }

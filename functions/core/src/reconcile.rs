@@ -97,11 +97,12 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
     /// Routes a batch to its pools and reconciles each once.
     pub async fn handle(&self, events: Vec<Event>) -> BatchOutcome {
         let mut outcome = BatchOutcome::default();
+        // A failure before the batch is split per pool concerns every event of it.
+        let all_ids: Vec<String> = events.iter().map(|e| e.id.clone()).collect();
         let (fresh, duplicates) = match self.drop_seen(events).await {
             Ok(split) => split,
             Err(source) => {
-                let ids = Vec::new();
-                outcome.failures.push((ReconcileError::Port { pool: "(all)".into(), source }, ids));
+                outcome.failures.push((ReconcileError::Port { pool: "(dedup)".into(), source }, all_ids));
                 return outcome;
             }
         };
@@ -111,8 +112,8 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                 outcome.unrouted = unrouted;
                 routed
             }
-            Err((source, ids)) => {
-                outcome.failures.push((ReconcileError::Port { pool: "(routing)".into(), source }, ids));
+            Err(source) => {
+                outcome.failures.push((ReconcileError::Port { pool: "(routing)".into(), source }, all_ids));
                 return outcome;
             }
         };
@@ -129,7 +130,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
 
     /// Plans every pool the events concern, without a lease and without acting.
     pub async fn plan_only(&self, events: Vec<Event>) -> Result<(Vec<Plan>, Vec<Unrouted>), PortError> {
-        let (routed, unrouted) = self.route(events).await.map_err(|(e, _)| e)?;
+        let (routed, unrouted) = self.route(events).await?;
         let mut plans = Vec::new();
         for (pool, events) in routed {
             let Some(pool_cfg) = self.config.pool(&pool) else { continue };
@@ -159,11 +160,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
 
     /// Which pool each event concerns. Instance and tag-selected ASG signals need the
     /// ASGs; they are described once per batch, only when some event needs it.
-    #[allow(clippy::type_complexity)]
-    async fn route(
-        &self,
-        events: Vec<Event>,
-    ) -> Result<(BTreeMap<String, Vec<Event>>, Vec<Unrouted>), (PortError, Vec<String>)> {
+    async fn route(&self, events: Vec<Event>) -> Result<(BTreeMap<String, Vec<Event>>, Vec<Unrouted>), PortError> {
         let mut routed: BTreeMap<String, Vec<Event>> = BTreeMap::new();
         let mut unrouted = Vec::new();
         let mut view: Option<Vec<(String, Vec<ObservedAsg>)>> = None;
@@ -193,8 +190,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                     if view.is_none() {
                         let mut all = Vec::new();
                         for pool in &self.config.pools {
-                            let (spot, od) =
-                                self.autoscaling.describe_pool(pool).await.map_err(|e| (e, vec![event.id.clone()]))?;
+                            let (spot, od) = self.autoscaling.describe_pool(pool).await?;
                             all.push((pool.name.clone(), spot.into_iter().chain([od]).collect()));
                         }
                         view = Some(all);

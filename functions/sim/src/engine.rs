@@ -134,7 +134,7 @@ impl<'s> Sim<'s> {
         self.start();
         let end = self.sc.end_ms();
         self.run_until(end, progress);
-        self.metrics.advance(end, &self.cluster, &self.groups, self.sc, self.pause_target);
+        self.metrics.advance(end, &self.cluster, &self.groups, self.sc);
         self.now = end;
         self.metrics.finish(&self.cluster, end);
         progress(1.0);
@@ -149,7 +149,7 @@ impl<'s> Sim<'s> {
                 break;
             }
             let Some(Reverse((time, _, ev))) = self.queue.pop() else { break };
-            self.metrics.advance(time, &self.cluster, &self.groups, self.sc, self.pause_target);
+            self.metrics.advance(time, &self.cluster, &self.groups, self.sc);
             self.now = time;
             self.handle(ev);
             self.place();

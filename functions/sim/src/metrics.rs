@@ -55,7 +55,7 @@ impl Metrics {
     }
 
     /// Integrates every rate from the last event to `to` (state is constant between events).
-    pub fn advance(&mut self, to: u64, cluster: &Cluster, groups: &[GroupState], sc: &Scenario, _headroom: u32) {
+    pub fn advance(&mut self, to: u64, cluster: &Cluster, groups: &[GroupState], sc: &Scenario) {
         let dt = to.saturating_sub(self.last) as f64;
         if dt > 0.0 {
             self.pending_pod_ms += f64::from(cluster.pending_workload) * dt;
