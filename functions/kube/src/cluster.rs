@@ -1,0 +1,418 @@
+//! The cluster port on a real API server: pool nodes, headroom by server-side apply,
+//! cordon, drain through the Eviction API, and demand from a paged pod listing.
+
+use std::collections::{BTreeMap, HashSet};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use ballast_core::config::PoolConfig;
+use ballast_core::model::{Demand, NodeState};
+use ballast_core::ports::{Cluster, DrainReport, ErrorKind, PortError};
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList;
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::Api;
+use serde_json::json;
+use tokio::sync::{Mutex, OnceCell};
+use tokio::time::Instant;
+
+use crate::connect::{ConnectError, Connector};
+use crate::headroom::{self, FIELD_MANAGER};
+use crate::pods;
+use crate::pools::PoolMatcher;
+
+/// Pods per list page: bounded memory on large clusters.
+const PAGE: u32 = 500;
+
+/// Which Eviction API the server speaks. policy/v1 where it exists (1.22+), the
+/// v1beta1 of older servers otherwise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EvictionVersion {
+    V1,
+    V1beta1,
+}
+
+impl EvictionVersion {
+    pub fn api_version(self) -> &'static str {
+        match self {
+            EvictionVersion::V1 => "policy/v1",
+            EvictionVersion::V1beta1 => "policy/v1beta1",
+        }
+    }
+}
+
+pub struct KubeCluster {
+    connector: Connector,
+    matcher: PoolMatcher,
+    /// How often a drain looks again at pods a budget blocks or that are terminating.
+    drain_poll: Duration,
+    eviction: OnceCell<EvictionVersion>,
+    /// PriorityClasses known to be in place (they are cluster-wide and immutable).
+    priority_classes: Mutex<HashSet<String>>,
+}
+
+impl KubeCluster {
+    pub fn new(connector: Connector, pools: &[PoolConfig]) -> KubeCluster {
+        KubeCluster {
+            connector,
+            matcher: PoolMatcher::new(pools),
+            drain_poll: Duration::from_secs(2),
+            eviction: OnceCell::new(),
+            priority_classes: Mutex::new(HashSet::new()),
+        }
+    }
+
+    pub fn with_drain_poll(mut self, poll: Duration) -> Self {
+        self.drain_poll = poll;
+        self
+    }
+
+    async fn client(&self, operation: &str) -> Result<kube::Client, PortError> {
+        self.connector.client().await.map_err(|e| connect_error(operation, e))
+    }
+
+    /// Asks the server which group version its `pods/eviction` subresource takes.
+    pub async fn eviction_version(&self) -> Result<EvictionVersion, PortError> {
+        self.eviction
+            .get_or_try_init(|| async {
+                let client = self.client("discover eviction version").await?;
+                let request = http::Request::get("/api/v1")
+                    .body(Vec::new())
+                    .map_err(|e| PortError::new(ErrorKind::Permanent, "GET /api/v1", e.to_string()))?;
+                let list: APIResourceList =
+                    client.request(request).await.map_err(|e| kube_error("GET /api/v1", e))?;
+                let eviction = list.resources.iter().find(|r| r.name == "pods/eviction");
+                Ok(match eviction.and_then(|r| r.version.as_deref()) {
+                    Some("v1") => EvictionVersion::V1,
+                    _ => EvictionVersion::V1beta1,
+                })
+            })
+            .await
+            .copied()
+    }
+
+    async fn ensure_priority_class(&self, client: &kube::Client, pool: &PoolConfig) -> Result<(), PortError> {
+        let config = &pool.headroom.priority_class;
+        let mut known = self.priority_classes.lock().await;
+        if known.contains(&config.name) {
+            return Ok(());
+        }
+        let api: Api<PriorityClass> = Api::all(client.clone());
+        let operation = format!("apply PriorityClass {}", config.name);
+        let desired = headroom::priority_class(config);
+        match api.get_opt(&config.name).await.map_err(|e| kube_error(&operation, e))? {
+            Some(current) if current.value != desired.value || current.preemption_policy != desired.preemption_policy => {
+                // Both fields are immutable: say what to do instead of failing obscurely.
+                return Err(PortError::new(
+                    ErrorKind::Permanent,
+                    operation,
+                    format!(
+                        "PriorityClass {} exists with value {} and preemptionPolicy {:?}; Ballast needs {} and Never: \
+                         delete it or set headroom.priority_class.name to another name",
+                        config.name,
+                        current.value,
+                        current.preemption_policy.as_deref().unwrap_or("PreemptLowerPriority"),
+                        desired.value
+                    ),
+                ));
+            }
+            Some(_) => {}
+            None => {
+                api.patch(&config.name, &PatchParams::apply(FIELD_MANAGER), &Patch::Apply(&desired))
+                    .await
+                    .map_err(|e| kube_error(&operation, e))?;
+            }
+        }
+        known.insert(config.name.clone());
+        Ok(())
+    }
+
+    async fn list_pool_nodes(&self, client: &kube::Client, pool: &PoolConfig) -> Result<Vec<Node>, PortError> {
+        let api: Api<Node> = Api::all(client.clone());
+        let selector: Vec<String> = pool.node_selector.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let mut params = ListParams::default().limit(PAGE);
+        if !selector.is_empty() {
+            params = params.labels(&selector.join(","));
+        }
+        let mut nodes = Vec::new();
+        loop {
+            let page = api.list(&params).await.map_err(|e| kube_error("list nodes", e))?;
+            nodes.extend(page.items);
+            match page.metadata.continue_.filter(|c| !c.is_empty()) {
+                Some(token) => params = params.continue_token(&token),
+                None => return Ok(nodes),
+            }
+        }
+    }
+
+    async fn evict(
+        &self,
+        client: &kube::Client,
+        version: EvictionVersion,
+        pod: &Pod,
+        grace_seconds: i64,
+    ) -> Result<(), kube::Error> {
+        let (namespace, name) = pod_key(pod);
+        let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+        // Built by hand: kube's EvictParams serialises `delete_options`, which the server ignores.
+        let body = eviction_body(version, namespace, name, grace_seconds);
+        api.create_subresource::<_, serde_json::Value>("eviction", name, &PostParams::default(), &body).await?;
+        Ok(())
+    }
+
+    async fn pods_on_node(&self, client: &kube::Client, node: &str) -> Result<Vec<Pod>, PortError> {
+        let api: Api<Pod> = Api::all(client.clone());
+        let mut params = ListParams::default().fields(&format!("spec.nodeName={node}")).limit(PAGE);
+        let mut out = Vec::new();
+        loop {
+            let page = api.list(&params).await.map_err(|e| kube_error(&format!("list pods on {node}"), e))?;
+            out.extend(page.items);
+            match page.metadata.continue_.filter(|c| !c.is_empty()) {
+                Some(token) => params = params.continue_token(&token),
+                None => return Ok(out),
+            }
+        }
+    }
+}
+
+/// The Eviction a drain posts: the pod's own grace period, but never past the deadline.
+pub fn eviction_body(version: EvictionVersion, namespace: &str, name: &str, grace_seconds: i64) -> serde_json::Value {
+    json!({
+        "apiVersion": version.api_version(),
+        "kind": "Eviction",
+        "metadata": { "name": name, "namespace": namespace },
+        "deleteOptions": { "gracePeriodSeconds": grace_seconds },
+    })
+}
+
+fn pod_key(pod: &Pod) -> (&str, &str) {
+    (pod.metadata.namespace.as_deref().unwrap_or("default"), pod.metadata.name.as_deref().unwrap_or_default())
+}
+
+fn pod_label(pod: &Pod) -> String {
+    let (namespace, name) = pod_key(pod);
+    format!("{namespace}/{name}")
+}
+
+/// The instance ID in an AWS provider ID (`aws:///eu-west-1a/i-0123…`).
+pub fn instance_id(provider_id: &str) -> Option<&str> {
+    let rest = provider_id.strip_prefix("aws://")?;
+    rest.rsplit('/').next().filter(|id| id.starts_with("i-") && id.len() > 2)
+}
+
+pub fn node_state(node: &Node) -> Option<NodeState> {
+    let provider_id = node.spec.as_ref()?.provider_id.as_deref()?;
+    Some(NodeState {
+        name: node.metadata.name.clone()?,
+        instance_id: instance_id(provider_id)?.to_string(),
+        ready: node_ready(node),
+        unschedulable: node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false),
+    })
+}
+
+pub fn node_ready(node: &Node) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+fn connect_error(operation: &str, e: ConnectError) -> PortError {
+    let kind = match e {
+        ConnectError::Credentials(_) | ConnectError::Client(_) => ErrorKind::Retryable,
+        _ => ErrorKind::Permanent,
+    };
+    PortError::new(kind, operation, e.to_string()).with_source(e)
+}
+
+/// Throttling, conflicts and server trouble are worth a retry; the rest fails the same way again.
+pub fn kube_error(operation: &str, e: kube::Error) -> PortError {
+    let (kind, message) = match &e {
+        kube::Error::Api(status) => {
+            let kind = match status.code {
+                409 => ErrorKind::Conflict,
+                429 | 500..=599 => ErrorKind::Retryable,
+                _ => ErrorKind::Permanent,
+            };
+            (kind, format!("{} ({}): {}", status.code, status.reason, status.message))
+        }
+        other => (ErrorKind::Retryable, other.to_string()),
+    };
+    PortError::new(kind, operation, message).with_source(e)
+}
+
+fn api_code(e: &kube::Error) -> Option<u16> {
+    match e {
+        kube::Error::Api(status) => Some(status.code),
+        _ => None,
+    }
+}
+
+#[async_trait]
+impl Cluster for KubeCluster {
+    async fn pool_nodes(&self, pool: &PoolConfig) -> Result<Vec<NodeState>, PortError> {
+        let client = self.client("list nodes").await?;
+        let nodes = self.list_pool_nodes(&client, pool).await?;
+        Ok(nodes.iter().filter_map(node_state).collect())
+    }
+
+    async fn headroom_replicas(&self, pool: &PoolConfig) -> Result<Option<u32>, PortError> {
+        let client = self.client("get headroom").await?;
+        let api: Api<Deployment> = Api::namespaced(client, &pool.headroom.namespace);
+        let name = headroom::deployment_name(pool);
+        let current = api.get_opt(&name).await.map_err(|e| kube_error(&format!("get Deployment {name}"), e))?;
+        Ok(current.and_then(|d| d.spec).and_then(|s| s.replicas).map(|r| u32::try_from(r).unwrap_or(0)))
+    }
+
+    async fn set_headroom_replicas(&self, pool: &PoolConfig, replicas: u32) -> Result<(), PortError> {
+        let client = self.client("apply headroom").await?;
+        self.ensure_priority_class(&client, pool).await?;
+        let api: Api<Deployment> = Api::namespaced(client, &pool.headroom.namespace);
+        let name = headroom::deployment_name(pool);
+        let operation = format!("apply Deployment {}/{name}", pool.headroom.namespace);
+        let desired = headroom::deployment(pool, replicas);
+        let current = api.get_opt(&name).await.map_err(|e| kube_error(&operation, e))?;
+        if current.as_ref().is_some_and(|c| headroom::deployment_matches(c, &desired)) {
+            return Ok(());
+        }
+        match api.patch(&name, &PatchParams::apply(FIELD_MANAGER), &Patch::Apply(&desired)).await {
+            Ok(_) => Ok(()),
+            Err(e) if api_code(&e) == Some(409) => {
+                // Another manager (kubectl scale, an HPA, a GitOps tool) took fields of
+                // Ballast's own Deployment; Ballast is its owner, so it takes them back.
+                tracing::warn!(deployment = %name, conflict = %e, "taking back fields another manager changed");
+                api.patch(&name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&desired))
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| kube_error(&operation, e))
+            }
+            Err(e) => Err(kube_error(&operation, e)),
+        }
+    }
+
+    async fn pool_demand(&self, pool: &PoolConfig, now: DateTime<Utc>) -> Result<Option<Demand>, PortError> {
+        let client = self.client("list pods").await?;
+        let nodes = self.list_pool_nodes(&client, pool).await?;
+        let Some(index) = self.matcher.index_of(&pool.name) else {
+            return Err(PortError::new(ErrorKind::Permanent, "pool demand", format!("pool {} is not configured", pool.name)));
+        };
+        let mut matcher = self.matcher.clone();
+        matcher.learn_template(index, nodes.iter().filter_map(|n| n.metadata.labels.as_ref()));
+        let names: HashSet<String> = nodes.into_iter().filter_map(|n| n.metadata.name).collect();
+        let api: Api<Pod> = Api::all(client);
+        let mut params =
+            ListParams::default().fields("status.phase!=Succeeded,status.phase!=Failed").limit(PAGE);
+        let mut demand = Demand { cpu_millis: 0, memory_bytes: 0, pods: 0, observed_at: now };
+        loop {
+            let page = api.list(&params).await.map_err(|e| kube_error("list pods", e))?;
+            for pod in &page.items {
+                if !pods::role(pod).is_demand() {
+                    continue;
+                }
+                let Some(spec) = pod.spec.as_ref() else { continue };
+                let in_pool = match pods::node_name(pod) {
+                    Some(node) => names.contains(node),
+                    None => matcher.pending_pod_pool(spec) == Some(index),
+                };
+                if !in_pool {
+                    continue;
+                }
+                match pods::effective_requests(spec) {
+                    Ok(r) => {
+                        demand.cpu_millis += r.cpu_millis;
+                        demand.memory_bytes += r.memory_bytes;
+                        demand.pods += 1;
+                    }
+                    Err(e) => tracing::warn!(pod = %pod_label(pod), error = %e, "requests not counted"),
+                }
+            }
+            match page.metadata.continue_.filter(|c| !c.is_empty()) {
+                Some(token) => params = params.continue_token(&token),
+                None => return Ok(Some(demand)),
+            }
+        }
+    }
+
+    async fn cordon(&self, node: &str) -> Result<(), PortError> {
+        let client = self.client("cordon").await?;
+        let api: Api<Node> = Api::all(client);
+        let patch = json!({ "spec": { "unschedulable": true } });
+        api.patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map(|_| ())
+            .map_err(|e| kube_error(&format!("cordon {node}"), e))
+    }
+
+    async fn drain(&self, node: &str, timeout: Duration) -> Result<DrainReport, PortError> {
+        let client = self.client("drain").await?;
+        let version = self.eviction_version().await?;
+        let deadline = Instant::now() + timeout;
+        let mut evicted = 0;
+        loop {
+            let pods: Vec<Pod> = self
+                .pods_on_node(&client, node)
+                .await?
+                .into_iter()
+                .filter(|p| pods::role(p).is_evictable())
+                .collect();
+            if pods.is_empty() {
+                return Ok(DrainReport { evicted, blocked: Vec::new() });
+            }
+            let mut blocked = BTreeMap::new();
+            for pod in &pods {
+                let label = pod_label(pod);
+                if let Some(grace) = pod.metadata.deletion_timestamp.as_ref().map(|_| pod.metadata.deletion_grace_period_seconds) {
+                    blocked.insert(label, format!("terminating (grace period {}s)", grace.unwrap_or_default()));
+                    continue;
+                }
+                let left = deadline.saturating_duration_since(Instant::now()).as_secs() as i64;
+                let own = pod.spec.as_ref().and_then(|s| s.termination_grace_period_seconds).unwrap_or(30);
+                match self.evict(&client, version, pod, own.min(left).max(0)).await {
+                    Ok(()) => {
+                        evicted += 1;
+                        blocked.insert(label, "evicted, terminating".to_string());
+                    }
+                    Err(e) if api_code(&e) == Some(404) => {}
+                    Err(kube::Error::Api(status)) if status.code == 429 => {
+                        blocked.insert(label, format!("a PodDisruptionBudget blocks the eviction: {}", status.message));
+                    }
+                    Err(e) => {
+                        let error = kube_error(&format!("evict {label}"), e);
+                        if !error.is_retryable() {
+                            return Err(error);
+                        }
+                        blocked.insert(label, error.message);
+                    }
+                }
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(DrainReport { evicted, blocked: blocked.into_iter().collect() });
+            }
+            tokio::time::sleep(self.drain_poll.min(deadline - now)).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn instance_ids_come_from_aws_provider_ids() {
+        assert_eq!(instance_id("aws:///eu-west-1a/i-0a1b2c3d4e5f60001"), Some("i-0a1b2c3d4e5f60001"));
+        assert_eq!(instance_id("aws:///eu-west-1a/"), None);
+        assert_eq!(instance_id("gce://project/zone/name"), None);
+    }
+
+    #[test]
+    fn eviction_body_names_delete_options_as_the_server_reads_them() {
+        let body = eviction_body(EvictionVersion::V1, "shop", "web-1", 25);
+        assert_eq!(body["apiVersion"], "policy/v1");
+        assert_eq!(body["deleteOptions"]["gracePeriodSeconds"], 25);
+        assert!(body.get("delete_options").is_none());
+    }
+}

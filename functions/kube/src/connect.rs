@@ -1,0 +1,162 @@
+//! How the functions reach the API server: an EKS endpoint with its CA and a bearer
+//! token made from the function's AWS credentials (made again well before it expires),
+//! or a ready kube config (a kubeconfig in development, the tests' API server).
+
+use std::time::{Duration, SystemTime};
+
+use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
+use kube::config::AuthInfo;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::CertificateDer;
+use tokio::sync::Mutex;
+
+use crate::token::{eks_token, TokenError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error("the EKS endpoint {endpoint:?} is not a URL: {reason}")]
+    Endpoint { endpoint: String, reason: String },
+    #[error("the cluster's certificate authority data is not {what}")]
+    CertificateAuthority { what: &'static str },
+    #[error("no AWS credentials for the EKS token: {0}")]
+    Credentials(#[source] aws_credential_types::provider::error::CredentialsError),
+    #[error(transparent)]
+    Token(#[from] TokenError),
+    #[error("cannot build the Kubernetes client: {0}")]
+    Client(#[source] kube::Error),
+    #[error("cannot read the kubeconfig: {0}")]
+    Kubeconfig(#[source] kube::config::KubeconfigError),
+}
+
+/// What DescribeCluster says about the cluster.
+#[derive(Debug, Clone)]
+pub struct EksEndpoint {
+    pub cluster: String,
+    pub region: String,
+    pub endpoint: String,
+    /// Base64 of the PEM bundle, as DescribeCluster returns it.
+    pub certificate_authority: String,
+}
+
+struct Cached {
+    client: kube::Client,
+    refresh_at: SystemTime,
+}
+
+pub struct EksConnector {
+    base: kube::Config,
+    cluster: String,
+    region: String,
+    credentials: SharedCredentialsProvider,
+    current: Mutex<Option<Cached>>,
+}
+
+pub enum Connector {
+    Fixed(kube::Client),
+    Eks(Box<EksConnector>),
+}
+
+/// Every write must fail fast and be classified by Ballast: kube's default 429 retry
+/// would hold an eviction a PodDisruptionBudget blocks for minutes.
+fn tune(mut config: kube::Config) -> kube::Config {
+    config.default_retry = false;
+    config.read_timeout = Some(Duration::from_secs(30));
+    config
+}
+
+impl Connector {
+    pub fn fixed(config: kube::Config) -> Result<Connector, ConnectError> {
+        Ok(Connector::Fixed(kube::Client::try_from(tune(config)).map_err(ConnectError::Client)?))
+    }
+
+    /// From `KUBECONFIG` or `~/.kube/config`, for development.
+    pub async fn kubeconfig() -> Result<Connector, ConnectError> {
+        let config = kube::Config::from_kubeconfig(&Default::default()).await.map_err(ConnectError::Kubeconfig)?;
+        Connector::fixed(config)
+    }
+
+    pub fn eks(endpoint: EksEndpoint, credentials: SharedCredentialsProvider) -> Result<Connector, ConnectError> {
+        let uri: http::Uri = endpoint
+            .endpoint
+            .parse()
+            .map_err(|e: http::uri::InvalidUri| ConnectError::Endpoint {
+                endpoint: endpoint.endpoint.clone(),
+                reason: e.to_string(),
+            })?;
+        let mut base = tune(kube::Config::new(uri));
+        base.root_cert = Some(ca_certificates(&endpoint.certificate_authority)?);
+        Ok(Connector::Eks(Box::new(EksConnector {
+            base,
+            cluster: endpoint.cluster,
+            region: endpoint.region,
+            credentials,
+            current: Mutex::new(None),
+        })))
+    }
+
+    /// A client whose credentials are good for at least the next few minutes.
+    pub async fn client(&self) -> Result<kube::Client, ConnectError> {
+        match self {
+            Connector::Fixed(client) => Ok(client.clone()),
+            Connector::Eks(eks) => eks.client(SystemTime::now()).await,
+        }
+    }
+}
+
+impl EksConnector {
+    async fn client(&self, now: SystemTime) -> Result<kube::Client, ConnectError> {
+        let mut current = self.current.lock().await;
+        if let Some(cached) = current.as_ref().filter(|c| now < c.refresh_at) {
+            return Ok(cached.client.clone());
+        }
+        let credentials = self.credentials.provide_credentials().await.map_err(ConnectError::Credentials)?;
+        let token = eks_token(&self.cluster, &self.region, &credentials, now)?;
+        let mut config = self.base.clone();
+        config.auth_info = AuthInfo { token: Some(token.token.into()), ..Default::default() };
+        let client = kube::Client::try_from(config).map_err(ConnectError::Client)?;
+        *current = Some(Cached { client: client.clone(), refresh_at: token.refresh_at });
+        Ok(client)
+    }
+}
+
+/// DER certificates from DescribeCluster's base64 PEM bundle.
+pub fn ca_certificates(base64_pem: &str) -> Result<Vec<Vec<u8>>, ConnectError> {
+    let pem = STANDARD
+        .decode(base64_pem.trim())
+        .map_err(|_| ConnectError::CertificateAuthority { what: "base64" })?;
+    let certs: Vec<Vec<u8>> = CertificateDer::pem_slice_iter(&pem)
+        .map(|c| c.map(|c| c.to_vec()))
+        .collect::<Result<_, _>>()
+        .map_err(|_| ConnectError::CertificateAuthority { what: "a PEM certificate bundle" })?;
+    if certs.is_empty() {
+        return Err(ConnectError::CertificateAuthority { what: "a PEM certificate bundle (no certificate in it)" });
+    }
+    Ok(certs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_certificate_data_says_what_is_wrong() {
+        let err = |s: &str| ca_certificates(s).unwrap_err().to_string();
+        assert!(err("not base64!").ends_with("not base64"));
+        assert!(err(&STANDARD.encode("hello")).contains("no certificate in it"));
+    }
+
+    #[test]
+    fn an_endpoint_that_is_not_a_url_is_named() {
+        let endpoint = EksEndpoint {
+            cluster: "c".into(),
+            region: "eu-west-1".into(),
+            endpoint: "https://exa mple".into(),
+            certificate_authority: String::new(),
+        };
+        let provider = SharedCredentialsProvider::new(aws_credential_types::Credentials::new("AKID", "secret", None, None, "test"));
+        let err = Connector::eks(endpoint, provider).err().unwrap().to_string();
+        assert!(err.contains("\"https://exa mple\" is not a URL"), "{err}");
+    }
+}

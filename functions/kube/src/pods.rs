@@ -1,0 +1,210 @@
+//! What Ballast needs to know about a pod, read from the API object: its role (is it
+//! demand at all?), its effective requests, and whether the scheduler gave up on it.
+
+use std::collections::BTreeMap;
+
+use ballast_core::units::{parse_cpu_millis, parse_memory_bytes, QuantityError};
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::core::v1::{Pod, PodSpec, ResourceRequirements};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+/// Label on Ballast's pause pods (and their Deployment).
+pub const HEADROOM_LABEL: &str = "ballast.io/headroom";
+/// Label naming the pool of a headroom Deployment.
+pub const POOL_LABEL: &str = "ballast.io/pool";
+/// Static pods mirrored into the API server by the kubelet.
+pub const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PodRole {
+    Workload,
+    /// Ballast's own headroom.
+    Pause,
+    DaemonSet,
+    Mirror,
+    /// Succeeded or Failed: holds no capacity.
+    Finished,
+}
+
+impl PodRole {
+    /// Only workload pods are demand.
+    pub fn is_demand(self) -> bool {
+        self == PodRole::Workload
+    }
+
+    /// What a drain must evict: everything except DaemonSet and mirror pods (finished
+    /// pods hold nothing and go with the node).
+    pub fn is_evictable(self) -> bool {
+        matches!(self, PodRole::Workload | PodRole::Pause)
+    }
+}
+
+pub fn role(pod: &Pod) -> PodRole {
+    let meta = &pod.metadata;
+    if matches!(pod.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed")) {
+        return PodRole::Finished;
+    }
+    if meta.annotations.as_ref().is_some_and(|a| a.contains_key(MIRROR_ANNOTATION)) {
+        return PodRole::Mirror;
+    }
+    if meta.owner_references.iter().flatten().any(|o| o.kind == "DaemonSet" && o.controller == Some(true)) {
+        return PodRole::DaemonSet;
+    }
+    if meta.labels.as_ref().is_some_and(|l| l.get(HEADROOM_LABEL).is_some_and(|v| v == "true")) {
+        return PodRole::Pause;
+    }
+    PodRole::Workload
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Requests {
+    pub cpu_millis: u64,
+    pub memory_bytes: u64,
+}
+
+impl Requests {
+    fn add(self, other: Requests) -> Requests {
+        Requests {
+            cpu_millis: self.cpu_millis.saturating_add(other.cpu_millis),
+            memory_bytes: self.memory_bytes.saturating_add(other.memory_bytes),
+        }
+    }
+
+    fn max(self, other: Requests) -> Requests {
+        Requests {
+            cpu_millis: self.cpu_millis.max(other.cpu_millis),
+            memory_bytes: self.memory_bytes.max(other.memory_bytes),
+        }
+    }
+}
+
+/// A request the API server accepted but Ballast cannot read.
+#[derive(Debug, thiserror::Error)]
+#[error("{container}: resources.requests.{resource} = {value:?}: {source}")]
+pub struct RequestError {
+    pub container: String,
+    pub resource: &'static str,
+    pub value: String,
+    #[source]
+    pub source: QuantityError,
+}
+
+/// The requests the scheduler reserves for the pod: the larger of the containers' sum
+/// and the largest init container (init containers run one at a time), plus overhead.
+/// Sidecars (init containers that keep running) count with the containers.
+pub fn effective_requests(spec: &PodSpec) -> Result<Requests, RequestError> {
+    let mut running = Requests::default();
+    let mut init_peak = Requests::default();
+    let mut sidecars = Requests::default();
+    for c in &spec.containers {
+        running = running.add(container_requests(&c.name, c.resources.as_ref())?);
+    }
+    for c in spec.init_containers.iter().flatten() {
+        let r = container_requests(&c.name, c.resources.as_ref())?;
+        if c.restart_policy.as_deref() == Some("Always") {
+            sidecars = sidecars.add(r);
+        } else {
+            init_peak = init_peak.max(sidecars.add(r));
+        }
+    }
+    let overhead = quantities("overhead", spec.overhead.as_ref())?;
+    Ok(running.add(sidecars).max(init_peak).add(overhead))
+}
+
+fn container_requests(name: &str, resources: Option<&ResourceRequirements>) -> Result<Requests, RequestError> {
+    quantities(name, resources.and_then(|r| r.requests.as_ref()))
+}
+
+fn quantities(owner: &str, map: Option<&BTreeMap<String, Quantity>>) -> Result<Requests, RequestError> {
+    let Some(map) = map else { return Ok(Requests::default()) };
+    let read = |resource: &'static str, parse: fn(&str) -> Result<u64, QuantityError>| -> Result<u64, RequestError> {
+        match map.get(resource) {
+            None => Ok(0),
+            Some(q) => parse(&q.0).map_err(|source| RequestError {
+                container: owner.to_string(),
+                resource,
+                value: q.0.clone(),
+                source,
+            }),
+        }
+    };
+    Ok(Requests { cpu_millis: read("cpu", parse_cpu_millis)?, memory_bytes: read("memory", parse_memory_bytes)? })
+}
+
+/// When the scheduler last said the pod fits nowhere (`PodScheduled=False`,
+/// reason `Unschedulable`); `None` for a pod that is bound or not yet tried.
+pub fn unschedulable_since(pod: &Pod) -> Option<DateTime<Utc>> {
+    if pod.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some() {
+        return None;
+    }
+    let condition = pod
+        .status
+        .as_ref()?
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == "PodScheduled" && c.status == "False" && c.reason.as_deref() == Some("Unschedulable"))?;
+    condition.last_transition_time.as_ref().or(pod.metadata.creation_timestamp.as_ref()).and_then(|t| to_chrono(t.0))
+}
+
+/// k8s-openapi's timestamps are jiff's; Ballast's core speaks chrono.
+pub fn to_chrono(t: k8s_openapi::jiff::Timestamp) -> Option<DateTime<Utc>> {
+    DateTime::from_timestamp(t.as_second(), u32::try_from(t.subsec_nanosecond()).unwrap_or(0))
+}
+
+/// The node a pod is bound to.
+pub fn node_name(pod: &Pod) -> Option<&str> {
+    pod.spec.as_ref().and_then(|s| s.node_name.as_deref())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::Container;
+
+    fn container(name: &str, cpu: &str, memory: &str) -> Container {
+        Container {
+            name: name.to_string(),
+            resources: Some(ResourceRequirements {
+                requests: Some(BTreeMap::from([
+                    ("cpu".to_string(), Quantity(cpu.to_string())),
+                    ("memory".to_string(), Quantity(memory.to_string())),
+                ])),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn requests_take_the_larger_of_containers_and_init_plus_overhead() {
+        let spec = PodSpec {
+            containers: vec![container("a", "250m", "128Mi"), container("b", "250m", "128Mi")],
+            init_containers: Some(vec![container("migrate", "1", "64Mi")]),
+            overhead: Some(BTreeMap::from([("cpu".to_string(), Quantity("10m".to_string()))])),
+            ..Default::default()
+        };
+        let r = effective_requests(&spec).unwrap();
+        assert_eq!(r, Requests { cpu_millis: 1010, memory_bytes: 256 << 20 });
+    }
+
+    #[test]
+    fn sidecars_count_with_the_containers() {
+        let mut sidecar = container("proxy", "100m", "32Mi");
+        sidecar.restart_policy = Some("Always".to_string());
+        let spec = PodSpec {
+            containers: vec![container("app", "500m", "256Mi")],
+            init_containers: Some(vec![sidecar, container("init", "550m", "16Mi")]),
+            ..Default::default()
+        };
+        // init runs beside the sidecar: 650m; app + sidecar: 600m.
+        assert_eq!(effective_requests(&spec).unwrap(), Requests { cpu_millis: 650, memory_bytes: 288 << 20 });
+    }
+
+    #[test]
+    fn an_unreadable_quantity_names_the_container_and_resource() {
+        let spec = PodSpec { containers: vec![container("web", "lots", "1Gi")], ..Default::default() };
+        let err = effective_requests(&spec).unwrap_err().to_string();
+        assert!(err.starts_with("web: resources.requests.cpu = \"lots\""), "{err}");
+    }
+}

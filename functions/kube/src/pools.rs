@@ -1,0 +1,262 @@
+//! Which pool a node or a pod belongs to. A node belongs to the first pool whose node
+//! selector its labels carry. A bound pod belongs to its node's pool; a pending one to
+//! the first pool (config order) whose nodes its node selector, required node affinity
+//! and tolerations fit — the pool cluster-autoscaler could grow for it.
+
+use std::collections::BTreeMap;
+
+use ballast_core::config::{PoolConfig, TaintEffect, Toleration as PoolToleration, TolerationOperator};
+use k8s_openapi::api::core::v1::{NodeSelectorRequirement, PodSpec, Toleration};
+
+#[derive(Debug, Clone)]
+struct PoolShape {
+    name: String,
+    node_selector: BTreeMap<String, String>,
+    /// The labels every node of the pool is known to carry: the node selector, widened
+    /// by the labels all its current nodes share (architecture, OS, instance family…).
+    template: BTreeMap<String, String>,
+    /// The taints the pool's nodes carry, as implied by the tolerations its pause pods need.
+    taints: Vec<Taint>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Taint {
+    key: String,
+    /// `None`: any value (the pool tolerates the key with `Exists`).
+    value: Option<String>,
+    effect: Option<TaintEffect>,
+}
+
+#[derive(Debug, Clone)]
+pub struct PoolMatcher {
+    pools: Vec<PoolShape>,
+}
+
+impl PoolMatcher {
+    pub fn new(pools: &[PoolConfig]) -> PoolMatcher {
+        let pools = pools
+            .iter()
+            .map(|p| PoolShape {
+                name: p.name.clone(),
+                node_selector: p.node_selector.clone(),
+                template: p.node_selector.clone(),
+                taints: p.tolerations.iter().filter_map(implied_taint).collect(),
+            })
+            .collect();
+        PoolMatcher { pools }
+    }
+
+    pub fn len(&self) -> usize {
+        self.pools.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pools.is_empty()
+    }
+
+    pub fn name(&self, pool: usize) -> &str {
+        &self.pools[pool].name
+    }
+
+    pub fn index_of(&self, name: &str) -> Option<usize> {
+        self.pools.iter().position(|p| p.name == name)
+    }
+
+    /// The first pool whose node selector the node's labels carry.
+    pub fn node_pool(&self, labels: &BTreeMap<String, String>) -> Option<usize> {
+        self.pools.iter().position(|p| p.node_selector.iter().all(|(k, v)| labels.get(k) == Some(v)))
+    }
+
+    /// Widens a pool's template with the labels all of `nodes` share.
+    pub fn learn_template<'a>(&mut self, pool: usize, nodes: impl IntoIterator<Item = &'a BTreeMap<String, String>>) {
+        let shape = &mut self.pools[pool];
+        let mut shared: Option<BTreeMap<String, String>> = None;
+        for labels in nodes {
+            shared = Some(match shared {
+                None => labels.clone(),
+                Some(mut s) => {
+                    s.retain(|k, v| labels.get(k) == Some(v));
+                    s
+                }
+            });
+        }
+        let mut template = shared.unwrap_or_default();
+        template.extend(shape.node_selector.clone());
+        shape.template = template;
+    }
+
+    /// The pool a pending pod would be placed in.
+    pub fn pending_pod_pool(&self, spec: &PodSpec) -> Option<usize> {
+        self.pools.iter().position(|p| fits(spec, p))
+    }
+}
+
+fn implied_taint(t: &PoolToleration) -> Option<Taint> {
+    // PreferNoSchedule never keeps a pod off a node; a key-less Exists tolerates anything.
+    if t.effect == Some(TaintEffect::PreferNoSchedule) {
+        return None;
+    }
+    let key = t.key.clone()?;
+    let value = match t.operator.unwrap_or(TolerationOperator::Equal) {
+        TolerationOperator::Exists => None,
+        TolerationOperator::Equal => Some(t.value.clone().unwrap_or_default()),
+    };
+    Some(Taint { key, value, effect: t.effect })
+}
+
+fn fits(spec: &PodSpec, pool: &PoolShape) -> bool {
+    let labels = &pool.template;
+    let selector_ok = spec.node_selector.iter().flatten().all(|(k, v)| labels.get(k) == Some(v));
+    let affinity_ok = match spec
+        .affinity
+        .as_ref()
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|n| n.required_during_scheduling_ignored_during_execution.as_ref())
+    {
+        None => true,
+        // Terms are ORed, the expressions of a term ANDed.
+        Some(required) => required.node_selector_terms.iter().any(|term| {
+            term.match_expressions.iter().flatten().all(|e| expression_holds(e, labels))
+                && term.match_expressions.as_ref().is_some_and(|e| !e.is_empty())
+        }),
+    };
+    let tolerated = pool.taints.iter().all(|taint| spec.tolerations.iter().flatten().any(|t| tolerates(t, taint)));
+    selector_ok && affinity_ok && tolerated
+}
+
+/// Labels the template does not know (a hostname, a zone the nodes differ in) cannot
+/// rule a pool out for `NotIn`/`DoesNotExist`, and cannot admit it for `In`/`Exists`.
+fn expression_holds(e: &NodeSelectorRequirement, labels: &BTreeMap<String, String>) -> bool {
+    let value = labels.get(&e.key);
+    let values = e.values.as_deref().unwrap_or_default();
+    match e.operator.as_str() {
+        "In" => value.is_some_and(|v| values.contains(v)),
+        "NotIn" => value.is_none_or(|v| !values.contains(v)),
+        "Exists" => value.is_some(),
+        "DoesNotExist" => value.is_none(),
+        "Gt" | "Lt" => {
+            let (Some(v), Some(bound)) = (value.and_then(|v| v.parse::<i64>().ok()), values.first()) else {
+                return false;
+            };
+            let Ok(bound) = bound.parse::<i64>() else { return false };
+            if e.operator == "Gt" {
+                v > bound
+            } else {
+                v < bound
+            }
+        }
+        _ => false,
+    }
+}
+
+fn tolerates(t: &Toleration, taint: &Taint) -> bool {
+    let effect_ok = match (t.effect.as_deref(), taint.effect) {
+        (None | Some(""), _) => true,
+        (Some(_), None) => false,
+        (Some(e), Some(want)) => e == effect_name(want),
+    };
+    if !effect_ok {
+        return false;
+    }
+    match (t.key.as_deref(), t.operator.as_deref()) {
+        (None | Some(""), Some("Exists")) => true,
+        (Some(key), Some("Exists")) => key == taint.key,
+        (Some(key), _) => key == taint.key && taint.value.as_deref() == Some(t.value.as_deref().unwrap_or_default()),
+        (None, _) => false,
+    }
+}
+
+fn effect_name(effect: TaintEffect) -> &'static str {
+    match effect {
+        TaintEffect::NoSchedule => "NoSchedule",
+        TaintEffect::PreferNoSchedule => "PreferNoSchedule",
+        TaintEffect::NoExecute => "NoExecute",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ballast_core::config::Config;
+    use k8s_openapi::api::core::v1::{Affinity, NodeAffinity, NodeSelector, NodeSelectorTerm};
+
+    fn matcher() -> PoolMatcher {
+        let yaml = r#"
+cluster: demo
+region: eu-west-1
+state_table: ballast-state
+pools:
+  - name: gpu
+    spot_asgs: [gpu-spot]
+    on_demand_asg: gpu-od
+    node_selector: {ballast.io/pool: gpu}
+    tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
+  - name: general
+    spot_asgs: [general-spot]
+    on_demand_asg: general-od
+    node_selector: {ballast.io/pool: general}
+"#;
+        PoolMatcher::new(&Config::from_yaml(yaml).unwrap().pools)
+    }
+
+    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn nodes_belong_to_the_pool_whose_selector_they_carry() {
+        let m = matcher();
+        assert_eq!(m.node_pool(&labels(&[("ballast.io/pool", "general"), ("x", "y")])), Some(1));
+        assert_eq!(m.node_pool(&labels(&[("ballast.io/pool", "other")])), None);
+    }
+
+    #[test]
+    fn a_pending_pod_goes_to_the_first_pool_it_fits() {
+        let m = matcher();
+        // No toleration: the tainted gpu pool is out.
+        assert_eq!(m.pending_pod_pool(&PodSpec::default()), Some(1));
+        let gpu = PodSpec {
+            tolerations: Some(vec![Toleration {
+                key: Some("nvidia.com/gpu".into()),
+                operator: Some("Exists".into()),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        };
+        assert_eq!(m.pending_pod_pool(&gpu), Some(0));
+        let selects_general =
+            PodSpec { node_selector: Some(labels(&[("ballast.io/pool", "general")])), ..gpu.clone() };
+        assert_eq!(m.pending_pod_pool(&selects_general), Some(1));
+        let nowhere = PodSpec { node_selector: Some(labels(&[("ballast.io/pool", "batch")])), ..gpu };
+        assert_eq!(m.pending_pod_pool(&nowhere), None);
+    }
+
+    #[test]
+    fn required_affinity_is_checked_against_what_the_pool_s_nodes_share() {
+        let mut m = matcher();
+        let arm = PodSpec {
+            affinity: Some(Affinity {
+                node_affinity: Some(NodeAffinity {
+                    required_during_scheduling_ignored_during_execution: Some(NodeSelector {
+                        node_selector_terms: vec![NodeSelectorTerm {
+                            match_expressions: Some(vec![NodeSelectorRequirement {
+                                key: "kubernetes.io/arch".into(),
+                                operator: "In".into(),
+                                values: Some(vec!["arm64".into()]),
+                            }]),
+                            ..Default::default()
+                        }],
+                    }),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert_eq!(m.pending_pod_pool(&arm), None, "nothing known about the nodes yet");
+        let a = labels(&[("ballast.io/pool", "general"), ("kubernetes.io/arch", "arm64"), ("host", "a")]);
+        let b = labels(&[("ballast.io/pool", "general"), ("kubernetes.io/arch", "arm64"), ("host", "b")]);
+        m.learn_template(1, [&a, &b]);
+        assert_eq!(m.pending_pod_pool(&arm), Some(1));
+    }
+}
