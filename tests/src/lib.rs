@@ -4,6 +4,7 @@
 
 pub mod aws;
 pub mod emulator;
+pub mod kube;
 pub mod moto;
 
 use std::path::PathBuf;

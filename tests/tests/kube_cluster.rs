@@ -1,0 +1,261 @@
+//! The cluster adapter against a real kube-apiserver v1.20.2 (+ scheduler and
+//! controller-manager), acting as the Lambda functions' group with the RBAC of
+//! `infra/k8s/functions-rbac.yaml`.
+
+use std::time::Duration;
+
+use ballast_core::config::PoolConfig;
+use ballast_core::ports::{Cluster, ErrorKind};
+use ballast_kube::{Connector, KubeCluster};
+use ballast_tests::kube::{
+    add_node, apply_manifests, eventually, mark_running, ControlPlane, Parts, ADMIN_TOKEN, FUNCTIONS_TOKEN,
+};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::Api;
+use serde_json::json;
+
+fn pool() -> PoolConfig {
+    let mut config = ballast_tests::example_config();
+    let mut pool = config.pools.remove(0);
+    pool.headroom.pod_cpu_millis = 1500;
+    pool.headroom.pod_memory_bytes = 1 << 30;
+    pool
+}
+
+/// The control plane with the namespace and the functions' RBAC applied, and the
+/// adapter connected as the functions' group.
+async fn setup(parts: Parts) -> Option<(ControlPlane, kube::Client, KubeCluster)> {
+    let plane = ControlPlane::start(parts).await?;
+    let admin = plane.client(ADMIN_TOKEN);
+    apply_manifests(&admin, "namespace.yaml", &["Namespace"]).await;
+    apply_manifests(&admin, "functions-rbac.yaml", &["ClusterRole", "ClusterRoleBinding"]).await;
+    let connector = Connector::fixed(plane.kube_config(FUNCTIONS_TOKEN)).expect("connector");
+    let cluster = KubeCluster::new(connector, &[pool()]).with_drain_poll(Duration::from_millis(250));
+    Some((plane, admin, cluster))
+}
+
+async fn create_pod(admin: &kube::Client, namespace: &str, spec: serde_json::Value) -> Pod {
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), namespace);
+    let pod: Pod = serde_json::from_value(spec).expect("pod");
+    pods.create(&PostParams::default(), &pod).await.expect("create pod")
+}
+
+fn workload(name: &str, cpu: &str, extra: serde_json::Value) -> serde_json::Value {
+    let mut pod = json!({
+        "metadata": { "name": name, "labels": { "app": "web" } },
+        "spec": {
+            "containers": [{ "name": "app", "image": "app:1", "resources": { "requests": { "cpu": cpu, "memory": "256Mi" } } }],
+            "tolerations": [{ "key": "dedicated", "operator": "Equal", "value": "general", "effect": "NoSchedule" }],
+            "nodeSelector": { "ballast.io/pool": "general" },
+        },
+    });
+    merge(&mut pod, extra);
+    pod
+}
+
+fn merge(into: &mut serde_json::Value, from: serde_json::Value) {
+    match (into, from) {
+        (serde_json::Value::Object(a), serde_json::Value::Object(b)) => {
+            for (k, v) in b {
+                merge(a.entry(k).or_insert(serde_json::Value::Null), v);
+            }
+        }
+        (slot, v) => *slot = v,
+    }
+}
+
+#[tokio::test]
+async fn headroom_apply_is_idempotent_and_takes_back_fields_another_manager_changed() {
+    let Some((_plane, admin, cluster)) = setup(Parts::ApiServer).await else { return };
+    let pool = pool();
+    assert_eq!(cluster.headroom_replicas(&pool).await.unwrap(), None, "no Deployment yet");
+    cluster.set_headroom_replicas(&pool, 3).await.unwrap();
+    let deployments: Api<Deployment> = Api::namespaced(admin.clone(), "ballast");
+    let first = deployments.get("ballast-headroom-general").await.unwrap();
+    assert_eq!(first.spec.as_ref().unwrap().replicas, Some(3));
+    let pc: Api<PriorityClass> = Api::all(admin.clone());
+    let pc = pc.get("ballast-headroom").await.unwrap();
+    assert_eq!((pc.value, pc.preemption_policy.as_deref()), (-10, Some("Never")));
+
+    // The same reconcile again writes nothing.
+    cluster.set_headroom_replicas(&pool, 3).await.unwrap();
+    let again = deployments.get("ballast-headroom-general").await.unwrap();
+    assert_eq!(again.metadata.resource_version, first.metadata.resource_version, "no write when nothing differs");
+    assert_eq!(cluster.headroom_replicas(&pool).await.unwrap(), Some(3));
+
+    // Someone scales Ballast's Deployment by hand and adds an annotation of their own.
+    let by_hand = json!({ "metadata": { "annotations": { "team": "platform" } }, "spec": { "replicas": 9 } });
+    let kubectl = PatchParams { field_manager: Some("kubectl-edit".into()), ..Default::default() };
+    deployments.patch("ballast-headroom-general", &kubectl, &Patch::Merge(&by_hand)).await.unwrap();
+    // Ballast's apply of 4 conflicts on spec.replicas, takes it back, and leaves the rest.
+    cluster.set_headroom_replicas(&pool, 4).await.unwrap();
+    let after = deployments.get("ballast-headroom-general").await.unwrap();
+    assert_eq!(after.spec.as_ref().unwrap().replicas, Some(4));
+    assert_eq!(after.metadata.annotations.as_ref().unwrap()["team"], "platform", "other managers' fields stay");
+    let replicas_owner = after
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|m| m.fields_v1.as_ref().is_some_and(|f| f.0.to_string().contains("f:replicas")))
+        .map(|m| m.manager.clone().unwrap_or_default())
+        .collect::<Vec<_>>();
+    assert_eq!(replicas_owner, vec!["ballast".to_string()], "ballast owns spec.replicas again");
+}
+
+#[tokio::test]
+async fn a_priority_class_with_another_value_is_reported_not_overwritten() {
+    let Some((_plane, admin, cluster)) = setup(Parts::ApiServer).await else { return };
+    let existing: PriorityClass =
+        serde_json::from_value(json!({ "metadata": { "name": "ballast-headroom" }, "value": -5 })).unwrap();
+    Api::<PriorityClass>::all(admin).create(&PostParams::default(), &existing).await.unwrap();
+    let err = cluster.set_headroom_replicas(&pool(), 1).await.unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Permanent);
+    assert!(err.message.contains("exists with value -5") && err.message.contains("needs -10"), "{err}");
+}
+
+#[tokio::test]
+async fn pause_pods_land_on_pool_nodes_and_a_workload_preempts_them() {
+    let Some((_plane, admin, cluster)) = setup(Parts::WithControllers).await else { return };
+    let pool = pool();
+    add_node(&admin, "general-1", &[("ballast.io/pool", "general")], "4", "16Gi").await;
+    add_node(&admin, "batch-1", &[("ballast.io/pool", "batch")], "8", "32Gi").await;
+    cluster.set_headroom_replicas(&pool, 2).await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), "ballast");
+    let pause = ListParams::default().labels("ballast.io/headroom=true");
+    eventually(Duration::from_secs(60), "two pause pods bound to general-1", || async {
+        let list = pods.list(&pause).await.unwrap();
+        list.items.len() == 2
+            && list.items.iter().all(|p| p.spec.as_ref().unwrap().node_name.as_deref() == Some("general-1"))
+    })
+    .await;
+
+    // 2 CPU of workload on a 4 CPU node holding 2 x 1.5 CPU of pause pods: one must go.
+    create_pod(&admin, "default", workload("web-1", "2", json!({}))).await;
+    let default_pods: Api<Pod> = Api::namespaced(admin.clone(), "default");
+    eventually(Duration::from_secs(60), "the workload pod bound to general-1", || async {
+        default_pods.get("web-1").await.unwrap().spec.unwrap().node_name.as_deref() == Some("general-1")
+    })
+    .await;
+    eventually(Duration::from_secs(60), "one pause pod bound, its replacement unschedulable", || async {
+        let list = pods.list(&pause).await.unwrap();
+        let bound = list.items.iter().filter(|p| p.spec.as_ref().unwrap().node_name.is_some()).count();
+        let unschedulable = list.items.iter().filter(|p| ballast_kube::pods::unschedulable_since(p).is_some()).count();
+        bound == 1 && unschedulable == 1
+    })
+    .await;
+
+    // Demand is the workload alone: pause pods are not demand.
+    let demand = cluster.pool_demand(&pool, chrono::Utc::now()).await.unwrap().unwrap();
+    assert_eq!((demand.cpu_millis, demand.memory_bytes, demand.pods), (2000, 256 << 20, 1));
+}
+
+#[tokio::test]
+async fn cordon_and_a_drain_that_a_budget_blocks_then_allows() {
+    let Some((_plane, admin, cluster)) = setup(Parts::WithControllers).await else { return };
+    let pool = pool();
+    add_node(&admin, "general-1", &[("ballast.io/pool", "general")], "4", "16Gi").await;
+    add_node(&admin, "general-2", &[("ballast.io/pool", "general")], "4", "16Gi").await;
+    add_node(&admin, "other-1", &[("ballast.io/pool", "other")], "4", "16Gi").await;
+
+    let nodes = cluster.pool_nodes(&pool).await.unwrap();
+    let mut names: Vec<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
+    names.sort();
+    assert_eq!(names, ["general-1", "general-2"]);
+    assert!(nodes.iter().all(|n| n.ready && n.instance_id.starts_with("i-") && !n.unschedulable));
+
+    let on = |node: &str| json!({ "spec": { "nodeName": node, "terminationGracePeriodSeconds": 0 } });
+    create_pod(&admin, "default", workload("web-1", "500m", on("general-1"))).await;
+    mark_running(&admin, "default", "web-1").await;
+    let daemon = json!({ "metadata": { "name": "logs-1", "labels": { "app": "logs" }, "ownerReferences": [{
+        "apiVersion": "apps/v1", "kind": "DaemonSet", "name": "logs", "uid": "3f0c5c4e-2d7b-4c1e-9a51-6f8f1d2b7a10", "controller": true }] } });
+    create_pod(&admin, "default", workload("logs-1", "100m", merge_into(daemon, on("general-1")))).await;
+    let budget = json!({ "apiVersion": "policy/v1beta1", "kind": "PodDisruptionBudget",
+        "metadata": { "name": "web" }, "spec": { "minAvailable": 1, "selector": { "matchLabels": { "app": "web" } } } });
+    create_v1beta1_pdb(&admin, budget).await;
+    eventually(Duration::from_secs(60), "the budget sees one healthy pod", || async {
+        pdbs_status(&admin).await == Some((1, 0))
+    })
+    .await;
+
+    cluster.cordon("general-1").await.unwrap();
+    let node: Node = Api::<Node>::all(admin.clone()).get("general-1").await.unwrap();
+    assert_eq!(node.spec.unwrap().unschedulable, Some(true));
+
+    let report = cluster.drain("general-1", Duration::from_secs(2)).await.unwrap();
+    assert_eq!(report.evicted, 0);
+    assert_eq!(report.blocked.len(), 1, "{report:?}");
+    assert_eq!(report.blocked[0].0, "default/web-1");
+    assert!(report.blocked[0].1.contains("PodDisruptionBudget"), "{report:?}");
+
+    // A second replica elsewhere: the budget now allows one disruption; the drain finishes.
+    create_pod(&admin, "default", workload("web-2", "500m", on("general-2"))).await;
+    mark_running(&admin, "default", "web-2").await;
+    let report = cluster.drain("general-1", Duration::from_secs(60)).await.unwrap();
+    assert!(report.complete(), "{report:?}");
+    assert_eq!(report.evicted, 1);
+    let default_pods: Api<Pod> = Api::namespaced(admin.clone(), "default");
+    assert!(default_pods.get_opt("web-1").await.unwrap().is_none(), "evicted");
+    assert!(default_pods.get_opt("logs-1").await.unwrap().is_some(), "DaemonSet pods stay");
+}
+
+#[tokio::test]
+async fn a_drain_honours_grace_periods_but_not_past_its_deadline() {
+    let Some((_plane, admin, cluster)) = setup(Parts::ApiServer).await else { return };
+    add_node(&admin, "general-1", &[("ballast.io/pool", "general")], "4", "16Gi").await;
+    let slow = json!({ "metadata": { "name": "slow" }, "spec": { "nodeName": "general-1", "terminationGracePeriodSeconds": 600 } });
+    create_pod(&admin, "default", workload("slow", "100m", slow)).await;
+    let quick = json!({ "metadata": { "name": "quick" }, "spec": { "nodeName": "general-1", "terminationGracePeriodSeconds": 1 } });
+    create_pod(&admin, "default", workload("quick", "100m", quick)).await;
+
+    let report = cluster.drain("general-1", Duration::from_secs(5)).await.unwrap();
+    assert_eq!(report.evicted, 2);
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), "default");
+    let grace = |name: &'static str| {
+        let pods = pods.clone();
+        async move { pods.get(name).await.unwrap().metadata.deletion_grace_period_seconds }
+    };
+    // No kubelet: both stay terminating, with the grace period the eviction asked for.
+    assert_eq!(grace("quick").await, Some(1), "the pod's own, shorter grace period");
+    let capped = grace("slow").await.unwrap();
+    assert!((4..=5).contains(&capped), "capped at the drain's deadline, got {capped}");
+    assert!(report.blocked.iter().all(|(_, why)| why.starts_with("terminating")), "{report:?}");
+}
+
+#[tokio::test]
+async fn the_functions_group_cannot_do_more_than_its_role() {
+    let Some((plane, _admin, _cluster)) = setup(Parts::ApiServer).await else { return };
+    let functions = plane.client(FUNCTIONS_TOKEN);
+    let pods: Api<Pod> = Api::namespaced(functions.clone(), "default");
+    let denied = pods.delete("anything", &Default::default()).await.unwrap_err();
+    assert!(matches!(denied, kube::Error::Api(ref s) if s.code == 403), "{denied:?}");
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::all(functions);
+    let denied = secrets.list(&ListParams::default()).await.unwrap_err();
+    assert!(matches!(denied, kube::Error::Api(ref s) if s.code == 403), "{denied:?}");
+}
+
+fn merge_into(mut a: serde_json::Value, b: serde_json::Value) -> serde_json::Value {
+    merge(&mut a, b);
+    a
+}
+
+/// v1.20 has PodDisruptionBudgets only in policy/v1beta1.
+async fn create_v1beta1_pdb(admin: &kube::Client, body: serde_json::Value) {
+    let request = http::Request::post("/apis/policy/v1beta1/namespaces/default/poddisruptionbudgets")
+        .header("content-type", "application/json")
+        .body(serde_json::to_vec(&body).unwrap())
+        .unwrap();
+    admin.request_text(request).await.expect("create PDB");
+}
+
+/// (currentHealthy, disruptionsAllowed) of the `web` budget.
+async fn pdbs_status(admin: &kube::Client) -> Option<(i64, i64)> {
+    let request =
+        http::Request::get("/apis/policy/v1beta1/namespaces/default/poddisruptionbudgets/web").body(Vec::new()).unwrap();
+    let pdb: serde_json::Value = admin.request(request).await.ok()?;
+    let status = pdb.get("status")?;
+    Some((status.get("currentHealthy")?.as_i64()?, status.get("disruptionsAllowed")?.as_i64()?))
+}
