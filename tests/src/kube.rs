@@ -301,13 +301,24 @@ fn make_certificates(dir: &Path) {
 
 /// A node object as a kubelet would register it, then made Ready.
 pub async fn add_node(client: &kube::Client, name: &str, labels: &[(&str, &str)], cpu: &str, memory: &str) -> Node {
+    add_instance_node(client, name, &format!("i-{:017x}", hash(name)), labels, cpu, memory).await
+}
+
+/// A Ready node for an EC2 instance (its provider ID names the instance).
+pub async fn add_instance_node(
+    client: &kube::Client,
+    name: &str,
+    instance: &str,
+    labels: &[(&str, &str)],
+    cpu: &str,
+    memory: &str,
+) -> Node {
     let nodes: Api<Node> = Api::all(client.clone());
     let labels: BTreeMap<String, String> = labels
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .chain([("kubernetes.io/hostname".to_string(), name.to_string())])
         .collect();
-    let instance = format!("i-{:017x}", hash(name));
     let node: Node = serde_json::from_value(json!({
         "metadata": { "name": name, "labels": labels },
         "spec": { "providerID": format!("aws:///eu-west-1a/{instance}") },

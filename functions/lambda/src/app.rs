@@ -9,8 +9,8 @@ use ballast_core::ports::{Clock, PortError};
 use ballast_core::reconcile::Reconciler;
 use chrono::{DateTime, Utc};
 
-use crate::cluster::DetachedCluster;
-use crate::settings::{ConfigSource, Settings, SettingsError};
+use crate::cluster::{DetachedCluster, FunctionCluster};
+use crate::settings::{ClusterAccess, ConfigSource, Settings, SettingsError};
 
 /// One function's dependencies, generic over the ports so tests run it in memory.
 pub struct App<A, C, S, K, D> {
@@ -42,7 +42,7 @@ impl Clock for SystemClock {
     }
 }
 
-pub type AwsApp = App<AwsAutoscaling, DetachedCluster, DynamoStore, SystemClock, SqsDeadLetters>;
+pub type AwsApp = App<AwsAutoscaling, FunctionCluster, DynamoStore, SystemClock, SqsDeadLetters>;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -60,6 +60,42 @@ pub enum StartError {
     Config(#[from] ConfigErrors),
     #[error("the config's region is {config}, but the function runs in {running}")]
     Region { config: String, running: String },
+    #[error("cannot describe EKS cluster {cluster}: {source}")]
+    DescribeCluster {
+        cluster: String,
+        #[source]
+        source: PortError,
+    },
+    #[error("cannot connect to the Kubernetes API: {0}")]
+    Connect(#[from] ballast_kube::connect::ConnectError),
+    #[error("no AWS credentials provider for the EKS token")]
+    NoCredentials,
+}
+
+/// The cluster port the settings ask for.
+pub async fn connect_cluster(
+    access: ClusterAccess,
+    config: &Config,
+    sdk: &aws_config::SdkConfig,
+) -> Result<FunctionCluster, StartError> {
+    let connector = match access {
+        ClusterAccess::None => return Ok(FunctionCluster::Detached(DetachedCluster)),
+        ClusterAccess::Kubeconfig => ballast_kube::Connector::kubeconfig().await?,
+        ClusterAccess::Eks => {
+            let eks = aws_sdk_eks::Client::new(sdk);
+            let info = ballast_aws::eks::describe_cluster(&eks, &config.cluster)
+                .await
+                .map_err(|source| StartError::DescribeCluster { cluster: config.cluster.clone(), source })?;
+            let endpoint = ballast_kube::EksEndpoint {
+                cluster: config.cluster.clone(),
+                region: config.region.clone(),
+                endpoint: info.endpoint,
+                certificate_authority: info.certificate_authority,
+            };
+            ballast_kube::Connector::eks(endpoint, sdk.credentials_provider().ok_or(StartError::NoCredentials)?)?
+        }
+    };
+    Ok(FunctionCluster::Kube(Box::new(ballast_kube::KubeCluster::new(connector, &config.pools))))
 }
 
 /// Reads and validates the config from its source.
@@ -81,10 +117,10 @@ impl AwsApp {
         let settings = Settings::from_env(|name| std::env::var(name).ok())?;
         let sdk = ballast_aws::sdk_config().await;
         let config = load_config(&settings.config, &sdk).await?;
-        Self::build(function, settings, config, &sdk)
+        Self::build(function, settings, config, &sdk).await
     }
 
-    pub fn build(
+    pub async fn build(
         function: &'static str,
         settings: Settings,
         config: Config,
@@ -95,13 +131,14 @@ impl AwsApp {
                 return Err(StartError::Region { config: config.region.clone(), running });
             }
         }
+        let cluster = connect_cluster(settings.cluster_access, &config, sdk).await?;
         let mut origin = config.origin();
         origin.account = origin.account.or(settings.account);
         Ok(App {
             function,
             reconciler: Reconciler {
                 autoscaling: AwsAutoscaling::new(sdk),
-                cluster: DetachedCluster,
+                cluster,
                 store: DynamoStore::new(sdk, config.state_table.clone()),
                 clock: SystemClock,
                 owner: settings.owner,

@@ -1,6 +1,7 @@
-//! The cluster port until the Kubernetes adapter is wired in: it sees no nodes, no
-//! headroom Deployment and no demand of its own (demand then comes only from the
-//! forwarder's events), and refuses cluster changes rather than pretend to make them.
+//! The functions' cluster port: the Kubernetes adapter, or — with
+//! `BALLAST_CLUSTER_ACCESS=none` — a detached one that sees no nodes, no headroom
+//! Deployment and no demand of its own (demand then comes only from the forwarder's
+//! events), and refuses cluster changes rather than pretend to make them.
 
 use std::time::Duration;
 
@@ -8,13 +9,18 @@ use async_trait::async_trait;
 use ballast_core::config::PoolConfig;
 use ballast_core::model::{Demand, NodeState};
 use ballast_core::ports::{Cluster, DrainReport, ErrorKind, PortError};
+use ballast_kube::KubeCluster;
 use chrono::{DateTime, Utc};
 
 #[derive(Debug, Clone, Default)]
 pub struct DetachedCluster;
 
 fn refused(operation: &str) -> PortError {
-    PortError::new(ErrorKind::Permanent, operation, "no Kubernetes adapter in this build: the cluster is not changed")
+    PortError::new(
+        ErrorKind::Permanent,
+        operation,
+        "BALLAST_CLUSTER_ACCESS=none: the cluster is not changed (set it to eks to let Ballast manage headroom and drain)",
+    )
 }
 
 #[async_trait]
@@ -41,5 +47,47 @@ impl Cluster for DetachedCluster {
 
     async fn drain(&self, _node: &str, _timeout: Duration) -> Result<DrainReport, PortError> {
         Err(refused("drain"))
+    }
+}
+
+/// What a function talks to, chosen once at start.
+pub enum FunctionCluster {
+    Kube(Box<KubeCluster>),
+    Detached(DetachedCluster),
+}
+
+impl FunctionCluster {
+    fn port(&self) -> &dyn Cluster {
+        match self {
+            FunctionCluster::Kube(k) => k.as_ref(),
+            FunctionCluster::Detached(d) => d,
+        }
+    }
+}
+
+#[async_trait]
+impl Cluster for FunctionCluster {
+    async fn pool_nodes(&self, pool: &PoolConfig) -> Result<Vec<NodeState>, PortError> {
+        self.port().pool_nodes(pool).await
+    }
+
+    async fn headroom_replicas(&self, pool: &PoolConfig) -> Result<Option<u32>, PortError> {
+        self.port().headroom_replicas(pool).await
+    }
+
+    async fn set_headroom_replicas(&self, pool: &PoolConfig, replicas: u32) -> Result<(), PortError> {
+        self.port().set_headroom_replicas(pool, replicas).await
+    }
+
+    async fn pool_demand(&self, pool: &PoolConfig, now: DateTime<Utc>) -> Result<Option<Demand>, PortError> {
+        self.port().pool_demand(pool, now).await
+    }
+
+    async fn cordon(&self, node: &str) -> Result<(), PortError> {
+        self.port().cordon(node).await
+    }
+
+    async fn drain(&self, node: &str, timeout: Duration) -> Result<DrainReport, PortError> {
+        self.port().drain(node, timeout).await
     }
 }

@@ -13,6 +13,19 @@ pub enum ConfigSource {
     SsmParameter(String),
 }
 
+/// How the functions reach the cluster (`BALLAST_CLUSTER_ACCESS`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClusterAccess {
+    /// `eks` (default): DescribeCluster for the endpoint and CA, an EKS token from the
+    /// function's role.
+    Eks,
+    /// `kubeconfig`: `KUBECONFIG` or `~/.kube/config`, for local runs.
+    Kubeconfig,
+    /// `none`: Auto Scaling only; headroom, cordon and drain are refused, demand comes
+    /// only from the forwarder.
+    None,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
     pub config: ConfigSource,
@@ -22,6 +35,7 @@ pub struct Settings {
     pub account: Option<String>,
     /// Names this container in pool leases (`AWS_LAMBDA_LOG_STREAM_NAME`, unique per container).
     pub owner: String,
+    pub cluster_access: ClusterAccess,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -63,7 +77,24 @@ impl Settings {
         }
         let owner =
             non_empty("AWS_LAMBDA_LOG_STREAM_NAME").unwrap_or_else(|| format!("ballast-{}", std::process::id()));
-        Ok(Settings { config, dead_letter_queue_url: non_empty("BALLAST_DEAD_LETTER_QUEUE_URL"), account, owner })
+        let cluster_access = match non_empty("BALLAST_CLUSTER_ACCESS").as_deref().map(str::trim) {
+            None | Some("eks") => ClusterAccess::Eks,
+            Some("kubeconfig") => ClusterAccess::Kubeconfig,
+            Some("none") => ClusterAccess::None,
+            Some(other) => {
+                return Err(SettingsError::Invalid {
+                    name: "BALLAST_CLUSTER_ACCESS",
+                    reason: format!("`{other}` is not one of eks, kubeconfig, none"),
+                })
+            }
+        };
+        Ok(Settings {
+            config,
+            dead_letter_queue_url: non_empty("BALLAST_DEAD_LETTER_QUEUE_URL"),
+            account,
+            owner,
+            cluster_access,
+        })
     }
 }
 
@@ -98,5 +129,16 @@ mod tests {
     fn account_is_checked() {
         let err = Settings::from_env(env(&[("BALLAST_CONFIG", "x"), ("BALLAST_ACCOUNT_ID", "12")])).unwrap_err();
         assert!(err.to_string().starts_with("BALLAST_ACCOUNT_ID: `12` is not"));
+    }
+
+    #[test]
+    fn cluster_access_defaults_to_eks_and_is_checked() {
+        let access = |v: &str| Settings::from_env(env(&[("BALLAST_CONFIG", "x"), ("BALLAST_CLUSTER_ACCESS", v)]));
+        assert_eq!(access("").unwrap().cluster_access, ClusterAccess::Eks);
+        assert_eq!(access("none").unwrap().cluster_access, ClusterAccess::None);
+        assert_eq!(
+            access("kubectl").unwrap_err().to_string(),
+            "BALLAST_CLUSTER_ACCESS: `kubectl` is not one of eks, kubeconfig, none"
+        );
     }
 }

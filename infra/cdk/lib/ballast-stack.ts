@@ -2,9 +2,10 @@
 // cargo-lambda, the rules and queue that feed them, the schedules, the forwarder's
 // bus, the state table, the config; one least-privilege role per function.
 import * as path from 'path';
-import { CfnResource, Duration, RemovalPolicy, Stack, StackProps, Validations } from 'aws-cdk-lib';
+import { CfnOutput, CfnResource, Duration, RemovalPolicy, Stack, StackProps, Validations } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import * as eks from 'aws-cdk-lib/aws-eks';
 import * as ec2 from 'aws-cdk-lib/aws-ec2';
 import * as events from 'aws-cdk-lib/aws-events';
 import * as targets from 'aws-cdk-lib/aws-events-targets';
@@ -239,6 +240,31 @@ export class BallastStack extends Stack {
       eventPattern: FORWARDER_PATTERN,
       targets: [new targets.LambdaFunction(clusterEvents.fn)],
     });
+    // The forwarder's AWS identity (EKS Pod Identity for ballast/ballast-forwarder): it may
+    // put events on this bus and nothing else.
+    const forwarderRole = new iam.Role(this, 'ForwarderRole', {
+      assumedBy: new iam.ServicePrincipal('pods.eks.amazonaws.com', { conditions: { StringEquals: { 'aws:SourceAccount': this.account } } }),
+      inlinePolicies: {
+        'put-events': new iam.PolicyDocument({
+          statements: [new iam.PolicyStatement({ actions: ['events:PutEvents'], resources: [bus.eventBusArn] })],
+        }),
+      },
+    });
+    forwarderRole.assumeRolePolicy?.addStatements(
+      new iam.PolicyStatement({
+        actions: ['sts:TagSession'],
+        principals: [new iam.ServicePrincipal('pods.eks.amazonaws.com')],
+        conditions: { StringEquals: { 'aws:SourceAccount': this.account } },
+      }),
+    );
+    new eks.CfnPodIdentityAssociation(this, 'ForwarderPodIdentity', {
+      clusterName: props.clusterName,
+      namespace: 'ballast',
+      serviceAccount: 'ballast-forwarder',
+      roleArn: forwarderRole.roleArn,
+    });
+    new CfnOutput(this, 'EventBusName', { value: bus.eventBusName, description: 'The forwarder publishes here (BALLAST_EVENT_BUS).' });
+    new CfnOutput(this, 'ForwarderRoleArn', { value: forwarderRole.roleArn });
 
     // ---- schedules ----
     const schedulerRole = new iam.Role(this, 'SchedulerRole', {

@@ -56,7 +56,7 @@ pub fn invoke(args: InvokeArgs) -> anyhow::Result<ExitCode> {
             Function::Schedule => ("schedule", args.function),
             Function::ClusterEvents => ("cluster-events", args.function),
         };
-        let mut app = AwsApp::build(name, settings, config, &sdk)?;
+        let mut app = AwsApp::build(name, settings, config, &sdk).await?;
         app.metrics = ballast_lambda::app::metrics_to_stderr;
         let output = match function {
             Function::Interruption => {

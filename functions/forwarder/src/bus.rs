@@ -1,0 +1,191 @@
+//! Where the events go: an EventBridge bus (PutEvents, at most 10 entries per call,
+//! failed entries retried with backoff), or memory in tests.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use aws_sdk_eventbridge::types::PutEventsRequestEntry;
+use ballast_core::ports::{ErrorKind, PortError};
+
+use crate::publisher::{Outgoing, SOURCE};
+
+/// PutEvents takes at most this many entries.
+pub const MAX_ENTRIES: usize = 10;
+const ATTEMPTS: u32 = 6;
+
+#[async_trait]
+pub trait EventBus: Send + Sync {
+    /// Puts up to [`MAX_ENTRIES`]; returns, per entry, why it failed (None: accepted).
+    async fn put(&self, events: &[Outgoing]) -> Result<Vec<Option<String>>, PortError>;
+}
+
+pub struct EventBridgeBus {
+    client: aws_sdk_eventbridge::Client,
+    bus: String,
+}
+
+impl EventBridgeBus {
+    pub fn new(sdk: &aws_config::SdkConfig, bus: impl Into<String>) -> EventBridgeBus {
+        EventBridgeBus { client: aws_sdk_eventbridge::Client::new(sdk), bus: bus.into() }
+    }
+}
+
+#[async_trait]
+impl EventBus for EventBridgeBus {
+    async fn put(&self, events: &[Outgoing]) -> Result<Vec<Option<String>>, PortError> {
+        let entries: Vec<PutEventsRequestEntry> = events
+            .iter()
+            .map(|e| {
+                PutEventsRequestEntry::builder()
+                    .event_bus_name(&self.bus)
+                    .source(SOURCE)
+                    .detail_type(e.detail_type())
+                    .detail(e.detail_json())
+                    .build()
+            })
+            .collect();
+        let out = self.client.put_events().set_entries(Some(entries)).send().await.map_err(|e| {
+            let retryable = e.as_service_error().is_none()
+                || e.raw_response().is_some_and(|r| r.status().is_server_error() || r.status().as_u16() == 429);
+            let kind = if retryable { ErrorKind::Retryable } else { ErrorKind::Permanent };
+            let message = aws_sdk_eventbridge::error::DisplayErrorContext(&e).to_string();
+            PortError::new(kind, "PutEvents", message)
+        })?;
+        let results = out.entries();
+        Ok((0..events.len())
+            .map(|i| match results.get(i) {
+                Some(r) if r.error_code().is_some() => {
+                    Some(format!("{}: {}", r.error_code().unwrap_or_default(), r.error_message().unwrap_or_default()))
+                }
+                Some(_) => None,
+                None => Some("no result for this entry".to_string()),
+            })
+            .collect())
+    }
+}
+
+/// Keeps every event, for tests.
+#[derive(Clone, Default)]
+pub struct MemoryBus {
+    pub events: Arc<Mutex<Vec<Outgoing>>>,
+}
+
+#[async_trait]
+impl EventBus for MemoryBus {
+    async fn put(&self, events: &[Outgoing]) -> Result<Vec<Option<String>>, PortError> {
+        self.events.lock().map_err(|_| PortError::new(ErrorKind::Permanent, "put", "poisoned"))?.extend_from_slice(events);
+        Ok(vec![None; events.len()])
+    }
+}
+
+/// What became of a batch.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Delivery {
+    pub sent: usize,
+    pub dropped: usize,
+    pub calls: usize,
+}
+
+/// Sends in chunks of ten; failed entries (and retryable call failures) are tried again
+/// with exponential backoff. What still fails is dropped and logged: a later heartbeat
+/// carries the demand again.
+pub async fn deliver(bus: &dyn EventBus, events: Vec<Outgoing>, backoff: Duration) -> Delivery {
+    let mut delivery = Delivery::default();
+    for chunk in events.chunks(MAX_ENTRIES) {
+        let mut pending: Vec<Outgoing> = chunk.to_vec();
+        let mut wait = backoff;
+        for attempt in 1..=ATTEMPTS {
+            delivery.calls += 1;
+            let tried = pending.len();
+            match bus.put(&pending).await {
+                Ok(results) => {
+                    let failed: Vec<(Outgoing, String)> = pending
+                        .into_iter()
+                        .zip(results)
+                        .filter_map(|(event, error)| error.map(|e| (event, e)))
+                        .collect();
+                    delivery.sent += tried - failed.len();
+                    if failed.is_empty() {
+                        break;
+                    }
+                    tracing::warn!(attempt, failed = failed.len(), first_error = %failed[0].1, "PutEvents entries failed");
+                    pending = failed.into_iter().map(|(e, _)| e).collect();
+                }
+                Err(e) if e.is_retryable() => {
+                    tracing::warn!(attempt, error = %e, "PutEvents failed");
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, events = pending.len(), "PutEvents refused: events dropped");
+                    delivery.dropped += pending.len();
+                    pending = Vec::new();
+                    break;
+                }
+            }
+            if attempt == ATTEMPTS {
+                tracing::error!(events = pending.len(), "PutEvents still failing: events dropped");
+                delivery.dropped += pending.len();
+                pending = Vec::new();
+                break;
+            }
+            tokio::time::sleep(wait).await;
+            wait = (wait * 2).min(Duration::from_secs(10));
+        }
+    }
+    delivery
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ballast_core::event::PoolDemandDetail;
+
+    /// Fails the first entry of every call until `failures` run out.
+    struct Flaky {
+        failures: Mutex<u32>,
+        calls: Mutex<Vec<usize>>,
+    }
+
+    #[async_trait]
+    impl EventBus for Flaky {
+        async fn put(&self, events: &[Outgoing]) -> Result<Vec<Option<String>>, PortError> {
+            self.calls.lock().unwrap().push(events.len());
+            let mut failures = self.failures.lock().unwrap();
+            Ok((0..events.len())
+                .map(|i| {
+                    (i == 0 && *failures > 0).then(|| {
+                        *failures -= 1;
+                        "ThrottlingException: slow down".to_string()
+                    })
+                })
+                .collect())
+        }
+    }
+
+    fn demand(i: u32) -> Outgoing {
+        Outgoing::PoolDemand(PoolDemandDetail {
+            pool: "general".into(),
+            cpu_millis: u64::from(i),
+            memory_bytes: 0,
+            pods: i,
+            nodes: 1,
+            observed_at: chrono::DateTime::from_timestamp(1_800_000_000, 0).unwrap(),
+        })
+    }
+
+    #[tokio::test]
+    async fn at_most_ten_per_call_and_failed_entries_are_retried() {
+        let bus = Flaky { failures: Mutex::new(2), calls: Mutex::new(Vec::new()) };
+        let d = deliver(&bus, (0..23).map(demand).collect(), Duration::from_millis(1)).await;
+        assert_eq!(d, Delivery { sent: 23, dropped: 0, calls: 5 });
+        // 10 (one fails), retry 1 (fails again), retry 1, then 10, then 3.
+        assert_eq!(*bus.calls.lock().unwrap(), vec![10, 1, 1, 10, 3]);
+    }
+
+    #[tokio::test]
+    async fn an_entry_that_never_goes_through_is_dropped_after_the_last_attempt() {
+        let bus = Flaky { failures: Mutex::new(100), calls: Mutex::new(Vec::new()) };
+        let d = deliver(&bus, vec![demand(1), demand(2)], Duration::from_millis(1)).await;
+        assert_eq!((d.sent, d.dropped, d.calls), (1, 1, ATTEMPTS as usize));
+    }
+}

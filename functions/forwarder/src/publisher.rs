@@ -1,0 +1,269 @@
+//! When the forwarder speaks: the three events of EVENTS.md, debounced so that churn
+//! does not become a flood. Pure: the caller passes the state and the time.
+
+use std::time::Duration;
+
+use ballast_core::event::{NodeLifecycleDetail, PodsUnschedulableDetail, PoolDemandDetail};
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use crate::state::{ClusterState, PoolTotals};
+
+pub const SOURCE: &str = "ballast.kubernetes";
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum Outgoing {
+    PoolDemand(PoolDemandDetail),
+    PodsUnschedulable(PodsUnschedulableDetail),
+    NodeLifecycle(NodeLifecycleDetail),
+}
+
+impl Outgoing {
+    pub fn detail_type(&self) -> &'static str {
+        match self {
+            Outgoing::PoolDemand(_) => "Pool Demand Changed",
+            Outgoing::PodsUnschedulable(_) => "Pods Unschedulable",
+            Outgoing::NodeLifecycle(_) => "Node Lifecycle",
+        }
+    }
+
+    pub fn detail_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Timing {
+    /// At most one demand event per pool within this window.
+    pub debounce: Duration,
+    /// A demand event per pool at least this often, changed or not.
+    pub heartbeat: Duration,
+    /// Demand must move by more than this (percent of CPU, memory or pods) to count.
+    pub threshold_percent: u32,
+    /// At most one unschedulable event per pool within this window (the first is at once).
+    pub unschedulable_every: Duration,
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        Timing {
+            debounce: Duration::from_secs(30),
+            heartbeat: Duration::from_secs(300),
+            threshold_percent: 5,
+            unschedulable_every: Duration::from_secs(5),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Sent<T> {
+    what: T,
+    at: DateTime<Utc>,
+}
+
+pub struct Publisher {
+    timing: Timing,
+    demand: Vec<Option<Sent<PoolTotals>>>,
+    /// The newest unschedulable-since already reported, per pool.
+    unschedulable: Vec<Option<Sent<DateTime<Utc>>>>,
+}
+
+fn moved(now: &PoolTotals, then: &PoolTotals, percent: u32) -> bool {
+    let beyond = |a: u64, b: u64| a.abs_diff(b).saturating_mul(100) > b.saturating_mul(u64::from(percent));
+    beyond(now.cpu_millis, then.cpu_millis)
+        || beyond(now.memory_bytes, then.memory_bytes)
+        || beyond(u64::from(now.pods), u64::from(then.pods))
+}
+
+impl Publisher {
+    pub fn new(timing: Timing, pools: usize) -> Publisher {
+        Publisher { timing, demand: vec![None; pools], unschedulable: vec![None; pools] }
+    }
+
+    /// What to publish now.
+    pub fn tick(&mut self, state: &mut ClusterState, now: DateTime<Utc>) -> Vec<Outgoing> {
+        let mut out: Vec<Outgoing> = state.take_node_changes().into_iter().map(Outgoing::NodeLifecycle).collect();
+        if !state.synced() {
+            // Half-listed totals would be wrong, not early.
+            return out;
+        }
+        let elapsed = |at: DateTime<Utc>| (now - at).to_std().unwrap_or_default();
+        for (pool, totals) in state.totals().into_iter().enumerate() {
+            let due = match &self.demand[pool] {
+                None => true,
+                Some(last) => {
+                    elapsed(last.at) >= self.timing.heartbeat
+                        || (elapsed(last.at) >= self.timing.debounce
+                            && moved(&totals, &last.what, self.timing.threshold_percent))
+                }
+            };
+            if due {
+                self.demand[pool] = Some(Sent { what: totals, at: now });
+                out.push(Outgoing::PoolDemand(PoolDemandDetail {
+                    pool: state.pool_name(pool as u16).to_string(),
+                    cpu_millis: totals.cpu_millis,
+                    memory_bytes: totals.memory_bytes,
+                    pods: totals.pods,
+                    nodes: totals.nodes,
+                    observed_at: now,
+                }));
+            }
+        }
+        for (pool, stuck) in state.unschedulable().into_iter().enumerate() {
+            let Some(stuck) = stuck else { continue };
+            let due = match &self.unschedulable[pool] {
+                None => true,
+                Some(last) => stuck.newest_since > last.what && elapsed(last.at) >= self.timing.unschedulable_every,
+            };
+            if due {
+                self.unschedulable[pool] = Some(Sent { what: stuck.newest_since, at: now });
+                out.push(Outgoing::PodsUnschedulable(PodsUnschedulableDetail {
+                    pool: state.pool_name(pool as u16).to_string(),
+                    count: stuck.count,
+                    cpu_millis: stuck.cpu_millis,
+                    memory_bytes: stuck.memory_bytes,
+                    oldest_pending_since: stuck.oldest_since,
+                }));
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ballast_core::config::Config;
+    use ballast_kube::pools::PoolMatcher;
+    use k8s_openapi::api::core::v1::{Node, Pod};
+    use serde_json::json;
+
+    fn state() -> ClusterState {
+        let yaml = r#"
+cluster: demo
+region: eu-west-1
+state_table: ballast-state
+pools:
+  - name: general
+    spot_asgs: [general-spot]
+    on_demand_asg: general-od
+    node_selector: {ballast.io/pool: general}
+"#;
+        ClusterState::new(PoolMatcher::new(&Config::from_yaml(yaml).unwrap().pools))
+    }
+
+    fn node(name: &str, ready: bool) -> Node {
+        serde_json::from_value(json!({
+            "metadata": { "name": name, "labels": { "ballast.io/pool": "general", "eks.amazonaws.com/capacityType": "SPOT" } },
+            "spec": { "providerID": format!("aws:///eu-west-1a/i-{name}") },
+            "status": { "conditions": [{ "type": "Ready", "status": if ready { "True" } else { "False" } }] },
+        }))
+        .unwrap()
+    }
+
+    fn pod(uid: u32, node: Option<&str>, cpu: &str) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": { "name": format!("p{uid}"), "namespace": "default", "uid": format!("00000000-0000-0000-0000-{uid:012}") },
+            "spec": { "nodeName": node, "nodeSelector": { "ballast.io/pool": "general" },
+                      "containers": [{ "name": "c", "resources": { "requests": { "cpu": cpu, "memory": "1Gi" } } }] },
+        }))
+        .unwrap()
+    }
+
+    fn at(secs: i64) -> DateTime<Utc> {
+        DateTime::from_timestamp(1_800_000_000 + secs, 0).unwrap()
+    }
+
+    fn synced() -> ClusterState {
+        let mut s = state();
+        s.begin_list(crate::state::Kind::Nodes);
+        s.apply_node(&node("n1", true));
+        s.end_list(crate::state::Kind::Nodes);
+        s.begin_list(crate::state::Kind::Pods);
+        s.apply_pod(&pod(1, Some("n1"), "1"));
+        s.end_list(crate::state::Kind::Pods);
+        s
+    }
+
+    #[test]
+    fn nothing_until_both_lists_are_in_then_demand_at_once() {
+        let mut s = state();
+        let mut p = Publisher::new(Timing::default(), 1);
+        s.begin_list(crate::state::Kind::Pods);
+        s.apply_pod(&pod(1, Some("n1"), "1"));
+        s.end_list(crate::state::Kind::Pods);
+        assert!(p.tick(&mut s, at(0)).is_empty(), "nodes not listed yet");
+        s.begin_list(crate::state::Kind::Nodes);
+        s.apply_node(&node("n1", true));
+        s.end_list(crate::state::Kind::Nodes);
+        let out = p.tick(&mut s, at(1));
+        assert_eq!(out.len(), 1, "no node events for the initial list: {out:?}");
+        let Outgoing::PoolDemand(d) = &out[0] else { panic!("{out:?}") };
+        assert_eq!((d.cpu_millis, d.memory_bytes, d.pods, d.nodes), (1000, 1 << 30, 1, 1));
+    }
+
+    #[test]
+    fn demand_is_debounced_and_a_heartbeat_repeats_it() {
+        let mut s = synced();
+        let mut p = Publisher::new(Timing::default(), 1);
+        assert_eq!(p.tick(&mut s, at(0)).len(), 1);
+        for i in 2..50 {
+            s.apply_pod(&pod(i, Some("n1"), "1"));
+        }
+        assert!(p.tick(&mut s, at(10)).is_empty(), "within the debounce window");
+        assert_eq!(p.tick(&mut s, at(30)).len(), 1, "window over, demand moved");
+        assert!(p.tick(&mut s, at(100)).is_empty(), "no change, no heartbeat yet");
+        s.apply_pod(&pod(50, Some("n1"), "10m"));
+        assert!(p.tick(&mut s, at(200)).is_empty(), "a move below the threshold waits for the heartbeat");
+        assert_eq!(p.tick(&mut s, at(330)).len(), 1, "heartbeat");
+    }
+
+    #[test]
+    fn unschedulable_pods_are_reported_at_once_and_again_only_when_new_ones_come() {
+        let mut s = synced();
+        let mut p = Publisher::new(Timing::default(), 1);
+        p.tick(&mut s, at(0));
+        let mut stuck = pod(7, None, "2");
+        stuck.status = serde_json::from_value(json!({ "phase": "Pending", "conditions": [{ "type": "PodScheduled",
+            "status": "False", "reason": "Unschedulable", "lastTransitionTime": "2027-01-15T08:00:05Z" }] }))
+        .unwrap();
+        s.apply_pod(&stuck);
+        let out = p.tick(&mut s, at(1));
+        let Some(Outgoing::PodsUnschedulable(u)) = out.iter().find(|o| matches!(o, Outgoing::PodsUnschedulable(_)))
+        else {
+            panic!("{out:?}")
+        };
+        assert_eq!((u.count, u.cpu_millis), (1, 2000));
+        assert!(p.tick(&mut s, at(20)).iter().all(|o| !matches!(o, Outgoing::PodsUnschedulable(_))), "same pods");
+    }
+
+    #[test]
+    fn node_changes_after_the_initial_list_and_across_a_relist() {
+        let mut s = synced();
+        let mut p = Publisher::new(Timing::default(), 1);
+        p.tick(&mut s, at(0));
+        s.apply_node(&node("n1", false));
+        s.apply_node(&node("n2", true));
+        let kinds = |out: Vec<Outgoing>| -> Vec<(String, String)> {
+            out.into_iter()
+                .filter_map(|o| match o {
+                    Outgoing::NodeLifecycle(n) => {
+                        Some((n.node, serde_json::to_value(n.condition).unwrap().as_str().unwrap().to_string()))
+                    }
+                    _ => None,
+                })
+                .collect()
+        };
+        let seen = kinds(p.tick(&mut s, at(1)));
+        let expected = [("n1", "not_ready"), ("n2", "joined"), ("n2", "ready")];
+        assert_eq!(seen, expected.map(|(a, b)| (a.to_string(), b.to_string())));
+        // A relist (after 410 Gone) that no longer shows n1: it left while we were away.
+        s.begin_list(crate::state::Kind::Nodes);
+        s.apply_node(&node("n2", true));
+        s.end_list(crate::state::Kind::Nodes);
+        assert_eq!(kinds(p.tick(&mut s, at(2))), vec![("n1".to_string(), "left".to_string())]);
+        // Its pod no longer counts.
+        assert_eq!(s.totals()[0].pods, 0);
+    }
+}

@@ -1,0 +1,121 @@
+//! The forwarder's loop: two watchers (pods, nodes) feed the state; a one-second tick
+//! asks the publisher what to say; a sender task delivers it. Stops on a signal after
+//! delivering what was already decided.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::WatchStreamExt;
+use kube::Api;
+use tokio::sync::mpsc;
+
+use crate::bus::{deliver, EventBus};
+use crate::health::Health;
+use crate::publisher::{Outgoing, Publisher, Timing};
+use crate::state::{ClusterState, Kind};
+
+pub struct Forwarder {
+    pub client: kube::Client,
+    pub bus: Arc<dyn EventBus>,
+    pub state: ClusterState,
+    pub timing: Timing,
+    pub health: Arc<Health>,
+    /// How often the publisher looks (tests use less than a second).
+    pub tick: Duration,
+    /// First wait before a failed PutEvents entry is tried again.
+    pub retry_backoff: Duration,
+}
+
+/// What the run did, for logs and tests.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Summary {
+    pub published: usize,
+    pub dropped: usize,
+    pub watch_errors: u64,
+    /// Lists after the first (a 410 Gone or a lost watch makes the watcher list again).
+    pub relists: u32,
+}
+
+fn apply<K>(state: &mut ClusterState, kind: Kind, event: Event<K>, apply: fn(&mut ClusterState, &K), delete: fn(&mut ClusterState, &K)) {
+    match event {
+        Event::Init => state.begin_list(kind),
+        Event::InitApply(obj) | Event::Apply(obj) => apply(state, &obj),
+        Event::InitDone => state.end_list(kind),
+        Event::Delete(obj) => delete(state, &obj),
+    }
+}
+
+impl Forwarder {
+    pub async fn run(mut self, shutdown: impl Future<Output = ()>) -> Summary {
+        // Finished pods hold no capacity; the server leaves them out (and sends a delete
+        // when a pod finishes).
+        let pod_config = watcher::Config::default().fields("status.phase!=Succeeded,status.phase!=Failed");
+        let mut pods = watcher::watcher(Api::<Pod>::all(self.client.clone()), pod_config).default_backoff().boxed();
+        let mut nodes =
+            watcher::watcher(Api::<Node>::all(self.client.clone()), watcher::Config::default()).default_backoff().boxed();
+        let (tx, mut rx) = mpsc::channel::<Vec<Outgoing>>(256);
+        let bus = self.bus.clone();
+        let backoff = self.retry_backoff;
+        let sender = tokio::spawn(async move {
+            let mut summary = Summary::default();
+            while let Some(events) = rx.recv().await {
+                let delivery = deliver(bus.as_ref(), events, backoff).await;
+                summary.published += delivery.sent;
+                summary.dropped += delivery.dropped;
+            }
+            summary
+        });
+        let mut publisher = Publisher::new(self.timing, self.state.pool_count());
+        let mut tick = tokio::time::interval(self.tick);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut watch_errors = 0u64;
+        let mut was_synced = false;
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                biased;
+                _ = &mut shutdown => break,
+                _ = tick.tick() => {
+                    let now = chrono::Utc::now();
+                    let out = publisher.tick(&mut self.state, now);
+                    let synced = self.state.synced();
+                    if synced && !was_synced {
+                        tracing::info!(pods = self.state.pod_records(), nodes = self.state.node_records(), "pods and nodes listed");
+                        was_synced = true;
+                    }
+                    if self.state.unreadable_pods > 0 {
+                        tracing::warn!(pods = self.state.unreadable_pods, "pods with unreadable requests left out of demand");
+                        self.state.unreadable_pods = 0;
+                    }
+                    self.health.tick(now.timestamp(), synced);
+                    if !out.is_empty() {
+                        for event in &out {
+                            tracing::info!(detail_type = event.detail_type(), detail = %event.detail_json(), "publishing");
+                        }
+                        if tx.send(out).await.is_err() {
+                            break;
+                        }
+                    }
+                }
+                Some(event) = pods.next() => match event {
+                    Ok(event) => apply(&mut self.state, Kind::Pods, event, ClusterState::apply_pod, ClusterState::delete_pod),
+                    Err(e) => { watch_errors += 1; tracing::warn!(error = %e, "pod watch failed; relisting with backoff"); }
+                },
+                Some(event) = nodes.next() => match event {
+                    Ok(event) => apply(&mut self.state, Kind::Nodes, event, ClusterState::apply_node, ClusterState::delete_node),
+                    Err(e) => { watch_errors += 1; tracing::warn!(error = %e, "node watch failed; relisting with backoff"); }
+                },
+            }
+        }
+        drop(tx);
+        let mut summary = sender.await.unwrap_or_default();
+        summary.watch_errors = watch_errors;
+        summary.relists = self.state.relists();
+        tracing::info!(published = summary.published, dropped = summary.dropped, "forwarder stopped");
+        summary
+    }
+}

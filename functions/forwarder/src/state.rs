@@ -1,0 +1,377 @@
+//! What the forwarder remembers of the cluster: a compact record per pod and per node,
+//! never whole objects. Fed by the watchers' events (including relists after a 410 or
+//! an API server restart); read as per-pool totals by the publisher.
+
+use std::collections::{BTreeMap, HashMap};
+
+use ballast_core::event::{CapacityType, NodeCondition, NodeLifecycleDetail};
+use ballast_kube::cluster::{instance_id, node_ready};
+use ballast_kube::pods;
+use ballast_kube::pools::PoolMatcher;
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::core::v1::{Node, Pod};
+
+/// Index of a pool in the config.
+pub type PoolId = u16;
+type NodeId = u32;
+
+#[derive(Debug, Clone, Copy)]
+struct PodRecord {
+    /// The node it is bound to (interned), or none while pending.
+    node: Option<NodeId>,
+    /// The pool a pending pod fits (bound pods take their node's).
+    pending_pool: Option<PoolId>,
+    cpu_millis: u32,
+    memory_bytes: u64,
+    /// Seconds since the epoch when the scheduler gave up on it.
+    unschedulable_since: Option<i64>,
+    /// Which list generation last saw it (records a relist does not see are dropped).
+    generation: u32,
+}
+
+#[derive(Debug, Clone)]
+struct NodeRecord {
+    name: Box<str>,
+    pool: Option<PoolId>,
+    provider_id: Box<str>,
+    capacity_type: CapacityType,
+    ready: bool,
+    present: bool,
+    generation: u32,
+}
+
+/// Per-pool sums of workload demand.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PoolTotals {
+    pub cpu_millis: u64,
+    pub memory_bytes: u64,
+    pub pods: u32,
+    pub nodes: u32,
+}
+
+/// Workload pods of a pool the scheduler could not place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unschedulable {
+    pub count: u32,
+    pub cpu_millis: u64,
+    pub memory_bytes: u64,
+    pub oldest_since: DateTime<Utc>,
+    pub newest_since: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Pods,
+    Nodes,
+}
+
+pub struct ClusterState {
+    matcher: PoolMatcher,
+    /// Labels all nodes of each pool share (learned as nodes join).
+    shared_labels: Vec<Option<BTreeMap<String, String>>>,
+    pods: HashMap<u128, PodRecord>,
+    node_ids: HashMap<Box<str>, NodeId>,
+    nodes: Vec<NodeRecord>,
+    pod_generation: u32,
+    node_generation: u32,
+    pods_synced: bool,
+    nodes_synced: bool,
+    node_changes: Vec<NodeLifecycleDetail>,
+    /// Pods whose requests could not be read (counted, then logged by the caller).
+    pub unreadable_pods: u64,
+}
+
+impl ClusterState {
+    pub fn new(matcher: PoolMatcher) -> ClusterState {
+        let pools = matcher.len();
+        ClusterState {
+            matcher,
+            shared_labels: vec![None; pools],
+            pods: HashMap::new(),
+            node_ids: HashMap::new(),
+            nodes: Vec::new(),
+            pod_generation: 0,
+            node_generation: 0,
+            pods_synced: false,
+            nodes_synced: false,
+            node_changes: Vec::new(),
+            unreadable_pods: 0,
+        }
+    }
+
+    pub fn pool_name(&self, pool: PoolId) -> &str {
+        self.matcher.name(usize::from(pool))
+    }
+
+    pub fn pool_count(&self) -> usize {
+        self.matcher.len()
+    }
+
+    /// Both initial lists are in: totals now describe the cluster.
+    pub fn synced(&self) -> bool {
+        self.pods_synced && self.nodes_synced
+    }
+
+    pub fn relists(&self) -> u32 {
+        (self.pod_generation + self.node_generation).saturating_sub(2)
+    }
+
+    pub fn pod_records(&self) -> usize {
+        self.pods.len()
+    }
+
+    pub fn node_records(&self) -> usize {
+        self.nodes.iter().filter(|n| n.present).count()
+    }
+
+    /// A (re)list starts: what it does not show again is gone when it ends.
+    pub fn begin_list(&mut self, kind: Kind) {
+        match kind {
+            Kind::Pods => self.pod_generation += 1,
+            Kind::Nodes => self.node_generation += 1,
+        }
+    }
+
+    pub fn end_list(&mut self, kind: Kind) {
+        match kind {
+            Kind::Pods => {
+                let generation = self.pod_generation;
+                self.pods.retain(|_, p| p.generation == generation);
+                self.pods_synced = true;
+            }
+            Kind::Nodes => {
+                let generation = self.node_generation;
+                let announce = self.nodes_synced;
+                for id in 0..self.nodes.len() {
+                    let node = &self.nodes[id];
+                    if node.present && node.generation != generation {
+                        self.nodes[id].present = false;
+                        if announce {
+                            self.announce(id as NodeId, NodeCondition::Left);
+                        }
+                    }
+                }
+                self.nodes_synced = true;
+            }
+        }
+    }
+
+    pub fn apply_pod(&mut self, pod: &Pod) {
+        let key = pod_key(pod);
+        let role = pods::role(pod);
+        if !role.is_demand() {
+            // A pod that finished or is not demand (pause, DaemonSet, mirror) holds nothing.
+            self.pods.remove(&key);
+            return;
+        }
+        let Some(spec) = pod.spec.as_ref() else { return };
+        let requests = match pods::effective_requests(spec) {
+            Ok(r) => r,
+            Err(_) => {
+                self.unreadable_pods += 1;
+                self.pods.remove(&key);
+                return;
+            }
+        };
+        let node = pods::node_name(pod).map(|name| self.intern_node(name));
+        let pending_pool = match node {
+            Some(_) => None,
+            None => self.matcher.pending_pod_pool(spec).and_then(|p| PoolId::try_from(p).ok()),
+        };
+        self.pods.insert(
+            key,
+            PodRecord {
+                node,
+                pending_pool,
+                cpu_millis: u32::try_from(requests.cpu_millis).unwrap_or(u32::MAX),
+                memory_bytes: requests.memory_bytes,
+                unschedulable_since: pods::unschedulable_since(pod).map(|t| t.timestamp()),
+                generation: self.pod_generation,
+            },
+        );
+    }
+
+    pub fn delete_pod(&mut self, pod: &Pod) {
+        self.pods.remove(&pod_key(pod));
+    }
+
+    fn intern_node(&mut self, name: &str) -> NodeId {
+        if let Some(id) = self.node_ids.get(name) {
+            return *id;
+        }
+        let id = self.nodes.len() as NodeId;
+        self.nodes.push(NodeRecord {
+            name: name.into(),
+            pool: None,
+            provider_id: "".into(),
+            capacity_type: CapacityType::OnDemand,
+            ready: false,
+            present: false,
+            generation: 0,
+        });
+        self.node_ids.insert(name.into(), id);
+        id
+    }
+
+    pub fn apply_node(&mut self, node: &Node) {
+        let Some(name) = node.metadata.name.as_deref() else { return };
+        let id = self.intern_node(name);
+        let labels = node.metadata.labels.clone().unwrap_or_default();
+        let pool = self.matcher.node_pool(&labels).and_then(|p| PoolId::try_from(p).ok());
+        let ready = node_ready(node);
+        let provider_id: Box<str> = node.spec.as_ref().and_then(|s| s.provider_id.as_deref()).unwrap_or_default().into();
+        let generation = self.node_generation;
+        let announce = self.nodes_synced;
+        let record = &mut self.nodes[id as usize];
+        let (was_present, was_ready) = (record.present, record.ready);
+        *record = NodeRecord {
+            name: record.name.clone(),
+            pool,
+            provider_id,
+            capacity_type: capacity_type(&labels),
+            ready,
+            present: true,
+            generation,
+        };
+        if let Some(pool) = pool {
+            self.learn(pool, &labels);
+        }
+        if !announce {
+            return;
+        }
+        if !was_present {
+            self.announce(id, NodeCondition::Joined);
+            if ready {
+                self.announce(id, NodeCondition::Ready);
+            }
+        } else if ready != was_ready {
+            self.announce(id, if ready { NodeCondition::Ready } else { NodeCondition::NotReady });
+        }
+    }
+
+    pub fn delete_node(&mut self, node: &Node) {
+        let Some(id) = node.metadata.name.as_deref().and_then(|n| self.node_ids.get(n)).copied() else { return };
+        if self.nodes[id as usize].present {
+            self.nodes[id as usize].present = false;
+            if self.nodes_synced {
+                self.announce(id, NodeCondition::Left);
+            }
+        }
+    }
+
+    fn learn(&mut self, pool: PoolId, labels: &BTreeMap<String, String>) {
+        let shared = &mut self.shared_labels[usize::from(pool)];
+        let before = shared.as_ref().map(BTreeMap::len);
+        match shared {
+            None => *shared = Some(labels.clone()),
+            Some(s) => s.retain(|k, v| labels.get(k) == Some(v)),
+        }
+        if shared.as_ref().map(BTreeMap::len) != before {
+            let learned = shared.clone().unwrap_or_default();
+            self.matcher.learn_template(usize::from(pool), [&learned]);
+        }
+    }
+
+    fn announce(&mut self, id: NodeId, condition: NodeCondition) {
+        let node = &self.nodes[id as usize];
+        // Only pool nodes with an EC2 instance behind them mean anything to the functions.
+        let (Some(pool), Some(instance)) = (node.pool, instance_id(&node.provider_id)) else { return };
+        self.node_changes.push(NodeLifecycleDetail {
+            pool: self.matcher.name(usize::from(pool)).to_string(),
+            node: node.name.to_string(),
+            provider_id: node.provider_id.to_string(),
+            instance_id: instance.to_string(),
+            capacity_type: node.capacity_type,
+            condition,
+        });
+    }
+
+    /// Node joins, departures and Ready changes since the last call.
+    pub fn take_node_changes(&mut self) -> Vec<NodeLifecycleDetail> {
+        std::mem::take(&mut self.node_changes)
+    }
+
+    fn pod_pool(&self, pod: &PodRecord) -> Option<PoolId> {
+        match pod.node {
+            Some(node) => {
+                let node = &self.nodes[node as usize];
+                node.present.then_some(node.pool).flatten()
+            }
+            None => pod.pending_pool,
+        }
+    }
+
+    /// Workload demand per pool (bound pods by their node's pool, pending ones by fit).
+    pub fn totals(&self) -> Vec<PoolTotals> {
+        let mut totals = vec![PoolTotals::default(); self.matcher.len()];
+        for pod in self.pods.values() {
+            if let Some(pool) = self.pod_pool(pod) {
+                let t = &mut totals[usize::from(pool)];
+                t.cpu_millis += u64::from(pod.cpu_millis);
+                t.memory_bytes += pod.memory_bytes;
+                t.pods += 1;
+            }
+        }
+        for node in self.nodes.iter().filter(|n| n.present) {
+            if let Some(pool) = node.pool {
+                totals[usize::from(pool)].nodes += 1;
+            }
+        }
+        totals
+    }
+
+    pub fn unschedulable(&self) -> Vec<Option<Unschedulable>> {
+        let mut out: Vec<Option<Unschedulable>> = vec![None; self.matcher.len()];
+        for pod in self.pods.values() {
+            let (Some(pool), Some(since)) = (pod.pending_pool, pod.unschedulable_since) else { continue };
+            let since = DateTime::from_timestamp(since, 0).unwrap_or_default();
+            let entry = out[usize::from(pool)].get_or_insert(Unschedulable {
+                count: 0,
+                cpu_millis: 0,
+                memory_bytes: 0,
+                oldest_since: since,
+                newest_since: since,
+            });
+            entry.count += 1;
+            entry.cpu_millis += u64::from(pod.cpu_millis);
+            entry.memory_bytes += pod.memory_bytes;
+            entry.oldest_since = entry.oldest_since.min(since);
+            entry.newest_since = entry.newest_since.max(since);
+        }
+        out
+    }
+}
+
+/// The pod's UID as a number (16 bytes instead of a string); namespace/name hashed if
+/// the UID is missing or odd.
+fn pod_key(pod: &Pod) -> u128 {
+    let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+    let hex: String = uid.chars().filter(|c| *c != '-').collect();
+    if hex.len() == 32 {
+        if let Ok(v) = u128::from_str_radix(&hex, 16) {
+            return v;
+        }
+    }
+    let name = format!(
+        "{}/{}",
+        pod.metadata.namespace.as_deref().unwrap_or_default(),
+        pod.metadata.name.as_deref().unwrap_or_default()
+    );
+    name.bytes().fold(0x6c62272e07bb014262b821756295c58du128, |h, b| (h ^ u128::from(b)).wrapping_mul(0x1000000000000000000013b))
+}
+
+/// Capacity type from the labels EKS managed node groups, Karpenter or the common
+/// self-managed convention put on nodes; on-demand when none says spot.
+pub fn capacity_type(labels: &BTreeMap<String, String>) -> CapacityType {
+    let spot = [
+        ("eks.amazonaws.com/capacityType", "SPOT"),
+        ("karpenter.sh/capacity-type", "spot"),
+        ("node.kubernetes.io/lifecycle", "spot"),
+        ("ballast.io/capacity-type", "spot"),
+    ];
+    if spot.iter().any(|(k, v)| labels.get(*k).is_some_and(|l| l.eq_ignore_ascii_case(v))) {
+        CapacityType::Spot
+    } else {
+        CapacityType::OnDemand
+    }
+}

@@ -1,0 +1,293 @@
+//! The forwarder on a large cluster: loads 5,000 nodes and 150,000 pods into a real
+//! kube-apiserver v1.20.2, starts the release forwarder binary against it (EventBridge in
+//! moto, read back through an SQS queue), and reports its peak RSS, the time to its first
+//! correct demand event, the events it publishes under 100 pod changes per second, and
+//! the CPU seconds it used. Run by `scripts/bench-forwarder`.
+//!
+//! Sizes: BENCH_NODES (5000), BENCH_PODS (150000), BENCH_CHURN_SECS (120).
+
+use std::collections::BTreeMap;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use aws_sdk_eventbridge::types::Target;
+use ballast_tests::kube::{apply_manifests, ControlPlane, Parts, ADMIN_TOKEN, FORWARDER_TOKEN};
+use ballast_tests::moto::Moto;
+use futures::{stream, StreamExt};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::Api;
+use serde_json::{json, Value};
+
+const POOLS: [&str; 3] = ["general", "batch", "gpu"];
+const CONCURRENCY: usize = 48;
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn config_yaml() -> String {
+    let pools: String = POOLS
+        .iter()
+        .map(|p| {
+            format!(
+                "  - name: {p}\n    spot_asgs: [{p}-spot]\n    on_demand_asg: {p}-od\n    node_selector: {{ballast.io/pool: {p}}}\n"
+            )
+        })
+        .collect();
+    format!("cluster: bench\nregion: eu-west-1\nstate_table: ballast-bench\npools:\n{pools}")
+}
+
+fn node(i: usize) -> Node {
+    let pool = POOLS[i % POOLS.len()];
+    serde_json::from_value(json!({
+        "metadata": { "name": format!("node-{i}"), "labels": {
+            "ballast.io/pool": pool, "kubernetes.io/hostname": format!("node-{i}"),
+            "eks.amazonaws.com/capacityType": if i % 2 == 0 { "SPOT" } else { "ON_DEMAND" } } },
+        "spec": { "providerID": format!("aws:///eu-west-1a/i-{i:017x}") },
+    }))
+    .expect("node")
+}
+
+/// Pod `i`: on node `i % nodes`, 100-400m CPU, 128-512Mi; every 100th pending (unbound).
+fn pod(i: usize, nodes: usize) -> (Pod, Option<usize>) {
+    let cpu = 100 * (1 + i % 4) as u64;
+    let mem = 128u64 << (i % 3);
+    let bound = (i % 100 != 0).then_some(i % nodes);
+    let pool = POOLS[bound.unwrap_or(i) % POOLS.len()];
+    let pod = serde_json::from_value(json!({
+        "metadata": { "name": format!("pod-{i}"), "labels": { "app": format!("app-{}", i % 50) } },
+        "spec": {
+            "nodeName": bound.map(|n| format!("node-{n}")),
+            "nodeSelector": { "ballast.io/pool": pool },
+            "containers": [{ "name": "app", "image": "registry.example/app:1",
+                "resources": { "requests": { "cpu": format!("{cpu}m"), "memory": format!("{mem}Mi") } } }],
+        },
+    }))
+    .expect("pod");
+    (pod, bound)
+}
+
+fn pod_pool(i: usize, nodes: usize) -> usize {
+    let (_, bound) = pod(i, nodes);
+    bound.unwrap_or(i) % POOLS.len()
+}
+
+fn requests(i: usize) -> (u64, u64) {
+    (100 * (1 + i % 4) as u64, (128u64 << (i % 3)) << 20)
+}
+
+async fn load(admin: &kube::Client, nodes: usize, pods: usize) {
+    let started = Instant::now();
+    let node_api: Api<Node> = Api::all(admin.clone());
+    stream::iter(0..nodes)
+        .for_each_concurrent(CONCURRENCY, |i| {
+            let api = node_api.clone();
+            async move {
+                api.create(&PostParams::default(), &node(i)).await.expect("node");
+                let ready = json!({ "status": { "conditions": [{ "type": "Ready", "status": "True" }],
+                    "capacity": { "cpu": "16", "memory": "64Gi", "pods": "110" } } });
+                api.patch_status(&format!("node-{i}"), &PatchParams::default(), &Patch::Merge(&ready)).await.expect("ready");
+            }
+        })
+        .await;
+    eprintln!("loaded {nodes} nodes in {:.0?}", started.elapsed());
+    let pod_api: Api<Pod> = Api::namespaced(admin.clone(), "default");
+    let started = Instant::now();
+    stream::iter(0..pods)
+        .for_each_concurrent(CONCURRENCY, |i| {
+            let api = pod_api.clone();
+            async move {
+                let (pod, _) = pod(i, nodes);
+                api.create(&PostParams::default(), &pod).await.expect("pod");
+                if i % 10_000 == 0 {
+                    eprintln!("  {i} pods…");
+                }
+            }
+        })
+        .await;
+    eprintln!("loaded {pods} pods in {:.0?}", started.elapsed());
+}
+
+struct Inbox {
+    sqs: aws_sdk_sqs::Client,
+    url: String,
+}
+
+impl Inbox {
+    async fn create(sdk: &aws_config::SdkConfig, bus: &str) -> Inbox {
+        let events = aws_sdk_eventbridge::Client::new(sdk);
+        let sqs = aws_sdk_sqs::Client::new(sdk);
+        events.create_event_bus().name(bus).send().await.expect("bus");
+        let url = sqs.create_queue().queue_name("bench-inbox").send().await.expect("queue").queue_url.expect("url");
+        let pattern = json!({ "source": ["ballast.kubernetes"] }).to_string();
+        events.put_rule().name("bench").event_bus_name(bus).event_pattern(pattern).send().await.expect("rule");
+        let target =
+            Target::builder().id("q").arn("arn:aws:sqs:eu-west-1:123456789012:bench-inbox").build().expect("target");
+        events.put_targets().rule("bench").event_bus_name(bus).targets(target).send().await.expect("target");
+        Inbox { sqs, url }
+    }
+
+    async fn take(&self) -> Vec<(String, Value)> {
+        let mut out = Vec::new();
+        loop {
+            let got = self.sqs.receive_message().queue_url(&self.url).max_number_of_messages(10).send().await.expect("receive");
+            if got.messages().is_empty() {
+                return out;
+            }
+            for m in got.messages() {
+                let v: Value = serde_json::from_str(m.body().unwrap_or_default()).expect("json");
+                out.push((v["detail-type"].as_str().unwrap_or_default().to_string(), v["detail"].clone()));
+                self.sqs.delete_message().queue_url(&self.url).receipt_handle(m.receipt_handle().unwrap_or_default()).send().await.expect("delete");
+            }
+        }
+    }
+}
+
+/// (peak RSS KiB, CPU seconds) of a process.
+fn usage(pid: u32) -> (u64, f64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let hwm = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat.rsplit_once(") ").map(|(_, rest)| rest.split(' ').collect()).unwrap_or_default();
+    let ticks: u64 = fields.get(11).and_then(|v| v.parse().ok()).unwrap_or(0) + fields.get(12).and_then(|v| v.parse().ok()).unwrap_or(0);
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    (hwm, ticks as f64 / hz)
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let nodes = env_usize("BENCH_NODES", 5000);
+    let pods = env_usize("BENCH_PODS", 150_000);
+    let churn_secs = env_usize("BENCH_CHURN_SECS", 120);
+    let forwarder_bin = std::env::var("FORWARDER_BIN").expect("FORWARDER_BIN: the release forwarder binary");
+    let moto = Moto::start().expect("moto_server (scripts/test installs it)");
+    let plane = ControlPlane::start(Parts::ApiServer).await.expect("kube-apiserver (scripts/kube-apiserver builds it)");
+    let admin = plane.client(ADMIN_TOKEN);
+    apply_manifests(&admin, "namespace.yaml", &["Namespace"]).await;
+    apply_manifests(&admin, "forwarder.yaml", &["ServiceAccount", "ClusterRole", "ClusterRoleBinding"]).await;
+    load(&admin, nodes, pods).await;
+
+    // What a correct first demand event says, per pool.
+    let mut expected: BTreeMap<&str, (u64, u64, u64)> = BTreeMap::new();
+    for i in 0..pods {
+        let (cpu, mem) = requests(i);
+        let e = expected.entry(POOLS[pod_pool(i, nodes)]).or_default();
+        e.0 += cpu;
+        e.1 += mem;
+        e.2 += 1;
+    }
+
+    let sdk = moto.sdk().await;
+    let inbox = Inbox::create(&sdk, "bench").await;
+    let dir = std::env::temp_dir().join(format!("ballast-bench-forwarder-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    std::fs::write(dir.join("ballast.yaml"), config_yaml()).expect("config");
+    let debounce = 30;
+    let started = Instant::now();
+    let mut child = Command::new(&forwarder_bin)
+        .env("KUBECONFIG", plane.write_kubeconfig(FORWARDER_TOKEN))
+        .env("BALLAST_CONFIG_FILE", dir.join("ballast.yaml"))
+        .env("BALLAST_EVENT_BUS", "bench")
+        .env("BALLAST_DEBOUNCE", format!("{debounce}s"))
+        .env("BALLAST_HEALTH_ADDR", "127.0.0.1:0")
+        .env("AWS_ENDPOINT_URL", &moto.endpoint)
+        .env("AWS_REGION", "eu-west-1")
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("forwarder");
+    let pid = child.id();
+
+    // Time to the first demand event that is right for every pool.
+    let mut correct: BTreeMap<String, bool> = BTreeMap::new();
+    let first_correct = loop {
+        for (kind, d) in inbox.take().await {
+            if kind != "Pool Demand Changed" {
+                continue;
+            }
+            let pool = d["pool"].as_str().unwrap_or_default().to_string();
+            let want = expected.get(pool.as_str()).copied().unwrap_or_default();
+            let got = (d["cpu_millis"].as_u64().unwrap_or(0), d["memory_bytes"].as_u64().unwrap_or(0), d["pods"].as_u64().unwrap_or(0));
+            assert_eq!(got, want, "pool {pool}: the first demand event must be right");
+            correct.insert(pool, true);
+        }
+        if correct.len() == POOLS.len() {
+            break started.elapsed();
+        }
+        assert!(started.elapsed() < Duration::from_secs(600), "no demand event within 10 minutes");
+        assert!(child.try_wait().expect("wait").is_none(), "the forwarder exited");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let (rss_after_list, cpu_after_list) = usage(pid);
+
+    // Churn: 100 pod changes per second (create and delete), pods spread over the pools.
+    let pod_api: Api<Pod> = Api::namespaced(admin.clone(), "default");
+    let churn_started = Instant::now();
+    let mut changes = 0usize;
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    let mut received: BTreeMap<String, usize> = BTreeMap::new();
+    let mut next = pods;
+    while churn_started.elapsed() < Duration::from_secs(churn_secs as u64) {
+        tick.tick().await;
+        // 10 changes per 100 ms: 5 creates, 5 deletes of the oldest churn pods.
+        let batch: Vec<(bool, usize)> = (0..5).flat_map(|k| [(true, next + k), (false, next + k - 5)]).collect();
+        next += 5;
+        stream::iter(batch)
+            .for_each_concurrent(10, |(create, i)| {
+                let api = pod_api.clone();
+                async move {
+                    if create {
+                        let _ = api.create(&PostParams::default(), &pod(i, nodes).0).await;
+                    } else if i >= pods {
+                        let _ = api.delete(&format!("pod-{i}"), &DeleteParams::default().grace_period(0)).await;
+                    }
+                }
+            })
+            .await;
+        changes += 10;
+        if changes % 1000 == 0 {
+            for (kind, _) in inbox.take().await {
+                *received.entry(kind).or_default() += 1;
+            }
+        }
+    }
+    let churn_elapsed = churn_started.elapsed();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for (kind, _) in inbox.take().await {
+        *received.entry(kind).or_default() += 1;
+    }
+    let (rss_peak, cpu_total) = usage(pid);
+    // SAFETY: plain signal to our own child.
+    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    let status = child.wait().expect("forwarder exit");
+
+    let minutes = churn_elapsed.as_secs_f64() / 60.0;
+    let demand = received.get("Pool Demand Changed").copied().unwrap_or(0);
+    let ceiling = (POOLS.len() as f64 * (churn_elapsed.as_secs_f64() / debounce as f64).ceil()) as usize + POOLS.len();
+    println!("forwarder benchmark: {nodes} nodes, {pods} pods, {} pools, release binary", POOLS.len());
+    println!("  time to first correct demand event (all pools): {:.1} s", first_correct.as_secs_f64());
+    println!("  after the initial list: RSS peak {:.1} MiB, CPU {:.1} s", rss_after_list as f64 / 1024.0, cpu_after_list);
+    println!(
+        "  churn: {changes} pod changes in {:.0} s ({:.0}/s)",
+        churn_elapsed.as_secs_f64(),
+        changes as f64 / churn_elapsed.as_secs_f64()
+    );
+    for (kind, n) in &received {
+        println!("    {kind}: {n} ({:.1}/min)", *n as f64 / minutes);
+    }
+    println!("    demand events: {demand} (ceiling one per pool per {debounce} s window: {ceiling})");
+    println!("  peak RSS: {:.1} MiB (goal 64 MiB)", rss_peak as f64 / 1024.0);
+    println!("  CPU used: {cpu_total:.1} s in {:.0} s", started.elapsed().as_secs_f64());
+    println!("  stopped on SIGTERM: {status}");
+    assert!(demand <= ceiling, "more demand events than one per pool per debounce window");
+    let _ = std::fs::remove_dir_all(&dir);
+}

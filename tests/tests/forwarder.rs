@@ -1,0 +1,183 @@
+//! The forwarder against a real kube-apiserver v1.20.2 (+ scheduler), publishing to an
+//! EventBridge bus in moto whose rule delivers to an SQS queue: the events read back
+//! must match the cluster as pods come, go and turn pending, as nodes turn Ready and
+//! NotReady, join and leave, and across an API server restart (410, relist).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use aws_sdk_eventbridge::types::Target;
+use ballast_forwarder::bus::EventBridgeBus;
+use ballast_forwarder::publisher::Timing;
+use ballast_forwarder::run::Forwarder;
+use ballast_tests::kube::{
+    add_node, apply_manifests, mark_running, set_node_ready, ControlPlane, Parts, ADMIN_TOKEN, FORWARDER_TOKEN,
+};
+use ballast_tests::moto::Moto;
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
+use kube::api::{DeleteParams, PostParams};
+use kube::Api;
+use serde_json::{json, Value};
+
+const BUS: &str = "ballast-test-forwarder";
+
+/// The SQS queue the bus's rule delivers to, read as a list of (detail-type, detail).
+struct Inbox {
+    sqs: aws_sdk_sqs::Client,
+    url: String,
+    seen: Vec<(String, Value)>,
+}
+
+impl Inbox {
+    async fn create(sdk: &aws_config::SdkConfig) -> Inbox {
+        let events = aws_sdk_eventbridge::Client::new(sdk);
+        let sqs = aws_sdk_sqs::Client::new(sdk);
+        events.create_event_bus().name(BUS).send().await.unwrap();
+        let url = sqs.create_queue().queue_name("forwarder-inbox").send().await.unwrap().queue_url.unwrap();
+        let arn = "arn:aws:sqs:eu-west-1:123456789012:forwarder-inbox";
+        let pattern = json!({ "source": ["ballast.kubernetes"] }).to_string();
+        events.put_rule().name("to-inbox").event_bus_name(BUS).event_pattern(pattern).send().await.unwrap();
+        let target = Target::builder().id("inbox").arn(arn).build().unwrap();
+        events.put_targets().rule("to-inbox").event_bus_name(BUS).targets(target).send().await.unwrap();
+        Inbox { sqs, url, seen: Vec::new() }
+    }
+
+    async fn drain(&mut self) {
+        loop {
+            let got = self.sqs.receive_message().queue_url(&self.url).max_number_of_messages(10).send().await.unwrap();
+            if got.messages().is_empty() {
+                return;
+            }
+            for m in got.messages() {
+                let envelope: Value = serde_json::from_str(m.body().unwrap()).unwrap();
+                assert_eq!(envelope["source"], "ballast.kubernetes");
+                // What the functions will parse must parse.
+                ballast_core::event::parse_event(m.body().unwrap().as_bytes()).expect("a valid Ballast event");
+                self.seen.push((envelope["detail-type"].as_str().unwrap().to_string(), envelope["detail"].clone()));
+                self.sqs.delete_message().queue_url(&self.url).receipt_handle(m.receipt_handle().unwrap()).send().await.unwrap();
+            }
+        }
+    }
+
+    /// Waits for an event matching `want`; returns it.
+    async fn expect(&mut self, what: &str, want: impl Fn(&str, &Value) -> bool) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            self.drain().await;
+            if let Some((_, detail)) = self.seen.iter().find(|(t, d)| want(t, d)) {
+                let detail = detail.clone();
+                self.seen.clear();
+                return detail;
+            }
+            assert!(Instant::now() < deadline, "no event: {what}; got {:#?}", self.seen);
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+fn demand(cpu: u64, pods: u64, nodes: u64) -> impl Fn(&str, &Value) -> bool {
+    move |t, d| {
+        t == "Pool Demand Changed"
+            && d["pool"] == "general"
+            && d["cpu_millis"] == cpu
+            && d["pods"] == pods
+            && d["nodes"] == nodes
+    }
+}
+
+fn node_event(node: &'static str, condition: &'static str) -> impl Fn(&str, &Value) -> bool {
+    move |t, d| t == "Node Lifecycle" && d["node"] == node && d["condition"] == condition
+}
+
+fn pod(name: &str, node: Option<&str>, cpu: &str) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": { "name": name },
+        "spec": {
+            "nodeName": node,
+            "nodeSelector": { "ballast.io/pool": "general" },
+            "tolerations": [{ "key": "dedicated", "operator": "Equal", "value": "general", "effect": "NoSchedule" }],
+            "containers": [{ "name": "app", "image": "app:1", "resources": { "requests": { "cpu": cpu, "memory": "256Mi" } } }],
+        },
+    }))
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn forwarder_events_follow_the_cluster_across_an_api_server_restart() {
+    let Some(moto) = Moto::start() else { return };
+    let Some(mut plane) = ControlPlane::start(Parts::WithControllers).await else { return };
+    let admin = plane.client(ADMIN_TOKEN);
+    apply_manifests(&admin, "namespace.yaml", &["Namespace"]).await;
+    apply_manifests(&admin, "forwarder.yaml", &["ServiceAccount", "ClusterRole", "ClusterRoleBinding"]).await;
+    let spot = [("ballast.io/pool", "general"), ("eks.amazonaws.com/capacityType", "SPOT")];
+    add_node(&admin, "general-1", &spot, "4", "16Gi").await;
+    add_node(&admin, "other-1", &[("ballast.io/pool", "other")], "4", "16Gi").await;
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), "default");
+    pods.create(&PostParams::default(), &pod("web-1", Some("general-1"), "500m")).await.unwrap();
+    mark_running(&admin, "default", "web-1").await;
+
+    let sdk = moto.sdk().await;
+    let mut inbox = Inbox::create(&sdk).await;
+    let config = ballast_tests::example_config();
+    // As the forwarder's ServiceAccount: the manifests' read-only RBAC must be enough.
+    let client = plane.client(FORWARDER_TOKEN);
+    let timing = Timing {
+        debounce: Duration::from_millis(500),
+        heartbeat: Duration::from_secs(600),
+        threshold_percent: 5,
+        unschedulable_every: Duration::from_millis(500),
+    };
+    let mut forwarder = Forwarder::new(client, Arc::new(EventBridgeBus::new(&sdk, BUS)), &config, timing);
+    forwarder.tick = Duration::from_millis(200);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(forwarder.run(async move {
+        let _ = stopped.await;
+    }));
+
+    // The first demand: one pod, one pool node (other-1 is not the pool's).
+    inbox.expect("first demand", demand(500, 1, 1)).await;
+
+    // A pod comes; one no node can hold goes pending, and the scheduler says so.
+    pods.create(&PostParams::default(), &pod("web-2", Some("general-1"), "1")).await.unwrap();
+    inbox.expect("demand with web-2", demand(1500, 2, 1)).await;
+    pods.create(&PostParams::default(), &pod("huge", None, "8")).await.unwrap();
+    let stuck = inbox
+        .expect("pods unschedulable", |t, d| t == "Pods Unschedulable" && d["count"] == 1 && d["cpu_millis"] == 8000)
+        .await;
+    assert_eq!(stuck["pool"], "general");
+    inbox.expect("demand counts the pending pod", demand(9500, 3, 1)).await;
+
+    // A pod goes.
+    pods.delete("web-2", &DeleteParams::default().grace_period(0)).await.unwrap();
+    inbox.expect("demand without web-2", demand(8500, 2, 1)).await;
+
+    // Nodes: NotReady, a join (Ready), a departure.
+    set_node_ready(&admin, "general-1", false).await;
+    let not_ready = inbox.expect("general-1 not ready", node_event("general-1", "not_ready")).await;
+    assert_eq!(not_ready["capacity_type"], "spot");
+    assert!(not_ready["instance_id"].as_str().unwrap().starts_with("i-"));
+    add_node(&admin, "general-2", &spot, "4", "16Gi").await;
+    inbox.expect("general-2 ready", node_event("general-2", "ready")).await;
+    Api::<Node>::all(admin.clone()).delete("general-2", &DeleteParams::default()).await.unwrap();
+    inbox.expect("general-2 left", node_event("general-2", "left")).await;
+
+    // Writes the watchers do not see move etcd on, so after a restart their resource
+    // version is older than the new watch cache: 410 Gone, then a relist.
+    let configmaps: Api<ConfigMap> = Api::namespaced(admin.clone(), "default");
+    for i in 0..20 {
+        let cm: ConfigMap = serde_json::from_value(json!({ "metadata": { "name": format!("bump-{i}") } })).unwrap();
+        configmaps.create(&PostParams::default(), &cm).await.unwrap();
+    }
+    plane.restart_apiserver().await;
+    let admin = plane.client(ADMIN_TOKEN);
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), "default");
+    set_node_ready(&admin, "general-1", true).await;
+    inbox.expect("general-1 ready again", node_event("general-1", "ready")).await;
+    pods.delete("huge", &DeleteParams::default().grace_period(0)).await.unwrap();
+    inbox.expect("demand after the restart", demand(500, 1, 1)).await;
+
+    stop.send(()).unwrap();
+    let summary = tokio::time::timeout(Duration::from_secs(10), running).await.expect("stops on signal").unwrap();
+    assert!(summary.relists >= 1, "the watchers relisted after the restart: {summary:?}");
+    assert_eq!(summary.dropped, 0);
+}
