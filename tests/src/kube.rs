@@ -372,6 +372,11 @@ where
 /// Applies the manifests of `infra/k8s/FILE` whose kind is in `kinds`, as an admin would
 /// with `kubectl apply --server-side`.
 pub async fn apply_manifests(client: &kube::Client, file: &str, kinds: &[&str]) {
+    apply_manifests_with(client, file, kinds, false).await
+}
+
+/// The same with `--dry-run=server`: the server validates, admits and discards.
+pub async fn apply_manifests_with(client: &kube::Client, file: &str, kinds: &[&str], dry_run: bool) {
     use kube::api::{DynamicObject, GroupVersionKind};
     use serde::Deserialize;
     let text = std::fs::read_to_string(crate::repo_root().join("infra/k8s").join(file)).expect("manifest");
@@ -392,7 +397,9 @@ pub async fn apply_manifests(client: &kube::Client, file: &str, kinds: &[&str]) 
             _ => Api::all_with(client.clone(), &resource),
         };
         let name = object.metadata.name.clone().expect("name");
-        api.patch(&name, &PatchParams::apply("test-admin").force(), &Patch::Apply(&value))
+        let mut params = PatchParams::apply("test-admin").force();
+        params.dry_run = dry_run;
+        api.patch(&name, &params, &Patch::Apply(&value))
             .await
             .unwrap_or_else(|e| panic!("apply {} {name} from {file}: {e}", types.kind));
     }
