@@ -87,7 +87,9 @@ async fn load(admin: &kube::Client, nodes: usize, pods: usize) {
                 api.create(&PostParams::default(), &node(i)).await.expect("node");
                 let ready = json!({ "status": { "conditions": [{ "type": "Ready", "status": "True" }],
                     "capacity": { "cpu": "16", "memory": "64Gi", "pods": "110" } } });
-                api.patch_status(&format!("node-{i}"), &PatchParams::default(), &Patch::Merge(&ready)).await.expect("ready");
+                api.patch_status(&format!("node-{i}"), &PatchParams::default(), &Patch::Merge(&ready))
+                    .await
+                    .expect("ready");
             }
         })
         .await;
@@ -131,14 +133,27 @@ impl Inbox {
     async fn take(&self) -> Vec<(String, Value)> {
         let mut out = Vec::new();
         loop {
-            let got = self.sqs.receive_message().queue_url(&self.url).max_number_of_messages(10).send().await.expect("receive");
+            let got = self
+                .sqs
+                .receive_message()
+                .queue_url(&self.url)
+                .max_number_of_messages(10)
+                .send()
+                .await
+                .expect("receive");
             if got.messages().is_empty() {
                 return out;
             }
             for m in got.messages() {
                 let v: Value = serde_json::from_str(m.body().unwrap_or_default()).expect("json");
                 out.push((v["detail-type"].as_str().unwrap_or_default().to_string(), v["detail"].clone()));
-                self.sqs.delete_message().queue_url(&self.url).receipt_handle(m.receipt_handle().unwrap_or_default()).send().await.expect("delete");
+                self.sqs
+                    .delete_message()
+                    .queue_url(&self.url)
+                    .receipt_handle(m.receipt_handle().unwrap_or_default())
+                    .send()
+                    .await
+                    .expect("delete");
             }
         }
     }
@@ -155,7 +170,8 @@ fn usage(pid: u32) -> (u64, f64) {
         .unwrap_or(0);
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     let fields: Vec<&str> = stat.rsplit_once(") ").map(|(_, rest)| rest.split(' ').collect()).unwrap_or_default();
-    let ticks: u64 = fields.get(11).and_then(|v| v.parse().ok()).unwrap_or(0) + fields.get(12).and_then(|v| v.parse().ok()).unwrap_or(0);
+    let ticks: u64 = fields.get(11).and_then(|v| v.parse().ok()).unwrap_or(0)
+        + fields.get(12).and_then(|v| v.parse().ok()).unwrap_or(0);
     // SAFETY: sysconf has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
     (hwm, ticks as f64 / hz)
@@ -216,7 +232,11 @@ async fn main() {
             }
             let pool = d["pool"].as_str().unwrap_or_default().to_string();
             let want = expected.get(pool.as_str()).copied().unwrap_or_default();
-            let got = (d["cpu_millis"].as_u64().unwrap_or(0), d["memory_bytes"].as_u64().unwrap_or(0), d["pods"].as_u64().unwrap_or(0));
+            let got = (
+                d["cpu_millis"].as_u64().unwrap_or(0),
+                d["memory_bytes"].as_u64().unwrap_or(0),
+                d["pods"].as_u64().unwrap_or(0),
+            );
             assert_eq!(got, want, "pool {pool}: the first demand event must be right");
             correct.insert(pool, true);
         }
@@ -275,7 +295,11 @@ async fn main() {
     let ceiling = (POOLS.len() as f64 * (churn_elapsed.as_secs_f64() / debounce as f64).ceil()) as usize + POOLS.len();
     println!("forwarder benchmark: {nodes} nodes, {pods} pods, {} pools, release binary", POOLS.len());
     println!("  time to first correct demand event (all pools): {:.1} s", first_correct.as_secs_f64());
-    println!("  after the initial list: RSS peak {:.1} MiB, CPU {:.1} s", rss_after_list as f64 / 1024.0, cpu_after_list);
+    println!(
+        "  after the initial list: RSS peak {:.1} MiB, CPU {:.1} s",
+        rss_after_list as f64 / 1024.0,
+        cpu_after_list
+    );
     println!(
         "  churn: {changes} pod changes in {:.0} s ({:.0}/s)",
         churn_elapsed.as_secs_f64(),

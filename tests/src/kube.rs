@@ -198,7 +198,8 @@ impl ControlPlane {
             "--controllers=deployment,replicaset,disruption".into(),
         ]);
         let scheduler = spawn(&self.bin.join("kube-scheduler"), &scheduler_args, &self.dir.join("kube-scheduler.log"));
-        let cm = spawn(&self.bin.join("kube-controller-manager"), &cm_args, &self.dir.join("kube-controller-manager.log"));
+        let cm =
+            spawn(&self.bin.join("kube-controller-manager"), &cm_args, &self.dir.join("kube-controller-manager.log"));
         self.others.extend([scheduler, cm]);
     }
 
@@ -277,10 +278,9 @@ fn make_certificates(dir: &Path) {
         "-subj",
         "/CN=ballast-test-ca",
     ]));
-    run(openssl().args(["req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr"]).args([
-        "-subj",
-        "/CN=kube-apiserver",
-    ]));
+    run(openssl()
+        .args(["req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr"])
+        .args(["-subj", "/CN=kube-apiserver"]));
     std::fs::write(
         dir.join("server.ext"),
         "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",

@@ -57,7 +57,13 @@ impl Inbox {
                 ballast_core::event::parse_event(envelope.to_string().as_bytes(), None)
                     .unwrap_or_else(|e| panic!("{e}: {envelope}"));
                 self.seen.push((envelope["detail-type"].as_str().unwrap().to_string(), envelope["detail"].clone()));
-                self.sqs.delete_message().queue_url(&self.url).receipt_handle(m.receipt_handle().unwrap()).send().await.unwrap();
+                self.sqs
+                    .delete_message()
+                    .queue_url(&self.url)
+                    .receipt_handle(m.receipt_handle().unwrap())
+                    .send()
+                    .await
+                    .unwrap();
             }
         }
     }

@@ -253,8 +253,9 @@ async fn create_v1beta1_pdb(admin: &kube::Client, body: serde_json::Value) {
 
 /// (currentHealthy, disruptionsAllowed) of the `web` budget.
 async fn pdbs_status(admin: &kube::Client) -> Option<(i64, i64)> {
-    let request =
-        http::Request::get("/apis/policy/v1beta1/namespaces/default/poddisruptionbudgets/web").body(Vec::new()).unwrap();
+    let request = http::Request::get("/apis/policy/v1beta1/namespaces/default/poddisruptionbudgets/web")
+        .body(Vec::new())
+        .unwrap();
     let pdb: serde_json::Value = admin.request(request).await.ok()?;
     let status = pdb.get("status")?;
     Some((status.get("currentHealthy")?.as_i64()?, status.get("disruptionsAllowed")?.as_i64()?))

@@ -74,7 +74,10 @@ pub struct MemoryBus {
 #[async_trait]
 impl EventBus for MemoryBus {
     async fn put(&self, events: &[Outgoing]) -> Result<Vec<Option<String>>, PortError> {
-        self.events.lock().map_err(|_| PortError::new(ErrorKind::Permanent, "put", "poisoned"))?.extend_from_slice(events);
+        self.events
+            .lock()
+            .map_err(|_| PortError::new(ErrorKind::Permanent, "put", "poisoned"))?
+            .extend_from_slice(events);
         Ok(vec![None; events.len()])
     }
 }

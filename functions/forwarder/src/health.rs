@@ -52,7 +52,8 @@ pub async fn serve(addr: SocketAddr, health: Arc<Health>) -> std::io::Result<tok
             tokio::spawn(async move {
                 let service = service_fn(move |req: Request<Incoming>| {
                     let (status, body) = health.answer(req.uri().path(), chrono::Utc::now().timestamp());
-                    let response = Response::builder().status(status).body(Full::new(Bytes::from_static(body.as_bytes())));
+                    let response =
+                        Response::builder().status(status).body(Full::new(Bytes::from_static(body.as_bytes())));
                     async move { Ok::<_, Infallible>(response.unwrap_or_default()) }
                 });
                 let _ = http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;

@@ -8,7 +8,12 @@ use clap::Parser;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), StartError> {
-    tracing_subscriber::fmt().json().with_env_filter(tracing_subscriber::EnvFilter::from_default_env().add_directive("info".parse().expect("directive"))).init();
+    tracing_subscriber::fmt()
+        .json()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::from_default_env().add_directive("info".parse().expect("directive")),
+        )
+        .init();
     let settings = Settings::parse();
     let config = load_config(&settings.config)?;
     let client = kube::Client::try_default().await?;

@@ -40,7 +40,13 @@ pub struct Summary {
     pub relists: u32,
 }
 
-fn apply<K>(state: &mut ClusterState, kind: Kind, event: Event<K>, apply: fn(&mut ClusterState, &K), delete: fn(&mut ClusterState, &K)) {
+fn apply<K>(
+    state: &mut ClusterState,
+    kind: Kind,
+    event: Event<K>,
+    apply: fn(&mut ClusterState, &K),
+    delete: fn(&mut ClusterState, &K),
+) {
     match event {
         Event::Init => state.begin_list(kind),
         Event::InitApply(obj) | Event::Apply(obj) => apply(state, &obj),
@@ -55,8 +61,9 @@ impl Forwarder {
         // when a pod finishes).
         let pod_config = watcher::Config::default().fields("status.phase!=Succeeded,status.phase!=Failed");
         let mut pods = watcher::watcher(Api::<Pod>::all(self.client.clone()), pod_config).default_backoff().boxed();
-        let mut nodes =
-            watcher::watcher(Api::<Node>::all(self.client.clone()), watcher::Config::default()).default_backoff().boxed();
+        let mut nodes = watcher::watcher(Api::<Node>::all(self.client.clone()), watcher::Config::default())
+            .default_backoff()
+            .boxed();
         let (tx, mut rx) = mpsc::channel::<Vec<Outgoing>>(256);
         let bus = self.bus.clone();
         let backoff = self.retry_backoff;

@@ -10,7 +10,10 @@ use clap::Parser;
 use crate::publisher::Timing;
 
 #[derive(Debug, Clone, Parser)]
-#[command(name = "forwarder", about = "Ballast's in-cluster forwarder: pool demand, unschedulable pods and node changes to EventBridge")]
+#[command(
+    name = "forwarder",
+    about = "Ballast's in-cluster forwarder: pool demand, unschedulable pods and node changes to EventBridge"
+)]
 pub struct Settings {
     /// Ballast's config (its pools' node selectors and tolerations decide pool membership).
     #[arg(long, env = "BALLAST_CONFIG_FILE", default_value = "/etc/ballast/ballast.yaml")]

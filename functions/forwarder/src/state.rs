@@ -219,7 +219,8 @@ impl ClusterState {
         let labels = node.metadata.labels.clone().unwrap_or_default();
         let pool = self.matcher.node_pool(&labels).and_then(|p| PoolId::try_from(p).ok());
         let ready = node_ready(node);
-        let provider_id: Box<str> = node.spec.as_ref().and_then(|s| s.provider_id.as_deref()).unwrap_or_default().into();
+        let provider_id: Box<str> =
+            node.spec.as_ref().and_then(|s| s.provider_id.as_deref()).unwrap_or_default().into();
         let generation = self.node_generation;
         let announce = self.nodes_synced;
         let record = &mut self.nodes[id as usize];
@@ -357,7 +358,9 @@ fn pod_key(pod: &Pod) -> u128 {
         pod.metadata.namespace.as_deref().unwrap_or_default(),
         pod.metadata.name.as_deref().unwrap_or_default()
     );
-    name.bytes().fold(0x6c62272e07bb014262b821756295c58du128, |h, b| (h ^ u128::from(b)).wrapping_mul(0x1000000000000000000013b))
+    name.bytes().fold(0x6c62272e07bb014262b821756295c58du128, |h, b| {
+        (h ^ u128::from(b)).wrapping_mul(0x1000000000000000000013b)
+    })
 }
 
 /// Capacity type from the labels EKS managed node groups, Karpenter or the common

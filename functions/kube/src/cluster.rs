@@ -82,8 +82,7 @@ impl KubeCluster {
                 let request = http::Request::get("/api/v1")
                     .body(Vec::new())
                     .map_err(|e| PortError::new(ErrorKind::Permanent, "GET /api/v1", e.to_string()))?;
-                let list: APIResourceList =
-                    client.request(request).await.map_err(|e| kube_error("GET /api/v1", e))?;
+                let list: APIResourceList = client.request(request).await.map_err(|e| kube_error("GET /api/v1", e))?;
                 let eviction = list.resources.iter().find(|r| r.name == "pods/eviction");
                 Ok(match eviction.and_then(|r| r.version.as_deref()) {
                     Some("v1") => EvictionVersion::V1,
@@ -104,7 +103,9 @@ impl KubeCluster {
         let operation = format!("apply PriorityClass {}", config.name);
         let desired = headroom::priority_class(config);
         match api.get_opt(&config.name).await.map_err(|e| kube_error(&operation, e))? {
-            Some(current) if current.value != desired.value || current.preemption_policy != desired.preemption_policy => {
+            Some(current)
+                if current.value != desired.value || current.preemption_policy != desired.preemption_policy =>
+            {
                 // Both fields are immutable: say what to do instead of failing obscurely.
                 return Err(PortError::new(
                     ErrorKind::Permanent,
@@ -297,14 +298,17 @@ impl Cluster for KubeCluster {
         let client = self.client("list pods").await?;
         let nodes = self.list_pool_nodes(&client, pool).await?;
         let Some(index) = self.matcher.index_of(&pool.name) else {
-            return Err(PortError::new(ErrorKind::Permanent, "pool demand", format!("pool {} is not configured", pool.name)));
+            return Err(PortError::new(
+                ErrorKind::Permanent,
+                "pool demand",
+                format!("pool {} is not configured", pool.name),
+            ));
         };
         let mut matcher = self.matcher.clone();
         matcher.learn_template(index, nodes.iter().filter_map(|n| n.metadata.labels.as_ref()));
         let names: HashSet<String> = nodes.into_iter().filter_map(|n| n.metadata.name).collect();
         let api: Api<Pod> = Api::all(client);
-        let mut params =
-            ListParams::default().fields("status.phase!=Succeeded,status.phase!=Failed").limit(PAGE);
+        let mut params = ListParams::default().fields("status.phase!=Succeeded,status.phase!=Failed").limit(PAGE);
         let mut demand = Demand { cpu_millis: 0, memory_bytes: 0, pods: 0, observed_at: now };
         loop {
             let page = api.list(&params).await.map_err(|e| kube_error("list pods", e))?;
@@ -352,19 +356,17 @@ impl Cluster for KubeCluster {
         let deadline = Instant::now() + timeout;
         let mut evicted = 0;
         loop {
-            let pods: Vec<Pod> = self
-                .pods_on_node(&client, node)
-                .await?
-                .into_iter()
-                .filter(|p| pods::role(p).is_evictable())
-                .collect();
+            let pods: Vec<Pod> =
+                self.pods_on_node(&client, node).await?.into_iter().filter(|p| pods::role(p).is_evictable()).collect();
             if pods.is_empty() {
                 return Ok(DrainReport { evicted, blocked: Vec::new() });
             }
             let mut blocked = BTreeMap::new();
             for pod in &pods {
                 let label = pod_label(pod);
-                if let Some(grace) = pod.metadata.deletion_timestamp.as_ref().map(|_| pod.metadata.deletion_grace_period_seconds) {
+                if let Some(grace) =
+                    pod.metadata.deletion_timestamp.as_ref().map(|_| pod.metadata.deletion_grace_period_seconds)
+                {
                     blocked.insert(label, format!("terminating (grace period {}s)", grace.unwrap_or_default()));
                     continue;
                 }

@@ -78,13 +78,10 @@ impl Connector {
     }
 
     pub fn eks(endpoint: EksEndpoint, credentials: SharedCredentialsProvider) -> Result<Connector, ConnectError> {
-        let uri: http::Uri = endpoint
-            .endpoint
-            .parse()
-            .map_err(|e: http::uri::InvalidUri| ConnectError::Endpoint {
-                endpoint: endpoint.endpoint.clone(),
-                reason: e.to_string(),
-            })?;
+        let uri: http::Uri = endpoint.endpoint.parse().map_err(|e: http::uri::InvalidUri| ConnectError::Endpoint {
+            endpoint: endpoint.endpoint.clone(),
+            reason: e.to_string(),
+        })?;
         let mut base = tune(kube::Config::new(uri));
         base.root_cert = Some(ca_certificates(&endpoint.certificate_authority)?);
         Ok(Connector::Eks(Box::new(EksConnector {
@@ -123,9 +120,7 @@ impl EksConnector {
 
 /// DER certificates from DescribeCluster's base64 PEM bundle.
 pub fn ca_certificates(base64_pem: &str) -> Result<Vec<Vec<u8>>, ConnectError> {
-    let pem = STANDARD
-        .decode(base64_pem.trim())
-        .map_err(|_| ConnectError::CertificateAuthority { what: "base64" })?;
+    let pem = STANDARD.decode(base64_pem.trim()).map_err(|_| ConnectError::CertificateAuthority { what: "base64" })?;
     let certs: Vec<Vec<u8>> = CertificateDer::pem_slice_iter(&pem)
         .map(|c| c.map(|c| c.to_vec()))
         .collect::<Result<_, _>>()
@@ -155,7 +150,9 @@ mod tests {
             endpoint: "https://exa mple".into(),
             certificate_authority: String::new(),
         };
-        let provider = SharedCredentialsProvider::new(aws_credential_types::Credentials::new("AKID", "secret", None, None, "test"));
+        let provider = SharedCredentialsProvider::new(aws_credential_types::Credentials::new(
+            "AKID", "secret", None, None, "test",
+        ));
         let err = Connector::eks(endpoint, provider).err().unwrap().to_string();
         assert!(err.contains("\"https://exa mple\" is not a URL"), "{err}");
     }

@@ -137,13 +137,10 @@ pub fn unschedulable_since(pod: &Pod) -> Option<DateTime<Utc>> {
     if pod.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some() {
         return None;
     }
-    let condition = pod
-        .status
-        .as_ref()?
-        .conditions
-        .iter()
-        .flatten()
-        .find(|c| c.type_ == "PodScheduled" && c.status == "False" && c.reason.as_deref() == Some("Unschedulable"))?;
+    let condition =
+        pod.status.as_ref()?.conditions.iter().flatten().find(|c| {
+            c.type_ == "PodScheduled" && c.status == "False" && c.reason.as_deref() == Some("Unschedulable")
+        })?;
     condition.last_transition_time.as_ref().or(pod.metadata.creation_timestamp.as_ref()).and_then(|t| to_chrono(t.0))
 }
 

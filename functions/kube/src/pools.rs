@@ -224,8 +224,7 @@ pools:
             ..Default::default()
         };
         assert_eq!(m.pending_pod_pool(&gpu), Some(0));
-        let selects_general =
-            PodSpec { node_selector: Some(labels(&[("ballast.io/pool", "general")])), ..gpu.clone() };
+        let selects_general = PodSpec { node_selector: Some(labels(&[("ballast.io/pool", "general")])), ..gpu.clone() };
         assert_eq!(m.pending_pod_pool(&selects_general), Some(1));
         let nowhere = PodSpec { node_selector: Some(labels(&[("ballast.io/pool", "batch")])), ..gpu };
         assert_eq!(m.pending_pod_pool(&nowhere), None);

@@ -80,7 +80,10 @@ async fn drain_with_discovery(version: &str) -> Value {
         "spec": { "containers": [{ "name": "app" }], "terminationGracePeriodSeconds": 45, "nodeName": "ip-10-0-1-1" } });
     reply(seen.send, StatusCode::OK, pod_list(json!([pod])));
     let eviction = next(&mut handle).await;
-    assert_eq!((eviction.method.as_str(), eviction.uri.as_str()), ("POST", "/api/v1/namespaces/shop/pods/web-1/eviction?"));
+    assert_eq!(
+        (eviction.method.as_str(), eviction.uri.as_str()),
+        ("POST", "/api/v1/namespaces/shop/pods/web-1/eviction?")
+    );
     assert_eq!(eviction.content_type, "application/json");
     reply(eviction.send, StatusCode::CREATED, status(201, "", ""));
     let seen = next(&mut handle).await;
@@ -175,7 +178,8 @@ async fn headroom_is_server_side_applied_as_ballast_and_forced_only_after_a_conf
         seen.uri,
         "/apis/apps/v1/namespaces/ballast/deployments/ballast-headroom-general?&force=true&fieldManager=ballast"
     );
-    let applied = json!({ "apiVersion": "apps/v1", "kind": "Deployment", "metadata": { "name": "ballast-headroom-general" } });
+    let applied =
+        json!({ "apiVersion": "apps/v1", "kind": "Deployment", "metadata": { "name": "ballast-headroom-general" } });
     reply(seen.send, StatusCode::OK, applied);
     apply.await.unwrap().unwrap();
 }
