@@ -212,6 +212,8 @@ async fn main() {
         .env("BALLAST_CONFIG_FILE", dir.join("ballast.yaml"))
         .env("BALLAST_EVENT_BUS", "bench")
         .env("BALLAST_DEBOUNCE", format!("{debounce}s"))
+        // Every change counts: under churn, only the debounce window holds demand events back.
+        .env("BALLAST_DEMAND_THRESHOLD_PERCENT", "0")
         .env("BALLAST_HEALTH_ADDR", "127.0.0.1:0")
         .env("AWS_ENDPOINT_URL", &moto.endpoint)
         .env("AWS_REGION", "eu-west-1")
@@ -249,15 +251,36 @@ async fn main() {
     };
     let (rss_after_list, cpu_after_list) = usage(pid);
 
-    // Churn: 100 pod changes per second (create and delete), pods spread over the pools.
+    // Churn: 100 pod changes per second (create and delete), pods spread over the pools;
+    // each second one node flips Ready/NotReady, every 5 s one pending pod turns unschedulable.
     let pod_api: Api<Pod> = Api::namespaced(admin.clone(), "default");
+    let node_api: Api<Node> = Api::all(admin.clone());
     let churn_started = Instant::now();
     let mut changes = 0usize;
+    let mut flips = 0usize;
+    let mut stuck = 0usize;
     let mut tick = tokio::time::interval(Duration::from_millis(100));
     let mut received: BTreeMap<String, usize> = BTreeMap::new();
     let mut next = pods;
+    let mut round = 0usize;
     while churn_started.elapsed() < Duration::from_secs(churn_secs as u64) {
         tick.tick().await;
+        round += 1;
+        if round % 10 == 0 {
+            let ready = if (round / 10) % 2 == 0 { "True" } else { "False" };
+            let status = json!({ "status": { "conditions": [{ "type": "Ready", "status": ready }] } });
+            node_api.patch_status("node-0", &PatchParams::default(), &Patch::Merge(&status)).await.expect("flip");
+            flips += 1;
+        }
+        if round % 50 == 0 {
+            // Pending pods are every 100th: pod-0, pod-100, …
+            let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+            let status = json!({ "status": { "phase": "Pending", "conditions": [{ "type": "PodScheduled",
+                "status": "False", "reason": "Unschedulable", "lastTransitionTime": now }] } });
+            let name = format!("pod-{}", stuck * 100);
+            pod_api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await.expect("unschedulable");
+            stuck += 1;
+        }
         // 10 changes per 100 ms: 5 creates, 5 deletes of the oldest churn pods.
         let batch: Vec<(bool, usize)> = (0..5).flat_map(|k| [(true, next + k), (false, next + k - 5)]).collect();
         next += 5;
@@ -309,6 +332,7 @@ async fn main() {
         println!("    {kind}: {n} ({:.1}/min)", *n as f64 / minutes);
     }
     println!("    demand events: {demand} (ceiling one per pool per {debounce} s window: {ceiling})");
+    println!("    node Ready flips made: {flips}; pods made unschedulable: {stuck} (one every 5 s)");
     println!("  peak RSS: {:.1} MiB (goal 64 MiB)", rss_peak as f64 / 1024.0);
     println!("  CPU used: {cpu_total:.1} s in {:.0} s", started.elapsed().as_secs_f64());
     println!("  stopped on SIGTERM: {status}");

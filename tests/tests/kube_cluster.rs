@@ -104,6 +104,13 @@ async fn headroom_apply_is_idempotent_and_takes_back_fields_another_manager_chan
         .map(|m| m.manager.clone().unwrap_or_default())
         .collect::<Vec<_>>();
     assert_eq!(replicas_owner, vec!["ballast".to_string()], "ballast owns spec.replicas again");
+
+    // A new pod size in the config: the Deployment reads as due for a write, and is rewritten.
+    let mut bigger = pool.clone();
+    bigger.headroom.pod_cpu_millis = 2000;
+    assert_eq!(cluster.headroom_replicas(&bigger).await.unwrap(), None);
+    cluster.set_headroom_replicas(&bigger, 4).await.unwrap();
+    assert_eq!(cluster.headroom_replicas(&bigger).await.unwrap(), Some(4));
 }
 
 #[tokio::test]

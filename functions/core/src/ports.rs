@@ -85,7 +85,8 @@ impl DrainReport {
 #[async_trait]
 pub trait Cluster: Send + Sync {
     async fn pool_nodes(&self, pool: &PoolConfig) -> Result<Vec<NodeState>, PortError>;
-    /// Replicas of the pool's pause-pod Deployment; `None` when it does not exist.
+    /// Replicas of the pool's pause-pod Deployment; `None` when it does not exist or no
+    /// longer matches the config (either way, the next headroom decision writes it).
     async fn headroom_replicas(&self, pool: &PoolConfig) -> Result<Option<u32>, PortError>;
     async fn set_headroom_replicas(&self, pool: &PoolConfig, replicas: u32) -> Result<(), PortError>;
     /// Lists the pool's workload pods and keeps only the sums.

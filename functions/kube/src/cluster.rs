@@ -132,21 +132,12 @@ impl KubeCluster {
     }
 
     async fn list_pool_nodes(&self, client: &kube::Client, pool: &PoolConfig) -> Result<Vec<Node>, PortError> {
-        let api: Api<Node> = Api::all(client.clone());
         let selector: Vec<String> = pool.node_selector.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        let mut params = ListParams::default().limit(PAGE);
+        let mut params = ListParams::default();
         if !selector.is_empty() {
             params = params.labels(&selector.join(","));
         }
-        let mut nodes = Vec::new();
-        loop {
-            let page = api.list(&params).await.map_err(|e| kube_error("list nodes", e))?;
-            nodes.extend(page.items);
-            match page.metadata.continue_.filter(|c| !c.is_empty()) {
-                Some(token) => params = params.continue_token(&token),
-                None => return Ok(nodes),
-            }
-        }
+        list_all(Api::all(client.clone()), params, "list nodes").await
     }
 
     async fn evict(
@@ -165,16 +156,24 @@ impl KubeCluster {
     }
 
     async fn pods_on_node(&self, client: &kube::Client, node: &str) -> Result<Vec<Pod>, PortError> {
-        let api: Api<Pod> = Api::all(client.clone());
-        let mut params = ListParams::default().fields(&format!("spec.nodeName={node}")).limit(PAGE);
-        let mut out = Vec::new();
-        loop {
-            let page = api.list(&params).await.map_err(|e| kube_error(&format!("list pods on {node}"), e))?;
-            out.extend(page.items);
-            match page.metadata.continue_.filter(|c| !c.is_empty()) {
-                Some(token) => params = params.continue_token(&token),
-                None => return Ok(out),
-            }
+        let params = ListParams::default().fields(&format!("spec.nodeName={node}"));
+        list_all(Api::all(client.clone()), params, &format!("list pods on {node}")).await
+    }
+}
+
+/// Every object the list matches, a page at a time.
+async fn list_all<K>(api: Api<K>, params: ListParams, operation: &str) -> Result<Vec<K>, PortError>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let mut params = params.limit(PAGE);
+    let mut out = Vec::new();
+    loop {
+        let page = api.list(&params).await.map_err(|e| kube_error(operation, e))?;
+        out.extend(page.items);
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => return Ok(out),
         }
     }
 }
@@ -264,8 +263,19 @@ impl Cluster for KubeCluster {
         let client = self.client("get headroom").await?;
         let api: Api<Deployment> = Api::namespaced(client, &pool.headroom.namespace);
         let name = headroom::deployment_name(pool);
-        let current = api.get_opt(&name).await.map_err(|e| kube_error(&format!("get Deployment {name}"), e))?;
-        Ok(current.and_then(|d| d.spec).and_then(|s| s.replicas).map(|r| u32::try_from(r).unwrap_or(0)))
+        let Some(current) = api.get_opt(&name).await.map_err(|e| kube_error(&format!("get Deployment {name}"), e))?
+        else {
+            return Ok(None);
+        };
+        let replicas = current.spec.as_ref().and_then(|s| s.replicas).map(|r| u32::try_from(r).unwrap_or(0));
+        // A Deployment that no longer matches the config (new image, pod size, selector)
+        // reads as missing, so the planner applies it again whatever the replica count.
+        let desired = headroom::deployment(pool, replicas.unwrap_or(0));
+        if !headroom::deployment_matches(&current, &desired) {
+            tracing::info!(deployment = %name, "headroom Deployment differs from the config; it will be applied again");
+            return Ok(None);
+        }
+        Ok(replicas)
     }
 
     async fn set_headroom_replicas(&self, pool: &PoolConfig, replicas: u32) -> Result<(), PortError> {
