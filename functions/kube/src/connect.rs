@@ -142,6 +142,57 @@ mod tests {
         assert!(err(&STANDARD.encode("hello")).contains("no certificate in it"));
     }
 
+    /// A self-signed certificate, as DescribeCluster would return a cluster CA.
+    const CA_PEM: &str = "-----BEGIN CERTIFICATE-----
+MIIBgzCCASmgAwIBAgIUSMWqO5mSinFQq0d37ZdLTP7WZ4owCgYIKoZIzj0EAwIw
+FzEVMBMGA1UEAwwMYmFsbGFzdC10ZXN0MB4XDTI2MTEyMTA5Mjc1OFoXDTM2MTEx
+ODA5Mjc1OFowFzEVMBMGA1UEAwwMYmFsbGFzdC10ZXN0MFkwEwYHKoZIzj0CAQYI
+KoZIzj0DAQcDQgAEEJB+LLV6tnLV/mzuZpNadF94wo6TsrsU1hySZQLoxeq+JSBZ
+zRrIgbk3pv03TXcWbjy/925k8PzUMTONbIf27qNTMFEwHQYDVR0OBBYEFDu6WsoA
+itDhHK0hWqeoHxW6NvFtMB8GA1UdIwQYMBaAFDu6WsoAitDhHK0hWqeoHxW6NvFt
+MA8GA1UdEwEB/wQFMAMBAf8wCgYIKoZIzj0EAwIDSAAwRQIgWsjrJSYdq5t+bN3d
+KdUTHuJJBS0Qe+q34MaQNVTI8R0CIQDdQa2nMbrwnnFh0V3nuohuMu5fCPBdBvve
+UEwg27houQ==
+-----END CERTIFICATE-----
+";
+
+    #[derive(Debug)]
+    struct Counting(std::sync::Arc<std::sync::atomic::AtomicU32>);
+
+    impl ProvideCredentials for Counting {
+        fn provide_credentials<'a>(&'a self) -> aws_credential_types::provider::future::ProvideCredentials<'a>
+        where
+            Self: 'a,
+        {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let credentials = aws_credential_types::Credentials::new("AKID", "secret", None, None, "test");
+            aws_credential_types::provider::future::ProvideCredentials::ready(Ok(credentials))
+        }
+    }
+
+    #[tokio::test]
+    async fn the_token_is_made_again_only_when_due() {
+        let calls = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let endpoint = EksEndpoint {
+            cluster: "prod-eks".into(),
+            region: "eu-west-1".into(),
+            endpoint: "https://ABCDEF.gr7.eu-west-1.eks.amazonaws.com".into(),
+            certificate_authority: STANDARD.encode(CA_PEM),
+        };
+        let Connector::Eks(eks) =
+            Connector::eks(endpoint, SharedCredentialsProvider::new(Counting(calls.clone()))).expect("connector")
+        else {
+            panic!("an EKS connector")
+        };
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let count = || calls.load(std::sync::atomic::Ordering::SeqCst);
+        eks.client(t0).await.unwrap();
+        eks.client(t0 + Duration::from_secs(9 * 60)).await.unwrap();
+        assert_eq!(count(), 1, "one token for the first minutes");
+        eks.client(t0 + Duration::from_secs(10 * 60)).await.unwrap();
+        assert_eq!(count(), 2, "a new token at 10 minutes, well before EKS's 15");
+    }
+
     #[test]
     fn an_endpoint_that_is_not_a_url_is_named() {
         let endpoint = EksEndpoint {
