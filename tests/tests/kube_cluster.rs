@@ -267,3 +267,41 @@ async fn pdbs_status(admin: &kube::Client) -> Option<(i64, i64)> {
     let status = pdb.get("status")?;
     Some((status.get("currentHealthy")?.as_i64()?, status.get("disruptionsAllowed")?.as_i64()?))
 }
+
+#[tokio::test]
+async fn demand_is_summed_across_list_pages() {
+    let Some((_plane, admin, cluster)) = setup(Parts::ApiServer).await else { return };
+    add_node(&admin, "general-1", &[("ballast.io/pool", "general")], "64", "256Gi").await;
+    add_node(&admin, "other-1", &[("ballast.io/pool", "other")], "64", "256Gi").await;
+    // 1,234 pods: three pages of 500. Every 10th elsewhere, every 7th pending in the pool.
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), "default");
+    let mut expected = (0u64, 0u32);
+    let mut creates = Vec::new();
+    for i in 0..1234u32 {
+        let node = match (i % 10, i % 7) {
+            (0, _) => Some("other-1"),
+            (_, 0) => None,
+            _ => Some("general-1"),
+        };
+        if node != Some("other-1") {
+            expected.0 += 100;
+            expected.1 += 1;
+        }
+        let pod: Pod =
+            serde_json::from_value(workload(&format!("p-{i}"), "100m", json!({ "spec": { "nodeName": node } })))
+                .unwrap();
+        let pods = pods.clone();
+        creates.push(async move { pods.create(&PostParams::default(), &pod).await.map(|_| ()) });
+        if creates.len() == 50 {
+            for r in futures::future::join_all(std::mem::take(&mut creates)).await {
+                r.unwrap();
+            }
+        }
+    }
+    for r in futures::future::join_all(creates).await {
+        r.unwrap();
+    }
+    let demand = cluster.pool_demand(&pool(), chrono::Utc::now()).await.unwrap().unwrap();
+    assert_eq!((demand.cpu_millis, demand.pods), expected);
+    assert_eq!(demand.memory_bytes, u64::from(expected.1) * (256 << 20));
+}
