@@ -239,6 +239,24 @@ pools:
     }
 
     #[test]
+    fn a_pending_pod_listed_before_the_nodes_is_placed_again_once_they_are_known() {
+        let mut s = state();
+        s.begin_list(crate::state::Kind::Pods);
+        let mut arm = pod(9, None, "1");
+        arm.spec.as_mut().unwrap().node_selector =
+            Some([("kubernetes.io/arch".to_string(), "arm64".to_string())].into_iter().collect());
+        s.apply_pod(&arm);
+        s.end_list(crate::state::Kind::Pods);
+        assert_eq!(s.totals()[0].pods, 0, "nothing known says the pool is arm64");
+        let mut n = node("n1", true);
+        n.metadata.labels.as_mut().unwrap().insert("kubernetes.io/arch".into(), "arm64".into());
+        s.begin_list(crate::state::Kind::Nodes);
+        s.apply_node(&n);
+        s.end_list(crate::state::Kind::Nodes);
+        assert_eq!(s.totals()[0].pods, 1, "the pool's nodes are arm64: the pod waits for this pool");
+    }
+
+    #[test]
     fn node_changes_after_the_initial_list_and_across_a_relist() {
         let mut s = synced();
         let mut p = Publisher::new(Timing::default(), 1);

@@ -9,7 +9,7 @@ use ballast_kube::cluster::{instance_id, node_ready};
 use ballast_kube::pods;
 use ballast_kube::pools::PoolMatcher;
 use chrono::{DateTime, Utc};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, Pod, PodSpec};
 
 /// Index of a pool in the config.
 pub type PoolId = u16;
@@ -70,6 +70,9 @@ pub struct ClusterState {
     /// Labels all nodes of each pool share (learned as nodes join).
     shared_labels: Vec<Option<BTreeMap<String, String>>>,
     pods: HashMap<u128, PodRecord>,
+    /// What decides a pending pod's pool (selector, affinity, tolerations), kept for
+    /// pending pods only, so their pool is decided again when a pool's labels are learned.
+    placement: HashMap<u128, PodSpec>,
     node_ids: HashMap<Box<str>, NodeId>,
     nodes: Vec<NodeRecord>,
     pod_generation: u32,
@@ -88,6 +91,7 @@ impl ClusterState {
             matcher,
             shared_labels: vec![None; pools],
             pods: HashMap::new(),
+            placement: HashMap::new(),
             node_ids: HashMap::new(),
             nodes: Vec::new(),
             pod_generation: 0,
@@ -137,6 +141,8 @@ impl ClusterState {
             Kind::Pods => {
                 let generation = self.pod_generation;
                 self.pods.retain(|_, p| p.generation == generation);
+                let pods = &self.pods;
+                self.placement.retain(|key, _| pods.contains_key(key));
                 self.pods_synced = true;
             }
             Kind::Nodes => {
@@ -159,6 +165,7 @@ impl ClusterState {
     pub fn apply_pod(&mut self, pod: &Pod) {
         let key = pod_key(pod);
         let role = pods::role(pod);
+        self.placement.remove(&key);
         if !role.is_demand() {
             // A pod that finished or is not demand (pause, DaemonSet, mirror) holds nothing.
             self.pods.remove(&key);
@@ -176,7 +183,10 @@ impl ClusterState {
         let node = pods::node_name(pod).map(|name| self.intern_node(name));
         let pending_pool = match node {
             Some(_) => None,
-            None => self.matcher.pending_pod_pool(spec).and_then(|p| PoolId::try_from(p).ok()),
+            None => {
+                self.placement.insert(key, placement(spec));
+                self.matcher.pending_pod_pool(spec).and_then(|p| PoolId::try_from(p).ok())
+            }
         };
         self.pods.insert(
             key,
@@ -192,7 +202,9 @@ impl ClusterState {
     }
 
     pub fn delete_pod(&mut self, pod: &Pod) {
-        self.pods.remove(&pod_key(pod));
+        let key = pod_key(pod);
+        self.pods.remove(&key);
+        self.placement.remove(&key);
     }
 
     fn intern_node(&mut self, name: &str) -> NodeId {
@@ -270,6 +282,12 @@ impl ClusterState {
         if shared.as_ref().map(BTreeMap::len) != before {
             let learned = shared.clone().unwrap_or_default();
             self.matcher.learn_template(usize::from(pool), [&learned]);
+            // What fits where may have changed for the pods still waiting.
+            for (key, spec) in &self.placement {
+                if let Some(pod) = self.pods.get_mut(key) {
+                    pod.pending_pool = self.matcher.pending_pod_pool(spec).and_then(|p| PoolId::try_from(p).ok());
+                }
+            }
         }
     }
 
@@ -340,6 +358,19 @@ impl ClusterState {
             entry.newest_since = entry.newest_since.max(since);
         }
         out
+    }
+}
+
+/// Only the fields that place a pod.
+fn placement(spec: &PodSpec) -> PodSpec {
+    PodSpec {
+        node_selector: spec.node_selector.clone(),
+        affinity: spec.affinity.as_ref().map(|a| k8s_openapi::api::core::v1::Affinity {
+            node_affinity: a.node_affinity.clone(),
+            ..Default::default()
+        }),
+        tolerations: spec.tolerations.clone(),
+        ..Default::default()
     }
 }
 
