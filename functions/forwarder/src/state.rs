@@ -7,9 +7,9 @@ use std::collections::{BTreeMap, HashMap};
 use ballast_core::event::{CapacityType, NodeCondition, NodeLifecycleDetail};
 use ballast_kube::cluster::{instance_id, node_ready};
 use ballast_kube::pods;
-use ballast_kube::pools::PoolMatcher;
+use ballast_kube::pools::{Placement, PoolMatcher};
 use chrono::{DateTime, Utc};
-use k8s_openapi::api::core::v1::{Node, Pod, PodSpec};
+use k8s_openapi::api::core::v1::{Node, Pod};
 
 /// Index of a pool in the config.
 pub type PoolId = u16;
@@ -72,7 +72,7 @@ pub struct ClusterState {
     pods: HashMap<u128, PodRecord>,
     /// What decides a pending pod's pool (selector, affinity, tolerations), kept for
     /// pending pods only, so their pool is decided again when a pool's labels are learned.
-    placement: HashMap<u128, PodSpec>,
+    placement: HashMap<u128, Box<Placement>>,
     node_ids: HashMap<Box<str>, NodeId>,
     nodes: Vec<NodeRecord>,
     pod_generation: u32,
@@ -184,8 +184,12 @@ impl ClusterState {
         let pending_pool = match node {
             Some(_) => None,
             None => {
-                self.placement.insert(key, placement(spec));
-                self.matcher.pending_pod_pool(spec).and_then(|p| PoolId::try_from(p).ok())
+                let placement = Placement::of(spec);
+                let pool = self.matcher.placed(&placement).and_then(|p| PoolId::try_from(p).ok());
+                if placement.depends_on_node_labels() {
+                    self.placement.insert(key, Box::new(placement));
+                }
+                pool
             }
         };
         self.pods.insert(
@@ -285,7 +289,7 @@ impl ClusterState {
             // What fits where may have changed for the pods still waiting.
             for (key, spec) in &self.placement {
                 if let Some(pod) = self.pods.get_mut(key) {
-                    pod.pending_pool = self.matcher.pending_pod_pool(spec).and_then(|p| PoolId::try_from(p).ok());
+                    pod.pending_pool = self.matcher.placed(spec).and_then(|p| PoolId::try_from(p).ok());
                 }
             }
         }
@@ -358,19 +362,6 @@ impl ClusterState {
             entry.newest_since = entry.newest_since.max(since);
         }
         out
-    }
-}
-
-/// Only the fields that place a pod.
-fn placement(spec: &PodSpec) -> PodSpec {
-    PodSpec {
-        node_selector: spec.node_selector.clone(),
-        affinity: spec.affinity.as_ref().map(|a| k8s_openapi::api::core::v1::Affinity {
-            node_affinity: a.node_affinity.clone(),
-            ..Default::default()
-        }),
-        tolerations: spec.tolerations.clone(),
-        ..Default::default()
     }
 }
 

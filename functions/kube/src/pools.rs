@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use ballast_core::config::{PoolConfig, TaintEffect, Toleration as PoolToleration, TolerationOperator};
-use k8s_openapi::api::core::v1::{NodeSelectorRequirement, PodSpec, Toleration};
+use k8s_openapi::api::core::v1::{NodeSelector, NodeSelectorRequirement, PodSpec, Toleration};
 
 #[derive(Debug, Clone)]
 struct PoolShape {
@@ -87,7 +87,40 @@ impl PoolMatcher {
 
     /// The pool a pending pod would be placed in.
     pub fn pending_pod_pool(&self, spec: &PodSpec) -> Option<usize> {
-        self.pools.iter().position(|p| fits(spec, p))
+        self.placed(&Placement::of(spec))
+    }
+
+    /// The same, from what was kept of the pod.
+    pub fn placed(&self, placement: &Placement) -> Option<usize> {
+        self.pools.iter().position(|p| fits(placement, p))
+    }
+}
+
+/// The parts of a pod spec that decide where it can go.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Placement {
+    pub node_selector: BTreeMap<String, String>,
+    pub required_affinity: Option<NodeSelector>,
+    pub tolerations: Vec<Toleration>,
+}
+
+impl Placement {
+    pub fn of(spec: &PodSpec) -> Placement {
+        Placement {
+            node_selector: spec.node_selector.clone().unwrap_or_default(),
+            required_affinity: spec
+                .affinity
+                .as_ref()
+                .and_then(|a| a.node_affinity.as_ref())
+                .and_then(|n| n.required_during_scheduling_ignored_during_execution.clone()),
+            tolerations: spec.tolerations.clone().unwrap_or_default(),
+        }
+    }
+
+    /// Whether labels learned about a pool's nodes can change where it goes (tolerations
+    /// alone cannot: taints come from the config).
+    pub fn depends_on_node_labels(&self) -> bool {
+        !self.node_selector.is_empty() || self.required_affinity.is_some()
     }
 }
 
@@ -104,15 +137,10 @@ fn implied_taint(t: &PoolToleration) -> Option<Taint> {
     Some(Taint { key, value, effect: t.effect })
 }
 
-fn fits(spec: &PodSpec, pool: &PoolShape) -> bool {
+fn fits(pod: &Placement, pool: &PoolShape) -> bool {
     let labels = &pool.template;
-    let selector_ok = spec.node_selector.iter().flatten().all(|(k, v)| labels.get(k) == Some(v));
-    let affinity_ok = match spec
-        .affinity
-        .as_ref()
-        .and_then(|a| a.node_affinity.as_ref())
-        .and_then(|n| n.required_during_scheduling_ignored_during_execution.as_ref())
-    {
+    let selector_ok = pod.node_selector.iter().all(|(k, v)| labels.get(k) == Some(v));
+    let affinity_ok = match &pod.required_affinity {
         None => true,
         // Terms are ORed, the expressions of a term ANDed.
         Some(required) => required.node_selector_terms.iter().any(|term| {
@@ -120,7 +148,7 @@ fn fits(spec: &PodSpec, pool: &PoolShape) -> bool {
                 && term.match_expressions.as_ref().is_some_and(|e| !e.is_empty())
         }),
     };
-    let tolerated = pool.taints.iter().all(|taint| spec.tolerations.iter().flatten().any(|t| tolerates(t, taint)));
+    let tolerated = pool.taints.iter().all(|taint| pod.tolerations.iter().any(|t| tolerates(t, taint)));
     selector_ok && affinity_ok && tolerated
 }
 
