@@ -406,3 +406,52 @@ pub fn sqs_batch(bodies: &[(String, Value)]) -> SqsEvent {
         .collect();
     serde_json::from_value(serde_json::json!({ "Records": records })).expect("an SQS event")
 }
+
+/// An EventBridge bus in moto whose one rule (source `ballast.kubernetes`) delivers to an
+/// SQS queue: what the forwarder publishes, read back as EventBridge envelopes.
+pub struct EventInbox {
+    sqs: aws_sdk_sqs::Client,
+    url: String,
+}
+
+impl EventInbox {
+    pub async fn create(sdk: &SdkConfig, bus: &str) -> EventInbox {
+        let events = aws_sdk_eventbridge::Client::new(sdk);
+        let sqs = aws_sdk_sqs::Client::new(sdk);
+        let queue = format!("{bus}-inbox");
+        events.create_event_bus().name(bus).send().await.expect("event bus");
+        let url = sqs.create_queue().queue_name(&queue).send().await.expect("queue").queue_url.expect("queue url");
+        let pattern = serde_json::json!({ "source": ["ballast.kubernetes"] }).to_string();
+        events.put_rule().name("to-inbox").event_bus_name(bus).event_pattern(pattern).send().await.expect("rule");
+        let arn = format!("arn:aws:sqs:eu-west-1:123456789012:{queue}");
+        let target = aws_sdk_eventbridge::types::Target::builder().id("inbox").arn(arn).build().expect("target");
+        events.put_targets().rule("to-inbox").event_bus_name(bus).targets(target).send().await.expect("target");
+        EventInbox { sqs, url }
+    }
+
+    /// Every envelope delivered so far (each received once).
+    pub async fn take(&self) -> Vec<Value> {
+        let mut out = Vec::new();
+        loop {
+            let got = self
+                .sqs
+                .receive_message()
+                .queue_url(&self.url)
+                .max_number_of_messages(10)
+                .send()
+                .await
+                .expect("receive");
+            if got.messages().is_empty() {
+                return out;
+            }
+            for m in got.messages() {
+                let mut envelope: Value = serde_json::from_str(m.body().unwrap_or_default()).expect("an envelope");
+                // moto leaves `account` out of what it delivers; EventBridge sets it.
+                envelope["account"] = Value::from("123456789012");
+                out.push(envelope);
+                let receipt = m.receipt_handle().unwrap_or_default();
+                self.sqs.delete_message().queue_url(&self.url).receipt_handle(receipt).send().await.expect("delete");
+            }
+        }
+    }
+}

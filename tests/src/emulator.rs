@@ -1,7 +1,7 @@
 //! `cargo lambda watch` (the Lambda runtime emulator) on 127.0.0.1, for end-to-end
 //! tests of the three functions; stopped with its whole process group when dropped.
 
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -15,11 +15,10 @@ fn cargo_lambda_dir() -> Option<PathBuf> {
     if let Ok(dir) = std::env::var("BALLAST_CARGO_LAMBDA_DIR") {
         return Some(PathBuf::from(dir));
     }
-    let cached = std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/ballast/venv/bin"));
-    if let Some(dir) = cached.filter(|d| d.join("cargo-lambda").exists()) {
-        return Some(dir);
-    }
-    std::env::var_os("PATH")?.to_str()?.split(':').map(PathBuf::from).find(|d| d.join("cargo-lambda").exists())
+    let cached = crate::cache_dir().map(|c| c.join("venv/bin"));
+    cached
+        .filter(|d| d.join("cargo-lambda").exists())
+        .or_else(|| crate::on_path("cargo-lambda")?.parent().map(PathBuf::from))
 }
 
 pub struct Emulator {
@@ -37,8 +36,7 @@ impl Emulator {
             return None;
         };
         let path = format!("{}:{}", dir.display(), std::env::var("PATH").unwrap_or_default());
-        let port =
-            TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port");
+        let port = crate::free_port();
         let mut command = Command::new("cargo");
         command
             .args(["lambda", "watch", "--ignore-changes", "-A", "127.0.0.1", "-P", &port.to_string()])

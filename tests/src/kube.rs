@@ -7,7 +7,7 @@
 //! Running by patching their status.
 
 use std::collections::BTreeMap;
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -20,6 +20,7 @@ use kube::Api;
 use serde_json::json;
 
 use crate::moto::required;
+use crate::{free_port, on_path};
 
 /// Static tokens the API server accepts, by who they stand for.
 pub const ADMIN_TOKEN: &str = "admin-token";
@@ -32,23 +33,10 @@ pub const FORWARDER_TOKEN: &str = "forwarder-token";
 fn binaries() -> Option<PathBuf> {
     let dir = match std::env::var_os("BALLAST_KUBE_BIN") {
         Some(dir) => PathBuf::from(dir),
-        None => {
-            let cache = std::env::var_os("BALLAST_CACHE")
-                .map(PathBuf::from)
-                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/ballast")))?;
-            cache.join("kube-1.20.2")
-        }
+        None => crate::cache_dir()?.join("kube-1.20.2"),
     };
     let complete = ["kube-apiserver", "kube-scheduler", "kube-controller-manager"].iter().all(|b| dir.join(b).exists());
-    (complete && which("etcd").is_some() && which("openssl").is_some()).then_some(dir)
-}
-
-fn which(program: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH")?.to_str()?.split(':').map(|d| PathBuf::from(d).join(program)).find(|p| p.exists())
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
+    (complete && on_path("etcd").is_some() && on_path("openssl").is_some()).then_some(dir)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,7 +115,7 @@ impl ControlPlane {
         let etcd_port = free_port();
         let etcd_log = dir.join("etcd.log");
         let mut etcd = spawn(
-            &which("etcd").expect("etcd"),
+            &on_path("etcd").expect("etcd"),
             &[
                 format!("--data-dir={}", dir.join("etcd").display()),
                 format!("--listen-client-urls=http://127.0.0.1:{etcd_port}"),

@@ -20,6 +20,23 @@ pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
+/// Where the test script caches tools: `BALLAST_CACHE`, or `~/.cache/ballast`.
+pub fn cache_dir() -> Option<PathBuf> {
+    std::env::var_os("BALLAST_CACHE")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/ballast")))
+}
+
+/// `program` on `PATH`.
+pub fn on_path(program: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")?.to_str()?.split(':').map(|d| PathBuf::from(d).join(program)).find(|p| p.exists())
+}
+
+/// A loopback port nothing listens on now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
+}
+
 pub fn example_config() -> Config {
     let text = std::fs::read_to_string(repo_root().join("ballast.example.yaml")).expect("example config");
     Config::from_yaml(&text).expect("example config is valid")

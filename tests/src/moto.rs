@@ -2,7 +2,7 @@
 //! interceptors that record requests, hide instances a capacity error kept from
 //! launching (moto has no capacity model), and inject faults.
 
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -26,11 +26,8 @@ fn moto_binary() -> Option<PathBuf> {
     if let Ok(path) = std::env::var("BALLAST_MOTO_SERVER") {
         return Some(PathBuf::from(path));
     }
-    let cached = std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/ballast/venv/bin/moto_server"));
-    if let Some(path) = cached.filter(|p| p.exists()) {
-        return Some(path);
-    }
-    std::env::var_os("PATH")?.to_str()?.split(':').map(|d| PathBuf::from(d).join("moto_server")).find(|p| p.exists())
+    let cached = crate::cache_dir().map(|c| c.join("venv/bin/moto_server"));
+    cached.filter(|p| p.exists()).or_else(|| crate::on_path("moto_server"))
 }
 
 /// Whether a real counterpart that is missing must fail the run (CI) or skip a test.
@@ -52,8 +49,7 @@ impl Moto {
             eprintln!("skipped: moto_server not found (scripts/test installs it)");
             return None;
         };
-        let port =
-            TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port");
+        let port = crate::free_port();
         let child = Command::new(&binary)
             .args(["-H", "127.0.0.1", "-p", &port.to_string()])
             .stdout(Stdio::null())

@@ -6,10 +6,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use aws_sdk_eventbridge::types::Target;
 use ballast_forwarder::bus::EventBridgeBus;
 use ballast_forwarder::publisher::Timing;
 use ballast_forwarder::run::Forwarder;
+use ballast_tests::aws::EventInbox;
 use ballast_tests::kube::{
     add_node, apply_manifests, mark_running, set_node_ready, ControlPlane, Parts, ADMIN_TOKEN, FORWARDER_TOKEN,
 };
@@ -21,50 +21,20 @@ use serde_json::{json, Value};
 
 const BUS: &str = "ballast-test-forwarder";
 
-/// The SQS queue the bus's rule delivers to, read as a list of (detail-type, detail).
+/// What the forwarder published, as (detail-type, detail), each checked to parse as the
+/// functions will parse it.
 struct Inbox {
-    sqs: aws_sdk_sqs::Client,
-    url: String,
+    inbox: EventInbox,
     seen: Vec<(String, Value)>,
 }
 
 impl Inbox {
-    async fn create(sdk: &aws_config::SdkConfig) -> Inbox {
-        let events = aws_sdk_eventbridge::Client::new(sdk);
-        let sqs = aws_sdk_sqs::Client::new(sdk);
-        events.create_event_bus().name(BUS).send().await.unwrap();
-        let url = sqs.create_queue().queue_name("forwarder-inbox").send().await.unwrap().queue_url.unwrap();
-        let arn = "arn:aws:sqs:eu-west-1:123456789012:forwarder-inbox";
-        let pattern = json!({ "source": ["ballast.kubernetes"] }).to_string();
-        events.put_rule().name("to-inbox").event_bus_name(BUS).event_pattern(pattern).send().await.unwrap();
-        let target = Target::builder().id("inbox").arn(arn).build().unwrap();
-        events.put_targets().rule("to-inbox").event_bus_name(BUS).targets(target).send().await.unwrap();
-        Inbox { sqs, url, seen: Vec::new() }
-    }
-
     async fn drain(&mut self) {
-        loop {
-            let got = self.sqs.receive_message().queue_url(&self.url).max_number_of_messages(10).send().await.unwrap();
-            if got.messages().is_empty() {
-                return;
-            }
-            for m in got.messages() {
-                let mut envelope: Value = serde_json::from_str(m.body().unwrap()).unwrap();
-                assert_eq!(envelope["source"], "ballast.kubernetes");
-                // moto leaves `account` out of what it delivers; EventBridge sets it.
-                envelope["account"] = json!("123456789012");
-                // What the functions will parse must parse.
-                ballast_core::event::parse_event(envelope.to_string().as_bytes(), None)
-                    .unwrap_or_else(|e| panic!("{e}: {envelope}"));
-                self.seen.push((envelope["detail-type"].as_str().unwrap().to_string(), envelope["detail"].clone()));
-                self.sqs
-                    .delete_message()
-                    .queue_url(&self.url)
-                    .receipt_handle(m.receipt_handle().unwrap())
-                    .send()
-                    .await
-                    .unwrap();
-            }
+        for envelope in self.inbox.take().await {
+            assert_eq!(envelope["source"], "ballast.kubernetes");
+            ballast_core::event::parse_event(envelope.to_string().as_bytes(), None)
+                .unwrap_or_else(|e| panic!("{e}: {envelope}"));
+            self.seen.push((envelope["detail-type"].as_str().unwrap().to_string(), envelope["detail"].clone()));
         }
     }
 
@@ -126,7 +96,7 @@ async fn forwarder_events_follow_the_cluster_across_an_api_server_restart() {
     mark_running(&admin, "default", "web-1").await;
 
     let sdk = moto.sdk().await;
-    let mut inbox = Inbox::create(&sdk).await;
+    let mut inbox = Inbox { inbox: EventInbox::create(&sdk, BUS).await, seen: Vec::new() };
     let config = ballast_tests::example_config();
     // As the forwarder's ServiceAccount: the manifests' read-only RBAC must be enough.
     let client = plane.client(FORWARDER_TOKEN);

@@ -6,14 +6,13 @@ pub mod compute;
 pub mod dead_letters;
 pub mod doctor;
 pub mod eks;
-mod error;
 pub mod ssm;
 pub mod state;
 
 pub use autoscaling::AwsAutoscaling;
+pub use ballast_aws_errors::classify;
 pub use compute::AwsCompute;
 pub use dead_letters::SqsDeadLetters;
-pub use error::classify;
 pub use state::DynamoStore;
 
 use aws_config::retry::RetryConfig;

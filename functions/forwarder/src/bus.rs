@@ -45,13 +45,13 @@ impl EventBus for EventBridgeBus {
                     .build()
             })
             .collect();
-        let out = self.client.put_events().set_entries(Some(entries)).send().await.map_err(|e| {
-            let retryable = e.as_service_error().is_none()
-                || e.raw_response().is_some_and(|r| r.status().is_server_error() || r.status().as_u16() == 429);
-            let kind = if retryable { ErrorKind::Retryable } else { ErrorKind::Permanent };
-            let message = aws_sdk_eventbridge::error::DisplayErrorContext(&e).to_string();
-            PortError::new(kind, "PutEvents", message)
-        })?;
+        let out = self
+            .client
+            .put_events()
+            .set_entries(Some(entries))
+            .send()
+            .await
+            .map_err(|e| ballast_aws_errors::classify("PutEvents", e))?;
         let results = out.entries();
         Ok((0..events.len())
             .map(|i| match results.get(i) {
@@ -121,14 +121,12 @@ pub async fn deliver(bus: &dyn EventBus, events: Vec<Outgoing>, backoff: Duratio
                 Err(e) => {
                     tracing::error!(error = %e, events = pending.len(), "PutEvents refused: events dropped");
                     delivery.dropped += pending.len();
-                    pending = Vec::new();
                     break;
                 }
             }
             if attempt == ATTEMPTS {
                 tracing::error!(events = pending.len(), "PutEvents still failing: events dropped");
                 delivery.dropped += pending.len();
-                pending = Vec::new();
                 break;
             }
             tokio::time::sleep(wait).await;

@@ -9,16 +9,7 @@ pub mod run;
 pub mod settings;
 pub mod state;
 
-use std::sync::Arc;
-use std::time::Duration;
-
 use ballast_core::config::Config;
-use ballast_kube::pools::PoolMatcher;
-
-use crate::health::Health;
-use crate::publisher::Timing;
-use crate::run::Forwarder;
-use crate::state::ClusterState;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -38,21 +29,6 @@ pub enum StartError {
         #[source]
         source: std::io::Error,
     },
-}
-
-impl Forwarder {
-    /// A forwarder for `config`'s pools with default pacing.
-    pub fn new(client: kube::Client, bus: Arc<dyn bus::EventBus>, config: &Config, timing: Timing) -> Forwarder {
-        Forwarder {
-            client,
-            bus,
-            state: ClusterState::new(PoolMatcher::new(&config.pools)),
-            timing,
-            health: Arc::new(Health::default()),
-            tick: Duration::from_secs(1),
-            retry_backoff: Duration::from_millis(200),
-        }
-    }
 }
 
 pub fn load_config(path: &std::path::Path) -> Result<Config, StartError> {

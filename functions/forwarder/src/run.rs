@@ -6,6 +6,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use ballast_core::config::Config;
+use ballast_kube::pools::PoolMatcher;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::runtime::watcher::{self, Event};
@@ -56,6 +58,19 @@ fn apply<K>(
 }
 
 impl Forwarder {
+    /// A forwarder for `config`'s pools: a one-second tick, 200 ms first retry backoff.
+    pub fn new(client: kube::Client, bus: Arc<dyn EventBus>, config: &Config, timing: Timing) -> Forwarder {
+        Forwarder {
+            client,
+            bus,
+            state: ClusterState::new(PoolMatcher::new(&config.pools)),
+            timing,
+            health: Arc::new(Health::default()),
+            tick: Duration::from_secs(1),
+            retry_backoff: Duration::from_millis(200),
+        }
+    }
+
     pub async fn run(mut self, shutdown: impl Future<Output = ()>) -> Summary {
         // Finished pods hold no capacity; the server leaves them out (and sends a delete
         // when a pod finishes).

@@ -374,10 +374,9 @@ impl Cluster for KubeCluster {
             let mut blocked = BTreeMap::new();
             for pod in &pods {
                 let label = pod_label(pod);
-                if let Some(grace) =
-                    pod.metadata.deletion_timestamp.as_ref().map(|_| pod.metadata.deletion_grace_period_seconds)
-                {
-                    blocked.insert(label, format!("terminating (grace period {}s)", grace.unwrap_or_default()));
+                if pod.metadata.deletion_timestamp.is_some() {
+                    let grace = pod.metadata.deletion_grace_period_seconds.unwrap_or_default();
+                    blocked.insert(label, format!("terminating (grace period {grace}s)"));
                     continue;
                 }
                 let left = deadline.saturating_duration_since(Instant::now()).as_secs() as i64;

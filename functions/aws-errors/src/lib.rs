@@ -1,7 +1,10 @@
-use aws_sdk_autoscaling::error::ProvideErrorMetadata;
+//! How an AWS SDK error maps to Ballast's port errors: shared by the AWS adapters and
+//! the forwarder (which must not pull in every service SDK for it).
+
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 use aws_smithy_runtime_api::client::result::SdkError;
 use aws_smithy_types::error::display::DisplayErrorContext;
+use aws_smithy_types::error::metadata::ProvideErrorMetadata;
 use ballast_core::ports::{ErrorKind, PortError};
 
 /// Error codes that mean "not now": throttling, contention, a transient server fault.
