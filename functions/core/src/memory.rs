@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{AsgSelector, PoolConfig};
-use crate::model::{AsgInstance, Demand, LifecycleState, Market, NodeState, ObservedAsg, PoolRecord};
+use crate::model::{AsgInstance, AsgSize, Demand, LifecycleState, Market, NodeState, ObservedAsg, PoolRecord};
 use crate::plan::LifecycleRef;
 use crate::ports::{
     Autoscaling, Clock, Cluster, Compute, DeadLetters, DrainReport, ErrorKind, PortError, StateStore, Versioned,
@@ -79,6 +79,7 @@ pub enum Call {
     Heartbeat { token: String },
     Complete { token: String },
     Cordon { node: String },
+    Uncordon { node: String },
     Drain { node: String },
     SetHeadroom { pool: String, replicas: u32 },
     SaveRecord { pool: String, version: u64 },
@@ -221,6 +222,11 @@ impl Autoscaling for InMemory {
         self.world().pool_asgs(pool)
     }
 
+    async fn asg_size(&self, asg: &str) -> Result<AsgSize, PortError> {
+        let world = self.world();
+        world.asg(asg).map(ObservedAsg::size).ok_or_else(|| not_found("asg_size", format!("ASG {asg} not found")))
+    }
+
     async fn set_desired_capacity(&self, asg: &str, desired: u32) -> Result<(), PortError> {
         let mut world = self.world();
         let group =
@@ -323,6 +329,18 @@ impl Cluster for InMemory {
             .ok_or_else(|| not_found("cordon", format!("node {node} not found")))?;
         n.state.unschedulable = true;
         world.calls.push(Call::Cordon { node: node.to_string() });
+        Ok(())
+    }
+
+    async fn uncordon(&self, node: &str) -> Result<(), PortError> {
+        let mut world = self.world();
+        let n = world
+            .nodes
+            .iter_mut()
+            .find(|n| n.state.name == node)
+            .ok_or_else(|| not_found("uncordon", format!("node {node} not found")))?;
+        n.state.unschedulable = false;
+        world.calls.push(Call::Uncordon { node: node.to_string() });
         Ok(())
     }
 

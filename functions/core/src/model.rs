@@ -37,6 +37,33 @@ impl ObservedAsg {
     pub fn instance(&self, id: &str) -> Option<&AsgInstance> {
         self.instances.iter().find(|i| i.id == id)
     }
+
+    pub fn size(&self) -> AsgSize {
+        AsgSize { desired: self.desired, min: self.min, max: self.max, live: self.live() }
+    }
+}
+
+/// An ASG's size as read again just before a write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AsgSize {
+    pub desired: u32,
+    pub min: u32,
+    pub max: u32,
+    /// Instances that are, or are becoming, capacity.
+    pub live: u32,
+}
+
+impl AsgSize {
+    /// Where a change of `delta` planned against an older reading lands now: the same
+    /// change applied to what the ASG holds now (so another writer's change between
+    /// observe and apply is kept), within min and max, and never below the live
+    /// instances when lowering (a lower removes unfilled slots only; an instance that
+    /// must go is terminated by id).
+    pub fn shifted(&self, delta: i64) -> u32 {
+        let target = (i64::from(self.desired) + delta).clamp(0, i64::from(u32::MAX)) as u32;
+        let floor = if delta < 0 { self.min.max(self.live.min(self.desired)) } else { self.min };
+        target.clamp(floor, self.max.max(floor))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -196,6 +223,51 @@ pub struct PoolRecord {
     pub unschedulable: Option<UnschedulableSeen>,
     /// Non-capacity launch failures already reported (by activity id).
     pub reported_launch_errors: Vec<ReportedLaunchError>,
+    /// The capacity calls of the last plan not yet known to have landed.
+    pub journal: Option<Journal>,
+}
+
+/// The capacity calls of one plan, in apply order (raises, lowers, terminations),
+/// written before the first and marked `done` after each that succeeds. What is not
+/// done after a crash or a failed call is judged against what is observed next time:
+/// the first call not done may have landed (its answer was lost); the rest were never
+/// made, since apply stops at the first failure.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Journal {
+    pub planned_at: DateTime<Utc>,
+    /// Fallback units the plan added to the on-demand ASG (taken back if its raise did
+    /// not land).
+    #[serde(default)]
+    pub units_added: u32,
+    pub calls: Vec<CapacityCall>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "call", rename_all = "snake_case")]
+pub enum CapacityCall {
+    /// `from` is the size read just before the call.
+    SetDesired {
+        asg: String,
+        from: u32,
+        to: u32,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        done: bool,
+    },
+    Terminate {
+        asg: String,
+        instance_id: String,
+        decrement: bool,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        done: bool,
+    },
+}
+
+impl CapacityCall {
+    pub fn done(&self) -> bool {
+        match self {
+            CapacityCall::SetDesired { done, .. } | CapacityCall::Terminate { done, .. } => *done,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -221,9 +293,13 @@ pub struct Interruption {
     /// When the replacement and drain were planned (absent: not yet).
     #[serde(default)]
     pub planned_at: Option<DateTime<Utc>>,
-    /// Where the replacement went and the desired size that includes it.
+    /// Where the replacement went (absent: no replacement launched).
     #[serde(default)]
     pub surge: Option<Surge>,
+    /// Ballast asked Auto Scaling to terminate the instance (with decrement when a
+    /// surge replaced it): its leaving is not an unplanned loss of the surge.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub terminated: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -237,7 +313,8 @@ pub enum InterruptionCause {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Surge {
     pub asg: String,
-    pub to: u32,
+    /// The plan that raised it (its journal tells whether the raise landed).
+    pub planned_at: DateTime<Utc>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -269,6 +346,10 @@ pub struct FailbackStep {
     /// On-demand instances being drained and removed once the spot nodes are Ready.
     #[serde(default)]
     pub victims: Vec<String>,
+    /// When the victims were chosen: past `drain_deadline` they are uncordoned and the
+    /// step ends.
+    #[serde(default)]
+    pub victims_since: Option<DateTime<Utc>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -47,6 +47,11 @@ pub enum ActionKind {
         node: String,
         instance_id: String,
     },
+    /// Undo a cordon Ballast made (a failback step past its deadline).
+    UncordonNode {
+        node: String,
+        instance_id: String,
+    },
     DrainNode {
         node: String,
         instance_id: String,

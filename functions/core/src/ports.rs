@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::config::PoolConfig;
-use crate::model::{Demand, NodeState, ObservedAsg, PoolRecord};
+use crate::model::{AsgSize, Demand, NodeState, ObservedAsg, PoolRecord};
 use crate::plan::LifecycleRef;
 
 /// Whether trying again can help.
@@ -54,6 +54,8 @@ impl PortError {
 pub trait Autoscaling: Send + Sync {
     /// The pool's ASGs: the spot ones in the pool's preference order, then on-demand.
     async fn describe_pool(&self, pool: &PoolConfig) -> Result<(Vec<ObservedAsg>, ObservedAsg), PortError>;
+    /// One ASG's size now: read again just before a write, since the write is absolute.
+    async fn asg_size(&self, asg: &str) -> Result<AsgSize, PortError>;
     async fn set_desired_capacity(&self, asg: &str, desired: u32) -> Result<(), PortError>;
     async fn terminate_instance(&self, instance_id: &str, decrement: bool) -> Result<(), PortError>;
     async fn record_lifecycle_heartbeat(&self, action: &LifecycleRef) -> Result<(), PortError>;
@@ -92,6 +94,7 @@ pub trait Cluster: Send + Sync {
     /// Lists the pool's workload pods and keeps only the sums.
     async fn pool_demand(&self, pool: &PoolConfig, now: DateTime<Utc>) -> Result<Option<Demand>, PortError>;
     async fn cordon(&self, node: &str) -> Result<(), PortError>;
+    async fn uncordon(&self, node: &str) -> Result<(), PortError>;
     async fn drain(&self, node: &str, timeout: Duration) -> Result<DrainReport, PortError>;
 }
 

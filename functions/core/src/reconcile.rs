@@ -10,10 +10,10 @@ use serde::Serialize;
 
 use crate::config::{AsgSelector, Config, PoolConfig};
 use crate::event::{Event, Signal};
-use crate::model::{ObservedAsg, ObservedPool, PoolRecord};
-use crate::plan::{ActionKind, LifecycleRef, Plan};
-use crate::planner::{plan, PlanInput};
-use crate::ports::{Autoscaling, Clock, Cluster, DrainReport, PortError, StateStore, Versioned};
+use crate::model::{CapacityCall, ObservedAsg, ObservedPool, PoolRecord};
+use crate::plan::{Action, ActionKind, LifecycleRef, Plan};
+use crate::planner::{plan, PlanInput, CLOCK_SKEW};
+use crate::ports::{Autoscaling, Clock, Cluster, DrainReport, ErrorKind, PortError, StateStore, Versioned};
 
 /// A forwarder demand event younger than this spares the reconcile a pod listing.
 pub const DEMAND_FRESH_FOR: chrono::Duration = chrono::Duration::minutes(5);
@@ -23,6 +23,30 @@ const MAX_ATTEMPTS: u32 = 3;
 /// A drain for a lifecycle action runs in slices this long, with a heartbeat between
 /// them, so the hook never times out under a long drain.
 pub const HEARTBEAT_EVERY: Duration = Duration::from_secs(60);
+
+/// Time kept free before the Lambda deadline: no call starts within it.
+pub const DEADLINE_MARGIN: chrono::Duration = chrono::Duration::seconds(10);
+/// The pool record a dry run keeps, beside the live one: its memory, never applied.
+pub const DRY_RUN_SUFFIX: &str = "@dry-run";
+
+/// What failed before the batch was split per pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BatchStage {
+    /// Looking up which event ids were handled already.
+    Dedup,
+    /// Describing the ASGs to find which pool each event concerns.
+    Routing,
+}
+
+impl std::fmt::Display for BatchStage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            BatchStage::Dedup => "looking up handled event ids",
+            BatchStage::Routing => "routing events to pools",
+        })
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReconcileError {
@@ -36,13 +60,30 @@ pub enum ReconcileError {
     },
     #[error("pool {pool}: the record changed under every one of {MAX_ATTEMPTS} attempts")]
     Contention { pool: String },
+    /// A failure before the batch was split per pool: it concerns every event of it.
+    #[error("{stage}: {source}")]
+    Batch {
+        stage: BatchStage,
+        #[source]
+        source: PortError,
+    },
 }
 
 impl ReconcileError {
     pub fn is_retryable(&self) -> bool {
         match self {
             ReconcileError::LeaseBusy { .. } | ReconcileError::Contention { .. } => true,
-            ReconcileError::Port { source, .. } => source.is_retryable(),
+            ReconcileError::Port { source, .. } | ReconcileError::Batch { source, .. } => source.is_retryable(),
+        }
+    }
+
+    /// The pool that failed; `None` for a batch-wide failure.
+    pub fn pool(&self) -> Option<&str> {
+        match self {
+            ReconcileError::LeaseBusy { pool }
+            | ReconcileError::Port { pool, .. }
+            | ReconcileError::Contention { pool } => Some(pool),
+            ReconcileError::Batch { .. } => None,
         }
     }
 
@@ -96,13 +137,19 @@ pub struct Reconciler<A, C, S, K> {
 impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K> {
     /// Routes a batch to its pools and reconciles each once.
     pub async fn handle(&self, events: Vec<Event>) -> BatchOutcome {
+        self.handle_until(events, None).await
+    }
+
+    /// As [`Self::handle`], with no call started past `deadline` less
+    /// [`DEADLINE_MARGIN`] (the Lambda deadline), and drains cut short to end before it.
+    pub async fn handle_until(&self, events: Vec<Event>, deadline: Option<DateTime<Utc>>) -> BatchOutcome {
         let mut outcome = BatchOutcome::default();
         // A failure before the batch is split per pool concerns every event of it.
         let all_ids: Vec<String> = events.iter().map(|e| e.id.clone()).collect();
         let (fresh, duplicates) = match self.drop_seen(events).await {
             Ok(split) => split,
             Err(source) => {
-                outcome.failures.push((ReconcileError::Port { pool: "(dedup)".into(), source }, all_ids));
+                outcome.failures.push((ReconcileError::Batch { stage: BatchStage::Dedup, source }, all_ids));
                 return outcome;
             }
         };
@@ -113,14 +160,14 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                 routed
             }
             Err(source) => {
-                outcome.failures.push((ReconcileError::Port { pool: "(routing)".into(), source }, all_ids));
+                outcome.failures.push((ReconcileError::Batch { stage: BatchStage::Routing, source }, all_ids));
                 return outcome;
             }
         };
         for (pool, events) in routed {
             let Some(pool_cfg) = self.config.pool(&pool) else { continue };
             let ids: Vec<String> = events.iter().map(|e| e.id.clone()).collect();
-            match self.reconcile(pool_cfg, &events).await {
+            match self.reconcile(pool_cfg, &events, deadline).await {
                 Ok(result) => outcome.pools.push(result),
                 Err(err) => outcome.failures.push((err, ids)),
             }
@@ -134,7 +181,8 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         let mut plans = Vec::new();
         for (pool, events) in routed {
             let Some(pool_cfg) = self.config.pool(&pool) else { continue };
-            let record = self.store.load(&pool).await?;
+            let key = if self.config.dry_run { format!("{pool}{DRY_RUN_SUFFIX}") } else { pool.clone() };
+            let record = self.store.load(&key).await?;
             let now = self.clock.now();
             let observed = self.observe(pool_cfg, &record.value, &events, now).await?;
             plans.push(self.plan_for(pool_cfg, &record.value, &observed, &events, now));
@@ -245,9 +293,10 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
             })
             .chain(record.demand.map(|d| d.observed_at))
             .max();
-        // No fresh forwarder event: list the pool's pods ourselves.
+        // No fresh forwarder event: list the pool's pods ourselves. A time ahead of now
+        // (a bad clock) is not fresh: it would spare the listing forever.
         let demand = match forwarded {
-            Some(at) if now - at < DEMAND_FRESH_FOR => None,
+            Some(at) if at <= now + CLOCK_SKEW && now - at < DEMAND_FRESH_FOR => None,
             _ => self.cluster.pool_demand(pool, now).await?,
         };
         Ok(ObservedPool { spot, on_demand, nodes, headroom_replicas, demand })
@@ -265,36 +314,55 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
     }
 
     /// One pool: lease, observe, plan, write the record, apply.
-    pub async fn reconcile(&self, pool: &PoolConfig, events: &[Event]) -> Result<PoolOutcome, ReconcileError> {
+    pub async fn reconcile(
+        &self,
+        pool: &PoolConfig,
+        events: &[Event],
+        deadline: Option<DateTime<Utc>>,
+    ) -> Result<PoolOutcome, ReconcileError> {
         let name = pool.name.as_str();
-        let lease_ttl = pool.interruption.drain_timeout.0 + Duration::from_secs(120);
+        let mut lease = Lease { ttl: lease_ttl(pool), until: self.clock.now() };
         if !self
             .store
-            .acquire_lease(name, &self.owner, self.clock.now(), lease_ttl)
+            .acquire_lease(name, &self.owner, lease.until, lease.ttl)
             .await
             .map_err(ReconcileError::port(name))?
         {
             return Err(ReconcileError::LeaseBusy { pool: name.to_string() });
         }
-        let result = self.reconcile_leased(pool, events).await;
-        // A lease left behind expires on its own; failing to release is not an error.
-        let _ = self.store.release_lease(name, &self.owner).await;
+        lease.until += chrono::Duration::from_std(lease.ttl).unwrap_or(chrono::Duration::MAX);
+        let result = self.reconcile_leased(pool, events, deadline, &mut lease).await;
+        // A lease left behind expires on its own; failing to release is only logged.
+        if let Err(e) = self.store.release_lease(name, &self.owner).await {
+            tracing::warn!(pool = name, error = %e, "could not release the lease; it expires on its own");
+        }
         result
     }
 
-    async fn reconcile_leased(&self, pool: &PoolConfig, events: &[Event]) -> Result<PoolOutcome, ReconcileError> {
+    async fn reconcile_leased(
+        &self,
+        pool: &PoolConfig,
+        events: &[Event],
+        deadline: Option<DateTime<Utc>>,
+        lease: &mut Lease,
+    ) -> Result<PoolOutcome, ReconcileError> {
         let name = pool.name.as_str();
+        let dry_run = self.config.dry_run;
+        let key = if dry_run { format!("{name}{DRY_RUN_SUFFIX}") } else { name.to_string() };
         for _ in 0..MAX_ATTEMPTS {
             let now = self.clock.now();
             let Versioned { value: record, version } =
-                self.store.load(name).await.map_err(ReconcileError::port(name))?;
+                self.store.load(&key).await.map_err(ReconcileError::port(name))?;
             let observed = self.observe(pool, &record, events, now).await.map_err(ReconcileError::port(name))?;
-            let plan = self.plan_for(pool, &record, &observed, events, now);
-            if plan.dry_run {
-                return Ok(PoolOutcome { plan, applied: Vec::new() });
+            let mut plan = self.plan_for(pool, &record, &observed, events, now);
+            if dry_run {
+                // The shadow record keeps the memory (grace, failback, rates) so the logs
+                // show what a live run would do, tick after tick; nothing is applied, so
+                // the calls are taken as made.
+                plan.record.journal = None;
             }
             let version = if plan.record != record {
-                match self.store.save(name, &plan.record, version).await {
+                match self.store.save(&key, &plan.record, version).await {
                     Ok(v) => v,
                     Err(e) if e.kind == crate::ports::ErrorKind::Conflict => continue,
                     Err(e) => return Err(ReconcileError::Port { pool: name.to_string(), source: e }),
@@ -302,7 +370,11 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
             } else {
                 version
             };
-            return match self.apply(pool, &plan).await {
+            if dry_run {
+                return Ok(PoolOutcome { plan, applied: Vec::new() });
+            }
+            let mut run = Run { pool, key: &key, record: plan.record.clone(), version, deadline, lease };
+            return match self.apply(&plan, &mut run).await {
                 Ok(applied) => {
                     let ids: Vec<String> = events.iter().map(|e| e.id.clone()).collect();
                     if !ids.is_empty() {
@@ -311,10 +383,13 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                     Ok(PoolOutcome { plan, applied })
                 }
                 Err((failed_at, source)) => {
-                    // Take back the intent of what did not happen, so the retry does it.
-                    let undone = unplan(&plan, failed_at);
-                    if undone != plan.record {
-                        let _ = self.store.save(name, &undone, version).await;
+                    // Take back the intent of what did not happen, so the retry does it;
+                    // the journal already tells which capacity calls were made.
+                    let undone = unplan(&plan, failed_at, run.record.clone());
+                    if undone != run.record {
+                        if let Err(e) = self.store.save(&key, &undone, run.version).await {
+                            tracing::warn!(pool = name, error = %e, "could not take back the intent of the actions not reached; the journal and the next reconcile settle them");
+                        }
                     }
                     Err(ReconcileError::Port { pool: name.to_string(), source })
                 }
@@ -323,31 +398,151 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         Err(ReconcileError::Contention { pool: name.to_string() })
     }
 
+    /// Before a mutating call: the lease is still ours (renewed when half its time is
+    /// gone) and the deadline is not near. A run that lost its lease stops applying.
+    async fn may_act(&self, run: &mut Run<'_>) -> Result<(), PortError> {
+        let now = self.clock.now();
+        if run.deadline.is_some_and(|d| now >= d - DEADLINE_MARGIN) {
+            return Err(PortError::new(
+                ErrorKind::Retryable,
+                "apply",
+                format!("pool {}: the function's deadline is near; the rest is left to the next run", run.pool.name),
+            ));
+        }
+        let ttl = chrono::Duration::from_std(run.lease.ttl).unwrap_or(chrono::Duration::MAX);
+        if now + ttl / 2 >= run.lease.until {
+            if !self.store.acquire_lease(&run.pool.name, &self.owner, now, run.lease.ttl).await? {
+                return Err(PortError::new(
+                    ErrorKind::Retryable,
+                    "lease",
+                    format!("pool {}: the lease expired and another run holds it; stopped applying", run.pool.name),
+                ));
+            }
+            run.lease.until = now + ttl;
+        }
+        Ok(())
+    }
+
+    /// Marks the journal's next open call for this effect done (or rewrites it first,
+    /// with `rewrite`, when what will be sent differs from the plan) and saves.
+    async fn journal(
+        &self,
+        run: &mut Run<'_>,
+        matches: impl Fn(&CapacityCall) -> bool,
+        update: impl FnOnce(&mut CapacityCall),
+    ) -> Result<(), PortError> {
+        let Some(journal) = run.record.journal.as_mut() else { return Ok(()) };
+        let Some(call) = journal.calls.iter_mut().find(|c| !c.done() && matches(c)) else { return Ok(()) };
+        update(call);
+        run.version = self.store.save(run.key, &run.record, run.version).await?;
+        Ok(())
+    }
+
+    async fn set_desired(&self, run: &mut Run<'_>, asg: &str, from: u32, to: u32) -> Result<Applied, PortError> {
+        // The write is absolute: apply the planned change to what the ASG holds now,
+        // so a change another writer made since the observation is kept.
+        let size = self.autoscaling.asg_size(asg).await?;
+        let target = size.shifted(i64::from(to) - i64::from(from));
+        let is_call = |c: &CapacityCall| matches!(c, CapacityCall::SetDesired { asg: a, .. } if a == asg);
+        if target == size.desired {
+            self.journal(run, is_call, mark_done).await?;
+            return Ok(Applied::Skipped { why: format!("{asg} is already at {target}") });
+        }
+        if size.desired != from {
+            self.journal(run, is_call, |c| {
+                if let CapacityCall::SetDesired { from, to, .. } = c {
+                    (*from, *to) = (size.desired, target);
+                }
+            })
+            .await?;
+        }
+        self.autoscaling.set_desired_capacity(asg, target).await?;
+        self.journal(run, is_call, mark_done).await?;
+        Ok(if size.desired != from {
+            Applied::Skipped { why: format!("{asg} was {} when applied, not {from}: set to {target}", size.desired) }
+        } else {
+            Applied::Done
+        })
+    }
+
+    async fn terminate(
+        &self,
+        run: &mut Run<'_>,
+        asg: &str,
+        instance_id: &str,
+        mut decrement: bool,
+        only_if_drained: bool,
+    ) -> Result<Applied, PortError> {
+        let is_call = |c: &CapacityCall| matches!(c, CapacityCall::Terminate { instance_id: i, .. } if i == instance_id);
+        if decrement {
+            // Never below the minimum: cluster-autoscaler may have lowered the ASG since.
+            let size = self.autoscaling.asg_size(asg).await?;
+            if size.desired <= size.min {
+                if only_if_drained {
+                    self.journal(run, is_call, mark_done).await?;
+                    return Ok(Applied::Skipped { why: format!("{asg} is at its minimum {}: not removed", size.min) });
+                }
+                decrement = false;
+                self.journal(run, is_call, |c| {
+                    if let CapacityCall::Terminate { decrement, .. } = c {
+                        *decrement = false;
+                    }
+                })
+                .await?;
+            }
+        }
+        self.autoscaling.terminate_instance(instance_id, decrement).await?;
+        self.journal(run, is_call, mark_done).await?;
+        Ok(Applied::Done)
+    }
+
     /// Carries out the plan's effects in order; stops at the first failure, since
     /// later actions rely on earlier ones (a terminate-with-decrement on its surge).
-    async fn apply(&self, pool: &PoolConfig, plan: &Plan) -> Result<Vec<Applied>, (usize, PortError)> {
+    /// Consecutive drains run together, each cut short to end before the deadline.
+    async fn apply(&self, plan: &Plan, run: &mut Run<'_>) -> Result<Vec<Applied>, (usize, PortError)> {
         let mut applied = Vec::new();
-        let mut drained: BTreeMap<&str, bool> = BTreeMap::new();
-        for (index, action) in plan.actions.iter().enumerate() {
+        let mut drained: BTreeMap<String, bool> = BTreeMap::new();
+        let mut index = 0;
+        while index < plan.actions.len() {
+            let action = &plan.actions[index];
+            if !matches!(action.kind, ActionKind::RecordState) {
+                self.may_act(run).await.map_err(|e| (index, e))?;
+            }
+            if let ActionKind::DrainNode { .. } = action.kind {
+                let drains: Vec<&Action> = plan.actions[index..]
+                    .iter()
+                    .take_while(|a| matches!(a.kind, ActionKind::DrainNode { .. }))
+                    .collect();
+                let left = run.deadline.map(|d| (d - DEADLINE_MARGIN - self.clock.now()).to_std().unwrap_or_default());
+                let results = futures_util::future::join_all(drains.iter().map(|a| {
+                    let ActionKind::DrainNode { node, timeout, lifecycle, .. } = &a.kind else { unreachable!() };
+                    let timeout = left.map_or(timeout.0, |l| timeout.0.min(l));
+                    self.drain(node, timeout, lifecycle.as_ref())
+                }))
+                .await;
+                for (offset, (action, result)) in drains.iter().zip(results).enumerate() {
+                    let ActionKind::DrainNode { instance_id, .. } = &action.kind else { unreachable!() };
+                    let report = result.map_err(|e| (index + offset, e))?;
+                    drained.insert(instance_id.clone(), report.complete());
+                    applied.push(Applied::Drained(report));
+                }
+                index += drains.len();
+                continue;
+            }
             let result = match &action.kind {
-                ActionKind::RecordState => Ok(Applied::Done),
-                ActionKind::SetDesiredCapacity { asg, to, .. } => {
-                    self.autoscaling.set_desired_capacity(asg, *to).await.map(|_| Applied::Done)
-                }
+                ActionKind::RecordState | ActionKind::DrainNode { .. } => Ok(Applied::Done),
+                ActionKind::SetDesiredCapacity { asg, from, to } => self.set_desired(run, asg, *from, *to).await,
                 ActionKind::CordonNode { node, .. } => self.cluster.cordon(node).await.map(|_| Applied::Done),
-                ActionKind::DrainNode { node, instance_id, timeout, lifecycle } => {
-                    self.drain(node, timeout.0, lifecycle.as_ref()).await.map(|report| {
-                        drained.insert(instance_id, report.complete());
-                        Applied::Drained(report)
-                    })
-                }
-                ActionKind::TerminateInstance { instance_id, decrement, only_if_drained, .. } => {
-                    if *only_if_drained && drained.get(instance_id.as_str()) == Some(&false) {
-                        Ok(Applied::Skipped {
+                ActionKind::UncordonNode { node, .. } => self.cluster.uncordon(node).await.map(|_| Applied::Done),
+                ActionKind::TerminateInstance { asg, instance_id, decrement, only_if_drained } => {
+                    if *only_if_drained && drained.get(instance_id) == Some(&false) {
+                        let is_call =
+                            |c: &CapacityCall| matches!(c, CapacityCall::Terminate { instance_id: i, .. } if i == instance_id);
+                        self.journal(run, is_call, mark_done).await.map(|_| Applied::Skipped {
                             why: "drain incomplete: a PodDisruptionBudget still protects pods".into(),
                         })
                     } else {
-                        self.autoscaling.terminate_instance(instance_id, *decrement).await.map(|_| Applied::Done)
+                        self.terminate(run, asg, instance_id, *decrement, *only_if_drained).await
                     }
                 }
                 ActionKind::RecordLifecycleHeartbeat(action) => {
@@ -357,16 +552,44 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                     self.autoscaling.complete_lifecycle_action(action).await.map(|_| Applied::Done)
                 }
                 ActionKind::SetHeadroomReplicas { to, .. } => {
-                    self.cluster.set_headroom_replicas(pool, *to).await.map(|_| Applied::Done)
+                    self.cluster.set_headroom_replicas(run.pool, *to).await.map(|_| Applied::Done)
                 }
             };
             match result {
                 Ok(a) => applied.push(a),
                 Err(e) => return Err((index, e)),
             }
+            index += 1;
         }
         Ok(applied)
     }
+}
+
+/// The lease: held until `until`, renewed for `ttl`.
+struct Lease {
+    ttl: Duration,
+    until: DateTime<Utc>,
+}
+
+/// One plan being applied: the record as journaled so far and its version.
+struct Run<'a> {
+    pool: &'a PoolConfig,
+    key: &'a str,
+    record: PoolRecord,
+    version: u64,
+    deadline: Option<DateTime<Utc>>,
+    lease: &'a mut Lease,
+}
+
+fn mark_done(call: &mut CapacityCall) {
+    match call {
+        CapacityCall::SetDesired { done, .. } | CapacityCall::Terminate { done, .. } => *done = true,
+    }
+}
+
+/// The lease outlasts one drain with room to spare; it is renewed while applying.
+pub fn lease_ttl(pool: &PoolConfig) -> Duration {
+    pool.interruption.drain_timeout.0 + Duration::from_secs(120)
 }
 
 impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K> {
@@ -395,23 +618,10 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
     }
 }
 
-/// The plan's record, minus the intent of the actions from `failed_at` on.
-///
-/// A failed call may still have been carried out (the response was lost), so recorded
-/// targets stay: a surge keeps its target desired size, which the retry compares with
-/// what it observes, and a failback step keeps the size before its surge. Only the
-/// "done" marks of actions not reached are taken back, so the retry does them.
-fn unplan(plan: &Plan, failed_at: usize) -> PoolRecord {
-    let mut record = plan.record.clone();
+/// The record as journaled, minus the intent of the actions from `failed_at` on that
+/// the journal does not cover: a lifecycle action not completed is planned again.
+fn unplan(plan: &Plan, failed_at: usize, mut record: PoolRecord) -> PoolRecord {
     let missed = &plan.actions[failed_at..];
-    for interruption in &mut record.interruptions {
-        let terminate_missed = missed.iter().any(|a| {
-            matches!(&a.kind, ActionKind::TerminateInstance { instance_id, .. } if *instance_id == interruption.instance_id)
-        });
-        if interruption.planned_at == Some(plan.now) && terminate_missed {
-            interruption.planned_at = None;
-        }
-    }
     for action in &mut record.lifecycle_actions {
         let missed_complete =
             missed.iter().any(|a| matches!(&a.kind, ActionKind::CompleteLifecycleAction(l) if l.token == action.token));

@@ -2,8 +2,15 @@
 //! without ever lowering the pool's total desired size.
 
 use super::{since, Work};
+use crate::config::PoolConfig;
 use crate::model::{FailbackStep, LifecycleState, ObservedAsg};
 use crate::plan::ActionKind;
+
+/// How long a failback step's victims may take to drain before they are released:
+/// a few drain attempts, one per reconcile.
+pub fn failback_drain_deadline(cfg: &PoolConfig) -> chrono::Duration {
+    cfg.interruption.drain_timeout.as_chrono() * 3 + chrono::Duration::seconds(60)
+}
 
 impl Work<'_> {
     /// Fallback units are what the on-demand ASG still holds above its minimum: CA may
@@ -77,6 +84,9 @@ impl Work<'_> {
             .count() as u32
     }
 
+    /// A failback step is judged afresh every reconcile against what is observed: its
+    /// victims are only what fallback still holds, it ends by its deadlines, and a step
+    /// with nothing left to move back is abandoned and its surge withdrawn.
     pub(super) fn advance_failback(&mut self) {
         let Some(mut step) = self.record.failback.clone() else { return };
         let Some(asg) = self.observed.spot.iter().find(|a| a.name == step.spot_asg) else {
@@ -84,74 +94,115 @@ impl Work<'_> {
             self.record.failback = None;
             return;
         };
+        let asg_name = asg.name.clone();
         if !step.victims.is_empty() {
-            let od = &self.observed.on_demand;
-            let remaining: Vec<&String> = step.victims.iter().filter(|v| od.instance(v).is_some()).collect();
-            if remaining.is_empty() {
-                let done = step.victims.len() as u32;
-                // The victims' decrements already lowered the ASG: count them once.
-                let held = od.desired.saturating_sub(od.min);
-                self.record.fallback_units = self.input.record.fallback_units.saturating_sub(done).min(held);
-                if self.record.fallback_units == 0 {
-                    self.record.fallback_since = None;
-                }
-                self.note(format!("failback step done: {done} on-demand instance(s) replaced by spot"));
-                self.record.failback = None;
-            }
+            self.advance_victims(step);
             return;
         }
         let ready_now = self.ready_nodes(asg);
         let gained = ready_now.saturating_sub(step.ready_before).min(step.count);
-        let failing = self.failing.get(&asg.name).cloned();
+        let failing = self.failing.get(&asg_name).cloned();
         let timed_out = self.now - step.started_at >= self.cfg.fallback.spot_launch_grace.as_chrono();
-        if gained >= step.count {
-            let reason = format!(
-                "failback: {} new spot node(s) of {} are Ready; drain and remove as many on-demand instances",
-                gained, asg.name
-            );
-            step.victims = self.drain_on_demand(step.count, &reason);
-            self.record.failback = Some(step);
-        } else if failing.is_some() || timed_out {
-            let why = failing.unwrap_or_else(|| {
-                format!("only {gained} of {} Ready after {}", step.count, self.cfg.fallback.spot_launch_grace)
-            });
-            // Only what the surge added above the size before it (it may never have landed).
-            let added = self.desired_of(&asg.name).saturating_sub(step.desired_before);
-            let withdraw = (step.count - gained).min(added).min(self.room_down(asg));
-            let asg_name = asg.name.clone();
-            if withdraw > 0 {
-                self.adjust(
-                    &asg_name,
-                    -i64::from(withdraw),
-                    format!("failback step failed ({why}): withdraw {withdraw} undelivered spot instance(s)"),
-                );
+        if gained >= step.count || failing.is_some() || timed_out {
+            let undelivered = step.count - gained;
+            if undelivered > 0 {
+                let why = failing.unwrap_or_else(|| {
+                    format!("only {gained} of {} Ready after {}", step.count, self.cfg.fallback.spot_launch_grace)
+                });
+                let reason = format!("failback step failed ({why})");
+                self.withdraw(&asg_name, undelivered, step.desired_before, &reason);
+                self.record.retry_after = Some(self.now + self.cfg.fallback.wait_and_retry.as_chrono());
+                self.note(format!("{reason}; next attempt after {}", self.cfg.fallback.wait_and_retry));
             }
-            self.record.retry_after = Some(self.now + self.cfg.fallback.wait_and_retry.as_chrono());
-            self.note(format!(
-                "failback step on {asg_name} failed ({why}); next attempt after {}",
-                self.cfg.fallback.wait_and_retry
-            ));
-            if gained > 0 {
-                let reason = format!(
-                    "failback: {gained} new spot node(s) of {asg_name} are Ready; remove as many on-demand instances"
-                );
-                step.victims = self.drain_on_demand(gained, &reason);
-                step.count = gained;
-                self.record.failback = Some(step);
-            } else {
+            // Move back only what fallback still holds: cluster-autoscaler may have
+            // removed on-demand nodes meanwhile, and the baseline is never drained.
+            let od = &self.observed.on_demand;
+            let movable = gained.min(self.record.fallback_units).min(self.room_down(od));
+            if movable < gained {
+                self.note(format!(
+                    "failback: {} of {gained} new spot node(s) of {asg_name} have nothing to replace (fallback holds {}); \
+                     cluster-autoscaler removes them if unneeded",
+                    gained - movable,
+                    self.record.fallback_units
+                ));
+            }
+            if movable == 0 {
                 self.record.failback = None;
+                return;
             }
+            let reason = format!(
+                "failback: {movable} new spot node(s) of {asg_name} are Ready; drain and remove as many on-demand instances"
+            );
+            step.victims = self.drain_on_demand(movable, &reason, &[]);
+            step.count = step.victims.len() as u32;
+            step.victims_since = Some(self.now);
+            self.record.failback = (!step.victims.is_empty()).then_some(step);
         } else {
-            self.note(format!(
-                "failback step waiting: {gained} of {} new spot node(s) of {} Ready",
-                step.count, asg.name
-            ));
+            self.note(format!("failback step waiting: {gained} of {} new spot node(s) of {asg_name} Ready", step.count));
         }
     }
 
-    /// Cordons, drains and removes (with decrement) `count` on-demand instances.
-    fn drain_on_demand(&mut self, count: u32, reason: &str) -> Vec<String> {
+    /// Victims chosen earlier: done when they are gone; drained again while fallback
+    /// still holds them; past the deadline (or when fallback no longer holds them)
+    /// uncordoned and released.
+    fn advance_victims(&mut self, mut step: FailbackStep) {
         let od = &self.observed.on_demand;
+        let remaining: Vec<String> = step.victims.iter().filter(|v| od.instance(v).is_some_and(|i| i.lifecycle_state.is_live())).cloned().collect();
+        let done = step.victims.len() as u32 - remaining.len() as u32;
+        if remaining.is_empty() {
+            self.note(format!("failback step done: {done} on-demand instance(s) replaced by spot"));
+            self.record.failback = None;
+            return;
+        }
+        let since = step.victims_since.unwrap_or(step.started_at);
+        let deadline = since + failback_drain_deadline(self.cfg);
+        let holdable = self.record.fallback_units.min(self.room_down(od)) as usize;
+        let (keep, release): (Vec<String>, Vec<String>) = if self.now >= deadline {
+            (Vec::new(), remaining)
+        } else {
+            let mut keep = remaining;
+            let release = keep.split_off(holdable.min(keep.len()));
+            (keep, release)
+        };
+        for id in &release {
+            if let Some(node) = self.observed.node_of_instance(id).filter(|n| n.unschedulable) {
+                let (node, instance_id) = (node.name.clone(), id.clone());
+                self.act(
+                    ActionKind::UncordonNode { node, instance_id },
+                    if self.now >= deadline {
+                        format!(
+                            "failback step past its deadline ({}): release {id}",
+                            humantime::format_duration(failback_drain_deadline(self.cfg).to_std().unwrap_or_default())
+                        )
+                    } else {
+                        format!("failback: fallback no longer holds {id} (cluster-autoscaler removed on-demand nodes): release it")
+                    },
+                );
+            }
+        }
+        if keep.is_empty() {
+            if self.now >= deadline {
+                self.record.retry_after = Some(self.now + self.cfg.fallback.wait_and_retry.as_chrono());
+                self.note(format!(
+                    "failback step past its deadline with {} victim(s) not drained: released; the Ready spot nodes stay \
+                     (cluster-autoscaler removes them if unneeded); next attempt after {}",
+                    release.len(),
+                    self.cfg.fallback.wait_and_retry
+                ));
+            }
+            self.record.failback = None;
+            return;
+        }
+        let reason = format!("failback: drain and remove on-demand instance(s) {} (again: not drained yet)", keep.join(", "));
+        let kept = self.drain_on_demand(keep.len() as u32, &reason, &keep);
+        step.victims = kept;
+        self.record.failback = Some(step);
+    }
+
+    /// Cordons, drains and removes (with decrement, never without) up to `count`
+    /// on-demand instances: `prefer` first, then others in service.
+    fn drain_on_demand(&mut self, count: u32, reason: &str, prefer: &[String]) -> Vec<String> {
+        let od = self.observed.on_demand.clone();
         let busy: Vec<&str> = self
             .record
             .interruptions
@@ -164,29 +215,30 @@ impl Work<'_> {
             .iter()
             .filter(|i| i.lifecycle_state == LifecycleState::InService && !busy.contains(&i.id.as_str()))
             .collect();
-        // Nodes already cordoned or not Ready go first; then by id, for a stable plan.
+        // Chosen before first; then nodes already cordoned or not Ready; then by id.
         candidates.sort_by_key(|i| {
             let node = self.observed.node_of_instance(&i.id);
-            (node.is_some_and(|n| n.ready && !n.unschedulable), i.id.clone())
+            (!prefer.contains(&i.id), node.is_some_and(|n| n.ready && !n.unschedulable), i.id.clone())
         });
         let chosen: Vec<String> = candidates.iter().take(count as usize).map(|i| i.id.clone()).collect();
-        let od_name = od.name.clone();
-        let mut removable = self.desired_of(&od_name).saturating_sub(od.min);
-        for id in &chosen {
-            self.cordon_and_drain(id, None, reason);
-            let decrement = removable > 0;
-            removable = removable.saturating_sub(1);
+        let mut victims = Vec::new();
+        for id in chosen {
+            if !self.take_decrement(&od) {
+                break;
+            }
+            self.cordon_and_drain(&id, None, reason);
             self.act(
                 ActionKind::TerminateInstance {
-                    asg: od_name.clone(),
+                    asg: od.name.clone(),
                     instance_id: id.clone(),
-                    decrement,
+                    decrement: true,
                     only_if_drained: true,
                 },
                 reason.to_string(),
             );
+            victims.push(id);
         }
-        chosen
+        victims
     }
 
     pub(super) fn fall_back(&mut self) {
@@ -222,6 +274,7 @@ impl Work<'_> {
             if n > 0 {
                 left -= n;
                 self.record.fallback_units += n;
+                self.units_added += n;
                 self.record.fallback_since.get_or_insert(self.now);
                 let od_name = od.name.clone();
                 self.adjust(&od_name, i64::from(n), format!("fallback: take {n} from failing spot ASG {}", asg.name));
@@ -279,6 +332,7 @@ impl Work<'_> {
             desired_before,
             ready_before,
             victims: Vec::new(),
+            victims_since: None,
         });
     }
 }

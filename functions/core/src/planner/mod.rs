@@ -2,8 +2,12 @@
 //! pool, the pool's signals and `now` to a [`Plan`]. No clock, no I/O.
 //!
 //! Rules, in the order they run (see DESIGN.md, "The planner, in short"):
+//! 0. judge the last plan's journal against what is observed: finish a move whose
+//!    raise landed, take back what a raise that never landed promised; withdraw the
+//!    surge of an interrupted instance that left without Ballast's decrement;
 //! 1. forget what expired; take in the signals (idempotent: keyed by instance,
-//!    activity, token or event time) and the capacity errors in scaling activities;
+//!    activity, token or event time; times ahead of `now` taken as `now`) and the
+//!    capacity errors in scaling activities;
 //! 2. recompute fallback units from the on-demand ASG;
 //! 3. judge each spot ASG (capacity errors, launch grace, interruption rate);
 //! 4. advance or abandon a failback step in progress;
@@ -12,10 +16,13 @@
 //! 7. start a failback step when spot has been healthy for `failback_after`;
 //! 8. drain and complete terminate lifecycle actions;
 //! 9. size the headroom;
-//! 10. guards: every desired size within the ASG's min and max, one write per ASG.
+//! 10. guards: every desired size within the ASG's min and max, one write per ASG,
+//!     a lower never below the live instances; raises before lowers, lowers before
+//!     cordons, drains, terminations; the capacity calls journaled in that order.
 
 mod capacity;
 mod headroom;
+mod journal;
 mod replace;
 mod signals;
 
@@ -24,9 +31,13 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 
 use crate::config::PoolConfig;
-use crate::event::Event;
-use crate::model::{ObservedAsg, ObservedPool, PoolRecord};
+use crate::event::{Event, Signal};
+use crate::model::{CapacityCall, Journal, LifecycleState, ObservedAsg, ObservedPool, PoolRecord};
 use crate::plan::{Action, ActionKind, Plan};
+
+/// How far ahead of `now` an event's time may be (clock skew between EventBridge, the
+/// forwarder and Lambda); a time further ahead is taken as `now`, with a note.
+pub const CLOCK_SKEW: chrono::Duration = chrono::Duration::seconds(120);
 
 pub use headroom::{headroom_percent, headroom_replicas, PercentSource};
 
@@ -44,11 +55,13 @@ pub struct PlanInput<'a> {
 
 pub fn plan(input: PlanInput<'_>) -> Plan {
     let mut work = Work::new(input);
+    work.settle_journal();
+    work.withdraw_orphaned_surges();
     work.forget_expired();
-    let mut events: Vec<&Event> = input.events.iter().collect();
+    let mut events: Vec<Event> = input.events.iter().map(|e| work.not_ahead(e)).collect();
     // Reordered delivery: take signals in event-time order, so the newest wins.
     events.sort_by_key(|e| (e.time, e.id.clone()));
-    for event in events {
+    for event in &events {
         work.ingest(event);
     }
     work.ingest_activities();
@@ -73,6 +86,10 @@ struct Work<'a> {
     record: PoolRecord,
     desired: BTreeMap<String, u32>,
     desired_reasons: BTreeMap<String, Vec<String>>,
+    /// Terminations with decrement planned per ASG (they lower it by themselves).
+    decrements: BTreeMap<String, u32>,
+    /// Fallback units this plan adds to the on-demand ASG.
+    units_added: u32,
     /// Spot ASGs judged failing in this plan, with why.
     failing: BTreeMap<String, String>,
     moved_this_plan: bool,
@@ -91,6 +108,8 @@ impl<'a> Work<'a> {
             record: input.record.clone(),
             desired,
             desired_reasons: BTreeMap::new(),
+            decrements: BTreeMap::new(),
+            units_added: 0,
             failing: BTreeMap::new(),
             moved_this_plan: false,
             actions: Vec::new(),
@@ -102,12 +121,103 @@ impl<'a> Work<'a> {
         self.desired.get(asg).copied().unwrap_or(0)
     }
 
+    /// The ASG's size once the plan is applied: its desired size less the
+    /// terminations with decrement planned in it.
+    fn after(&self, asg: &str) -> u32 {
+        self.desired_of(asg).saturating_sub(self.decrements.get(asg).copied().unwrap_or(0))
+    }
+
     fn room_up(&self, asg: &ObservedAsg) -> u32 {
         asg.max.saturating_sub(self.desired_of(&asg.name))
     }
 
     fn room_down(&self, asg: &ObservedAsg) -> u32 {
-        self.desired_of(&asg.name).saturating_sub(asg.min)
+        self.after(&asg.name).saturating_sub(asg.min)
+    }
+
+    /// Slots of the ASG that no instance fills: lowering by these removes nothing live.
+    fn unfilled(&self, asg: &ObservedAsg) -> u32 {
+        self.after(&asg.name).saturating_sub(asg.live())
+    }
+
+    /// Whether a termination in `asg` can decrement it (never below its minimum, the
+    /// other decrements of this plan counted); if so, counts it.
+    fn take_decrement(&mut self, asg: &ObservedAsg) -> bool {
+        if self.after(&asg.name) > asg.min {
+            *self.decrements.entry(asg.name.clone()).or_default() += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Takes `count` back from a surge on `asg` without touching a Ready node: first
+    /// the slots no instance fills, then instances that are not yet Ready nodes, each
+    /// terminated by id with decrement. Never below `floor`. Returns what is left.
+    fn withdraw(&mut self, asg_name: &str, count: u32, floor: u32, reason: &str) -> u32 {
+        let Some(asg) = self.observed.asg(asg_name) else { return count };
+        let mut left = count.min(self.after(asg_name).saturating_sub(floor.max(asg.min)));
+        let lower = left.min(self.unfilled(asg));
+        if lower > 0 {
+            left -= lower;
+            self.adjust(asg_name, -i64::from(lower), format!("{reason}: withdraw {lower} unfilled"));
+        }
+        let mut unready: Vec<String> = asg
+            .instances
+            .iter()
+            .filter(|i| i.lifecycle_state.is_live())
+            .filter(|i| !self.observed.node_of_instance(&i.id).is_some_and(|n| n.ready))
+            .map(|i| i.id.clone())
+            .collect();
+        unready.sort();
+        for id in unready {
+            if left == 0 || !self.take_decrement(asg) {
+                break;
+            }
+            left -= 1;
+            self.act(
+                ActionKind::TerminateInstance {
+                    asg: asg_name.to_string(),
+                    instance_id: id,
+                    decrement: true,
+                    only_if_drained: false,
+                },
+                format!("{reason}: withdraw an instance that is not yet a Ready node"),
+            );
+        }
+        left
+    }
+
+    /// The event as the planner takes it: a time ahead of `now` (beyond the clock
+    /// skew) is taken as `now`, so one bad clock cannot pin the record's memory.
+    fn not_ahead(&mut self, event: &Event) -> Event {
+        let horizon = self.now + CLOCK_SKEW;
+        let mut event = event.clone();
+        if event.time > horizon {
+            self.note(format!(
+                "event {} is dated {}, ahead of now ({}): taken as now",
+                event.id,
+                event.time.to_rfc3339(),
+                self.now.to_rfc3339()
+            ));
+            event.time = self.now;
+        }
+        if let Signal::PoolDemand(d) = &mut event.signal {
+            if d.observed_at > horizon {
+                self.note(format!(
+                    "demand of pool {} observed_at {} is ahead of now: taken as now",
+                    d.pool,
+                    d.observed_at.to_rfc3339()
+                ));
+                d.observed_at = self.now;
+            }
+        }
+        if let Signal::LaunchUnsuccessful(f) = &mut event.signal {
+            if f.at.is_some_and(|at| at > horizon) {
+                f.at = Some(self.now);
+            }
+        }
+        event
     }
 
     /// Changes an ASG's working desired size; callers have checked the bounds.
@@ -126,33 +236,64 @@ impl<'a> Work<'a> {
         self.notes.push(note.into());
     }
 
-    fn finish(self) -> Plan {
-        let mut actions = Vec::new();
+    fn finish(mut self) -> Plan {
+        let mut raises = Vec::new();
+        let mut lowers = Vec::new();
         for asg in self.observed.asgs() {
             let wanted = self.desired_of(&asg.name);
-            // Guard: never beyond the ASG's bounds, whatever a rule computed.
-            let to = wanted.clamp(asg.min, asg.max.max(asg.min));
+            // Guards: never beyond the ASG's bounds, whatever a rule computed; a lower
+            // never below the live instances (the ASG would choose which to kill).
+            let floor = if wanted < asg.desired { asg.min.max(asg.live().min(asg.desired)) } else { asg.min };
+            let to = wanted.clamp(floor, asg.max.max(floor));
             if to == asg.desired {
                 continue;
             }
             let mut reason = self.desired_reasons.get(&asg.name).map(|r| r.join("; ")).unwrap_or_default();
             if to != wanted {
-                reason.push_str(&format!(" (limited to the ASG's bounds {}..{})", asg.min, asg.max));
+                reason.push_str(&format!(" (limited to {floor}..{}: the ASG's bounds and its live instances)", asg.max));
             }
-            actions.push(Action {
-                kind: ActionKind::SetDesiredCapacity { asg: asg.name.clone(), from: asg.desired, to },
-                reason,
-            });
+            let action =
+                Action { kind: ActionKind::SetDesiredCapacity { asg: asg.name.clone(), from: asg.desired, to }, reason };
+            if to > asg.desired {
+                raises.push(action);
+            } else {
+                lowers.push(action);
+            }
         }
+        // Raise the receiving ASG before lowering the giving one; cordon, drain, then
+        // terminate; headroom last. A stop between any two leaves no less capacity.
+        self.actions.sort_by_key(|a| phase(&a.kind));
+        let capacity: Vec<&Action> = raises.iter().chain(&lowers).chain(&self.actions).collect();
+        let calls: Vec<CapacityCall> = capacity
+            .iter()
+            .filter_map(|a| match &a.kind {
+                ActionKind::SetDesiredCapacity { asg, from, to } => {
+                    Some(CapacityCall::SetDesired { asg: asg.clone(), from: *from, to: *to, done: false })
+                }
+                ActionKind::TerminateInstance { asg, instance_id, decrement, .. } => Some(CapacityCall::Terminate {
+                    asg: asg.clone(),
+                    instance_id: instance_id.clone(),
+                    decrement: *decrement,
+                    done: false,
+                }),
+                _ => None,
+            })
+            .collect();
+        self.record.journal = (!calls.is_empty()).then(|| Journal {
+            planned_at: self.now,
+            units_added: self.units_added,
+            calls,
+        });
         let record_changed = self.record != *self.input.record;
-        let mut all = Vec::with_capacity(self.actions.len() + actions.len() + 1);
+        let mut all = Vec::with_capacity(self.actions.len() + raises.len() + lowers.len() + 1);
         if record_changed {
             all.push(Action {
                 kind: ActionKind::RecordState,
                 reason: "write the pool record first, so a re-run knows what this plan intends".into(),
             });
         }
-        all.extend(actions);
+        all.extend(raises);
+        all.extend(lowers);
         all.extend(self.actions);
         Plan {
             pool: self.cfg.name.clone(),
@@ -163,6 +304,28 @@ impl<'a> Work<'a> {
             record: self.record,
         }
     }
+}
+
+/// The order actions are applied in, after the desired-capacity changes.
+fn phase(kind: &ActionKind) -> u8 {
+    match kind {
+        ActionKind::RecordLifecycleHeartbeat(_) => 0,
+        ActionKind::CordonNode { .. } | ActionKind::UncordonNode { .. } => 1,
+        ActionKind::DrainNode { .. } => 2,
+        ActionKind::TerminateInstance { .. } | ActionKind::CompleteLifecycleAction(_) => 3,
+        ActionKind::SetHeadroomReplicas { .. } => 4,
+        ActionKind::RecordState | ActionKind::SetDesiredCapacity { .. } => 5,
+    }
+}
+
+/// Whether an instance of the pool is still, or is becoming, capacity.
+fn is_live(observed: &ObservedPool, instance_id: &str) -> bool {
+    observed.asgs().find_map(|a| a.instance(instance_id)).is_some_and(|i| i.lifecycle_state.is_live())
+}
+
+#[allow(dead_code)]
+fn in_service(observed: &ObservedPool, instance_id: &str) -> bool {
+    observed.asgs().find_map(|a| a.instance(instance_id)).is_some_and(|i| i.lifecycle_state == LifecycleState::InService)
 }
 
 /// `a` after `b`, as a short human duration.

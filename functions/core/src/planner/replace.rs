@@ -35,12 +35,17 @@ impl Work<'_> {
 
     /// Where a replacement goes: the instance's own ASG when it is healthy, else the
     /// next healthy spot ASG, else on-demand within the fallback cap. Returns the ASG
-    /// and whether it counts as a fallback unit.
+    /// and whether it counts as a fallback unit. A replacement elsewhere needs the own
+    /// ASG to take the decrement afterwards (above its minimum), or the own ASG would
+    /// replace the instance too: two replacements for one interruption.
     fn surge_target(&self, own_asg: &str) -> Option<(String, bool)> {
         let own = self.observed.asg(own_asg)?;
         let own_is_spot = self.observed.spot.iter().any(|a| a.name == own_asg);
         if (!own_is_spot || !self.failing.contains_key(own_asg)) && self.room_up(own) > 0 {
             return Some((own_asg.to_string(), false));
+        }
+        if self.after(own_asg) <= own.min {
+            return None;
         }
         if let Some(other) = self
             .observed
@@ -59,7 +64,7 @@ impl Work<'_> {
         let retry_after = self.cfg.interruption.drain_timeout.as_chrono() + chrono::Duration::seconds(60);
         for index in 0..self.record.interruptions.len() {
             let interruption = self.record.interruptions[index].clone();
-            let Some(asg) = self.observed.asg_of_instance(&interruption.instance_id) else { continue };
+            let Some(asg) = self.observed.asg_of_instance(&interruption.instance_id).cloned() else { continue };
             let Some(instance) = asg.instance(&interruption.instance_id) else { continue };
             if !instance.lifecycle_state.is_live() {
                 continue; // already on its way out: the ASG or an earlier plan handles it
@@ -84,39 +89,37 @@ impl Work<'_> {
             let reason = format!("{what} for {}", interruption.instance_id);
             let asg_name = asg.name.clone();
 
+            // One replacement per interruption: a surge recorded earlier landed (the
+            // journal took back any that did not), so it is never made twice.
             let mut surge = interruption.surge.clone();
-            if self.cfg.interruption.surge {
-                match &surge {
-                    None => match self.surge_target(&asg_name) {
-                        Some((target, fallback_unit)) => {
-                            self.adjust(&target, 1, format!("surge a replacement: {reason}"));
-                            if fallback_unit {
-                                self.record.fallback_units += 1;
-                                self.record.fallback_since.get_or_insert(self.now);
-                            }
-                            surge = Some(Surge { to: self.desired_of(&target), asg: target });
+            if self.cfg.interruption.surge && surge.is_none() {
+                match self.surge_target(&asg_name) {
+                    Some((target, fallback_unit)) => {
+                        self.adjust(&target, 1, format!("surge a replacement: {reason}"));
+                        if fallback_unit {
+                            self.record.fallback_units += 1;
+                            self.units_added += 1;
+                            self.record.fallback_since.get_or_insert(self.now);
                         }
-                        None => self.note(format!(
-                            "no room to surge for {}: every candidate ASG is at max (or failing, or the on-demand cap is reached); \
-                             terminating without decrement so {asg_name} replaces it",
-                            interruption.instance_id
-                        )),
-                    },
-                    // A re-plan after a failed apply: restore a surge the ASG never got.
-                    Some(s) => {
-                        let observed = self.observed.asg(&s.asg).map(|a| a.desired).unwrap_or(s.to);
-                        let target = self.observed.asg(&s.asg).map(|a| a.max).unwrap_or(0).min(s.to);
-                        if observed < target && self.desired_of(&s.asg) < target {
-                            let delta = i64::from(target - self.desired_of(&s.asg));
-                            let asg = s.asg.clone();
-                            self.adjust(&asg, delta, format!("restore the surge planned for {}", interruption.instance_id));
-                        }
+                        surge = Some(Surge { asg: target, planned_at: self.now });
                     }
+                    None => self.note(format!(
+                        "no room to surge for {}: every candidate ASG is at max (or failing, or the on-demand cap is \
+                         reached, or {asg_name} is at its minimum); terminating without decrement so {asg_name} replaces it",
+                        interruption.instance_id
+                    )),
                 }
             }
             self.cordon_and_drain(&interruption.instance_id, None, &reason);
-            // Without a surge, let the ASG replace the instance; never go below min.
-            let decrement = surge.is_some() && self.desired_of(&asg_name) > asg.min;
+            // With a surge, the instance goes with decrement (never below the minimum);
+            // without one, the ASG replaces it.
+            let decrement = surge.is_some() && self.take_decrement(&asg);
+            if surge.is_some() && !decrement {
+                self.note(format!(
+                    "{asg_name} is at its minimum {}: {} goes without decrement; its surge is withdrawn next",
+                    asg.min, interruption.instance_id
+                ));
+            }
             self.act(
                 ActionKind::TerminateInstance {
                     asg: asg_name,
@@ -129,6 +132,8 @@ impl Work<'_> {
             let entry = &mut self.record.interruptions[index];
             entry.surge = surge;
             entry.planned_at = Some(self.now);
+            // Without decrement the ASG replaces it: a surge made for it is then surplus.
+            entry.terminated = decrement || entry.surge.is_none();
         }
     }
 

@@ -8,7 +8,7 @@ use crate::config::RebalancePolicy;
 use crate::event::{Event, LaunchError, Signal};
 use crate::model::{
     ActivityStatus, Demand, Disruption, DisruptionKind, HeadroomOverride, Interruption, InterruptionCause,
-    PendingLifecycleAction, ReportedLaunchError, Unavailable, UnschedulableSeen,
+    LifecycleState, Market, PendingLifecycleAction, ReportedLaunchError, Unavailable, UnschedulableSeen,
 };
 
 /// How long reported launch errors are remembered, to report each once.
@@ -25,6 +25,10 @@ impl Work<'_> {
     pub(super) fn forget_expired(&mut self) {
         let now = self.now;
         let record = &mut self.record;
+        // Written by an older version from a clock ahead of ours: never trusted past now.
+        if let Some(d) = record.demand.as_mut().filter(|d| d.observed_at > now + super::CLOCK_SKEW) {
+            d.observed_at = now;
+        }
         record.unavailable.retain(|_, u| u.until > now);
         if record.headroom_override.as_ref().is_some_and(|o| o.until <= now) {
             record.headroom_override = None;
@@ -56,12 +60,21 @@ impl Work<'_> {
                 )),
             },
             Signal::InstanceStateChange { instance_id, state } if state.is_loss() => {
+                // Only a reclaimed spot instance is an interruption: a spot-market
+                // instance the ASG still counted in service. One the ASG is already
+                // terminating (a scale-in, cluster-autoscaler's or Ballast's terminate)
+                // or an on-demand instance of a mixed-instances ASG is not.
                 let Some(asg) = self.observed.spot.iter().find(|a| a.instance(instance_id).is_some()) else {
                     return;
                 };
-                let warned = self.record.interruptions.iter().any(|i| &i.instance_id == instance_id);
+                let Some(instance) = asg.instance(instance_id) else { return };
+                let ours = self.record.interruptions.iter().any(|i| &i.instance_id == instance_id)
+                    || self.record.failback.as_ref().is_some_and(|f| f.victims.contains(instance_id));
+                if instance.market != Market::Spot || instance.lifecycle_state != LifecycleState::InService || ours {
+                    return;
+                }
                 let known = self.record.disruptions.iter().any(|d| &d.instance_id == instance_id);
-                if !warned && !known && self.disruption_is_recent(event.time) {
+                if !known && self.disruption_is_recent(event.time) {
                     self.record.disruptions.push(Disruption {
                         instance_id: instance_id.clone(),
                         asg: asg.name.clone(),
@@ -236,6 +249,7 @@ impl Work<'_> {
             noticed_at: event.time,
             planned_at: None,
             surge: None,
+            terminated: false,
         });
     }
 }

@@ -118,6 +118,7 @@ fn kinds(plan: &Plan) -> Vec<&'static str> {
             ActionKind::RecordState => "record",
             ActionKind::SetDesiredCapacity { .. } => "desired",
             ActionKind::CordonNode { .. } => "cordon",
+            ActionKind::UncordonNode { .. } => "uncordon",
             ActionKind::DrainNode { .. } => "drain",
             ActionKind::TerminateInstance { .. } => "terminate",
             ActionKind::RecordLifecycleHeartbeat(_) => "heartbeat",
@@ -125,6 +126,19 @@ fn kinds(plan: &Plan) -> Vec<&'static str> {
             ActionKind::SetHeadroomReplicas { .. } => "headroom",
         })
         .collect()
+}
+
+/// The plan's record as the reconciler leaves it when every call succeeded.
+fn applied(plan: &Plan) -> PoolRecord {
+    let mut record = plan.record.clone();
+    if let Some(journal) = record.journal.as_mut() {
+        for call in &mut journal.calls {
+            match call {
+                CapacityCall::SetDesired { done, .. } | CapacityCall::Terminate { done, .. } => *done = true,
+            }
+        }
+    }
+    record
 }
 
 fn capacity_error(asg: &str, at: DateTime<Utc>) -> Event {
@@ -533,8 +547,8 @@ fn interruption_surges_cordons_drains_and_terminates_with_decrement() {
         .actions
         .iter()
         .any(|a| matches!(a.kind, ActionKind::TerminateInstance { decrement: true, only_if_drained: false, .. })));
-    // Delivered again (or late), after the plan was recorded: nothing new.
-    let again = run(&cfg, &p.record, &observed, &[warning], now() + Duration::seconds(20));
+    // Delivered again (or late), after the plan was applied: nothing new.
+    let again = run(&cfg, &applied(&p), &observed, &[warning], now() + Duration::seconds(20));
     assert!(again.effects().next().is_none(), "{:#?}", again.actions);
 }
 
@@ -729,11 +743,16 @@ fn a_failback_surge_that_never_landed_is_not_withdrawn_below_where_it_started() 
     let (record, observed) = in_fallback();
     let p = run(&cfg, &record, &observed, &[], now());
     assert_eq!(p.record.failback.as_ref().unwrap().desired_before, 2);
-    // The SetDesiredCapacity failed (or its answer was lost and it never happened):
-    // spot is still at 2 when the step times out.
+    // The SetDesiredCapacity was reported done but never happened: spot is still at 2
+    // when the step times out.
     let later = now() + Duration::minutes(3);
-    let timed_out = run(&cfg, &p.record, &observed, &[], later);
+    let timed_out = run(&cfg, &applied(&p), &observed, &[], later);
     assert_eq!(desired(&timed_out, "spot-a"), None, "nothing to withdraw: {:#?}", timed_out.actions);
     assert_eq!(timed_out.record.failback, None);
     assert_eq!(timed_out.record.retry_after, Some(later + Duration::minutes(10)));
+    // Not reported done (the run died in the call): the journal shows it never landed,
+    // so the step is planned afresh, from where spot is.
+    let retried = run(&cfg, &p.record, &observed, &[], later);
+    assert_eq!(desired(&retried, "spot-a"), Some(4), "{:#?}", retried.actions);
+    assert_eq!(retried.record.failback.as_ref().unwrap().desired_before, 2);
 }
