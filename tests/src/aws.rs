@@ -73,6 +73,10 @@ impl Cluster for MirrorCluster {
         self.cordoned.lock().expect("cordoned").insert(node.to_string());
         Ok(())
     }
+    async fn uncordon(&self, node: &str) -> Result<(), PortError> {
+        self.cordoned.lock().expect("cordoned").remove(node);
+        Ok(())
+    }
     async fn drain(&self, node: &str, _: Duration) -> Result<DrainReport, PortError> {
         self.drained.lock().expect("drained").push(node.to_string());
         Ok(DrainReport::default())

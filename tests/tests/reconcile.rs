@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use ballast_core::config::PoolConfig;
 use ballast_core::memory::{Call, FixedClock, InMemory};
+use ballast_core::model::AsgSize;
 use ballast_core::model::ObservedAsg;
 use ballast_core::model::PoolRecord;
 use ballast_core::plan::LifecycleRef;
@@ -221,6 +222,9 @@ impl Autoscaling for FailFirstTerminate {
     async fn describe_pool(&self, pool: &PoolConfig) -> Result<(Vec<ObservedAsg>, ObservedAsg), PortError> {
         self.inner.describe_pool(pool).await
     }
+    async fn asg_size(&self, asg: &str) -> Result<AsgSize, PortError> {
+        self.inner.asg_size(asg).await
+    }
     async fn set_desired_capacity(&self, asg: &str, desired: u32) -> Result<(), PortError> {
         self.inner.set_desired_capacity(asg, desired).await
     }
@@ -307,6 +311,9 @@ struct ThrottledDescribe(InMemory);
 impl Autoscaling for ThrottledDescribe {
     async fn describe_pool(&self, _: &PoolConfig) -> Result<(Vec<ObservedAsg>, ObservedAsg), PortError> {
         Err(PortError::new(ErrorKind::Retryable, "DescribeAutoScalingGroups", "Throttling: Rate exceeded"))
+    }
+    async fn asg_size(&self, asg: &str) -> Result<AsgSize, PortError> {
+        self.0.asg_size(asg).await
     }
     async fn set_desired_capacity(&self, asg: &str, desired: u32) -> Result<(), PortError> {
         self.0.set_desired_capacity(asg, desired).await

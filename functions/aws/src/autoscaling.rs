@@ -5,7 +5,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use async_trait::async_trait;
 use aws_sdk_autoscaling::types::{AutoScalingGroup, Filter, LifecycleState as SdkLifecycle, ScalingActivityStatusCode};
 use ballast_core::config::{AsgSelector, PoolConfig};
-use ballast_core::model::{ActivityStatus, AsgInstance, LifecycleState, Market, ObservedAsg, ScalingActivity};
+use ballast_core::model::{
+    ActivityStatus, AsgInstance, AsgSize, LifecycleState, Market, ObservedAsg, ScalingActivity,
+};
 use ballast_core::plan::LifecycleRef;
 use ballast_core::ports::{Autoscaling, ErrorKind, PortError};
 use chrono::{DateTime, Utc};
@@ -214,6 +216,19 @@ impl Autoscaling for AwsAutoscaling {
         }
         let od = self.observe(&on_demand.remove(0), Market::OnDemand).await?;
         Ok((spot, od))
+    }
+
+    async fn asg_size(&self, asg: &str) -> Result<AsgSize, PortError> {
+        let group = self.select(&AsgSelector::Name(asg.to_string())).await?.into_iter().next().ok_or_else(|| {
+            PortError::new(ErrorKind::Permanent, "DescribeAutoScalingGroups", format!("ASG {asg} not found"))
+        })?;
+        let live = group.instances().iter().filter_map(|i| i.lifecycle_state()).filter(|s| lifecycle(s).is_live()).count();
+        Ok(AsgSize {
+            desired: count(group.desired_capacity()),
+            min: count(group.min_size()),
+            max: count(group.max_size()),
+            live: live as u32,
+        })
     }
 
     async fn set_desired_capacity(&self, asg: &str, desired: u32) -> Result<(), PortError> {

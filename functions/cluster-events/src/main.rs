@@ -10,7 +10,7 @@ async fn main() -> Result<(), Error> {
     let app = ballast_lambda::AwsApp::from_env("cluster-events").await?;
     let app = &app;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
-        Ok::<_, Error>(app.direct(event.payload).await?)
+        app.direct_until(event.payload, ballast_lambda::handlers::deadline_of(&event.context)).await
     }))
     .await
 }

@@ -19,10 +19,70 @@ pub struct Plan {
     pub record: PoolRecord,
 }
 
+/// Most actions and notes one log line carries; beyond them, counts.
+pub const LOG_ITEMS: usize = 40;
+/// Longest reason or note kept in a log line.
+const LOG_TEXT: usize = 400;
+
 impl Plan {
     /// The actions that change something outside Ballast's own record.
     pub fn effects(&self) -> impl Iterator<Item = &Action> {
         self.actions.iter().filter(|a| !matches!(a.kind, ActionKind::RecordState))
+    }
+
+    /// The plan as one bounded JSON log line: the first actions and notes in full,
+    /// the rest counted by kind, the record summed up (it is in the state table). A
+    /// storm of thousands of interruptions stays far within CloudWatch's 256 KB.
+    pub fn log_line(&self) -> String {
+        let clip = |text: &str| -> String {
+            if text.len() <= LOG_TEXT {
+                return text.to_string();
+            }
+            let mut end = LOG_TEXT;
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            format!("{}...", &text[..end])
+        };
+        let actions: Vec<serde_json::Value> = self
+            .actions
+            .iter()
+            .take(LOG_ITEMS)
+            .map(|a| {
+                let mut v = serde_json::to_value(a).unwrap_or_default();
+                if let Some(reason) = v.get_mut("reason") {
+                    *reason = serde_json::Value::String(clip(&a.reason));
+                }
+                v
+            })
+            .collect();
+        let mut more: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
+        for action in self.actions.iter().skip(LOG_ITEMS) {
+            let kind = serde_json::to_value(&action.kind)
+                .ok()
+                .and_then(|v| v.get("action").and_then(|a| a.as_str()).map(str::to_string))
+                .unwrap_or_default();
+            *more.entry(kind).or_default() += 1;
+        }
+        let record = &self.record;
+        serde_json::json!({
+            "pool": self.pool,
+            "now": self.now,
+            "dry_run": self.dry_run,
+            "actions": actions,
+            "more_actions": more,
+            "notes": self.notes.iter().take(LOG_ITEMS).map(|n| clip(n)).collect::<Vec<_>>(),
+            "more_notes": self.notes.len().saturating_sub(LOG_ITEMS),
+            "record": {
+                "fallback_units": record.fallback_units,
+                "unavailable": record.unavailable.keys().collect::<Vec<_>>(),
+                "interruptions": record.interruptions.len(),
+                "disruptions": record.disruptions.len(),
+                "failback": record.failback.as_ref().map(|f| (&f.spot_asg, f.count, f.victims.len())),
+                "journal_calls": record.journal.as_ref().map_or(0, |j| j.calls.len()),
+            },
+        })
+        .to_string()
     }
 }
 

@@ -181,8 +181,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         let mut plans = Vec::new();
         for (pool, events) in routed {
             let Some(pool_cfg) = self.config.pool(&pool) else { continue };
-            let key = if self.config.dry_run { format!("{pool}{DRY_RUN_SUFFIX}") } else { pool.clone() };
-            let record = self.store.load(&key).await?;
+            let record = self.store.load(&pool).await?;
             let now = self.clock.now();
             let observed = self.observe(pool_cfg, &record.value, &events, now).await?;
             plans.push(self.plan_for(pool_cfg, &record.value, &observed, &events, now));

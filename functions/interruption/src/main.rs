@@ -11,7 +11,8 @@ async fn main() -> Result<(), Error> {
     let app = ballast_lambda::AwsApp::from_env("interruption").await?;
     let app = &app;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
-        Ok::<SqsBatchResponse, Error>(app.interruption(event.payload).await.0)
+        let deadline = ballast_lambda::handlers::deadline_of(&event.context);
+        Ok::<SqsBatchResponse, Error>(app.interruption_until(event.payload, deadline).await.0)
     }))
     .await
 }

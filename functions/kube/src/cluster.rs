@@ -251,6 +251,19 @@ fn api_code(e: &kube::Error) -> Option<u16> {
     }
 }
 
+impl KubeCluster {
+    async fn set_unschedulable(&self, node: &str, unschedulable: bool) -> Result<(), PortError> {
+        let what = if unschedulable { "cordon" } else { "uncordon" };
+        let client = self.client(what).await?;
+        let api: Api<Node> = Api::all(client);
+        let patch = json!({ "spec": { "unschedulable": unschedulable } });
+        api.patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map(|_| ())
+            .map_err(|e| kube_error(&format!("{what} {node}"), e))
+    }
+}
+
 #[async_trait]
 impl Cluster for KubeCluster {
     async fn pool_nodes(&self, pool: &PoolConfig) -> Result<Vec<NodeState>, PortError> {
@@ -351,13 +364,11 @@ impl Cluster for KubeCluster {
     }
 
     async fn cordon(&self, node: &str) -> Result<(), PortError> {
-        let client = self.client("cordon").await?;
-        let api: Api<Node> = Api::all(client);
-        let patch = json!({ "spec": { "unschedulable": true } });
-        api.patch(node, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-            .map(|_| ())
-            .map_err(|e| kube_error(&format!("cordon {node}"), e))
+        self.set_unschedulable(node, true).await
+    }
+
+    async fn uncordon(&self, node: &str) -> Result<(), PortError> {
+        self.set_unschedulable(node, false).await
     }
 
     async fn drain(&self, node: &str, timeout: Duration) -> Result<DrainReport, PortError> {

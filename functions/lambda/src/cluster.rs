@@ -45,6 +45,10 @@ impl Cluster for DetachedCluster {
         Err(refused("cordon"))
     }
 
+    async fn uncordon(&self, _node: &str) -> Result<(), PortError> {
+        Err(refused("uncordon"))
+    }
+
     async fn drain(&self, _node: &str, _timeout: Duration) -> Result<DrainReport, PortError> {
         Err(refused("drain"))
     }
@@ -85,6 +89,10 @@ impl Cluster for FunctionCluster {
 
     async fn cordon(&self, node: &str) -> Result<(), PortError> {
         self.port().cordon(node).await
+    }
+
+    async fn uncordon(&self, node: &str) -> Result<(), PortError> {
+        self.port().uncordon(node).await
     }
 
     async fn drain(&self, node: &str, timeout: Duration) -> Result<DrainReport, PortError> {

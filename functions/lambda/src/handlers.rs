@@ -34,12 +34,27 @@ pub struct PoolSummary {
     pub applied: usize,
 }
 
+/// What a directly invoked function returns as an error: only what a retry can mend
+/// (an invalid event is logged and answered with success, so Lambda's asynchronous
+/// retries do not repeat it).
 #[derive(Debug, thiserror::Error)]
 pub enum HandlerError {
-    #[error("event rejected: {0}")]
-    Invalid(String),
     #[error("retry later: {0}")]
     Retryable(String),
+}
+
+impl From<HandlerError> for lambda_runtime::Diagnostic {
+    fn from(err: HandlerError) -> Self {
+        let error_type = match err {
+            HandlerError::Retryable(_) => "Ballast.Retryable",
+        };
+        lambda_runtime::Diagnostic { error_type: error_type.into(), error_message: err.to_string() }
+    }
+}
+
+/// A Lambda context's deadline (milliseconds since the epoch) as a time.
+pub fn deadline_of(context: &lambda_runtime::Context) -> Option<chrono::DateTime<chrono::Utc>> {
+    i64::try_from(context.deadline).ok().and_then(chrono::DateTime::from_timestamp_millis)
 }
 
 impl<A, C, S, K, D> App<A, C, S, K, D>
@@ -55,18 +70,22 @@ where
         let elapsed = started.elapsed().as_millis() as u64;
         let now = self.reconciler.clock.now().timestamp_millis();
         let mut errors_by_pool: BTreeMap<String, u32> = BTreeMap::new();
+        let mut batch_errors = 0;
         for (err, _) in &outcome.failures {
-            let pool = match err {
-                ballast_core::reconcile::ReconcileError::LeaseBusy { pool }
-                | ballast_core::reconcile::ReconcileError::Port { pool, .. }
-                | ballast_core::reconcile::ReconcileError::Contention { pool } => pool.clone(),
-            };
-            *errors_by_pool.entry(pool).or_default() += 1;
+            match err.pool() {
+                Some(pool) => *errors_by_pool.entry(pool.to_string()).or_default() += 1,
+                None => batch_errors += 1,
+            }
             error!(function = self.function, error = %err, retryable = err.is_retryable(), "reconcile failed");
+        }
+        if batch_errors > 0 {
+            (self.metrics)(&crate::metrics::emf_batch_errors(self.function, batch_errors, now));
         }
         for pool in &outcome.pools {
             let plan = &pool.plan;
-            info!(function = self.function, pool = %plan.pool, dry_run = plan.dry_run, plan = %serde_json::to_string(plan).unwrap_or_default(), "plan");
+            // Bounded: a plan for thousands of interruptions is summarised, so the line
+            // stays within CloudWatch's event size.
+            info!(function = self.function, pool = %plan.pool, dry_run = plan.dry_run, plan = %plan.log_line(), "plan");
             let errors = errors_by_pool.remove(&plan.pool).unwrap_or(0);
             (self.metrics)(&emf(self.function, Some(plan), &plan.pool, errors, elapsed, now));
         }
@@ -98,6 +117,15 @@ where
     /// cannot mend them); the rest are grouped per pool and each pool is reconciled
     /// once; only messages whose pool failed in a retryable way are reported failed.
     pub async fn interruption(&self, batch: SqsEvent) -> (SqsBatchResponse, Summary) {
+        self.interruption_until(batch, None).await
+    }
+
+    /// As [`Self::interruption`], with no call started near `deadline`.
+    pub async fn interruption_until(
+        &self,
+        batch: SqsEvent,
+        deadline: Option<chrono::DateTime<chrono::Utc>>,
+    ) -> (SqsBatchResponse, Summary) {
         let started = Instant::now();
         let mut failed: Vec<String> = Vec::new();
         let mut invalid = Vec::new();
@@ -126,7 +154,7 @@ where
                 }
             }
         }
-        let outcome = self.reconciler.handle(events).await;
+        let outcome = self.reconciler.handle_until(events, deadline).await;
         for (err, event_ids) in &outcome.failures {
             if err.is_retryable() {
                 for id in event_ids {
@@ -149,15 +177,29 @@ where
         (response, summary)
     }
 
-    /// One event (EventBridge target or Scheduler input). An invalid event is an error;
-    /// a retryable failure is an error so the invoker retries; a permanent one is logged.
+    /// One event (EventBridge target or Scheduler input). An invalid event is logged
+    /// and answered with success (a retry cannot mend it); a retryable failure is an
+    /// error so the invoker retries; a permanent one is logged.
     pub async fn direct(&self, payload: Value) -> Result<Summary, HandlerError> {
+        self.direct_until(payload, None).await
+    }
+
+    /// As [`Self::direct`], with no call started near `deadline`.
+    pub async fn direct_until(
+        &self,
+        payload: Value,
+        deadline: Option<chrono::DateTime<chrono::Utc>>,
+    ) -> Result<Summary, HandlerError> {
         let started = Instant::now();
-        let event = parse_event_value(payload, Some(&self.origin)).map_err(|e| {
-            warn!(function = self.function, field = e.field_name().unwrap_or("(none)"), error = %e, "malformed event");
-            HandlerError::Invalid(e.to_string())
-        })?;
-        let outcome = self.reconciler.handle(vec![event]).await;
+        let event = match parse_event_value(payload, Some(&self.origin)) {
+            Ok(event) => event,
+            Err(e) => {
+                warn!(function = self.function, field = e.field_name().unwrap_or("(none)"), error = %e, "malformed event rejected");
+                let outcome = BatchOutcome::default();
+                return Ok(self.report(&outcome, started, vec![format!("event rejected: {e}")]));
+            }
+        };
+        let outcome = self.reconciler.handle_until(vec![event], deadline).await;
         let retry =
             outcome.failures.iter().filter(|(e, _)| e.is_retryable()).map(|(e, _)| e.to_string()).collect::<Vec<_>>();
         let summary = self.report(&outcome, started, Vec::new());

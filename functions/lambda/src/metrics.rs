@@ -11,6 +11,7 @@ fn decisions(plan: &Plan) -> Vec<(&'static str, u32)> {
             ActionKind::RecordState => continue,
             ActionKind::SetDesiredCapacity { .. } => "SetDesiredCapacity",
             ActionKind::CordonNode { .. } => "CordonNode",
+            ActionKind::UncordonNode { .. } => "UncordonNode",
             ActionKind::DrainNode { .. } => "DrainNode",
             ActionKind::TerminateInstance { .. } => "TerminateInstance",
             ActionKind::RecordLifecycleHeartbeat(_) => "RecordLifecycleHeartbeat",
@@ -23,6 +24,19 @@ fn decisions(plan: &Plan) -> Vec<(&'static str, u32)> {
         }
     }
     counts
+}
+
+/// The EMF document for a failure before the batch was split per pool: no pool
+/// dimension (a made-up pool name would become one).
+pub fn emf_batch_errors(function: &str, api_errors: u32, timestamp_ms: i64) -> Value {
+    json!({
+        "_aws": {
+            "Timestamp": timestamp_ms,
+            "CloudWatchMetrics": [{ "Namespace": "Ballast", "Dimensions": [["Function"]], "Metrics": [{ "Name": "BatchErrors", "Unit": "Count" }] }]
+        },
+        "Function": function,
+        "BatchErrors": api_errors,
+    })
 }
 
 /// The EMF document for one pool's reconcile.

@@ -270,6 +270,12 @@ fn apply(sim: &mut Sim, calls: Vec<Call>) {
                     sim.mark_schedulable_dirty();
                 }
             }
+            Call::Uncordon { node } => {
+                if let Some(n) = node_of_name(&node).filter(|n| *n < sim.cluster.nodes.len()) {
+                    sim.cluster.uncordon(n);
+                    sim.mark_schedulable_dirty();
+                }
+            }
             Call::Drain { node } => {
                 if let Some(n) = node_of_name(&node).filter(|n| *n < sim.cluster.nodes.len()) {
                     sim.cluster.evict_all(n, sim.now);

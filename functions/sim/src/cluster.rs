@@ -280,6 +280,10 @@ impl Cluster {
         self.nodes[node_id].cordoned = true;
     }
 
+    pub fn uncordon(&mut self, node_id: NodeId) {
+        self.nodes[node_id].cordoned = false;
+    }
+
     /// The node disappears; its pods go back to pending.
     pub fn remove_node(&mut self, node_id: NodeId, now: u64) {
         if self.nodes[node_id].phase == NodePhase::Gone {
