@@ -81,10 +81,15 @@ async fn dry_run_changes_nothing() {
     assert!(out.pools.iter().all(|p| p.plan.dry_run && p.applied.is_empty()));
     assert!(out.pools[0].plan.effects().count() > 0, "the plan still says what it would do");
     let after = d.memory.world();
-    assert!(after.calls.is_empty());
+    assert!(after.calls.iter().all(|c| !c.is_effect()), "{:?}", after.calls);
     assert_eq!(after.asgs, before.asgs);
-    assert_eq!(after.pools, before.pools, "not even the record is written");
+    assert_eq!(after.pools["general"], before.pools["general"], "the live record is not written");
     assert!(after.seen.is_empty());
+    // The shadow record keeps the dry run's memory: the spot ASG is known unavailable,
+    // so the next tick's log says what a live run would then do.
+    let shadow = &after.pools["general@dry-run"].record;
+    assert!(shadow.unavailable.contains_key("eks-general-spot-m6"), "{shadow:?}");
+    assert_eq!(shadow.journal, None, "nothing is applied, so nothing waits to be judged");
 }
 
 #[tokio::test]
@@ -133,7 +138,13 @@ async fn version_conflict_replans_and_the_record_is_versioned() {
     let v0 = d.memory.world().pools["general"].version;
     let out = d.reconciler.handle(vec![event]).await;
     assert!(out.failures.is_empty());
-    assert_eq!(d.memory.world().pools["general"].version, v0 + 1);
+    let world = d.memory.world();
+    let pool = &world.pools["general"];
+    // The record before acting, then once per capacity call (the journal).
+    let calls = pool.record.journal.as_ref().map_or(0, |j| j.calls.len()) as u64;
+    assert!(calls > 0);
+    assert_eq!(pool.version, v0 + 1 + calls);
+    assert!(pool.record.journal.as_ref().unwrap().calls.iter().all(|c| c.done()));
     assert!(matches!(out.pools[0].applied[0], Applied::Done));
 }
 
@@ -262,7 +273,9 @@ async fn failed_apply_takes_back_its_intent_and_the_retry_does_not_double() {
     {
         let world = memory.world();
         let record = &world.pools["general"].record;
-        assert_eq!(record.interruptions[0].planned_at, None, "intent taken back: the retry acts again");
+        let journal = record.journal.as_ref().unwrap();
+        assert!(journal.calls[0].done(), "the surge is journaled as made");
+        assert!(!journal.calls[1].done(), "the terminate is not: the retry judges it and acts again");
         assert!(record.interruptions[0].surge.is_some(), "the applied surge is remembered");
         assert!(world.seen.is_empty());
     }
