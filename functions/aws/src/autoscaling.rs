@@ -5,9 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use async_trait::async_trait;
 use aws_sdk_autoscaling::types::{AutoScalingGroup, Filter, LifecycleState as SdkLifecycle, ScalingActivityStatusCode};
 use ballast_core::config::{AsgSelector, PoolConfig};
-use ballast_core::model::{
-    ActivityStatus, AsgInstance, AsgSize, LifecycleState, Market, ObservedAsg, ScalingActivity,
-};
+use ballast_core::model::{ActivityStatus, AsgInstance, AsgSize, LifecycleState, Market, ObservedAsg, ScalingActivity};
 use ballast_core::plan::LifecycleRef;
 use ballast_core::ports::{Autoscaling, ErrorKind, PortError};
 use chrono::{DateTime, Utc};
@@ -222,7 +220,8 @@ impl Autoscaling for AwsAutoscaling {
         let group = self.select(&AsgSelector::Name(asg.to_string())).await?.into_iter().next().ok_or_else(|| {
             PortError::new(ErrorKind::Permanent, "DescribeAutoScalingGroups", format!("ASG {asg} not found"))
         })?;
-        let live = group.instances().iter().filter_map(|i| i.lifecycle_state()).filter(|s| lifecycle(s).is_live()).count();
+        let live =
+            group.instances().iter().filter_map(|i| i.lifecycle_state()).filter(|s| lifecycle(s).is_live()).count();
         Ok(AsgSize {
             desired: count(group.desired_capacity()),
             min: count(group.min_size()),

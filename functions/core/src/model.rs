@@ -230,8 +230,8 @@ pub struct PoolRecord {
 /// The capacity calls of one plan, in apply order (raises, lowers, terminations),
 /// written before the first and marked `done` after each that succeeds. What is not
 /// done after a crash or a failed call is judged against what is observed next time:
-/// the first call not done may have landed (its answer was lost); the rest were never
-/// made, since apply stops at the first failure.
+/// the first call not done may have landed (its answer was lost) if apply had reached
+/// it; the rest were never made, since apply stops at the first failure.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Journal {
     pub planned_at: DateTime<Utc>,
@@ -240,6 +240,10 @@ pub struct Journal {
     #[serde(default)]
     pub units_added: u32,
     pub calls: Vec<CapacityCall>,
+    /// How many calls, from the first, apply may have started: written before each run
+    /// of consecutive calls, so a call after a failed cordon or drain is known unmade.
+    #[serde(default)]
+    pub attempted: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -437,6 +437,21 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         Ok(())
     }
 
+    /// Before the first of a run of consecutive capacity calls: the journal says apply
+    /// got this far, so a call never reached (the run died in a drain) is not taken
+    /// for one whose answer was lost.
+    async fn reach(&self, plan: &Plan, index: usize, run: &mut Run<'_>) -> Result<(), PortError> {
+        let position = plan.actions[..index].iter().filter(|a| is_capacity_call(&a.kind)).count();
+        let Some(journal) = run.record.journal.as_mut() else { return Ok(()) };
+        if position < journal.attempted {
+            return Ok(());
+        }
+        let run_len = plan.actions[index..].iter().take_while(|a| is_capacity_call(&a.kind)).count();
+        journal.attempted = position + run_len;
+        run.version = self.store.save(run.key, &run.record, run.version).await?;
+        Ok(())
+    }
+
     async fn set_desired(&self, run: &mut Run<'_>, asg: &str, from: u32, to: u32) -> Result<Applied, PortError> {
         // The write is absolute: apply the planned change to what the ASG holds now,
         // so a change another writer made since the observation is kept.
@@ -472,7 +487,8 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         mut decrement: bool,
         only_if_drained: bool,
     ) -> Result<Applied, PortError> {
-        let is_call = |c: &CapacityCall| matches!(c, CapacityCall::Terminate { instance_id: i, .. } if i == instance_id);
+        let is_call =
+            |c: &CapacityCall| matches!(c, CapacityCall::Terminate { instance_id: i, .. } if i == instance_id);
         if decrement {
             // Never below the minimum: cluster-autoscaler may have lowered the ASG since.
             let size = self.autoscaling.asg_size(asg).await?;
@@ -507,6 +523,9 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
             if !matches!(action.kind, ActionKind::RecordState) {
                 self.may_act(run).await.map_err(|e| (index, e))?;
             }
+            if is_capacity_call(&action.kind) {
+                self.reach(plan, index, run).await.map_err(|e| (index, e))?;
+            }
             if let ActionKind::DrainNode { .. } = action.kind {
                 let drains: Vec<&Action> = plan.actions[index..]
                     .iter()
@@ -535,8 +554,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                 ActionKind::UncordonNode { node, .. } => self.cluster.uncordon(node).await.map(|_| Applied::Done),
                 ActionKind::TerminateInstance { asg, instance_id, decrement, only_if_drained } => {
                     if *only_if_drained && drained.get(instance_id) == Some(&false) {
-                        let is_call =
-                            |c: &CapacityCall| matches!(c, CapacityCall::Terminate { instance_id: i, .. } if i == instance_id);
+                        let is_call = |c: &CapacityCall| matches!(c, CapacityCall::Terminate { instance_id: i, .. } if i == instance_id);
                         self.journal(run, is_call, mark_done).await.map(|_| Applied::Skipped {
                             why: "drain incomplete: a PodDisruptionBudget still protects pods".into(),
                         })
@@ -578,6 +596,10 @@ struct Run<'a> {
     version: u64,
     deadline: Option<DateTime<Utc>>,
     lease: &'a mut Lease,
+}
+
+fn is_capacity_call(kind: &ActionKind) -> bool {
+    matches!(kind, ActionKind::SetDesiredCapacity { .. } | ActionKind::TerminateInstance { .. })
 }
 
 fn mark_done(call: &mut CapacityCall) {

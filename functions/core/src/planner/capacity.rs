@@ -138,7 +138,10 @@ impl Work<'_> {
             step.victims_since = Some(self.now);
             self.record.failback = (!step.victims.is_empty()).then_some(step);
         } else {
-            self.note(format!("failback step waiting: {gained} of {} new spot node(s) of {asg_name} Ready", step.count));
+            self.note(format!(
+                "failback step waiting: {gained} of {} new spot node(s) of {asg_name} Ready",
+                step.count
+            ));
         }
     }
 
@@ -147,8 +150,23 @@ impl Work<'_> {
     /// uncordoned and released.
     fn advance_victims(&mut self, mut step: FailbackStep) {
         let od = &self.observed.on_demand;
-        let remaining: Vec<String> = step.victims.iter().filter(|v| od.instance(v).is_some_and(|i| i.lifecycle_state.is_live())).cloned().collect();
+        let remaining: Vec<String> = step
+            .victims
+            .iter()
+            .filter(|v| od.instance(v).is_some_and(|i| i.lifecycle_state.is_live()))
+            .cloned()
+            .collect();
         let done = step.victims.len() as u32 - remaining.len() as u32;
+        // The victims' decrements lowered the on-demand ASG: they were fallback units.
+        // Counted here once (the held cap alone would count capacity cluster-autoscaler
+        // added as fallback, and a later step would drain it).
+        if done > 0 {
+            self.record.fallback_units =
+                self.record.fallback_units.min(self.input.record.fallback_units.saturating_sub(done));
+            if self.record.fallback_units == 0 {
+                self.record.fallback_since = None;
+            }
+        }
         if remaining.is_empty() {
             self.note(format!("failback step done: {done} on-demand instance(s) replaced by spot"));
             self.record.failback = None;
@@ -193,7 +211,8 @@ impl Work<'_> {
             self.record.failback = None;
             return;
         }
-        let reason = format!("failback: drain and remove on-demand instance(s) {} (again: not drained yet)", keep.join(", "));
+        let reason =
+            format!("failback: drain and remove on-demand instance(s) {} (again: not drained yet)", keep.join(", "));
         let kept = self.drain_on_demand(keep.len() as u32, &reason, &keep);
         step.victims = kept;
         self.record.failback = Some(step);

@@ -2,7 +2,8 @@
 //!
 //! Apply stops at the first failure and marks each call done as it succeeds, so of
 //! the calls not marked done only the first may have been carried out (its answer was
-//! lost, or the run died right after). That one is judged from the ASG: a raise
+//! lost, or the run died right after), and only if apply had reached it (`attempted`).
+//! That one is judged from the ASG: a raise
 //! landed if the ASG is above the size read just before the call; a termination
 //! landed if the instance is no longer live. A call that landed is never repeated.
 
@@ -15,7 +16,7 @@ impl Work<'_> {
         let mut first_open = true;
         let mut raise_missed = false;
         let mut lowers_left: Vec<(String, u32)> = Vec::new();
-        for call in &journal.calls {
+        for (index, call) in journal.calls.iter().enumerate() {
             if call.done() {
                 if let CapacityCall::Terminate { instance_id, decrement: false, .. } = call {
                     // Terminated without decrement (the ASG was at its minimum by then):
@@ -24,13 +25,13 @@ impl Work<'_> {
                 }
                 continue;
             }
-            let may_have_landed = std::mem::replace(&mut first_open, false);
+            let may_have_landed = std::mem::replace(&mut first_open, false) && index < journal.attempted;
             match call {
                 CapacityCall::SetDesired { asg, from, to, .. } => {
                     let Some(observed) = self.observed.asg(asg) else { continue };
                     let raise = to > from;
-                    let landed = may_have_landed
-                        && if raise { observed.desired > *from } else { observed.desired < *from };
+                    let landed =
+                        may_have_landed && if raise { observed.desired > *from } else { observed.desired < *from };
                     if landed {
                         self.note(format!(
                             "{asg} {from}->{to} (planned {}) was carried out though its answer was lost: not repeated",
@@ -38,6 +39,14 @@ impl Work<'_> {
                         ));
                     } else if raise {
                         raise_missed = true;
+                        if may_have_landed {
+                            // Not landed, or landed and as much removed since (a scale-in):
+                            // taken as not landed, since the other way could lose capacity.
+                            self.note(format!(
+                                "{asg} is back at {from}: its raise may have landed before a scale-in; \
+                                 raised again, and cluster-autoscaler removes the surplus if unneeded"
+                            ));
+                        }
                         self.raise_never_landed(asg, *from, *to, &journal);
                     } else if !raise_missed {
                         lowers_left.push((asg.clone(), from - to));
@@ -120,7 +129,8 @@ impl Work<'_> {
                 continue;
             }
             let Some(surge) = interruption.surge else { continue };
-            let reason = format!("{} left before Ballast removed it; its replacement is surplus", interruption.instance_id);
+            let reason =
+                format!("{} left before Ballast removed it; its replacement is surplus", interruption.instance_id);
             let left = self.withdraw(&surge.asg, 1, 0, &reason);
             if left > 0 {
                 self.note(format!(

@@ -32,7 +32,7 @@ use chrono::{DateTime, Utc};
 
 use crate::config::PoolConfig;
 use crate::event::{Event, Signal};
-use crate::model::{CapacityCall, Journal, LifecycleState, ObservedAsg, ObservedPool, PoolRecord};
+use crate::model::{CapacityCall, Journal, ObservedAsg, ObservedPool, PoolRecord};
 use crate::plan::{Action, ActionKind, Plan};
 
 /// How far ahead of `now` an event's time may be (clock skew between EventBridge, the
@@ -250,10 +250,13 @@ impl<'a> Work<'a> {
             }
             let mut reason = self.desired_reasons.get(&asg.name).map(|r| r.join("; ")).unwrap_or_default();
             if to != wanted {
-                reason.push_str(&format!(" (limited to {floor}..{}: the ASG's bounds and its live instances)", asg.max));
+                reason
+                    .push_str(&format!(" (limited to {floor}..{}: the ASG's bounds and its live instances)", asg.max));
             }
-            let action =
-                Action { kind: ActionKind::SetDesiredCapacity { asg: asg.name.clone(), from: asg.desired, to }, reason };
+            let action = Action {
+                kind: ActionKind::SetDesiredCapacity { asg: asg.name.clone(), from: asg.desired, to },
+                reason,
+            };
             if to > asg.desired {
                 raises.push(action);
             } else {
@@ -279,10 +282,11 @@ impl<'a> Work<'a> {
                 _ => None,
             })
             .collect();
-        self.record.journal = (!calls.is_empty()).then(|| Journal {
+        self.record.journal = (!calls.is_empty()).then_some(Journal {
             planned_at: self.now,
             units_added: self.units_added,
             calls,
+            attempted: 0,
         });
         let record_changed = self.record != *self.input.record;
         let mut all = Vec::with_capacity(self.actions.len() + raises.len() + lowers.len() + 1);
@@ -321,11 +325,6 @@ fn phase(kind: &ActionKind) -> u8 {
 /// Whether an instance of the pool is still, or is becoming, capacity.
 fn is_live(observed: &ObservedPool, instance_id: &str) -> bool {
     observed.asgs().find_map(|a| a.instance(instance_id)).is_some_and(|i| i.lifecycle_state.is_live())
-}
-
-#[allow(dead_code)]
-fn in_service(observed: &ObservedPool, instance_id: &str) -> bool {
-    observed.asgs().find_map(|a| a.instance(instance_id)).is_some_and(|i| i.lifecycle_state == LifecycleState::InService)
 }
 
 /// `a` after `b`, as a short human duration.

@@ -229,7 +229,10 @@ impl Work<'_> {
             return;
         };
         let asg_name = asg.name.clone();
-        let is_spot = self.observed.spot.iter().any(|a| a.name == asg_name);
+        // The instance's own market, not its ASG's: a mixed-instances spot ASG holds
+        // on-demand instances too.
+        let is_spot = asg.instance(instance_id).is_some_and(|i| i.market == Market::Spot)
+            && self.observed.spot.iter().any(|a| a.name == asg_name);
         let recent = self.disruption_is_recent(event.time);
         if disruption && is_spot && recent && !self.record.disruptions.iter().any(|d| d.instance_id == instance_id) {
             self.record.disruptions.push(Disruption {
