@@ -213,6 +213,10 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         let mut view: Option<Vec<(String, Vec<ObservedAsg>)>> = None;
         for event in events {
             let mut pools: BTreeSet<String> = BTreeSet::new();
+            if let Signal::Ignored { why } = &event.signal {
+                unrouted.push(Unrouted { event_id: event.id.clone(), why: format!("ignored: {why}") });
+                continue;
+            }
             if event.signal == Signal::Reconcile {
                 pools.extend(self.config.pools.iter().map(|p| p.name.clone()));
             } else if let Some(name) = event.signal.named_pool() {

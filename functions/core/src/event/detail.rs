@@ -98,7 +98,6 @@ pub(super) struct LifecycleActionDetail {
 #[serde(rename_all = "camelCase")]
 pub(super) struct HealthDetail {
     pub service: String,
-    pub event_type_category: String,
     pub event_type_code: String,
     #[serde(default, deserialize_with = "health_time")]
     pub start_time: Option<DateTime<Utc>>,
@@ -106,6 +105,8 @@ pub(super) struct HealthDetail {
     pub end_time: Option<DateTime<Utc>>,
     #[serde(default)]
     pub affected_entities: Vec<AffectedEntity>,
+    #[serde(default)]
+    pub status_code: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -114,15 +115,20 @@ pub(super) struct AffectedEntity {
     pub entity_value: String,
 }
 
-/// AWS Health writes times as RFC 2822 (`Sat, 05 Jun 2023 15:10:09 GMT`); accept RFC 3339 too.
+/// AWS Health writes times as RFC 2822 (`Sat, 05 Jun 2023 15:10:09 GMT`); accept RFC 3339
+/// too. The times are informational and AWS's own samples carry weekdays that do not
+/// match the date, so the weekday is not checked, and a time that still cannot be read
+/// is left out rather than refusing the event.
 fn health_time<'de, D: Deserializer<'de>>(d: D) -> Result<Option<DateTime<Utc>>, D::Error> {
-    let Some(text) = Option::<String>::deserialize(d)? else {
+    let Some(text) = Option::<serde_json::Value>::deserialize(d)?.and_then(|v| v.as_str().map(str::to_string)) else {
         return Ok(None);
     };
-    DateTime::parse_from_rfc2822(&text)
+    let without_weekday = text.split_once(", ").map_or(text.as_str(), |(_, rest)| rest);
+    Ok(DateTime::parse_from_rfc2822(&text)
+        .or_else(|_| DateTime::parse_from_rfc2822(without_weekday))
         .or_else(|_| DateTime::parse_from_rfc3339(&text))
-        .map(|t| Some(t.with_timezone(&Utc)))
-        .map_err(|_| serde::de::Error::custom(format!("`{text}` is neither an RFC 2822 nor an RFC 3339 time")))
+        .ok()
+        .map(|t| t.with_timezone(&Utc)))
 }
 
 /// Ballast's own input to the schedule function (EventBridge Scheduler or a rule).

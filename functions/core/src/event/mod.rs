@@ -65,6 +65,11 @@ pub enum Signal {
     PoolDemand(PoolDemandDetail),
     PodsUnschedulable(PodsUnschedulableDetail),
     NodeLifecycle(NodeLifecycleDetail),
+    /// A valid event that is not Ballast's to act on (a closed Health event, one that
+    /// names only dedicated hosts): noted, never dead-lettered.
+    Ignored {
+        why: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -99,17 +104,28 @@ pub enum CapacityError {
 }
 
 impl LaunchError {
-    /// Classifies from the status message and cause, the only places AWS names it.
+    /// Classifies from the status message and cause, the only places AWS names it:
+    /// by error code (mixed-instances ASGs quote it) or by AWS's plain wording, which
+    /// ASGs without a mixed-instances policy send with no code at all. A quota error
+    /// (vCPU or instance limit) is never capacity, whatever else it says.
     pub fn classify(status_message: &str, cause: &str) -> LaunchError {
         let text = format!("{status_message}\n{cause}");
         let lower = text.to_ascii_lowercase();
+        let quota = ["vcpulimitexceeded", "instancelimitexceeded", "vcpu limit", "your quota allows", "instance limit"];
+        if quota.iter().any(|q| lower.contains(q)) {
+            return LaunchError::Other(error_code(&text));
+        }
         let capacity = [
             ("maxspotinstancecountexceeded", CapacityError::MaxSpotInstanceCountExceeded),
+            ("max spot instance count exceeded", CapacityError::MaxSpotInstanceCountExceeded),
             ("spotmaxpricetoolow", CapacityError::SpotMaxPriceTooLow),
+            ("lower than the minimum required spot request fulfillment price", CapacityError::SpotMaxPriceTooLow),
             ("no spot capacity", CapacityError::NoSpotCapacity),
             ("capacity-not-available", CapacityError::CapacityNotAvailable),
             ("unfulfillablecapacity", CapacityError::UnfulfillableCapacity),
             ("insufficientinstancecapacity", CapacityError::InsufficientInstanceCapacity),
+            ("do not have sufficient", CapacityError::InsufficientInstanceCapacity),
+            ("insufficient capacity", CapacityError::InsufficientInstanceCapacity),
         ];
         if let Some((_, kind)) = capacity.iter().find(|(needle, _)| lower.contains(needle)) {
             return LaunchError::Capacity(*kind);
@@ -339,26 +355,38 @@ fn signal_for(source: &str, detail_type: &str, detail: Value, resources: &[Strin
             })
         }
         ("aws.health", "AWS Health Event") => {
-            let d: HealthDetail = typed(object_detail(detail)?, "detail")?;
-            if d.service != "EC2" {
-                return Err(EventError::field("detail.service", format!("`{}` is not EC2", d.service)));
+            // The category first: Health sends many kinds of events, most not ours.
+            let detail = object_detail(detail)?;
+            let category = detail.get("eventTypeCategory").and_then(Value::as_str).unwrap_or_default();
+            if category != "scheduledChange" {
+                return Ok(Signal::Ignored {
+                    why: format!("AWS Health event of category `{category}`: Ballast acts on scheduledChange only"),
+                });
             }
-            if d.event_type_category != "scheduledChange" {
-                return Err(EventError::field(
-                    "detail.eventTypeCategory",
-                    format!("`{}` is not scheduledChange, the only category Ballast acts on", d.event_type_category),
-                ));
+            let d: HealthDetail = typed(detail, "detail")?;
+            if d.service != "EC2" {
+                return Ok(Signal::Ignored { why: format!("AWS Health event for service `{}`, not EC2", d.service) });
+            }
+            if d.status_code.as_deref() == Some("closed") {
+                return Ok(Signal::Ignored {
+                    why: format!("AWS Health {} is closed: nothing to replace", d.event_type_code),
+                });
             }
             let mut instance_ids = Vec::new();
             for (i, entity) in d.affected_entities.into_iter().enumerate() {
-                // Health also lists non-instance entities (volumes, hosts); keep instances.
+                // Health also lists non-instance entities (volumes, dedicated hosts).
                 if entity.entity_value.starts_with("i-") {
                     instance_ids
                         .push(instance_id(entity.entity_value, &format!("detail.affectedEntities[{i}].entityValue"))?);
                 }
             }
             if instance_ids.is_empty() {
-                return Err(EventError::field("detail.affectedEntities", "names no EC2 instance"));
+                return Ok(Signal::Ignored {
+                    why: format!(
+                        "AWS Health {} names no EC2 instance (dedicated hosts or other resources)",
+                        d.event_type_code
+                    ),
+                });
             }
             Signal::ScheduledChange {
                 event_type_code: d.event_type_code,

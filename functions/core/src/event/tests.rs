@@ -109,6 +109,76 @@ fn lifecycle_health_schedule_and_forwarder() {
 }
 
 #[test]
+fn capacity_errors_in_aws_plain_wording_are_capacity_and_quotas_are_not() {
+    let capacity = |file: &str| match ok(file) {
+        Signal::LaunchUnsuccessful(f) => f.error,
+        other => panic!("{file}: {other:?}"),
+    };
+    assert_eq!(
+        capacity("launch-unsuccessful-plain-insufficient-capacity.json"),
+        LaunchError::Capacity(CapacityError::InsufficientInstanceCapacity)
+    );
+    assert_eq!(
+        capacity("launch-unsuccessful-plain-no-spot-capacity.json"),
+        LaunchError::Capacity(CapacityError::NoSpotCapacity)
+    );
+    assert_eq!(
+        capacity("launch-unsuccessful-plain-max-spot-instance-count.json"),
+        LaunchError::Capacity(CapacityError::MaxSpotInstanceCountExceeded)
+    );
+    assert_eq!(
+        capacity("launch-unsuccessful-plain-spot-price-too-low.json"),
+        LaunchError::Capacity(CapacityError::SpotMaxPriceTooLow)
+    );
+    assert_eq!(
+        capacity("launch-unsuccessful-plain-placement-group-capacity.json"),
+        LaunchError::Capacity(CapacityError::InsufficientInstanceCapacity)
+    );
+    // "capacity" in a quota message is not a capacity error.
+    assert!(!capacity("launch-unsuccessful-plain-vcpu-limit.json").is_capacity());
+    assert!(!LaunchError::classify(
+        "Your quota allows for 0 more running instance(s). You requested at least 1. Launching EC2 instance failed.",
+        ""
+    )
+    .is_capacity());
+}
+
+#[test]
+fn health_is_parsed_leniently_and_what_is_not_ours_is_ignored_not_refused() {
+    // AWS's published sample: a weekday that does not match the date.
+    match ok("health-scheduled-change-aws-sample.json") {
+        Signal::ScheduledChange { start_time, instance_ids, .. } => {
+            assert_eq!(start_time.map(|t| t.to_rfc3339()), Some("2016-06-05T15:10:09+00:00".into()));
+            assert_eq!(instance_ids, vec!["i-0f9e8d7c6b5a40001".to_string()]);
+        }
+        other => panic!("{other:?}"),
+    }
+    for (file, says) in
+        [("health-scheduled-change-closed.json", "closed"), ("health-dedicated-host.json", "names no EC2 instance")]
+    {
+        match ok(file) {
+            Signal::Ignored { why } => assert!(why.contains(says), "{file}: {why}"),
+            other => panic!("{file}: {other:?}"),
+        }
+    }
+    // The category is read before the fields: an issue event with no entities is ignored.
+    let issue = serde_json::json!({
+        "version": "0", "id": "h-issue", "detail-type": "AWS Health Event", "source": "aws.health",
+        "account": "123456789012", "time": "2026-11-20T09:00:00Z", "region": "eu-west-1", "resources": [],
+        "detail": { "eventTypeCategory": "issue", "service": "EC2" }
+    });
+    assert!(matches!(parse_event_value(issue, Some(&origin())).unwrap().signal, Signal::Ignored { .. }));
+    // An unreadable time is informational: left out, not a reason to refuse.
+    let mut odd: Value =
+        serde_json::from_slice(&std::fs::read(events_dir().join("health-scheduled-change.json")).unwrap()).unwrap();
+    odd["detail"]["startTime"] = "sometime next week".into();
+    assert!(matches!(
+        parse_event_value(odd, Some(&origin())).unwrap().signal,
+        Signal::ScheduledChange { start_time: None, .. }
+    ));
+}
+
+#[test]
 fn every_fixture_parses_and_routes() {
     let mut count = 0;
     for entry in std::fs::read_dir(events_dir()).unwrap() {
@@ -119,7 +189,8 @@ fn every_fixture_parses_and_routes() {
             let routable = !event.signal.instance_ids().is_empty()
                 || event.signal.named_pool().is_some()
                 || event.signal.named_asg().is_some()
-                || event.signal == Signal::Reconcile;
+                || event.signal == Signal::Reconcile
+                || matches!(event.signal, Signal::Ignored { .. });
             assert!(routable, "{}: a signal must name an instance, an ASG or a pool", path.display());
             count += 1;
         }

@@ -474,7 +474,7 @@ fn failback_surges_spot_first_then_drains_on_demand_when_ready() {
             unschedulable: false,
         });
     }
-    let wait = run(&cfg, &p.record, &observed, &[], now() + Duration::minutes(1));
+    let wait = run(&cfg, &applied(&p), &observed, &[], now() + Duration::minutes(1));
     assert!(!kinds(&wait).contains(&"terminate"));
     assert!(wait.notes.iter().any(|n| n.contains("waiting: 0 of 2")));
 
@@ -482,7 +482,7 @@ fn failback_surges_spot_first_then_drains_on_demand_when_ready() {
     for n in observed.nodes.iter_mut() {
         n.ready = true;
     }
-    let go = run(&cfg, &p.record, &observed, &[], now() + Duration::minutes(2));
+    let go = run(&cfg, &applied(&p), &observed, &[], now() + Duration::minutes(2));
     assert_eq!(kinds(&go).iter().filter(|k| **k == "terminate").count(), 2);
     assert_eq!(kinds(&go).iter().filter(|k| **k == "drain").count(), 2);
     assert!(go.actions.iter().all(|a| !matches!(a.kind, ActionKind::TerminateInstance { decrement: false, .. })));
@@ -493,7 +493,7 @@ fn failback_surges_spot_first_then_drains_on_demand_when_ready() {
     // Victims gone: the step is done and units drop by two.
     observed.on_demand.instances.retain(|i| !victims.contains(&i.id));
     observed.on_demand.desired = 1;
-    let done = run(&cfg, &go.record, &observed, &[], now() + Duration::minutes(4));
+    let done = run(&cfg, &applied(&go), &observed, &[], now() + Duration::minutes(4));
     assert_eq!(done.record.fallback_units, 1);
     assert!(done.notes.iter().any(|n| n.contains("failback step done")));
     // Next step starts right away (spot still healthy), capped by the units left.
@@ -507,7 +507,7 @@ fn failed_failback_step_is_withdrawn_and_waits_to_retry() {
     let p = run(&cfg, &record, &observed, &[], now());
     observed.spot[0].desired = 4; // applied, but nothing launches
     let later = now() + Duration::minutes(3);
-    let failed = run(&cfg, &p.record, &observed, &[], later);
+    let failed = run(&cfg, &applied(&p), &observed, &[], later);
     assert_eq!(desired(&failed, "spot-a"), Some(2), "undelivered surge withdrawn");
     assert_eq!(failed.record.failback, None);
     assert_eq!(failed.record.retry_after, Some(later + Duration::minutes(10)));
@@ -677,10 +677,11 @@ fn replanned_after_drain_timeout_if_instance_still_there() {
         run(&cfg, &PoolRecord::default(), &observed, &[spot_warning(&observed, 0, InstanceAction::Terminate)], now());
     let mut surged = observed.clone();
     surged.spot[0].desired = 4;
-    let retry = run(&cfg, &p.record, &surged, &[], now() + Duration::minutes(3));
+    let retry = run(&cfg, &applied(&p), &surged, &[], now() + Duration::minutes(3));
     assert_eq!(desired(&retry, "spot-a"), None, "the surge is not repeated");
     assert!(kinds(&retry).contains(&"terminate"));
-    // If the surge never reached the ASG, it is restored.
+    // If the run died before the surge (the journal shows it never reached the ASG),
+    // the surge is made again.
     let restore = run(&cfg, &p.record, &observed, &[], now() + Duration::minutes(3));
     assert_eq!(desired(&restore, "spot-a"), Some(4));
 }
@@ -755,4 +756,193 @@ fn a_failback_surge_that_never_landed_is_not_withdrawn_below_where_it_started() 
     let retried = run(&cfg, &p.record, &observed, &[], later);
     assert_eq!(desired(&retried, "spot-a"), Some(4), "{:#?}", retried.actions);
     assert_eq!(retried.record.failback.as_ref().unwrap().desired_before, 2);
+}
+
+// ---- safe when things go wrong (issue: partial applies, crashes, cluster-autoscaler) ----
+
+fn position(plan: &Plan, asg: &str) -> usize {
+    plan.actions
+        .iter()
+        .position(|a| matches!(&a.kind, ActionKind::SetDesiredCapacity { asg: n, .. } if n == asg))
+        .unwrap_or_else(|| panic!("no write of {asg}: {:#?}", plan.actions))
+}
+
+#[test]
+fn a_move_raises_the_receiving_asg_before_lowering_the_giving_one_and_is_finished_after_a_stop() {
+    let cfg = with(|y| y.replace("spot_asgs: [spot-a, spot-b]", "spot_asgs: [spot-a]"));
+    let mut observed = pool((6, 4), (0, 0), (2, 2));
+    observed.spot.truncate(1);
+    let p = run(&cfg, &PoolRecord::default(), &observed, &[capacity_error("spot-a", now())], now());
+    assert!(position(&p, "od") < position(&p, "spot-a"), "{:#?}", p.actions);
+    assert_eq!((desired(&p, "od"), desired(&p, "spot-a")), (Some(4), Some(4)));
+    // The raise landed, the run stopped before the lower: the retry lowers, raises nothing.
+    let mut record = p.record.clone();
+    let journal = record.journal.as_mut().unwrap();
+    journal.attempted = journal.calls.len();
+    if let CapacityCall::SetDesired { done, .. } = &mut journal.calls[0] {
+        *done = true;
+    }
+    observed.on_demand.desired = 4;
+    let retry = run(&cfg, &record, &observed, &[], now() + Duration::seconds(30));
+    assert_eq!(desired(&retry, "od"), None, "no second raise: {:#?}", retry.actions);
+    assert_eq!(desired(&retry, "spot-a"), Some(4), "the move is finished");
+    assert_eq!(retry.record.fallback_units, 2);
+}
+
+#[test]
+fn a_raise_that_never_landed_gives_back_its_fallback_units_even_above_a_foreign_minimum() {
+    let cfg = with(|y| y.replace("spot_asgs: [spot-a, spot-b]", "spot_asgs: [spot-a]"));
+    // On-demand holds one instance above its minimum that is not Ballast's.
+    let mut observed = pool((6, 4), (0, 0), (3, 3));
+    observed.spot.truncate(1);
+    observed.on_demand.min = 2;
+    let p = run(&cfg, &PoolRecord::default(), &observed, &[capacity_error("spot-a", now())], now());
+    assert_eq!(p.record.fallback_units, 2);
+    // The run died in the raise and it never landed: the units go, no phantom stays.
+    let mut record = p.record.clone();
+    record.journal.as_mut().unwrap().attempted = 1;
+    let retry = run(&cfg, &record, &observed, &[], now() + Duration::seconds(30));
+    assert_eq!(desired(&retry, "od"), Some(5), "moved again from scratch");
+    assert_eq!(retry.record.fallback_units, 2, "2 from this plan, not 1 phantom + 2");
+}
+
+#[test]
+fn scale_ins_and_on_demand_instances_of_a_mixed_asg_are_not_interruptions() {
+    let cfg = config();
+    let mut observed = pool((5, 5), (0, 0), (0, 0));
+    let ids: Vec<String> = observed.spot[0].instances.iter().map(|i| i.id.clone()).collect();
+    // Cluster-autoscaler's scale-in: the ASG is terminating it already.
+    observed.spot[0].instances[0].lifecycle_state = LifecycleState::Terminating;
+    // A mixed-instances ASG's on-demand instance.
+    observed.spot[0].instances[1].market = Market::OnDemand;
+    let losses: Vec<Event> = ids[..2]
+        .iter()
+        .map(|id| {
+            event(Signal::InstanceStateChange { instance_id: id.clone(), state: InstanceState::ShuttingDown }, now())
+        })
+        .collect();
+    let p = run(&cfg, &PoolRecord::default(), &observed, &losses, now());
+    assert!(p.record.disruptions.is_empty(), "{:?}", p.record.disruptions);
+    let warning =
+        event(Signal::SpotInterruption { instance_id: ids[1].clone(), action: InstanceAction::Terminate }, now());
+    assert!(run(&cfg, &PoolRecord::default(), &observed, &[warning], now()).record.disruptions.is_empty());
+}
+
+#[test]
+fn failback_never_drains_the_on_demand_baseline() {
+    let cfg = config();
+    let (record, mut observed) = in_fallback();
+    let p = run(&cfg, &record, &observed, &[], now());
+    // Spot Ready; meanwhile cluster-autoscaler removed the fallback nodes: on-demand at min.
+    observed.spot[0] = asg("spot-a", 4, 4, 20, Market::Spot);
+    let ids: Vec<String> = observed.spot[0].instances.iter().map(|i| i.id.clone()).collect();
+    for id in ids {
+        observed.nodes.push(NodeState {
+            name: format!("node-{id}"),
+            instance_id: id,
+            ready: true,
+            unschedulable: false,
+        });
+    }
+    observed.on_demand.min = 3;
+    let go = run(&cfg, &applied(&p), &observed, &[], now() + Duration::minutes(2));
+    assert!(!kinds(&go).contains(&"terminate"), "{:#?}", go.actions);
+    assert!(!kinds(&go).contains(&"drain"));
+    assert_eq!(go.record.failback, None, "abandoned: nothing left to move back");
+}
+
+#[test]
+fn a_failback_step_blocked_by_a_budget_ends_at_its_deadline() {
+    let cfg = config();
+    let (record, mut observed) = in_fallback();
+    let p = run(&cfg, &record, &observed, &[], now());
+    observed.spot[0] = asg("spot-a", 4, 4, 20, Market::Spot);
+    let ids: Vec<String> = observed.spot[0].instances.iter().map(|i| i.id.clone()).collect();
+    for id in ids {
+        observed.nodes.push(NodeState {
+            name: format!("node-{id}"),
+            instance_id: id,
+            ready: true,
+            unschedulable: false,
+        });
+    }
+    let go = run(&cfg, &applied(&p), &observed, &[], now() + Duration::minutes(2));
+    let victims = go.record.failback.clone().unwrap().victims;
+    assert_eq!(victims.len(), 2);
+    // The drains are blocked: the victims stay, cordoned.
+    for n in observed.nodes.iter_mut().filter(|n| victims.contains(&n.instance_id)) {
+        n.unschedulable = true;
+    }
+    let again = run(&cfg, &applied(&go), &observed, &[], now() + Duration::minutes(4));
+    assert!(kinds(&again).contains(&"drain"), "drained again before the deadline");
+    let late = now() + Duration::minutes(2) + Duration::seconds(90 * 3 + 60);
+    let past = run(&cfg, &applied(&again), &observed, &[], late);
+    assert_eq!(kinds(&past).iter().filter(|k| **k == "uncordon").count(), 2, "{:#?}", past.actions);
+    assert!(!kinds(&past).contains(&"terminate"));
+    assert_eq!(past.record.failback, None);
+    assert_eq!(past.record.retry_after, Some(late + Duration::minutes(10)));
+}
+
+#[test]
+fn a_surge_is_withdrawn_when_the_instance_leaves_before_ballast_removes_it() {
+    let cfg = config();
+    let observed = pool((3, 3), (0, 0), (0, 0));
+    let warning = spot_warning(&observed, 0, InstanceAction::Terminate);
+    let p = run(&cfg, &PoolRecord::default(), &observed, std::slice::from_ref(&warning), now());
+    // The surge landed; AWS reclaimed the instance before the terminate was made (the
+    // run died in the drain). The ASG launches its own replacement: one too many.
+    let mut record = p.record.clone();
+    let journal = record.journal.as_mut().unwrap();
+    journal.attempted = 1;
+    if let CapacityCall::SetDesired { done, .. } = &mut journal.calls[0] {
+        *done = true;
+    }
+    let mut later = pool((4, 3), (0, 0), (0, 0));
+    later.spot[0].instances.remove(0);
+    let p2 = run(&cfg, &record, &later, &[], now() + Duration::minutes(3));
+    assert_eq!(desired(&p2, "spot-a"), Some(3), "one warning, one replacement: {:#?}", p2.actions);
+}
+
+#[test]
+fn terminations_never_decrement_below_min_nor_double_replace_on_a_fixed_size_asg() {
+    let cfg = config();
+    let mut observed = pool((4, 4), (0, 0), (0, 0));
+    observed.spot[0].min = 3;
+    observed.spot[0].max = 4;
+    let warnings =
+        [spot_warning(&observed, 0, InstanceAction::Terminate), spot_warning(&observed, 1, InstanceAction::Terminate)];
+    let p = run(&cfg, &PoolRecord::default(), &observed, &warnings, now());
+    let decrements: u32 =
+        p.actions.iter().filter(|a| matches!(a.kind, ActionKind::TerminateInstance { decrement: true, .. })).count()
+            as u32;
+    let raised = desired(&p, "spot-b").unwrap_or(0);
+    assert!(4 - decrements + raised >= 4, "{:#?}", p.actions);
+    assert!(4 - decrements >= 3, "never below min: {:#?}", p.actions);
+    // min = max: a surge elsewhere would be a second replacement (the ASG replaces too).
+    let mut fixed = pool((3, 3), (0, 0), (0, 0));
+    fixed.spot[0].min = 3;
+    fixed.spot[0].max = 3;
+    let p = run(&cfg, &PoolRecord::default(), &fixed, &[spot_warning(&fixed, 0, InstanceAction::Terminate)], now());
+    assert_eq!(desired(&p, "spot-b"), None, "{:#?}", p.actions);
+    assert!(p.actions.iter().any(|a| matches!(a.kind, ActionKind::TerminateInstance { decrement: false, .. })));
+}
+
+#[test]
+fn a_demand_time_ahead_of_now_is_taken_as_now() {
+    let cfg = config();
+    let observed = pool((3, 3), (0, 0), (0, 0));
+    let ahead = event(
+        Signal::PoolDemand(crate::event::PoolDemandDetail {
+            pool: "p".into(),
+            cpu_millis: 10_000,
+            memory_bytes: 1 << 30,
+            pods: 10,
+            nodes: 3,
+            observed_at: now() + Duration::days(1),
+        }),
+        now(),
+    );
+    let p = run(&cfg, &PoolRecord::default(), &observed, &[ahead], now());
+    assert_eq!(p.record.demand.unwrap().observed_at, now());
+    assert!(p.notes.iter().any(|n| n.contains("ahead of now")), "{:?}", p.notes);
 }
