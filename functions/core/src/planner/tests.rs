@@ -946,3 +946,25 @@ fn a_demand_time_ahead_of_now_is_taken_as_now() {
     assert_eq!(p.record.demand.unwrap().observed_at, now());
     assert!(p.notes.iter().any(|n| n.contains("ahead of now")), "{:?}", p.notes);
 }
+
+/// 5,000 interruptions in flight: the plan's log line stays far under CloudWatch's
+/// 256 KB event limit (the record's size is checked where it is stored, ballast-aws).
+#[test]
+fn a_storm_of_5000_interruptions_logs_a_bounded_line_and_loses_none() {
+    let cfg = config();
+    let mut observed = pool((5000, 5000), (0, 0), (0, 0));
+    observed.spot[0].max = 20000;
+    let events: Vec<Event> = (0..5000).map(|n| spot_warning(&observed, n, InstanceAction::Terminate)).collect();
+    let p = run(&cfg, &PoolRecord::default(), &observed, &events, now());
+    assert_eq!(p.record.interruptions.len(), 5000);
+    assert_eq!(kinds(&p).iter().filter(|k| **k == "terminate").count(), 5000);
+    let line = p.log_line();
+    assert!(line.len() < 64 * 1024, "{} bytes", line.len());
+    let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+    let counted: u64 = v["more_actions"].as_object().unwrap().values().map(|n| n.as_u64().unwrap()).sum();
+    assert_eq!(
+        counted as usize + v["actions"].as_array().unwrap().len(),
+        p.actions.len(),
+        "every action accounted for"
+    );
+}
