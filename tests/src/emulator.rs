@@ -42,9 +42,16 @@ impl Emulator {
             .args(["lambda", "watch", "--ignore-changes", "-A", "127.0.0.1", "-P", &port.to_string()])
             .current_dir(crate::repo_root())
             .env("PATH", &path)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
             .process_group(0);
+        // BALLAST_EMULATOR_LOG=FILE keeps the functions' logs (to see why one failed).
+        match std::env::var_os("BALLAST_EMULATOR_LOG").and_then(|p| std::fs::File::create(p).ok()) {
+            Some(log) => {
+                command.stdout(log.try_clone().map(Stdio::from).unwrap_or(Stdio::null())).stderr(Stdio::from(log));
+            }
+            None => {
+                command.stdout(Stdio::null()).stderr(Stdio::null());
+            }
+        }
         for (k, v) in env {
             command.arg("--env-var").arg(format!("{k}={v}"));
         }

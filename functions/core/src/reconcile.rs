@@ -405,11 +405,17 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
     /// gone) and the deadline is not near. A run that lost its lease stops applying.
     async fn may_act(&self, run: &mut Run<'_>) -> Result<(), PortError> {
         let now = self.clock.now();
-        if run.deadline.is_some_and(|d| now >= d - DEADLINE_MARGIN) {
+        if let Some(deadline) = run.deadline.filter(|d| now >= *d - DEADLINE_MARGIN) {
             return Err(PortError::new(
                 ErrorKind::Retryable,
                 "apply",
-                format!("pool {}: the function's deadline is near; the rest is left to the next run", run.pool.name),
+                format!(
+                    "pool {}: the function's deadline {} is within {}s of now ({}); the rest is left to the next run",
+                    run.pool.name,
+                    deadline.to_rfc3339(),
+                    DEADLINE_MARGIN.num_seconds(),
+                    now.to_rfc3339()
+                ),
             ));
         }
         let ttl = chrono::Duration::from_std(run.lease.ttl).unwrap_or(chrono::Duration::MAX);

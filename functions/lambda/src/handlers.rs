@@ -52,9 +52,15 @@ impl From<HandlerError> for lambda_runtime::Diagnostic {
     }
 }
 
-/// A Lambda context's deadline (milliseconds since the epoch) as a time.
+/// A Lambda context's deadline (milliseconds since the epoch) as a time. A value that
+/// is no plausible time (an emulator that sends the timeout itself: `cargo lambda watch`
+/// sends 600000) means no deadline is known.
 pub fn deadline_of(context: &lambda_runtime::Context) -> Option<chrono::DateTime<chrono::Utc>> {
-    i64::try_from(context.deadline).ok().and_then(chrono::DateTime::from_timestamp_millis)
+    let plausible_after = chrono::DateTime::from_timestamp(1_577_836_800, 0)?; // 2020-01-01
+    i64::try_from(context.deadline)
+        .ok()
+        .and_then(chrono::DateTime::from_timestamp_millis)
+        .filter(|d| *d > plausible_after)
 }
 
 impl<A, C, S, K, D> App<A, C, S, K, D>
@@ -207,5 +213,19 @@ where
             return Err(HandlerError::Retryable(retry.join("; ")));
         }
         Ok(summary)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::deadline_of;
+
+    #[test]
+    fn a_deadline_is_epoch_milliseconds_and_an_emulator_timeout_is_none() {
+        let mut context = lambda_runtime::Context::default();
+        context.deadline = 1_795_392_600_000;
+        assert_eq!(deadline_of(&context).map(|d| d.to_rfc3339()), Some("2026-11-23T00:10:00+00:00".into()));
+        context.deadline = 600_000;
+        assert_eq!(deadline_of(&context), None);
     }
 }
