@@ -267,3 +267,17 @@ fn simulate_rejects_bad_input_with_a_reason() {
     assert_eq!(out.status.code(), Some(2), "a config is not a scenario");
     assert!(String::from_utf8_lossy(&out.stderr).contains("is not a valid scenario"));
 }
+
+/// The README shows what `ballast simulate` prints on the embedded default; it must stay
+/// what the binary prints (only the wall-clock line after it differs run to run).
+#[test]
+fn the_readme_shows_what_simulate_prints() {
+    let out = ballast(&["simulate"]);
+    assert!(out.status.success());
+    let printed = stdout(&out);
+    let printed = printed.split("\n\n(simulated in").next().unwrap().trim_end();
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let start = readme.find("```\nscenario business-day").expect("the README's simulate block") + 4;
+    let shown = readme[start..].split("\n```").next().unwrap().trim_end();
+    assert_eq!(shown, printed, "update the README's `ballast simulate` block from the binary's output");
+}

@@ -447,43 +447,56 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         Ok(())
     }
 
-    /// Before the first of a run of consecutive capacity calls: the journal says apply
-    /// got this far, so a call never reached (the run died in a drain) is not taken
-    /// for one whose answer was lost.
+    /// Before the first of a run of consecutive capacity calls, one journal write: apply
+    /// got this far (so a call never reached, the run having died in a drain, is not
+    /// taken for one whose answer was lost), and each desired-size change of the run
+    /// rebased on the size read now. The write is absolute: the planned change applied
+    /// to what the ASG holds now keeps another writer's change since the observation,
+    /// and the size the call starts from is on record before the call, for judging it.
     async fn reach(&self, plan: &Plan, index: usize, run: &mut Run<'_>) -> Result<(), PortError> {
         let position = plan.actions[..index].iter().filter(|a| is_capacity_call(&a.kind)).count();
-        let Some(journal) = run.record.journal.as_mut() else { return Ok(()) };
+        let Some(journal) = run.record.journal.as_ref() else { return Ok(()) };
         if position < journal.attempted {
             return Ok(());
         }
         let run_len = plan.actions[index..].iter().take_while(|a| is_capacity_call(&a.kind)).count();
+        let mut rebased = Vec::new();
+        for call in journal.calls.iter().skip(position).take(run_len) {
+            if let CapacityCall::SetDesired { asg, from, to, .. } = call {
+                let size = self.autoscaling.asg_size(asg).await?;
+                rebased.push((size.desired, size.shifted(i64::from(*to) - i64::from(*from))));
+            }
+        }
+        let Some(journal) = run.record.journal.as_mut() else { return Ok(()) };
+        let calls = journal.calls.iter_mut().skip(position).take(run_len);
+        for (call, (now, target)) in calls.filter(|c| matches!(c, CapacityCall::SetDesired { .. })).zip(rebased) {
+            if let CapacityCall::SetDesired { from, to, .. } = call {
+                (*from, *to) = (now, target);
+            }
+        }
         journal.attempted = position + run_len;
         run.version = self.store.save(run.key, &run.record, run.version).await?;
         Ok(())
     }
 
-    async fn set_desired(&self, run: &mut Run<'_>, asg: &str, from: u32, to: u32) -> Result<Applied, PortError> {
-        // The write is absolute: apply the planned change to what the ASG holds now,
-        // so a change another writer made since the observation is kept.
-        let size = self.autoscaling.asg_size(asg).await?;
-        let target = size.shifted(i64::from(to) - i64::from(from));
-        let is_call = |c: &CapacityCall| matches!(c, CapacityCall::SetDesired { asg: a, .. } if a == asg);
-        if target == size.desired {
-            self.journal(run, is_call, mark_done).await?;
-            return Ok(Applied::Skipped { why: format!("{asg} is already at {target}") });
-        }
-        if size.desired != from {
-            self.journal(run, is_call, |c| {
-                if let CapacityCall::SetDesired { from, to, .. } = c {
-                    (*from, *to) = (size.desired, target);
-                }
+    async fn set_desired(&self, run: &mut Run<'_>, asg: &str, planned_from: u32) -> Result<Applied, PortError> {
+        let is_call = |c: &CapacityCall| matches!(c, CapacityCall::SetDesired { asg: a, done: false, .. } if a == asg);
+        let Some((from, to)) = run.record.journal.as_ref().and_then(|j| {
+            j.calls.iter().find(|c| is_call(c)).and_then(|c| match c {
+                CapacityCall::SetDesired { from, to, .. } => Some((*from, *to)),
+                CapacityCall::Terminate { .. } => None,
             })
-            .await?;
+        }) else {
+            return Ok(Applied::Skipped { why: format!("{asg}: no open call in the journal") });
+        };
+        if to == from {
+            self.journal(run, is_call, mark_done).await?;
+            return Ok(Applied::Skipped { why: format!("{asg} is already at {to}") });
         }
-        self.autoscaling.set_desired_capacity(asg, target).await?;
+        self.autoscaling.set_desired_capacity(asg, to).await?;
         self.journal(run, is_call, mark_done).await?;
-        Ok(if size.desired != from {
-            Applied::Skipped { why: format!("{asg} was {} when applied, not {from}: set to {target}", size.desired) }
+        Ok(if from != planned_from {
+            Applied::Skipped { why: format!("{asg} was {from} when applied, not {planned_from}: set to {to}") }
         } else {
             Applied::Done
         })
@@ -559,7 +572,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
             }
             let result = match &action.kind {
                 ActionKind::RecordState | ActionKind::DrainNode { .. } => Ok(Applied::Done),
-                ActionKind::SetDesiredCapacity { asg, from, to } => self.set_desired(run, asg, *from, *to).await,
+                ActionKind::SetDesiredCapacity { asg, from, .. } => self.set_desired(run, asg, *from).await,
                 ActionKind::CordonNode { node, .. } => self.cluster.cordon(node).await.map(|_| Applied::Done),
                 ActionKind::UncordonNode { node, .. } => self.cluster.uncordon(node).await.map(|_| Applied::Done),
                 ActionKind::TerminateInstance { asg, instance_id, decrement, only_if_drained } => {
