@@ -2,8 +2,9 @@
 //! run may die after its k-th call (nothing after it happens, not even its own
 //! bookkeeping), any call may be carried out and still reported failed, and
 //! cluster-autoscaler acts between observe and apply (scale-outs, scale-ins by
-//! terminate-with-decrement, removal of idle on-demand nodes). After each step (the net-change checks and the surplus at rest only with
-//! `BALLAST_FAULT_STRICT=1`: open findings, see `check` and `run`):
+//! terminate-with-decrement, removal of idle on-demand nodes). After each step (the
+//! pool-wide net-change check and the surplus at rest only with `BALLAST_FAULT_STRICT=1`:
+//! open findings, see `check` and `run`):
 //! - Ballast's own net change to the pool's desired size is never negative (a move
 //!   raises before it lowers; a surge comes before its terminate-with-decrement), and
 //!   never negative on the on-demand ASG (the baseline is never drained);
