@@ -31,6 +31,8 @@ new BallastStack(app, `ballast-${context('clusterName')}`, {
   securityGroupIds: list('securityGroupIds'),
   availabilityZones: list('availabilityZones'),
   headroomOverride: app.node.tryGetContext('headroomOverride'),
+  alarmTopicArn: app.node.tryGetContext('alarmTopicArn'),
+  alarmEmail: app.node.tryGetContext('alarmEmail'),
 });
 
 Validations.of(app).addPlugins(new AwsSolutionsChecks(app));

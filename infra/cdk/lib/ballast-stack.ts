@@ -4,6 +4,7 @@
 import * as path from 'path';
 import { CfnOutput, CfnResource, Duration, RemovalPolicy, Stack, StackProps, Validations } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
+import * as cwactions from 'aws-cdk-lib/aws-cloudwatch-actions';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as eks from 'aws-cdk-lib/aws-eks';
 import * as ec2 from 'aws-cdk-lib/aws-ec2';
@@ -14,6 +15,8 @@ import * as lambda from 'aws-cdk-lib/aws-lambda';
 import * as eventsources from 'aws-cdk-lib/aws-lambda-event-sources';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import * as scheduler from 'aws-cdk-lib/aws-scheduler';
+import * as sns from 'aws-cdk-lib/aws-sns';
+import * as subscriptions from 'aws-cdk-lib/aws-sns-subscriptions';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import * as ssm from 'aws-cdk-lib/aws-ssm';
 import { RustFunction } from 'cargo-lambda-cdk';
@@ -36,6 +39,10 @@ export interface BallastProps extends StackProps {
   securityGroupIds: string[];
   availabilityZones: string[];
   headroomOverride?: HeadroomOverride;
+  /** An SNS topic of your own for the alarms; without one the stack creates one. */
+  alarmTopicArn?: string;
+  /** An e-mail subscribed to the created alarm topic. */
+  alarmEmail?: string;
 }
 
 /** The AWS events the interruption function takes: one rule each, into the queue. */
@@ -67,7 +74,23 @@ export const FORWARDER_PATTERN: events.EventPattern = {
 };
 
 const WORKSPACE = path.resolve(__dirname, '..', '..', '..', 'Cargo.toml');
+// At least the longest drain_timeout plus 120 s (the lease): `ballast config check --function-timeout`.
 const FUNCTION_TIMEOUT = Duration.seconds(300);
+// The interruption function's most concurrent invocations (the SQS event source's minimum is 2).
+const INTERRUPTION_MAX_CONCURRENCY = 2;
+
+/** The metrics the functions emit (functions/lambda/src/metrics.rs), namespace Ballast. */
+const DECISION_KINDS = [
+  'SetDesiredCapacity',
+  'TerminateInstance',
+  'CordonNode',
+  'UncordonNode',
+  'DrainNode',
+  'RecordLifecycleHeartbeat',
+  'CompleteLifecycleAction',
+  'SetHeadroomReplicas',
+];
+
 
 export class BallastStack extends Stack {
   constructor(scope: Construct, id: string, props: BallastProps) {
@@ -94,35 +117,60 @@ export class BallastStack extends Stack {
     // ---- the AWS events: rules into a queue with a dead-letter queue ----
     const deadLetters = new sqs.Queue(this, 'EventsDeadLetterQueue', {
       queueName: `${prefix}-events-dlq`,
+      // Longer than the source queue's retention: a message's age counts from its first enqueue.
       retentionPeriod: Duration.days(14),
       encryption: sqs.QueueEncryption.SQS_MANAGED,
       enforceSSL: true,
     });
     const queue = new sqs.Queue(this, 'EventsQueue', {
       queueName: `${prefix}-events`,
-      // Six times the longest function timeout (900 s), as Lambda's SQS integration recommends.
+      // Six times the longest function timeout (900 s), as Lambda's SQS integration
+      // recommends. Only a crashed or timed-out invocation waits this long: a retryable
+      // failure is made visible again within seconds (backing off) by the function.
       visibilityTimeout: Duration.seconds(5400),
-      retentionPeriod: Duration.hours(1),
+      // Four days: 6.4 times visibilityTimeout x maxReceiveCount (54,000 s), so a message
+      // that keeps failing reaches the dead-letter queue before it could expire.
+      retentionPeriod: Duration.days(4),
       encryption: sqs.QueueEncryption.SQS_MANAGED,
       enforceSSL: true,
-      deadLetterQueue: { queue: deadLetters, maxReceiveCount: 5 },
+      // With the function's backoff (5 s doubling to 5 min) ten receives span ~20 min:
+      // longer than any lease (drain_timeout <= 15 min, plus 2 min) a retry waits for.
+      deadLetterQueue: { queue: deadLetters, maxReceiveCount: 10 },
     });
-    new cloudwatch.Alarm(this, 'DeadLetterAlarm', {
+    const alarmTopic = props.alarmTopicArn
+      ? sns.Topic.fromTopicArn(this, 'AlarmTopic', props.alarmTopicArn)
+      : this.alarmTopic(prefix, props.alarmEmail);
+    const deadLetterAlarm = new cloudwatch.Alarm(this, 'DeadLetterAlarm', {
       alarmName: `${prefix}-dead-letters`,
-      alarmDescription: 'Events Ballast could not handle are waiting in the dead-letter queue; read them and their ballast-error attribute.',
+      alarmDescription:
+        'Events Ballast could not handle (or failed asynchronous invocations) are waiting in the dead-letter queue; read them and their ballast-error attribute.',
       metric: deadLetters.metricApproximateNumberOfMessagesVisible({ period: Duration.minutes(5), statistic: 'Maximum' }),
       threshold: 0,
       evaluationPeriods: 1,
       comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
       treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
     });
-    for (const [name, pattern] of Object.entries(QUEUE_RULES)) {
-      new events.Rule(this, `Rule-${name}`, {
-        ruleName: `${prefix}-${name}`,
-        eventPattern: pattern,
-        targets: [new targets.SqsQueue(queue)],
-      });
-    }
+    deadLetterAlarm.addAlarmAction(new cwactions.SnsAction(alarmTopic));
+    // Only this account's events (a foreign one never reaches the queue nor its alarm);
+    // the target adds an allow per rule (aws:SourceArn), the deny below refuses the rest.
+    const queueRules = Object.entries(QUEUE_RULES).map(
+      ([name, pattern]) =>
+        new events.Rule(this, `Rule-${name}`, {
+          ruleName: `${prefix}-${name}`,
+          eventPattern: { ...pattern, account: [this.account] },
+          targets: [new targets.SqsQueue(queue)],
+        }),
+    );
+    queue.addToResourcePolicy(
+      new iam.PolicyStatement({
+        sid: 'OnlyTheRules',
+        effect: iam.Effect.DENY,
+        principals: [new iam.AnyPrincipal()],
+        actions: ['sqs:SendMessage'],
+        resources: [queue.queueArn],
+        conditions: { ArnNotEquals: { 'aws:SourceArn': queueRules.map((r) => r.ruleArn) } },
+      }),
+    );
 
     // ---- the functions, one role each ----
     const vpc = props.subnetIds.length
@@ -138,6 +186,12 @@ export class BallastStack extends Stack {
       description: 'Ballast reconcile: read and change the tagged ASGs of its pools, the state table, the config.',
       statements: [
         new iam.PolicyStatement({ sid: 'ReadConfig', actions: ['ssm:GetParameter'], resources: [config.parameterArn] }),
+        // Endpoint and CA at start (BALLAST_CLUSTER_ACCESS=eks, the default).
+        new iam.PolicyStatement({
+          sid: 'FindCluster',
+          actions: ['eks:DescribeCluster'],
+          resources: [`arn:${this.partition}:eks:${this.region}:${this.account}:cluster/${props.clusterName}`],
+        }),
         new iam.PolicyStatement({
           sid: 'State',
           actions: ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:DeleteItem', 'dynamodb:BatchGetItem', 'dynamodb:BatchWriteItem'],
@@ -152,30 +206,54 @@ export class BallastStack extends Stack {
             'autoscaling:RecordLifecycleActionHeartbeat',
           ],
           resources: [`arn:${this.partition}:autoscaling:${this.region}:${this.account}:autoScalingGroup:*:autoScalingGroupName/*`],
-          // Only ASGs tagged ballast.io/pool (any value) can be changed.
-          conditions: { Null: { 'aws:ResourceTag/ballast.io/pool': 'false' } },
+          // Only ASGs of this cluster (ballast.io/cluster) that belong to a pool
+          // (ballast.io/pool): another cluster's Ballast in this account cannot touch them.
+          conditions: {
+            StringEquals: { 'aws:ResourceTag/ballast.io/cluster': props.clusterName },
+            Null: { 'aws:ResourceTag/ballast.io/pool': 'false' },
+          },
         }),
         new iam.PolicyStatement({
           sid: 'ReadAsgsAndInstances',
-          actions: ['autoscaling:DescribeAutoScalingGroups', 'autoscaling:DescribeScalingActivities', 'ec2:DescribeInstances', 'ec2:DescribeSpotPriceHistory'],
+          actions: ['autoscaling:DescribeAutoScalingGroups', 'autoscaling:DescribeScalingActivities', 'ec2:DescribeInstances'],
           resources: ['*'],
         }),
       ],
     });
+    const ec2Arn = (what: string) => `arn:${this.partition}:ec2:${this.region}:${this.account}:${what}`;
+    const interfaces = ec2Arn('network-interface/*');
     const vpcAccess = vpc
       ? new iam.ManagedPolicy(this, 'VpcAccessPolicy', {
-          description: 'Ballast functions in the VPC (private EKS endpoint).',
+          description: 'Ballast functions in the VPC (private EKS endpoint): Lambda attaches their network interfaces.',
           statements: [
+            // Interface ids are chosen at creation; the subnets and security groups confine them.
             new iam.PolicyStatement({
-              actions: ['ec2:CreateNetworkInterface', 'ec2:DeleteNetworkInterface', 'ec2:AssignPrivateIpAddresses', 'ec2:UnassignPrivateIpAddresses'],
-              resources: ['network-interface', 'subnet', 'security-group'].map((r) => `arn:${this.partition}:ec2:${this.region}:${this.account}:${r}/*`),
+              sid: 'CreateInterfacesInTheGivenSubnets',
+              actions: ['ec2:CreateNetworkInterface'],
+              resources: [
+                interfaces,
+                ...props.subnetIds.map((s) => ec2Arn(`subnet/${s}`)),
+                ...props.securityGroupIds.map((g) => ec2Arn(`security-group/${g}`)),
+              ],
             }),
-            new iam.PolicyStatement({ actions: ['ec2:DescribeNetworkInterfaces'], resources: ['*'] }),
+            new iam.PolicyStatement({
+              sid: 'ManageInterfacesInTheVpc',
+              actions: ['ec2:DeleteNetworkInterface', 'ec2:AssignPrivateIpAddresses', 'ec2:UnassignPrivateIpAddresses'],
+              resources: [interfaces],
+              conditions: { ArnEquals: { 'ec2:Vpc': ec2Arn(`vpc/${props.vpcId}`) } },
+            }),
+            new iam.PolicyStatement({ sid: 'DescribeInterfaces', actions: ['ec2:DescribeNetworkInterfaces'], resources: ['*'] }),
           ],
         })
       : undefined;
 
-    const makeFunction = (name: string, reserved: number, extra: iam.PolicyStatement[], environment: Record<string, string> = {}) => {
+    const makeFunction = (
+      name: string,
+      reserved: number | undefined,
+      extra: iam.PolicyStatement[],
+      environment: Record<string, string> = {},
+      asynchronous?: { retryAttempts: number; maxEventAge: Duration },
+    ) => {
       const functionName = `${prefix}-${name}`;
       const logGroup = new logs.LogGroup(this, `${name}-logs`, {
         logGroupName: `/aws/lambda/${functionName}`,
@@ -190,6 +268,9 @@ export class BallastStack extends Stack {
           function: new iam.PolicyDocument({
             statements: [
               new iam.PolicyStatement({ sid: 'Logs', actions: ['logs:CreateLogStream', 'logs:PutLogEvents'], resources: [`${logGroup.logGroupArn}:*`] }),
+              ...(asynchronous
+                ? [new iam.PolicyStatement({ sid: 'FailedInvocations', actions: ['sqs:SendMessage'], resources: [deadLetters.queueArn] })]
+                : []),
               ...extra,
             ],
           }),
@@ -215,29 +296,48 @@ export class BallastStack extends Stack {
           ...environment,
         },
       });
+      if (asynchronous) {
+        // Invoked asynchronously: what still fails after the retries lands in the
+        // dead-letter queue, whose alarm goes off. (Written out, not SqsDestination, whose
+        // grant adds queue reads nothing uses.)
+        new lambda.CfnEventInvokeConfig(this, `${name}-async`, {
+          functionName: fn.functionName,
+          qualifier: '$LATEST',
+          maximumRetryAttempts: asynchronous.retryAttempts,
+          maximumEventAgeInSeconds: asynchronous.maxEventAge.toSeconds(),
+          destinationConfig: { onFailure: { destination: deadLetters.queueArn } },
+        });
+      }
       return { fn, role, logGroup };
     };
 
+    // Leases serialise per pool; the event source's maxConcurrency (not a reserved
+    // concurrency below the SQS pollers' minimum, which would throttle them) bounds storms.
     const interruption = makeFunction(
       'interruption',
-      2,
+      undefined,
       [
         new iam.PolicyStatement({ sid: 'DeadLetters', actions: ['sqs:SendMessage'], resources: [deadLetters.queueArn] }),
       ],
       { BALLAST_DEAD_LETTER_QUEUE_URL: deadLetters.queueUrl },
     );
     interruption.fn.addEventSource(
-      new eventsources.SqsEventSource(queue, { batchSize: 10, maxBatchingWindow: Duration.seconds(1), reportBatchItemFailures: true }),
+      new eventsources.SqsEventSource(queue, {
+        batchSize: 10,
+        maxBatchingWindow: Duration.seconds(1),
+        reportBatchItemFailures: true,
+        maxConcurrency: INTERRUPTION_MAX_CONCURRENCY,
+      }),
     );
-    const schedule = makeFunction('schedule', 1, []);
-    const clusterEvents = makeFunction('cluster-events', 2, []);
+    const schedule = makeFunction('schedule', 1, [], {}, { retryAttempts: 1, maxEventAge: Duration.minutes(5) });
+    const clusterEvents = makeFunction('cluster-events', 2, [], {}, { retryAttempts: 2, maxEventAge: Duration.minutes(10) });
 
     // ---- the forwarder's bus ----
     const bus = new events.EventBus(this, 'ForwarderBus', { eventBusName: prefix });
     new events.Rule(this, 'ForwarderRule', {
       ruleName: `${prefix}-forwarder`,
       eventBus: bus,
-      eventPattern: FORWARDER_PATTERN,
+      eventPattern: { ...FORWARDER_PATTERN, account: [this.account] },
       targets: [new targets.LambdaFunction(clusterEvents.fn)],
     });
     // The forwarder's AWS identity (EKS Pod Identity for ballast/ballast-forwarder): it may
@@ -255,6 +355,26 @@ export class BallastStack extends Stack {
         actions: ['sts:TagSession'],
         principals: [new iam.ServicePrincipal('pods.eks.amazonaws.com')],
         conditions: { StringEquals: { 'aws:SourceAccount': this.account } },
+      }),
+    );
+    // Only the forwarder's role may put events on the bus (an allow for it, a deny for
+    // every other principal, the account's own included).
+    bus.addToResourcePolicy(
+      new iam.PolicyStatement({
+        sid: 'ForwarderOnly',
+        principals: [new iam.ArnPrincipal(forwarderRole.roleArn)],
+        actions: ['events:PutEvents'],
+        resources: [bus.eventBusArn],
+      }),
+    );
+    bus.addToResourcePolicy(
+      new iam.PolicyStatement({
+        sid: 'NobodyElse',
+        effect: iam.Effect.DENY,
+        principals: [new iam.AnyPrincipal()],
+        actions: ['events:PutEvents'],
+        resources: [bus.eventBusArn],
+        conditions: { ArnNotEquals: { 'aws:PrincipalArn': forwarderRole.roleArn } },
       }),
     );
     new eks.CfnPodIdentityAssociation(this, 'ForwarderPodIdentity', {
@@ -303,15 +423,17 @@ export class BallastStack extends Stack {
       });
     }
 
+    this.dashboard(prefix, deadLetters);
+
     // ---- cdk-nag: each acknowledged finding with its reason ----
     Validations.of(reconcile).acknowledge(
       {
         id: 'AwsSolutions::AwsSolutions-IAM5[Resource::*]',
-        reason: 'DescribeAutoScalingGroups, DescribeScalingActivities, DescribeInstances and DescribeSpotPriceHistory support no resource-level permissions; they are read-only.',
+        reason: 'DescribeAutoScalingGroups, DescribeScalingActivities and DescribeInstances support no resource-level permissions; they are read-only.',
       },
       {
         id: `AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:autoscaling:${this.region}:${this.account}:autoScalingGroup:*:autoScalingGroupName/*]`,
-        reason: 'Pools may select ASGs by tag, so names are not known in advance; the mutating actions are conditioned on the ballast.io/pool tag instead.',
+        reason: "Pools may select ASGs by tag, so names are not known in advance; the mutating actions are conditioned on the ASG's ballast.io/cluster and ballast.io/pool tags instead.",
       },
     );
     for (const { role, logGroup } of [interruption, schedule, clusterEvents]) {
@@ -322,10 +444,72 @@ export class BallastStack extends Stack {
       });
     }
     if (vpcAccess) {
-      Validations.of(vpcAccess).acknowledge({
-        id: 'AwsSolutions::AwsSolutions-IAM5[Resource::*]',
-        reason: 'DescribeNetworkInterfaces supports no resource-level permissions.',
-      });
+      Validations.of(vpcAccess).acknowledge(
+        {
+          id: 'AwsSolutions::AwsSolutions-IAM5[Resource::*]',
+          reason: 'DescribeNetworkInterfaces supports no resource-level permissions.',
+        },
+        {
+          id: `AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:${this.region}:${this.account}:network-interface/*]`,
+          reason:
+            'Lambda creates the interfaces, so their ids are not known in advance: creation is confined to the given subnets and security groups, the other actions to the VPC (ec2:Vpc).',
+        },
+      );
     }
+  }
+
+  /** The alarm topic, when none is given: TLS only, CloudWatch may publish. */
+  private alarmTopic(prefix: string, email?: string): sns.ITopic {
+    const topic = new sns.Topic(this, 'DeadLetterAlarmTopic', { topicName: `${prefix}-alarms`, enforceSSL: true });
+    topic.addToResourcePolicy(
+      new iam.PolicyStatement({
+        sid: 'AlarmsPublish',
+        principals: [new iam.ServicePrincipal('cloudwatch.amazonaws.com')],
+        actions: ['sns:Publish'],
+        resources: [topic.topicArn],
+        conditions: { ArnLike: { 'aws:SourceArn': `arn:${this.partition}:cloudwatch:${this.region}:${this.account}:alarm:${prefix}-*` } },
+      }),
+    );
+    if (email) topic.addSubscription(new subscriptions.EmailSubscription(email));
+    Validations.of(topic).acknowledge({
+      id: 'AwsSolutions::AwsSolutions-SNS2',
+      reason:
+        'CloudWatch cannot publish to a topic under the AWS managed SNS key, and alarm notifications carry no data beyond the alarm name and state.',
+    });
+    return topic;
+  }
+
+  /** Decisions by kind, fallback units, headroom replicas, API errors, reconcile duration, dead letters. */
+  private dashboard(prefix: string, deadLetters: sqs.IQueue): void {
+    const search = (dimensions: string, metric: string, stat: string, period: number) =>
+      `SEARCH('{Ballast,${dimensions}} MetricName=${metric}', '${stat}', ${period})`;
+    const quoted = (names: string[]) => `(${names.map((n) => `"${n}"`).join(' OR ')})`;
+    const widget = (x: number, y: number, title: string, stat: string, period: number, metrics: unknown[], stacked = false) => ({
+      type: 'metric',
+      x,
+      y,
+      width: 12,
+      height: 6,
+      properties: { title, region: this.region, stat, period, view: 'timeSeries', stacked, metrics },
+    });
+    const expression = (id: string, expr: string) => [{ expression: expr, id }];
+    const body = {
+      widgets: [
+        widget(0, 0, 'Decisions by kind', 'Sum', 300, [expression('kinds', search('Pool', quoted(DECISION_KINDS), 'Sum', 300))], true),
+        widget(12, 0, 'Fallback units (on-demand instances standing in for spot)', 'Maximum', 60, [
+          expression('fallback', search('Pool', '"FallbackUnits"', 'Maximum', 60)),
+        ]),
+        widget(0, 6, 'Headroom replicas (pause pods)', 'Maximum', 60, [expression('headroom', search('Pool', '"HeadroomReplicas"', 'Maximum', 60))]),
+        widget(12, 6, 'API errors', 'Sum', 300, [
+          expression('errors', search('Pool', '"ApiErrors"', 'Sum', 300)),
+          expression('batch', search('Function', '"BatchErrors"', 'Sum', 300)),
+        ]),
+        widget(0, 12, 'Reconcile duration (ms)', 'Maximum', 300, [
+          expression('duration', search('Pool,Function', '"ReconcileDuration"', 'Maximum', 300)),
+        ]),
+        widget(12, 12, 'Dead letters', 'Maximum', 300, [['AWS/SQS', 'ApproximateNumberOfMessagesVisible', 'QueueName', deadLetters.queueName]]),
+      ],
+    };
+    new cloudwatch.CfnDashboard(this, 'Dashboard', { dashboardName: prefix, dashboardBody: this.toJsonString(body) });
   }
 }
