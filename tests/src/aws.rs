@@ -15,7 +15,7 @@ use aws_sdk_autoscaling::types::{
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType, TimeToLiveSpecification,
 };
-use ballast_aws::{AwsAutoscaling, DynamoStore, SqsDeadLetters};
+use ballast_aws::{AwsAutoscaling, DynamoStore, SqsDeadLetters, SqsRedelivery};
 use ballast_core::config::{Config, PoolConfig};
 use ballast_core::event::{parse_event_value, Event};
 use ballast_core::memory::FixedClock;
@@ -119,15 +119,23 @@ pools:
     )
 }
 
-/// The tag the templates' IAM policies require on the ASGs Ballast changes.
-fn pool_tag(asg: &str) -> aws_sdk_autoscaling::types::Tag {
+/// The cluster's name in the config and in the ASGs' `ballast.io/cluster` tag.
+pub const CLUSTER: &str = "test";
+
+/// An ASG tag as the templates' IAM policies read it.
+pub fn asg_tag(asg: &str, key: &str, value: &str) -> aws_sdk_autoscaling::types::Tag {
     aws_sdk_autoscaling::types::Tag::builder()
-        .key("ballast.io/pool")
-        .value("general")
+        .key(key)
+        .value(value)
         .resource_id(asg)
         .resource_type("auto-scaling-group")
         .propagate_at_launch(false)
         .build()
+}
+
+/// The tags the templates' IAM policies require on the ASGs Ballast changes.
+fn pool_tags(asg: &str) -> [aws_sdk_autoscaling::types::Tag; 2] {
+    [asg_tag(asg, "ballast.io/pool", "general"), asg_tag(asg, "ballast.io/cluster", CLUSTER)]
 }
 
 /// Sizes and options of a deployment in moto.
@@ -173,7 +181,7 @@ impl Deployment {
         autoscaling
             .create_auto_scaling_group()
             .auto_scaling_group_name(SPOT)
-            .tags(pool_tag(SPOT))
+            .set_tags(Some(pool_tags(SPOT).to_vec()))
             .min_size(0)
             .max_size(spot_max)
             .desired_capacity(spot)
@@ -202,7 +210,7 @@ impl Deployment {
         autoscaling
             .create_auto_scaling_group()
             .auto_scaling_group_name(ON_DEMAND)
-            .tags(pool_tag(ON_DEMAND))
+            .set_tags(Some(pool_tags(ON_DEMAND).to_vec()))
             .min_size(on_demand.0)
             .max_size(20)
             .desired_capacity(on_demand.1)
@@ -248,26 +256,38 @@ impl Deployment {
     }
 
     pub fn app(&self, config: Config) -> (MotoApp, MirrorCluster) {
-        let autoscaling = AwsAutoscaling::from_clients(self.autoscaling.clone(), aws_sdk_ec2::Client::new(&self.sdk));
+        self.app_as(config, "test", &self.sdk)
+    }
+
+    /// The app as function `function` runs it, its AWS calls made with `sdk` (e.g. with
+    /// the function's own credentials, so moto's request log tells its calls apart). The
+    /// mirrored cluster reads through the deployment's own client: those are not the
+    /// function's calls.
+    pub fn app_as(&self, config: Config, function: &'static str, sdk: &SdkConfig) -> (MotoApp, MirrorCluster) {
+        let functions_autoscaling =
+            if std::ptr::eq(sdk, &self.sdk) { self.autoscaling.clone() } else { aws_sdk_autoscaling::Client::new(sdk) };
+        let autoscaling = AwsAutoscaling::from_clients(functions_autoscaling, aws_sdk_ec2::Client::new(sdk));
+        let mirror = AwsAutoscaling::from_clients(self.autoscaling.clone(), aws_sdk_ec2::Client::new(&self.sdk));
         let cluster = MirrorCluster {
-            autoscaling: autoscaling.clone(),
+            autoscaling: mirror,
             cordoned: Default::default(),
             drained: Default::default(),
             headroom: Default::default(),
         };
         let origin = config.origin();
         let app = App {
-            function: "test",
+            function,
             reconciler: Reconciler {
                 autoscaling,
                 cluster: cluster.clone(),
-                store: DynamoStore::new(&self.sdk, config.state_table.clone()),
+                store: DynamoStore::new(sdk, config.state_table.clone()),
                 clock: self.clock.clone(),
                 owner: "test".into(),
                 config: Arc::new(config),
             },
             origin,
-            dead_letters: Some(SqsDeadLetters::new(&self.sdk, &self.dlq_url)),
+            dead_letters: Some(SqsDeadLetters::new(sdk, &self.dlq_url)),
+            redelivery: Some(Arc::new(SqsRedelivery::new(sdk))),
             metrics: ballast_lambda::app::metrics_to_stderr,
         };
         (app, cluster)
@@ -457,5 +477,92 @@ impl EventInbox {
                 self.sqs.delete_message().queue_url(&self.url).receipt_handle(receipt).send().await.expect("delete");
             }
         }
+    }
+}
+
+/// An events queue as the templates make it (its visibility timeout, a redrive to a
+/// dead-letter queue of its own), and a poller that does what Lambda's event source
+/// mapping does: receive, invoke the interruption handler, delete what did not fail.
+pub struct EventsQueue {
+    pub url: String,
+    pub arn: String,
+    pub dlq_url: String,
+}
+
+impl Deployment {
+    pub async fn events_queue(&self, name: &str, max_receives: u32) -> EventsQueue {
+        let dlq_url = self
+            .sqs
+            .create_queue()
+            .queue_name(format!("{name}-dlq"))
+            .send()
+            .await
+            .expect("dlq")
+            .queue_url()
+            .unwrap_or_default()
+            .to_string();
+        let redrive = serde_json::json!({ "deadLetterTargetArn": self.queue_arn(&dlq_url).await, "maxReceiveCount": max_receives.to_string() });
+        let url = self
+            .sqs
+            .create_queue()
+            .queue_name(name)
+            .attributes(aws_sdk_sqs::types::QueueAttributeName::RedrivePolicy, redrive.to_string())
+            // The templates' 5,400 s: only the function's redelivery brings a failure back sooner.
+            .attributes(aws_sdk_sqs::types::QueueAttributeName::VisibilityTimeout, "5400")
+            .send()
+            .await
+            .expect("queue")
+            .queue_url()
+            .unwrap_or_default()
+            .to_string();
+        let arn = self.queue_arn(&url).await;
+        EventsQueue { url, arn, dlq_url }
+    }
+
+    /// One poll: (handled and deleted, reported failed) message bodies.
+    pub async fn poll(&self, app: &MotoApp, queue: &EventsQueue) -> (Vec<String>, Vec<String>) {
+        let got = self
+            .sqs
+            .receive_message()
+            .queue_url(&queue.url)
+            .max_number_of_messages(10)
+            .message_system_attribute_names(aws_sdk_sqs::types::MessageSystemAttributeName::ApproximateReceiveCount)
+            .send()
+            .await
+            .expect("receive");
+        if got.messages().is_empty() {
+            return (Vec::new(), Vec::new());
+        }
+        let records: Vec<Value> = got
+            .messages()
+            .iter()
+            .map(|m| {
+                let count = m
+                    .attributes()
+                    .and_then(|a| a.get(&aws_sdk_sqs::types::MessageSystemAttributeName::ApproximateReceiveCount))
+                    .cloned()
+                    .unwrap_or_else(|| "1".into());
+                serde_json::json!({
+                    "messageId": m.message_id(), "receiptHandle": m.receipt_handle(), "body": m.body(),
+                    "attributes": { "ApproximateReceiveCount": count }, "messageAttributes": {},
+                    "eventSource": "aws:sqs", "eventSourceARN": queue.arn, "awsRegion": "eu-west-1"
+                })
+            })
+            .collect();
+        let batch: SqsEvent = serde_json::from_value(serde_json::json!({ "Records": records })).expect("an SQS event");
+        let (response, _) = app.interruption(batch).await;
+        let failed: Vec<&str> = response.batch_item_failures.iter().map(|f| f.item_identifier.as_str()).collect();
+        let (mut handled, mut retried) = (Vec::new(), Vec::new());
+        for m in got.messages() {
+            let body = m.body().unwrap_or_default().to_string();
+            if failed.contains(&m.message_id().unwrap_or_default()) {
+                retried.push(body);
+            } else {
+                let receipt = m.receipt_handle().unwrap_or_default();
+                self.sqs.delete_message().queue_url(&queue.url).receipt_handle(receipt).send().await.expect("delete");
+                handled.push(body);
+            }
+        }
+        (handled, retried)
     }
 }

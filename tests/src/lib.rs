@@ -6,6 +6,7 @@ pub mod aws;
 pub mod emulator;
 pub mod kube;
 pub mod moto;
+pub mod templates;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -39,24 +39,44 @@ pub fn required() -> bool {
 pub struct Moto {
     child: Child,
     pub endpoint: String,
+    /// moto's request log (its recorder), when started with [`Moto::start_recording`].
+    recording: Option<PathBuf>,
 }
 
 impl Moto {
     /// Starts moto on a free loopback port. `None` (the test skips) only outside CI.
     pub fn start() -> Option<Moto> {
+        Self::launch(false)
+    }
+
+    /// As [`Moto::start`], with every request logged (moto's recorder: method, URL,
+    /// headers, body), to tell what each caller asked for.
+    pub fn start_recording() -> Option<Moto> {
+        Self::launch(true)
+    }
+
+    fn launch(record: bool) -> Option<Moto> {
         let Some(binary) = moto_binary() else {
             assert!(!required(), "CI=true but moto_server is missing: run scripts/test, or set BALLAST_MOTO_SERVER");
             eprintln!("skipped: moto_server not found (scripts/test installs it)");
             return None;
         };
         let port = crate::free_port();
-        let child = Command::new(&binary)
+        let recording = record.then(|| std::env::temp_dir().join(format!("ballast-moto-{port}.jsonl")));
+        let mut command = Command::new(&binary);
+        // moto's recorder writes to ./moto_recording unless told otherwise: never the work tree.
+        let log = recording.clone().unwrap_or_else(|| std::env::temp_dir().join(format!("ballast-moto-{port}.unused")));
+        command.env("MOTO_RECORDER_FILEPATH", &log);
+        if record {
+            command.env("MOTO_ENABLE_RECORDING", "true");
+        }
+        let child = command
             .args(["-H", "127.0.0.1", "-p", &port.to_string()])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()));
-        let mut moto = Moto { child, endpoint: format!("http://127.0.0.1:{port}") };
+        let mut moto = Moto { child, endpoint: format!("http://127.0.0.1:{port}"), recording };
         let deadline = Instant::now() + Duration::from_secs(20);
         while TcpStream::connect(("127.0.0.1", port)).is_err() {
             if Instant::now() > deadline {
@@ -74,13 +94,31 @@ impl Moto {
     /// The SDK config for this server: dummy credentials, a region, one attempt per
     /// call (unsupported calls then fail at once instead of backing off).
     pub async fn sdk(&self) -> SdkConfig {
+        self.sdk_as("test").await
+    }
+
+    /// The same with access key `caller`: moto takes any key (account 123456789012) and its
+    /// request log shows who called.
+    pub async fn sdk_as(&self, caller: &str) -> SdkConfig {
         aws_config::defaults(BehaviorVersion::latest())
             .endpoint_url(&self.endpoint)
             .region(aws_config::Region::new("eu-west-1"))
-            .credentials_provider(aws_sdk_dynamodb::config::Credentials::new("test", "test", None, None, "moto"))
+            .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(caller, "test", None, None, "moto"))
             .retry_config(RetryConfig::standard().with_max_attempts(1))
             .load()
             .await
+    }
+}
+
+impl Moto {
+    /// Every request logged so far (started with [`Moto::start_recording`]).
+    pub fn requests(&self) -> Vec<serde_json::Value> {
+        let path = self.recording.as_ref().expect("moto was started with start_recording");
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        text.lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).expect("a logged request"))
+            .collect()
     }
 }
 
@@ -88,6 +126,9 @@ impl Drop for Moto {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if let Some(path) = &self.recording {
+            let _ = std::fs::remove_file(path);
+        }
     }
 }
 

@@ -294,10 +294,27 @@ async fn doctor_checks_the_wiring_and_says_how_to_fix_it() {
     let bad: Vec<_> = findings.iter().filter(|f| !f.ok).collect();
     assert!(
         bad.iter()
-            .any(|f| f.check.ends_with(&format!(": {SPOT}")) && f.detail.contains("lacks the ballast.io/pool tag")),
+            .any(|f| f.check.ends_with(&format!(": {SPOT}"))
+                && f.detail.contains("lacks the tag ballast.io/pool=general")),
         "{bad:#?}"
     );
     assert!(bad.iter().any(|f| f.fix.as_deref().is_some_and(|x| x.contains("create-or-update-tags"))));
+
+    // Nor one tagged for another cluster: the policy also requires ballast.io/cluster=<this cluster>.
+    d.autoscaling
+        .create_or_update_tags()
+        .tags(asg_tag(ON_DEMAND, "ballast.io/cluster", "other-cluster"))
+        .send()
+        .await
+        .unwrap();
+    let findings = doctor.check(&config, &wiring).await;
+    assert!(
+        findings.iter().any(|f| !f.ok
+            && f.check.ends_with(&format!(": {ON_DEMAND}"))
+            && f.detail.contains("lacks the tag ballast.io/cluster=test")
+            && f.fix.as_deref().is_some_and(|x| x.contains("Key=ballast.io/cluster,Value=test"))),
+        "{findings:#?}"
+    );
 }
 
 #[tokio::test]
@@ -342,4 +359,60 @@ async fn compute_eks_and_state_adapters_against_moto() {
     let ids: Vec<String> = (0..30).map(|n| format!("e-{n}")).collect();
     store.mark_seen(&ids[..27], now() + Duration::hours(24)).await.unwrap();
     assert_eq!(store.seen(&ids).await.unwrap().len(), 27, "batched over 25-item writes");
+}
+
+#[tokio::test]
+async fn a_retryable_message_comes_back_within_seconds_and_one_that_keeps_failing_is_dead_lettered() {
+    use std::time::{Duration as StdDuration, Instant};
+    let Some(moto) = Moto::start() else { return };
+    let d = Deployment::create(&moto, 3, (0, 1), now()).await;
+    let (app, _) = d.app(config(false));
+    let (_, ids) = d.asg(SPOT).await;
+    let queue = d.events_queue("ballast-test-retry", 3).await;
+    let lease = |owner: &'static str| {
+        let store = &app.reconciler.store;
+        async move { store.acquire_lease("general", owner, now(), StdDuration::from_secs(600)).await.unwrap() }
+    };
+
+    // A spot warning while the schedule function holds the pool's lease.
+    assert!(lease("schedule-run").await);
+    let warning = warning_for(&ids[0], "w-busy").to_string();
+    d.sqs.send_message().queue_url(&queue.url).message_body(&warning).send().await.unwrap();
+    let first = Instant::now();
+    let (handled, failed) = d.poll(&app, &queue).await;
+    assert_eq!((handled.len(), failed.len()), (0, 1), "the busy pool's message is reported failed");
+    app.reconciler.store.release_lease("general", "schedule-run").await.unwrap();
+    // It comes back after seconds, not after the queue's 5,400 s visibility timeout.
+    let mut handled_at = None;
+    while first.elapsed() < StdDuration::from_secs(30) {
+        let (handled, failed) = d.poll(&app, &queue).await;
+        assert!(failed.is_empty());
+        if handled == vec![warning.clone()] {
+            handled_at = Some(first.elapsed());
+            break;
+        }
+        tokio::time::sleep(StdDuration::from_millis(500)).await;
+    }
+    let handled_at = handled_at.expect("the warning was handled by a later delivery within 30 s");
+    assert!(handled_at >= StdDuration::from_secs(4), "not before its retry delay: {handled_at:?}");
+    assert_eq!(d.recorder.of("TerminateInstanceInAutoScalingGroup").len(), 1, "and acted on");
+
+    // A message whose pool stays busy: 3 receives (5 s, then 10 s apart), then the
+    // redrive moves it to the dead-letter queue, never lost.
+    assert!(lease("stuck-run").await);
+    let stuck = warning_for(&ids[1], "w-stuck").to_string();
+    d.sqs.send_message().queue_url(&queue.url).message_body(&stuck).send().await.unwrap();
+    let start = Instant::now();
+    let mut deliveries = 0;
+    let mut dead = Vec::new();
+    while start.elapsed() < StdDuration::from_secs(45) && dead.is_empty() {
+        let (handled, failed) = d.poll(&app, &queue).await;
+        assert!(handled.is_empty(), "never handled while the lease is held");
+        deliveries += failed.len();
+        let got = d.sqs.receive_message().queue_url(&queue.dlq_url).send().await.unwrap();
+        dead.extend(got.messages().iter().filter_map(|m| m.body().map(str::to_string)));
+        tokio::time::sleep(StdDuration::from_millis(500)).await;
+    }
+    assert_eq!(deliveries, 3, "delivered maxReceiveCount times");
+    assert_eq!(dead, vec![stuck], "then dead-lettered, body intact");
 }

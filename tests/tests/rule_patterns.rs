@@ -1,50 +1,24 @@
-//! Every EventBridge pattern of both templates (infra/sam/template.yaml and the CDK
-//! app's synthesized template) against every fixture in events/, judged by moto's own
-//! matcher: each rule targets its own SQS queue, each fixture is put on the bus, and
-//! the queues say which rules matched. A typo in a pattern fails here.
+//! Every EventBridge pattern of both templates (infra/sam/template.yaml as
+//! aws-sam-translator makes it, and the CDK app's synthesized template), rendered for
+//! account 123456789012, against every fixture in events/, judged by moto's own matcher:
+//! each rule targets its own SQS queue, each fixture is put on the bus (by moto, in that
+//! account), and the queues say which rules matched. A typo in a pattern fails here.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use ballast_tests::moto::{required, Moto};
+use ballast_tests::moto::Moto;
 use ballast_tests::repo_root;
+use ballast_tests::templates::{rendered, Template, Variant};
 use serde_json::Value;
 
-/// (rule, on the forwarder's bus, pattern) from a CloudFormation template.
-fn rules(template: &Value) -> Vec<(String, bool, Value)> {
-    let mut found = Vec::new();
-    for (logical_id, resource) in template["Resources"].as_object().expect("Resources") {
-        if resource["Type"] == "AWS::Events::Rule" {
-            let props = &resource["Properties"];
-            let custom_bus = !props["EventBusName"].is_null();
-            found.push((logical_id.clone(), custom_bus, props["EventPattern"].clone()));
-        }
-    }
+/// (rule, on the forwarder's bus, pattern) from a rendered template.
+fn rules(template: &Template) -> Vec<(String, bool, Value)> {
+    let mut found: Vec<(String, bool, Value)> = template
+        .of_kind("AWS::Events::Rule")
+        .map(|(id, r)| (id.clone(), !r.properties["EventBusName"].is_null(), r.properties["EventPattern"].clone()))
+        .collect();
     found.sort_by(|a, b| a.0.cmp(&b.0));
     found
-}
-
-/// CloudFormation YAML with its short-form tags (`!Sub`, `!GetAtt`) as plain JSON.
-fn cfn_yaml_to_json(text: &str) -> Value {
-    fn convert(v: serde_yaml_ng::Value) -> Value {
-        match v {
-            serde_yaml_ng::Value::Null => Value::Null,
-            serde_yaml_ng::Value::Bool(b) => Value::Bool(b),
-            serde_yaml_ng::Value::Number(n) => serde_json::to_value(n).unwrap_or(Value::Null),
-            serde_yaml_ng::Value::String(s) => Value::String(s),
-            serde_yaml_ng::Value::Sequence(items) => Value::Array(items.into_iter().map(convert).collect()),
-            serde_yaml_ng::Value::Mapping(map) => Value::Object(
-                map.into_iter()
-                    .map(|(k, v)| (k.as_str().map(str::to_string).unwrap_or_else(|| format!("{k:?}")), convert(v)))
-                    .collect(),
-            ),
-            serde_yaml_ng::Value::Tagged(tagged) => {
-                let mut obj = serde_json::Map::new();
-                obj.insert(format!("Fn::{}", tagged.tag.to_string().trim_start_matches('!')), convert(tagged.value));
-                Value::Object(obj)
-            }
-        }
-    }
-    convert(serde_yaml_ng::from_str(text).expect("template YAML"))
 }
 
 /// Which rule should take which fixture, by the fixture's file name.
@@ -78,7 +52,7 @@ fn kind_of(pattern: &Value) -> &'static str {
     }
 }
 
-async fn check(template_name: &str, template: Value) {
+async fn check(template_name: &str, template: Template) {
     let Some(moto) = Moto::start() else { return };
     let sdk = moto.sdk().await;
     let events = aws_sdk_eventbridge::Client::new(&sdk);
@@ -164,19 +138,14 @@ async fn check(template_name: &str, template: Value) {
 
 #[tokio::test]
 async fn sam_template_patterns_match_exactly_their_events() {
-    let text = std::fs::read_to_string(repo_root().join("infra/sam/template.yaml")).unwrap();
-    check("SAM", cfn_yaml_to_json(&text)).await;
+    let Some(template) = rendered(Variant::Sam) else { return };
+    check("SAM", template).await;
 }
 
 #[tokio::test]
 async fn cdk_template_patterns_match_exactly_their_events() {
-    let path = repo_root().join("infra/cdk/cdk.out/ballast-prod-eks.template.json");
-    let Ok(text) = std::fs::read_to_string(&path) else {
-        assert!(!required(), "CI=true but {} is missing: scripts/test synthesizes it first", path.display());
-        eprintln!("skipped: {} not synthesized (scripts/test runs cdk synth)", path.display());
-        return;
-    };
-    check("CDK", serde_json::from_str(&text).unwrap()).await;
+    let Some(template) = rendered(Variant::Cdk) else { return };
+    check("CDK", template).await;
 }
 
 #[test]

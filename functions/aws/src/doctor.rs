@@ -13,6 +13,9 @@ use crate::state::{KEY, TTL_ATTRIBUTE};
 
 /// The tag the templates' IAM policies require on every ASG Ballast changes.
 pub const POOL_TAG: &str = "ballast.io/pool";
+/// The tag (value: the cluster's name) the templates' IAM policy also requires, so another
+/// cluster's Ballast in the same account cannot change these ASGs.
+pub const CLUSTER_TAG: &str = "ballast.io/cluster";
 
 /// What a deployment is made of, by name.
 #[derive(Debug, Clone)]
@@ -305,17 +308,32 @@ impl Doctor {
                         for group in groups {
                             let name = group.auto_scaling_group_name().unwrap_or_default().to_string();
                             let buys_spot = purchases_spot(&group);
-                            let tagged = crate::autoscaling::tags_of(&group).contains_key(POOL_TAG);
-                            if buys_spot == spot && !tagged {
+                            let tags = crate::autoscaling::tags_of(&group);
+                            let mut missing = Vec::new();
+                            if !tags.contains_key(POOL_TAG) {
+                                missing.push((POOL_TAG, pool.name.as_str()));
+                            }
+                            if tags.get(CLUSTER_TAG) != Some(&config.cluster) {
+                                missing.push((CLUSTER_TAG, config.cluster.as_str()));
+                            }
+                            if buys_spot == spot && !missing.is_empty() {
+                                let wanted: Vec<String> = missing.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                                let fix: Vec<String> = missing
+                                    .iter()
+                                    .map(|(k, v)| format!("ResourceId={name},ResourceType=auto-scaling-group,Key={k},Value={v},PropagateAtLaunch=false"))
+                                    .collect();
                                 findings.push(bad(
                                     format!("{check}: {name}"),
-                                    format!("found, buys {kind}, but lacks the {POOL_TAG} tag, so the functions' IAM policy denies changing it"),
-                                    format!("aws autoscaling create-or-update-tags --tags ResourceId={name},ResourceType=auto-scaling-group,Key={POOL_TAG},Value={},PropagateAtLaunch=false", pool.name),
+                                    format!("found, buys {kind}, but lacks the tag {}, so the functions' IAM policy denies changing it", wanted.join(" and ")),
+                                    format!("aws autoscaling create-or-update-tags --tags {}", fix.join(" ")),
                                 ));
                             } else if buys_spot == spot {
                                 findings.push(ok(
                                     format!("{check}: {name}"),
-                                    format!("found, buys {kind}, tagged {POOL_TAG}"),
+                                    format!(
+                                        "found, buys {kind}, tagged {POOL_TAG} and {CLUSTER_TAG}={}",
+                                        config.cluster
+                                    ),
                                 ));
                             } else {
                                 findings.push(bad(

@@ -6,6 +6,7 @@ pub mod compute;
 pub mod dead_letters;
 pub mod doctor;
 pub mod eks;
+pub mod redelivery;
 pub mod ssm;
 pub mod state;
 
@@ -13,6 +14,7 @@ pub use autoscaling::AwsAutoscaling;
 pub use ballast_aws_errors::classify;
 pub use compute::AwsCompute;
 pub use dead_letters::SqsDeadLetters;
+pub use redelivery::SqsRedelivery;
 pub use state::DynamoStore;
 
 use aws_config::retry::RetryConfig;

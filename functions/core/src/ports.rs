@@ -131,6 +131,13 @@ pub trait DeadLetters: Send + Sync {
     async fn send(&self, body: &str, reason: &str) -> Result<(), PortError>;
 }
 
+/// Brings a queue message back sooner than the queue's visibility timeout: a retryable
+/// failure (a lease held, throttling) is worth another try within seconds.
+#[async_trait]
+pub trait Redelivery: Send + Sync {
+    async fn retry_in(&self, queue_arn: &str, receipt_handle: &str, after: Duration) -> Result<(), PortError>;
+}
+
 pub trait Clock: Send + Sync {
     fn now(&self) -> DateTime<Utc>;
 }

@@ -2,10 +2,10 @@
 
 use std::sync::Arc;
 
-use ballast_aws::{AwsAutoscaling, DynamoStore, SqsDeadLetters};
+use ballast_aws::{AwsAutoscaling, DynamoStore, SqsDeadLetters, SqsRedelivery};
 use ballast_core::config::{Config, ConfigErrors};
 use ballast_core::event::Origin;
-use ballast_core::ports::{Clock, PortError};
+use ballast_core::ports::{Clock, PortError, Redelivery};
 use ballast_core::reconcile::Reconciler;
 use chrono::{DateTime, Utc};
 
@@ -19,6 +19,8 @@ pub struct App<A, C, S, K, D> {
     pub origin: Origin,
     /// Where malformed queue messages go (the interruption function only).
     pub dead_letters: Option<D>,
+    /// Brings a retryable queue message back within seconds (the interruption function).
+    pub redelivery: Option<Arc<dyn Redelivery>>,
     /// Where EMF metric lines go: stdout in Lambda (CloudWatch reads them there).
     pub metrics: fn(&serde_json::Value),
 }
@@ -146,6 +148,7 @@ impl AwsApp {
             },
             origin,
             dead_letters: settings.dead_letter_queue_url.map(|url| SqsDeadLetters::new(sdk, url)),
+            redelivery: Some(Arc::new(SqsRedelivery::new(sdk))),
             metrics: metrics_to_stdout,
         })
     }

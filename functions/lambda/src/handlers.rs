@@ -3,7 +3,7 @@
 //! and cluster-events functions take one event each.
 
 use std::collections::BTreeMap;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
 use ballast_core::event::{parse_event, parse_event_value, Event};
@@ -15,6 +15,36 @@ use tracing::{error, info, warn};
 
 use crate::app::App;
 use crate::metrics::emf;
+
+/// The event sources the interruption function takes (through its queue).
+pub const INTERRUPTION_SOURCES: [&str; 3] = ["aws.ec2", "aws.autoscaling", "aws.health"];
+/// The schedule function's: EventBridge scheduled events and Scheduler input.
+pub const SCHEDULE_SOURCES: [&str; 2] = ["aws.events", "aws.scheduler"];
+/// The cluster-events function's: the forwarder.
+pub const CLUSTER_EVENTS_SOURCES: [&str; 1] = ["ballast.kubernetes"];
+
+/// The sources a directly invoked function takes: its own, or (a local tool's run under
+/// another name) those of both directly invoked functions.
+fn direct_sources(function: &str) -> Vec<&'static str> {
+    match function {
+        "schedule" => SCHEDULE_SOURCES.to_vec(),
+        "cluster-events" => CLUSTER_EVENTS_SOURCES.to_vec(),
+        _ => SCHEDULE_SOURCES.iter().chain(CLUSTER_EVENTS_SOURCES.iter()).copied().collect(),
+    }
+}
+
+/// Why an event from `source` is not this function's, if it is not.
+fn foreign_source(function: &str, source: &str, accepted: &[&str]) -> Option<String> {
+    (!accepted.contains(&source))
+        .then(|| format!("source: `{source}` is not one the {function} function takes ({})", accepted.join(", ")))
+}
+
+/// How long a retryable message waits before it comes back: 5 s, doubling with each
+/// receive, at most 5 min (ten receives span about 20 minutes: longer than any lease).
+pub fn retry_after(receive_count: u32) -> Duration {
+    let doublings = receive_count.saturating_sub(1).min(6);
+    Duration::from_secs((5u64 << doublings).min(300))
+}
 
 /// What an invocation did, as the function returns (and logs) it.
 #[derive(Debug, Clone, Serialize)]
@@ -133,6 +163,7 @@ where
         deadline: Option<chrono::DateTime<chrono::Utc>>,
     ) -> (SqsBatchResponse, Summary) {
         let started = Instant::now();
+        self.check_time(deadline);
         let mut failed: Vec<String> = Vec::new();
         let mut invalid = Vec::new();
         let mut events: Vec<Event> = Vec::new();
@@ -140,16 +171,23 @@ where
         for (index, message) in batch.records.iter().enumerate() {
             let message_id = message.message_id.clone().unwrap_or_else(|| format!("#{index}"));
             let body = message.body.as_deref().unwrap_or_default();
-            match parse_event(body.as_bytes(), Some(&self.origin)) {
+            let parsed = parse_event(body.as_bytes(), Some(&self.origin))
+                .map_err(|e| (e.field_name().unwrap_or("(none)").to_string(), e.to_string()));
+            let parsed =
+                parsed.and_then(|event| match foreign_source("interruption", &event.source, &INTERRUPTION_SOURCES) {
+                    Some(why) => Err(("source".to_string(), why)),
+                    None => Ok(event),
+                });
+            match parsed {
                 Ok(event) => {
                     messages_of.entry(event.id.clone()).or_default().push(message_id);
                     events.push(event);
                 }
-                Err(err) => {
-                    warn!(function = self.function, message_id = %message_id, field = err.field_name().unwrap_or("(none)"), error = %err, "malformed event");
+                Err((field, err)) => {
+                    warn!(function = self.function, message_id = %message_id, field = %field, error = %err, "malformed event");
                     invalid.push(format!("{message_id}: {err}"));
                     let parked = match &self.dead_letters {
-                        Some(dlq) => dlq.send(body, &err.to_string()).await.map_err(|e| e.to_string()),
+                        Some(dlq) => dlq.send(body, &err).await.map_err(|e| e.to_string()),
                         None => Err("no dead-letter queue configured".to_string()),
                     };
                     if let Err(why) = parked {
@@ -171,6 +209,7 @@ where
         let summary = self.report(&outcome, started, invalid);
         failed.sort();
         failed.dedup();
+        self.redeliver_soon(&batch, &failed).await;
         let mut response = SqsBatchResponse::default();
         response.batch_item_failures = failed
             .into_iter()
@@ -181,6 +220,30 @@ where
             })
             .collect();
         (response, summary)
+    }
+
+    /// Each failed message comes back after [`retry_after`] its receive count, not after
+    /// the queue's visibility timeout. If that cannot be arranged it still comes back, later.
+    async fn redeliver_soon(&self, batch: &SqsEvent, failed: &[String]) {
+        let Some(redelivery) = &self.redelivery else { return };
+        for message in batch.records.iter().filter(|m| m.message_id.as_ref().is_some_and(|id| failed.contains(id))) {
+            let (Some(queue), Some(receipt)) = (&message.event_source_arn, &message.receipt_handle) else { continue };
+            let receives = message.attributes.get("ApproximateReceiveCount").and_then(|c| c.parse().ok()).unwrap_or(1);
+            let after = retry_after(receives);
+            if let Err(e) = redelivery.retry_in(queue, receipt, after).await {
+                warn!(function = self.function, message_id = ?message.message_id, error = %e, "could not shorten the retry; the message comes back after the queue's visibility timeout");
+            }
+        }
+    }
+
+    /// Warns when the invocation's time is shorter than the config's longest drain needs.
+    fn check_time(&self, deadline: Option<chrono::DateTime<chrono::Utc>>) {
+        let Some(deadline) = deadline else { return };
+        let left = (deadline - chrono::Utc::now()).to_std().unwrap_or_default();
+        let needed = self.reconciler.config.min_function_timeout();
+        if left + Duration::from_secs(1) < needed {
+            warn!(function = self.function, left_s = left.as_secs(), needed_s = needed.as_secs(), "the function's timeout is shorter than the longest drain_timeout plus 120 s: drains will be cut short; raise the timeout (FunctionTimeoutSeconds)");
+        }
     }
 
     /// One event (EventBridge target or Scheduler input). An invalid event is logged
@@ -197,8 +260,16 @@ where
         deadline: Option<chrono::DateTime<chrono::Utc>>,
     ) -> Result<Summary, HandlerError> {
         let started = Instant::now();
-        let event = match parse_event_value(payload, Some(&self.origin)) {
-            Ok(event) => event,
+        self.check_time(deadline);
+        let parsed = parse_event_value(payload, Some(&self.origin));
+        let event = match parsed {
+            Ok(event) => match foreign_source(self.function, &event.source, &direct_sources(self.function)) {
+                Some(why) => {
+                    warn!(function = self.function, field = "source", error = %why, "event from a foreign source rejected");
+                    return Ok(self.report(&BatchOutcome::default(), started, vec![format!("event rejected: {why}")]));
+                }
+                None => event,
+            },
             Err(e) => {
                 warn!(function = self.function, field = e.field_name().unwrap_or("(none)"), error = %e, "malformed event rejected");
                 let outcome = BatchOutcome::default();
@@ -218,7 +289,26 @@ where
 
 #[cfg(test)]
 mod tests {
-    use super::deadline_of;
+    use super::{deadline_of, foreign_source, retry_after, INTERRUPTION_SOURCES};
+    use std::time::Duration;
+
+    #[test]
+    fn a_retry_backs_off_from_five_seconds_to_five_minutes() {
+        let waits: Vec<u64> = (1..=10).map(|n| retry_after(n).as_secs()).collect();
+        assert_eq!(waits, [5, 10, 20, 40, 80, 160, 300, 300, 300, 300]);
+        assert_eq!(retry_after(0), Duration::from_secs(5), "a missing count is the first receive");
+        // Ten receives outlast the longest lease (drain_timeout 15 min + 2 min).
+        assert!(waits.iter().sum::<u64>() > 17 * 60);
+    }
+
+    #[test]
+    fn a_function_names_the_sources_it_refuses() {
+        assert_eq!(foreign_source("interruption", "aws.health", &INTERRUPTION_SOURCES), None);
+        assert_eq!(
+            foreign_source("interruption", "ballast.kubernetes", &INTERRUPTION_SOURCES).unwrap(),
+            "source: `ballast.kubernetes` is not one the interruption function takes (aws.ec2, aws.autoscaling, aws.health)"
+        );
+    }
 
     #[test]
     fn a_deadline_is_epoch_milliseconds_and_an_emulator_timeout_is_none() {

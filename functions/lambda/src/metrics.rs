@@ -3,6 +3,23 @@
 use ballast_core::plan::{ActionKind, Plan};
 use serde_json::{json, Map, Value};
 
+/// The metric of each kind of decision (one per effectful action kind).
+pub const DECISION_METRICS: [&str; 8] = [
+    "SetDesiredCapacity",
+    "TerminateInstance",
+    "CordonNode",
+    "UncordonNode",
+    "DrainNode",
+    "RecordLifecycleHeartbeat",
+    "CompleteLifecycleAction",
+    "SetHeadroomReplicas",
+];
+
+/// Every other metric the functions emit (namespace `Ballast`); the templates' dashboards
+/// may name only these and [`DECISION_METRICS`] (tests/tests/wiring.rs).
+pub const OTHER_METRICS: [&str; 6] =
+    ["Decisions", "FallbackUnits", "HeadroomReplicas", "ApiErrors", "ReconcileDuration", "BatchErrors"];
+
 /// Counts of each kind of decision, by metric name.
 fn decisions(plan: &Plan) -> Vec<(&'static str, u32)> {
     let mut counts: Vec<(&'static str, u32)> = Vec::new();
@@ -118,11 +135,15 @@ mod tests {
         assert_eq!(doc["FallbackUnits"], 3);
         assert_eq!(doc["ApiErrors"], 1);
         assert_eq!(doc["ReconcileDuration"], 42);
-        // Every declared metric has its value at the top level, as EMF requires.
+        // Every declared metric has its value at the top level, as EMF requires, and is
+        // one the dashboards know.
         for metric in doc["_aws"]["CloudWatchMetrics"][0]["Metrics"].as_array().unwrap() {
             let name = metric["Name"].as_str().unwrap();
             assert!(doc[name].is_number(), "{name}");
+            assert!(DECISION_METRICS.contains(&name) || OTHER_METRICS.contains(&name), "{name}");
         }
+        let batch = emf_batch_errors("interruption", 2, 0);
+        assert!(OTHER_METRICS.contains(&batch["_aws"]["CloudWatchMetrics"][0]["Metrics"][0]["Name"].as_str().unwrap()));
         assert!(!doc.to_string().contains('\n'), "one line");
     }
 }

@@ -217,7 +217,17 @@ impl Config {
     pub fn pool(&self, name: &str) -> Option<&PoolConfig> {
         self.pools.iter().find(|p| p.name == name)
     }
+
+    /// The shortest Lambda timeout that lets a run drain a node for the longest
+    /// `drain_timeout` and still make its calls around it (what the lease allows too).
+    pub fn min_function_timeout(&self) -> std::time::Duration {
+        let longest = self.pools.iter().map(|p| p.interruption.drain_timeout.0).max().unwrap_or_default();
+        longest + FUNCTION_TIMEOUT_MARGIN
+    }
 }
+
+/// Time a run needs beyond its longest drain: observe, plan, record, terminate.
+pub const FUNCTION_TIMEOUT_MARGIN: std::time::Duration = std::time::Duration::from_secs(120);
 
 fn read_config(value: &Value, issues: &mut Issues) -> Option<Config> {
     let mut f = Fields::of(value, "", issues);

@@ -1,0 +1,355 @@
+//! The wiring of both templates, read as deployed: the SAM template translated to plain
+//! CloudFormation by aws-sam-translator and the CDK app's synthesized templates, each with
+//! and without a VPC, rendered with the moto deployment's names. Each invariant below is
+//! one a deployment needs to work, or to keep what it is given; each failed on the
+//! templates before issue #11.
+
+use std::collections::BTreeSet;
+
+use ballast_lambda::metrics::{DECISION_METRICS, OTHER_METRICS};
+use ballast_tests::templates::{rendered, strings, text, Template, Variant, ACCOUNT, REGION};
+use serde_json::Value;
+
+const FUNCTIONS: [&str; 3] = ["interruption", "schedule", "cluster-events"];
+
+fn each(check: impl Fn(Variant, &Template) -> Vec<String>) {
+    let mut wrong = Vec::new();
+    for variant in Variant::ALL {
+        let Some(template) = rendered(variant) else { return };
+        wrong.extend(check(variant, &template).into_iter().map(|w| format!("{}: {w}", variant.name())));
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+/// The cluster name a variant is deployed for.
+fn cluster(variant: Variant) -> &'static str {
+    match variant {
+        Variant::Cdk => "prod-eks",
+        _ => "test",
+    }
+}
+
+fn function_name(variant: Variant, f: &str) -> String {
+    format!("ballast-{}-{f}", cluster(variant))
+}
+
+/// The statements of every policy of a role, each with its policy's name.
+fn statements(t: &Template, role: &str) -> Vec<(String, Value)> {
+    t.role_policies(role)
+        .into_iter()
+        .flat_map(|(name, doc)| {
+            let list = match &doc["Statement"] {
+                Value::Array(s) => s.clone(),
+                other => vec![other.clone()],
+            };
+            list.into_iter().map(move |s| (name.clone(), s))
+        })
+        .collect()
+}
+
+fn allows(statement: &Value, action: &str) -> bool {
+    statement["Effect"] == "Allow" && strings(&statement["Action"]).iter().any(|a| a == action)
+}
+
+#[test]
+fn every_function_may_describe_its_cluster_and_nothing_else_of_eks() {
+    each(|variant, t| {
+        let roles = t.function_roles();
+        let arn = format!("arn:aws:eks:{REGION}:{ACCOUNT}:cluster/{}", cluster(variant));
+        let mut wrong = Vec::new();
+        for f in FUNCTIONS {
+            let role = &roles[&function_name(variant, f)];
+            let grants: Vec<Vec<String>> = statements(t, role)
+                .iter()
+                .filter(|(_, s)| allows(s, "eks:DescribeCluster"))
+                .map(|(_, s)| strings(&s["Resource"]))
+                .collect();
+            if grants != vec![vec![arn.clone()]] {
+                wrong.push(format!("{f}: eks:DescribeCluster granted on {grants:?}, want exactly [{arn}]"));
+            }
+        }
+        wrong
+    });
+}
+
+#[test]
+fn the_queue_keeps_a_message_through_every_redrive_and_the_dead_letter_queue_longer() {
+    each(|variant, t| {
+        let queue = t.find("AWS::SQS::Queue", "QueueName", &format!("ballast-{}-events", cluster(variant))).unwrap();
+        let dlq = t.find("AWS::SQS::Queue", "QueueName", &format!("ballast-{}-events-dlq", cluster(variant))).unwrap();
+        let n = |v: &Value| text(v).parse::<u64>().unwrap_or_else(|_| panic!("a number: {v}"));
+        let visibility = n(&queue.properties["VisibilityTimeout"]);
+        let retention = n(&queue.properties["MessageRetentionPeriod"]);
+        let receives = n(&queue.properties["RedrivePolicy"]["maxReceiveCount"]);
+        let dlq_retention = n(&dlq.properties["MessageRetentionPeriod"]);
+        let mut wrong = Vec::new();
+        // Margin: twice what the receives could take if every one timed out.
+        if retention < 2 * visibility * receives {
+            wrong.push(format!(
+                "retention {retention} s < 2 x VisibilityTimeout {visibility} s x maxReceiveCount {receives}: a retried message expires before it is dead-lettered"
+            ));
+        }
+        if dlq_retention <= retention {
+            wrong.push(format!("dead-letter retention {dlq_retention} s not longer than the queue's {retention} s"));
+        }
+        // Six times the longest function timeout, as Lambda's SQS integration recommends.
+        let timeout = t
+            .of_kind("AWS::Lambda::Function")
+            .filter_map(|(_, f)| text(&f.properties["Timeout"]).parse::<u64>().ok())
+            .max()
+            .unwrap_or(0);
+        if visibility < 6 * timeout.min(900) {
+            wrong.push(format!("VisibilityTimeout {visibility} s < 6 x the function timeout {timeout} s"));
+        }
+        wrong
+    });
+}
+
+#[test]
+fn the_queue_is_polled_with_a_maximum_concurrency_not_a_starved_reservation() {
+    each(|variant, t| {
+        let mut wrong = Vec::new();
+        let name = function_name(variant, "interruption");
+        let function = t.find("AWS::Lambda::Function", "FunctionName", &name).unwrap();
+        if !function.properties["ReservedConcurrentExecutions"].is_null() {
+            wrong.push(format!(
+                "interruption has a reserved concurrency ({}): below the SQS pollers' minimum of 5 it throttles them",
+                function.properties["ReservedConcurrentExecutions"]
+            ));
+        }
+        let mappings: Vec<&Value> = t
+            .of_kind("AWS::Lambda::EventSourceMapping")
+            .map(|(_, m)| &m.properties)
+            .filter(|p| text(&p["FunctionName"]) == name)
+            .collect();
+        match mappings.as_slice() {
+            [m] => {
+                let max = text(&m["ScalingConfig"]["MaximumConcurrency"]).parse::<u32>().unwrap_or(0);
+                if !(2..=1000).contains(&max) {
+                    wrong.push(format!("the event source mapping's MaximumConcurrency is {max}, want 2..=1000"));
+                }
+                if !strings(&m["FunctionResponseTypes"]).contains(&"ReportBatchItemFailures".to_string()) {
+                    wrong.push("no ReportBatchItemFailures".into());
+                }
+            }
+            other => wrong.push(format!("{} event source mappings for interruption", other.len())),
+        }
+        wrong
+    });
+}
+
+/// The rules whose target is `arn`.
+fn rules_targeting(t: &Template, arn: &str) -> BTreeSet<String> {
+    t.of_kind("AWS::Events::Rule")
+        .filter(|(_, r)| r.properties["Targets"].as_array().into_iter().flatten().any(|x| text(&x["Arn"]) == arn))
+        .map(|(_, r)| {
+            let name = text(&r.properties["Name"]);
+            match r.properties["EventBusName"].as_str() {
+                Some(bus) => format!("arn:aws:events:{REGION}:{ACCOUNT}:rule/{bus}/{name}"),
+                None => format!("arn:aws:events:{REGION}:{ACCOUNT}:rule/{name}"),
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn only_the_stacks_rules_may_send_to_the_queue_and_only_this_accounts_events_match() {
+    each(|variant, t| {
+        let mut wrong = Vec::new();
+        let queue_arn = format!("arn:aws:sqs:{REGION}:{ACCOUNT}:ballast-{}-events", cluster(variant));
+        let rules = rules_targeting(t, &queue_arn);
+        if rules.len() != 6 {
+            wrong.push(format!("{} rules target the queue, want 6", rules.len()));
+        }
+        let policy_statements: Vec<Value> = t
+            .of_kind("AWS::SQS::QueuePolicy")
+            .filter(|(_, p)| {
+                strings(&p.properties["Queues"])
+                    .iter()
+                    .any(|q| q.ends_with(&format!("/ballast-{}-events", cluster(variant))))
+            })
+            .flat_map(|(_, p)| p.properties["PolicyDocument"]["Statement"].as_array().cloned().unwrap_or_default())
+            .collect();
+        let source_arns = |s: &Value, op: &str| -> BTreeSet<String> {
+            strings(&s["Condition"][op]["aws:SourceArn"]).into_iter().collect()
+        };
+        let sends = |s: &Value| strings(&s["Action"]).iter().any(|a| a == "sqs:SendMessage" || a == "sqs:*");
+        for s in policy_statements.iter().filter(|s| s["Effect"] == "Allow" && sends(s)) {
+            let allowed = source_arns(s, "ArnEquals");
+            if allowed.is_empty() || !allowed.is_subset(&rules) {
+                wrong.push(format!("an allow of sqs:SendMessage not limited to the stack's rules: {s}"));
+            }
+        }
+        let denies: Vec<&Value> = policy_statements
+            .iter()
+            .filter(|s| s["Effect"] == "Deny" && sends(s) && !source_arns(s, "ArnNotEquals").is_empty())
+            .collect();
+        if denies.len() != 1 || source_arns(denies[0], "ArnNotEquals") != rules {
+            wrong.push(format!("no deny of sqs:SendMessage for every aws:SourceArn but the {} rules", rules.len()));
+        }
+        for (id, rule) in t.of_kind("AWS::Events::Rule") {
+            if strings(&rule.properties["EventPattern"]["account"]) != vec![ACCOUNT.to_string()] {
+                wrong.push(format!("rule {id}'s pattern does not carry account [{ACCOUNT}]"));
+            }
+        }
+        wrong
+    });
+}
+
+#[test]
+fn only_the_forwarders_role_may_put_events_on_its_bus() {
+    each(|variant, t| {
+        let mut wrong = Vec::new();
+        let (_, forwarder) = t.forwarder_role();
+        let bus = format!("ballast-{}", cluster(variant));
+        let statements: Vec<&Value> = t
+            .of_kind("AWS::Events::EventBusPolicy")
+            .filter(|(_, p)| text(&p.properties["EventBusName"]) == bus)
+            .map(|(_, p)| &p.properties["Statement"])
+            .collect();
+        let principal = |s: &Value| strings(&s["Principal"]["AWS"]);
+        let allow = statements.iter().any(|s| s["Effect"] == "Allow" && principal(s) == vec![forwarder.clone()]);
+        let deny = statements.iter().any(|s| {
+            s["Effect"] == "Deny"
+                && (s["Principal"] == "*" || principal(s) == vec!["*".to_string()])
+                && strings(&s["Action"]).contains(&"events:PutEvents".to_string())
+                && strings(&s["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]) == vec![forwarder.clone()]
+        });
+        if !(allow && deny) {
+            wrong.push(format!(
+                "bus {bus}: want an allow of events:PutEvents for {forwarder} and a deny for every other principal, got {statements:?}"
+            ));
+        }
+        wrong
+    });
+}
+
+#[test]
+fn every_function_logs_to_its_own_group_with_retention() {
+    each(|variant, t| {
+        let mut wrong = Vec::new();
+        for f in FUNCTIONS {
+            let name = function_name(variant, f);
+            let function = t.find("AWS::Lambda::Function", "FunctionName", &name).unwrap();
+            let group = text(&function.properties["LoggingConfig"]["LogGroup"]);
+            match t.find("AWS::Logs::LogGroup", "LogGroupName", &group) {
+                Some(g) if !g.properties["RetentionInDays"].is_null() => {}
+                _ => wrong.push(format!("{f}: log group `{group}` is not in the template with a retention")),
+            }
+        }
+        wrong
+    });
+}
+
+#[test]
+fn dead_letters_raise_an_alarm_to_a_topic_and_failed_async_invocations_become_dead_letters() {
+    each(|variant, t| {
+        let mut wrong = Vec::new();
+        let dlq_name = format!("ballast-{}-events-dlq", cluster(variant));
+        let dlq_arn = format!("arn:aws:sqs:{REGION}:{ACCOUNT}:{dlq_name}");
+        let alarm = t.of_kind("AWS::CloudWatch::Alarm").map(|(_, a)| &a.properties).find(|a| {
+            a["MetricName"] == "ApproximateNumberOfMessagesVisible" && a["Dimensions"][0]["Value"] == dlq_name.as_str()
+        });
+        match alarm {
+            None => wrong.push("no alarm on the dead-letter queue's depth".into()),
+            Some(a) => {
+                let actions = strings(&a["AlarmActions"]);
+                let topics: Vec<String> = t
+                    .of_kind("AWS::SNS::Topic")
+                    .map(|(_, s)| format!("arn:aws:sns:{REGION}:{ACCOUNT}:{}", text(&s.properties["TopicName"])))
+                    .collect();
+                if actions.is_empty() || !actions.iter().all(|x| topics.contains(x)) {
+                    wrong.push(format!(
+                        "the dead-letter alarm's actions {actions:?} are not the stack's topic {topics:?}"
+                    ));
+                }
+            }
+        }
+        let roles = t.function_roles();
+        for f in ["schedule", "cluster-events"] {
+            let name = function_name(variant, f);
+            let config = t
+                .of_kind("AWS::Lambda::EventInvokeConfig")
+                .map(|(_, c)| &c.properties)
+                .find(|c| text(&c["FunctionName"]) == name);
+            match config.map(|c| text(&c["DestinationConfig"]["OnFailure"]["Destination"])) {
+                Some(d) if d == dlq_arn => {}
+                other => wrong.push(format!("{f}: on-failure destination {other:?}, want {dlq_arn}")),
+            }
+            let can_send = statements(t, &roles[&name])
+                .iter()
+                .any(|(_, s)| allows(s, "sqs:SendMessage") && strings(&s["Resource"]).contains(&dlq_arn));
+            if !can_send {
+                wrong.push(format!("{f}: its role may not send its failures to {dlq_arn}"));
+            }
+        }
+        wrong
+    });
+}
+
+#[test]
+fn the_dashboard_shows_what_operators_need_from_metrics_the_functions_emit() {
+    each(|variant, t| {
+        let mut wrong = Vec::new();
+        let Some(dashboard) =
+            t.find("AWS::CloudWatch::Dashboard", "DashboardName", &format!("ballast-{}", cluster(variant)))
+        else {
+            return vec!["no dashboard".into()];
+        };
+        let body: Value = serde_json::from_str(&text(&dashboard.properties["DashboardBody"])).expect("dashboard JSON");
+        let widgets = body["widgets"].as_array().cloned().unwrap_or_default();
+        let mut named = BTreeSet::new();
+        for w in &widgets {
+            let metrics = w["properties"]["metrics"].to_string();
+            // Names in SEARCH('{Ballast,...} MetricName=...') expressions, quoted.
+            for part in metrics.split("Ballast,").skip(1) {
+                for name in part.split("\\\"").skip(1).step_by(2) {
+                    named.insert(name.to_string());
+                }
+            }
+        }
+        for name in &named {
+            if !DECISION_METRICS.contains(&name.as_str()) && !OTHER_METRICS.contains(&name.as_str()) {
+                wrong.push(format!("the dashboard names `{name}`, which no function emits"));
+            }
+        }
+        for needed in ["FallbackUnits", "HeadroomReplicas", "ApiErrors", "ReconcileDuration"]
+            .iter()
+            .chain(DECISION_METRICS.iter())
+        {
+            if !named.contains(*needed) {
+                wrong.push(format!("the dashboard lacks `{needed}`"));
+            }
+        }
+        let dlq = format!("ballast-{}-events-dlq", cluster(variant));
+        if !body.to_string().contains(&format!("\"QueueName\",\"{dlq}\"")) {
+            wrong.push("the dashboard lacks the dead-letter queue's depth".into());
+        }
+        wrong
+    });
+}
+
+#[test]
+fn asg_changes_need_both_the_pool_and_this_clusters_tag() {
+    each(|variant, t| {
+        let mut wrong = Vec::new();
+        let roles = t.function_roles();
+        for f in FUNCTIONS {
+            for (policy, s) in statements(t, &roles[&function_name(variant, f)]) {
+                let mutating = strings(&s["Action"])
+                    .iter()
+                    .any(|a| a.starts_with("autoscaling:") && !a.starts_with("autoscaling:Describe"));
+                if s["Effect"] != "Allow" || !mutating {
+                    continue;
+                }
+                let c = &s["Condition"];
+                let cluster_ok = text(&c["StringEquals"]["aws:ResourceTag/ballast.io/cluster"]) == cluster(variant);
+                let pool_ok = text(&c["Null"]["aws:ResourceTag/ballast.io/pool"]) == "false";
+                if !(cluster_ok && pool_ok) {
+                    wrong.push(format!("{f} ({policy}): Auto Scaling changes not conditioned on both tags: {c}"));
+                }
+            }
+        }
+        wrong
+    });
+}
