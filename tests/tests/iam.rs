@@ -1,0 +1,456 @@
+//! Every AWS call the three functions and the forwarder make, recorded from moto's
+//! request log while they run their real code (start-up, an interruption batch with a
+//! retry, a malformed message and a lifecycle action, failback and a headroom override on
+//! schedule, the forwarder's demand), evaluated with a real IAM policy evaluator
+//! (@cloud-copilot/iam-simulate) against each caller's role taken from the SAM template
+//! (as aws-sam-translator makes it, with and without a VPC) and the CDK app's synthesized
+//! template (VPC mode, the test's names). Every call must be allowed; Auto Scaling changes
+//! to another cluster's ASGs or to ASGs outside a pool must be denied; only the stack's
+//! rules may feed the queue and only the forwarder the bus; and every action a role is
+//! granted is used by a recorded call or listed below with why it is needed.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration as StdDuration;
+
+use ballast_core::config::Config;
+use ballast_core::event::PoolDemandDetail;
+use ballast_core::model::PoolRecord;
+use ballast_core::ports::StateStore;
+use ballast_forwarder::bus::{EventBridgeBus, EventBus};
+use ballast_forwarder::publisher::Outgoing;
+use ballast_lambda::app::{connect_cluster, load_config};
+use ballast_lambda::settings::{ClusterAccess, ConfigSource};
+use ballast_tests::aws::*;
+use ballast_tests::iam::{caller, evaluate, Call, Case, Inventory};
+use ballast_tests::moto::Moto;
+use ballast_tests::templates::{rendered, strings, text, Template, Variant, ACCOUNT, REGION};
+use chrono::{DateTime, Duration, Utc};
+use serde_json::{json, Value};
+
+const CALLERS: [&str; 4] = ["interruption", "schedule", "cluster-events", "forwarder"];
+
+/// Granted actions no recorded call uses, and why each is needed all the same.
+fn needed_without_a_call(caller: &str, action: &str) -> Option<&'static str> {
+    Some(match action {
+        "logs:CreateLogStream" | "logs:PutLogEvents" => "Lambda writes the function's logs to its log group with its role",
+        "sqs:ReceiveMessage" | "sqs:DeleteMessage" | "sqs:GetQueueAttributes" if caller == "interruption" => {
+            "Lambda's SQS event source mapping polls the queue and deletes handled messages with the function's role"
+        }
+        "sqs:GetQueueUrl" if caller == "interruption" => {
+            "granted by the CDK's SqsEventSource (grantConsumeMessages) with the poller's actions; the SAM template does without"
+        }
+        "sqs:SendMessage" if caller == "schedule" || caller == "cluster-events" => {
+            "Lambda's on-failure destination sends a failed asynchronous invocation to the dead-letter queue with the function's role"
+        }
+        "ec2:CreateNetworkInterface"
+        | "ec2:DeleteNetworkInterface"
+        | "ec2:AssignPrivateIpAddresses"
+        | "ec2:UnassignPrivateIpAddresses"
+        | "ec2:DescribeNetworkInterfaces" => "Lambda attaches the function to the VPC (private EKS endpoint) with its role",
+        "ec2:DescribeInstances" => {
+            "tells spot from on-demand instances in a mixed-instances spot ASG (functions/aws/src/autoscaling.rs spot_instance_ids); the test's spot ASG buys spot only"
+        }
+        "autoscaling:CompleteLifecycleAction" if caller == "interruption" => {
+            "completes a lifecycle action once drained; moto answers the heartbeat before it with HTTP 500, so the recorded run stops there (functions/aws/tests/lifecycle_requests.rs covers the request)"
+        }
+        "autoscaling:CompleteLifecycleAction" | "autoscaling:RecordLifecycleActionHeartbeat" | "autoscaling:TerminateInstanceInAutoScalingGroup"
+            if caller != "interruption" =>
+        {
+            "reconcile is shared: any function's run finishes what a recorded plan started (a lifecycle action, a termination)"
+        }
+        "autoscaling:DescribeScalingActivities" | "autoscaling:SetDesiredCapacity" if caller == "cluster-events" => {
+            "reconcile is shared: a demand event reconciles the pool like any other (observe spot activities, move capacity)"
+        }
+        _ => return None,
+    })
+}
+
+fn now() -> DateTime<Utc> {
+    "2026-11-20T09:12:10Z".parse().unwrap()
+}
+
+async fn snapshot(d: &Deployment, inventory: &mut Inventory) {
+    let out = d.autoscaling.describe_auto_scaling_groups().send().await.expect("describe");
+    for g in out.auto_scaling_groups() {
+        let name = g.auto_scaling_group_name().unwrap_or_default().to_string();
+        let tags = g.tags().iter().filter_map(|t| Some((t.key()?.to_string(), t.value()?.to_string()))).collect();
+        inventory.asgs.insert(name.clone(), (g.auto_scaling_group_arn().unwrap_or_default().to_string(), tags));
+        for i in g.instances() {
+            inventory.instance_asg.insert(i.instance_id().unwrap_or_default().to_string(), name.clone());
+        }
+    }
+}
+
+/// Runs every caller's code against moto; returns the calls each made.
+async fn record() -> Option<Vec<Call>> {
+    let moto = Moto::start_recording()?;
+    let d = Deployment::create(&moto, 3, (0, 1), now()).await;
+    let yaml = config_yaml(false, "");
+    let config = Config::from_yaml(&yaml).unwrap();
+    let parameter = "/ballast/test/config";
+    aws_sdk_ssm_put(&d, parameter, &yaml).await;
+    aws_sdk_eks::Client::new(&d.sdk)
+        .create_cluster()
+        .name(CLUSTER)
+        .role_arn("arn:aws:iam::123456789012:role/eks")
+        .resources_vpc_config(aws_sdk_eks::types::VpcConfigRequest::builder().subnet_ids("subnet-1").build())
+        .send()
+        .await
+        .unwrap();
+    aws_sdk_eventbridge::Client::new(&d.sdk).create_event_bus().name("ballast-test").send().await.unwrap();
+    let queue = d.events_queue("ballast-test-events", 10).await;
+    let held = ballast_aws::DynamoStore::new(&d.sdk, TABLE);
+    let mut inventory = Inventory::default();
+    snapshot(&d, &mut inventory).await;
+
+    // Start-up, as each function's main: the config from SSM, the cluster from EKS.
+    for f in ["interruption", "schedule", "cluster-events"] {
+        let sdk = moto.sdk_as(f).await;
+        let loaded = load_config(&ConfigSource::SsmParameter(parameter.into()), &sdk).await.expect("config from SSM");
+        assert_eq!(loaded.cluster, config.cluster);
+        // moto's cluster has a fake CA: connecting may fail after DescribeCluster, which is what counts.
+        let _ =
+            tokio::time::timeout(StdDuration::from_secs(10), connect_cluster(ClusterAccess::Eks, &loaded, &sdk)).await;
+    }
+
+    // interruption: a warning while the pool is busy (retried within seconds), then handled;
+    // a malformed message (dead-lettered).
+    let sdk = moto.sdk_as("interruption").await;
+    let (app, _) = d.app_as(config.clone(), "interruption", &sdk);
+    let (_, spot_ids) = d.asg(SPOT).await;
+    assert!(held.acquire_lease("general", "another-run", now(), StdDuration::from_secs(600)).await.unwrap());
+    let warning = fixture_json("spot-interruption-terminate.json", |v| {
+        v["id"] = json!("w-1");
+        v["detail"]["instance-id"] = json!(spot_ids[0]);
+        v["resources"] = json!([format!("arn:aws:ec2:eu-west-1:123456789012:instance/{}", spot_ids[0])]);
+    });
+    for body in [warning.to_string(), "{\"version\":\"0\",\"id\":".to_string()] {
+        d.sqs.send_message().queue_url(&queue.url).message_body(body).send().await.unwrap();
+    }
+    let (handled, failed) = d.poll(&app, &queue).await;
+    assert_eq!((handled.len(), failed.len()), (1, 1), "the malformed one dead-lettered, the busy one retried");
+    held.release_lease("general", "another-run").await.unwrap();
+    tokio::time::sleep(StdDuration::from_millis(5500)).await;
+    let (handled, _) = d.poll(&app, &queue).await;
+    assert_eq!(handled, vec![warning.to_string()]);
+    snapshot(&d, &mut inventory).await;
+
+    // schedule: a pool in fallback fails back in steps (surge spot, drain, terminate
+    // on-demand with decrement), then a headroom override.
+    let sdk = moto.sdk_as("schedule").await;
+    let (app, _) = d.app_as(config.clone(), "schedule", &sdk);
+    let stored = held.load("general").await.unwrap();
+    let record = PoolRecord {
+        fallback_units: 1,
+        fallback_since: Some(now() - Duration::hours(2)),
+        healthy_since: [(SPOT.to_string(), now() - Duration::hours(1))].into(),
+        ..stored.value
+    };
+    held.save("general", &record, stored.version).await.unwrap();
+    for step in 0..6 {
+        d.clock.advance(Duration::seconds(30));
+        let tick = fixture_json("scheduled-reconcile.json", |v| {
+            v["id"] = json!(format!("tick-{step}"));
+            v["time"] = json!(d.clock.0.lock().unwrap().to_rfc3339());
+        });
+        app.direct(tick).await.expect("reconcile");
+        snapshot(&d, &mut inventory).await;
+    }
+    let override_event = fixture_json("scheduler-headroom-override.json", |v| {
+        v["time"] = json!(d.clock.0.lock().unwrap().to_rfc3339());
+    });
+    app.direct(override_event).await.expect("override");
+
+    // cluster-events: the forwarder's demand.
+    let sdk = moto.sdk_as("cluster-events").await;
+    let (app, _) = d.app_as(config.clone(), "cluster-events", &sdk);
+    let at = d.clock.0.lock().unwrap().to_rfc3339();
+    let demand = fixture_json("forwarder-pool-demand-changed.json", |v| {
+        v["time"] = json!(at);
+        v["detail"]["observed_at"] = json!(at);
+    });
+    app.direct(demand).await.expect("demand");
+
+    // interruption again: a lifecycle action (moto cannot complete it: the calls are made,
+    // and the message is retried). Last, as the pool record keeps it pending from then on.
+    let sdk = moto.sdk_as("interruption").await;
+    let (app, _) = d.app_as(config.clone(), "interruption", &sdk);
+    let (_, spot_ids) = d.asg(SPOT).await;
+    let lifecycle = fixture_json("lifecycle-terminate.json", |v| {
+        v["time"] = json!(at);
+        v["detail"]["AutoScalingGroupName"] = json!(SPOT);
+        v["detail"]["EC2InstanceId"] = json!(spot_ids[0]);
+    });
+    d.sqs.send_message().queue_url(&queue.url).message_body(lifecycle.to_string()).send().await.unwrap();
+    d.poll(&app, &queue).await;
+
+    // The forwarder publishes to the stack's bus.
+    let sdk = moto.sdk_as("forwarder").await;
+    let bus = EventBridgeBus::new(&sdk, "ballast-test");
+    let detail = PoolDemandDetail {
+        pool: "general".into(),
+        cpu_millis: 1000,
+        memory_bytes: 1 << 30,
+        pods: 3,
+        nodes: 2,
+        observed_at: now(),
+    };
+    let results = bus.put(&[Outgoing::PoolDemand(detail)]).await.unwrap();
+    assert_eq!(results, vec![None]);
+    snapshot(&d, &mut inventory).await;
+
+    let mut calls: Vec<Call> = Vec::new();
+    for request in moto.requests() {
+        if !caller(&request).is_some_and(|c| CALLERS.contains(&c.as_str())) {
+            continue; // the test's own setup
+        }
+        for call in inventory.calls(&request) {
+            if !calls.contains(&call) {
+                calls.push(call);
+            }
+        }
+    }
+    Some(calls)
+}
+
+async fn aws_sdk_ssm_put(d: &Deployment, name: &str, value: &str) {
+    let ssm = aws_sdk_ssm::Client::new(&d.sdk);
+    ssm.put_parameter().name(name).value(value).r#type(aws_sdk_ssm::types::ParameterType::String).send().await.unwrap();
+}
+
+/// The role (name, ARN) a caller runs as in a template.
+fn role_of(t: &Template, caller: &str) -> (String, String) {
+    if caller == "forwarder" {
+        return t.forwarder_role();
+    }
+    let role = t.function_roles()[&format!("ballast-{CLUSTER}-{caller}")].clone();
+    let arn = format!("arn:aws:iam::{ACCOUNT}:role/{role}");
+    (role, arn)
+}
+
+/// The resource policy IAM also reads for a call: the bus's or the queue's.
+fn resource_policy(t: &Template, call: &Call) -> Option<Value> {
+    let statements: Vec<Value> = if call.action.starts_with("events:") {
+        let bus = call.resource.rsplit('/').next().unwrap_or_default();
+        t.of_kind("AWS::Events::EventBusPolicy")
+            .filter(|(_, p)| text(&p.properties["EventBusName"]) == bus)
+            .map(|(_, p)| p.properties["Statement"].clone())
+            .collect()
+    } else if call.action.starts_with("sqs:") {
+        let queue = call.resource.rsplit(':').next().unwrap_or_default();
+        t.of_kind("AWS::SQS::QueuePolicy")
+            .filter(|(_, p)| strings(&p.properties["Queues"]).iter().any(|u| u.ends_with(&format!("/{queue}"))))
+            .flat_map(|(_, p)| p.properties["PolicyDocument"]["Statement"].as_array().cloned().unwrap_or_default())
+            .collect()
+    } else {
+        Vec::new()
+    };
+    (!statements.is_empty()).then(|| json!({ "Version": "2012-10-17", "Statement": statements }))
+}
+
+const VARIANTS: [Variant; 3] = [Variant::Sam, Variant::SamVpc, Variant::CdkVpc];
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_call_is_allowed_by_both_templates_and_every_grant_is_used() {
+    let Some(calls) = record().await else { return };
+    let recorded: BTreeSet<(String, String)> = calls.iter().map(|c| (c.caller.clone(), c.action.clone())).collect();
+    for caller in CALLERS {
+        assert!(recorded.iter().any(|(c, _)| c == caller), "no call recorded for {caller}: {recorded:?}");
+    }
+    eprintln!("recorded calls (caller, action): {recorded:#?}");
+    for must in [
+        ("interruption", "eks:DescribeCluster"),
+        ("schedule", "ssm:GetParameter"),
+        ("interruption", "sqs:ChangeMessageVisibility"),
+        ("interruption", "sqs:SendMessage"),
+        ("interruption", "autoscaling:TerminateInstanceInAutoScalingGroup"),
+        ("interruption", "autoscaling:RecordLifecycleActionHeartbeat"),
+        ("schedule", "autoscaling:SetDesiredCapacity"),
+        ("forwarder", "events:PutEvents"),
+    ] {
+        assert!(recorded.contains(&(must.0.to_string(), must.1.to_string())), "{must:?} not recorded: {recorded:#?}");
+    }
+
+    let mut templates = Vec::new();
+    for v in VARIANTS {
+        let Some(t) = rendered(v) else { return };
+        templates.push((v, t));
+    }
+    let mut cases = Vec::new();
+    let mut described = BTreeMap::new();
+    for (v, t) in &templates {
+        for (i, call) in calls.iter().enumerate() {
+            let (role, arn) = role_of(t, &call.caller);
+            let mut case = Case::new(format!("{}#{i}", v.name()), &arn, &t.role_policies(&role), call);
+            case.resource_policy = resource_policy(t, call);
+            described.insert(
+                case.id.clone(),
+                format!("{} {} on {} ({:?})", call.caller, call.action, call.resource, call.context),
+            );
+            cases.push(case);
+        }
+    }
+    let Some(results) = evaluate(&cases) else { return };
+    let refused: Vec<String> = results
+        .iter()
+        .filter(|(_, (r, _))| r != "Allowed")
+        .map(|(id, (r, e))| format!("{id} {r}: {} {e}", described[id]))
+        .collect();
+    assert!(refused.is_empty(), "calls the roles would refuse: {refused:#?}");
+
+    // Every granted action: used by a recorded call of that caller, or listed with why.
+    let mut unexplained = Vec::new();
+    let mut listed = BTreeSet::new();
+    for (v, t) in &templates {
+        for caller in CALLERS {
+            let (role, _) = role_of(t, caller);
+            for (_, doc) in t.role_policies(&role) {
+                let statements = match &doc["Statement"] {
+                    Value::Array(s) => s.clone(),
+                    other => vec![other.clone()],
+                };
+                for s in statements.iter().filter(|s| s["Effect"] == "Allow") {
+                    for action in strings(&s["Action"]) {
+                        if recorded.contains(&(caller.to_string(), action.clone())) {
+                            continue;
+                        }
+                        match needed_without_a_call(caller, &action) {
+                            Some(why) => {
+                                listed.insert(format!("{caller} {action}: {why}"));
+                            }
+                            None => unexplained
+                                .push(format!("{}: {caller} is granted {action}, which nothing uses", v.name())),
+                        }
+                    }
+                }
+            }
+        }
+    }
+    eprintln!("granted without a recorded call, and why: {listed:#?}");
+    assert!(unexplained.is_empty(), "{unexplained:#?}");
+}
+
+/// An ASG ARN and its tags as IAM sees them.
+fn asg_call(caller: &str, action: &str, name: &str, tags: &[(&str, &str)]) -> Call {
+    let mut context = BTreeMap::from([("aws:RequestedRegion".to_string(), Value::from(REGION))]);
+    for (k, v) in tags {
+        context.insert(format!("aws:ResourceTag/{k}"), Value::from(*v));
+        context.insert(format!("autoscaling:ResourceTag/{k}"), Value::from(*v));
+    }
+    Call {
+        caller: caller.into(),
+        action: action.into(),
+        resource: format!("arn:aws:autoscaling:{REGION}:{ACCOUNT}:autoScalingGroup:0b5a4c3e-1d2f-4a6b-8c9d-0e1f2a3b4c5d:autoScalingGroupName/{name}"),
+        context,
+    }
+}
+
+#[test]
+fn the_roles_refuse_other_clusters_asgs_foreign_senders_and_other_publishers() {
+    let mut cases = Vec::new();
+    let mut expect: BTreeMap<String, &'static str> = BTreeMap::new();
+    let mut templates = Vec::new();
+    for v in VARIANTS {
+        let Some(t) = rendered(v) else { return };
+        templates.push((v, t));
+    }
+    let admin = "arn:aws:iam::123456789012:role/admin";
+    let everything = vec![(
+        "admin".to_string(),
+        json!({ "Version": "2012-10-17", "Statement": [{ "Effect": "Allow", "Action": "*", "Resource": "*" }] }),
+    )];
+    for (v, t) in &templates {
+        let mut add = |id: String, case: Case, want: &'static str| {
+            expect.insert(id, want);
+            cases.push(case);
+        };
+        for caller in ["interruption", "schedule", "cluster-events"] {
+            let (role, arn) = role_of(t, caller);
+            let policies = t.role_policies(&role);
+            for action in [
+                "autoscaling:SetDesiredCapacity",
+                "autoscaling:TerminateInstanceInAutoScalingGroup",
+                "autoscaling:CompleteLifecycleAction",
+            ] {
+                for (what, tags, want) in [
+                    (
+                        "this cluster's pool ASG",
+                        vec![("ballast.io/pool", "general"), ("ballast.io/cluster", CLUSTER)],
+                        "Allowed",
+                    ),
+                    (
+                        "another cluster's pool ASG",
+                        vec![("ballast.io/pool", "general"), ("ballast.io/cluster", "other")],
+                        "ImplicitlyDenied",
+                    ),
+                    ("an ASG in no pool", vec![("ballast.io/cluster", CLUSTER)], "ImplicitlyDenied"),
+                    ("an untagged ASG", vec![], "ImplicitlyDenied"),
+                ] {
+                    let id = format!("{}: {caller} {action} on {what}", v.name());
+                    add(id.clone(), Case::new(id, &arn, &policies, &asg_call(caller, action, "eks-x", &tags)), want);
+                }
+            }
+            // The bus takes nothing from the functions.
+            let bus = format!("arn:aws:events:{REGION}:{ACCOUNT}:event-bus/ballast-{CLUSTER}");
+            let call = Call {
+                caller: caller.into(),
+                action: "events:PutEvents".into(),
+                resource: bus,
+                context: BTreeMap::new(),
+            };
+            let id = format!("{}: {caller} puts events on the forwarder's bus", v.name());
+            let mut case = Case::new(id.clone(), &arn, &policies, &call);
+            case.resource_policy = resource_policy(t, &call);
+            add(id, case, "Denied");
+        }
+        // An administrator of the account: the bus's and the queue's policies still refuse.
+        let bus = format!("arn:aws:events:{REGION}:{ACCOUNT}:event-bus/ballast-{CLUSTER}");
+        let call =
+            Call { caller: "admin".into(), action: "events:PutEvents".into(), resource: bus, context: BTreeMap::new() };
+        let id = format!("{}: an administrator puts events on the forwarder's bus", v.name());
+        let mut case = Case::new(id.clone(), admin, &everything, &call);
+        case.resource_policy = resource_policy(t, &call);
+        add(id, case, "ExplicitlyDenied");
+        let queue = format!("arn:aws:sqs:{REGION}:{ACCOUNT}:ballast-{CLUSTER}-events");
+        let call = Call {
+            caller: "admin".into(),
+            action: "sqs:SendMessage".into(),
+            resource: queue.clone(),
+            context: BTreeMap::new(),
+        };
+        let id = format!("{}: an administrator sends to the events queue", v.name());
+        let mut case = Case::new(id.clone(), admin, &everything, &call);
+        case.resource_policy = resource_policy(t, &call);
+        add(id, case, "ExplicitlyDenied");
+        // EventBridge, for each of the stack's rules and for a rule of someone else's.
+        let rules: Vec<String> = t
+            .of_kind("AWS::Events::Rule")
+            .filter(|(_, r)| r.properties["EventBusName"].is_null())
+            .map(|(_, r)| format!("arn:aws:events:{REGION}:{ACCOUNT}:rule/{}", text(&r.properties["Name"])))
+            .chain(std::iter::once(format!("arn:aws:events:{REGION}:{ACCOUNT}:rule/someone-elses-rule")))
+            .collect();
+        for rule in rules {
+            let want = if rule.ends_with("someone-elses-rule") { "Denied" } else { "Allowed" };
+            let context = BTreeMap::from([("aws:SourceArn".to_string(), Value::from(rule.clone()))]);
+            let call =
+                Call { caller: "events".into(), action: "sqs:SendMessage".into(), resource: queue.clone(), context };
+            let id = format!("{}: EventBridge rule {rule} sends to the events queue", v.name());
+            let mut case = Case::new(id.clone(), "events.amazonaws.com", &[], &call);
+            case.resource_policy = resource_policy(t, &call);
+            add(id, case, want);
+        }
+    }
+    let Some(results) = evaluate(&cases) else { return };
+    let wrong: Vec<String> = expect
+        .iter()
+        .filter(|(id, want)| {
+            let got = results[*id].0.as_str();
+            match **want {
+                "Denied" => got != "ExplicitlyDenied" && got != "ImplicitlyDenied",
+                want => got != want,
+            }
+        })
+        .map(|(id, want)| format!("{id}: want {want}, got {:?}", results[id]))
+        .collect();
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
