@@ -419,3 +419,87 @@ async fn a_batch_wide_failure_returns_every_event_for_a_retry() {
     assert_eq!(ids, all);
     assert!(memory.world().calls.is_empty(), "nothing applied");
 }
+
+/// A cluster whose cordon takes most of half the lease and whose drain takes its whole
+/// timeout; at the drain's start it reads how long the run's lease has left.
+#[derive(Clone)]
+struct SlowCluster {
+    memory: InMemory,
+    clock: FixedClock,
+    cordon_takes: Duration,
+    lease_left_at_drain: Arc<std::sync::Mutex<Vec<(Duration, std::time::Duration)>>>,
+}
+
+#[async_trait::async_trait]
+impl ballast_core::ports::Cluster for SlowCluster {
+    async fn pool_nodes(&self, pool: &PoolConfig) -> Result<Vec<ballast_core::model::NodeState>, PortError> {
+        self.memory.pool_nodes(pool).await
+    }
+    async fn headroom_replicas(&self, pool: &PoolConfig) -> Result<Option<u32>, PortError> {
+        self.memory.headroom_replicas(pool).await
+    }
+    async fn set_headroom_replicas(&self, pool: &PoolConfig, replicas: u32) -> Result<(), PortError> {
+        self.memory.set_headroom_replicas(pool, replicas).await
+    }
+    async fn pool_demand(
+        &self,
+        pool: &PoolConfig,
+        now: DateTime<Utc>,
+    ) -> Result<Option<ballast_core::model::Demand>, PortError> {
+        self.memory.pool_demand(pool, now).await
+    }
+    async fn cordon(&self, node: &str) -> Result<(), PortError> {
+        self.clock.advance(self.cordon_takes);
+        self.memory.cordon(node).await
+    }
+    async fn uncordon(&self, node: &str) -> Result<(), PortError> {
+        self.memory.uncordon(node).await
+    }
+    async fn drain(
+        &self,
+        node: &str,
+        timeout: std::time::Duration,
+    ) -> Result<ballast_core::ports::DrainReport, PortError> {
+        let now = *self.clock.0.lock().unwrap();
+        let until = self.memory.world().leases.get("general").map(|l| l.until).unwrap_or(now);
+        self.lease_left_at_drain.lock().unwrap().push((until - now, timeout));
+        self.clock.advance(Duration::from_std(timeout).unwrap());
+        self.memory.drain(node, timeout).await
+    }
+}
+
+#[tokio::test]
+async fn the_lease_outlasts_every_drain_it_covers() {
+    let warning = fixture("spot-interruption-terminate.json");
+    let config = config_with_dry_run(false);
+    let pool = config.pool("general").unwrap().clone();
+    let ttl = Duration::from_std(ballast_core::reconcile::lease_ttl(&pool)).unwrap();
+    let memory = InMemory::new(state("steady.json"));
+    let clock = FixedClock::new(warning.time);
+    let cluster = SlowCluster {
+        memory: memory.clone(),
+        clock: clock.clone(),
+        // Not yet half the lease gone when the drain starts: no renewal by the half-time
+        // rule, and less left than the drain may take.
+        cordon_takes: ttl / 2 - Duration::seconds(10),
+        lease_left_at_drain: Arc::default(),
+    };
+    let reconciler = Reconciler {
+        config: Arc::new(config),
+        autoscaling: memory.clone(),
+        cluster: cluster.clone(),
+        store: memory.clone(),
+        clock,
+        owner: "test".into(),
+    };
+    let out = reconciler.handle(vec![warning]).await;
+    assert!(out.failures.is_empty(), "{:?}", out.failures);
+    let seen = cluster.lease_left_at_drain.lock().unwrap().clone();
+    assert_eq!(seen.len(), 1, "one drain");
+    for (left, timeout) in seen {
+        assert!(
+            left >= Duration::from_std(timeout).unwrap(),
+            "the lease had {left} left when a drain of up to {timeout:?} started"
+        );
+    }
+}

@@ -225,6 +225,14 @@ pub struct PoolRecord {
     pub reported_launch_errors: Vec<ReportedLaunchError>,
     /// The capacity calls of the last plan not yet known to have landed.
     pub journal: Option<Journal>,
+    /// Journals written so far: each plan's own number, so what a plan promised is told
+    /// apart from another plan's made at the same instant.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub plans: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The capacity calls of one plan, in apply order (raises, lowers, terminations),
@@ -235,6 +243,9 @@ pub struct PoolRecord {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Journal {
     pub planned_at: DateTime<Utc>,
+    /// The plan's number (`PoolRecord::plans`); 0 in records written before it was kept.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub seq: u64,
     /// Fallback units the plan added to the on-demand ASG (taken back if its raise did
     /// not land).
     #[serde(default)]
@@ -319,6 +330,9 @@ pub struct Surge {
     pub asg: String,
     /// The plan that raised it (its journal tells whether the raise landed).
     pub planned_at: DateTime<Utc>,
+    /// That plan's number (its journal's `seq`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub plan: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -342,6 +356,9 @@ pub struct FailbackStep {
     pub spot_asg: String,
     pub count: u32,
     pub started_at: DateTime<Utc>,
+    /// The plan that started it (its journal's `seq`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub plan: u64,
     /// The spot ASG's desired size before the surge: a withdrawal never goes below it.
     #[serde(default)]
     pub desired_before: u32,

@@ -20,6 +20,8 @@ pub const DEMAND_FRESH_FOR: chrono::Duration = chrono::Duration::minutes(5);
 /// How long handled event ids are remembered (EventBridge redelivers within hours).
 pub const DEDUP_FOR: chrono::Duration = chrono::Duration::hours(24);
 const MAX_ATTEMPTS: u32 = 3;
+/// Reads of an ASG's size, around journal writes, before a desired-size write gives up.
+const SETTLE_ATTEMPTS: u32 = 3;
 /// A drain for a lifecycle action runs in slices this long, with a heartbeat between
 /// them, so the hook never times out under a long drain.
 pub const HEARTBEAT_EVERY: Duration = Duration::from_secs(60);
@@ -58,6 +60,16 @@ pub enum ReconcileError {
         #[source]
         source: PortError,
     },
+    /// Applying the plan stopped at an action; the plan says what was intended (its
+    /// notes included), the journal what was done.
+    #[error("pool {pool}: applying action {} of {} stopped: {source}", failed_at + 1, plan.actions.len())]
+    Apply {
+        pool: String,
+        plan: Box<Plan>,
+        failed_at: usize,
+        #[source]
+        source: PortError,
+    },
     #[error("pool {pool}: the record changed under every one of {MAX_ATTEMPTS} attempts")]
     Contention { pool: String },
     /// A failure before the batch was split per pool: it concerns every event of it.
@@ -73,7 +85,17 @@ impl ReconcileError {
     pub fn is_retryable(&self) -> bool {
         match self {
             ReconcileError::LeaseBusy { .. } | ReconcileError::Contention { .. } => true,
-            ReconcileError::Port { source, .. } | ReconcileError::Batch { source, .. } => source.is_retryable(),
+            ReconcileError::Port { source, .. }
+            | ReconcileError::Apply { source, .. }
+            | ReconcileError::Batch { source, .. } => source.is_retryable(),
+        }
+    }
+
+    /// The plan whose apply stopped part-way, to log what it intended.
+    pub fn plan(&self) -> Option<&Plan> {
+        match self {
+            ReconcileError::Apply { plan, .. } => Some(plan),
+            _ => None,
         }
     }
 
@@ -82,6 +104,7 @@ impl ReconcileError {
         match self {
             ReconcileError::LeaseBusy { pool }
             | ReconcileError::Port { pool, .. }
+            | ReconcileError::Apply { pool, .. }
             | ReconcileError::Contention { pool } => Some(pool),
             ReconcileError::Batch { .. } => None,
         }
@@ -394,7 +417,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                             tracing::warn!(pool = name, error = %e, "could not take back the intent of the actions not reached; the journal and the next reconcile settle them");
                         }
                     }
-                    Err(ReconcileError::Port { pool: name.to_string(), source })
+                    Err(ReconcileError::Apply { pool: name.to_string(), plan: Box::new(plan), failed_at, source })
                 }
             };
         }
@@ -402,8 +425,9 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
     }
 
     /// Before a mutating call: the lease is still ours (renewed when half its time is
-    /// gone) and the deadline is not near. A run that lost its lease stops applying.
-    async fn may_act(&self, run: &mut Run<'_>) -> Result<(), PortError> {
+    /// gone, or when less than `outlast` of it is left: a drain must not outlive it) and
+    /// the deadline is not near. A run that lost its lease stops applying.
+    async fn may_act(&self, run: &mut Run<'_>, outlast: Duration) -> Result<(), PortError> {
         let now = self.clock.now();
         if let Some(deadline) = run.deadline.filter(|d| now >= *d - DEADLINE_MARGIN) {
             return Err(PortError::new(
@@ -419,7 +443,8 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
             ));
         }
         let ttl = chrono::Duration::from_std(run.lease.ttl).unwrap_or(chrono::Duration::MAX);
-        if now + ttl / 2 >= run.lease.until {
+        let outlast = chrono::Duration::from_std(outlast).unwrap_or(chrono::Duration::MAX);
+        if now + (ttl / 2).max(outlast) >= run.lease.until {
             if !self.store.acquire_lease(&run.pool.name, &self.owner, now, run.lease.ttl).await? {
                 return Err(PortError::new(
                     ErrorKind::Retryable,
@@ -489,6 +514,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         }) else {
             return Ok(Applied::Skipped { why: format!("{asg}: no open call in the journal") });
         };
+        let (from, to) = self.settle_size(run, asg, from, to, is_call).await?;
         if to == from {
             self.journal(run, is_call, mark_done).await?;
             return Ok(Applied::Skipped { why: format!("{asg} is already at {to}") });
@@ -500,6 +526,47 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         } else {
             Applied::Done
         })
+    }
+
+    /// The write is absolute and the journal write before it takes time: another writer
+    /// (cluster-autoscaler) may change the ASG in between, and writing the older target
+    /// would undo its change. So the size is read again after the journal is on record;
+    /// while it moved, the call is rebased on it and journaled again. Returns the
+    /// `(from, to)` on record when the size held still across the last journal write.
+    async fn settle_size(
+        &self,
+        run: &mut Run<'_>,
+        asg: &str,
+        mut from: u32,
+        mut to: u32,
+        is_call: impl Fn(&CapacityCall) -> bool + Copy,
+    ) -> Result<(u32, u32), PortError> {
+        for _ in 0..SETTLE_ATTEMPTS {
+            let size = self.autoscaling.asg_size(asg).await?;
+            if size.desired == from {
+                return Ok((from, to));
+            }
+            let target = size.shifted(i64::from(to) - i64::from(from));
+            tracing::info!(
+                asg,
+                was = from,
+                now = size.desired,
+                to = target,
+                "the ASG changed since it was read: rebased"
+            );
+            (from, to) = (size.desired, target);
+            self.journal(run, is_call, |c| {
+                if let CapacityCall::SetDesired { from: f, to: t, .. } = c {
+                    (*f, *t) = (from, to);
+                }
+            })
+            .await?;
+        }
+        Err(PortError::new(
+            ErrorKind::Retryable,
+            "set_desired_capacity",
+            format!("{asg} kept changing under {SETTLE_ATTEMPTS} reads; not written, the next run plans afresh"),
+        ))
     }
 
     async fn terminate(
@@ -544,7 +611,18 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         while index < plan.actions.len() {
             let action = &plan.actions[index];
             if !matches!(action.kind, ActionKind::RecordState) {
-                self.may_act(run).await.map_err(|e| (index, e))?;
+                // Drains run together, each at most its timeout (cut at the deadline):
+                // the lease must outlast the longest, with room for the calls after it.
+                let outlast = plan.actions[index..]
+                    .iter()
+                    .take_while(|a| matches!(a.kind, ActionKind::DrainNode { .. }))
+                    .filter_map(|a| match &a.kind {
+                        ActionKind::DrainNode { timeout, .. } => Some(timeout.0 + LEASE_AFTER_DRAIN),
+                        _ => None,
+                    })
+                    .max()
+                    .unwrap_or_default();
+                self.may_act(run, outlast).await.map_err(|e| (index, e))?;
             }
             if is_capacity_call(&action.kind) {
                 self.reach(plan, index, run).await.map_err(|e| (index, e))?;
@@ -631,9 +709,13 @@ fn mark_done(call: &mut CapacityCall) {
     }
 }
 
-/// The lease outlasts one drain with room to spare; it is renewed while applying.
+/// Lease time kept beyond the longest drain: the terminations and journal writes after it.
+const LEASE_AFTER_DRAIN: Duration = Duration::from_secs(60);
+
+/// The lease outlasts one drain with room to spare; it is renewed while applying, and
+/// before drains so that it outlasts them.
 pub fn lease_ttl(pool: &PoolConfig) -> Duration {
-    pool.interruption.drain_timeout.0 + Duration::from_secs(120)
+    pool.interruption.drain_timeout.0 + LEASE_AFTER_DRAIN * 2
 }
 
 impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K> {

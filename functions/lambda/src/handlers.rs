@@ -113,6 +113,11 @@ where
                 None => batch_errors += 1,
             }
             error!(function = self.function, error = %err, retryable = err.is_retryable(), "reconcile failed");
+            if let Some(plan) = err.plan() {
+                // What the run intended, notes included: the journal tells the next run
+                // what was done; the log tells the operator.
+                info!(function = self.function, pool = %plan.pool, dry_run = plan.dry_run, plan = %plan.log_line(), "plan (stopped part-way)");
+            }
         }
         if batch_errors > 0 {
             (self.metrics)(&crate::metrics::emf_batch_errors(self.function, batch_errors, now));

@@ -119,12 +119,12 @@ impl Work<'_> {
             let od = &self.observed.on_demand;
             let movable = gained.min(self.record.fallback_units).min(self.room_down(od));
             if movable < gained {
-                self.note(format!(
-                    "failback: {} of {gained} new spot node(s) of {asg_name} have nothing to replace (fallback holds {}); \
-                     cluster-autoscaler removes them if unneeded",
+                let why = format!(
+                    "failback: {} of {gained} new spot node(s) have nothing to replace (fallback holds {})",
                     gained - movable,
                     self.record.fallback_units
-                ));
+                );
+                self.leave_surplus(&asg_name, gained - movable, &why);
             }
             if movable == 0 {
                 self.record.failback = None;
@@ -201,12 +201,15 @@ impl Work<'_> {
         if keep.is_empty() {
             if self.now >= deadline {
                 self.record.retry_after = Some(self.now + self.cfg.fallback.wait_and_retry.as_chrono());
-                self.note(format!(
-                    "failback step past its deadline with {} victim(s) not drained: released; the Ready spot nodes stay \
-                     (cluster-autoscaler removes them if unneeded); next attempt after {}",
+                // The step's spot nodes are Ready by now and may hold pods that left the
+                // victims: never terminated undrained, they are left to cluster-autoscaler.
+                let why = format!(
+                    "failback step past its deadline with {} victim(s) not drained: released, next attempt after {}",
                     release.len(),
                     self.cfg.fallback.wait_and_retry
-                ));
+                );
+                let asg_name = step.spot_asg.clone();
+                self.leave_surplus(&asg_name, release.len() as u32, &why);
             }
             self.record.failback = None;
             return;
@@ -348,6 +351,7 @@ impl Work<'_> {
             spot_asg: name,
             count,
             started_at: self.now,
+            plan: self.seq,
             desired_before,
             ready_before,
             victims: Vec::new(),

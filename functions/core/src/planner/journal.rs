@@ -3,9 +3,12 @@
 //! Apply stops at the first failure and marks each call done as it succeeds, so of
 //! the calls not marked done only the first may have been carried out (its answer was
 //! lost, or the run died right after), and only if apply had reached it (`attempted`).
-//! That one is judged from the ASG: a raise
-//! landed if the ASG is above the size read just before the call; a termination
-//! landed if the instance is no longer live. A call that landed is never repeated.
+//! That one is judged from the ASG, each doubt settled toward surplus, never toward
+//! lost capacity: a raise is taken as not landed (another writer's raise meanwhile
+//! cannot be told from ours), made again, and what it may have added is left to
+//! cluster-autoscaler by a note; a lower landed if the ASG is below the size read just
+//! before it; a termination, if the instance is no longer live. A call known to have
+//! landed is never repeated.
 
 use super::{is_live, Work};
 use crate::model::{CapacityCall, Journal};
@@ -16,8 +19,15 @@ impl Work<'_> {
         let mut first_open = true;
         let mut raise_missed = false;
         let mut lowers_left: Vec<(String, u32)> = Vec::new();
+        // Raises of that plan that were made: (ASG, size before, size after).
+        let mut raised: Vec<(String, u32, u32)> = Vec::new();
         for (index, call) in journal.calls.iter().enumerate() {
             if call.done() {
+                if let CapacityCall::SetDesired { asg, from, to, .. } = call {
+                    if to > from {
+                        raised.push((asg.clone(), *from, *to));
+                    }
+                }
                 if let CapacityCall::Terminate { instance_id, decrement: false, .. } = call {
                     // Terminated without decrement (the ASG was at its minimum by then):
                     // the ASG replaces it, so a surge made for it is surplus.
@@ -30,8 +40,15 @@ impl Work<'_> {
                 CapacityCall::SetDesired { asg, from, to, .. } => {
                     let Some(observed) = self.observed.asg(asg) else { continue };
                     let raise = to > from;
-                    let landed =
-                        may_have_landed && if raise { observed.desired > *from } else { observed.desired < *from };
+                    // Each doubt errs toward surplus, never loss. A raise whose answer was
+                    // lost is taken as not landed: the ASG's size cannot tell it from
+                    // another writer's raise (cluster-autoscaler scaling up meanwhile),
+                    // and taking that for ours would consume it. A lower landed if the ASG
+                    // is below where it started.
+                    let landed = may_have_landed && !raise && observed.desired < *from;
+                    if landed && raise {
+                        raised.push((asg.clone(), *from, *to));
+                    }
                     if landed {
                         self.note(format!(
                             "{asg} {from}->{to} (planned {}) was carried out though its answer was lost: not repeated",
@@ -40,12 +57,13 @@ impl Work<'_> {
                     } else if raise {
                         raise_missed = true;
                         if may_have_landed {
-                            // Not landed, or landed and as much removed since (a scale-in):
-                            // taken as not landed, since the other way could lose capacity.
-                            self.note(format!(
-                                "{asg} is back at {from}: its raise may have landed before a scale-in; \
-                                 raised again, and cluster-autoscaler removes the surplus if unneeded"
-                            ));
+                            let why = format!(
+                                "{asg} {from}->{to} (planned {}) may have landed though its answer was lost \
+                                 (the ASG is at {} now); taken as not landed and made again",
+                                journal.planned_at.to_rfc3339(),
+                                observed.desired
+                            );
+                            self.leave_surplus(asg, to - from, &why);
                         }
                         self.raise_never_landed(asg, *from, *to, &journal);
                     } else if !raise_missed {
@@ -62,6 +80,7 @@ impl Work<'_> {
         }
         // Every raise of that plan landed: finish its lowers (a move is raise, then
         // lower), within what no instance fills, so a lower never kills a live node.
+        let mut unfinished = 0;
         for (asg_name, by) in lowers_left {
             let Some(asg) = self.observed.asg(&asg_name) else { continue };
             let n = by.min(self.unfilled(asg)).min(self.room_down(asg));
@@ -71,11 +90,38 @@ impl Work<'_> {
                     -i64::from(n),
                     format!("finish the move planned {}: its raise landed", journal.planned_at.to_rfc3339()),
                 );
-            } else {
+            }
+            if n < by {
                 self.note(format!(
-                    "the lower of {asg_name} planned {} is no longer needed: nothing unfilled to remove",
+                    "{} of the lower of {asg_name} planned {} no longer needed: its slots filled meanwhile",
+                    by - n,
                     journal.planned_at.to_rfc3339()
                 ));
+                unfinished += by - n;
+            }
+        }
+        self.withdraw_unmatched_raises(unfinished, &raised, &journal);
+    }
+
+    /// A move whose lower could not be finished (the giving ASG filled its slots
+    /// meanwhile, e.g. spot capacity came back) leaves its raise as surplus: withdrawn
+    /// from the receiving ASGs, never below their size before the raise, and what is
+    /// a Ready node left to cluster-autoscaler. On-demand taken back is no fallback.
+    fn withdraw_unmatched_raises(&mut self, mut surplus: u32, raised: &[(String, u32, u32)], journal: &Journal) {
+        for (asg, from, to) in raised {
+            if surplus == 0 {
+                break;
+            }
+            let count = surplus.min(to - from);
+            surplus -= count;
+            let why = format!("the move planned {} was not finished", journal.planned_at.to_rfc3339());
+            let left = self.withdraw(asg, count, *from, &why);
+            self.leave_surplus(asg, left, &why);
+            if *asg == self.observed.on_demand.name {
+                self.record.fallback_units = self.record.fallback_units.saturating_sub(count);
+                if self.record.fallback_units == 0 {
+                    self.record.fallback_since = None;
+                }
             }
         }
     }
@@ -87,8 +133,11 @@ impl Work<'_> {
             "{asg} {from}->{to} (planned {}) did not land: re-planned from what is observed",
             journal.planned_at.to_rfc3339()
         ));
+        // Promised by that plan: by its number (several plans may share an instant),
+        // by its time in records kept before plans were numbered.
+        let by_plan = |plan: u64, at| if journal.seq != 0 { plan == journal.seq } else { at == journal.planned_at };
         for interruption in &mut self.record.interruptions {
-            if interruption.surge.as_ref().is_some_and(|s| s.asg == asg && s.planned_at == journal.planned_at) {
+            if interruption.surge.as_ref().is_some_and(|s| s.asg == asg && by_plan(s.plan, s.planned_at)) {
                 interruption.surge = None;
                 interruption.planned_at = None;
                 interruption.terminated = false;
@@ -100,7 +149,7 @@ impl Work<'_> {
                 self.record.fallback_since = None;
             }
         }
-        if self.record.failback.as_ref().is_some_and(|f| f.spot_asg == asg && f.started_at == journal.planned_at) {
+        if self.record.failback.as_ref().is_some_and(|f| f.spot_asg == asg && by_plan(f.plan, f.started_at)) {
             self.record.failback = None;
         }
     }
@@ -132,12 +181,7 @@ impl Work<'_> {
             let reason =
                 format!("{} left before Ballast removed it; its replacement is surplus", interruption.instance_id);
             let left = self.withdraw(&surge.asg, 1, 0, &reason);
-            if left > 0 {
-                self.note(format!(
-                    "{reason}: every instance of {} is a Ready node; cluster-autoscaler removes one if unneeded",
-                    surge.asg
-                ));
-            }
+            self.leave_surplus(&surge.asg, left, &format!("{reason}; every instance of {} is a Ready node", surge.asg));
             if surge.asg == self.observed.on_demand.name {
                 self.record.fallback_units = self.record.fallback_units.saturating_sub(1);
             }

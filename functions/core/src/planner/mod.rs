@@ -41,6 +41,10 @@ pub const CLOCK_SKEW: chrono::Duration = chrono::Duration::seconds(120);
 
 pub use headroom::{headroom_percent, headroom_replicas, PercentSource};
 
+/// The words of a note that leaves surplus instances to cluster-autoscaler, after their
+/// count and before the ASG: "2 surplus instance(s) left in eks-general-spot".
+pub const SURPLUS_NOTE: &str = "surplus instance(s) left in";
+
 /// Everything the planner needs, borrowed.
 #[derive(Debug, Clone, Copy)]
 pub struct PlanInput<'a> {
@@ -93,6 +97,8 @@ struct Work<'a> {
     /// Spot ASGs judged failing in this plan, with why.
     failing: BTreeMap<String, String>,
     moved_this_plan: bool,
+    /// This plan's number, should it journal capacity calls.
+    seq: u64,
     actions: Vec<Action>,
     notes: Vec<String>,
 }
@@ -112,6 +118,7 @@ impl<'a> Work<'a> {
             units_added: 0,
             failing: BTreeMap::new(),
             moved_this_plan: false,
+            seq: input.record.plans + 1,
             actions: Vec::new(),
             notes: Vec::new(),
         }
@@ -236,6 +243,15 @@ impl<'a> Work<'a> {
         self.notes.push(note.into());
     }
 
+    /// Instances Ballast added that are no longer needed but are Ready nodes (they may
+    /// hold pods): cluster-autoscaler's scale-down removes them safely if unneeded, so
+    /// they are left to it, said in a note of one fixed form ([`SURPLUS_NOTE`]).
+    fn leave_surplus(&mut self, asg: &str, count: u32, why: &str) {
+        if count > 0 {
+            self.note(format!("{why}: {count} {SURPLUS_NOTE} {asg}, which cluster-autoscaler removes if unneeded"));
+        }
+    }
+
     fn finish(mut self) -> Plan {
         let mut raises = Vec::new();
         let mut lowers = Vec::new();
@@ -282,8 +298,12 @@ impl<'a> Work<'a> {
                 _ => None,
             })
             .collect();
+        if !calls.is_empty() {
+            self.record.plans = self.seq;
+        }
         self.record.journal = (!calls.is_empty()).then_some(Journal {
             planned_at: self.now,
+            seq: self.seq,
             units_added: self.units_added,
             calls,
             attempted: 0,

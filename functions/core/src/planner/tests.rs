@@ -968,3 +968,91 @@ fn a_storm_of_5000_interruptions_logs_a_bounded_line_and_loses_none() {
         "every action accounted for"
     );
 }
+
+/// The plan's journal as apply leaves it after reaching every call and finishing `done`.
+fn journaled(plan: &Plan, done: usize) -> PoolRecord {
+    let mut record = plan.record.clone();
+    let journal = record.journal.as_mut().unwrap();
+    journal.attempted = journal.calls.len();
+    for call in journal.calls.iter_mut().take(done) {
+        match call {
+            CapacityCall::SetDesired { done, .. } | CapacityCall::Terminate { done, .. } => *done = true,
+        }
+    }
+    record
+}
+
+#[test]
+fn a_raise_whose_answer_was_lost_is_made_again_never_taken_from_cluster_autoscaler() {
+    let cfg = config();
+    let observed = pool((4, 4), (0, 0), (2, 2));
+    let warning = spot_warning(&observed, 0, InstanceAction::Terminate);
+    let p = run(&cfg, &PoolRecord::default(), &observed, &[warning], now());
+    assert_eq!(desired(&p, "spot-a"), Some(5));
+    // The surge's answer was lost; meanwhile cluster-autoscaler raised spot-a to 5 for
+    // its own pending pods (or the surge landed: the size cannot tell which).
+    let record = journaled(&p, 0);
+    let mut later = observed.clone();
+    later.spot[0].desired = 5;
+    let retry = run(&cfg, &record, &later, &[], now() + Duration::seconds(30));
+    assert_eq!(desired(&retry, "spot-a"), Some(6), "surged again on top: {:#?}", retry.actions);
+    let terminate = retry.actions.iter().any(|a| {
+        matches!(&a.kind, ActionKind::TerminateInstance { decrement: true, instance_id, .. } if *instance_id == observed.spot[0].instances[0].id)
+    });
+    assert!(terminate, "{:#?}", retry.actions);
+    assert!(
+        retry.notes.iter().any(|n| n.contains(&format!("1 {SURPLUS_NOTE} spot-a"))),
+        "the possible surplus is said: {:?}",
+        retry.notes
+    );
+}
+
+#[test]
+fn a_move_whose_giving_asg_refilled_is_withdrawn_from_the_receiving_one() {
+    let cfg = with(|y| y.replace("spot_asgs: [spot-a, spot-b]", "spot_asgs: [spot-a]"));
+    let mut observed = pool((6, 4), (0, 0), (2, 2));
+    observed.spot.truncate(1);
+    let p = run(&cfg, &PoolRecord::default(), &observed, &[capacity_error("spot-a", now())], now());
+    assert_eq!((desired(&p, "od"), desired(&p, "spot-a")), (Some(4), Some(4)));
+    // The raise landed, the run died before the lower; spot capacity came back and
+    // spot-a filled its slots; on-demand's two new instances are still booting.
+    let record = journaled(&p, 1);
+    let mut later = observed.clone();
+    later.spot[0] = asg("spot-a", 6, 6, 20, Market::Spot);
+    later.on_demand = asg("od", 4, 4, 10, Market::OnDemand);
+    let retry = run(&cfg, &record, &later, &[], now() + Duration::seconds(30));
+    assert_eq!(desired(&retry, "spot-a"), None, "nothing unfilled to lower: {:#?}", retry.actions);
+    let withdrawn: Vec<&str> = retry
+        .actions
+        .iter()
+        .filter_map(|a| match &a.kind {
+            ActionKind::TerminateInstance { asg, decrement: true, instance_id, .. } if asg == "od" => {
+                Some(instance_id.as_str())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(withdrawn.len(), 2, "the move's on-demand instances, not yet nodes, go: {:#?}", retry.actions);
+    assert_eq!(retry.record.fallback_units, 0);
+}
+
+#[test]
+fn plans_at_the_same_instant_take_back_only_their_own_promises() {
+    let cfg = config();
+    let observed = pool((4, 4), (0, 0), (2, 2));
+    let first =
+        run(&cfg, &PoolRecord::default(), &observed, &[spot_warning(&observed, 0, InstanceAction::Terminate)], now());
+    // The first surge landed and was recorded; a second warning at the same instant...
+    let mut record = journaled(&first, 1);
+    let mut later = observed.clone();
+    later.spot[0].desired = 5;
+    let second = run(&cfg, &record, &later, &[spot_warning(&observed, 1, InstanceAction::Terminate)], now());
+    assert_eq!(desired(&second, "spot-a"), Some(6));
+    // ...whose surge never left (the run died before it).
+    record = second.record.clone();
+    record.journal.as_mut().unwrap().attempted = 0;
+    let retry = run(&cfg, &record, &later, &[], now());
+    let surged: Vec<_> = retry.record.interruptions.iter().map(|i| i.surge.is_some()).collect();
+    assert_eq!(surged, vec![true, true], "the first keeps its landed surge, the second surges again");
+    assert_eq!(desired(&retry, "spot-a"), Some(6), "one new surge, not two: {:#?}", retry.actions);
+}
