@@ -357,14 +357,79 @@ where
     }
 }
 
+/// What a pod spec (as JSON, the API's field names) breaks of the `restricted` Pod
+/// Security Standard (https://kubernetes.io/docs/concepts/security/pod-security-standards/),
+/// checked here because v1.20's API server predates the PodSecurity admission plugin.
+pub fn restricted_violations(spec: &serde_json::Value) -> Vec<String> {
+    let mut wrong = Vec::new();
+    for host in ["hostNetwork", "hostPID", "hostIPC"] {
+        if spec[host] == true {
+            wrong.push(format!("{host} is set"));
+        }
+    }
+    let allowed_volumes =
+        ["configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected", "secret"];
+    for v in spec["volumes"].as_array().into_iter().flatten() {
+        let kinds: Vec<&String> =
+            v.as_object().into_iter().flatten().map(|(k, _)| k).filter(|k| *k != "name").collect();
+        if !kinds.iter().all(|k| allowed_volumes.contains(&k.as_str())) {
+            wrong.push(format!("volume {} is of a type restricted forbids: {kinds:?}", v["name"]));
+        }
+    }
+    let pod = &spec["securityContext"];
+    let containers: Vec<&serde_json::Value> =
+        ["initContainers", "containers"].iter().flat_map(|k| spec[*k].as_array().into_iter().flatten()).collect();
+    for c in containers {
+        let name = c["name"].as_str().unwrap_or("?");
+        let sc = &c["securityContext"];
+        if sc["privileged"] == true {
+            wrong.push(format!("{name}: privileged"));
+        }
+        if sc["allowPrivilegeEscalation"] != false {
+            wrong.push(format!("{name}: allowPrivilegeEscalation is not false"));
+        }
+        let drops = sc["capabilities"]["drop"].as_array().cloned().unwrap_or_default();
+        if !drops.iter().any(|d| d == "ALL") {
+            wrong.push(format!("{name}: capabilities do not drop ALL"));
+        }
+        for add in sc["capabilities"]["add"].as_array().into_iter().flatten() {
+            if add != "NET_BIND_SERVICE" {
+                wrong.push(format!("{name}: adds capability {add}"));
+            }
+        }
+        let non_root = if sc["runAsNonRoot"].is_null() { &pod["runAsNonRoot"] } else { &sc["runAsNonRoot"] };
+        if non_root != true {
+            wrong.push(format!("{name}: runAsNonRoot is not true"));
+        }
+        if sc["runAsUser"] == 0 || (sc["runAsUser"].is_null() && pod["runAsUser"] == 0) {
+            wrong.push(format!("{name}: runs as user 0"));
+        }
+        let seccomp = if sc["seccompProfile"].is_null() { &pod["seccompProfile"] } else { &sc["seccompProfile"] };
+        if !matches!(seccomp["type"].as_str(), Some("RuntimeDefault" | "Localhost")) {
+            wrong.push(format!("{name}: seccompProfile is not RuntimeDefault or Localhost"));
+        }
+        if c["ports"].as_array().into_iter().flatten().any(|p| !p["hostPort"].is_null() && p["hostPort"] != 0) {
+            wrong.push(format!("{name}: uses a hostPort"));
+        }
+    }
+    wrong
+}
+
 /// Applies the manifests of `infra/k8s/FILE` whose kind is in `kinds`, as an admin would
 /// with `kubectl apply --server-side`.
 pub async fn apply_manifests(client: &kube::Client, file: &str, kinds: &[&str]) {
-    apply_manifests_with(client, file, kinds, false).await
+    apply_manifests_with(client, file, kinds, false).await;
 }
 
-/// The same with `--dry-run=server`: the server validates, admits and discards.
-pub async fn apply_manifests_with(client: &kube::Client, file: &str, kinds: &[&str], dry_run: bool) {
+/// The same with `--dry-run=server`: the server validates, admits and discards. Returns
+/// the objects as the server answered them.
+pub async fn apply_manifests_with(
+    client: &kube::Client,
+    file: &str,
+    kinds: &[&str],
+    dry_run: bool,
+) -> Vec<serde_json::Value> {
+    let mut applied = Vec::new();
     use kube::api::{DynamicObject, GroupVersionKind};
     use serde::Deserialize;
     let text = std::fs::read_to_string(crate::repo_root().join("infra/k8s").join(file)).expect("manifest");
@@ -387,8 +452,11 @@ pub async fn apply_manifests_with(client: &kube::Client, file: &str, kinds: &[&s
         let name = object.metadata.name.clone().expect("name");
         let mut params = PatchParams::apply("test-admin").force();
         params.dry_run = dry_run;
-        api.patch(&name, &params, &Patch::Apply(&value))
+        let object = api
+            .patch(&name, &params, &Patch::Apply(&value))
             .await
             .unwrap_or_else(|e| panic!("apply {} {name} from {file}: {e}", types.kind));
+        applied.push(serde_json::to_value(object).expect("object as JSON"));
     }
+    applied
 }

@@ -31,7 +31,12 @@ async fn setup(parts: Parts) -> Option<(ControlPlane, kube::Client, KubeCluster)
     let plane = ControlPlane::start(parts).await?;
     let admin = plane.client(ADMIN_TOKEN);
     apply_manifests(&admin, "namespace.yaml", &["Namespace"]).await;
-    apply_manifests(&admin, "functions-rbac.yaml", &["ClusterRole", "ClusterRoleBinding"]).await;
+    apply_manifests(
+        &admin,
+        "functions-rbac.yaml",
+        &["PriorityClass", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"],
+    )
+    .await;
     let connector = Connector::fixed(plane.kube_config(FUNCTIONS_TOKEN)).expect("connector");
     let cluster = KubeCluster::new(connector, &[pool()]).with_drain_poll(Duration::from_millis(250));
     Some((plane, admin, cluster))
@@ -115,13 +120,26 @@ async fn headroom_apply_is_idempotent_and_takes_back_fields_another_manager_chan
 
 #[tokio::test]
 async fn a_priority_class_with_another_value_is_reported_not_overwritten() {
-    let Some((_plane, admin, cluster)) = setup(Parts::ApiServer).await else { return };
+    let Some((plane, admin, cluster)) = setup(Parts::ApiServer).await else { return };
     let existing: PriorityClass =
         serde_json::from_value(json!({ "metadata": { "name": "ballast-headroom" }, "value": -5 })).unwrap();
-    Api::<PriorityClass>::all(admin).create(&PostParams::default(), &existing).await.unwrap();
+    let classes = Api::<PriorityClass>::all(admin);
+    classes.delete("ballast-headroom", &Default::default()).await.unwrap();
+    eventually(Duration::from_secs(10), "the shipped class gone", || async {
+        classes.get_opt("ballast-headroom").await.unwrap().is_none()
+    })
+    .await;
+    classes.create(&PostParams::default(), &existing).await.unwrap();
     let err = cluster.set_headroom_replicas(&pool(), 1).await.unwrap_err();
     assert_eq!(err.kind, ErrorKind::Permanent);
     assert!(err.message.contains("exists with value -5") && err.message.contains("needs -10"), "{err}");
+
+    // Missing altogether: the functions may not create it, and say who should.
+    classes.delete("ballast-headroom", &Default::default()).await.unwrap();
+    let fresh = KubeCluster::new(Connector::fixed(plane.kube_config(FUNCTIONS_TOKEN)).unwrap(), &[pool()]);
+    let err = fresh.set_headroom_replicas(&pool(), 1).await.unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Permanent);
+    assert!(err.message.contains("may not create it: apply infra/k8s/functions-rbac.yaml"), "{err}");
 }
 
 #[tokio::test]
@@ -239,9 +257,39 @@ async fn the_functions_group_cannot_do_more_than_its_role() {
     let pods: Api<Pod> = Api::namespaced(functions.clone(), "default");
     let denied = pods.delete("anything", &Default::default()).await.unwrap_err();
     assert!(matches!(denied, kube::Error::Api(ref s) if s.code == 403), "{denied:?}");
-    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::all(functions);
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::all(functions.clone());
     let denied = secrets.list(&ListParams::default()).await.unwrap_err();
     assert!(matches!(denied, kube::Error::Api(ref s) if s.code == 403), "{denied:?}");
+
+    // Deployments only in the headroom namespace and only the pools' own, by name.
+    let forbidden = |r: Result<Deployment, kube::Error>| matches!(r, Err(kube::Error::Api(ref s)) if s.code == 403);
+    let apply = |namespace: &str, name: &str| {
+        let api: Api<Deployment> = Api::namespaced(functions.clone(), namespace);
+        let body = json!({ "apiVersion": "apps/v1", "kind": "Deployment", "metadata": { "name": name },
+            "spec": { "selector": { "matchLabels": { "a": "b" } }, "template": { "metadata": { "labels": { "a": "b" } },
+            "spec": { "containers": [{ "name": "c", "image": "x" }] } } } });
+        let name = name.to_string();
+        async move { api.patch(&name, &PatchParams::apply("ballast"), &Patch::Apply(&body)).await }
+    };
+    assert!(forbidden(apply("default", "ballast-headroom-general").await), "no Deployment outside the namespace");
+    assert!(forbidden(apply("kube-system", "coredns").await), "nor anyone else's");
+    assert!(forbidden(apply("ballast", "ballast-forwarder").await), "nor another Deployment in the namespace");
+    let deployments: Api<Deployment> = Api::namespaced(functions.clone(), "ballast");
+    assert!(forbidden(deployments.get("ballast-forwarder").await));
+    let listed = deployments.list(&ListParams::default()).await;
+    assert!(matches!(listed, Err(kube::Error::Api(ref s)) if s.code == 403), "no listing: {listed:?}");
+    // PriorityClasses: only Ballast's, by name.
+    let classes: Api<PriorityClass> = Api::all(functions.clone());
+    let other = classes.get("system-cluster-critical").await;
+    assert!(matches!(other, Err(kube::Error::Api(ref s)) if s.code == 403), "{other:?}");
+    let pc = json!({ "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": { "name": "mine" }, "value": 1000000 });
+    let made = classes.patch("mine", &PatchParams::apply("ballast"), &Patch::Apply(&pc)).await;
+    assert!(matches!(made, Err(kube::Error::Api(ref s)) if s.code == 403), "{made:?}");
+    // Pods: listed (drain, demand), never read one by one nor changed.
+    let pods: Api<Pod> = Api::all(functions.clone());
+    pods.list(&ListParams::default()).await.expect("list pods");
+    let one = Api::<Pod>::namespaced(functions, "default").get("anything").await;
+    assert!(matches!(one, Err(kube::Error::Api(ref s)) if s.code == 403), "{one:?}");
 }
 
 fn merge_into(mut a: serde_json::Value, b: serde_json::Value) -> serde_json::Value {

@@ -24,7 +24,12 @@ async fn the_three_functions_under_the_runtime_emulator() {
     let Some(plane) = ControlPlane::start(Parts::ApiServer).await else { return };
     let admin = plane.client(ADMIN_TOKEN);
     apply_manifests(&admin, "namespace.yaml", &["Namespace"]).await;
-    apply_manifests(&admin, "functions-rbac.yaml", &["ClusterRole", "ClusterRoleBinding"]).await;
+    apply_manifests(
+        &admin,
+        "functions-rbac.yaml",
+        &["PriorityClass", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"],
+    )
+    .await;
     let d = Deployment::create(&moto, 3, (0, 1), "2026-11-20T09:12:10Z".parse().unwrap()).await;
     let (_, ids) = d.asg(SPOT).await;
     add_instance_node(&admin, "ip-10-0-0-1.eu-west-1.compute.internal", &ids[0], &[], "4", "16Gi").await;

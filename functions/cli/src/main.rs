@@ -2,7 +2,6 @@
 
 mod commands;
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -49,7 +48,7 @@ enum EventsCommand {
 #[derive(Subcommand)]
 enum ConfigCommand {
     /// List every problem with its path; exit 0 only when valid.
-    Check { file: PathBuf },
+    Check(commands::config::CheckArgs),
 }
 
 fn main() -> ExitCode {
@@ -62,7 +61,7 @@ fn main() -> ExitCode {
         #[cfg(feature = "aws")]
         Command::Doctor(args) => commands::aws::doctor(args),
         Command::Events { command: EventsCommand::Check(args) } => commands::events::check(args),
-        Command::Config { command: ConfigCommand::Check { file } } => commands::config::check(&file),
+        Command::Config { command: ConfigCommand::Check(args) } => commands::config::check(args),
     };
     match result {
         Ok(code) => code,

@@ -105,6 +105,60 @@ fn config_check_accepts_the_example_and_lists_every_problem() {
 }
 
 #[test]
+fn config_check_holds_the_config_to_the_functions_rbac_and_timeout() {
+    let ok = ballast(&[
+        "config",
+        "check",
+        "ballast.example.yaml",
+        "--rbac",
+        "infra/k8s/functions-rbac.yaml",
+        "--function-timeout",
+        "300",
+    ]);
+    assert!(ok.status.success(), "{}", stdout(&ok));
+    assert!(stdout(&ok).contains("covered by the RBAC"), "{}", stdout(&ok));
+    assert!(!stdout(&ok).contains("warning"), "{}", stdout(&ok));
+
+    let dir = std::env::temp_dir().join(format!("ballast-cli-rbac-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let example = std::fs::read_to_string(root().join("ballast.example.yaml")).unwrap();
+    let elsewhere = dir.join("elsewhere.yaml");
+    std::fs::write(&elsewhere, example.replacen("namespace: ballast", "namespace: kube-system", 1)).unwrap();
+    let out = ballast(&["config", "check", elsewhere.to_str().unwrap(), "--rbac", "infra/k8s/functions-rbac.yaml"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(stdout(&out).contains("pools[0].headroom.namespace: `kube-system` is not covered"), "{}", stdout(&out));
+    let renamed = dir.join("renamed.yaml");
+    std::fs::write(&renamed, example.replacen("- name: general", "- name: web", 1)).unwrap();
+    let out = ballast(&["config", "check", renamed.to_str().unwrap(), "--rbac", "infra/k8s/functions-rbac.yaml"]);
+    assert!(stdout(&out).contains("may get and patch Deployment ballast-headroom-web"), "{}", stdout(&out));
+    let unpinned = dir.join("unpinned.yaml");
+    let image = image_line(&example);
+    std::fs::write(&unpinned, example.replace(&image, "      image: registry.k8s.io/pause:3.10")).unwrap();
+    let out = ballast(&["config", "check", unpinned.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stdout(&out).contains("pools[0].headroom.image: `registry.k8s.io/pause:3.10` is not pinned"),
+        "{}",
+        stdout(&out)
+    );
+
+    let short = ballast(&["config", "check", "ballast.example.yaml", "--function-timeout", "120"]);
+    assert!(short.status.success());
+    assert!(
+        stdout(&short)
+            .contains("warning: the functions' timeout (120s) is shorter than the longest drain_timeout plus 120 s"),
+        "{}",
+        stdout(&short)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The example's `image:` line.
+fn image_line(example: &str) -> String {
+    example.lines().find(|l| l.trim_start().starts_with("image:")).expect("an image line").to_string()
+}
+
+#[test]
 fn plan_prints_the_fallback_for_a_capacity_error() {
     let out = ballast(&[
         "plan",

@@ -121,11 +121,24 @@ impl KubeCluster {
                 ));
             }
             Some(_) => {}
-            None => {
-                api.patch(&config.name, &PatchParams::apply(FIELD_MANAGER), &Patch::Apply(&desired))
-                    .await
-                    .map_err(|e| kube_error(&operation, e))?;
-            }
+            None => match api.patch(&config.name, &PatchParams::apply(FIELD_MANAGER), &Patch::Apply(&desired)).await {
+                Ok(_) => {}
+                // The shipped RBAC lets the functions read their PriorityClass, not create
+                // one: whoever applies it makes the class.
+                Err(kube::Error::Api(status)) if status.code == 403 => {
+                    return Err(PortError::new(
+                        ErrorKind::Permanent,
+                        operation,
+                        format!(
+                            "PriorityClass {} does not exist and the functions may not create it: apply \
+                             infra/k8s/functions-rbac.yaml (it makes ballast-headroom), or create it with value {} and \
+                             preemptionPolicy Never",
+                            config.name, desired.value
+                        ),
+                    ))
+                }
+                Err(e) => return Err(kube_error(&operation, e)),
+            },
         }
         known.insert(config.name.clone());
         Ok(())

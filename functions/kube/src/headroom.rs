@@ -8,7 +8,8 @@ use ballast_core::config::{PoolConfig, PriorityClassConfig};
 use ballast_core::units::{format_cpu_millis, format_memory_bytes};
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, DeploymentStrategy};
 use k8s_openapi::api::core::v1::{
-    Container, PodSecurityContext, PodSpec, PodTemplateSpec, ResourceRequirements, SecurityContext, Toleration,
+    Capabilities, Container, PodSecurityContext, PodSpec, PodTemplateSpec, ResourceRequirements, SeccompProfile,
+    SecurityContext, Toleration,
 };
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -86,9 +87,11 @@ pub fn deployment(pool: &PoolConfig, replicas: u32) -> Deployment {
                     termination_grace_period_seconds: Some(0),
                     automount_service_account_token: Some(false),
                     enable_service_links: Some(false),
+                    // The `restricted` Pod Security Standard, which the namespace enforces.
                     security_context: Some(PodSecurityContext {
                         run_as_non_root: Some(true),
                         run_as_user: Some(65535),
+                        seccomp_profile: Some(SeccompProfile { type_: "RuntimeDefault".into(), ..Default::default() }),
                         ..Default::default()
                     }),
                     containers: vec![Container {
@@ -102,6 +105,7 @@ pub fn deployment(pool: &PoolConfig, replicas: u32) -> Deployment {
                         security_context: Some(SecurityContext {
                             allow_privilege_escalation: Some(false),
                             read_only_root_filesystem: Some(true),
+                            capabilities: Some(Capabilities { drop: Some(vec!["ALL".into()]), ..Default::default() }),
                             ..Default::default()
                         }),
                         ..Default::default()
@@ -121,12 +125,15 @@ pub fn deployment_matches(current: &Deployment, desired: &Deployment) -> bool {
     let pod = |d: &DeploymentSpec| d.template.spec.clone();
     let Some(cur_pod) = pod(cur) else { return false };
     let Some(want_pod) = pod(want) else { return false };
-    let container = |p: &PodSpec| p.containers.first().map(|c| (c.image.clone(), c.resources.clone()));
+    let container =
+        |p: &PodSpec| p.containers.first().map(|c| (c.image.clone(), c.resources.clone(), c.security_context.clone()));
     cur.replicas == want.replicas
         && cur.selector == want.selector
         && cur_pod.priority_class_name == want_pod.priority_class_name
         && cur_pod.node_selector.clone().unwrap_or_default() == want_pod.node_selector.clone().unwrap_or_default()
         && cur_pod.tolerations.clone().unwrap_or_default() == want_pod.tolerations.clone().unwrap_or_default()
+        // A Deployment from before the pods met the `restricted` standard is rewritten.
+        && cur_pod.security_context == want_pod.security_context
         && cur_pod.containers.len() == 1
         && container(&cur_pod) == container(&want_pod)
 }

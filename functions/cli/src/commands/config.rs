@@ -1,28 +1,195 @@
-use std::path::Path;
+use std::collections::BTreeSet;
+use std::path::PathBuf;
 use std::process::ExitCode;
+
+use anyhow::Context;
+use ballast_core::config::{Config, PoolConfig};
+use serde_yaml_ng::Value;
 
 use super::load_config;
 
-pub fn check(file: &Path) -> anyhow::Result<ExitCode> {
-    match load_config(file)? {
-        Ok(config) => {
-            let names: Vec<&str> = config.pools.iter().map(|p| p.name.as_str()).collect();
-            println!(
-                "{}: valid: cluster {}, {} pool(s) ({}){}",
-                file.display(),
-                config.cluster,
-                names.len(),
-                names.join(", "),
-                if config.dry_run { ", dry_run" } else { "" }
-            );
-            Ok(ExitCode::SUCCESS)
-        }
+/// The Kubernetes group the functions' IAM roles map to (EKS access entry).
+pub const FUNCTIONS_GROUP: &str = "ballast:functions";
+
+#[derive(clap::Args)]
+pub struct CheckArgs {
+    file: PathBuf,
+    /// The functions' RBAC (e.g. infra/k8s/functions-rbac.yaml): every pool's headroom
+    /// namespace, Deployment and PriorityClass must be covered by it.
+    #[arg(long)]
+    rbac: Option<PathBuf>,
+    /// The functions' deployed timeout, in seconds (FunctionTimeoutSeconds): warns when a
+    /// drain of the longest drain_timeout would not fit.
+    #[arg(long, value_name = "SECONDS")]
+    function_timeout: Option<u64>,
+}
+
+pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
+    let file = &args.file;
+    let config = match load_config(file)? {
+        Ok(config) => config,
         Err(issues) => {
             println!("{}: {} problem(s)", file.display(), issues.len());
             for issue in issues {
                 println!("  {issue}");
             }
-            Ok(ExitCode::FAILURE)
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    if let Some(rbac) = &args.rbac {
+        let text = std::fs::read_to_string(rbac).with_context(|| format!("cannot read {}", rbac.display()))?;
+        let issues = rbac_issues(&config, &text).with_context(|| format!("cannot read {} as RBAC", rbac.display()))?;
+        if !issues.is_empty() {
+            println!("{}: {} problem(s) with the RBAC in {}", file.display(), issues.len(), rbac.display());
+            for issue in issues {
+                println!("  {issue}");
+            }
+            return Ok(ExitCode::FAILURE);
         }
     }
+    let names: Vec<&str> = config.pools.iter().map(|p| p.name.as_str()).collect();
+    println!(
+        "{}: valid: cluster {}, {} pool(s) ({}){}{}",
+        file.display(),
+        config.cluster,
+        names.len(),
+        names.join(", "),
+        if config.dry_run { ", dry_run" } else { "" },
+        if args.rbac.is_some() { ", covered by the RBAC" } else { "" },
+    );
+    if let Some(timeout) = args.function_timeout {
+        let needed = config.min_function_timeout().as_secs();
+        if timeout < needed {
+            println!(
+                "warning: the functions' timeout ({timeout}s) is shorter than the longest drain_timeout plus 120 s ({needed}s): \
+                 drains would be cut short; set FunctionTimeoutSeconds to at least {needed}"
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One RBAC rule, as far as the check needs it.
+struct Rule {
+    groups: Vec<String>,
+    resources: Vec<String>,
+    names: Vec<String>,
+    verbs: Vec<String>,
+}
+
+impl Rule {
+    fn grants(&self, group: &str, resource: &str, name: &str, verbs: &[&str]) -> bool {
+        let any = |list: &[String], x: &str| list.iter().any(|v| v == x || v == "*");
+        any(&self.groups, group)
+            && any(&self.resources, resource)
+            && (self.names.is_empty() || self.names.iter().any(|n| n == name))
+            && verbs.iter().all(|v| any(&self.verbs, v))
+    }
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_sequence().into_iter().flatten().filter_map(|x| x.as_str().map(str::to_string)).collect()
+}
+
+/// What the functions' group may not do that the config needs: each pool's Deployment in
+/// its headroom namespace (create, get, patch: server-side apply), its PriorityClass (get;
+/// made by the RBAC file itself).
+pub fn rbac_issues(config: &Config, text: &str) -> anyhow::Result<Vec<String>> {
+    use serde::Deserialize;
+    let mut roles: Vec<(String, Option<String>, Vec<Rule>)> = Vec::new(); // (kind/name, namespace, rules)
+    let mut bindings: Vec<(String, Option<String>)> = Vec::new(); // (role kind/name, binding namespace)
+    let mut priority_classes: Vec<(String, i64)> = Vec::new();
+    for document in serde_yaml_ng::Deserializer::from_str(text) {
+        let doc = Value::deserialize(document)?;
+        let kind = doc["kind"].as_str().unwrap_or_default();
+        let name = doc["metadata"]["name"].as_str().unwrap_or_default();
+        let namespace = doc["metadata"]["namespace"].as_str().map(str::to_string);
+        match kind {
+            "PriorityClass" => priority_classes.push((name.to_string(), doc["value"].as_i64().unwrap_or_default())),
+            "Role" | "ClusterRole" => {
+                let rules = doc["rules"]
+                    .as_sequence()
+                    .into_iter()
+                    .flatten()
+                    .map(|r| Rule {
+                        groups: strings(&r["apiGroups"]),
+                        resources: strings(&r["resources"]),
+                        names: strings(&r["resourceNames"]),
+                        verbs: strings(&r["verbs"]),
+                    })
+                    .collect();
+                roles.push((format!("{kind}/{name}"), namespace, rules));
+            }
+            "RoleBinding" | "ClusterRoleBinding" => {
+                let ours = doc["subjects"]
+                    .as_sequence()
+                    .into_iter()
+                    .flatten()
+                    .any(|s| s["kind"] == "Group" && s["name"] == FUNCTIONS_GROUP);
+                if ours {
+                    let role = format!(
+                        "{}/{}",
+                        doc["roleRef"]["kind"].as_str().unwrap_or_default(),
+                        doc["roleRef"]["name"].as_str().unwrap_or_default()
+                    );
+                    bindings.push((role, if kind == "RoleBinding" { namespace } else { None }));
+                }
+            }
+            _ => {}
+        }
+    }
+    // The rules the group has in `namespace` (None: cluster-wide).
+    let rules_in = |namespace: Option<&str>| -> Vec<&Rule> {
+        bindings
+            .iter()
+            .filter(|(_, bound)| bound.is_none() || bound.as_deref() == namespace)
+            .filter_map(|(role, bound)| {
+                roles.iter().find(|(r, ns, _)| {
+                    r == role && (role.starts_with("ClusterRole/") || ns.as_deref() == bound.as_deref())
+                })
+            })
+            .flat_map(|(_, _, rules)| rules.iter())
+            .collect()
+    };
+    let mut issues = Vec::new();
+    let mut classes = BTreeSet::new();
+    for (i, pool) in config.pools.iter().enumerate() {
+        let h = &pool.headroom;
+        let deployment = headroom_deployment(pool);
+        let rules = rules_in(Some(&h.namespace));
+        let creates = rules.iter().any(|r| r.grants("apps", "deployments", &deployment, &["create"]));
+        if !creates || !rules.iter().any(|r| r.grants("apps", "deployments", &deployment, &["get", "patch"])) {
+            issues.push(format!(
+                "pools[{i}].headroom.namespace: `{}` is not covered: nothing bound to group {FUNCTIONS_GROUP} may {} Deployment {deployment} there (add it to the Role's resourceNames, or bind the Role in that namespace)",
+                h.namespace,
+                if creates { "get and patch" } else { "create, get and patch" }
+            ));
+        }
+        let class = &h.priority_class;
+        if classes.insert(class.name.clone()) {
+            if !rules_in(None).iter().any(|r| r.grants("scheduling.k8s.io", "priorityclasses", &class.name, &["get"])) {
+                issues.push(format!(
+                    "pools[{i}].headroom.priority_class.name: nothing bound to group {FUNCTIONS_GROUP} may get PriorityClass {} (add it to the ClusterRole's resourceNames)",
+                    class.name
+                ));
+            }
+            match priority_classes.iter().find(|(n, _)| *n == class.name) {
+                Some((_, value)) if *value == i64::from(class.value) => {}
+                Some((_, value)) => issues.push(format!(
+                    "pools[{i}].headroom.priority_class.value: {} but the RBAC file makes PriorityClass {} with value {value}",
+                    class.value, class.name
+                )),
+                None => issues.push(format!(
+                    "pools[{i}].headroom.priority_class.name: the RBAC file does not make PriorityClass {} (the functions may only read it)",
+                    class.name
+                )),
+            }
+        }
+    }
+    Ok(issues)
+}
+
+/// The name the Kubernetes adapter gives a pool's pause-pod Deployment.
+fn headroom_deployment(pool: &PoolConfig) -> String {
+    format!("ballast-headroom-{}", pool.name)
 }

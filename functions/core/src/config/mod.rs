@@ -226,6 +226,49 @@ impl Config {
     }
 }
 
+/// The pause image by default: registry.k8s.io/pause:3.10, pinned to its digest.
+pub const DEFAULT_PAUSE_IMAGE: &str =
+    "registry.k8s.io/pause:3.10@sha256:ee6521f290b2168b6e0935a181d4cff9be1ac3f505666ef0e3c98fae8199917a";
+
+/// Where a pause image may come from: the upstream image, the EKS Distro copy, or a
+/// private ECR mirror (`ACCOUNT.dkr.ecr.REGION.amazonaws.com/...`). The functions may
+/// create pods in the cluster, so the image is not left to any registry.
+pub const ALLOWED_PAUSE_REPOSITORIES: [&str; 2] =
+    ["registry.k8s.io/pause", "public.ecr.aws/eks-distro/kubernetes/pause"];
+
+/// Why `image` may not be the pause image: it must be pinned (`@sha256:` and 64 hex
+/// digits, so a moved tag cannot change what runs) and from an allowed repository.
+pub fn check_image(image: &str) -> Result<(), String> {
+    let image = image.trim();
+    if image.is_empty() {
+        return Err("must name a container image".into());
+    }
+    let Some((name, digest)) = image.split_once("@sha256:") else {
+        return Err(format!(
+            "`{image}` is not pinned: add its digest (`@sha256:...`), so a moved tag cannot change what runs"
+        ));
+    };
+    if digest.len() != 64 || !digest.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+        return Err(format!("`{image}`: the digest must be 64 lowercase hex digits"));
+    }
+    let repository = match name.rsplit_once(':') {
+        Some((repo, tag)) if !tag.contains('/') => repo,
+        _ => name,
+    };
+    let private_ecr = repository.split_once('/').is_some_and(|(host, _)| {
+        let parts: Vec<&str> = host.split('.').collect();
+        matches!(parts.as_slice(), [account, "dkr", "ecr", _region, "amazonaws", "com"] if account.len() == 12 && account.bytes().all(|b| b.is_ascii_digit()))
+    });
+    if ALLOWED_PAUSE_REPOSITORIES.contains(&repository) || private_ecr {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{repository}` is not an allowed pause image repository ({}, or a private ECR mirror ACCOUNT.dkr.ecr.REGION.amazonaws.com/...)",
+            ALLOWED_PAUSE_REPOSITORIES.join(", ")
+        ))
+    }
+}
+
 /// Time a run needs beyond its longest drain: observe, plan, record, terminate.
 pub const FUNCTION_TIMEOUT_MARGIN: std::time::Duration = std::time::Duration::from_secs(120);
 
@@ -509,7 +552,7 @@ fn read_headroom(value: &Value, path: &str, issues: &mut Issues) -> Option<Headr
         PriorityClassConfig { name: "ballast-headroom".into(), value: CA_EXPENDABLE_CUTOFF },
         issues,
     );
-    let image: String = f.or("image", "registry.k8s.io/pause:3.10".to_string(), issues);
+    let image: String = f.or("image", DEFAULT_PAUSE_IMAGE.to_string(), issues);
     let schedules_value = f.raw("schedules").cloned();
     let interruption_boost = f.or("interruption_boost", 0u32, issues);
     let boost_for = duration(&mut f, "boost_for", 1800, issues);
@@ -548,8 +591,8 @@ fn read_headroom(value: &Value, path: &str, issues: &mut Issues) -> Option<Headr
             ),
         );
     }
-    if image.trim().is_empty() {
-        issues.push(p("image"), "must name a container image");
+    if let Err(why) = check_image(&image) {
+        issues.push(p("image"), why);
     }
     let mut schedules = Vec::new();
     match schedules_value {

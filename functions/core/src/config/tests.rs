@@ -144,3 +144,39 @@ fn broken_yaml_is_one_issue() {
     assert_eq!(found.len(), 1);
     assert!(found[0].starts_with("(file): not valid YAML"), "{found:#?}");
 }
+
+#[test]
+fn the_pause_image_must_be_pinned_and_from_an_allowed_repository() {
+    use super::check_image;
+    let digest = "ee6521f290b2168b6e0935a181d4cff9be1ac3f505666ef0e3c98fae8199917a";
+    assert_eq!(check_image(super::DEFAULT_PAUSE_IMAGE), Ok(()));
+    assert_eq!(check_image(&format!("public.ecr.aws/eks-distro/kubernetes/pause@sha256:{digest}")), Ok(()));
+    assert_eq!(
+        check_image(&format!("111122223333.dkr.ecr.eu-west-1.amazonaws.com/mirror/pause:3.10@sha256:{digest}")),
+        Ok(())
+    );
+    let unpinned = check_image("registry.k8s.io/pause:3.10").unwrap_err();
+    assert!(unpinned.contains("is not pinned"), "{unpinned}");
+    let short = check_image("registry.k8s.io/pause@sha256:abc").unwrap_err();
+    assert!(short.contains("64 lowercase hex"), "{short}");
+    let foreign = check_image(&format!("docker.io/evil/pause:3.10@sha256:{digest}")).unwrap_err();
+    assert!(foreign.contains("`docker.io/evil/pause` is not an allowed"), "{foreign}");
+    let fake_ecr =
+        check_image(&format!("evil.dkr.ecr.eu-west-1.amazonaws.com.example/pause@sha256:{digest}")).unwrap_err();
+    assert!(fake_ecr.contains("not an allowed"), "{fake_ecr}");
+
+    let yaml = |image: &str| {
+        format!(
+            "cluster: c\nregion: eu-west-1\nstate_table: t\npools:\n  - name: general\n    spot_asgs: [a]\n    on_demand_asg: b\n    headroom: {{ image: \"{image}\" }}\n"
+        )
+    };
+    let issues = Config::from_yaml(&yaml("registry.k8s.io/pause:3.10")).unwrap_err().to_string();
+    assert!(issues.contains("pools[0].headroom.image: `registry.k8s.io/pause:3.10` is not pinned"), "{issues}");
+}
+
+#[test]
+fn the_function_timeout_covers_the_longest_drain_and_its_margin() {
+    let yaml = "cluster: c\nregion: eu-west-1\nstate_table: t\npools:\n  - name: a\n    spot_asgs: [a]\n    on_demand_asg: b\n  - name: b\n    spot_asgs: [c]\n    on_demand_asg: d\n    interruption: { drain_timeout: 5m }\n";
+    let config = Config::from_yaml(yaml).unwrap();
+    assert_eq!(config.min_function_timeout(), std::time::Duration::from_secs(300 + 120));
+}
