@@ -306,6 +306,7 @@ mod tests {
                 .collect(),
             journal: Some(Journal {
                 planned_at: at,
+                seq: 1,
                 units_added: 0,
                 attempted: 0,
                 calls: ids
