@@ -167,7 +167,7 @@ fn the_pause_image_must_be_pinned_and_from_an_allowed_repository() {
 
     let yaml = |image: &str| {
         format!(
-            "cluster: c\nregion: eu-west-1\nstate_table: t\npools:\n  - name: general\n    spot_asgs: [a]\n    on_demand_asg: b\n    headroom: {{ image: \"{image}\" }}\n"
+            "cluster: c\nregion: eu-west-1\nstate_table: tbl\npools:\n  - name: general\n    spot_asgs: [a]\n    on_demand_asg: b\n    headroom: {{ image: \"{image}\" }}\n"
         )
     };
     let issues = Config::from_yaml(&yaml("registry.k8s.io/pause:3.10")).unwrap_err().to_string();
@@ -176,7 +176,7 @@ fn the_pause_image_must_be_pinned_and_from_an_allowed_repository() {
 
 #[test]
 fn the_function_timeout_covers_the_longest_drain_and_its_margin() {
-    let yaml = "cluster: c\nregion: eu-west-1\nstate_table: t\npools:\n  - name: a\n    spot_asgs: [a]\n    on_demand_asg: b\n  - name: b\n    spot_asgs: [c]\n    on_demand_asg: d\n    interruption: { drain_timeout: 5m }\n";
+    let yaml = "cluster: c\nregion: eu-west-1\nstate_table: tbl\npools:\n  - name: a\n    spot_asgs: [a]\n    on_demand_asg: b\n  - name: b\n    spot_asgs: [c]\n    on_demand_asg: d\n    interruption: { drain_timeout: 5m }\n";
     let config = Config::from_yaml(yaml).unwrap();
     assert_eq!(config.min_function_timeout(), std::time::Duration::from_secs(300 + 120));
 }
