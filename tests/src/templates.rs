@@ -65,8 +65,14 @@ fn python() -> Option<PathBuf> {
     crate::cache_dir().map(|c| c.join("venv-infra/bin/python")).filter(|p| p.exists())
 }
 
-/// The SAM template as CloudFormation (`None`, the test skips, only outside CI).
+/// The SAM template as CloudFormation (`None`, the test skips, only outside CI); translated
+/// once per test binary.
 pub fn sam_translated() -> Option<Value> {
+    static TRANSLATED: std::sync::OnceLock<Option<Value>> = std::sync::OnceLock::new();
+    TRANSLATED.get_or_init(translate_sam).clone()
+}
+
+fn translate_sam() -> Option<Value> {
     let Some(python) = python() else {
         assert!(!required(), "CI=true but aws-sam-translator's venv is missing: run scripts/test");
         eprintln!("skipped: aws-sam-translator not installed (scripts/test installs it)");
