@@ -416,3 +416,42 @@ async fn a_retryable_message_comes_back_within_seconds_and_one_that_keeps_failin
     assert_eq!(deliveries, 3, "delivered maxReceiveCount times");
     assert_eq!(dead, vec![stuck], "then dead-lettered, body intact");
 }
+
+#[tokio::test]
+async fn each_function_takes_only_its_own_sources() {
+    let Some(moto) = Moto::start() else { return };
+    let d = Deployment::create(&moto, 3, (0, 1), now()).await;
+    let (_, ids) = d.asg(SPOT).await;
+    let demand = fixture_json("forwarder-pool-demand-changed.json", |_| {});
+    let tick = fixture_json("scheduled-reconcile.json", |_| {});
+
+    // The queue carries AWS events only: the forwarder's event is dead-lettered, not acted on.
+    let (interruption, _) = d.app_as(config(false), "interruption", &d.sdk);
+    let (response, summary) = interruption.interruption(sqs_batch(&[("m-demand".into(), demand.clone())])).await;
+    assert!(response.batch_item_failures.is_empty());
+    assert_eq!(
+        summary.invalid,
+        vec!["m-demand: source: `ballast.kubernetes` is not one the interruption function takes (aws.ec2, aws.autoscaling, aws.health)".to_string()]
+    );
+    assert_eq!(d.dead_letters().await, vec![demand.to_string()]);
+
+    // schedule: scheduled events and Scheduler input, nothing else.
+    let (schedule, _) = d.app_as(config(false), "schedule", &d.sdk);
+    let refused = schedule.direct(warning_for(&ids[0], "w-to-schedule")).await.unwrap();
+    assert!(refused.invalid[0].contains("`aws.ec2` is not one the schedule function takes"), "{refused:?}");
+    assert!(refused.pools.is_empty());
+    let refused = schedule.direct(demand.clone()).await.unwrap();
+    assert!(refused.invalid[0].contains("`ballast.kubernetes` is not one the schedule function takes"), "{refused:?}");
+    let taken = schedule.direct(tick.clone()).await.unwrap();
+    assert!(taken.invalid.is_empty() && taken.pools.len() == 1, "{taken:?}");
+
+    // cluster-events: the forwarder's events only.
+    let (cluster_events, _) = d.app_as(config(false), "cluster-events", &d.sdk);
+    let refused = cluster_events.direct(tick).await.unwrap();
+    assert!(refused.invalid[0].contains("`aws.events` is not one the cluster-events function takes"), "{refused:?}");
+    let refused = cluster_events.direct(warning_for(&ids[0], "w-to-cluster-events")).await.unwrap();
+    assert!(refused.invalid[0].contains("`aws.ec2` is not one the cluster-events function takes"), "{refused:?}");
+    assert!(d.recorder.of("TerminateInstanceInAutoScalingGroup").is_empty(), "no warning acted on");
+    let taken = cluster_events.direct(demand).await.unwrap();
+    assert!(taken.invalid.is_empty(), "{taken:?}");
+}
