@@ -353,3 +353,19 @@ fn asg_changes_need_both_the_pool_and_this_clusters_tag() {
         wrong
     });
 }
+
+#[test]
+fn every_function_outlasts_the_longest_drain_of_the_example_config() {
+    let needed = ballast_tests::example_config().min_function_timeout().as_secs();
+    each(|variant, t| {
+        FUNCTIONS
+            .iter()
+            .filter_map(|f| {
+                let function = t.find("AWS::Lambda::Function", "FunctionName", &function_name(variant, f)).unwrap();
+                let timeout = text(&function.properties["Timeout"]).parse::<u64>().unwrap_or(3);
+                (timeout < needed)
+                    .then(|| format!("{f}: timeout {timeout} s < the longest drain_timeout plus 120 s ({needed} s)"))
+            })
+            .collect()
+    });
+}
