@@ -233,7 +233,26 @@ async fn doctor_checks_the_wiring_and_says_how_to_fix_it() {
     let findings = doctor.check(&config, &wiring).await;
     let bad: Vec<_> = findings.iter().filter(|f| !f.ok).collect();
     assert!(bad.is_empty(), "{bad:#?}");
-    assert_eq!(findings.len(), 2 + 2 + 7 + 2, "table, TTL, two queues, seven rules, two ASGs: {findings:#?}");
+    assert_eq!(
+        findings.len(),
+        2 + 3 + 7 + 2,
+        "table, TTL, two queues and a retention, seven rules, two ASGs: {findings:#?}"
+    );
+
+    // A queue that forgets a retried message before its last receive (the templates before #11).
+    let queue_url = d.sqs.get_queue_url().queue_name("ballast-test-events").send().await.unwrap().queue_url.unwrap();
+    let set = |name: aws_sdk_sqs::types::QueueAttributeName, value: &str| {
+        d.sqs.set_queue_attributes().queue_url(&queue_url).attributes(name, value.to_string()).send()
+    };
+    set(aws_sdk_sqs::types::QueueAttributeName::VisibilityTimeout, "5400").await.unwrap();
+    set(aws_sdk_sqs::types::QueueAttributeName::MessageRetentionPeriod, "3600").await.unwrap();
+    let findings = doctor.check(&config, &wiring).await;
+    let short = findings.iter().find(|f| f.check == "queue ballast-test-events retention").unwrap();
+    assert!(
+        !short.ok && short.detail.contains("3600 s is under twice VisibilityTimeout 5400 s x maxReceiveCount 5"),
+        "{short:#?}"
+    );
+    set(aws_sdk_sqs::types::QueueAttributeName::MessageRetentionPeriod, "345600").await.unwrap();
 
     // Break it: a disabled rule, a misnamed ASG, an on-demand ASG listed as spot.
     aws_sdk_eventbridge::Client::new(&d.sdk).disable_rule().name("ballast-test-health").send().await.unwrap();

@@ -153,6 +153,11 @@ impl Doctor {
     }
 
     async fn queue_arn(&self, name: &str) -> Result<(String, Option<String>), String> {
+        self.queue_attributes(name).await.map(|(arn, redrive, _)| (arn, redrive))
+    }
+
+    /// (ARN, redrive policy, (visibility timeout, retention) in seconds) of a queue.
+    async fn queue_attributes(&self, name: &str) -> Result<(String, Option<String>, (u64, u64)), String> {
         let url = self
             .sqs
             .get_queue_url()
@@ -173,7 +178,10 @@ impl Doctor {
             .map_err(err_text)?;
         let map = attrs.attributes().cloned().unwrap_or_default();
         let arn = map.get(&QueueAttributeName::QueueArn).cloned().unwrap_or_default();
-        Ok((arn, map.get(&QueueAttributeName::RedrivePolicy).cloned()))
+        let seconds = |a: QueueAttributeName| map.get(&a).and_then(|v| v.parse::<u64>().ok()).unwrap_or_default();
+        let times =
+            (seconds(QueueAttributeName::VisibilityTimeout), seconds(QueueAttributeName::MessageRetentionPeriod));
+        Ok((arn, map.get(&QueueAttributeName::RedrivePolicy).cloned(), times))
     }
 
     async fn queues(&self, wiring: &Wiring, findings: &mut Vec<Finding>) -> Option<String> {
@@ -191,12 +199,30 @@ impl Doctor {
                 None
             }
         };
-        match self.queue_arn(&wiring.queue).await {
-            Ok((arn, redrive)) => {
-                let target = redrive
-                    .as_deref()
-                    .and_then(|r| serde_json::from_str::<serde_json::Value>(r).ok())
-                    .and_then(|v| v["deadLetterTargetArn"].as_str().map(str::to_string));
+        match self.queue_attributes(&wiring.queue).await {
+            Ok((arn, redrive, (visibility, retention))) => {
+                let policy = redrive.as_deref().and_then(|r| serde_json::from_str::<serde_json::Value>(r).ok());
+                let target = policy.as_ref().and_then(|v| v["deadLetterTargetArn"].as_str().map(str::to_string));
+                // maxReceiveCount is a number or a string, depending on who wrote it.
+                let receives = policy
+                    .as_ref()
+                    .and_then(|v| v["maxReceiveCount"].as_u64().or_else(|| v["maxReceiveCount"].as_str()?.parse().ok()))
+                    .unwrap_or(0);
+                let needed = 2 * visibility * receives;
+                findings.push(if retention >= needed {
+                    ok(
+                        format!("queue {} retention", wiring.queue),
+                        format!("{retention} s, at least twice VisibilityTimeout {visibility} s x maxReceiveCount {receives}"),
+                    )
+                } else {
+                    bad(
+                        format!("queue {} retention", wiring.queue),
+                        format!(
+                            "{retention} s is under twice VisibilityTimeout {visibility} s x maxReceiveCount {receives}: a message that keeps failing expires before it reaches the dead-letter queue"
+                        ),
+                        format!("raise MessageRetentionPeriod to at least {needed} (the templates use 345600)"),
+                    )
+                });
                 match (target, &dlq_arn) {
                     (Some(t), Some(dlq)) if t == *dlq => findings.push(ok(
                         format!("queue {}", wiring.queue),

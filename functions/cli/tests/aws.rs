@@ -38,7 +38,7 @@ async fn invoke_and_doctor_against_moto() {
     let out = ballast(&["doctor", "--config", config], &moto.endpoint);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
-    assert!(text.contains("13 check(s), 0 problem(s)"), "{text}");
+    assert!(text.contains("14 check(s), 0 problem(s)"), "{text}");
 
     let (_, ids) = d.asg(SPOT).await;
     let warning = fixture_json("spot-interruption-terminate.json", |v| {
