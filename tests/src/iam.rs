@@ -13,7 +13,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use crate::moto::required;
-use crate::templates::{ACCOUNT, REGION};
+use crate::templates::{rendered, strings, text, Template, Variant, ACCOUNT, REGION};
 
 /// One call as IAM authorizes it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -91,6 +91,20 @@ pub fn caller(request: &Value) -> Option<String> {
 }
 
 impl Inventory {
+    /// Adds what the deployment's ASGs are now: ARNs, tags, which instance is where (run
+    /// it before and after steps that replace instances).
+    pub async fn snapshot(&mut self, d: &crate::aws::Deployment) {
+        let out = d.autoscaling.describe_auto_scaling_groups().send().await.expect("describe");
+        for g in out.auto_scaling_groups() {
+            let name = g.auto_scaling_group_name().unwrap_or_default().to_string();
+            let tags = g.tags().iter().filter_map(|t| Some((t.key()?.to_string(), t.value()?.to_string()))).collect();
+            self.asgs.insert(name.clone(), (g.auto_scaling_group_arn().unwrap_or_default().to_string(), tags));
+            for i in g.instances() {
+                self.instance_asg.insert(i.instance_id().unwrap_or_default().to_string(), name.clone());
+            }
+        }
+    }
+
     fn asg(&self, name: &str) -> (String, BTreeMap<String, Value>) {
         let (arn, tags) = self.asgs.get(name).unwrap_or_else(|| panic!("ASG {name} is not in the inventory"));
         let mut context = BTreeMap::new();
@@ -285,6 +299,69 @@ pub fn evaluate(cases: &[Case]) -> Option<BTreeMap<String, (String, Value)>> {
                     (r["result"].as_str().unwrap_or_default().to_string(), r["errors"].clone()),
                 )
             })
+            .collect(),
+    )
+}
+
+/// The templates the calls are judged against: the SAM template with and without a VPC, the
+/// CDK app in VPC mode (rendered with the moto deployment's names).
+pub const VARIANTS: [Variant; 3] = [Variant::Sam, Variant::SamVpc, Variant::CdkVpc];
+
+/// The role (name, ARN) a caller runs as in a template: a function's (`interruption`,
+/// `schedule`, `cluster-events`) or the forwarder's.
+pub fn role_of(t: &Template, caller: &str) -> (String, String) {
+    if caller == "forwarder" {
+        return t.forwarder_role();
+    }
+    let role = t.function_roles()[&format!("ballast-{}-{caller}", crate::aws::CLUSTER)].clone();
+    let arn = format!("arn:aws:iam::{ACCOUNT}:role/{role}");
+    (role, arn)
+}
+
+/// The resource policy IAM also reads for a call: the bus's or the queue's.
+pub fn resource_policy(t: &Template, call: &Call) -> Option<Value> {
+    let statements: Vec<Value> = if call.action.starts_with("events:") {
+        let bus = call.resource.rsplit('/').next().unwrap_or_default();
+        t.of_kind("AWS::Events::EventBusPolicy")
+            .filter(|(_, p)| text(&p.properties["EventBusName"]) == bus)
+            .map(|(_, p)| p.properties["Statement"].clone())
+            .collect()
+    } else if call.action.starts_with("sqs:") {
+        let queue = call.resource.rsplit(':').next().unwrap_or_default();
+        t.of_kind("AWS::SQS::QueuePolicy")
+            .filter(|(_, p)| strings(&p.properties["Queues"]).iter().any(|u| u.ends_with(&format!("/{queue}"))))
+            .flat_map(|(_, p)| p.properties["PolicyDocument"]["Statement"].as_array().cloned().unwrap_or_default())
+            .collect()
+    } else {
+        Vec::new()
+    };
+    (!statements.is_empty()).then(|| json!({ "Version": "2012-10-17", "Statement": statements }))
+}
+
+/// Each call the role of its caller (`role`) would refuse in any of [`VARIANTS`], described;
+/// `None` (the test skips) only outside CI when a template or the evaluator is missing.
+pub fn refused(calls: &[Call], role: fn(&Template, &str) -> (String, String)) -> Option<Vec<String>> {
+    let mut cases = Vec::new();
+    let mut described = BTreeMap::new();
+    for v in VARIANTS {
+        let t = rendered(v)?;
+        for (i, call) in calls.iter().enumerate() {
+            let (name, arn) = role(&t, &call.caller);
+            let mut case = Case::new(format!("{}#{i}", v.name()), &arn, &t.role_policies(&name), call);
+            case.resource_policy = resource_policy(&t, call);
+            described.insert(
+                case.id.clone(),
+                format!("{} {} on {} ({:?})", call.caller, call.action, call.resource, call.context),
+            );
+            cases.push(case);
+        }
+    }
+    let results = evaluate(&cases)?;
+    Some(
+        results
+            .iter()
+            .filter(|(_, (r, _))| r != "Allowed")
+            .map(|(id, (r, e))| format!("{id} {r}: {} {e}", described[id]))
             .collect(),
     )
 }

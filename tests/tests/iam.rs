@@ -21,9 +21,9 @@ use ballast_forwarder::publisher::Outgoing;
 use ballast_lambda::app::{connect_cluster, load_config};
 use ballast_lambda::settings::{ClusterAccess, ConfigSource};
 use ballast_tests::aws::*;
-use ballast_tests::iam::{caller, evaluate, Call, Case, Inventory};
+use ballast_tests::iam::{caller, evaluate, refused, resource_policy, role_of, Call, Case, Inventory, VARIANTS};
 use ballast_tests::moto::Moto;
-use ballast_tests::templates::{rendered, strings, text, Template, Variant, ACCOUNT, REGION};
+use ballast_tests::templates::{rendered, strings, text, ACCOUNT, REGION};
 use chrono::{DateTime, Duration, Utc};
 use serde_json::{json, Value};
 
@@ -69,18 +69,6 @@ fn now() -> DateTime<Utc> {
     "2026-11-20T09:12:10Z".parse().unwrap()
 }
 
-async fn snapshot(d: &Deployment, inventory: &mut Inventory) {
-    let out = d.autoscaling.describe_auto_scaling_groups().send().await.expect("describe");
-    for g in out.auto_scaling_groups() {
-        let name = g.auto_scaling_group_name().unwrap_or_default().to_string();
-        let tags = g.tags().iter().filter_map(|t| Some((t.key()?.to_string(), t.value()?.to_string()))).collect();
-        inventory.asgs.insert(name.clone(), (g.auto_scaling_group_arn().unwrap_or_default().to_string(), tags));
-        for i in g.instances() {
-            inventory.instance_asg.insert(i.instance_id().unwrap_or_default().to_string(), name.clone());
-        }
-    }
-}
-
 /// Runs every caller's code against moto; returns the calls each made.
 async fn record() -> Option<Vec<Call>> {
     let moto = Moto::start_recording()?;
@@ -101,7 +89,7 @@ async fn record() -> Option<Vec<Call>> {
     let queue = d.events_queue("ballast-test-events", 10).await;
     let held = ballast_aws::DynamoStore::new(&d.sdk, TABLE);
     let mut inventory = Inventory::default();
-    snapshot(&d, &mut inventory).await;
+    inventory.snapshot(&d).await;
 
     // Start-up, as each function's main: the config from SSM, the cluster from EKS.
     for f in ["interruption", "schedule", "cluster-events"] {
@@ -133,7 +121,7 @@ async fn record() -> Option<Vec<Call>> {
     tokio::time::sleep(StdDuration::from_millis(5500)).await;
     let (handled, _) = d.poll(&app, &queue).await;
     assert_eq!(handled, vec![warning.to_string()]);
-    snapshot(&d, &mut inventory).await;
+    inventory.snapshot(&d).await;
 
     // schedule: a pool in fallback fails back in steps (surge spot, drain, terminate
     // on-demand with decrement), then a headroom override.
@@ -154,7 +142,7 @@ async fn record() -> Option<Vec<Call>> {
             v["time"] = json!(d.clock.0.lock().unwrap().to_rfc3339());
         });
         app.direct(tick).await.expect("reconcile");
-        snapshot(&d, &mut inventory).await;
+        inventory.snapshot(&d).await;
     }
     let override_event = fixture_json("scheduler-headroom-override.json", |v| {
         v["time"] = json!(d.clock.0.lock().unwrap().to_rfc3339());
@@ -197,7 +185,7 @@ async fn record() -> Option<Vec<Call>> {
     };
     let results = bus.put(&[Outgoing::PoolDemand(detail)]).await.unwrap();
     assert_eq!(results, vec![None]);
-    snapshot(&d, &mut inventory).await;
+    inventory.snapshot(&d).await;
 
     let mut calls: Vec<Call> = Vec::new();
     for request in moto.requests() {
@@ -217,38 +205,6 @@ async fn aws_sdk_ssm_put(d: &Deployment, name: &str, value: &str) {
     let ssm = aws_sdk_ssm::Client::new(&d.sdk);
     ssm.put_parameter().name(name).value(value).r#type(aws_sdk_ssm::types::ParameterType::String).send().await.unwrap();
 }
-
-/// The role (name, ARN) a caller runs as in a template.
-fn role_of(t: &Template, caller: &str) -> (String, String) {
-    if caller == "forwarder" {
-        return t.forwarder_role();
-    }
-    let role = t.function_roles()[&format!("ballast-{CLUSTER}-{caller}")].clone();
-    let arn = format!("arn:aws:iam::{ACCOUNT}:role/{role}");
-    (role, arn)
-}
-
-/// The resource policy IAM also reads for a call: the bus's or the queue's.
-fn resource_policy(t: &Template, call: &Call) -> Option<Value> {
-    let statements: Vec<Value> = if call.action.starts_with("events:") {
-        let bus = call.resource.rsplit('/').next().unwrap_or_default();
-        t.of_kind("AWS::Events::EventBusPolicy")
-            .filter(|(_, p)| text(&p.properties["EventBusName"]) == bus)
-            .map(|(_, p)| p.properties["Statement"].clone())
-            .collect()
-    } else if call.action.starts_with("sqs:") {
-        let queue = call.resource.rsplit(':').next().unwrap_or_default();
-        t.of_kind("AWS::SQS::QueuePolicy")
-            .filter(|(_, p)| strings(&p.properties["Queues"]).iter().any(|u| u.ends_with(&format!("/{queue}"))))
-            .flat_map(|(_, p)| p.properties["PolicyDocument"]["Statement"].as_array().cloned().unwrap_or_default())
-            .collect()
-    } else {
-        Vec::new()
-    };
-    (!statements.is_empty()).then(|| json!({ "Version": "2012-10-17", "Statement": statements }))
-}
-
-const VARIANTS: [Variant; 3] = [Variant::Sam, Variant::SamVpc, Variant::CdkVpc];
 
 #[tokio::test(flavor = "multi_thread")]
 async fn every_call_is_allowed_by_both_templates_and_every_grant_is_used() {
@@ -271,32 +227,13 @@ async fn every_call_is_allowed_by_both_templates_and_every_grant_is_used() {
         assert!(recorded.contains(&(must.0.to_string(), must.1.to_string())), "{must:?} not recorded: {recorded:#?}");
     }
 
+    let Some(refused) = refused(&calls, role_of) else { return };
+    assert!(refused.is_empty(), "calls the roles would refuse: {refused:#?}");
     let mut templates = Vec::new();
     for v in VARIANTS {
         let Some(t) = rendered(v) else { return };
         templates.push((v, t));
     }
-    let mut cases = Vec::new();
-    let mut described = BTreeMap::new();
-    for (v, t) in &templates {
-        for (i, call) in calls.iter().enumerate() {
-            let (role, arn) = role_of(t, &call.caller);
-            let mut case = Case::new(format!("{}#{i}", v.name()), &arn, &t.role_policies(&role), call);
-            case.resource_policy = resource_policy(t, call);
-            described.insert(
-                case.id.clone(),
-                format!("{} {} on {} ({:?})", call.caller, call.action, call.resource, call.context),
-            );
-            cases.push(case);
-        }
-    }
-    let Some(results) = evaluate(&cases) else { return };
-    let refused: Vec<String> = results
-        .iter()
-        .filter(|(_, (r, _))| r != "Allowed")
-        .map(|(id, (r, e))| format!("{id} {r}: {} {e}", described[id]))
-        .collect();
-    assert!(refused.is_empty(), "calls the roles would refuse: {refused:#?}");
 
     // Every granted action: used by a recorded call of that caller, or listed with why.
     let mut unexplained = Vec::new();

@@ -1,10 +1,13 @@
 //! End to end: the three functions built and run by the Lambda runtime emulator
 //! (`cargo lambda watch`), invoked with the `events/` fixtures (the interruption
 //! function's wrapped as an SQS event), against moto and a real kube-apiserver (reached
-//! through a kubeconfig, as the functions' RBAC group); results checked in both.
+//! through a kubeconfig, as the functions' RBAC group); results checked in both. Every AWS
+//! call the functions make (moto's request log, by invocation) is evaluated against their
+//! roles in both templates: all must be allowed.
 
 use ballast_tests::aws::*;
 use ballast_tests::emulator::Emulator;
+use ballast_tests::iam::{caller, refused, role_of, Call, Inventory};
 use ballast_tests::kube::{add_instance_node, apply_manifests, ControlPlane, Parts, ADMIN_TOKEN, FUNCTIONS_TOKEN};
 use ballast_tests::moto::Moto;
 use k8s_openapi::api::apps::v1::Deployment as KubeDeployment;
@@ -20,7 +23,7 @@ fn write(dir: &std::path::Path, name: &str, value: &Value) -> std::path::PathBuf
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_three_functions_under_the_runtime_emulator() {
-    let Some(moto) = Moto::start() else { return };
+    let Some(moto) = Moto::start_recording() else { return };
     let Some(plane) = ControlPlane::start(Parts::ApiServer).await else { return };
     let admin = plane.client(ADMIN_TOKEN);
     apply_manifests(&admin, "namespace.yaml", &["Namespace"]).await;
@@ -41,7 +44,8 @@ async fn the_three_functions_under_the_runtime_emulator() {
     let env: Vec<(String, String)> = [
         ("AWS_ENDPOINT_URL", moto.endpoint.as_str()),
         ("AWS_REGION", "eu-west-1"),
-        ("AWS_ACCESS_KEY_ID", "test"),
+        // Not the test's own key: moto's log tells the functions' calls apart.
+        ("AWS_ACCESS_KEY_ID", "functions"),
         ("AWS_SECRET_ACCESS_KEY", "test"),
         ("AWS_MAX_ATTEMPTS", "1"),
         ("BALLAST_CONFIG_FILE", config.to_str().unwrap()),
@@ -53,6 +57,25 @@ async fn the_three_functions_under_the_runtime_emulator() {
     .map(|(k, v)| (k.to_string(), v.to_string()))
     .collect();
     let Some(emulator) = Emulator::start(&env) else { return };
+    let mut inventory = Inventory::default();
+    inventory.snapshot(&d).await;
+    let mut seen = 0;
+    let mut calls: Vec<Call> = Vec::new();
+    // The calls since the last look, as `function` made them.
+    let mut take = |function: &str, inventory: &Inventory| {
+        let requests = moto.requests();
+        for request in &requests[seen..] {
+            if caller(request).as_deref() == Some("functions") {
+                for mut call in inventory.calls(request) {
+                    call.caller = function.to_string();
+                    if !calls.contains(&call) {
+                        calls.push(call);
+                    }
+                }
+            }
+        }
+        seen = requests.len();
+    };
 
     // interruption: an SQS batch with a warning for a real spot instance and a malformed message.
     let warning = fixture_json("spot-interruption-terminate.json", |v| {
@@ -64,6 +87,7 @@ async fn the_three_functions_under_the_runtime_emulator() {
         { "messageId": "m-broken", "body": "{\"version\":\"0\",\"id\":", "eventSource": "aws:sqs" },
     ]});
     let out = emulator.invoke("interruption", &write(&dir, "sqs.json", &batch));
+    take("interruption", &inventory);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let response: Value =
         serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
@@ -86,6 +110,7 @@ async fn the_three_functions_under_the_runtime_emulator() {
         let value = fixture_json(fixture, |v| v["time"] = json!(now));
         let file = write(&dir, fixture, &value);
         let out = emulator.invoke("schedule", &file);
+        take("schedule", &inventory);
         assert!(out.status.success(), "{fixture}: {}", String::from_utf8_lossy(&out.stderr));
         let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(summary["pools"][0]["pool"], "general", "{fixture}: {summary}");
@@ -103,6 +128,7 @@ async fn the_three_functions_under_the_runtime_emulator() {
     });
     let demand = write(&dir, "demand.json", &demand);
     let out = emulator.invoke("cluster-events", &demand);
+    take("cluster-events", &inventory);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(summary["errors"], json!([]), "{summary}");
@@ -116,4 +142,12 @@ async fn the_three_functions_under_the_runtime_emulator() {
     assert!(text.contains("999999999999"), "rejected with the reason: {text}");
     drop(emulator);
     std::fs::remove_dir_all(&dir).unwrap();
+
+    let made: std::collections::BTreeSet<(String, String)> =
+        calls.iter().map(|c| (c.caller.clone(), c.action.clone())).collect();
+    for f in ["interruption", "schedule", "cluster-events"] {
+        assert!(made.iter().any(|(c, _)| c == f), "no AWS call recorded for {f}: {made:?}");
+    }
+    let Some(refused) = refused(&calls, role_of) else { return };
+    assert!(refused.is_empty(), "calls the functions' roles would refuse: {refused:#?}");
 }
