@@ -229,6 +229,11 @@ pub struct PoolRecord {
     /// apart from another plan's made at the same instant.
     #[serde(skip_serializing_if = "is_zero")]
     pub plans: u64,
+    /// Instances whose nodes Ballast cordoned and has released: uncordoned every
+    /// reconcile until seen schedulable (or gone), so a run that dies before its
+    /// uncordon leaves no node cordoned.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub uncordon: Vec<String>,
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -391,7 +391,16 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                 match self.store.save(&key, &plan.record, version).await {
                     Ok(v) => v,
                     Err(e) if e.kind == crate::ports::ErrorKind::Conflict => continue,
-                    Err(e) => return Err(ReconcileError::Port { pool: name.to_string(), source: e }),
+                    // The plan's first action (record the state) failed: nothing else
+                    // ran, and the plan still says what it intended (its notes).
+                    Err(source) => {
+                        return Err(ReconcileError::Apply {
+                            pool: name.to_string(),
+                            plan: Box::new(plan),
+                            failed_at: 0,
+                            source,
+                        })
+                    }
                 }
             } else {
                 version

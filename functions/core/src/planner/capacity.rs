@@ -183,21 +183,19 @@ impl Work<'_> {
             (keep, release)
         };
         for id in &release {
-            if let Some(node) = self.observed.node_of_instance(id).filter(|n| n.unschedulable) {
-                let (node, instance_id) = (node.name.clone(), id.clone());
-                self.act(
-                    ActionKind::UncordonNode { node, instance_id },
-                    if self.now >= deadline {
-                        format!(
-                            "failback step past its deadline ({}): release {id}",
-                            humantime::format_duration(failback_drain_deadline(self.cfg).to_std().unwrap_or_default())
-                        )
-                    } else {
-                        format!("failback: fallback no longer holds {id} (cluster-autoscaler removed on-demand nodes): release it")
-                    },
-                );
+            if !self.record.uncordon.contains(id) {
+                self.record.uncordon.push(id.clone());
             }
         }
+        let why = if self.now >= deadline {
+            format!(
+                "failback step past its deadline ({})",
+                humantime::format_duration(failback_drain_deadline(self.cfg).to_std().unwrap_or_default())
+            )
+        } else {
+            "fallback no longer holds it (cluster-autoscaler removed on-demand nodes)".to_string()
+        };
+        self.release_reason = Some(why);
         if keep.is_empty() {
             if self.now >= deadline {
                 self.record.retry_after = Some(self.now + self.cfg.fallback.wait_and_retry.as_chrono());
@@ -219,6 +217,24 @@ impl Work<'_> {
         let kept = self.drain_on_demand(keep.len() as u32, &reason, &keep);
         step.victims = kept;
         self.record.failback = Some(step);
+    }
+
+    /// Uncordons the released nodes that are still cordoned; forgets those seen
+    /// schedulable or gone, and those a failback step holds again as victims.
+    pub(super) fn uncordon_released(&mut self) {
+        let victims: Vec<String> = self.record.failback.iter().flat_map(|f| f.victims.clone()).collect();
+        let why = self.release_reason.take().unwrap_or_else(|| "cordoned for a failback step that ended".into());
+        let mut still = Vec::new();
+        for id in std::mem::take(&mut self.record.uncordon) {
+            if victims.contains(&id) {
+                continue;
+            }
+            let Some(node) = self.observed.node_of_instance(&id).filter(|n| n.unschedulable) else { continue };
+            let node = node.name.clone();
+            self.act(ActionKind::UncordonNode { node, instance_id: id.clone() }, format!("release {id}: {why}"));
+            still.push(id);
+        }
+        self.record.uncordon = still;
     }
 
     /// Cordons, drains and removes (with decrement, never without) up to `count`

@@ -3,12 +3,12 @@
 //! Apply stops at the first failure and marks each call done as it succeeds, so of
 //! the calls not marked done only the first may have been carried out (its answer was
 //! lost, or the run died right after), and only if apply had reached it (`attempted`).
-//! That one is judged from the ASG, each doubt settled toward surplus, never toward
-//! lost capacity: a raise is taken as not landed (another writer's raise meanwhile
-//! cannot be told from ours), made again, and what it may have added is left to
-//! cluster-autoscaler by a note; a lower landed if the ASG is below the size read just
-//! before it; a termination, if the instance is no longer live. A call known to have
-//! landed is never repeated.
+//! That one is judged, each doubt settled toward surplus rather than lost capacity
+//! (the ASG's size cannot always tell our call from another writer's since): a raise
+//! is taken as not landed and made again; a lower is finished if the ASG is still at
+//! the size read before it, and otherwise taken as landed; what either may leave over
+//! is left to cluster-autoscaler by a note. A termination landed if the instance is no
+//! longer live. A call known to have landed is never repeated.
 
 use super::{is_live, Work};
 use crate::model::{CapacityCall, Journal};
@@ -40,21 +40,15 @@ impl Work<'_> {
                 CapacityCall::SetDesired { asg, from, to, .. } => {
                     let Some(observed) = self.observed.asg(asg) else { continue };
                     let raise = to > from;
-                    // Each doubt errs toward surplus, never loss. A raise whose answer was
-                    // lost is taken as not landed: the ASG's size cannot tell it from
-                    // another writer's raise (cluster-autoscaler scaling up meanwhile),
-                    // and taking that for ours would consume it. A lower landed if the ASG
-                    // is below where it started.
-                    let landed = may_have_landed && !raise && observed.desired < *from;
-                    if landed && raise {
-                        raised.push((asg.clone(), *from, *to));
-                    }
-                    if landed {
-                        self.note(format!(
-                            "{asg} {from}->{to} (planned {}) was carried out though its answer was lost: not repeated",
-                            journal.planned_at.to_rfc3339()
-                        ));
-                    } else if raise {
+                    // Each doubt errs toward surplus, never loss: the ASG's size cannot
+                    // always tell our call from another writer's since (cluster-autoscaler
+                    // scaling up or in meanwhile). A raise whose answer was lost is taken
+                    // as not landed and made again (taking cluster-autoscaler's raise for
+                    // ours would consume it). A lower is finished only if the ASG is where
+                    // it was before the call (a run that died before it: the common case);
+                    // below, it landed; above, another writer raised the ASG since, and
+                    // lowering again could take the slots it asked for: taken as landed.
+                    if raise {
                         raise_missed = true;
                         if may_have_landed {
                             let why = format!(
@@ -66,14 +60,39 @@ impl Work<'_> {
                             self.leave_surplus(asg, to - from, &why);
                         }
                         self.raise_never_landed(asg, *from, *to, &journal);
+                    } else if may_have_landed && observed.desired != *from {
+                        let why = format!(
+                            "{asg} {from}->{to} (planned {}) may have landed though its answer was lost \
+                             (the ASG is at {} now): not repeated",
+                            journal.planned_at.to_rfc3339(),
+                            observed.desired
+                        );
+                        if observed.desired > *from {
+                            // If it did not land, its slots stay and fill once spot is back.
+                            self.leave_surplus(asg, from - to, &why);
+                        } else {
+                            self.note(why);
+                        }
                     } else if !raise_missed {
                         lowers_left.push((asg.clone(), from - to));
                     }
                 }
-                CapacityCall::Terminate { instance_id, .. } => {
-                    let landed = may_have_landed && !is_live(self.observed, instance_id);
-                    if !landed {
+                CapacityCall::Terminate { instance_id, decrement, .. } => {
+                    if !may_have_landed || is_live(self.observed, instance_id) {
                         self.termination_never_made(instance_id);
+                        continue;
+                    }
+                    // Gone: our terminate-with-decrement, or another's removal before it
+                    // (AWS reclaiming it, cluster-autoscaler scaling it in), which the
+                    // ASG cannot tell apart. Taken as ours (withdrawing the surge could
+                    // take cluster-autoscaler's slots); the surge it may leave over is said.
+                    let surge = self.record.interruptions.iter().find(|i| &i.instance_id == instance_id);
+                    if let (true, Some(surge)) = (*decrement, surge.and_then(|i| i.surge.clone())) {
+                        let why = format!(
+                            "{instance_id} is gone, perhaps removed by another before Ballast's terminate-with-decrement \
+                             (whose answer was lost): its replacement may be surplus"
+                        );
+                        self.leave_surplus(&surge.asg, 1, &why);
                     }
                 }
             }

@@ -72,6 +72,7 @@ pub fn plan(input: PlanInput<'_>) -> Plan {
     work.reconcile_fallback_units();
     work.judge_spot();
     work.advance_failback();
+    work.uncordon_released();
     work.fall_back();
     work.replace_instances();
     work.start_failback();
@@ -97,6 +98,8 @@ struct Work<'a> {
     /// Spot ASGs judged failing in this plan, with why.
     failing: BTreeMap<String, String>,
     moved_this_plan: bool,
+    /// Why this plan released failback victims, for the uncordon's reason.
+    release_reason: Option<String>,
     /// This plan's number, should it journal capacity calls.
     seq: u64,
     actions: Vec<Action>,
@@ -118,6 +121,7 @@ impl<'a> Work<'a> {
             units_added: 0,
             failing: BTreeMap::new(),
             moved_this_plan: false,
+            release_reason: None,
             seq: input.record.plans + 1,
             actions: Vec::new(),
             notes: Vec::new(),

@@ -881,6 +881,16 @@ fn a_failback_step_blocked_by_a_budget_ends_at_its_deadline() {
     assert!(!kinds(&past).contains(&"terminate"));
     assert_eq!(past.record.failback, None);
     assert_eq!(past.record.retry_after, Some(late + Duration::minutes(10)));
+    // The run died before its uncordons: the next one uncordons them still.
+    let retry = run(&cfg, &past.record, &observed, &[], late + Duration::minutes(1));
+    assert_eq!(kinds(&retry).iter().filter(|k| **k == "uncordon").count(), 2, "{:#?}", retry.actions);
+    // Once the nodes are schedulable they are forgotten.
+    for n in observed.nodes.iter_mut() {
+        n.unschedulable = false;
+    }
+    let done = run(&cfg, &retry.record, &observed, &[], late + Duration::minutes(2));
+    assert!(!kinds(&done).contains(&"uncordon"));
+    assert!(done.record.uncordon.is_empty());
 }
 
 #[test]
