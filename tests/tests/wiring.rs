@@ -369,3 +369,22 @@ fn every_function_outlasts_the_longest_drain_of_the_example_config() {
             .collect()
     });
 }
+
+#[test]
+fn the_forwarder_image_builds_from_bases_pinned_by_digest_and_the_locked_dependencies() {
+    let dockerfile =
+        std::fs::read_to_string(ballast_tests::repo_root().join("functions/forwarder/Dockerfile")).unwrap();
+    let froms: Vec<&str> = dockerfile.lines().filter(|l| l.trim_start().starts_with("FROM ")).collect();
+    assert_eq!(froms.len(), 2, "a build stage and a runtime stage: {froms:?}");
+    for from in froms {
+        let image = from.split_whitespace().nth(1).unwrap_or_default();
+        let digest = image.split_once("@sha256:").map(|(_, d)| d).unwrap_or_default();
+        assert!(digest.len() == 64 && digest.chars().all(|c| c.is_ascii_hexdigit()), "not pinned by digest: {from}");
+    }
+    assert!(dockerfile.contains("cargo build --release --locked"), "the build must use Cargo.lock as is");
+    let ignore = std::fs::read_to_string(ballast_tests::repo_root().join(".dockerignore")).unwrap();
+    assert!(
+        ignore.lines().any(|l| l.trim().trim_end_matches('/') == "target"),
+        "the build context leaves target out: {ignore}"
+    );
+}
