@@ -253,6 +253,21 @@ fn dead_letters_raise_an_alarm_to_a_topic_and_failed_async_invocations_become_de
         match alarm {
             None => wrong.push("no alarm on the dead-letter queue's depth".into()),
             Some(a) => {
+                // It fires on one dead letter, within one period: the depth's maximum
+                // breaches the threshold, and one breaching period is enough.
+                let threshold = a["Threshold"].as_f64().or_else(|| text(&a["Threshold"]).parse().ok());
+                let fires_on_one = match (text(&a["ComparisonOperator"]).as_str(), threshold) {
+                    ("GreaterThanThreshold", Some(t)) => 1.0 > t && 0.0 <= t,
+                    ("GreaterThanOrEqualToThreshold", Some(t)) => 1.0 >= t && 0.0 < t,
+                    _ => false,
+                };
+                let periods = |k: &str| a[k].as_u64().or_else(|| text(&a[k]).parse().ok());
+                let one_period = periods("EvaluationPeriods") == Some(1)
+                    && periods("DatapointsToAlarm").is_none_or(|d| d == 1)
+                    && text(&a["Statistic"]) == "Maximum";
+                if !fires_on_one || !one_period {
+                    wrong.push(format!("the dead-letter alarm does not fire on one message in one period: {a}"));
+                }
                 let actions = strings(&a["AlarmActions"]);
                 let topics: Vec<String> = t
                     .of_kind("AWS::SNS::Topic")
