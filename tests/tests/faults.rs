@@ -488,6 +488,14 @@ impl Harness {
                 w.pools.get(POOL).map(|p| p.record.journal.clone()),
                 w.asgs.iter().map(|a| (a.name.clone(), a.desired, a.live())).collect::<Vec<_>>()
             );
+            let record = w.pools.get(POOL).map(|p| p.record.clone()).unwrap_or_default();
+            eprintln!("  interruptions {:?}", record.interruptions);
+            let live: Vec<Vec<&str>> = w
+                .asgs
+                .iter()
+                .map(|a| a.instances.iter().filter(|i| i.lifecycle_state.is_live()).map(|i| i.id.as_str()).collect())
+                .collect();
+            eprintln!("  live {live:?}");
         }
         let outcome = self.rt.block_on(self.reconciler.handle(events));
         let crashed = {

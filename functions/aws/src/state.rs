@@ -309,9 +309,11 @@ mod tests {
                 seq: 1,
                 units_added: 0,
                 attempted: 0,
+                owed: Vec::new(),
                 calls: ids
                     .iter()
                     .map(|i| CapacityCall::Terminate {
+                        withdraws: false,
                         asg: spot.into(),
                         instance_id: i.clone(),
                         decrement: true,

@@ -260,6 +260,20 @@ pub struct Journal {
     /// of consecutive calls, so a call after a failed cordon or drain is known unmade.
     #[serde(default)]
     pub attempted: usize,
+    /// Parts of this plan's lowers that are owed whatever its own raises do: finishing
+    /// a move of an earlier plan whose raise landed, or withdrawing a replacement no
+    /// longer needed. Kept (and made later) even if a raise of this plan does not land.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub owed: Vec<OwedLower>,
+}
+
+/// A lower owed: how much, and the raises it answers (ASG, size before, size after),
+/// from which as much is withdrawn if the lower can no longer be made.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OwedLower {
+    pub asg: String,
+    pub by: u32,
+    pub raised: Vec<(String, u32, u32)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -277,6 +291,9 @@ pub enum CapacityCall {
         asg: String,
         instance_id: String,
         decrement: bool,
+        /// A replacement no longer needed, withdrawn: withdrawn again if not made.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        withdraws: bool,
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         done: bool,
     },

@@ -128,6 +128,9 @@ pub enum ActionKind {
         /// PodDisruptionBudget; an interrupted instance goes anyway).
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         only_if_drained: bool,
+        /// Withdraws a replacement no longer needed (made again if it does not land).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        withdraws: bool,
     },
     RecordLifecycleHeartbeat(LifecycleRef),
     CompleteLifecycleAction(LifecycleRef),

@@ -662,7 +662,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                 ActionKind::SetDesiredCapacity { asg, from, .. } => self.set_desired(run, asg, *from).await,
                 ActionKind::CordonNode { node, .. } => self.cluster.cordon(node).await.map(|_| Applied::Done),
                 ActionKind::UncordonNode { node, .. } => self.cluster.uncordon(node).await.map(|_| Applied::Done),
-                ActionKind::TerminateInstance { asg, instance_id, decrement, only_if_drained } => {
+                ActionKind::TerminateInstance { asg, instance_id, decrement, only_if_drained, .. } => {
                     if *only_if_drained && drained.get(instance_id) == Some(&false) {
                         let is_call = |c: &CapacityCall| matches!(c, CapacityCall::Terminate { instance_id: i, .. } if i == instance_id);
                         self.journal(run, is_call, mark_done).await.map(|_| Applied::Skipped {

@@ -271,6 +271,7 @@ impl Work<'_> {
                     instance_id: id.clone(),
                     decrement: true,
                     only_if_drained: true,
+                    withdraws: false,
                 },
                 reason.to_string(),
             );

@@ -11,14 +11,21 @@
 //! longer live. A call known to have landed is never repeated.
 
 use super::{is_live, Work};
-use crate::model::{CapacityCall, Journal};
+use crate::model::{CapacityCall, Journal, OwedLower};
 
 impl Work<'_> {
     pub(super) fn settle_journal(&mut self) {
         let Some(journal) = self.record.journal.take() else { return };
         let mut first_open = true;
         let mut raise_missed = false;
-        let mut lowers_left: Vec<(String, u32)> = Vec::new();
+        // Lowers still to make, with the raises they answer (empty: this plan's own).
+        let mut lowers_left: Vec<OwedLower> = Vec::new();
+        let owed = |asg: &str, by: u32| {
+            journal.owed.iter().filter(|f| f.asg == asg).fold((0u32, Vec::new()), |(n, mut raised), f| {
+                raised.extend(f.raised.iter().cloned());
+                ((n + f.by).min(by), raised)
+            })
+        };
         // Raises of that plan that were made: (ASG, size before, size after).
         let mut raised: Vec<(String, u32, u32)> = Vec::new();
         for (index, call) in journal.calls.iter().enumerate() {
@@ -74,18 +81,43 @@ impl Work<'_> {
                             self.note(why);
                         }
                     } else if !raise_missed {
-                        lowers_left.push((asg.clone(), from - to));
+                        lowers_left.push(OwedLower { asg: asg.clone(), by: from - to, raised: Vec::new() });
+                    } else {
+                        // This plan's own moves are re-planned; what finishes an earlier
+                        // move, whose raise landed, is still owed.
+                        let (by, raised) = owed(asg, from - to);
+                        if by > 0 {
+                            lowers_left.push(OwedLower { asg: asg.clone(), by, raised });
+                        }
                     }
                 }
-                CapacityCall::Terminate { instance_id, decrement, .. } => {
+                CapacityCall::Terminate { asg, instance_id, decrement, withdraws, .. } => {
                     if !may_have_landed || is_live(self.observed, instance_id) {
-                        self.termination_never_made(instance_id);
+                        if *withdraws {
+                            // The replacement it withdrew is still surplus: withdrawn again.
+                            let why = format!(
+                                "the withdrawal of {instance_id} planned {} was not made",
+                                journal.planned_at.to_rfc3339()
+                            );
+                            let left = self.withdraw(asg, 1, 0, &why);
+                            self.leave_surplus(asg, left, &why);
+                        } else {
+                            self.termination_never_made(instance_id);
+                        }
                         continue;
                     }
                     // Gone: our terminate-with-decrement, or another's removal before it
                     // (AWS reclaiming it, cluster-autoscaler scaling it in), which the
                     // ASG cannot tell apart. Taken as ours (withdrawing the surge could
                     // take cluster-autoscaler's slots); the surge it may leave over is said.
+                    if *withdraws {
+                        let why = format!(
+                            "{instance_id} is gone, perhaps removed by another before Ballast's withdrawal \
+                             (whose answer was lost): the replacement it withdrew may be surplus"
+                        );
+                        self.leave_surplus(asg, 1, &why);
+                        continue;
+                    }
                     let surge = self.record.interruptions.iter().find(|i| &i.instance_id == instance_id);
                     if let (true, Some(surge)) = (*decrement, surge.and_then(|i| i.surge.clone())) {
                         let why = format!(
@@ -97,11 +129,15 @@ impl Work<'_> {
                 }
             }
         }
-        // Every raise of that plan landed: finish its lowers (a move is raise, then
-        // lower), within what no instance fills, so a lower never kills a live node.
-        let mut unfinished = 0;
-        for (asg_name, by) in lowers_left {
+        // Finish the lowers owed (a move is raise, then lower), within what no instance
+        // fills, so a lower never kills a live node; what cannot be lowered any more
+        // (the giving ASG filled its slots meanwhile) is withdrawn from the raise.
+        for OwedLower { asg: asg_name, by, raised: mut answers } in lowers_left {
             let Some(asg) = self.observed.asg(&asg_name) else { continue };
+            if answers.is_empty() {
+                answers = owed(&asg_name, by).1;
+                answers.extend(raised.iter().cloned());
+            }
             let n = by.min(self.unfilled(asg)).min(self.room_down(asg));
             if n > 0 {
                 self.adjust(
@@ -109,6 +145,7 @@ impl Work<'_> {
                     -i64::from(n),
                     format!("finish the move planned {}: its raise landed", journal.planned_at.to_rfc3339()),
                 );
+                self.owed.push(OwedLower { asg: asg_name.clone(), by: n, raised: answers.clone() });
             }
             if n < by {
                 self.note(format!(
@@ -116,10 +153,9 @@ impl Work<'_> {
                     by - n,
                     journal.planned_at.to_rfc3339()
                 ));
-                unfinished += by - n;
+                self.withdraw_unmatched_raises(by - n, &answers, &journal);
             }
         }
-        self.withdraw_unmatched_raises(unfinished, &raised, &journal);
     }
 
     /// A move whose lower could not be finished (the giving ASG filled its slots

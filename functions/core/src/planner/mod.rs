@@ -98,6 +98,8 @@ struct Work<'a> {
     /// Spot ASGs judged failing in this plan, with why.
     failing: BTreeMap<String, String>,
     moved_this_plan: bool,
+    /// Lowers of this plan owed whatever its own raises do (see `Journal::owed`).
+    owed: Vec<crate::model::OwedLower>,
     /// Why this plan released failback victims, for the uncordon's reason.
     release_reason: Option<String>,
     /// This plan's number, should it journal capacity calls.
@@ -122,6 +124,7 @@ impl<'a> Work<'a> {
             failing: BTreeMap::new(),
             moved_this_plan: false,
             release_reason: None,
+            owed: Vec::new(),
             seq: input.record.plans + 1,
             actions: Vec::new(),
             notes: Vec::new(),
@@ -172,6 +175,14 @@ impl<'a> Work<'a> {
         if lower > 0 {
             left -= lower;
             self.adjust(asg_name, -i64::from(lower), format!("{reason}: withdraw {lower} unfilled"));
+            // Owed even if this plan's raises do not land; if the slots fill before it is
+            // made, as many instances are withdrawn instead.
+            let floor = floor.max(asg.min);
+            self.owed.push(crate::model::OwedLower {
+                asg: asg_name.to_string(),
+                by: lower,
+                raised: vec![(asg_name.to_string(), floor, floor + lower)],
+            });
         }
         let mut unready: Vec<String> = asg
             .instances
@@ -192,6 +203,7 @@ impl<'a> Work<'a> {
                     instance_id: id,
                     decrement: true,
                     only_if_drained: false,
+                    withdraws: true,
                 },
                 format!("{reason}: withdraw an instance that is not yet a Ready node"),
             );
@@ -293,12 +305,15 @@ impl<'a> Work<'a> {
                 ActionKind::SetDesiredCapacity { asg, from, to } => {
                     Some(CapacityCall::SetDesired { asg: asg.clone(), from: *from, to: *to, done: false })
                 }
-                ActionKind::TerminateInstance { asg, instance_id, decrement, .. } => Some(CapacityCall::Terminate {
-                    asg: asg.clone(),
-                    instance_id: instance_id.clone(),
-                    decrement: *decrement,
-                    done: false,
-                }),
+                ActionKind::TerminateInstance { asg, instance_id, decrement, withdraws, .. } => {
+                    Some(CapacityCall::Terminate {
+                        asg: asg.clone(),
+                        instance_id: instance_id.clone(),
+                        decrement: *decrement,
+                        withdraws: *withdraws,
+                        done: false,
+                    })
+                }
                 _ => None,
             })
             .collect();
@@ -311,6 +326,7 @@ impl<'a> Work<'a> {
             units_added: self.units_added,
             calls,
             attempted: 0,
+            owed: std::mem::take(&mut self.owed),
         });
         let record_changed = self.record != *self.input.record;
         let mut all = Vec::with_capacity(self.actions.len() + raises.len() + lowers.len() + 1);

@@ -126,6 +126,7 @@ impl Work<'_> {
                     instance_id: interruption.instance_id.clone(),
                     decrement,
                     only_if_drained: false,
+                    withdraws: false,
                 },
                 reason,
             );
