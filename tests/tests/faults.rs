@@ -2,8 +2,9 @@
 //! run may die after its k-th call (nothing after it happens, not even its own
 //! bookkeeping), any call may be carried out and still reported failed, and
 //! cluster-autoscaler acts between observe and apply (scale-outs, scale-ins by
-//! terminate-with-decrement, removal of idle on-demand nodes). After each step (the
-//! pool-wide net change only with `BALLAST_FAULT_STRICT=1`, see `check`):
+//! terminate-with-decrement, removal of idle on-demand nodes; as the real one, it backs
+//! off for five minutes from a node group whose instances failed to launch), and
+//! PodDisruptionBudgets may block every drain of a step. After each step:
 //! - Ballast's own net change to the pool's desired size is never negative (a move
 //!   raises before it lowers; a surge comes before its terminate-with-decrement; a
 //!   write never undoes cluster-autoscaler's change; a raise whose answer was lost is
@@ -18,8 +19,8 @@
 //! Then a healthy world with no faults: within a bounded number of reconciles every
 //! plan is empty, nothing is cordoned or mid-failback, and fallback is moved back.
 //! With `BALLAST_FAULT_STRICT=1` also: Ballast's net change at rest is no more than
-//! the surplus it left to cluster-autoscaler by name in its notes (open finding: rare
-//! sequences of several crashes during spot capacity loss still leave one unnamed).
+//! the surplus it left to cluster-autoscaler by name in its notes (open finding: about
+//! one sequence in 3,500 still leaves one or two unnamed).
 //! `BALLAST_FAULT_DEBUG=1` prints each run: events, journal, plan, notes, net change.
 //!
 //! `BALLAST_FAULT_CASES` sets the number of sequences (default 10,000) and
@@ -68,6 +69,22 @@ struct FaultState {
     fault: Option<Fault>,
     calls: usize,
     dead: bool,
+    /// Cluster-autoscaler's backoff: a node group whose scale-up failed (instances that
+    /// could not launch) is not scaled up again until this time (CA's initial 5 minutes).
+    backoff_until: std::collections::BTreeMap<String, DateTime<Utc>>,
+    now: Option<DateTime<Utc>>,
+    /// A lower carried out whose confirmation (the journal's next write) is not in yet.
+    unconfirmed_lower: Option<String>,
+    /// ASGs whose last lower was carried out but never confirmed (its answer was lost or
+    /// the run died right after): until Ballast next observes them, a raise by
+    /// cluster-autoscaler of exactly as much cannot be told from the lower never made.
+    doubted: BTreeSet<String>,
+    /// Lowers this run leaves in doubt: the doubted set once it ends.
+    doubted_next: BTreeSet<String>,
+    /// Cluster-autoscaler raised a doubted ASG: the one case the ASG cannot tell apart.
+    indistinguishable: bool,
+    /// PodDisruptionBudgets block every eviction in this run.
+    pdb_blocks: bool,
     ca: Option<CaMove>,
     /// Ballast's own net change of desired size per ASG.
     ballast_net: std::collections::BTreeMap<String, i64>,
@@ -89,9 +106,22 @@ impl Faulty {
     /// Before a mutating call: cluster-autoscaler may act first (once per run), and
     /// the fault decides whether the call happens and what it answers.
     fn before(&self, op: &str) -> Result<bool, PortError> {
-        let ca = self.st().ca.take();
+        let (ca, backed_off) = {
+            let mut st = self.st();
+            let now = st.now.unwrap_or_default();
+            let backed_off: BTreeSet<String> =
+                st.backoff_until.iter().filter(|(_, until)| **until > now).map(|(a, _)| a.clone()).collect();
+            (st.ca.take(), backed_off)
+        };
         if let Some(m) = ca {
-            ca_act(&mut self.memory.world(), m);
+            if let CaMove::ScaleOut { asg, .. } = m {
+                let mut st = self.st();
+                let name = SPOT.iter().copied().chain([OD]).nth(asg % 3).unwrap_or(OD);
+                if st.doubted.contains(name) && !backed_off.contains(name) {
+                    st.indistinguishable = true;
+                }
+            }
+            ca_act(&mut self.memory.world(), m, &backed_off);
         }
         let mut st = self.st();
         if st.dead {
@@ -102,6 +132,9 @@ impl Faulty {
         match st.fault {
             Some(Fault::Crash(k)) if index >= k => {
                 st.dead = true;
+                if let Some(asg) = st.unconfirmed_lower.take() {
+                    st.doubted_next.insert(asg);
+                }
                 Err(PortError::new(ErrorKind::Retryable, op, "the run died"))
             }
             Some(Fault::Ambiguous(k)) if index == k => Ok(true),
@@ -117,12 +150,16 @@ impl Faulty {
     }
 }
 
-fn ca_act(world: &mut World, m: CaMove) {
+fn ca_act(world: &mut World, m: CaMove, backed_off: &BTreeSet<String>) {
     let names: Vec<&str> = SPOT.iter().copied().chain([OD]).collect();
     match m {
         CaMove::None => {}
         CaMove::ScaleOut { asg, by } => {
-            if let Some(a) = world.asg_mut(names[asg % names.len()]) {
+            let name = names[asg % names.len()];
+            if backed_off.contains(name) {
+                return;
+            }
+            if let Some(a) = world.asg_mut(name) {
                 a.desired = (a.desired + by).min(a.max);
             }
         }
@@ -163,7 +200,16 @@ impl Autoscaling for Faulty {
             violation(&mut self.st(), format!("{asg} lowered to {desired} below its {} live instances", before.live));
         }
         self.memory.set_desired_capacity(asg, desired).await?;
-        *self.st().ballast_net.entry(asg.to_string()).or_default() += i64::from(desired) - i64::from(before.desired);
+        {
+            let mut st = self.st();
+            *st.ballast_net.entry(asg.to_string()).or_default() += i64::from(desired) - i64::from(before.desired);
+            if desired < before.desired {
+                st.unconfirmed_lower = Some(asg.to_string());
+                if ambiguous {
+                    st.doubted_next.insert(asg.to_string());
+                }
+            }
+        }
         self.after("set_desired_capacity", ambiguous)
     }
     async fn terminate_instance(&self, instance_id: &str, decrement: bool) -> Result<(), PortError> {
@@ -218,7 +264,14 @@ impl Cluster for Faulty {
     }
     async fn drain(&self, node: &str, timeout: StdDuration) -> Result<DrainReport, PortError> {
         let ambiguous = self.before("drain")?;
-        let report = self.memory.drain(node, timeout).await?;
+        let report = if self.st().pdb_blocks {
+            DrainReport {
+                evicted: 0,
+                blocked: vec![("default/web-0".into(), "a PodDisruptionBudget allows no disruption (HTTP 429)".into())],
+            }
+        } else {
+            self.memory.drain(node, timeout).await?
+        };
         self.after("drain", ambiguous).map(|_| report)
     }
 }
@@ -231,6 +284,7 @@ impl StateStore for Faulty {
     async fn save(&self, pool: &str, record: &PoolRecord, expected: u64) -> Result<u64, PortError> {
         let ambiguous = self.before("save")?;
         let version = self.memory.save(pool, record, expected).await?;
+        self.st().unconfirmed_lower = None;
         self.after("save", ambiguous).map(|_| version)
     }
     async fn acquire_lease(
@@ -282,6 +336,8 @@ struct Step {
     ca: CaMove,
     advance_secs: u32,
     spot_capacity_lost: bool,
+    /// Every drain of the step is blocked by a PodDisruptionBudget.
+    pdb_blocks: bool,
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -303,13 +359,16 @@ fn step() -> impl Strategy<Value = Step> {
         adversary => (0usize..3, any::<usize>()).prop_map(|(asg, pick)| CaMove::ScaleIn { asg, pick }),
         adversary => any::<usize>().prop_map(|pick| CaMove::RemoveIdleOnDemand { pick }),
     ];
-    (kind, fault, ca, 0u32..900, prop::bool::weighted(0.3)).prop_map(|(kind, fault, ca, advance_secs, lost)| Step {
-        kind,
-        fault,
-        ca,
-        advance_secs,
-        spot_capacity_lost: lost,
-    })
+    (kind, fault, ca, 0u32..900, prop::bool::weighted(0.3), prop::bool::weighted(0.2)).prop_map(
+        |(kind, fault, ca, advance_secs, lost, pdb_blocks)| Step {
+            kind,
+            fault,
+            ca,
+            advance_secs,
+            spot_capacity_lost: lost,
+            pdb_blocks,
+        },
+    )
 }
 
 fn live_spot(world: &World) -> Vec<String> {
@@ -330,6 +389,8 @@ struct Harness {
     disrupted: BTreeSet<String>,
     reclaimed: Vec<String>,
     events: u64,
+    /// How far Ballast's net change may dip: only what the indistinguishable case cost.
+    allowance: std::cell::Cell<i64>,
 }
 
 impl Harness {
@@ -360,6 +421,7 @@ impl Harness {
             disrupted: BTreeSet::new(),
             reclaimed: Vec::new(),
             events: 0,
+            allowance: std::cell::Cell::new(0),
         }
     }
 
@@ -435,13 +497,15 @@ impl Harness {
         // Ballast's own net change: a move raises before it lowers and a surge comes
         // before its terminate-with-decrement, and each desired-size write is rebased on
         // a size read after its journal entry, so another writer's change is never undone.
-        // Open finding, by design: a lower whose answer was lost, then cluster-autoscaler
-        // raising the same ASG by exactly as much before the next observation, reads as
-        // the lower never made; finishing it takes cluster-autoscaler's slots. Checked
-        // only with BALLAST_FAULT_STRICT=1.
-        let strict = std::env::var_os("BALLAST_FAULT_STRICT").is_some();
+        // The one case no observation can tell apart (a lower whose answer was lost, then
+        // cluster-autoscaler raising the same ASG by as much before Ballast looks again)
+        // is excused for the dip it causes, and only that much, by the harness's own
+        // ground truth; every other dip fails.
+        if net + self.allowance.get() < 0 && st.indistinguishable {
+            self.allowance.set(-net);
+        }
         prop_assert!(
-            !strict || net >= 0,
+            net + self.allowance.get() >= 0,
             "{at}: Ballast's net change of the pool's desired size is {net}: {:?}",
             st.ballast_net
         );
@@ -472,14 +536,18 @@ impl Harness {
         Ok(())
     }
 
-    fn reconcile(&mut self, events: Vec<Event>, fault: Fault, ca: CaMove) -> Vec<String> {
+    fn reconcile(&mut self, events: Vec<Event>, fault: Fault, ca: CaMove, pdb_blocks: bool) -> Vec<String> {
         {
             let mut st = self.ports.st();
+            st.pdb_blocks = pdb_blocks;
             st.fault = Some(fault);
             st.calls = 0;
             st.dead = false;
             st.ca = Some(ca);
+            st.now = Some(*self.clock.0.lock().unwrap());
+            st.indistinguishable = false;
         }
+
         if std::env::var_os("BALLAST_FAULT_DEBUG").is_some() {
             let w = self.ports.memory.world();
             eprintln!("== {:?} {:?} {:?}", events.iter().map(|e| &e.signal).collect::<Vec<_>>(), fault, ca);
@@ -500,6 +568,11 @@ impl Harness {
         let outcome = self.rt.block_on(self.reconciler.handle(events));
         let crashed = {
             let mut st = self.ports.st();
+            // This run observed the ASGs again: only its own unconfirmed lowers stay in doubt.
+            if let Some(asg) = st.unconfirmed_lower.take() {
+                st.doubted_next.insert(asg);
+            }
+            st.doubted = std::mem::take(&mut st.doubted_next);
             st.fault = None;
             std::mem::replace(&mut st.dead, false)
         };
@@ -538,6 +611,13 @@ impl Harness {
             world.asgs.iter_mut().for_each(|a| a.instances.retain(|i| i.id != id));
         }
         world.settle(&no_capacity, &mut self.next_id);
+        let failed: Vec<String> = world.asgs.iter().filter(|a| a.live() < a.desired).map(|a| a.name.clone()).collect();
+        drop(world);
+        let until = self.now() + Duration::minutes(5);
+        let mut st = self.ports.st();
+        for asg in failed {
+            st.backoff_until.insert(asg, until);
+        }
     }
 }
 
@@ -558,7 +638,7 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
     for (index, step) in steps.iter().enumerate() {
         h.clock.advance(Duration::seconds(i64::from(step.advance_secs)));
         let events: Vec<Event> = h.make(&step.kind).into_iter().collect();
-        let notes = h.reconcile(events, step.fault, step.ca);
+        let notes = h.reconcile(events, step.fault, step.ca, step.pdb_blocks);
         handed_to_ca += left_to_ca(&notes);
         h.check(&format!("step {index} ({step:?})"))?;
         h.settle(step.spot_capacity_lost);
@@ -570,7 +650,7 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
         h.clock.advance(Duration::minutes(5));
         let tick = h.event(Signal::Reconcile);
         let before = h.ports.memory.world().calls.iter().filter(|c| c.is_effect()).count();
-        let notes = h.reconcile(vec![tick], Fault::None, CaMove::None);
+        let notes = h.reconcile(vec![tick], Fault::None, CaMove::None, false);
         handed_to_ca += left_to_ca(&notes);
         h.check(&format!("healthy round {round}"))?;
         h.settle(false);
@@ -588,9 +668,9 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
     prop_assert_eq!(record.fallback_units, 0, "fallback not moved back");
     prop_assert!(world.nodes.iter().all(|n| !n.state.unschedulable), "a node stays cordoned");
     let net = h.total();
-    // Open finding: about one sequence in 600-3,000 (several warnings, crashes and a
-    // capacity loss; e.g. a surge's slot moved to on-demand by fallback and later moved
-    // back as a fallback unit) still leaves a surplus instance that no note names.
+    // Open finding: about one sequence in 3,500 (several warnings, crashes and a capacity
+    // loss; e.g. a surge's slot moved to on-demand by fallback and later moved back as a
+    // fallback unit) still leaves a surplus instance that no note names.
     // Only BALLAST_FAULT_STRICT=1 demands none.
     prop_assert!(
         std::env::var_os("BALLAST_FAULT_STRICT").is_none() || net <= handed_to_ca,
