@@ -257,8 +257,8 @@ fn dead_letters_raise_an_alarm_to_a_topic_and_failed_async_invocations_become_de
                 // breaches the threshold, and one breaching period is enough.
                 let threshold = a["Threshold"].as_f64().or_else(|| text(&a["Threshold"]).parse().ok());
                 let fires_on_one = match (text(&a["ComparisonOperator"]).as_str(), threshold) {
-                    ("GreaterThanThreshold", Some(t)) => 1.0 > t && 0.0 <= t,
-                    ("GreaterThanOrEqualToThreshold", Some(t)) => 1.0 >= t && 0.0 < t,
+                    ("GreaterThanThreshold", Some(t)) => (0.0..1.0).contains(&t),
+                    ("GreaterThanOrEqualToThreshold", Some(t)) => t > 0.0 && t <= 1.0,
                     _ => false,
                 };
                 let periods = |k: &str| a[k].as_u64().or_else(|| text(&a[k]).parse().ok());
