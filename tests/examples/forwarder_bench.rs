@@ -43,7 +43,7 @@ fn node(i: usize) -> Node {
     serde_json::from_value(json!({
         "metadata": { "name": format!("node-{i}"), "labels": {
             "ballast.io/pool": pool, "kubernetes.io/hostname": format!("node-{i}"),
-            "eks.amazonaws.com/capacityType": if i % 2 == 0 { "SPOT" } else { "ON_DEMAND" } } },
+            "eks.amazonaws.com/capacityType": if i.is_multiple_of(2) { "SPOT" } else { "ON_DEMAND" } } },
         "spec": { "providerID": format!("aws:///eu-west-1a/i-{i:017x}") },
     }))
     .expect("node")
@@ -51,7 +51,7 @@ fn node(i: usize) -> Node {
 
 /// Where pod `i` is: bound to node `i % nodes`, except every 100th, pending; and its pool.
 fn placement(i: usize, nodes: usize) -> (Option<usize>, usize) {
-    let bound = (i % 100 != 0).then_some(i % nodes);
+    let bound = (!i.is_multiple_of(100)).then_some(i % nodes);
     (bound, bound.unwrap_or(i) % POOLS.len())
 }
 
@@ -236,13 +236,13 @@ async fn main() {
     while churn_started.elapsed() < Duration::from_secs(churn_secs as u64) {
         tick.tick().await;
         round += 1;
-        if round % 10 == 0 {
-            let ready = if (round / 10) % 2 == 0 { "True" } else { "False" };
+        if round.is_multiple_of(10) {
+            let ready = if (round / 10).is_multiple_of(2) { "True" } else { "False" };
             let status = json!({ "status": { "conditions": [{ "type": "Ready", "status": ready }] } });
             node_api.patch_status("node-0", &PatchParams::default(), &Patch::Merge(&status)).await.expect("flip");
             flips += 1;
         }
-        if round % 50 == 0 {
+        if round.is_multiple_of(50) {
             // Pending pods are every 100th: pod-0, pod-100, …
             let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
             let status = json!({ "status": { "phase": "Pending", "conditions": [{ "type": "PodScheduled",
@@ -267,7 +267,7 @@ async fn main() {
             })
             .await;
         changes += 10;
-        if changes % 1000 == 0 {
+        if changes.is_multiple_of(1000) {
             count(inbox.take().await, &mut received, &mut demand_at);
         }
     }

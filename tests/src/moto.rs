@@ -241,7 +241,7 @@ impl Intercept for Faults {
         }
         let mut count = self.count.lock().expect("faults");
         count.0 += 1;
-        if count.0 % self.every != 0 {
+        if !count.0.is_multiple_of(self.every) {
             return Ok(());
         }
         count.1 += 1;

@@ -120,7 +120,7 @@ pub fn parse_memory_bytes(input: &str) -> Result<u64, QuantityError> {
 
 /// Renders millicores the way Kubernetes prints them.
 pub fn format_cpu_millis(millis: u64) -> String {
-    if millis % 1000 == 0 {
+    if millis.is_multiple_of(1000) {
         format!("{}", millis / 1000)
     } else {
         format!("{millis}m")
@@ -130,7 +130,7 @@ pub fn format_cpu_millis(millis: u64) -> String {
 /// Renders bytes with the largest exact binary suffix.
 pub fn format_memory_bytes(bytes: u64) -> String {
     for (shift, suffix) in [(40, "Ti"), (30, "Gi"), (20, "Mi"), (10, "Ki")] {
-        if bytes != 0 && bytes % (1u64 << shift) == 0 {
+        if bytes != 0 && bytes.is_multiple_of(1u64 << shift) {
             return format!("{}{suffix}", bytes >> shift);
         }
     }

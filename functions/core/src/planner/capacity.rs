@@ -75,11 +75,13 @@ impl Work<'_> {
         }
     }
 
-    /// Ready nodes whose instance is in service in `asg`.
+    /// Ready nodes whose instance is in service in `asg`, not counting instances being
+    /// replaced (their going would read as a failback surge not delivered).
     fn ready_nodes(&self, asg: &ObservedAsg) -> u32 {
+        let replaced: Vec<&str> = self.record.interruptions.iter().map(|i| i.instance_id.as_str()).collect();
         asg.instances
             .iter()
-            .filter(|i| i.lifecycle_state == LifecycleState::InService)
+            .filter(|i| i.lifecycle_state == LifecycleState::InService && !replaced.contains(&i.id.as_str()))
             .filter(|i| self.observed.node_of_instance(&i.id).is_some_and(|n| n.ready))
             .count() as u32
     }
@@ -110,7 +112,8 @@ impl Work<'_> {
                     format!("only {gained} of {} Ready after {}", step.count, self.cfg.fallback.spot_launch_grace)
                 });
                 let reason = format!("failback step failed ({why})");
-                self.withdraw(&asg_name, undelivered, step.desired_before, &reason);
+                let left = self.withdraw(&asg_name, undelivered, step.desired_before, &reason);
+                self.leave_surplus(&asg_name, left, &reason);
                 self.record.retry_after = Some(self.now + self.cfg.fallback.wait_and_retry.as_chrono());
                 self.note(format!("{reason}; next attempt after {}", self.cfg.fallback.wait_and_retry));
             }
