@@ -471,7 +471,11 @@ impl ballast_core::ports::Cluster for SlowCluster {
 #[tokio::test]
 async fn the_lease_outlasts_every_drain_it_covers() {
     let warning = fixture("spot-interruption-terminate.json");
-    let config = config_with_dry_run(false);
+    let mut config = config_with_dry_run(false);
+    // A drain longer than half the lease: renewing at half-time alone would not cover it.
+    for pool in &mut config.pools {
+        pool.interruption.drain_timeout = ballast_core::units::HumanDuration(std::time::Duration::from_secs(300));
+    }
     let pool = config.pool("general").unwrap().clone();
     let ttl = Duration::from_std(ballast_core::reconcile::lease_ttl(&pool)).unwrap();
     let memory = InMemory::new(state("steady.json"));
