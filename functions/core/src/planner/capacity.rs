@@ -357,7 +357,9 @@ impl Work<'_> {
         let count = self.cfg.fallback.failback_step.min(self.record.fallback_units).min(self.room_up(asg));
         let healthy_for = since(self.now, self.record.healthy_since[&asg.name]);
         let ready_before = self.ready_nodes(asg);
-        let desired_before = self.desired_of(&asg.name);
+        // Its size once this plan's terminations with decrement are made: the floor a
+        // withdrawal of this step never goes below.
+        let desired_before = self.after(&asg.name);
         let name = asg.name.clone();
         self.adjust(
             &name,

@@ -114,6 +114,13 @@ impl Work<'_> {
             // With a surge, the instance goes with decrement (never below the minimum);
             // without one, the ASG replaces it.
             let decrement = surge.is_some() && self.take_decrement(&asg);
+            if decrement {
+                // A failback step's floor is the ASG's size without its surge: this
+                // decrement lowers that too.
+                if let Some(step) = self.record.failback.as_mut().filter(|f| f.spot_asg == asg.name) {
+                    step.desired_before = step.desired_before.saturating_sub(1);
+                }
+            }
             if surge.is_some() && !decrement {
                 self.note(format!(
                     "{asg_name} is at its minimum {}: {} goes without decrement; its surge is withdrawn next",
