@@ -15,6 +15,7 @@ use aws_sdk_autoscaling::types::{
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType, TimeToLiveSpecification,
 };
+use aws_sdk_sqs::types::QueueAttributeName;
 use ballast_aws::{AwsAutoscaling, DynamoStore, SqsDeadLetters, SqsRedelivery};
 use ballast_core::config::{Config, PoolConfig};
 use ballast_core::event::{parse_event_value, Event};
@@ -308,17 +309,7 @@ impl Deployment {
     pub async fn wire(&self) -> String {
         let dlq_arn = self.queue_arn(&self.dlq_url).await;
         let redrive = serde_json::json!({ "deadLetterTargetArn": dlq_arn, "maxReceiveCount": "5" }).to_string();
-        let queue_url = self
-            .sqs
-            .create_queue()
-            .queue_name("ballast-test-events")
-            .attributes(aws_sdk_sqs::types::QueueAttributeName::RedrivePolicy, redrive)
-            .send()
-            .await
-            .expect("queue")
-            .queue_url()
-            .unwrap_or_default()
-            .to_string();
+        let queue_url = self.queue("ballast-test-events", &[(QueueAttributeName::RedrivePolicy, redrive)]).await;
         let queue_arn = self.queue_arn(&queue_url).await;
         let events = aws_sdk_eventbridge::Client::new(&self.sdk);
         for (rule, source, detail_type) in [
@@ -490,31 +481,28 @@ pub struct EventsQueue {
 }
 
 impl Deployment {
+    /// A queue with these attributes; its URL.
+    pub async fn queue(&self, name: &str, attributes: &[(QueueAttributeName, String)]) -> String {
+        let mut create = self.sqs.create_queue().queue_name(name);
+        for (key, value) in attributes {
+            create = create.attributes(key.clone(), value);
+        }
+        create.send().await.expect("queue").queue_url().unwrap_or_default().to_string()
+    }
+
     pub async fn events_queue(&self, name: &str, max_receives: u32) -> EventsQueue {
-        let dlq_url = self
-            .sqs
-            .create_queue()
-            .queue_name(format!("{name}-dlq"))
-            .send()
-            .await
-            .expect("dlq")
-            .queue_url()
-            .unwrap_or_default()
-            .to_string();
+        let dlq_url = self.queue(&format!("{name}-dlq"), &[]).await;
         let redrive = serde_json::json!({ "deadLetterTargetArn": self.queue_arn(&dlq_url).await, "maxReceiveCount": max_receives.to_string() });
         let url = self
-            .sqs
-            .create_queue()
-            .queue_name(name)
-            .attributes(aws_sdk_sqs::types::QueueAttributeName::RedrivePolicy, redrive.to_string())
-            // The templates' 5,400 s: only the function's redelivery brings a failure back sooner.
-            .attributes(aws_sdk_sqs::types::QueueAttributeName::VisibilityTimeout, "5400")
-            .send()
-            .await
-            .expect("queue")
-            .queue_url()
-            .unwrap_or_default()
-            .to_string();
+            .queue(
+                name,
+                &[
+                    (QueueAttributeName::RedrivePolicy, redrive.to_string()),
+                    // The templates' 5,400 s: only the function's redelivery brings a failure back sooner.
+                    (QueueAttributeName::VisibilityTimeout, "5400".to_string()),
+                ],
+            )
+            .await;
         let arn = self.queue_arn(&url).await;
         EventsQueue { url, arn, dlq_url }
     }

@@ -252,18 +252,10 @@ impl Renderer<'_> {
                 Some(a == b)
             }
             "Fn::Not" => Some(!self.condition(&v[0])?),
-            "Fn::And" => v
-                .as_array()?
-                .iter()
-                .map(|c| self.condition(c))
-                .collect::<Option<Vec<_>>>()
-                .map(|b| b.iter().all(|x| *x)),
-            "Fn::Or" => v
-                .as_array()?
-                .iter()
-                .map(|c| self.condition(c))
-                .collect::<Option<Vec<_>>>()
-                .map(|b| b.iter().any(|x| *x)),
+            "Fn::And" | "Fn::Or" => {
+                let values = v.as_array()?.iter().map(|c| self.condition(c)).collect::<Option<Vec<_>>>()?;
+                Some(if k == "Fn::And" { values.iter().all(|x| *x) } else { values.iter().any(|x| *x) })
+            }
             "Condition" => self.conditions.get(v.as_str()?).copied(),
             other => panic!("unsupported condition function {other}"),
         }

@@ -86,6 +86,9 @@ struct FaultState {
     indistinguishable: bool,
     /// PodDisruptionBudgets block every eviction in this run.
     pdb_blocks: bool,
+    /// Cluster-autoscaler's scale-in moves so far: each may have removed a surplus
+    /// Ballast left to it (which is how surplus is meant to go).
+    scale_ins: i64,
     ca: Option<CaMove>,
     /// Ballast's own net change of desired size per ASG.
     ballast_net: std::collections::BTreeMap<String, i64>,
@@ -122,7 +125,8 @@ impl Faulty {
                     st.indistinguishable = true;
                 }
             }
-            ca_act(&mut self.memory.world(), m, &backed_off);
+            let scaled_in = ca_act(&mut self.memory.world(), m, &backed_off);
+            self.st().scale_ins += i64::from(scaled_in);
         }
         let mut st = self.st();
         if st.dead {
@@ -151,18 +155,19 @@ impl Faulty {
     }
 }
 
-fn ca_act(world: &mut World, m: CaMove, backed_off: &BTreeSet<String>) {
+/// Carries out cluster-autoscaler's move; whether it scaled an ASG in.
+fn ca_act(world: &mut World, m: CaMove, backed_off: &BTreeSet<String>) -> bool {
     let names: Vec<&str> = SPOT.iter().copied().chain([OD]).collect();
     match m {
-        CaMove::None => {}
+        CaMove::None => false,
         CaMove::ScaleOut { asg, by } => {
             let name = names[asg % names.len()];
-            if backed_off.contains(name) {
-                return;
+            if !backed_off.contains(name) {
+                if let Some(a) = world.asg_mut(name) {
+                    a.desired = (a.desired + by).min(a.max);
+                }
             }
-            if let Some(a) = world.asg_mut(name) {
-                a.desired = (a.desired + by).min(a.max);
-            }
+            false
         }
         CaMove::ScaleIn { asg, pick } => scale_in(world, names[asg % names.len()], pick),
         CaMove::RemoveIdleOnDemand { pick } => scale_in(world, OD, pick),
@@ -170,23 +175,17 @@ fn ca_act(world: &mut World, m: CaMove, backed_off: &BTreeSet<String>) {
 }
 
 /// Cluster-autoscaler's scale-in: TerminateInstanceInAutoScalingGroup with decrement.
-fn scale_in(world: &mut World, asg: &str, pick: usize) {
-    let Some(a) = world.asg_mut(asg) else { return };
+fn scale_in(world: &mut World, asg: &str, pick: usize) -> bool {
+    let Some(a) = world.asg_mut(asg) else { return false };
     let live: Vec<usize> =
         (0..a.instances.len()).filter(|i| a.instances[*i].lifecycle_state == LifecycleState::InService).collect();
     if live.is_empty() || a.desired <= a.min {
-        return;
+        return false;
     }
     let i = live[pick % live.len()];
     a.instances[i].lifecycle_state = LifecycleState::Terminating;
     a.desired -= 1;
-    SCALE_INS.with(|n| n.set(n.get() + 1));
-}
-
-thread_local! {
-    /// Cluster-autoscaler's scale-ins in this sequence: each may have removed a surplus
-    /// Ballast left to it (which is how surplus is meant to go).
-    static SCALE_INS: std::cell::Cell<i64> = const { std::cell::Cell::new(0) };
+    true
 }
 
 fn violation(st: &mut FaultState, what: String) {
@@ -643,7 +642,6 @@ fn left_to_ca(notes: &[String]) -> i64 {
 fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
     let mut h = Harness::new();
     let mut handed_to_ca = 0i64;
-    SCALE_INS.with(|n| n.set(0));
     for (index, step) in steps.iter().enumerate() {
         h.clock.advance(Duration::seconds(i64::from(step.advance_secs)));
         let events: Vec<Event> = h.make(&step.kind).into_iter().collect();
@@ -677,14 +675,18 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
     prop_assert_eq!(record.fallback_units, 0, "fallback not moved back");
     prop_assert!(world.nodes.iter().all(|n| !n.state.unschedulable), "a node stays cordoned");
     let net = h.total();
+    let (scale_ins, ballast_net) = {
+        let st = h.ports.st();
+        (st.scale_ins, st.ballast_net.clone())
+    };
     // No surplus beyond what Ballast named in its notes (one replacement per interruption,
     // no leaked surge or move), less what cluster-autoscaler's scale-ins may have removed.
     prop_assert!(
-        net <= handed_to_ca + SCALE_INS.with(|n| n.get()),
+        net <= handed_to_ca + scale_ins,
         "Ballast left {net} more instances than it found, {handed_to_ca} of them handed to cluster-autoscaler, which \
          scaled in {} times: {:?}",
-        SCALE_INS.with(|n| n.get()),
-        h.ports.st().ballast_net
+        scale_ins,
+        ballast_net
     );
     Ok(())
 }

@@ -190,15 +190,17 @@ impl Work<'_> {
                 self.record.uncordon.push(id.clone());
             }
         }
-        let why = if self.now >= deadline {
-            format!(
-                "failback step past its deadline ({})",
-                humantime::format_duration(failback_drain_deadline(self.cfg).to_std().unwrap_or_default())
-            )
-        } else {
-            "fallback no longer holds it (cluster-autoscaler removed on-demand nodes)".to_string()
-        };
-        self.release_reason = Some(why);
+        if !release.is_empty() {
+            let why = if self.now >= deadline {
+                format!(
+                    "the failback step is past its deadline ({})",
+                    humantime::format_duration(failback_drain_deadline(self.cfg).to_std().unwrap_or_default())
+                )
+            } else {
+                "fallback no longer holds them (cluster-autoscaler removed on-demand nodes)".to_string()
+            };
+            self.note(format!("failback victims {} released: {why}", release.join(", ")));
+        }
         if keep.is_empty() {
             if self.now >= deadline {
                 self.record.retry_after = Some(self.now + self.cfg.fallback.wait_and_retry.as_chrono());
@@ -226,7 +228,6 @@ impl Work<'_> {
     /// schedulable or gone, and those a failback step holds again as victims.
     pub(super) fn uncordon_released(&mut self) {
         let victims: Vec<String> = self.record.failback.iter().flat_map(|f| f.victims.clone()).collect();
-        let why = self.release_reason.take().unwrap_or_else(|| "cordoned for a failback step that ended".into());
         let mut still = Vec::new();
         for id in std::mem::take(&mut self.record.uncordon) {
             if victims.contains(&id) {
@@ -234,7 +235,10 @@ impl Work<'_> {
             }
             let Some(node) = self.observed.node_of_instance(&id).filter(|n| n.unschedulable) else { continue };
             let node = node.name.clone();
-            self.act(ActionKind::UncordonNode { node, instance_id: id.clone() }, format!("release {id}: {why}"));
+            self.act(
+                ActionKind::UncordonNode { node, instance_id: id.clone() },
+                format!("release {id}: cordoned for a failback step that no longer holds it"),
+            );
             still.push(id);
         }
         self.record.uncordon = still;

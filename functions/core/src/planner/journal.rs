@@ -173,10 +173,8 @@ impl Work<'_> {
             let left = self.withdraw(asg, count, *from, &why);
             self.leave_surplus(asg, left, &why);
             if *asg == self.observed.on_demand.name {
+                // `fallback_since` follows in `reconcile_fallback_units`.
                 self.record.fallback_units = self.record.fallback_units.saturating_sub(count);
-                if self.record.fallback_units == 0 {
-                    self.record.fallback_since = None;
-                }
             }
         }
     }

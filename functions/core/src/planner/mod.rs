@@ -100,8 +100,6 @@ struct Work<'a> {
     moved_this_plan: bool,
     /// Lowers of this plan owed whatever its own raises do (see `Journal::owed`).
     owed: Vec<crate::model::OwedLower>,
-    /// Why this plan released failback victims, for the uncordon's reason.
-    release_reason: Option<String>,
     /// This plan's number, should it journal capacity calls.
     seq: u64,
     actions: Vec<Action>,
@@ -123,7 +121,6 @@ impl<'a> Work<'a> {
             units_added: 0,
             failing: BTreeMap::new(),
             moved_this_plan: false,
-            release_reason: None,
             owed: Vec::new(),
             seq: input.record.plans + 1,
             actions: Vec::new(),
