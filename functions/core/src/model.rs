@@ -355,6 +355,17 @@ pub struct Surge {
     /// That plan's number (its journal's `seq`).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub plan: u64,
+    /// A fallback moved the surge's unfilled slot out of a failing spot ASG into `asg`:
+    /// where it was before, and the plan that moved it (undone if that plan's raise of
+    /// `asg` did not land).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moved: Option<SurgeMove>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SurgeMove {
+    pub from: String,
+    pub plan: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

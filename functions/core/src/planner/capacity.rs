@@ -3,7 +3,7 @@
 
 use super::{since, Work};
 use crate::config::PoolConfig;
-use crate::model::{FailbackStep, LifecycleState, ObservedAsg};
+use crate::model::{FailbackStep, LifecycleState, ObservedAsg, SurgeMove};
 use crate::plan::ActionKind;
 
 /// How long a failback step's victims may take to drain before they are released:
@@ -300,6 +300,7 @@ impl Work<'_> {
                 continue;
             }
             let mut left = movable;
+            let mut receivers: Vec<(String, u32)> = Vec::new();
             // Healthy spot first, in preference order, then on-demand.
             for (other_index, other) in self.observed.spot.iter().enumerate() {
                 if left == 0 {
@@ -312,6 +313,7 @@ impl Work<'_> {
                 if n > 0 {
                     left -= n;
                     self.adjust(&other.name, i64::from(n), format!("take {n} from failing spot ASG {}", asg.name));
+                    receivers.push((other.name.clone(), n));
                 }
             }
             let od = &self.observed.on_demand;
@@ -324,6 +326,7 @@ impl Work<'_> {
                 self.record.fallback_since.get_or_insert(self.now);
                 let od_name = od.name.clone();
                 self.adjust(&od_name, i64::from(n), format!("fallback: take {n} from failing spot ASG {}", asg.name));
+                receivers.push((od_name, n));
             }
             let moved = movable - left;
             if moved > 0 {
@@ -333,6 +336,7 @@ impl Work<'_> {
                     -i64::from(moved),
                     format!("spot failing ({why}): move {moved} of {shortfall} missing elsewhere"),
                 );
+                self.move_surges(&asg.name, &receivers);
             }
             if left > 0 {
                 self.note(format!(
@@ -340,6 +344,28 @@ impl Work<'_> {
                     asg.name
                 ));
             }
+        }
+    }
+
+    /// The surges still waiting for their interrupted instance's decrement are among
+    /// the failing ASG's missing slots: those moved go with the slots, so withdrawing
+    /// one later (its instance left without Ballast's decrement) takes it back from
+    /// where it now is, not from an ASG that no longer holds it.
+    fn move_surges(&mut self, from: &str, receivers: &[(String, u32)]) {
+        let seq = self.seq;
+        let mut slots = receivers.iter().flat_map(|(asg, n)| std::iter::repeat_n(asg.clone(), *n as usize));
+        let mut moved = Vec::new();
+        for interruption in &mut self.record.interruptions {
+            let Some(surge) = interruption.surge.as_mut().filter(|s| s.asg == from && !interruption.terminated) else {
+                continue;
+            };
+            let Some(to) = slots.next() else { break };
+            surge.moved = Some(SurgeMove { from: from.to_string(), plan: seq });
+            surge.asg = to.clone();
+            moved.push(format!("{} -> {to}", interruption.instance_id));
+        }
+        if !moved.is_empty() {
+            self.note(format!("surges moved with the missing slots of {from}: {}", moved.join(", ")));
         }
     }
 

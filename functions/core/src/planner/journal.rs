@@ -11,7 +11,7 @@
 //! longer live. A call known to have landed is never repeated.
 
 use super::{is_live, Work};
-use crate::model::{CapacityCall, Journal, OwedLower};
+use crate::model::{CapacityCall, Journal, OwedLower, SurgeMove};
 
 impl Work<'_> {
     pub(super) fn settle_journal(&mut self) {
@@ -53,8 +53,9 @@ impl Work<'_> {
                     // as not landed and made again (taking cluster-autoscaler's raise for
                     // ours would consume it). A lower is finished only if the ASG is where
                     // it was before the call (a run that died before it: the common case);
-                    // below, it landed; above, another writer raised the ASG since, and
-                    // lowering again could take the slots it asked for: taken as landed.
+                    // elsewhere another writer may have moved it since, and lowering again
+                    // could take the slots it asked for: taken as landed, and what stays
+                    // above the lower's target if it did not is named as surplus.
                     if raise {
                         raise_missed = true;
                         if may_have_landed {
@@ -74,9 +75,12 @@ impl Work<'_> {
                             journal.planned_at.to_rfc3339(),
                             observed.desired
                         );
-                        if observed.desired > *from {
-                            // If it did not land, its slots stay and fill once spot is back.
-                            self.leave_surplus(asg, from - to, &why);
+                        // If it did not land (another writer moved the ASG meanwhile),
+                        // its slots stay and fill once spot is back: at most as many as
+                        // the ASG now holds above the lower's target.
+                        let doubt = (from - to).min(observed.desired.saturating_sub(*to));
+                        if doubt > 0 {
+                            self.leave_surplus(asg, doubt, &why);
                         } else {
                             self.note(why);
                         }
@@ -153,7 +157,7 @@ impl Work<'_> {
                     by - n,
                     journal.planned_at.to_rfc3339()
                 ));
-                self.withdraw_unmatched_raises(by - n, &answers, &journal);
+                self.withdraw_unmatched_raises(&asg_name, by - n, &answers, &journal);
             }
         }
     }
@@ -162,13 +166,21 @@ impl Work<'_> {
     /// meanwhile, e.g. spot capacity came back) leaves its raise as surplus: withdrawn
     /// from the receiving ASGs, never below their size before the raise, and what is
     /// a Ready node left to cluster-autoscaler. On-demand taken back is no fallback.
-    fn withdraw_unmatched_raises(&mut self, mut surplus: u32, raised: &[(String, u32, u32)], journal: &Journal) {
+    fn withdraw_unmatched_raises(
+        &mut self,
+        giver: &str,
+        mut surplus: u32,
+        raised: &[(String, u32, u32)],
+        journal: &Journal,
+    ) {
         for (asg, from, to) in raised {
             if surplus == 0 {
                 break;
             }
             let count = surplus.min(to - from);
             surplus -= count;
+            // The giving ASG kept those slots: surges moved with them are there again.
+            self.unmove_surges(asg, count, |m| m.from == giver);
             let why = format!("the move planned {} was not finished", journal.planned_at.to_rfc3339());
             let left = self.withdraw(asg, count, *from, &why);
             self.leave_surplus(asg, left, &why);
@@ -189,6 +201,8 @@ impl Work<'_> {
         // Promised by that plan: by its number (several plans may share an instant),
         // by its time in records kept before plans were numbered.
         let by_plan = |plan: u64, at| if journal.seq != 0 { plan == journal.seq } else { at == journal.planned_at };
+        // Surges that plan moved here with a fallback's slots are still where they were.
+        self.unmove_surges(asg, u32::MAX, |m| m.plan == journal.seq);
         for interruption in &mut self.record.interruptions {
             if interruption.surge.as_ref().is_some_and(|s| s.asg == asg && by_plan(s.plan, s.planned_at)) {
                 interruption.surge = None;
@@ -204,6 +218,21 @@ impl Work<'_> {
         }
         if self.record.failback.as_ref().is_some_and(|f| f.spot_asg == asg && by_plan(f.plan, f.started_at)) {
             self.record.failback = None;
+        }
+    }
+
+    /// Surges moved into `asg` by a fallback whose move did not happen (`which`): back
+    /// where they were, at most `count` of them.
+    fn unmove_surges(&mut self, asg: &str, count: u32, which: impl Fn(&SurgeMove) -> bool) {
+        let mut left = count;
+        for interruption in &mut self.record.interruptions {
+            if left == 0 {
+                break;
+            }
+            let Some(surge) = interruption.surge.as_mut().filter(|s| s.asg == asg) else { continue };
+            let Some(moved) = surge.moved.take_if(|m| which(m)) else { continue };
+            surge.asg = moved.from;
+            left -= 1;
         }
     }
 

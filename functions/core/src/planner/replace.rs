@@ -101,7 +101,7 @@ impl Work<'_> {
                             self.units_added += 1;
                             self.record.fallback_since.get_or_insert(self.now);
                         }
-                        surge = Some(Surge { asg: target, planned_at: self.now, plan: self.seq });
+                        surge = Some(Surge { asg: target, planned_at: self.now, plan: self.seq, moved: None });
                     }
                     None => self.note(format!(
                         "no room to surge for {}: every candidate ASG is at max (or failing, or the on-demand cap is \

@@ -1066,3 +1066,55 @@ fn plans_at_the_same_instant_take_back_only_their_own_promises() {
     assert_eq!(surged, vec![true, true], "the first keeps its landed surge, the second surges again");
     assert_eq!(desired(&retry, "spot-a"), Some(6), "one new surge, not two: {:#?}", retry.actions);
 }
+
+#[test]
+fn a_surge_moved_by_a_fallback_is_withdrawn_where_it_went() {
+    let cfg = with(|y| y.replace("spot_asgs: [spot-a, spot-b]", "spot_asgs: [spot-a]"));
+    let mut observed = pool((4, 4), (0, 0), (2, 2));
+    observed.spot.truncate(1);
+    observed.spot[0].min = 4;
+    let warned = observed.spot[0].instances[0].id.clone();
+    let warning = spot_warning(&observed, 0, InstanceAction::Terminate);
+    let p = run(&cfg, &PoolRecord::default(), &observed, &[warning], now());
+    assert_eq!(desired(&p, "spot-a"), Some(5));
+    // The surge landed; the run died in the drain, before the terminate-with-decrement.
+    let record = journaled(&p, 1);
+    // Spot capacity is gone: the surge's slot is the one spot-a misses, moved to on-demand.
+    let mut later = observed.clone();
+    later.spot[0].desired = 5;
+    let at = now() + Duration::seconds(30);
+    let moved = run(&cfg, &record, &later, &[capacity_error("spot-a", at)], at);
+    assert_eq!((desired(&moved, "od"), desired(&moved, "spot-a")), (Some(3), Some(4)), "{:#?}", moved.actions);
+    assert_eq!(moved.record.fallback_units, 1);
+    let surge = moved.record.interruptions[0].surge.clone().unwrap();
+    assert_eq!(surge.asg, "od", "the surge went with its slot");
+    // AWS reclaims the warned instance before Ballast terminates it: spot-a (at its
+    // minimum) replaces it, so the surge now on on-demand is one too many.
+    let mut gone = later.clone();
+    gone.spot[0].desired = 4;
+    gone.spot[0].instances.retain(|i| i.id != warned);
+    gone.on_demand = asg("od", 3, 2, 10, Market::OnDemand);
+    let at = at + Duration::seconds(30);
+    let after = run(&cfg, &applied(&moved), &gone, &[], at);
+    assert_eq!(desired(&after, "od"), Some(2), "withdrawn from on-demand: {:#?} {:?}", after.actions, after.notes);
+    assert_eq!(after.record.fallback_units, 0, "and no fallback unit left to move back to spot later");
+}
+
+#[test]
+fn a_lower_whose_answer_was_lost_names_what_may_be_left_when_another_moved_the_asg() {
+    let cfg = with(|y| y.replace("spot_asgs: [spot-a, spot-b]", "spot_asgs: [spot-a]"));
+    let mut observed = pool((6, 4), (0, 0), (2, 2));
+    observed.spot.truncate(1);
+    let p = run(&cfg, &PoolRecord::default(), &observed, &[capacity_error("spot-a", now())], now());
+    assert_eq!((desired(&p, "od"), desired(&p, "spot-a")), (Some(4), Some(4)));
+    // The raise landed, the lower's answer was lost, and spot-a is at 5 now: the lower
+    // landed and cluster-autoscaler raised it by one, or it did not and
+    // cluster-autoscaler scaled one in. Not lowered again; one may be left over.
+    let record = journaled(&p, 1);
+    let mut later = observed.clone();
+    later.spot[0] = asg("spot-a", 5, 5, 20, Market::Spot);
+    later.on_demand.desired = 4;
+    let retry = run(&cfg, &record, &later, &[], now() + Duration::seconds(30));
+    assert_eq!(desired(&retry, "spot-a"), None, "{:#?}", retry.actions);
+    assert!(retry.notes.iter().any(|n| n.contains(&format!("1 {SURPLUS_NOTE} spot-a"))), "{:?}", retry.notes);
+}
