@@ -138,24 +138,30 @@ fn scale_up(sim: &mut Sim) {
     }
 }
 
+/// Scale-down as cluster-autoscaler decides it: a node under the utilisation threshold
+/// is unneeded (the timer runs during `scale-down-delay-after-add` too, which only
+/// blocks deletion); it goes once unneeded for `scale-down-unneeded-time` if each pod
+/// CA would move fits on some other node, placed one by one in CA's snapshot (not a
+/// comparison of total free room: slivers on several nodes hold no pod). A node that
+/// takes moved pods in this scan is not removed in it; at most one non-empty node and
+/// `MAX_EMPTY_BULK_DELETE` nodes per scan.
 fn scale_down(sim: &mut Sim) {
     let ca = &sim.sc.ca;
     let now = sim.now;
-    if now.saturating_sub(sim.last_scale_up) < ms(ca.scale_down_delay_after_add) && sim.last_scale_up > 0 {
-        return;
-    }
-    let (mut free_cpu, mut free_mem) = (0u64, 0u64);
+    let cooling = sim.last_scale_up > 0 && now.saturating_sub(sim.last_scale_up) < ms(ca.scale_down_delay_after_add);
+    let cutoff = ca.expendable_cutoff;
+    // Free room per schedulable node as CA's snapshot sees it: every bound pod counted.
+    let mut room: BTreeMap<usize, (u64, u64)> = BTreeMap::new();
     for state in &sim.groups {
         for &n in &state.nodes {
             let node = &sim.cluster.nodes[n];
             if node.schedulable() {
-                let (c, m) = node.free();
-                free_cpu += c;
-                free_mem += m;
+                room.insert(n, node.free());
             }
         }
     }
     let mut removals: Vec<usize> = Vec::new();
+    let mut destinations: Vec<usize> = Vec::new();
     let mut non_empty = 0;
     for g in 0..sim.groups.len() {
         let min = sim.sc.groups[g].min as usize;
@@ -173,22 +179,42 @@ fn scale_down(sim: &mut Sim) {
                 continue;
             }
             let since = *node.unneeded_since.get_or_insert(now);
-            if now - since < ms(ca.scale_down_unneeded) || kept <= min {
+            if cooling || now - since < ms(ca.scale_down_unneeded) || kept <= min || destinations.contains(&id) {
                 continue;
             }
-            let (own_cpu, own_mem) = node.free();
-            // Room elsewhere, net of what earlier removals in this scan already claimed.
-            let movable =
-                free_cpu.saturating_sub(own_cpu) >= node.cpu_used && free_mem.saturating_sub(own_mem) >= node.mem_used;
-            let empty = node.pods.is_empty();
-            if !movable || (!empty && non_empty >= 1) || removals.len() >= MAX_EMPTY_BULK_DELETE {
+            // The pods CA moves: expendable ones (pause pods) are just deleted.
+            let mut moving: Vec<(u64, u64)> = node
+                .pods
+                .iter()
+                .map(|&p| &sim.cluster.pods[p])
+                .filter(|p| p.priority >= cutoff)
+                .map(|p| (p.cpu, p.mem))
+                .collect();
+            let empty = moving.is_empty();
+            if (!empty && non_empty >= 1) || removals.len() >= MAX_EMPTY_BULK_DELETE {
+                continue;
+            }
+            moving.sort_unstable_by(|a, b| b.cmp(a));
+            let mut trial = room.clone();
+            trial.remove(&id);
+            let mut received = Vec::new();
+            let fits_all = moving.iter().all(|&(cpu, mem)| {
+                let Some((&to, free)) = trial.iter_mut().find(|(_, f)| f.0 >= cpu && f.1 >= mem) else {
+                    return false;
+                };
+                free.0 -= cpu;
+                free.1 -= mem;
+                received.push(to);
+                true
+            });
+            if !fits_all {
                 continue;
             }
             if !empty {
                 non_empty += 1;
             }
-            free_cpu = free_cpu.saturating_sub(own_cpu + node.cpu_used);
-            free_mem = free_mem.saturating_sub(own_mem + node.mem_used);
+            room = trial;
+            destinations.extend(received);
             removals.push(id);
             kept -= 1;
         }

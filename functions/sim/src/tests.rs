@@ -172,3 +172,37 @@ fn bad_scenarios_name_the_field() {
     assert!(err.contains("missing field"), "{err}");
     assert!(Scenario::built_in("nope").is_err());
 }
+
+#[test]
+fn a_flat_workload_on_fragmented_nodes_never_makes_ca_evict_a_pod_that_fits_nowhere() {
+    // Two nodes each hold a 3-CPU pod (1 CPU free on each), a third holds one 1.5-CPU
+    // pod (37.5 %: unneeded). 2 CPU are free elsewhere in total, but no node has 1.5.
+    let sc = tiny(
+        "",
+        "{ name: big, at: [65s], jobs: 2, cpu: '3', memory: 1Gi, duration: [2h, 2h] }, \
+         { name: small, at: [66s], jobs: 1, cpu: 1500m, memory: 1Gi, duration: [2h, 2h] }",
+    );
+    let mut sim = Sim::new(&sc, Strategy::ClusterAutoscaler, 1);
+    sim.start();
+    sim.run_until(5 * MINUTE, &mut no_progress());
+    assert_eq!(sim.groups[0].nodes.len(), 3, "three nodes come up");
+    sim.run_until(110 * MINUTE, &mut no_progress());
+    assert_eq!(sim.groups[0].nodes.len(), 3, "none removed");
+    let moved: Vec<u32> = sim.cluster.pods.iter().filter(|p| p.is_workload()).map(|p| p.generation).collect();
+    assert_eq!(moved, vec![1, 1, 1], "every pod bound once, never evicted");
+}
+
+#[test]
+fn the_unneeded_timer_runs_during_the_delay_after_a_scale_up() {
+    // A 1-CPU job for 3 minutes brings a node at 70 s (Ready at 115 s); it is empty from
+    // about 5 min. The delay after that scale-up ends at 70 s + 10 min; the node has been
+    // unneeded since about 5 min, so it goes at the first scan after 15 min (unneeded 10
+    // min), not 10 min after the delay ends.
+    let sc = tiny("", "{ name: b, at: [65s], jobs: 1, cpu: '1', memory: 1Gi, duration: [3m, 3m] }");
+    let mut sim = Sim::new(&sc, Strategy::ClusterAutoscaler, 1);
+    sim.start();
+    sim.run_until(2 * MINUTE, &mut no_progress());
+    assert_eq!(sim.groups[0].nodes.len(), 1);
+    sim.run_until(16 * MINUTE, &mut no_progress());
+    assert_eq!(sim.groups[0].nodes.len(), 0, "removed about 10 minutes after it became empty");
+}
