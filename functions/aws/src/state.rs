@@ -310,6 +310,7 @@ mod tests {
                 units_added: 0,
                 attempted: 0,
                 owed: Vec::new(),
+                moves: Vec::new(),
                 calls: ids
                     .iter()
                     .map(|i| CapacityCall::Terminate {

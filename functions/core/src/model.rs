@@ -265,6 +265,18 @@ pub struct Journal {
     /// longer needed. Kept (and made later) even if a raise of this plan does not land.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub owed: Vec<OwedLower>,
+    /// The plan's moves (a fallback's: raise `to`, then lower `from`, by `n`), so that a
+    /// move split over several receivers whose raises did not all land is finished for
+    /// those that did.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub moves: Vec<Move>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Move {
+    pub from: String,
+    pub to: String,
+    pub n: u32,
 }
 
 /// A lower owed: how much, and the raises it answers (ASG, size before, size after),

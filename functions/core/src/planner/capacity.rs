@@ -3,7 +3,7 @@
 
 use super::{since, Work};
 use crate::config::PoolConfig;
-use crate::model::{FailbackStep, LifecycleState, ObservedAsg, SurgeMove};
+use crate::model::{FailbackStep, LifecycleState, Move, ObservedAsg, SurgeMove};
 use crate::plan::ActionKind;
 
 /// How long a failback step's victims may take to drain before they are released:
@@ -331,6 +331,9 @@ impl Work<'_> {
             let moved = movable - left;
             if moved > 0 {
                 self.moved_this_plan = true;
+                for (to, n) in &receivers {
+                    self.moves.push(Move { from: asg.name.clone(), to: to.clone(), n: *n });
+                }
                 self.adjust(
                     &asg.name,
                     -i64::from(moved),

@@ -11,7 +11,7 @@
 //! longer live. A call known to have landed is never repeated.
 
 use super::{is_live, Work};
-use crate::model::{CapacityCall, Journal, OwedLower, SurgeMove};
+use crate::model::{CapacityCall, Journal, Move, OwedLower, SurgeMove};
 
 impl Work<'_> {
     pub(super) fn settle_journal(&mut self) {
@@ -54,8 +54,8 @@ impl Work<'_> {
                     // ours would consume it). A lower is finished only if the ASG is where
                     // it was before the call (a run that died before it: the common case);
                     // elsewhere another writer may have moved it since, and lowering again
-                    // could take the slots it asked for: taken as landed, and what stays
-                    // above the lower's target if it did not is named as surplus.
+                    // could take the slots it asked for: taken as landed, and the slots it
+                    // would have removed are named as possible surplus.
                     if raise {
                         raise_missed = true;
                         if may_have_landed {
@@ -75,23 +75,26 @@ impl Work<'_> {
                             journal.planned_at.to_rfc3339(),
                             observed.desired
                         );
-                        // If it did not land (another writer moved the ASG meanwhile),
-                        // its slots stay and fill once spot is back: at most as many as
-                        // the ASG now holds above the lower's target.
-                        let doubt = (from - to).min(observed.desired.saturating_sub(*to));
-                        if doubt > 0 {
-                            self.leave_surplus(asg, doubt, &why);
-                        } else {
-                            self.note(why);
-                        }
+                        // If it did not land (another writer moved the ASG meanwhile,
+                        // by any amount), its slots stay and fill once spot is back.
+                        self.leave_surplus(asg, from - to, &why);
                     } else if !raise_missed {
                         lowers_left.push(OwedLower { asg: asg.clone(), by: from - to, raised: Vec::new() });
                     } else {
-                        // This plan's own moves are re-planned; what finishes an earlier
-                        // move, whose raise landed, is still owed.
-                        let (by, raised) = owed(asg, from - to);
+                        // This plan's own moves are re-planned, but for the receivers
+                        // whose raise landed (a move split over several ASGs); what
+                        // finishes an earlier move, whose raise landed, is still owed.
+                        let (by_owed, mut answers) = owed(asg, from - to);
+                        let landed: Vec<&Move> = journal
+                            .moves
+                            .iter()
+                            .filter(|m| &m.from == asg && raised.iter().any(|(r, ..)| *r == m.to))
+                            .collect();
+                        let by_moves: u32 = landed.iter().map(|m| m.n).sum();
+                        answers.extend(raised.iter().filter(|(r, ..)| landed.iter().any(|m| m.to == *r)).cloned());
+                        let by = (by_owed + by_moves).min(from - to);
                         if by > 0 {
-                            lowers_left.push(OwedLower { asg: asg.clone(), by, raised });
+                            lowers_left.push(OwedLower { asg: asg.clone(), by, raised: answers });
                         }
                     }
                 }
@@ -252,8 +255,14 @@ impl Work<'_> {
 
     /// An interrupted instance that left (AWS reclaimed it, cluster-autoscaler scaled
     /// it in) before Ballast terminated it with decrement: its ASG replaces it or no
-    /// longer wants it, so the surge made for it is withdrawn.
+    /// longer wants it, so one instance is too many. The slot its own ASG reopened goes
+    /// first (it may be unfilled: spot is often gone when instances are reclaimed, and a
+    /// booting surge elsewhere is then worth keeping); else the surge where it now is;
+    /// on-demand only within the fallback units it holds (cluster-autoscaler's own
+    /// on-demand instances are never Ballast's to remove). What cannot be taken back
+    /// without removing a Ready node is named.
     pub(super) fn withdraw_orphaned_surges(&mut self) {
+        let od = self.observed.on_demand.name.clone();
         for index in 0..self.record.interruptions.len() {
             let interruption = self.record.interruptions[index].clone();
             if interruption.terminated || is_live(self.observed, &interruption.instance_id) {
@@ -262,14 +271,39 @@ impl Work<'_> {
             let Some(surge) = interruption.surge else { continue };
             let reason =
                 format!("{} left before Ballast removed it; its replacement is surplus", interruption.instance_id);
-            let left = self.withdraw(&surge.asg, 1, 0, &reason);
-            self.leave_surplus(&surge.asg, left, &format!("{reason}; every instance of {} is a Ready node", surge.asg));
-            if surge.asg == self.observed.on_demand.name {
-                self.record.fallback_units = self.record.fallback_units.saturating_sub(1);
+            let own = interruption.asg.clone();
+            let surge_on_od = surge.asg == od && own != od;
+            let from = if self.withdraw_one(&own, &reason) {
+                Some(own.clone())
+            } else if surge.asg != own
+                && (!surge_on_od || self.record.fallback_units > 0)
+                && self.withdraw_one(&surge.asg, &reason)
+            {
+                Some(surge.asg.clone())
+            } else {
+                None
+            };
+            match from {
+                // The surge on on-demand was a fallback unit; it is gone now.
+                Some(asg) if asg == od && own != od => {
+                    self.record.fallback_units = self.record.fallback_units.saturating_sub(1);
+                }
+                Some(_) => {}
+                None => {
+                    let at = if surge_on_od && self.record.fallback_units == 0 { &own } else { &surge.asg };
+                    self.leave_surplus(at, 1, &format!("{reason}; none of it can go without removing a Ready node"));
+                }
             }
             let entry = &mut self.record.interruptions[index];
             entry.surge = None;
             entry.terminated = true;
         }
+    }
+
+    /// Takes one instance back from `asg` if that removes no Ready node and keeps it at
+    /// or above its minimum (this plan's decrements counted).
+    fn withdraw_one(&mut self, asg: &str, reason: &str) -> bool {
+        let Some(observed) = self.observed.asg(asg) else { return false };
+        self.room_down(observed) > 0 && self.withdraw(asg, 1, 0, reason) == 0
     }
 }

@@ -100,6 +100,8 @@ struct Work<'a> {
     moved_this_plan: bool,
     /// Lowers of this plan owed whatever its own raises do (see `Journal::owed`).
     owed: Vec<crate::model::OwedLower>,
+    /// This plan's moves (see `Journal::moves`).
+    moves: Vec<crate::model::Move>,
     /// This plan's number, should it journal capacity calls.
     seq: u64,
     actions: Vec<Action>,
@@ -122,6 +124,7 @@ impl<'a> Work<'a> {
             failing: BTreeMap::new(),
             moved_this_plan: false,
             owed: Vec::new(),
+            moves: Vec::new(),
             seq: input.record.plans + 1,
             actions: Vec::new(),
             notes: Vec::new(),
@@ -324,6 +327,7 @@ impl<'a> Work<'a> {
             calls,
             attempted: 0,
             owed: std::mem::take(&mut self.owed),
+            moves: std::mem::take(&mut self.moves),
         });
         let record_changed = self.record != *self.input.record;
         let mut all = Vec::with_capacity(self.actions.len() + raises.len() + lowers.len() + 1);
