@@ -239,14 +239,22 @@ fn plan_rejects_bad_inputs_with_a_reason() {
 
 #[test]
 fn simulate_default_compares_three_strategies() {
-    let out = ballast(&["simulate", "--json"]);
+    let out = ballast(&["simulate", "--json", "--seeds", "3"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["scenario"], "business-day");
+    assert_eq!(v["seeds"], serde_json::json!([42, 43, 44]));
     let names: Vec<&str> =
         v["strategies"].as_array().unwrap().iter().map(|s| s["strategy"].as_str().unwrap()).collect();
     assert_eq!(names, vec!["CA alone", "CA + static", "CA + Ballast"]);
-    for s in v["strategies"].as_array().unwrap() {
+    for strategy in v["strategies"].as_array().unwrap() {
+        let runs = strategy["runs"].as_array().unwrap();
+        assert_eq!(runs.len(), 3, "one run per seed");
+        // The summary is the mean of the runs.
+        let costs: Vec<f64> = runs.iter().map(|r| r["cost"].as_f64().unwrap()).collect();
+        let mean = strategy["summary"]["cost"]["mean"].as_f64().unwrap();
+        assert!((mean - costs.iter().sum::<f64>() / 3.0).abs() < 1e-9, "{mean} {costs:?}");
+        let s = &runs[0];
         for field in [
             "pod_wait_p50_s",
             "pod_wait_p95_s",
@@ -261,9 +269,9 @@ fn simulate_default_compares_three_strategies() {
         }
     }
     // The same seed gives identical output.
-    let again = ballast(&["simulate", "--json"]);
+    let again = ballast(&["simulate", "--json", "--seeds", "3"]);
     assert_eq!(out.stdout, again.stdout);
-    let other = ballast(&["simulate", "--json", "--seed", "7"]);
+    let other = ballast(&["simulate", "--json", "--seeds", "3", "--seed", "7"]);
     assert_ne!(out.stdout, other.stdout);
 }
 
@@ -276,7 +284,8 @@ fn simulate_table_plot_and_sweep() {
     assert!(out.status.success());
     let table = stdout(&out);
     for row in [
-        "pod wait p95",
+        "first-start wait p95",
+        "re-placed wait p95",
         "pending pod-seconds",
         "spot node-hours",
         "on-demand node-hours",
@@ -296,6 +305,8 @@ fn simulate_table_plot_and_sweep() {
         "steady",
         "--sweep",
         "headroom=0:20:10",
+        "--seeds",
+        "2",
         "--json",
         "--plot",
         sweep_plot.to_str().unwrap(),

@@ -18,6 +18,22 @@ pub enum NodePhase {
     Gone,
 }
 
+/// The random draws of one launch slot (the k-th launch of a node group), the same for
+/// every strategy run on the same seed: common random numbers, so strategies that launch
+/// different numbers of nodes still face the same market slot by slot.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SlotDraws {
+    /// Which launch of its group this node is.
+    pub slot: u64,
+    /// Time to Ready.
+    pub boot_ms: u64,
+    /// Interruption hazard this node survives (an Exp(1) draw, spent minute by minute at
+    /// the market's rate of the moment): interrupted when it is spent.
+    pub hazard_left: f64,
+    /// Whether a rebalance recommendation precedes its interruption, and by how much.
+    pub rebalance_lead_ms: Option<u64>,
+}
+
 #[derive(Debug, Clone)]
 pub struct Node {
     pub group: usize,
@@ -37,6 +53,8 @@ pub struct Node {
     pub cordoned: bool,
     /// An interruption is on its way (warning sent or scheduled).
     pub doomed: bool,
+    /// What the spot market holds for this launch slot (drawn at launch, see `SlotDraws`).
+    pub market: SlotDraws,
     pub unneeded_since: Option<u64>,
 }
 
@@ -59,6 +77,7 @@ impl Node {
             phase: NodePhase::Booting,
             cordoned: false,
             doomed: false,
+            market: SlotDraws::default(),
             unneeded_since: None,
         }
     }

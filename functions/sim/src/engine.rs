@@ -9,7 +9,7 @@ use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::bridge::Bridge;
-use crate::cluster::{Cluster, Node, NodeId, NodePhase, PodId, PodKind, WORKLOAD_PRIORITY};
+use crate::cluster::{Cluster, Node, NodeId, NodePhase, PodId, PodKind, SlotDraws, WORKLOAD_PRIORITY};
 use crate::metrics::Metrics;
 use crate::scenario::{Curve, Market, Scenario};
 use crate::{ca, Strategy};
@@ -66,8 +66,9 @@ pub struct Sim<'s> {
     pause_cpu: u64,
     pause_mem: u64,
     pause_priority: i32,
-    rng_market: ChaCha8Rng,
-    rng_nodes: ChaCha8Rng,
+    seed: u64,
+    /// Launches so far per group: the next launch's slot.
+    launches: Vec<u64>,
     rng_work: ChaCha8Rng,
     schedulable: Vec<NodeId>,
     schedulable_dirty: bool,
@@ -76,6 +77,16 @@ pub struct Sim<'s> {
     pub last_scale_up: u64,
     last_unschedulable_sent: Option<u64>,
     pub interruptions: u32,
+    /// Each interruption: (group, launch slot, when it was decided).
+    pub interrupted: Vec<(usize, u64, u64)>,
+}
+
+/// SplitMix64's finaliser: independent-looking seeds for neighbouring slots.
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
 impl<'s> Sim<'s> {
@@ -111,8 +122,8 @@ impl<'s> Sim<'s> {
                 Strategy::StaticOverprovisioning => sc.static_overprovisioning.priority,
                 _ => pool.headroom.priority_class.value,
             },
-            rng_market: ChaCha8Rng::seed_from_u64(seed ^ 0x6d61_726b_6574),
-            rng_nodes: ChaCha8Rng::seed_from_u64(seed ^ 0x6e6f_6465),
+            seed,
+            launches: vec![0; sc.groups.len()],
             rng_work: ChaCha8Rng::seed_from_u64(seed ^ 0x776f_726b),
             schedulable: Vec::new(),
             schedulable_dirty: true,
@@ -121,6 +132,7 @@ impl<'s> Sim<'s> {
             last_scale_up: 0,
             last_unschedulable_sent: None,
             interruptions: 0,
+            interrupted: Vec::new(),
         }
     }
 
@@ -289,7 +301,8 @@ impl<'s> Sim<'s> {
         }
         let placement = self.cluster.schedule(self.now, &self.schedulable);
         for (pod, waited) in placement.started {
-            self.metrics.pod_started(waited);
+            // Bound once by now: this was its first start.
+            self.metrics.pod_started(waited, self.cluster.pods[pod].generation == 1);
             if let PodKind::Batch { duration_ms } = self.cluster.pods[pod].kind {
                 let generation = self.cluster.pods[pod].generation;
                 self.at(self.now + duration_ms, Ev::JobDone(pod, generation));
@@ -394,21 +407,31 @@ impl<'s> Sim<'s> {
     fn launch(&mut self, g: usize, az: usize) -> NodeId {
         let spec = &self.sc.groups[g];
         let it = &self.sc.instance_types[&spec.instance_type];
-        let id =
-            self.cluster.add_node(Node::booting(g, az, spec.market == Market::Spot, it.cpu_millis, it.memory_bytes));
+        let mut node = Node::booting(g, az, spec.market == Market::Spot, it.cpu_millis, it.memory_bytes);
+        node.market = self.slot_draws(g);
+        let boot = node.market.boot_ms;
+        let id = self.cluster.add_node(node);
         self.groups[g].nodes.push(id);
-        let draw = |rng: &mut ChaCha8Rng, r: &[ballast_core::units::HumanDuration; 2]| {
-            let (lo, hi) = (r[0].0.as_millis() as u64, r[1].0.as_millis() as u64);
-            if hi > lo {
-                rng.random_range(lo..=hi)
-            } else {
-                lo
-            }
-        };
-        let boot =
-            draw(&mut self.rng_nodes, &self.sc.nodes.boot) + draw(&mut self.rng_nodes, &self.sc.nodes.network_attach);
         self.at(self.now + boot, Ev::NodeReady(id));
         id
+    }
+
+    /// The draws of group `g`'s next launch slot, from a stream of its own: always drawn
+    /// in the same order, whatever is used, so slot k sees the same values in every run.
+    fn slot_draws(&mut self, g: usize) -> SlotDraws {
+        let slot = self.launches[g];
+        self.launches[g] += 1;
+        let mut rng = ChaCha8Rng::seed_from_u64(mix(self.seed ^ mix((g as u64) << 40 | slot)));
+        let draw = |rng: &mut ChaCha8Rng, r: &[ballast_core::units::HumanDuration; 2]| {
+            let (lo, hi) = (r[0].0.as_millis() as u64, r[1].0.as_millis() as u64);
+            let u: u64 = rng.random_range(0..=u64::from(u32::MAX));
+            lo + (hi.saturating_sub(lo)) * u / u64::from(u32::MAX)
+        };
+        let boot_ms = draw(&mut rng, &self.sc.nodes.boot) + draw(&mut rng, &self.sc.nodes.network_attach);
+        let hazard_left = -(1.0 - rng.random::<f64>()).ln();
+        let rebalanced = rng.random::<f64>() < self.sc.spot.rebalance_fraction;
+        let lead = draw(&mut rng, &self.sc.spot.rebalance_lead);
+        SlotDraws { slot, boot_ms, hazard_left, rebalance_lead_ms: rebalanced.then_some(lead) }
     }
 
     /// What an ASG does on its own: launch up to desired (if there is capacity), or
@@ -476,7 +499,6 @@ impl<'s> Sim<'s> {
             })
             .map(|s| (s.instance_type.clone(), s.fraction / (s.duration.0.as_secs_f64() / 60.0).max(1.0)))
             .collect();
-        let lead = &self.sc.spot.rebalance_lead;
         for g in 0..self.groups.len() {
             if self.sc.groups[g].market != Market::Spot {
                 continue;
@@ -487,18 +509,24 @@ impl<'s> Sim<'s> {
             let p = per_minute + storm_p;
             for i in 0..self.groups[g].nodes.len() {
                 let id = self.groups[g].nodes[i];
-                if self.cluster.nodes[id].doomed || self.rng_market.random::<f64>() >= p {
+                let node = &mut self.cluster.nodes[id];
+                if node.doomed {
                     continue;
                 }
-                self.cluster.nodes[id].doomed = true;
+                // The minute's hazard (p is small: the chance of an interruption in it).
+                node.market.hazard_left -= p;
+                if node.market.hazard_left > 0.0 {
+                    continue;
+                }
+                node.doomed = true;
                 self.interruptions += 1;
-                let warning_at = if self.rng_market.random::<f64>() < self.sc.spot.rebalance_fraction {
-                    let (lo, hi) = (lead[0].0.as_millis() as u64, lead[1].0.as_millis() as u64);
-                    let ahead = if hi > lo { self.rng_market.random_range(lo..=hi) } else { lo };
-                    self.at(now, Ev::Rebalance(id));
-                    now + ahead
-                } else {
-                    now
+                self.interrupted.push((g, node.market.slot, now));
+                let warning_at = match node.market.rebalance_lead_ms {
+                    Some(ahead) => {
+                        self.at(now, Ev::Rebalance(id));
+                        now + ahead
+                    }
+                    None => now,
                 };
                 self.at(warning_at, Ev::Warning(id));
                 self.at(warning_at + WARNING_LEAD, Ev::Reclaim(id));

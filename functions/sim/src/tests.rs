@@ -206,3 +206,59 @@ fn the_unneeded_timer_runs_during_the_delay_after_a_scale_up() {
     sim.run_until(16 * MINUTE, &mut no_progress());
     assert_eq!(sim.groups[0].nodes.len(), 0, "removed about 10 minutes after it became empty");
 }
+
+#[test]
+fn strategies_on_one_seed_face_the_same_market_slot_by_slot() {
+    // Six spot nodes from the start, kept (min 6), a high interruption rate. Ballast
+    // launches surges that CA alone does not; with one shared random stream those shifted
+    // every later draw. Per-slot draws: each initial node is interrupted at the same
+    // minute under every strategy (while it lives).
+    let yaml = r#"
+name: market
+start: 2026-11-16T23:00:00Z
+duration: 3h
+time_zone: UTC
+availability_zones: [az-a, az-b]
+instance_types:
+  c.xlarge: { cpu: "4", memory: 16Gi, on_demand_price: 0.2, spot_price: 0.08 }
+node_groups:
+  - { name: spot, market: spot, instance_type: c.xlarge, min: 6, max: 20, initial: 6 }
+  - { name: od, market: on-demand, instance_type: c.xlarge, min: 0, max: 20, initial: 0 }
+nodes: { boot: [40s, 80s], network_attach: [0s, 10s] }
+workload:
+  batch: [{ name: b, at: [65s], jobs: 20, cpu: '1', memory: 1Gi, duration: [3h, 3h] }]
+spot:
+  interruptions_per_node_hour: 0.4
+ballast:
+  pool:
+    headroom: { percent: 10, min: 1, max: 10, pod_cpu: "1", pod_memory: 1Gi }
+"#;
+    let sc = Scenario::from_yaml(yaml).unwrap_or_else(|e| panic!("{e}"));
+    let first_of_initial = |strategy| {
+        let mut sim = Sim::new(&sc, strategy, 7);
+        sim.run(&mut no_progress());
+        let mut initial: Vec<(u64, u64)> =
+            sim.interrupted.iter().filter(|(g, slot, _)| *g == 0 && *slot < 6).map(|&(_, s, at)| (s, at)).collect();
+        initial.sort_unstable();
+        (initial, sim.interrupted.len())
+    };
+    let (alone, alone_total) = first_of_initial(Strategy::ClusterAutoscaler);
+    let (ballast, ballast_total) = first_of_initial(Strategy::Ballast);
+    assert!(alone.len() >= 3, "the rate interrupts most initial nodes: {alone:?}");
+    assert_eq!(alone, ballast, "same slots, same minutes");
+    assert!(ballast_total > alone.len() && alone_total >= alone.len());
+}
+
+#[test]
+fn first_start_waits_are_reported_apart_from_re_placements() {
+    // Two 1-CPU jobs on spot nodes interrupted often: each starts once, then again
+    // every time its node is reclaimed. Only the first start counts as a new pod's wait.
+    let sc = tiny("", "{ name: b, at: [65s], jobs: 2, cpu: '1', memory: 1Gi, duration: [2h, 2h] }");
+    let mut sc = sc;
+    sc.spot.interruptions_per_node_hour = 2.0;
+    sc.spot.rebalance_fraction = 0.0;
+    let report = simulate(&sc, Strategy::ClusterAutoscaler, 3, &mut no_progress());
+    assert_eq!(report.pods_started, 2, "two pods, each first started once");
+    assert!(report.pods_replaced >= 2, "reclaims restart them: {}", report.pods_replaced);
+    assert!(report.interruptions >= 2);
+}

@@ -13,9 +13,13 @@ pub struct SimulateArgs {
     /// A built-in scenario (business-day, steady, spot-heavy, no-spot, large) or a YAML file.
     #[arg(default_value = ballast_sim::scenario::DEFAULT_NAME)]
     scenario: String,
-    /// Random seed: the same seed gives identical output.
+    /// First random seed: the same seeds give identical output.
     #[arg(long, default_value_t = 42)]
     seed: u64,
+    /// How many seeds to run (SEED, SEED+1, ...): figures are the mean ± the standard
+    /// deviation over them. One seed gives one run's figures.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    seeds: u64,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -79,10 +83,11 @@ struct Job<'a> {
     label: String,
     scenario: &'a Scenario,
     strategy: Strategy,
+    seed: u64,
 }
 
 /// Runs the jobs on the machine's cores, with progress bars on a terminal; results in job order.
-fn run_all(jobs: Vec<Job<'_>>, seed: u64) -> Vec<Report> {
+fn run_all(jobs: Vec<Job<'_>>) -> Vec<Report> {
     let bars = MultiProgress::new();
     let show = std::io::stderr().is_terminal();
     let style = ProgressStyle::with_template("{prefix:>16} [{bar:30}] {percent:>3}%")
@@ -98,7 +103,8 @@ fn run_all(jobs: Vec<Job<'_>>, seed: u64) -> Vec<Report> {
                 let bar = if show { bars.add(ProgressBar::new(100)) } else { ProgressBar::hidden() };
                 bar.set_style(style.clone());
                 bar.set_prefix(job.label);
-                let report = simulate(job.scenario, job.strategy, seed, &mut |f| bar.set_position((f * 100.0) as u64));
+                let report =
+                    simulate(job.scenario, job.strategy, job.seed, &mut |f| bar.set_position((f * 100.0) as u64));
                 bar.finish_and_clear();
                 results.lock().expect("results").push((index, report));
             });
@@ -107,13 +113,6 @@ fn run_all(jobs: Vec<Job<'_>>, seed: u64) -> Vec<Report> {
     let mut results = results.into_inner().expect("results");
     results.sort_by_key(|(index, _)| *index);
     results.into_iter().map(|(_, report)| report).collect()
-}
-
-fn duration(seconds: Option<f64>) -> String {
-    match seconds {
-        None => "—".into(),
-        Some(s) => humanise(s),
-    }
 }
 
 fn humanise(s: f64) -> String {
@@ -125,44 +124,87 @@ fn humanise(s: f64) -> String {
     }
 }
 
-fn print_table(scenario: &Scenario, seed: u64, reports: &[Report]) {
+/// The figures of one seed's run, or their mean ± standard deviation over several.
+fn cell(values: &[Option<f64>], show: &dyn Fn(f64) -> String) -> String {
+    let seen: Vec<f64> = values.iter().flatten().copied().collect();
+    if seen.is_empty() {
+        return "—".into();
+    }
+    let n = seen.len() as f64;
+    let mean = seen.iter().sum::<f64>() / n;
+    let mut text = show(mean);
+    if values.len() > 1 {
+        let sd = (seen.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0).max(1.0)).sqrt();
+        text = format!("{text} ± {}", show(sd));
+        if seen.len() < values.len() {
+            text = format!("{text} ({}/{})", seen.len(), values.len());
+        }
+    }
+    text
+}
+
+type Row = (&'static str, fn(&Report) -> Option<f64>, fn(f64) -> String);
+
+const ROWS: [Row; 13] = [
+    ("first-start wait p50", |r| Some(r.pod_wait_p50_s), humanise),
+    ("first-start wait p95", |r| Some(r.pod_wait_p95_s), humanise),
+    ("first-start wait max", |r| Some(r.pod_wait_max_s), humanise),
+    ("re-placed wait p95", |r| Some(r.replaced_wait_p95_s), humanise),
+    ("pending pod-seconds", |r| Some(r.pending_pod_seconds), |v| format!("{v:.0}")),
+    ("spot node-hours", |r| Some(r.spot_node_hours), |v| format!("{v:.1}")),
+    ("on-demand node-hours", |r| Some(r.on_demand_node_hours), |v| format!("{v:.1}")),
+    ("cost", |r| Some(r.cost), |v| format!("${v:.2}")),
+    ("mean spare capacity", |r| Some(r.mean_spare_capacity_pct), |v| format!("{v:.1}%")),
+    ("spot loss → on-demand", |r| r.spot_loss_to_on_demand_s, humanise),
+    ("back to spot after", |r| r.return_to_spot_s, humanise),
+    ("spot interruptions", |r| Some(f64::from(r.interruptions)), |v| format!("{v:.1}")),
+    ("peak nodes", |r| Some(f64::from(r.peak_nodes)), |v| format!("{v:.1}")),
+];
+
+/// `runs[s]` holds strategy `s`'s reports, one per seed.
+fn print_table(scenario: &Scenario, seeds: &[u64], runs: &[Vec<Report>]) {
     println!("scenario {} — {}", scenario.name, scenario.description);
+    let seeds_text = match seeds {
+        [one] => format!("seed {one}"),
+        many => format!("{} seeds ({}–{}), mean ± standard deviation", many.len(), many[0], many[many.len() - 1]),
+    };
     println!(
-        "{} simulated, seed {seed}, CA fail-fast {}\n",
+        "{} simulated, {seeds_text}, CA fail-fast {}\n",
         humanise(scenario.duration.0.as_secs_f64()),
         if scenario.ca.fail_fast { "on (1.24+)" } else { "off (before 1.24)" }
     );
-    let mut rows: Vec<(&str, Vec<String>)> = vec![
-        ("pod wait p50", reports.iter().map(|r| humanise(r.pod_wait_p50_s)).collect()),
-        ("pod wait p95", reports.iter().map(|r| humanise(r.pod_wait_p95_s)).collect()),
-        ("pod wait max", reports.iter().map(|r| humanise(r.pod_wait_max_s)).collect()),
-        ("pending pod-seconds", reports.iter().map(|r| format!("{:.0}", r.pending_pod_seconds)).collect()),
-        ("spot node-hours", reports.iter().map(|r| format!("{:.1}", r.spot_node_hours)).collect()),
-        ("on-demand node-hours", reports.iter().map(|r| format!("{:.1}", r.on_demand_node_hours)).collect()),
-        ("cost", reports.iter().map(|r| format!("${:.2}", r.cost)).collect()),
-        ("mean spare capacity", reports.iter().map(|r| format!("{:.1}%", r.mean_spare_capacity_pct)).collect()),
-        ("spot loss → on-demand", reports.iter().map(|r| duration(r.spot_loss_to_on_demand_s)).collect()),
-        ("back to spot after", reports.iter().map(|r| duration(r.return_to_spot_s)).collect()),
-    ];
-    rows.push(("spot interruptions", reports.iter().map(|r| r.interruptions.to_string()).collect()));
-    rows.push(("peak nodes / pods", reports.iter().map(|r| format!("{} / {}", r.peak_nodes, r.peak_pods)).collect()));
+    let width = if seeds.len() > 1 { 25 } else { 15 };
     print!("{:<22}", "");
-    for r in reports {
-        print!("{:>15}", r.strategy);
+    for reports in runs {
+        print!("{:>width$}", reports.first().map_or("", |r| r.strategy));
     }
     println!();
-    for (label, cells) in rows {
+    for (label, value, show) in ROWS {
         print!("{label:<22}");
-        for c in cells {
-            print!("{c:>15}");
+        for reports in runs {
+            let values: Vec<Option<f64>> = reports.iter().map(value).collect();
+            print!("{:>width$}", cell(&values, &show));
         }
         println!();
     }
 }
 
+/// Mean and standard deviation of what the runs measured (`None`s left out).
+fn summary(runs: &[Report]) -> serde_json::Value {
+    let mut out = serde_json::Map::new();
+    for (label, value, _) in ROWS {
+        let seen: Vec<f64> = runs.iter().filter_map(value).collect();
+        let n = seen.len() as f64;
+        let mean = (n > 0.0).then(|| seen.iter().sum::<f64>() / n);
+        let sd = mean.map(|m| (seen.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (n - 1.0).max(1.0)).sqrt());
+        out.insert(label.into(), serde_json::json!({ "mean": mean, "sd": sd, "runs": seen.len() }));
+    }
+    serde_json::Value::Object(out)
+}
+
 pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
     let scenario = load(&args.scenario)?;
-    let seed = args.seed;
+    let seeds: Vec<u64> = (0..args.seeds).map(|k| args.seed.wrapping_add(k)).collect();
     let started = Instant::now();
     if let Some(spec) = &args.sweep {
         let percents = parse_sweep(spec)?;
@@ -170,32 +212,45 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
         let jobs = scenarios
             .iter()
             .zip(&percents)
-            .map(|(scenario, p)| Job { label: format!("headroom {p}%"), scenario, strategy: Strategy::Ballast })
+            .flat_map(|(scenario, p)| {
+                seeds.iter().map(move |&seed| Job {
+                    label: format!("headroom {p}% #{seed}"),
+                    scenario,
+                    strategy: Strategy::Ballast,
+                    seed,
+                })
+            })
             .collect();
-        let reports = run_all(jobs, seed);
+        let reports = run_all(jobs);
+        let mean = |runs: &[Report], f: fn(&Report) -> f64| runs.iter().map(f).sum::<f64>() / runs.len() as f64;
         let points: Vec<ballast_sim::plot::SweepPoint> = percents
             .iter()
-            .zip(&reports)
-            .map(|(p, r)| ballast_sim::plot::SweepPoint {
+            .zip(reports.chunks(seeds.len()))
+            .map(|(p, runs)| ballast_sim::plot::SweepPoint {
                 headroom_percent: *p,
-                cost: r.cost,
-                pod_wait_p95_s: r.pod_wait_p95_s,
-                mean_spare_capacity_pct: r.mean_spare_capacity_pct,
+                cost: mean(runs, |r| r.cost),
+                pod_wait_p95_s: mean(runs, |r| r.pod_wait_p95_s),
+                mean_spare_capacity_pct: mean(runs, |r| r.mean_spare_capacity_pct),
             })
             .collect();
         if args.json {
             println!(
                 "{}",
                 serde_json::to_string_pretty(
-                    &serde_json::json!({ "scenario": scenario.name, "seed": seed, "sweep": points })
+                    &serde_json::json!({ "scenario": scenario.name, "seeds": seeds, "sweep": points })
                 )?
             );
         } else {
-            println!("scenario {} — Ballast headroom sweep, seed {seed}\n", scenario.name);
-            println!("{:>10} {:>10} {:>14} {:>14}", "headroom", "cost", "pod wait p95", "mean spare");
+            println!(
+                "scenario {} — Ballast headroom sweep, {} seed(s) from {}, means\n",
+                scenario.name,
+                seeds.len(),
+                args.seed
+            );
+            println!("{:>10} {:>10} {:>20} {:>14}", "headroom", "cost", "first-start p95", "mean spare");
             for p in &points {
                 println!(
-                    "{:>9}% {:>10} {:>14} {:>13.1}%",
+                    "{:>9}% {:>10} {:>20} {:>13.1}%",
                     p.headroom_percent,
                     format!("${:.2}", p.cost),
                     humanise(p.pod_wait_p95_s),
@@ -214,21 +269,42 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
         };
         let jobs = strategies
             .iter()
-            .map(|&strategy| Job { label: strategy.label().to_string(), scenario: &scenario, strategy })
+            .flat_map(|&strategy| {
+                let scenario = &scenario;
+                seeds.iter().map(move |&seed| Job {
+                    label: format!("{} #{seed}", strategy.label()),
+                    scenario,
+                    strategy,
+                    seed,
+                })
+            })
             .collect();
-        let reports = run_all(jobs, seed);
+        let reports = run_all(jobs);
+        let runs: Vec<Vec<Report>> = reports.chunks(seeds.len()).map(<[Report]>::to_vec).collect();
         if args.json {
+            let strategies: Vec<serde_json::Value> = runs
+                .iter()
+                .map(|runs| {
+                    serde_json::json!({
+                        "strategy": runs[0].strategy,
+                        "summary": summary(runs),
+                        "runs": runs,
+                    })
+                })
+                .collect();
             println!(
                 "{}",
                 serde_json::to_string_pretty(
-                    &serde_json::json!({ "scenario": scenario.name, "seed": seed, "strategies": reports })
+                    &serde_json::json!({ "scenario": scenario.name, "seeds": seeds, "strategies": strategies })
                 )?
             );
         } else {
-            print_table(&scenario, seed, &reports);
+            print_table(&scenario, &seeds, &runs);
         }
         if let Some(path) = &args.plot {
-            ballast_sim::plot::timeline(path, &scenario.name, &reports)?;
+            // The timeline of the first seed's runs.
+            let first: Vec<Report> = runs.iter().map(|r| r[0].clone()).collect();
+            ballast_sim::plot::timeline(path, &scenario.name, &first)?;
             eprintln!("wrote {}", path.display());
         }
     }
