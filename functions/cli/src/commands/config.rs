@@ -65,7 +65,7 @@ pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
             let issues =
                 rbac_issues(config, &text).with_context(|| format!("cannot read {} as RBAC", rbac.display()))?;
             problems.extend(issues.into_iter().map(|issue| {
-                let (path, message) = issue.split_once(": ").unwrap_or(("", &issue));
+                let (path, message) = issue.split_once(": ").unwrap_or(("", issue.as_str()));
                 Problem { input: rbac.display().to_string(), path: path.to_string(), message: message.to_string() }
             }));
         }

@@ -41,7 +41,9 @@ pub struct Config {
 pub struct PoolConfig {
     pub name: String,
     /// In preference order: fallback fills the next healthy one before on-demand.
+    #[serde(serialize_with = "selectors_as_written")]
     pub spot_asgs: Vec<AsgSelector>,
+    #[serde(serialize_with = "selector_as_written")]
     pub on_demand_asg: AsgSelector,
     pub node_selector: BTreeMap<String, String>,
     pub tolerations: Vec<Toleration>,
@@ -202,6 +204,34 @@ impl Serialize for HeadroomSchedule {
         }
         Text { cron: &self.cron_text, time_zone: self.time_zone.name(), percent: self.percent }.serialize(serializer)
     }
+}
+
+/// A selector as `ballast.yaml` writes it: a name as a plain string, tags as `{tags: ...}`
+/// (not as a YAML-tagged enum, which the reader would not take).
+fn selector_as_written<S: Serializer>(selector: &AsgSelector, serializer: S) -> Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    struct Tags<'a> {
+        tags: &'a BTreeMap<String, String>,
+    }
+    match selector {
+        AsgSelector::Name(name) => serializer.serialize_str(name),
+        AsgSelector::Tags(tags) => Tags { tags }.serialize(serializer),
+    }
+}
+
+fn selectors_as_written<S: Serializer>(selectors: &[AsgSelector], serializer: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeSeq;
+    let mut seq = serializer.serialize_seq(Some(selectors.len()))?;
+    for selector in selectors {
+        struct Written<'a>(&'a AsgSelector);
+        impl Serialize for Written<'_> {
+            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                selector_as_written(self.0, serializer)
+            }
+        }
+        seq.serialize_element(&Written(selector))?;
+    }
+    seq.end()
 }
 
 fn cpu_quantity<S: Serializer>(millis: &u64, serializer: S) -> Result<S::Ok, S::Error> {
