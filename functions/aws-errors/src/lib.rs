@@ -63,7 +63,8 @@ mod tests {
 
     #[test]
     fn throttling_and_transient_codes_are_retryable_by_the_sdks_own_lists() {
-        for code in ["ThrottlingException", "RequestLimitExceeded", "SlowDown", "RequestTimeout", "EC2ThrottledException"]
+        for code in
+            ["ThrottlingException", "RequestLimitExceeded", "SlowDown", "RequestTimeout", "EC2ThrottledException"]
         {
             assert_eq!(service_error(code, 400).kind, ErrorKind::Retryable, "{code}");
         }

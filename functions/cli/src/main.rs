@@ -41,9 +41,7 @@ enum Command {
         command: ConfigCommand,
     },
     /// Print a shell completion script, e.g. `ballast completions bash > /etc/bash_completion.d/ballast`.
-    Completions {
-        shell: clap_complete::Shell,
-    },
+    Completions { shell: clap_complete::Shell },
 }
 
 #[derive(Subcommand)]

@@ -482,7 +482,11 @@ fn config_check_refuses_huge_and_deep_files_with_a_precise_error() {
     std::fs::write(&deep, "[".repeat(100_000)).unwrap();
     let out = ballast_env(&["config", "check", huge.to_str().unwrap()], &[]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(stdout(&out).contains("(file): more bytes than a config may have (1048576 bytes, 1 MiB)"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("(file): more bytes than a config may have (1048576 bytes, 1 MiB)"),
+        "{}",
+        stdout(&out)
+    );
     let out = ballast_env(&["config", "check", deep.to_str().unwrap()], &[]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
@@ -513,7 +517,13 @@ fn every_command_that_takes_a_config_reads_ballast_config_file() {
     assert!(stdout(&out).contains("ballast.example.yaml: valid: cluster prod-eks"));
 
     let out = ballast_env(
-        &["plan", "--state", "events/states/spot-short.json", "--event", "events/launch-unsuccessful-no-spot-capacity.json"],
+        &[
+            "plan",
+            "--state",
+            "events/states/spot-short.json",
+            "--event",
+            "events/launch-unsuccessful-no-spot-capacity.json",
+        ],
         &env,
     );
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));

@@ -108,7 +108,11 @@ pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
                     say(format!("{input}: {} problem(s) with the RBAC in {source}", list.len()));
                 }
                 for p in list {
-                    say(if p.path.is_empty() { format!("  {}", p.message) } else { format!("  {}: {}", p.path, p.message) });
+                    say(if p.path.is_empty() {
+                        format!("  {}", p.message)
+                    } else {
+                        format!("  {}: {}", p.path, p.message)
+                    });
                 }
             }
             return Ok(code);

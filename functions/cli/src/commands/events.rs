@@ -31,7 +31,10 @@ pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
             Ok(config) => Some(config.origin()),
             Err(errors) => {
                 if args.json {
-                    println!("{}", serde_json::json!({"file": path, "valid": false, "config": true, "errors": errors.0}));
+                    println!(
+                        "{}",
+                        serde_json::json!({"file": path, "valid": false, "config": true, "errors": errors.0})
+                    );
                     return Ok(ExitCode::from(super::INVALID));
                 }
                 let lines: Vec<String> = errors.0.iter().map(ToString::to_string).collect();
@@ -49,7 +52,10 @@ pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
                 unreadable += 1;
                 let error = format!("{:#}", anyhow::Error::new(err));
                 if args.json {
-                    println!("{}", serde_json::json!({"file": file, "valid": false, "unreadable": true, "error": error}));
+                    println!(
+                        "{}",
+                        serde_json::json!({"file": file, "valid": false, "unreadable": true, "error": error})
+                    );
                 } else {
                     println!("unreadable {}  {error}", file.display());
                 }

@@ -42,9 +42,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
         );
     }
     if events.is_empty() {
-        let now = args
-            .now
-            .ok_or_else(|| Unusable::Usage("--now is required when no --event gives the time".into()))?;
+        let now = args.now.ok_or_else(|| Unusable::Usage("--now is required when no --event gives the time".into()))?;
         events.push(ballast_core::event::Event {
             id: format!("ballast-plan-{}", now.timestamp()),
             time: now,

@@ -53,8 +53,8 @@ impl From<StrategyArg> for Strategy {
 fn load(name: &str) -> anyhow::Result<Scenario> {
     let path = PathBuf::from(name);
     if path.extension().is_some_and(|e| e == "yaml" || e == "yml") || path.exists() {
-        let text = String::from_utf8(super::read(&path)?)
-            .with_context(|| format!("{} is not UTF-8 text", path.display()))?;
+        let text =
+            String::from_utf8(super::read(&path)?).with_context(|| format!("{} is not UTF-8 text", path.display()))?;
         return Scenario::from_yaml(&text).with_context(|| format!("{} is not a valid scenario", path.display()));
     }
     // An unknown name is a usage error, like any other bad argument.

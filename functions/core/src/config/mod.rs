@@ -783,7 +783,8 @@ fn positive_quantity(
         Value::String(s) => s.clone(),
         Value::Number(n) => n.to_string(),
         other => {
-            issues.push(path, format!("expected a Kubernetes quantity (e.g. `500m`, `2`, `2Gi`), found {}", kind(other)));
+            issues
+                .push(path, format!("expected a Kubernetes quantity (e.g. `500m`, `2`, `2Gi`), found {}", kind(other)));
             return 0;
         }
     };

@@ -196,11 +196,9 @@ fn an_empty_file_names_every_missing_required_field_at_once() {
 fn an_unknown_field_lists_each_expected_key_once() {
     let found = issues("cluster: c\nregion: eu-west-1\nstate_table: tbl\nclusters: x\npools: []\n");
     let unknown = found.iter().find(|f| f.starts_with("clusters: unknown field")).expect("reported");
-    assert!(
-        unknown.ends_with("expected one of: cluster, region, account, state_table, dry_run, pools"),
-        "{unknown}"
-    );
-    let found = issues(&minimal_with("    headroom:\n      schedules:\n        - {cron: '0 7 * * *', percent: 5, tz: UTC}\n"));
+    assert!(unknown.ends_with("expected one of: cluster, region, account, state_table, dry_run, pools"), "{unknown}");
+    let found =
+        issues(&minimal_with("    headroom:\n      schedules:\n        - {cron: '0 7 * * *', percent: 5, tz: UTC}\n"));
     let unknown = found.iter().find(|f| f.contains("unknown field")).expect("reported");
     assert!(unknown.ends_with("expected one of: cron, time_zone, percent"), "{unknown}");
 }
@@ -214,7 +212,10 @@ fn quantities_may_be_written_as_numbers() {
     let config = Config::from_yaml(&minimal_with("    headroom:\n      pod_cpu: 0.5\n")).unwrap();
     assert_eq!(config.pools[0].headroom.pod_cpu_millis, 500);
     let found = issues(&minimal_with("    headroom:\n      pod_cpu: [1]\n      pod_memory: 0\n"));
-    assert!(found.iter().any(|f| f.starts_with("pools[0].headroom.pod_cpu: expected a Kubernetes quantity")), "{found:#?}");
+    assert!(
+        found.iter().any(|f| f.starts_with("pools[0].headroom.pod_cpu: expected a Kubernetes quantity")),
+        "{found:#?}"
+    );
     assert!(found.iter().any(|f| f == "pools[0].headroom.pod_memory: must be more than zero"), "{found:#?}");
 }
 
@@ -303,7 +304,8 @@ fn a_config_prints_with_every_default_and_reads_back_equal() {
 #[test]
 fn the_readme_states_the_defaults_the_code_applies() {
     let readme = include_str!("../../../../README.md");
-    let reference = readme.split("## Config reference").nth(1).expect("a config reference").split("\n## ").next().unwrap();
+    let reference =
+        readme.split("## Config reference").nth(1).expect("a config reference").split("\n## ").next().unwrap();
     let defaults = Config::from_yaml(&minimal_with("")).unwrap();
     let mut checked = 0;
     for row in reference.lines().filter(|l| l.starts_with("| `")) {
