@@ -241,6 +241,30 @@ fn every_function_logs_to_its_own_group_with_retention() {
     });
 }
 
+/// The functions log through the Lambda runtime's subscriber, which takes its format and
+/// level from `AWS_LAMBDA_LOG_FORMAT` and `AWS_LAMBDA_LOG_LEVEL`, as `LoggingConfig` sets
+/// them; a `RUST_LOG` would override the level, so neither template sets one.
+#[test]
+fn every_function_logs_json_at_the_level_its_logging_config_sets() {
+    each(|variant, t| {
+        let mut wrong = Vec::new();
+        for f in FUNCTIONS {
+            let name = function_name(variant, f);
+            let function = t.find("AWS::Lambda::Function", "FunctionName", &name).unwrap();
+            let logging = &function.properties["LoggingConfig"];
+            for (key, want) in [("LogFormat", "JSON"), ("ApplicationLogLevel", "INFO"), ("SystemLogLevel", "WARN")] {
+                if logging[key] != want {
+                    wrong.push(format!("{f}: LoggingConfig.{key} is {}, not {want}", logging[key]));
+                }
+            }
+            if !function.properties["Environment"]["Variables"]["RUST_LOG"].is_null() {
+                wrong.push(format!("{f}: RUST_LOG is set, which overrides LoggingConfig's level"));
+            }
+        }
+        wrong
+    });
+}
+
 #[test]
 fn dead_letters_raise_an_alarm_to_a_topic_and_failed_async_invocations_become_dead_letters() {
     each(|variant, t| {

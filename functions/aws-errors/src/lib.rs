@@ -1,29 +1,28 @@
 //! How an AWS SDK error maps to Ballast's port errors: shared by the AWS adapters and
 //! the forwarder (which must not pull in every service SDK for it).
 
+use aws_runtime::retries::classifiers::{THROTTLING_ERRORS, TRANSIENT_ERRORS};
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 use aws_smithy_runtime_api::client::result::SdkError;
 use aws_smithy_types::error::display::DisplayErrorContext;
 use aws_smithy_types::error::metadata::ProvideErrorMetadata;
 use ballast_core::ports::{ErrorKind, PortError};
 
-/// Error codes that mean "not now": throttling, contention, a transient server fault.
-const RETRYABLE_CODES: &[&str] = &[
-    "Throttling",
-    "ThrottlingException",
-    "RequestLimitExceeded",
-    "RequestThrottled",
-    "TooManyRequestsException",
-    "ProvisionedThroughputExceededException",
-    "RequestLimitExceededException",
-    "ResourceContention",
-    "ScalingActivityInProgress",
-    "ServiceUnavailable",
-    "InternalFailure",
-    "InternalError",
-    "InternalServerError",
-    "TransactionInProgressException",
-];
+/// Error codes a retry can help that the SDK's lists ([`THROTTLING_ERRORS`],
+/// [`TRANSIENT_ERRORS`]) do not hold, because they are one service's contention rather
+/// than throttling: Auto Scaling refuses a change while another is in progress. (Server
+/// faults, `InternalError` and the like, come with a 5xx status and are retried by it.)
+const CONTENTION_ERRORS: &[&str] = &["ResourceContention", "ScalingActivityInProgress"];
+
+/// Whether a service error a retry can help: a throttling or transient code by the AWS
+/// SDK's own lists, a contention code, or a 5xx or 429 status.
+pub fn is_retryable(code: Option<&str>, status: u16) -> bool {
+    status >= 500
+        || status == 429
+        || code.is_some_and(|code| {
+            THROTTLING_ERRORS.contains(&code) || TRANSIENT_ERRORS.contains(&code) || CONTENTION_ERRORS.contains(&code)
+        })
+}
 
 /// Maps an SDK error to a port error that keeps its source and says whether a retry
 /// can help: timeouts, dispatch failures, 5xx and throttling can; validation,
@@ -36,9 +35,7 @@ where
         SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => ErrorKind::Retryable,
         SdkError::ConstructionFailure(_) => ErrorKind::Permanent,
         SdkError::ServiceError(service) => {
-            let status = service.raw().status().as_u16();
-            let code = service.err().code().unwrap_or_default();
-            if status >= 500 || status == 429 || RETRYABLE_CODES.contains(&code) {
+            if is_retryable(service.err().code(), service.raw().status().as_u16()) {
                 ErrorKind::Retryable
             } else {
                 ErrorKind::Permanent
@@ -48,4 +45,44 @@ where
     };
     let message = DisplayErrorContext(&err).to_string();
     PortError::new(kind, operation, message).with_source(err)
+}
+
+#[cfg(test)]
+mod tests {
+    use aws_smithy_runtime_api::http::StatusCode;
+    use aws_smithy_types::body::SdkBody;
+    use aws_smithy_types::error::ErrorMetadata;
+
+    use super::*;
+
+    fn service_error(code: &str, status: u16) -> PortError {
+        let err = ErrorMetadata::builder().code(code).message("from the service").build();
+        let raw = HttpResponse::new(StatusCode::try_from(status).unwrap(), SdkBody::empty());
+        classify("SetDesiredCapacity", SdkError::service_error(err, raw))
+    }
+
+    #[test]
+    fn throttling_and_transient_codes_are_retryable_by_the_sdks_own_lists() {
+        for code in
+            ["ThrottlingException", "RequestLimitExceeded", "SlowDown", "RequestTimeout", "EC2ThrottledException"]
+        {
+            assert_eq!(service_error(code, 400).kind, ErrorKind::Retryable, "{code}");
+        }
+        for code in ["ResourceContention", "ScalingActivityInProgress"] {
+            assert_eq!(service_error(code, 400).kind, ErrorKind::Retryable, "{code}");
+        }
+        for (code, status) in [("InternalError", 500), ("ServiceUnavailable", 503), ("TooManyRequests", 429)] {
+            assert_eq!(service_error(code, status).kind, ErrorKind::Retryable, "{code} {status}");
+        }
+    }
+
+    #[test]
+    fn validation_permission_and_missing_resources_are_permanent() {
+        for code in ["ValidationError", "AccessDenied", "UnauthorizedOperation", "ResourceNotFoundException"] {
+            let err = service_error(code, 400);
+            assert_eq!(err.kind, ErrorKind::Permanent, "{code}");
+            assert!(std::error::Error::source(&err).is_some(), "{code}: the SDK error is kept as the source");
+        }
+        assert!(!is_retryable(None, 400));
+    }
 }

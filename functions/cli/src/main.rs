@@ -1,10 +1,13 @@
 //! `ballast`: plan offline, check events and config.
+//!
+//! Exit codes mean the same for every command: 0 valid (or done), 1 an input is invalid,
+//! 2 a usage error or a file that cannot be read.
 
 mod commands;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(name = "ballast", version, about = "Fast, safe spot capacity for EKS: simulate, plan, check")]
@@ -37,17 +40,20 @@ enum Command {
         #[command(subcommand)]
         command: ConfigCommand,
     },
+    /// Print a shell completion script, e.g. `ballast completions bash > /etc/bash_completion.d/ballast`.
+    Completions { shell: clap_complete::Shell },
 }
 
 #[derive(Subcommand)]
 enum EventsCommand {
-    /// Print each file's parsed signal or what is wrong with it; exit 1 if any is invalid.
+    /// Print each file's parsed signal or what is wrong with it; exit 0 when all are
+    /// valid, 1 if any is invalid, 2 if any cannot be read.
     Check(commands::events::CheckArgs),
 }
 
 #[derive(Subcommand)]
 enum ConfigCommand {
-    /// List every problem with its path; exit 0 only when valid.
+    /// List every problem with its path; exit 0 valid, 1 invalid, 2 unreadable.
     Check(commands::config::CheckArgs),
 }
 
@@ -62,12 +68,17 @@ fn main() -> ExitCode {
         Command::Doctor(args) => commands::aws::doctor(args),
         Command::Events { command: EventsCommand::Check(args) } => commands::events::check(args),
         Command::Config { command: ConfigCommand::Check(args) } => commands::config::check(args),
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "ballast", &mut std::io::stdout());
+            Ok(ExitCode::SUCCESS)
+        }
     };
+    // Every command: 0 valid, 1 invalid input, 2 usage error or unreadable file.
     match result {
         Ok(code) => code,
         Err(err) => {
             eprintln!("error: {err:#}");
-            ExitCode::from(2)
+            commands::exit_code(&err)
         }
     }
 }

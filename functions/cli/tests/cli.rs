@@ -73,12 +73,16 @@ fn events_check_never_panics_on_garbage() {
         std::fs::write(&path, bytes).unwrap();
         paths.push(path.display().to_string());
     }
-    paths.push(dir.join("missing.json").display().to_string());
     let mut args = vec!["events", "check"];
     args.extend(paths.iter().map(String::as_str));
     let out = ballast(&args);
     assert_eq!(out.status.code(), Some(1), "invalid input is exit 1, never a panic (101)");
+    let missing = dir.join("missing.json").display().to_string();
+    args.push(&missing);
+    let out = ballast(&args);
+    assert_eq!(out.status.code(), Some(2), "a file that cannot be read is exit 2, as for every command");
     assert!(stdout(&out).contains("cannot read"));
+    assert!(stdout(&out).contains("40 invalid, 1 unreadable"), "{}", stdout(&out));
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -217,7 +221,7 @@ fn plan_rejects_bad_inputs_with_a_reason() {
         "--event",
         "events/invalid/foreign-region.json",
     ]);
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(1), "an invalid event is exit 1");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("foreign-region.json is not a valid event")
@@ -233,7 +237,7 @@ fn plan_rejects_bad_inputs_with_a_reason() {
         "--now",
         "2026-11-20T09:00:00Z",
     ]);
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(1), "an invalid state is exit 1");
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown field"), "a state file is checked field by field");
 }
 
@@ -329,7 +333,7 @@ fn simulate_rejects_bad_input_with_a_reason() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("FROM <= TO"));
     let out = ballast(&["simulate", "ballast.example.yaml"]);
-    assert_eq!(out.status.code(), Some(2), "a config is not a scenario");
+    assert_eq!(out.status.code(), Some(1), "a config is not a scenario: an invalid input");
     assert!(String::from_utf8_lossy(&out.stderr).contains("is not a valid scenario"));
 }
 
@@ -345,4 +349,204 @@ fn the_readme_shows_what_simulate_prints() {
     let start = readme.find("```\nscenario business-day").expect("the README's simulate block") + 4;
     let shown = readme[start..].split("\n```").next().unwrap().trim_end();
     assert_eq!(shown, printed, "update the README's `ballast simulate` block from the binary's output");
+}
+
+fn ballast_env(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_ballast"));
+    command.args(args).current_dir(root()).env_remove("BALLAST_CONFIG_FILE");
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    command.output().expect("ballast runs")
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ballast-cli-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// 0 valid, 1 invalid input, 2 usage error or unreadable file: the same for every command.
+#[test]
+fn exit_codes_mean_the_same_for_every_command() {
+    let dir = scratch("codes");
+    let empty = dir.join("empty.yaml");
+    std::fs::write(&empty, "").unwrap();
+    let (empty, missing) = (empty.to_str().unwrap(), "no/such/file.yaml");
+    let state = "events/states/steady.json";
+    let event = "events/spot-interruption-terminate.json";
+    let cases: Vec<(Vec<&str>, i32)> = vec![
+        (vec!["config", "check", "ballast.example.yaml"], 0),
+        (vec!["config", "check", empty], 1),
+        (vec!["config", "check", missing], 2),
+        (vec!["config", "check", "ballast.example.yaml", "--rbac", missing], 2),
+        (vec!["config", "check"], 2),
+        (vec!["events", "check", event], 0),
+        (vec!["events", "check", "events/invalid/truncated.json"], 1),
+        (vec!["events", "check", missing], 2),
+        (vec!["events", "check", "--config", empty, event], 1),
+        (vec!["events", "check", "--config", missing, event], 2),
+        (vec!["events", "check", "--account", "123456789012", event], 2),
+        (vec!["plan", "--config", "ballast.example.yaml", "--state", state, "--event", event], 0),
+        (vec!["plan", "--config", empty, "--state", state, "--event", event], 1),
+        (vec!["plan", "--config", missing, "--state", state, "--event", event], 2),
+        (vec!["plan", "--config", "ballast.example.yaml", "--state", missing, "--event", event], 2),
+        (vec!["plan", "--config", "ballast.example.yaml", "--state", state, "--event", missing], 2),
+        (vec!["plan", "--config", "ballast.example.yaml", "--state", state], 2),
+        (vec!["simulate", "no/such/scenario.yaml"], 2),
+        (vec!["completions", "powershell-ish"], 2),
+        (vec!["no-such-command"], 2),
+    ];
+    let mut wrong = Vec::new();
+    for (args, code) in &cases {
+        if args == &["events", "check", "events/invalid/truncated.json"] && !root().join(args[2]).exists() {
+            continue;
+        }
+        let out = ballast_env(args, &[]);
+        if out.status.code() != Some(*code) {
+            wrong.push(format!(
+                "ballast {}: exit {:?}, not {code}\n{}{}",
+                args.join(" "),
+                out.status.code(),
+                stdout(&out),
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn config_check_json_says_which_input_is_wrong_and_why() {
+    let out = ballast_env(&["config", "check", "--json", "ballast.example.yaml"], &[]);
+    assert_eq!(out.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v["valid"], true);
+    assert_eq!(v["errors"], serde_json::json!([]));
+
+    let broken = "functions/cli/tests/data/broken.yaml";
+    let out = ballast_env(&["config", "check", "--json", broken], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v["valid"], false);
+    let errors = v["errors"].as_array().unwrap();
+    assert_eq!(errors.len(), 6, "{v}");
+    assert!(errors.iter().all(|e| e["input"] == broken), "{v}");
+    assert!(
+        errors.iter().any(|e| e["path"] == "pools[1].fallback.unavailable_ttl"
+            && e["message"].as_str().unwrap().contains("`forever` is not a duration")),
+        "{v}"
+    );
+
+    let dir = scratch("json");
+    let example = std::fs::read_to_string(root().join("ballast.example.yaml")).unwrap();
+    let elsewhere = dir.join("elsewhere.yaml");
+    std::fs::write(&elsewhere, example.replacen("namespace: ballast", "namespace: kube-system", 1)).unwrap();
+    let rbac = "infra/k8s/functions-rbac.yaml";
+    let out = ballast_env(&["config", "check", "--json", elsewhere.to_str().unwrap(), "--rbac", rbac], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v["errors"][0]["input"], rbac, "{v}");
+    assert_eq!(v["errors"][0]["path"], "pools[0].headroom.namespace", "{v}");
+
+    let out = ballast_env(&["config", "check", "--json", "no/such.yaml"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn config_check_print_shows_every_default_and_reads_back_equal() {
+    use ballast_core::config::Config;
+    let dir = scratch("print");
+    let minimal = dir.join("minimal.yaml");
+    std::fs::write(
+        &minimal,
+        "cluster: c\nregion: eu-west-1\nstate_table: tbl\npools:\n  - {name: p, spot_asgs: [s], on_demand_asg: od}\n",
+    )
+    .unwrap();
+    for file in [root().join("ballast.example.yaml"), minimal.clone()] {
+        let out = ballast_env(&["config", "check", "--print", file.to_str().unwrap()], &[]);
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("valid: cluster"), "the summary goes to stderr");
+        let printed = stdout(&out);
+        let original = Config::from_yaml(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        assert_eq!(Config::from_yaml(&printed).expect("the printed config is valid"), original, "{printed}");
+        if file == minimal {
+            for default in ["dry_run: false", "failback_after: 30m", "surge: true", "pod_memory: 2Gi", "max: 50"] {
+                assert!(printed.contains(default), "`{default}` missing from:\n{printed}");
+            }
+        }
+    }
+    let out = ballast_env(&["config", "check", "--print", "--json", minimal.to_str().unwrap()], &[]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v["config"]["pools"][0]["headroom"]["percent"], 10, "{v}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn config_check_refuses_huge_and_deep_files_with_a_precise_error() {
+    let dir = scratch("bounded");
+    let huge = dir.join("huge.yaml");
+    std::fs::write(&huge, "# padding\n".repeat(1_500_000)).unwrap();
+    let deep = dir.join("deep.yaml");
+    std::fs::write(&deep, "[".repeat(100_000)).unwrap();
+    let out = ballast_env(&["config", "check", huge.to_str().unwrap()], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stdout(&out).contains("(file): more bytes than a config may have (1048576 bytes, 1 MiB)"),
+        "{}",
+        stdout(&out)
+    );
+    let out = ballast_env(&["config", "check", deep.to_str().unwrap()], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stdout(&out).contains("(file): line 1: lists and mappings nested 33 deep, more than a config may have (32)"),
+        "{}",
+        stdout(&out)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn completions_for_bash_zsh_and_fish() {
+    for shell in ["bash", "zsh", "fish"] {
+        let out = ballast_env(&["completions", shell], &[]);
+        assert_eq!(out.status.code(), Some(0), "{shell}");
+        let script = stdout(&out);
+        for word in ["ballast", "simulate", "plan", "config", "--print"] {
+            assert!(script.contains(word), "{shell}: `{word}` missing");
+        }
+    }
+}
+
+#[test]
+fn every_command_that_takes_a_config_reads_ballast_config_file() {
+    let env = [("BALLAST_CONFIG_FILE", "ballast.example.yaml")];
+    let out = ballast_env(&["config", "check"], &env);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout(&out).contains("ballast.example.yaml: valid: cluster prod-eks"));
+
+    let out = ballast_env(
+        &[
+            "plan",
+            "--state",
+            "events/states/spot-short.json",
+            "--event",
+            "events/launch-unsuccessful-no-spot-capacity.json",
+        ],
+        &env,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout(&out).contains("eks-general-on-demand"));
+
+    // The config's account is checked: the foreign event is rejected only with it.
+    let out = ballast_env(&["events", "check", "events/invalid/foreign-account.json"], &env);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let out = ballast_env(&["events", "check", "events/invalid/foreign-account.json"], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+
+    // An explicit argument wins over the variable.
+    let out = ballast_env(&["config", "check", "functions/cli/tests/data/broken.yaml"], &env);
+    assert_eq!(out.status.code(), Some(1));
 }

@@ -1,5 +1,6 @@
-//! What the three Lambda functions share. Each `main` is a few lines: JSON logs,
-//! settings from the environment, the app built once (config and adapters), run.
+//! What the three Lambda functions share. Each `main` is a few lines: logs as the
+//! Lambda log level and format ask, settings from the environment, the app built once
+//! (config and adapters), run.
 
 pub mod app;
 pub mod cluster;
@@ -10,9 +11,10 @@ pub mod settings;
 pub use app::{App, AwsApp};
 pub use settings::{ConfigSource, Settings, SettingsError};
 
-/// JSON logs on stdout (CloudWatch), level from `RUST_LOG` (default `info`).
+/// Logs as Lambda's advanced logging controls ask, through the runtime's own subscriber:
+/// the format from `AWS_LAMBDA_LOG_FORMAT` (`JSON` in both templates' `LoggingConfig`) and
+/// the level from `AWS_LAMBDA_LOG_LEVEL` (their `ApplicationLogLevel`), else `RUST_LOG`,
+/// else `INFO`.
 pub fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt().json().with_env_filter(filter).with_current_span(false).with_target(false).init();
+    lambda_runtime::tracing::init_default_subscriber();
 }

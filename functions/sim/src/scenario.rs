@@ -530,8 +530,7 @@ fn ballast_config(pool: &Value, groups: &[Group]) -> Result<Config, ScenarioErro
     top.insert("account".into(), "000000000000".into());
     top.insert("state_table".into(), "ballast-sim".into());
     top.insert("pools".into(), Value::Sequence(vec![Value::Mapping(pool_map)]));
-    let text = serde_yaml_ng::to_string(&Value::Mapping(top)).map_err(ScenarioError::Yaml)?;
-    Config::from_yaml(&text).map_err(|errors| {
+    Config::from_value(Value::Mapping(top)).map_err(|errors| {
         let first = &errors.0[0];
         field(first.path.replacen("pools[0]", "ballast.pool", 1), first.message.clone())
     })

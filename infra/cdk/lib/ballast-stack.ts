@@ -285,14 +285,18 @@ export class BallastStack extends Stack {
         timeout: FUNCTION_TIMEOUT,
         role,
         logGroup,
+        // The functions log at the level and in the format these set (AWS_LAMBDA_LOG_LEVEL,
+        // AWS_LAMBDA_LOG_FORMAT), as the SAM template's LoggingConfig; no RUST_LOG, which
+        // would override them.
         loggingFormat: lambda.LoggingFormat.JSON,
+        applicationLogLevelV2: lambda.ApplicationLogLevel.INFO,
+        systemLogLevelV2: lambda.SystemLogLevel.WARN,
         reservedConcurrentExecutions: reserved,
         vpc,
         securityGroups: vpc ? securityGroups : undefined,
         environment: {
           BALLAST_CONFIG_PARAMETER: config.parameterName,
           BALLAST_ACCOUNT_ID: this.account,
-          RUST_LOG: 'info',
           ...environment,
         },
       });

@@ -10,7 +10,7 @@ use ballast_lambda::{AwsApp, ConfigSource, Settings};
 use clap::{Args, ValueEnum};
 use serde_json::{json, Value};
 
-use super::load_config;
+use super::valid_config;
 
 #[derive(Clone, Copy, ValueEnum)]
 pub enum Function {
@@ -26,13 +26,15 @@ pub struct InvokeArgs {
     /// function), a Scheduler input, or an SQS event with `Records`.
     #[arg(long)]
     event: PathBuf,
-    /// The config file; otherwise BALLAST_CONFIG / BALLAST_CONFIG_FILE / BALLAST_CONFIG_PARAMETER.
-    #[arg(long)]
+    /// The config file (default: $BALLAST_CONFIG_FILE); otherwise BALLAST_CONFIG /
+    /// BALLAST_CONFIG_PARAMETER.
+    #[arg(long, env = "BALLAST_CONFIG_FILE")]
     config: Option<PathBuf>,
 }
 
 pub fn invoke(args: InvokeArgs) -> anyhow::Result<ExitCode> {
-    let text = std::fs::read_to_string(&args.event).with_context(|| format!("cannot read {}", args.event.display()))?;
+    let text = String::from_utf8(super::read(&args.event)?)
+        .with_context(|| format!("{} is not UTF-8 text", args.event.display()))?;
     let payload: Value =
         serde_json::from_str(&text).with_context(|| format!("{} is not JSON", args.event.display()))?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
@@ -80,7 +82,8 @@ pub fn invoke(args: InvokeArgs) -> anyhow::Result<ExitCode> {
 
 #[derive(Args)]
 pub struct DoctorArgs {
-    #[arg(long)]
+    /// The config file (default: $BALLAST_CONFIG_FILE).
+    #[arg(long, env = "BALLAST_CONFIG_FILE")]
     config: PathBuf,
     /// The queue the AWS events go to (default `ballast-CLUSTER-events`).
     #[arg(long)]
@@ -94,10 +97,7 @@ pub struct DoctorArgs {
 }
 
 pub fn doctor(args: DoctorArgs) -> anyhow::Result<ExitCode> {
-    let config = match load_config(&args.config)? {
-        Ok(c) => c,
-        Err(issues) => bail!("{} is invalid:\n  {}", args.config.display(), issues.join("\n  ")),
-    };
+    let config = valid_config(&args.config)?;
     let mut wiring = Wiring::conventional(&config);
     if let Some(q) = args.queue {
         wiring.queue = q;

@@ -13,6 +13,8 @@ pub const FUNCTIONS_GROUP: &str = "ballast:functions";
 
 #[derive(clap::Args)]
 pub struct CheckArgs {
+    /// The config file (default: $BALLAST_CONFIG_FILE).
+    #[arg(env = "BALLAST_CONFIG_FILE")]
     file: PathBuf,
     /// The functions' RBAC (e.g. infra/k8s/functions-rbac.yaml): every pool's headroom
     /// namespace, Deployment and PriorityClass must be covered by it.
@@ -22,51 +24,116 @@ pub struct CheckArgs {
     /// drain of the longest drain_timeout would not fit.
     #[arg(long, value_name = "SECONDS")]
     function_timeout: Option<u64>,
+    /// Print the effective config, every default filled in, as YAML on stdout (the
+    /// summary goes to stderr); it reads back as the same config.
+    #[arg(long)]
+    print: bool,
+    /// One JSON object on stdout: `valid`, `errors` (each with its `input` file, `path`
+    /// and `message`), `warnings`, and with `--print` the effective `config`.
+    #[arg(long)]
+    json: bool,
+}
+
+/// One problem, for `--json`: which input file, where in it, and why.
+#[derive(serde::Serialize)]
+struct Problem {
+    input: String,
+    path: String,
+    message: String,
 }
 
 pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let file = &args.file;
+    let input = file.display().to_string();
+    let mut problems = Vec::new();
     let config = match load_config(file)? {
-        Ok(config) => config,
-        Err(issues) => {
-            println!("{}: {} problem(s)", file.display(), issues.len());
-            for issue in issues {
-                println!("  {issue}");
-            }
-            return Ok(ExitCode::FAILURE);
+        Ok(config) => Some(config),
+        Err(errors) => {
+            problems.extend(errors.0.into_iter().map(|i| Problem {
+                input: input.clone(),
+                path: i.path,
+                message: i.message,
+            }));
+            None
         }
     };
-    if let Some(rbac) = &args.rbac {
-        let text = std::fs::read_to_string(rbac).with_context(|| format!("cannot read {}", rbac.display()))?;
-        let issues = rbac_issues(&config, &text).with_context(|| format!("cannot read {} as RBAC", rbac.display()))?;
-        if !issues.is_empty() {
-            println!("{}: {} problem(s) with the RBAC in {}", file.display(), issues.len(), rbac.display());
-            for issue in issues {
-                println!("  {issue}");
+    let mut warnings = Vec::new();
+    if let Some(config) = &config {
+        if let Some(rbac) = &args.rbac {
+            let text = String::from_utf8(super::read(rbac)?)
+                .with_context(|| format!("{} is not UTF-8 text", rbac.display()))?;
+            let issues =
+                rbac_issues(config, &text).with_context(|| format!("cannot read {} as RBAC", rbac.display()))?;
+            problems.extend(issues.into_iter().map(|issue| {
+                let (path, message) = issue.split_once(": ").unwrap_or(("", issue.as_str()));
+                Problem { input: rbac.display().to_string(), path: path.to_string(), message: message.to_string() }
+            }));
+        }
+        if let Some(timeout) = args.function_timeout {
+            let needed = config.min_function_timeout().as_secs();
+            if timeout < needed {
+                warnings.push(format!(
+                    "the functions' timeout ({timeout}s) is shorter than the longest drain_timeout plus 120 s ({needed}s): \
+                     drains would be cut short; set FunctionTimeoutSeconds to at least {needed}"
+                ));
             }
-            return Ok(ExitCode::FAILURE);
         }
     }
+    let valid = problems.is_empty();
+    let code = if valid { ExitCode::SUCCESS } else { ExitCode::from(super::INVALID) };
+    if args.json {
+        let mut out = serde_json::json!({ "input": input, "valid": valid, "errors": problems, "warnings": warnings });
+        if let (true, true, Some(config)) = (args.print, valid, &config) {
+            out["config"] = serde_json::to_value(config)?;
+        }
+        println!("{out}");
+        return Ok(code);
+    }
+    // With --print, stdout is the config alone; what a person reads goes to stderr.
+    let say = |line: String| if args.print { eprintln!("{line}") } else { println!("{line}") };
+    let config = match config {
+        Some(config) if valid => config,
+        _ => {
+            let mut by_input: Vec<(&str, Vec<&Problem>)> = Vec::new();
+            for p in &problems {
+                match by_input.iter_mut().find(|(i, _)| *i == p.input) {
+                    Some((_, list)) => list.push(p),
+                    None => by_input.push((&p.input, vec![p])),
+                }
+            }
+            for (source, list) in by_input {
+                if source == input {
+                    say(format!("{input}: {} problem(s)", list.len()));
+                } else {
+                    say(format!("{input}: {} problem(s) with the RBAC in {source}", list.len()));
+                }
+                for p in list {
+                    say(if p.path.is_empty() {
+                        format!("  {}", p.message)
+                    } else {
+                        format!("  {}: {}", p.path, p.message)
+                    });
+                }
+            }
+            return Ok(code);
+        }
+    };
     let names: Vec<&str> = config.pools.iter().map(|p| p.name.as_str()).collect();
-    println!(
-        "{}: valid: cluster {}, {} pool(s) ({}){}{}",
-        file.display(),
+    say(format!(
+        "{input}: valid: cluster {}, {} pool(s) ({}){}{}",
         config.cluster,
         names.len(),
         names.join(", "),
         if config.dry_run { ", dry_run" } else { "" },
         if args.rbac.is_some() { ", covered by the RBAC" } else { "" },
-    );
-    if let Some(timeout) = args.function_timeout {
-        let needed = config.min_function_timeout().as_secs();
-        if timeout < needed {
-            println!(
-                "warning: the functions' timeout ({timeout}s) is shorter than the longest drain_timeout plus 120 s ({needed}s): \
-                 drains would be cut short; set FunctionTimeoutSeconds to at least {needed}"
-            );
-        }
+    ));
+    for warning in &warnings {
+        say(format!("warning: {warning}"));
     }
-    Ok(ExitCode::SUCCESS)
+    if args.print {
+        print!("{}", serde_yaml_ng::to_string(&config)?);
+    }
+    Ok(code)
 }
 
 /// One RBAC rule, as far as the check needs it.

@@ -4,20 +4,21 @@ use std::process::ExitCode;
 use ballast_core::event::{parse_event, Origin};
 use clap::Args;
 
-use super::load_config;
+use super::{load_config, Unusable};
 
 #[derive(Args)]
 pub struct CheckArgs {
     /// Take the deployment's account and region from this config.
-    #[arg(long, conflicts_with_all = ["account", "region"])]
+    #[arg(long, env = "BALLAST_CONFIG_FILE", conflicts_with_all = ["account", "region"])]
     config: Option<PathBuf>,
     /// Reject events from any other account.
-    #[arg(long)]
+    #[arg(long, requires = "region")]
     account: Option<String>,
     /// Reject events from any other region.
     #[arg(long)]
     region: Option<String>,
-    /// One JSON object per line instead of text.
+    /// One JSON object per line instead of text: `file`, `valid`, and `event` or `error`
+    /// (`unreadable: true` when the file could not be read).
     #[arg(long)]
     json: bool,
     #[arg(required = true)]
@@ -28,18 +29,41 @@ pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let origin = match (&args.config, &args.region) {
         (Some(path), _) => match load_config(path)? {
             Ok(config) => Some(config.origin()),
-            Err(issues) => anyhow::bail!("{} is invalid:\n  {}", path.display(), issues.join("\n  ")),
+            Err(errors) => {
+                if args.json {
+                    println!(
+                        "{}",
+                        serde_json::json!({"file": path, "valid": false, "config": true, "errors": errors.0})
+                    );
+                    return Ok(ExitCode::from(super::INVALID));
+                }
+                let lines: Vec<String> = errors.0.iter().map(ToString::to_string).collect();
+                anyhow::bail!("{} is invalid:\n  {}", path.display(), lines.join("\n  "))
+            }
         },
         (None, Some(region)) => Some(Origin { account: args.account.clone(), region: region.clone() }),
-        (None, None) if args.account.is_some() => anyhow::bail!("--account needs --region too"),
         (None, None) => None,
     };
-    let mut invalid = 0;
+    let (mut invalid, mut unreadable) = (0, 0);
     for file in &args.files {
-        let outcome = std::fs::read(file)
-            .map_err(|e| format!("cannot read: {e}"))
-            .and_then(|bytes| parse_event(&bytes, origin.as_ref()).map_err(|e| e.to_string()));
-        match outcome {
+        let bytes = match super::read(file) {
+            Ok(bytes) => bytes,
+            Err(err @ Unusable::Unreadable { .. }) => {
+                unreadable += 1;
+                let error = format!("{:#}", anyhow::Error::new(err));
+                if args.json {
+                    println!(
+                        "{}",
+                        serde_json::json!({"file": file, "valid": false, "unreadable": true, "error": error})
+                    );
+                } else {
+                    println!("unreadable {}  {error}", file.display());
+                }
+                continue;
+            }
+            Err(err) => return Err(err.into()),
+        };
+        match parse_event(&bytes, origin.as_ref()) {
             Ok(event) => {
                 if args.json {
                     println!("{}", serde_json::json!({"file": file, "valid": true, "event": event}));
@@ -50,7 +74,7 @@ pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
             Err(error) => {
                 invalid += 1;
                 if args.json {
-                    println!("{}", serde_json::json!({"file": file, "valid": false, "error": error}));
+                    println!("{}", serde_json::json!({"file": file, "valid": false, "error": error.to_string()}));
                 } else {
                     println!("invalid {}  {error}", file.display());
                 }
@@ -59,7 +83,15 @@ pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     }
     if !args.json {
         let note = if origin.is_none() { " (account and region not checked: pass --config or --region)" } else { "" };
-        println!("{} file(s), {invalid} invalid{note}", args.files.len());
+        let unread = if unreadable > 0 { format!(", {unreadable} unreadable") } else { String::new() };
+        println!("{} file(s), {invalid} invalid{unread}{note}", args.files.len());
     }
-    Ok(if invalid == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    // A file that could not be read was not checked at all: that outranks an invalid one.
+    Ok(if unreadable > 0 {
+        ExitCode::from(super::UNUSABLE)
+    } else if invalid > 0 {
+        ExitCode::from(super::INVALID)
+    } else {
+        ExitCode::SUCCESS
+    })
 }

@@ -2,18 +2,19 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use ballast_core::event::parse_event;
 use ballast_core::memory::{FixedClock, InMemory, World};
 use ballast_core::reconcile::Reconciler;
 use chrono::{DateTime, Utc};
 use clap::Args;
 
-use super::load_config;
+use super::{valid_config, Unusable};
 
 #[derive(Args)]
 pub struct PlanArgs {
-    #[arg(long)]
+    /// The config file (default: $BALLAST_CONFIG_FILE).
+    #[arg(long, env = "BALLAST_CONFIG_FILE")]
     config: PathBuf,
     /// State snapshot: ASGs and instances, nodes, and per pool its record, demand and headroom.
     #[arg(long)]
@@ -27,24 +28,21 @@ pub struct PlanArgs {
 }
 
 pub fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
-    let config = match load_config(&args.config)? {
-        Ok(config) => config,
-        Err(issues) => bail!("{} is invalid:\n  {}", args.config.display(), issues.join("\n  ")),
-    };
-    let state_text =
-        std::fs::read_to_string(&args.state).with_context(|| format!("cannot read {}", args.state.display()))?;
+    let config = valid_config(&args.config)?;
+    let state_text = String::from_utf8(super::read(&args.state)?)
+        .with_context(|| format!("{} is not UTF-8 text", args.state.display()))?;
     let world: World = serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_str(&state_text))
         .map_err(|e| anyhow::anyhow!("{}: {}: {}", args.state.display(), e.path(), e.inner()))?;
     let origin = config.origin();
     let mut events = Vec::new();
     for file in &args.events {
-        let bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
+        let bytes = super::read(file)?;
         events.push(
             parse_event(&bytes, Some(&origin)).with_context(|| format!("{} is not a valid event", file.display()))?,
         );
     }
     if events.is_empty() {
-        let now = args.now.context("--now is required when no --event gives the time")?;
+        let now = args.now.ok_or_else(|| Unusable::Usage("--now is required when no --event gives the time".into()))?;
         events.push(ballast_core::event::Event {
             id: format!("ballast-plan-{}", now.timestamp()),
             time: now,

@@ -57,10 +57,12 @@ impl From<StrategyArg> for Strategy {
 fn load(name: &str) -> anyhow::Result<Scenario> {
     let path = PathBuf::from(name);
     if path.extension().is_some_and(|e| e == "yaml" || e == "yml") || path.exists() {
-        let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        let text =
+            String::from_utf8(super::read(&path)?).with_context(|| format!("{} is not UTF-8 text", path.display()))?;
         return Scenario::from_yaml(&text).with_context(|| format!("{} is not a valid scenario", path.display()));
     }
-    Ok(Scenario::built_in(name)?)
+    // An unknown name is a usage error, like any other bad argument.
+    Scenario::built_in(name).map_err(|e| super::Unusable::Usage(e.to_string()).into())
 }
 
 fn parse_sweep(spec: &str) -> anyhow::Result<Vec<u32>> {
@@ -207,7 +209,8 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
     let seeds: Vec<u64> = (0..args.seeds).map(|k| args.seed.wrapping_add(k)).collect();
     let started = Instant::now();
     if let Some(spec) = &args.sweep {
-        let percents = parse_sweep(spec)?;
+        // A malformed --sweep is a usage error, like any other bad argument.
+        let percents = parse_sweep(spec).map_err(|e| super::Unusable::Usage(format!("{e:#}")))?;
         let scenarios: Vec<Scenario> = percents.iter().map(|p| with_headroom_percent(&scenario, *p)).collect();
         let jobs = scenarios
             .iter()

@@ -1,5 +1,11 @@
 //! `ballast.yaml`: the deployment's pools and their fallback, interruption and
-//! headroom settings. [`Config::from_yaml`] reports every problem, each with its path.
+//! headroom settings. [`Config::from_yaml`] (or [`Config::from_value`]) reports every
+//! problem, each with its path; a config serializes back to the same YAML shape with every
+//! default filled in (`ballast config check --print`).
+//!
+//! Defaults have one source: the `Default` impls of [`FallbackConfig`],
+//! [`InterruptionConfig`] and [`HeadroomConfig`] (and `dry_run: false`); the readers, the
+//! simulator and the README's reference (checked by a test) take them from there.
 
 mod walk;
 
@@ -9,32 +15,35 @@ use std::fmt;
 use chrono_tz::Tz;
 use croner::parser::{CronParser, Seconds, Year};
 use croner::Cron;
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Serialize, Serializer};
 use serde_yaml_ng::Value;
 
-use crate::units::{parse_cpu_millis, parse_memory_bytes, HumanDuration};
+use crate::units::{format_cpu_millis, format_memory_bytes, parse_cpu_millis, parse_memory_bytes, HumanDuration};
 use walk::{kind, Fields, Issues};
 
 /// The lowest priority cluster-autoscaler still scales up for (its default
 /// `--expendable-pods-priority-cutoff`).
 pub const CA_EXPENDABLE_CUTOFF: i32 = -10;
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Config {
     pub cluster: String,
     pub region: String,
     /// The deployment's account; when absent the Lambda functions use their own.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub account: Option<String>,
     pub state_table: String,
     pub dry_run: bool,
     pub pools: Vec<PoolConfig>,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PoolConfig {
     pub name: String,
     /// In preference order: fallback fills the next healthy one before on-demand.
+    #[serde(serialize_with = "selectors_as_written")]
     pub spot_asgs: Vec<AsgSelector>,
+    #[serde(serialize_with = "selector_as_written")]
     pub on_demand_asg: AsgSelector,
     pub node_selector: BTreeMap<String, String>,
     pub tolerations: Vec<Toleration>,
@@ -100,7 +109,7 @@ pub enum TaintEffect {
     NoExecute,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FallbackConfig {
     /// How long a spot ASG may stay below its desired size before it counts as failing.
     pub spot_launch_grace: HumanDuration,
@@ -126,7 +135,7 @@ pub struct InterruptionRate {
     pub window: HumanDuration,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct InterruptionConfig {
     /// Launch the replacement before the interrupted instance goes.
     pub surge: bool,
@@ -144,11 +153,13 @@ pub enum RebalancePolicy {
     Ignore,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct HeadroomConfig {
     /// Headroom as a percentage of the pool's workload requests.
     pub percent: u32,
+    #[serde(rename = "pod_cpu", serialize_with = "cpu_quantity")]
     pub pod_cpu_millis: u64,
+    #[serde(rename = "pod_memory", serialize_with = "memory_quantity")]
     pub pod_memory_bytes: u64,
     pub min: u32,
     pub max: u32,
@@ -176,6 +187,116 @@ pub struct HeadroomSchedule {
     pub percent: u32,
 }
 
+/// Two schedules are equal when they read the same (the cron is parsed from its text).
+impl PartialEq for HeadroomSchedule {
+    fn eq(&self, other: &Self) -> bool {
+        self.cron_text == other.cron_text && self.time_zone == other.time_zone && self.percent == other.percent
+    }
+}
+
+impl Serialize for HeadroomSchedule {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Text<'a> {
+            cron: &'a str,
+            time_zone: &'a str,
+            percent: u32,
+        }
+        Text { cron: &self.cron_text, time_zone: self.time_zone.name(), percent: self.percent }.serialize(serializer)
+    }
+}
+
+/// A selector as `ballast.yaml` writes it: a name as a plain string, tags as `{tags: ...}`
+/// (not as a YAML-tagged enum, which the reader would not take).
+fn selector_as_written<S: Serializer>(selector: &AsgSelector, serializer: S) -> Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    struct Tags<'a> {
+        tags: &'a BTreeMap<String, String>,
+    }
+    match selector {
+        AsgSelector::Name(name) => serializer.serialize_str(name),
+        AsgSelector::Tags(tags) => Tags { tags }.serialize(serializer),
+    }
+}
+
+fn selectors_as_written<S: Serializer>(selectors: &[AsgSelector], serializer: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeSeq;
+    let mut seq = serializer.serialize_seq(Some(selectors.len()))?;
+    for selector in selectors {
+        struct Written<'a>(&'a AsgSelector);
+        impl Serialize for Written<'_> {
+            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                selector_as_written(self.0, serializer)
+            }
+        }
+        seq.serialize_element(&Written(selector))?;
+    }
+    seq.end()
+}
+
+fn cpu_quantity<S: Serializer>(millis: &u64, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(&format_cpu_millis(*millis))
+}
+
+fn memory_quantity<S: Serializer>(bytes: &u64, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(&format_memory_bytes(*bytes))
+}
+
+impl Default for FallbackConfig {
+    fn default() -> Self {
+        FallbackConfig {
+            spot_launch_grace: HumanDuration::from_secs(180),
+            unavailable_ttl: HumanDuration::from_secs(900),
+            max_on_demand: 10,
+            failback_after: HumanDuration::from_secs(1800),
+            failback_step: 1,
+            wait_and_retry: HumanDuration::from_secs(600),
+            interruption_rate: InterruptionRate { count: 5, window: HumanDuration::from_secs(600) },
+        }
+    }
+}
+
+impl Default for InterruptionConfig {
+    fn default() -> Self {
+        InterruptionConfig {
+            surge: true,
+            drain: true,
+            rebalance: RebalancePolicy::Ignore,
+            drain_timeout: HumanDuration::from_secs(90),
+        }
+    }
+}
+
+impl Default for HeadroomConfig {
+    fn default() -> Self {
+        HeadroomConfig {
+            percent: 10,
+            pod_cpu_millis: 1000,
+            pod_memory_bytes: 2 << 30,
+            min: 0,
+            max: 50,
+            namespace: "ballast".into(),
+            priority_class: PriorityClassConfig { name: "ballast-headroom".into(), value: CA_EXPENDABLE_CUTOFF },
+            image: DEFAULT_PAUSE_IMAGE.into(),
+            schedules: Vec::new(),
+            interruption_boost: 0,
+            boost_for: HumanDuration::from_secs(1800),
+        }
+    }
+}
+
+/// The time zone of a headroom schedule that names none.
+pub const DEFAULT_SCHEDULE_TIME_ZONE: Tz = Tz::UTC;
+
+/// The most bytes a config file may have, checked before it is parsed. A real config is a
+/// few kilobytes (an SSM parameter holds at most 8 KB); a bigger input is a mistake or an
+/// attack, and parsing it would cost time and memory for nothing.
+pub const MAX_CONFIG_BYTES: usize = 1 << 20;
+
+/// The deepest nesting of lists and mappings a config file may have, checked before it is
+/// parsed (a real config nests 6 deep: `pools[].headroom.schedules[].cron`).
+pub const MAX_CONFIG_DEPTH: usize = 32;
+
 /// One problem in the config: where it is and why it is wrong.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ConfigIssue {
@@ -197,10 +318,35 @@ pub struct ConfigErrors(pub Vec<ConfigIssue>);
 const MAX_PERCENT: u32 = 1000;
 
 impl Config {
+    /// Reads and validates a config file's text. Refused before parsing: more than
+    /// [`MAX_CONFIG_BYTES`], or nesting deeper than [`MAX_CONFIG_DEPTH`].
     pub fn from_yaml(text: &str) -> Result<Config, ConfigErrors> {
-        let value: Value = serde_yaml_ng::from_str(text).map_err(|e| {
-            ConfigErrors(vec![ConfigIssue { path: "(file)".into(), message: format!("not valid YAML: {e}") }])
-        })?;
+        let file_issue = |message: String| ConfigErrors(vec![ConfigIssue { path: "(file)".into(), message }]);
+        if text.len() > MAX_CONFIG_BYTES {
+            return Err(file_issue(format!(
+                "{} bytes is more than a config may have ({MAX_CONFIG_BYTES} bytes, 1 MiB)",
+                text.len()
+            )));
+        }
+        if let Some((line, depth)) = walk::nesting_too_deep(text, MAX_CONFIG_DEPTH) {
+            return Err(file_issue(format!(
+                "line {line}: lists and mappings nested {depth} deep, more than a config may have ({MAX_CONFIG_DEPTH})"
+            )));
+        }
+        let only_comments = text.lines().all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'));
+        let value: Value = if only_comments {
+            Value::Null
+        } else {
+            serde_yaml_ng::from_str(text).map_err(|e| file_issue(format!("not valid YAML: {e}")))?
+        };
+        Config::from_value(value)
+    }
+
+    /// Validates a config already read as YAML (what the simulator builds): every
+    /// problem, each with its path, as [`Config::from_yaml`].
+    pub fn from_value(value: Value) -> Result<Config, ConfigErrors> {
+        // An empty document is an empty mapping: every required field is missing.
+        let value = if value.is_null() { Value::Mapping(Default::default()) } else { value };
         let mut issues = Issues(Vec::new());
         let config = read_config(&value, &mut issues);
         match config {
@@ -278,7 +424,7 @@ fn read_config(value: &Value, issues: &mut Issues) -> Option<Config> {
     let region: Option<String> = f.required("region", issues);
     let account: Option<String> = f.optional("account", issues);
     let state_table: Option<String> = f.required("state_table", issues);
-    let dry_run = f.or("dry_run", false, issues);
+    let dry_run = f.or("dry_run", bool::default(), issues);
     let pools_value = f.raw("pools");
     f.finish(issues);
 
@@ -481,21 +627,17 @@ fn non_empty_name(name: &str, path: &str, issues: &mut Issues) -> Option<AsgSele
     Some(AsgSelector::Name(name.to_string()))
 }
 
-fn duration(f: &mut Fields, key: &'static str, default: u64, issues: &mut Issues) -> HumanDuration {
-    f.or(key, HumanDuration::from_secs(default), issues)
-}
-
 fn read_fallback(value: &Value, path: &str, issues: &mut Issues) -> Option<FallbackConfig> {
     let before = issues.0.len();
+    let d = FallbackConfig::default();
     let mut f = Fields::of(value, path, issues);
-    let spot_launch_grace = duration(&mut f, "spot_launch_grace", 180, issues);
-    let unavailable_ttl = duration(&mut f, "unavailable_ttl", 900, issues);
-    let max_on_demand = f.or("max_on_demand", 10u32, issues);
-    let failback_after = duration(&mut f, "failback_after", 1800, issues);
-    let failback_step = f.or("failback_step", 1u32, issues);
-    let wait_and_retry = duration(&mut f, "wait_and_retry", 600, issues);
-    let interruption_rate =
-        f.or("interruption_rate", InterruptionRate { count: 5, window: HumanDuration::from_secs(600) }, issues);
+    let spot_launch_grace = f.or("spot_launch_grace", d.spot_launch_grace, issues);
+    let unavailable_ttl = f.or("unavailable_ttl", d.unavailable_ttl, issues);
+    let max_on_demand = f.or("max_on_demand", d.max_on_demand, issues);
+    let failback_after = f.or("failback_after", d.failback_after, issues);
+    let failback_step = f.or("failback_step", d.failback_step, issues);
+    let wait_and_retry = f.or("wait_and_retry", d.wait_and_retry, issues);
+    let interruption_rate = f.or("interruption_rate", d.interruption_rate, issues);
     let step_path = f.path("failback_step");
     let rate_path = f.path("interruption_rate");
     let ttl_path = f.path("unavailable_ttl");
@@ -525,11 +667,12 @@ fn read_fallback(value: &Value, path: &str, issues: &mut Issues) -> Option<Fallb
 
 fn read_interruption(value: &Value, path: &str, issues: &mut Issues) -> Option<InterruptionConfig> {
     let before = issues.0.len();
+    let d = InterruptionConfig::default();
     let mut f = Fields::of(value, path, issues);
-    let surge = f.or("surge", true, issues);
-    let drain = f.or("drain", true, issues);
-    let rebalance = f.or("rebalance", RebalancePolicy::Ignore, issues);
-    let drain_timeout = duration(&mut f, "drain_timeout", 90, issues);
+    let surge = f.or("surge", d.surge, issues);
+    let drain = f.or("drain", d.drain, issues);
+    let rebalance = f.or("rebalance", d.rebalance, issues);
+    let drain_timeout = f.or("drain_timeout", d.drain_timeout, issues);
     let timeout_path = f.path("drain_timeout");
     f.finish(issues);
     if drain_timeout.0.as_secs() > 900 {
@@ -540,30 +683,33 @@ fn read_interruption(value: &Value, path: &str, issues: &mut Issues) -> Option<I
 
 fn read_headroom(value: &Value, path: &str, issues: &mut Issues) -> Option<HeadroomConfig> {
     let before = issues.0.len();
+    let d = HeadroomConfig::default();
     let mut f = Fields::of(value, path, issues);
-    let percent = f.or("percent", 10u32, issues);
-    let cpu: String = f.or("pod_cpu", "1".to_string(), issues);
-    let memory: String = f.or("pod_memory", "2Gi".to_string(), issues);
-    let min = f.or("min", 0u32, issues);
-    let max = f.or("max", 50u32, issues);
-    let namespace: String = f.or("namespace", "ballast".to_string(), issues);
-    let priority_class = f.or(
-        "priority_class",
-        PriorityClassConfig { name: "ballast-headroom".into(), value: CA_EXPENDABLE_CUTOFF },
-        issues,
-    );
-    let image: String = f.or("image", DEFAULT_PAUSE_IMAGE.to_string(), issues);
+    let percent = f.or("percent", d.percent, issues);
+    let cpu = f.raw("pod_cpu");
+    let memory = f.raw("pod_memory");
+    let min = f.or("min", d.min, issues);
+    let max = f.or("max", d.max, issues);
+    let namespace: String = f.or("namespace", d.namespace, issues);
+    let priority_class = f.or("priority_class", d.priority_class, issues);
+    let image: String = f.or("image", d.image, issues);
     let schedules_value = f.raw("schedules").cloned();
-    let interruption_boost = f.or("interruption_boost", 0u32, issues);
-    let boost_for = duration(&mut f, "boost_for", 1800, issues);
+    let interruption_boost = f.or("interruption_boost", d.interruption_boost, issues);
+    let boost_for = f.or("boost_for", d.boost_for, issues);
     let p = |key: &str| walk::join(path, key);
     f.finish(issues);
 
     if percent > MAX_PERCENT {
         issues.push(p("percent"), format!("{percent} is above {MAX_PERCENT}%"));
     }
-    let pod_cpu_millis = positive_quantity(parse_cpu_millis, &cpu, &p("pod_cpu"), issues);
-    let pod_memory_bytes = positive_quantity(parse_memory_bytes, &memory, &p("pod_memory"), issues);
+    let pod_cpu_millis = match cpu {
+        None => d.pod_cpu_millis,
+        Some(v) => positive_quantity(parse_cpu_millis, v, &p("pod_cpu"), issues),
+    };
+    let pod_memory_bytes = match memory {
+        None => d.pod_memory_bytes,
+        Some(v) => positive_quantity(parse_memory_bytes, v, &p("pod_memory"), issues),
+    };
     if min > max {
         issues.push(p("min"), format!("min ({min}) is greater than max ({max})"));
     }
@@ -624,14 +770,25 @@ fn read_headroom(value: &Value, path: &str, issues: &mut Issues) -> Option<Headr
     })
 }
 
-/// A quantity that must be more than zero (0 when it is not, after reporting why).
+/// A quantity that must be more than zero (0 when it is not, after reporting why). As in
+/// Kubernetes, it may be written as a string (`500m`, `2Gi`) or a plain number (`2`,
+/// `1073741824`, `0.5`).
 fn positive_quantity(
     parse: fn(&str) -> Result<u64, crate::units::QuantityError>,
-    text: &str,
+    value: &Value,
     path: &str,
     issues: &mut Issues,
 ) -> u64 {
-    match parse(text) {
+    let text = match value {
+        Value::String(s) => s.clone(),
+        Value::Number(n) => n.to_string(),
+        other => {
+            issues
+                .push(path, format!("expected a Kubernetes quantity (e.g. `500m`, `2`, `2Gi`), found {}", kind(other)));
+            return 0;
+        }
+    };
+    match parse(&text) {
         Ok(0) => {
             issues.push(path, "must be more than zero");
             0
@@ -658,7 +815,7 @@ fn read_schedule(value: &Value, path: &str, issues: &mut Issues) -> Option<Headr
     let before = issues.0.len();
     let mut f = Fields::of(value, path, issues);
     let cron_text: Option<String> = f.required("cron", issues);
-    let tz_text: String = f.or("time_zone", "UTC".to_string(), issues);
+    let tz_text: String = f.or("time_zone", DEFAULT_SCHEDULE_TIME_ZONE.name().to_string(), issues);
     let percent: Option<u32> = f.required("percent", issues);
     let p = |key: &str| walk::join(path, key);
     f.finish(issues);

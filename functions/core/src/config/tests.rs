@@ -180,3 +180,160 @@ fn the_function_timeout_covers_the_longest_drain_and_its_margin() {
     let config = Config::from_yaml(yaml).unwrap();
     assert_eq!(config.min_function_timeout(), std::time::Duration::from_secs(300 + 120));
 }
+
+#[test]
+fn an_empty_file_names_every_missing_required_field_at_once() {
+    for empty in ["", "\n", "# only a comment\n", "---\n", "~\n"] {
+        let found = issues(empty);
+        for field in ["cluster", "region", "state_table", "pools"] {
+            assert!(found.iter().any(|f| f.starts_with(&format!("{field}: is required"))), "{empty:?}: {found:#?}");
+        }
+        assert_eq!(found.len(), 4, "{empty:?}: {found:#?}");
+    }
+}
+
+#[test]
+fn an_unknown_field_lists_each_expected_key_once() {
+    let found = issues("cluster: c\nregion: eu-west-1\nstate_table: tbl\nclusters: x\npools: []\n");
+    let unknown = found.iter().find(|f| f.starts_with("clusters: unknown field")).expect("reported");
+    assert!(unknown.ends_with("expected one of: cluster, region, account, state_table, dry_run, pools"), "{unknown}");
+    let found =
+        issues(&minimal_with("    headroom:\n      schedules:\n        - {cron: '0 7 * * *', percent: 5, tz: UTC}\n"));
+    let unknown = found.iter().find(|f| f.contains("unknown field")).expect("reported");
+    assert!(unknown.ends_with("expected one of: cron, time_zone, percent"), "{unknown}");
+}
+
+#[test]
+fn quantities_may_be_written_as_numbers() {
+    let config =
+        Config::from_yaml(&minimal_with("    headroom:\n      pod_cpu: 2\n      pod_memory: 1073741824\n")).unwrap();
+    assert_eq!(config.pools[0].headroom.pod_cpu_millis, 2000);
+    assert_eq!(config.pools[0].headroom.pod_memory_bytes, 1 << 30);
+    let config = Config::from_yaml(&minimal_with("    headroom:\n      pod_cpu: 0.5\n")).unwrap();
+    assert_eq!(config.pools[0].headroom.pod_cpu_millis, 500);
+    let found = issues(&minimal_with("    headroom:\n      pod_cpu: [1]\n      pod_memory: 0\n"));
+    assert!(
+        found.iter().any(|f| f.starts_with("pools[0].headroom.pod_cpu: expected a Kubernetes quantity")),
+        "{found:#?}"
+    );
+    assert!(found.iter().any(|f| f == "pools[0].headroom.pod_memory: must be more than zero"), "{found:#?}");
+}
+
+#[test]
+fn a_config_too_big_is_refused_before_it_is_parsed() {
+    // 14 MB of otherwise valid YAML: refused by its size, not parsed.
+    let mut big = minimal_with("    node_selector:\n");
+    while big.len() <= 14_000_000 {
+        big.push_str(&format!("      label-{}: value\n", big.len()));
+    }
+    let found = issues(&big);
+    assert_eq!(found.len(), 1, "{:?}", &found[..found.len().min(3)]);
+    assert!(found[0].starts_with("(file): "), "{}", found[0]);
+    assert!(found[0].contains("is more than a config may have (1048576 bytes, 1 MiB)"), "{}", found[0]);
+    // Just under the cap is parsed as usual (and here valid).
+    let mut under = minimal_with("    node_selector:\n");
+    while under.len() < MAX_CONFIG_BYTES - 100 {
+        under.push_str(&format!("      l{}: v\n", under.len()));
+    }
+    assert!(under.len() <= MAX_CONFIG_BYTES);
+    Config::from_yaml(&under).expect("a config under the cap is read");
+}
+
+#[test]
+fn a_config_nested_too_deep_is_refused_before_it_is_parsed() {
+    for (what, text) in [
+        ("flow lists", "[".repeat(100_000)),
+        ("flow mappings", format!("cluster: {}", "{a: ".repeat(100_000))),
+        ("compact block lists", format!("pools:\n{}x\n", "- ".repeat(100_000))),
+        ("indented mappings", (0..200).map(|i| format!("{}k{i}:\n", " ".repeat(i))).collect::<String>()),
+        ("flow inside block", format!("pools:\n  - name: p\n    headroom: {}\n", "[".repeat(40))),
+    ] {
+        let found = issues(&text);
+        assert_eq!(found.len(), 1, "{what}: {found:#?}");
+        assert!(
+            found[0].starts_with("(file): line ") && found[0].contains("more than a config may have (32)"),
+            "{what}: {}",
+            found[0]
+        );
+    }
+    // Brackets in quotes, comments and block text are not nesting.
+    let quoted = minimal_with(&format!(
+        "    node_selector:\n      a: \"{0}\"\n      b: '{0}'\n      # {0}\n      c: |\n        {0}\n",
+        "[".repeat(100)
+    ));
+    Config::from_yaml(&quoted).expect("brackets in text are not nesting");
+    Config::from_yaml(EXAMPLE).expect("the example is well within the limit");
+}
+
+#[test]
+fn from_value_reads_a_yaml_value_as_from_yaml_reads_its_text() {
+    let value: Value = serde_yaml_ng::from_str(EXAMPLE).unwrap();
+    assert_eq!(Config::from_value(value).unwrap(), Config::from_yaml(EXAMPLE).unwrap());
+    let errors = Config::from_value(Value::Null).unwrap_err();
+    assert_eq!(errors.0.len(), 4, "{errors}");
+    let errors = Config::from_value(serde_yaml_ng::from_str("cluster: c\nregion: x\n").unwrap()).unwrap_err();
+    assert!(errors.0.iter().any(|i| i.path == "region"), "{errors}");
+}
+
+#[test]
+fn a_config_prints_with_every_default_and_reads_back_equal() {
+    for text in [EXAMPLE.to_string(), minimal_with("")] {
+        let config = Config::from_yaml(&text).unwrap();
+        let printed = serde_yaml_ng::to_string(&config).unwrap();
+        assert_eq!(Config::from_yaml(&printed).unwrap(), config, "{printed}");
+    }
+    let printed = serde_yaml_ng::to_string(&Config::from_yaml(&minimal_with("")).unwrap()).unwrap();
+    for line in [
+        "dry_run: false",
+        "spot_launch_grace: 3m",
+        "drain_timeout: 1m 30s",
+        "rebalance: ignore",
+        "pod_cpu: '1'",
+        "pod_memory: 2Gi",
+        "namespace: ballast",
+        "name: ballast-headroom",
+        "value: -10",
+        "boost_for: 30m",
+    ] {
+        assert!(printed.contains(line), "missing `{line}` in:\n{printed}");
+    }
+}
+
+/// The README's config reference shows the defaults; they must be the code's, the one
+/// source: setting a field to the default the README gives changes nothing.
+#[test]
+fn the_readme_states_the_defaults_the_code_applies() {
+    let readme = include_str!("../../../../README.md");
+    let reference =
+        readme.split("## Config reference").nth(1).expect("a config reference").split("\n## ").next().unwrap();
+    let defaults = Config::from_yaml(&minimal_with("")).unwrap();
+    let mut checked = 0;
+    for row in reference.lines().filter(|l| l.starts_with("| `")) {
+        let cells: Vec<&str> = row.split(" | ").collect();
+        let (paths, default) = (cells[0].trim_start_matches("| "), cells[1]);
+        if !default.starts_with('`') || default.contains('…') {
+            continue; // required, none, or abbreviated
+        }
+        let mut keys: Vec<String> = Vec::new();
+        for (i, p) in paths.split(", ").enumerate() {
+            let p = p.trim_matches('`');
+            keys.push(if i == 0 { p.to_string() } else { format!("{}{p}", keys[0].rsplit_once('.').unwrap().0) });
+        }
+        let values: Vec<&str> = if keys.len() == 1 {
+            vec![default.trim_matches('`')]
+        } else {
+            default.split(", ").map(|v| v.trim_matches('`')).collect()
+        };
+        assert_eq!(keys.len(), values.len(), "{row}");
+        for (key, value) in keys.iter().zip(values) {
+            let text = match key.split_once('.') {
+                None => minimal_with("").replace("cluster: c\n", &format!("cluster: c\n{key}: {value}\n")),
+                Some((section, field)) => minimal_with(&format!("    {section}:\n      {field}: {value}\n")),
+            };
+            let config = Config::from_yaml(&text).unwrap_or_else(|e| panic!("{key}: {value}: {e}"));
+            assert_eq!(config, defaults, "the README's default for {key} ({value}) is not the code's");
+            checked += 1;
+        }
+    }
+    assert!(checked >= 20, "only {checked} defaults found in the README");
+}

@@ -48,7 +48,11 @@ impl<'a> Fields<'a> {
     }
 
     pub fn raw(&mut self, key: &'static str) -> Option<&'a Value> {
-        self.known.push(key);
+        // Each key is known once, however often it is read, so an unknown field's
+        // message lists every expected key once.
+        if !self.known.contains(&key) {
+            self.known.push(key);
+        }
         self.map?.get(key).filter(|v| !v.is_null())
     }
 
@@ -60,11 +64,12 @@ impl<'a> Fields<'a> {
 
     pub fn required<T: DeserializeOwned>(&mut self, key: &'static str, issues: &mut Issues) -> Option<T> {
         let path = self.path(key);
-        if self.map.is_some() && self.raw(key).is_none() {
+        let value = self.raw(key);
+        if self.map.is_some() && value.is_none() {
             issues.push(path, "is required");
             return None;
         }
-        self.optional(key, issues)
+        decode(value?, &path, issues)
     }
 
     pub fn or<T: DeserializeOwned>(&mut self, key: &'static str, default: T, issues: &mut Issues) -> T {
@@ -122,4 +127,87 @@ pub(super) fn kind(value: &Value) -> &'static str {
         Value::Mapping(_) => "a mapping",
         Value::Tagged(_) => "a tagged value",
     }
+}
+
+/// Where `text` nests lists and mappings deeper than `max`: the 1-based line and the
+/// depth reached, or `None`. A cheap pass before the YAML parser, which would take
+/// seconds (its cost grows with the square of the nesting) before its own limit:
+/// block nesting is counted by indentation and compact `- `/`? ` entries, flow
+/// nesting by `[` and `{` outside quotes and comments. It may count a level or two
+/// that YAML would not (never fewer), so `max` must leave room above real configs.
+pub(super) fn nesting_too_deep(text: &str, max: usize) -> Option<(usize, usize)> {
+    let mut flow = 0usize; // open `[` / `{`
+    let mut blocks: Vec<usize> = Vec::new(); // columns of the open block levels
+    let mut quote: Option<u8> = None; // inside a quoted scalar
+    let mut block_scalar: Option<usize> = None; // inside `|` / `>` text, deeper than this column
+    for (n, line) in text.lines().enumerate() {
+        let bytes = line.as_bytes();
+        let indent = bytes.iter().take_while(|b| **b == b' ').count();
+        let blank = bytes[indent..].iter().all(|b| b.is_ascii_whitespace()) || bytes.get(indent) == Some(&b'#');
+        if let Some(column) = block_scalar {
+            if blank || indent > column {
+                continue;
+            }
+            block_scalar = None;
+        }
+        let mut i = 0;
+        if flow == 0 && quote.is_none() {
+            if blank {
+                continue;
+            }
+            while blocks.last().is_some_and(|&top| top >= indent) {
+                blocks.pop();
+            }
+            blocks.push(indent);
+            i = indent;
+            // `- - x`, `? x`: each compact entry opens one more level.
+            while i + 1 < bytes.len() && matches!(bytes[i], b'-' | b'?') && bytes[i + 1] == b' ' {
+                i += 2;
+                while bytes.get(i) == Some(&b' ') {
+                    i += 1;
+                }
+                blocks.push(i);
+            }
+            if blocks.len() > max {
+                return Some((n + 1, blocks.len()));
+            }
+        }
+        let mut previous = b' ';
+        while i < bytes.len() {
+            let b = bytes[i];
+            match quote {
+                Some(b'\'') if b == b'\'' => {
+                    if bytes.get(i + 1) == Some(&b'\'') {
+                        i += 1;
+                    } else {
+                        quote = None;
+                    }
+                }
+                Some(b'"') if b == b'\\' => i += 1,
+                Some(b'"') if b == b'"' => quote = None,
+                Some(_) => {}
+                None => match b {
+                    b'#' if previous == b' ' || previous == b'\t' => break,
+                    b'"' | b'\'' if matches!(previous, b' ' | b'\t' | b'[' | b'{' | b',' | b':' | b'-') => {
+                        quote = Some(b)
+                    }
+                    b'[' | b'{' if matches!(previous, b' ' | b'\t' | b'[' | b'{' | b',' | b':' | b'-' | b'?') => {
+                        flow += 1;
+                        if blocks.len() + flow > max {
+                            return Some((n + 1, blocks.len() + flow));
+                        }
+                    }
+                    b']' | b'}' => flow = flow.saturating_sub(1),
+                    b'|' | b'>' if flow == 0 && matches!(previous, b' ' | b'\t') => {
+                        block_scalar = Some(indent);
+                        break;
+                    }
+                    _ => {}
+                },
+            }
+            previous = b;
+            i += 1;
+        }
+    }
+    None
 }
