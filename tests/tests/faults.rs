@@ -573,13 +573,22 @@ impl Harness {
             eprintln!("  live {live:?}");
         }
         let outcome = self.rt.block_on(self.reconciler.handle(events));
+        // Whether Ballast looked at the pool's ASGs in this run (a run with no event for
+        // the pool, or stopped before it observed, leaves every doubt standing).
+        let looked = outcome.pools.iter().any(|p| p.plan.pool == POOL)
+            || outcome.failures.iter().any(|(e, _)| e.plan().is_some_and(|p| p.pool == POOL));
         let crashed = {
             let mut st = self.ports.st();
             // This run observed the ASGs again: only its own unconfirmed lowers stay in doubt.
             if let Some(asg) = st.unconfirmed_lower.take() {
                 st.doubted_next.insert(asg);
             }
-            st.doubted = std::mem::take(&mut st.doubted_next);
+            if looked {
+                st.doubted = std::mem::take(&mut st.doubted_next);
+            } else {
+                let next = std::mem::take(&mut st.doubted_next);
+                st.doubted.extend(next);
+            }
             st.fault = None;
             std::mem::replace(&mut st.dead, false)
         };
