@@ -107,7 +107,7 @@ mod tests {
         stream.read_to_string(&mut page).await.unwrap();
         assert!(page.starts_with("HTTP/1.0 200"), "{page}");
         assert!(page.contains("application/openmetrics-text"), "{page}");
-        assert!(page.contains("# TYPE ballast_forwarder_events_published counter"), "{page}");
+        assert!(page.contains("ballast_forwarder_events_dropped_total 0"), "{page}");
         server.abort();
     }
 }
