@@ -434,12 +434,7 @@ pub fn kubectl() -> Option<PathBuf> {
 pub fn kustomize(kubectl: &Path, dir: &Path) -> Vec<serde_json::Value> {
     use serde::Deserialize;
     let out = Command::new(kubectl).arg("kustomize").arg(dir).output().expect("run kubectl");
-    assert!(
-        out.status.success(),
-        "kubectl kustomize {}: {}",
-        dir.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "kubectl kustomize {}: {}", dir.display(), String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8(out.stdout).expect("UTF-8");
     serde_yaml_ng::Deserializer::from_str(&text)
         .map(|d| serde_json::Value::deserialize(d).expect("YAML"))
@@ -449,7 +444,11 @@ pub fn kustomize(kubectl: &Path, dir: &Path) -> Vec<serde_json::Value> {
 
 /// Applies `objects` in order with server-side apply (`--dry-run=server` if asked), as an
 /// admin would with `kubectl apply --server-side`; returns them as the server answered.
-pub async fn apply_objects(client: &kube::Client, objects: &[serde_json::Value], dry_run: bool) -> Vec<serde_json::Value> {
+pub async fn apply_objects(
+    client: &kube::Client,
+    objects: &[serde_json::Value],
+    dry_run: bool,
+) -> Vec<serde_json::Value> {
     use kube::api::{DynamicObject, GroupVersionKind};
     let mut applied = Vec::new();
     for value in objects {

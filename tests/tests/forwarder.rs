@@ -125,8 +125,7 @@ async fn forwarder_events_follow_the_cluster_across_an_api_server_restart() {
     mark_running(&admin, "default", "web-1").await;
 
     let sdk = moto.sdk().await;
-    let mut inbox =
-        Inbox { inbox: EventInbox::create(&sdk, BUS).await, seen: Vec::new(), received: BTreeMap::new() };
+    let mut inbox = Inbox { inbox: EventInbox::create(&sdk, BUS).await, seen: Vec::new(), received: BTreeMap::new() };
     let config = ballast_tests::example_config();
     // As the forwarder's ServiceAccount: the manifests' read-only RBAC must be enough.
     let client = plane.client(FORWARDER_TOKEN);

@@ -104,7 +104,10 @@ async fn the_kustomize_base_renders_applies_and_the_forwarder_is_read_only() {
     // The base alone: a placeholder config, the published image.
     let base = kustomize(&kubectl, &ballast_tests::repo_root().join("infra/k8s"));
     let (deployment, _, _) = check_wiring(&base);
-    assert_eq!(deployment["spec"]["template"]["spec"]["containers"][0]["image"], "ghcr.io/ballast-dev/ballast-forwarder:0.1.0");
+    assert_eq!(
+        deployment["spec"]["template"]["spec"]["containers"][0]["image"],
+        "ghcr.io/ballast-dev/ballast-forwarder:0.1.0"
+    );
 
     // An overlay sets the image, the event bus and the config; the rest of the settings stay.
     let tmp = std::env::temp_dir().join(format!("ballast-kustomize-{}", std::process::id()));

@@ -56,27 +56,30 @@ pub async fn serve(
     let listener = TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
     tracing::info!(addr = %bound, "health and metrics endpoint listening");
-    Ok((bound, tokio::spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else { continue };
-            let health = health.clone();
-            let metrics = metrics.clone();
-            tokio::spawn(async move {
-                let service = service_fn(move |req: Request<Incoming>| {
-                    let response = if req.uri().path() == "/metrics" {
-                        Response::builder()
-                            .header(hyper::header::CONTENT_TYPE, METRICS_CONTENT_TYPE)
-                            .body(Full::new(Bytes::from(metrics.encode())))
-                    } else {
-                        let (status, body) = health.answer(req.uri().path(), chrono::Utc::now().timestamp());
-                        Response::builder().status(status).body(Full::new(Bytes::from_static(body.as_bytes())))
-                    };
-                    async move { Ok::<_, Infallible>(response.unwrap_or_default()) }
+    Ok((
+        bound,
+        tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else { continue };
+                let health = health.clone();
+                let metrics = metrics.clone();
+                tokio::spawn(async move {
+                    let service = service_fn(move |req: Request<Incoming>| {
+                        let response = if req.uri().path() == "/metrics" {
+                            Response::builder()
+                                .header(hyper::header::CONTENT_TYPE, METRICS_CONTENT_TYPE)
+                                .body(Full::new(Bytes::from(metrics.encode())))
+                        } else {
+                            let (status, body) = health.answer(req.uri().path(), chrono::Utc::now().timestamp());
+                            Response::builder().status(status).body(Full::new(Bytes::from_static(body.as_bytes())))
+                        };
+                        async move { Ok::<_, Infallible>(response.unwrap_or_default()) }
+                    });
+                    let _ = http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
                 });
-                let _ = http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
-            });
-        }
-    })))
+            }
+        }),
+    ))
 }
 
 #[cfg(test)]

@@ -118,7 +118,11 @@ impl Metrics {
             "The pool's workload pods the scheduler could not place",
             m.pool_unschedulable.clone(),
         );
-        registry.register("tracked_pods", "Pod records held (workload pods of any pool or none)", m.tracked_pods.clone());
+        registry.register(
+            "tracked_pods",
+            "Pod records held (workload pods of any pool or none)",
+            m.tracked_pods.clone(),
+        );
         registry.register("tracked_nodes", "Node records held for nodes present", m.tracked_nodes.clone());
         registry.register_with_unit(
             "resident_memory",

@@ -101,11 +101,9 @@ impl Forwarder {
         // Finished pods hold no capacity; the server leaves them out (and sends a delete
         // when a pod finishes). A bare watcher, no reflector store: the state keeps its own
         // compact records, and the objects (slim: only the fields read) are dropped at once.
-        let pod_config = watcher::Config::default()
-            .fields("status.phase!=Succeeded,status.phase!=Failed")
-            .page_size(self.page_size);
-        let mut pods =
-            watcher::watcher(Api::<SlimPod>::all(self.client.clone()), pod_config).default_backoff().boxed();
+        let pod_config =
+            watcher::Config::default().fields("status.phase!=Succeeded,status.phase!=Failed").page_size(self.page_size);
+        let mut pods = watcher::watcher(Api::<SlimPod>::all(self.client.clone()), pod_config).default_backoff().boxed();
         let node_config = watcher::Config::default().page_size(self.page_size);
         let mut nodes =
             watcher::watcher(Api::<SlimNode>::all(self.client.clone()), node_config).default_backoff().boxed();

@@ -314,11 +314,11 @@ mod tests {
         assert_eq!(pods::role(slim), pods::PodRole::Pause);
         let requests = pods::effective_requests(slim.spec.as_ref().unwrap()).unwrap();
         assert_eq!(requests, pods::effective_requests(full.spec.as_ref().unwrap()).unwrap());
-        assert_eq!(requests.cpu_millis, 2010, "the init container's 2 CPU outweigh 250m + the 100m sidecar; + 10m overhead");
         assert_eq!(
-            Placement::of(slim.spec.as_ref().unwrap()),
-            Placement::of(full.spec.as_ref().unwrap())
+            requests.cpu_millis, 2010,
+            "the init container's 2 CPU outweigh 250m + the 100m sidecar; + 10m overhead"
         );
+        assert_eq!(Placement::of(slim.spec.as_ref().unwrap()), Placement::of(full.spec.as_ref().unwrap()));
         assert_eq!(pods::unschedulable_since(slim), pods::unschedulable_since(&full));
         assert!(pods::unschedulable_since(slim).is_some());
         assert_eq!(slim.metadata.uid, full.metadata.uid);

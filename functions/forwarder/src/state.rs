@@ -337,11 +337,8 @@ impl ClusterState {
             // What fits where may have changed for the pods still waiting.
             for (key, spec) in &self.placement {
                 if let Some(pod) = self.pods.get_mut(key) {
-                    pod.pending_pool = self
-                        .matcher
-                        .placed(spec)
-                        .and_then(|p| PoolId::try_from(p).ok())
-                        .unwrap_or(NO_POOL);
+                    pod.pending_pool =
+                        self.matcher.placed(spec).and_then(|p| PoolId::try_from(p).ok()).unwrap_or(NO_POOL);
                 }
             }
         }
