@@ -305,7 +305,7 @@ async fn main() {
         "    demand events: {demand}; shortest gap between two of one pool: {min_gap:.1} s (debounce {debounce} s)"
     );
     println!("    node Ready flips made: {flips}; pods made unschedulable: {stuck} (one every 5 s)");
-    println!("  peak RSS: {:.1} MiB (goal 64 MiB)", rss_peak as f64 / 1024.0);
+    println!("  peak RSS: {:.1} MiB (goal 32 MiB)", rss_peak as f64 / 1024.0);
     println!("  CPU used: {cpu_total:.1} s in {:.0} s", started.elapsed().as_secs_f64());
     println!("  stopped on SIGTERM: {status}");
     assert!(demand > 0, "demand moved under churn: some demand events were due");

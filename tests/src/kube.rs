@@ -415,6 +415,63 @@ pub fn restricted_violations(spec: &serde_json::Value) -> Vec<String> {
     wrong
 }
 
+/// Debian's kubectl 1.20 (`scripts/kubectl` unpacks it): `BALLAST_KUBECTL`, else the
+/// cache. `None` (the test skips) only outside CI.
+pub fn kubectl() -> Option<PathBuf> {
+    let path = match std::env::var_os("BALLAST_KUBECTL") {
+        Some(p) => PathBuf::from(p),
+        None => crate::cache_dir()?.join("kubernetes-client-1.20.2/usr/bin/kubectl"),
+    };
+    if path.exists() {
+        return Some(path);
+    }
+    assert!(!crate::moto::required(), "CI=true but kubectl is missing: run scripts/kubectl (scripts/test does)");
+    eprintln!("skipped: Debian's kubectl 1.20 not unpacked (scripts/kubectl does it)");
+    None
+}
+
+/// `kubectl kustomize DIR`, as objects.
+pub fn kustomize(kubectl: &Path, dir: &Path) -> Vec<serde_json::Value> {
+    use serde::Deserialize;
+    let out = Command::new(kubectl).arg("kustomize").arg(dir).output().expect("run kubectl");
+    assert!(out.status.success(), "kubectl kustomize {}: {}", dir.display(), String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).expect("UTF-8");
+    serde_yaml_ng::Deserializer::from_str(&text)
+        .map(|d| serde_json::Value::deserialize(d).expect("YAML"))
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+/// Applies `objects` in order with server-side apply (`--dry-run=server` if asked), as an
+/// admin would with `kubectl apply --server-side`; returns them as the server answered.
+pub async fn apply_objects(
+    client: &kube::Client,
+    objects: &[serde_json::Value],
+    dry_run: bool,
+) -> Vec<serde_json::Value> {
+    use kube::api::{DynamicObject, GroupVersionKind};
+    let mut applied = Vec::new();
+    for value in objects {
+        let object: DynamicObject = serde_json::from_value(value.clone()).expect("a Kubernetes object");
+        let types = object.types.clone().expect("apiVersion and kind");
+        let gvk = GroupVersionKind::try_from(&types).expect("group version kind");
+        let (resource, capabilities) = kube::discovery::pinned_kind(client, &gvk).await.expect("known kind");
+        let api: Api<DynamicObject> = match (capabilities.scope, object.metadata.namespace.as_deref()) {
+            (kube::discovery::Scope::Namespaced, Some(ns)) => Api::namespaced_with(client.clone(), ns, &resource),
+            _ => Api::all_with(client.clone(), &resource),
+        };
+        let name = object.metadata.name.clone().expect("name");
+        let mut params = PatchParams::apply("test-admin").force();
+        params.dry_run = dry_run;
+        let object = api
+            .patch(&name, &params, &Patch::Apply(value))
+            .await
+            .unwrap_or_else(|e| panic!("apply {} {name}: {e}", types.kind));
+        applied.push(serde_json::to_value(object).expect("object as JSON"));
+    }
+    applied
+}
+
 /// Applies the manifests of `infra/k8s/FILE` whose kind is in `kinds`, as an admin would
 /// with `kubectl apply --server-side`.
 pub async fn apply_manifests(client: &kube::Client, file: &str, kinds: &[&str]) {

@@ -1,12 +1,15 @@
 //! The forwarder against a real kube-apiserver v1.20.2 (+ scheduler), publishing to an
 //! EventBridge bus in moto whose rule delivers to an SQS queue: the events read back
 //! must match the cluster as pods come, go and turn pending, as nodes turn Ready and
-//! NotReady, join and leave, and across an API server restart (410, relist).
+//! NotReady, join and leave, and across an API server restart (410, relist). Its
+//! `/metrics`, scraped over HTTP, count what the test saw arrive.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ballast_forwarder::bus::EventBridgeBus;
+use ballast_forwarder::health;
 use ballast_forwarder::publisher::Timing;
 use ballast_forwarder::run::Forwarder;
 use ballast_tests::aws::EventInbox;
@@ -26,6 +29,8 @@ const BUS: &str = "ballast-test-forwarder";
 struct Inbox {
     inbox: EventInbox,
     seen: Vec<(String, Value)>,
+    /// Every event received, by detail-type.
+    received: BTreeMap<String, u64>,
 }
 
 impl Inbox {
@@ -34,7 +39,9 @@ impl Inbox {
             assert_eq!(envelope["source"], "ballast.kubernetes");
             ballast_core::event::parse_event(envelope.to_string().as_bytes(), None)
                 .unwrap_or_else(|e| panic!("{e}: {envelope}"));
-            self.seen.push((envelope["detail-type"].as_str().unwrap().to_string(), envelope["detail"].clone()));
+            let kind = envelope["detail-type"].as_str().unwrap().to_string();
+            *self.received.entry(kind.clone()).or_default() += 1;
+            self.seen.push((kind, envelope["detail"].clone()));
         }
     }
 
@@ -81,6 +88,28 @@ fn pod(name: &str, node: Option<&str>, cpu: &str) -> Pod {
     .unwrap()
 }
 
+/// `GET /metrics` over plain HTTP/1.0, as Prometheus would: the samples by their line's
+/// name and labels.
+async fn scrape(addr: std::net::SocketAddr) -> BTreeMap<String, f64> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream.write_all(b"GET /metrics HTTP/1.0\r\nHost: forwarder\r\n\r\n").await.unwrap();
+    let mut page = String::new();
+    stream.read_to_string(&mut page).await.unwrap();
+    assert!(page.starts_with("HTTP/1.0 200"), "{page}");
+    let (_, body) = page.split_once("\r\n\r\n").unwrap();
+    assert!(body.ends_with("# EOF\n"), "{body}");
+    body.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.rsplit_once(' '))
+        .map(|(name, value)| (name.to_string(), value.parse().unwrap_or_else(|e| panic!("{name} {value}: {e}"))))
+        .collect()
+}
+
+fn sample(metrics: &BTreeMap<String, f64>, name: &str) -> f64 {
+    *metrics.get(name).unwrap_or_else(|| panic!("no {name} in {metrics:#?}"))
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn forwarder_events_follow_the_cluster_across_an_api_server_restart() {
     let Some(moto) = Moto::start() else { return };
@@ -96,7 +125,7 @@ async fn forwarder_events_follow_the_cluster_across_an_api_server_restart() {
     mark_running(&admin, "default", "web-1").await;
 
     let sdk = moto.sdk().await;
-    let mut inbox = Inbox { inbox: EventInbox::create(&sdk, BUS).await, seen: Vec::new() };
+    let mut inbox = Inbox { inbox: EventInbox::create(&sdk, BUS).await, seen: Vec::new(), received: BTreeMap::new() };
     let config = ballast_tests::example_config();
     // As the forwarder's ServiceAccount: the manifests' read-only RBAC must be enough.
     let client = plane.client(FORWARDER_TOKEN);
@@ -108,6 +137,12 @@ async fn forwarder_events_follow_the_cluster_across_an_api_server_restart() {
     };
     let mut forwarder = Forwarder::new(client, Arc::new(EventBridgeBus::new(&sdk, BUS)), &config, timing);
     forwarder.tick = Duration::from_millis(200);
+    // The pages are small so that the lists here take several calls, as on a big cluster.
+    forwarder.page_size = 2;
+    let (metrics_addr, server) =
+        health::serve("127.0.0.1:0".parse().unwrap(), forwarder.health.clone(), forwarder.metrics.clone())
+            .await
+            .unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let running = tokio::spawn(forwarder.run(async move {
         let _ = stopped.await;
@@ -155,8 +190,45 @@ async fn forwarder_events_follow_the_cluster_across_an_api_server_restart() {
     pods.delete("huge", &DeleteParams::default().grace_period(0)).await.unwrap();
     inbox.expect("demand after the restart", demand(500, 1, 1)).await;
 
+    // What /metrics says, against what arrived (the forwarder may have published more
+    // since the last drain: at least, not equal).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let metrics = loop {
+        let metrics = scrape(metrics_addr).await;
+        // The gauges are set on the tick: wait for the one after the last deletion.
+        if metrics.get("ballast_forwarder_pool_cpu_millis{pool=\"general\"}") == Some(&500.0) {
+            break metrics;
+        }
+        assert!(Instant::now() < deadline, "the pool gauges never showed the cluster: {metrics:#?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    inbox.drain().await;
+    for (kind, received) in &inbox.received {
+        let published = sample(&metrics, &format!("ballast_forwarder_events_published_total{{kind=\"{kind}\"}}"));
+        assert!(published >= *received as f64, "{kind}: {published} published, {received} received");
+    }
+    assert!(inbox.received.len() >= 3, "all three kinds were seen: {:?}", inbox.received);
+    assert_eq!(sample(&metrics, "ballast_forwarder_pool_pods{pool=\"general\"}"), 1.0);
+    assert_eq!(sample(&metrics, "ballast_forwarder_pool_nodes{pool=\"general\"}"), 1.0);
+    assert_eq!(sample(&metrics, "ballast_forwarder_pool_memory_bytes{pool=\"general\"}"), 256.0 * 1024.0 * 1024.0);
+    assert_eq!(sample(&metrics, "ballast_forwarder_pool_unschedulable_pods{pool=\"general\"}"), 0.0);
+    assert_eq!(sample(&metrics, "ballast_forwarder_events_dropped_total"), 0.0);
+    assert_eq!(sample(&metrics, "ballast_forwarder_put_events_failed_entries_total"), 0.0);
+    assert!(metrics.contains_key("ballast_forwarder_put_events_retries_total"));
+    assert!(metrics.contains_key("ballast_forwarder_put_events_failed_calls_total"));
+    let relists = sample(&metrics, "ballast_forwarder_watch_relists_total{resource=\"pods\"}")
+        + sample(&metrics, "ballast_forwarder_watch_relists_total{resource=\"nodes\"}");
+    assert!(relists >= 1.0, "the restart made the watchers list again");
+    let errors = sample(&metrics, "ballast_forwarder_watch_errors_total{resource=\"pods\"}")
+        + sample(&metrics, "ballast_forwarder_watch_errors_total{resource=\"nodes\"}");
+    assert!(errors >= 1.0, "the restart broke the watches");
+    let rss = sample(&metrics, "ballast_forwarder_resident_memory_bytes");
+    assert!(rss > 1e6 && rss <= sample(&metrics, "ballast_forwarder_resident_memory_peak_bytes"), "{rss}");
+
     stop.send(()).unwrap();
     let summary = tokio::time::timeout(Duration::from_secs(10), running).await.expect("stops on signal").unwrap();
     assert!(summary.relists >= 1, "the watchers relisted after the restart: {summary:?}");
     assert_eq!(summary.dropped, 0);
+    assert!(summary.relists as f64 >= relists, "the metric counts what the summary counts");
+    server.abort();
 }

@@ -83,11 +83,30 @@ impl EventBus for MemoryBus {
 }
 
 /// What became of a batch.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Delivery {
     pub sent: usize,
     pub dropped: usize,
     pub calls: usize,
+    /// Entries EventBridge answered with an error code (each retry counts again).
+    pub failed_entries: usize,
+    /// Calls that failed as a whole.
+    pub failed_calls: usize,
+    /// Calls after the first of a chunk.
+    pub retries: usize,
+    /// Accepted events by detail-type, in the order first seen.
+    pub sent_by_kind: Vec<(&'static str, usize)>,
+}
+
+impl Delivery {
+    fn accepted(&mut self, event: &Outgoing) {
+        self.sent += 1;
+        let kind = event.detail_type();
+        match self.sent_by_kind.iter_mut().find(|(k, _)| *k == kind) {
+            Some((_, n)) => *n += 1,
+            None => self.sent_by_kind.push((kind, 1)),
+        }
+    }
 }
 
 /// Sends in chunks of ten; failed entries (and retryable call failures) are tried again
@@ -100,15 +119,17 @@ pub async fn deliver(bus: &dyn EventBus, events: Vec<Outgoing>, backoff: Duratio
         let mut wait = backoff;
         for attempt in 1..=ATTEMPTS {
             delivery.calls += 1;
-            let tried = pending.len();
+            delivery.retries += usize::from(attempt > 1);
             match bus.put(&pending).await {
                 Ok(results) => {
-                    let failed: Vec<(Outgoing, String)> = pending
-                        .into_iter()
-                        .zip(results)
-                        .filter_map(|(event, error)| error.map(|e| (event, e)))
-                        .collect();
-                    delivery.sent += tried - failed.len();
+                    let mut failed: Vec<(Outgoing, String)> = Vec::new();
+                    for (event, error) in pending.into_iter().zip(results) {
+                        match error {
+                            None => delivery.accepted(&event),
+                            Some(e) => failed.push((event, e)),
+                        }
+                    }
+                    delivery.failed_entries += failed.len();
                     if failed.is_empty() {
                         break;
                     }
@@ -116,9 +137,11 @@ pub async fn deliver(bus: &dyn EventBus, events: Vec<Outgoing>, backoff: Duratio
                     pending = failed.into_iter().map(|(e, _)| e).collect();
                 }
                 Err(e) if e.is_retryable() => {
+                    delivery.failed_calls += 1;
                     tracing::warn!(attempt, error = %e, "PutEvents failed");
                 }
                 Err(e) => {
+                    delivery.failed_calls += 1;
                     tracing::error!(error = %e, events = pending.len(), "PutEvents refused: events dropped");
                     delivery.dropped += pending.len();
                     break;
@@ -178,7 +201,9 @@ mod tests {
     async fn at_most_ten_per_call_and_failed_entries_are_retried() {
         let bus = Flaky { failures: Mutex::new(2), calls: Mutex::new(Vec::new()) };
         let d = deliver(&bus, (0..23).map(demand).collect(), Duration::from_millis(1)).await;
-        assert_eq!(d, Delivery { sent: 23, dropped: 0, calls: 5 });
+        assert_eq!((d.sent, d.dropped, d.calls), (23, 0, 5));
+        assert_eq!((d.failed_entries, d.failed_calls, d.retries), (2, 0, 2));
+        assert_eq!(d.sent_by_kind, vec![("Pool Demand Changed", 23)]);
         // 10 (one fails), retry 1 (fails again), retry 1, then 10, then 3.
         assert_eq!(*bus.calls.lock().unwrap(), vec![10, 1, 1, 10, 3]);
     }
@@ -188,5 +213,6 @@ mod tests {
         let bus = Flaky { failures: Mutex::new(100), calls: Mutex::new(Vec::new()) };
         let d = deliver(&bus, vec![demand(1), demand(2)], Duration::from_millis(1)).await;
         assert_eq!((d.sent, d.dropped, d.calls), (1, 1, ATTEMPTS as usize));
+        assert_eq!((d.failed_entries, d.retries), (ATTEMPTS as usize, ATTEMPTS as usize - 1));
     }
 }

@@ -1,5 +1,5 @@
 //! `/healthz` (the loop is alive) and `/readyz` (both lists are in) for the kubelet's
-//! probes, served by hyper on one port.
+//! probes, and `/metrics` for Prometheus, served by hyper on one port.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -13,6 +13,11 @@ use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
+
+use crate::metrics::Metrics;
+
+/// OpenMetrics text, which Prometheus negotiates and reads.
+const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// A tick older than this means the loop is stuck.
 const STALE_AFTER_SECS: i64 = 30;
@@ -41,25 +46,40 @@ impl Health {
     }
 }
 
-/// Binds `addr` and serves until the task is dropped.
-pub async fn serve(addr: SocketAddr, health: Arc<Health>) -> std::io::Result<tokio::task::JoinHandle<()>> {
+/// Binds `addr` and serves until the task is dropped; returns the address bound (the
+/// port chosen when `addr`'s is 0).
+pub async fn serve(
+    addr: SocketAddr,
+    health: Arc<Health>,
+    metrics: Arc<Metrics>,
+) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
     let listener = TcpListener::bind(addr).await?;
-    tracing::info!(%addr, "health endpoint listening");
-    Ok(tokio::spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else { continue };
-            let health = health.clone();
-            tokio::spawn(async move {
-                let service = service_fn(move |req: Request<Incoming>| {
-                    let (status, body) = health.answer(req.uri().path(), chrono::Utc::now().timestamp());
-                    let response =
-                        Response::builder().status(status).body(Full::new(Bytes::from_static(body.as_bytes())));
-                    async move { Ok::<_, Infallible>(response.unwrap_or_default()) }
+    let bound = listener.local_addr()?;
+    tracing::info!(addr = %bound, "health and metrics endpoint listening");
+    Ok((
+        bound,
+        tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else { continue };
+                let health = health.clone();
+                let metrics = metrics.clone();
+                tokio::spawn(async move {
+                    let service = service_fn(move |req: Request<Incoming>| {
+                        let response = if req.uri().path() == "/metrics" {
+                            Response::builder()
+                                .header(hyper::header::CONTENT_TYPE, METRICS_CONTENT_TYPE)
+                                .body(Full::new(Bytes::from(metrics.encode())))
+                        } else {
+                            let (status, body) = health.answer(req.uri().path(), chrono::Utc::now().timestamp());
+                            Response::builder().status(status).body(Full::new(Bytes::from_static(body.as_bytes())))
+                        };
+                        async move { Ok::<_, Infallible>(response.unwrap_or_default()) }
+                    });
+                    let _ = http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
                 });
-                let _ = http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
-            });
-        }
-    }))
+            }
+        }),
+    ))
 }
 
 #[cfg(test)]
@@ -75,6 +95,22 @@ mod tests {
         h.tick(1020, true);
         assert_eq!(h.answer("/readyz", 1021).0, StatusCode::OK);
         assert_eq!(h.answer("/healthz", 1100).0, StatusCode::SERVICE_UNAVAILABLE);
-        assert_eq!(h.answer("/metrics", 1021).0, StatusCode::NOT_FOUND);
+        assert_eq!(h.answer("/other", 1021).0, StatusCode::NOT_FOUND);
+    }
+
+    #[tokio::test]
+    async fn metrics_are_served_beside_the_probes_on_the_address_given() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (addr, server) =
+            serve("127.0.0.1:0".parse().unwrap(), Arc::new(Health::default()), Arc::new(Metrics::new())).await.unwrap();
+        assert!(addr.ip().is_loopback() && addr.port() != 0, "{addr}");
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        stream.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").await.unwrap();
+        let mut page = String::new();
+        stream.read_to_string(&mut page).await.unwrap();
+        assert!(page.starts_with("HTTP/1.0 200"), "{page}");
+        assert!(page.contains("application/openmetrics-text"), "{page}");
+        assert!(page.contains("ballast_forwarder_events_dropped_total 0"), "{page}");
+        server.abort();
     }
 }

@@ -4,9 +4,11 @@
 
 pub mod bus;
 pub mod health;
+pub mod metrics;
 pub mod publisher;
 pub mod run;
 pub mod settings;
+pub mod slim;
 pub mod state;
 
 use ballast_core::config::Config;

@@ -19,10 +19,12 @@ async fn main() -> Result<(), StartError> {
     let client = kube::Client::try_default().await?;
     let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
     let bus = Arc::new(EventBridgeBus::new(&sdk, &settings.event_bus));
-    let forwarder = Forwarder::new(client, bus, &config, settings.timing());
-    let health = forwarder.health.clone();
+    let mut forwarder = Forwarder::new(client, bus, &config, settings.timing());
+    forwarder.page_size = settings.list_page_size;
     let addr = settings.health_addr;
-    health::serve(addr, health).await.map_err(|source| StartError::Health { addr, source })?;
+    health::serve(addr, forwarder.health.clone(), forwarder.metrics.clone())
+        .await
+        .map_err(|source| StartError::Health { addr, source })?;
     forwarder.run(shutdown_signal()).await;
     Ok(())
 }

@@ -9,7 +9,6 @@ use std::time::Duration;
 use ballast_core::config::Config;
 use ballast_kube::pools::PoolMatcher;
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
 use kube::Api;
@@ -17,7 +16,9 @@ use tokio::sync::mpsc;
 
 use crate::bus::{deliver, EventBus};
 use crate::health::Health;
+use crate::metrics::Metrics;
 use crate::publisher::{Outgoing, Publisher, Timing};
+use crate::slim::{SlimNode, SlimPod};
 use crate::state::{ClusterState, Kind};
 
 pub struct Forwarder {
@@ -26,6 +27,9 @@ pub struct Forwarder {
     pub state: ClusterState,
     pub timing: Timing,
     pub health: Arc<Health>,
+    pub metrics: Arc<Metrics>,
+    /// Objects per list call.
+    pub page_size: u32,
     /// How often the publisher looks (tests use less than a second).
     pub tick: Duration,
     /// First wait before a failed PutEvents entry is tried again.
@@ -42,18 +46,19 @@ pub struct Summary {
     pub relists: u32,
 }
 
-fn apply<K>(
+fn apply<K, S>(
     state: &mut ClusterState,
     kind: Kind,
-    event: Event<K>,
+    event: Event<S>,
+    full: fn(&S) -> &K,
     apply: fn(&mut ClusterState, &K),
     delete: fn(&mut ClusterState, &K),
 ) {
     match event {
         Event::Init => state.begin_list(kind),
-        Event::InitApply(obj) | Event::Apply(obj) => apply(state, &obj),
+        Event::InitApply(obj) | Event::Apply(obj) => apply(state, full(&obj)),
         Event::InitDone => state.end_list(kind),
-        Event::Delete(obj) => delete(state, &obj),
+        Event::Delete(obj) => delete(state, full(&obj)),
     }
 }
 
@@ -66,26 +71,51 @@ impl Forwarder {
             state: ClusterState::new(PoolMatcher::new(&config.pools)),
             timing,
             health: Arc::new(Health::default()),
+            metrics: Arc::new(Metrics::new()),
+            page_size: 250,
             tick: Duration::from_secs(1),
             retry_backoff: Duration::from_millis(200),
         }
     }
 
+    /// The state's gauges and relist counts into the metrics.
+    fn observe(&self) {
+        let (pod_relists, node_relists) = self.state.relists_by_kind();
+        self.metrics.relisted(Kind::Pods, pod_relists);
+        self.metrics.relisted(Kind::Nodes, node_relists);
+        if !self.state.synced() {
+            return;
+        }
+        let unschedulable: Vec<Option<u32>> =
+            self.state.unschedulable().into_iter().map(|u| u.map(|u| u.count)).collect();
+        let names = (0..self.state.pool_count()).map(|p| self.state.pool_name(p as u16));
+        self.metrics.pools(
+            names,
+            &self.state.totals(),
+            &unschedulable,
+            (self.state.pod_records(), self.state.node_records()),
+        );
+    }
+
     pub async fn run(mut self, shutdown: impl Future<Output = ()>) -> Summary {
         // Finished pods hold no capacity; the server leaves them out (and sends a delete
-        // when a pod finishes).
-        let pod_config = watcher::Config::default().fields("status.phase!=Succeeded,status.phase!=Failed");
-        let mut pods = watcher::watcher(Api::<Pod>::all(self.client.clone()), pod_config).default_backoff().boxed();
-        let mut nodes = watcher::watcher(Api::<Node>::all(self.client.clone()), watcher::Config::default())
-            .default_backoff()
-            .boxed();
+        // when a pod finishes). A bare watcher, no reflector store: the state keeps its own
+        // compact records, and the objects (slim: only the fields read) are dropped at once.
+        let pod_config =
+            watcher::Config::default().fields("status.phase!=Succeeded,status.phase!=Failed").page_size(self.page_size);
+        let mut pods = watcher::watcher(Api::<SlimPod>::all(self.client.clone()), pod_config).default_backoff().boxed();
+        let node_config = watcher::Config::default().page_size(self.page_size);
+        let mut nodes =
+            watcher::watcher(Api::<SlimNode>::all(self.client.clone()), node_config).default_backoff().boxed();
         let (tx, mut rx) = mpsc::channel::<Vec<Outgoing>>(256);
         let bus = self.bus.clone();
         let backoff = self.retry_backoff;
+        let metrics = self.metrics.clone();
         let sender = tokio::spawn(async move {
             let mut summary = Summary::default();
             while let Some(events) = rx.recv().await {
                 let delivery = deliver(bus.as_ref(), events, backoff).await;
+                metrics.delivered(&delivery);
                 summary.published += delivery.sent;
                 summary.dropped += delivery.dropped;
             }
@@ -114,6 +144,7 @@ impl Forwarder {
                         self.state.unreadable_pods = 0;
                     }
                     self.health.tick(now.timestamp(), synced);
+                    self.observe();
                     if !out.is_empty() {
                         for event in &out {
                             tracing::info!(detail_type = event.detail_type(), detail = %event.detail_json(), "publishing");
@@ -124,12 +155,20 @@ impl Forwarder {
                     }
                 }
                 Some(event) = pods.next() => match event {
-                    Ok(event) => apply(&mut self.state, Kind::Pods, event, ClusterState::apply_pod, ClusterState::delete_pod),
-                    Err(e) => { watch_errors += 1; tracing::warn!(error = %e, "pod watch failed; relisting with backoff"); }
+                    Ok(event) => apply(&mut self.state, Kind::Pods, event, SlimPod::pod, ClusterState::apply_pod, ClusterState::delete_pod),
+                    Err(e) => {
+                        watch_errors += 1;
+                        self.metrics.watch_error(Kind::Pods);
+                        tracing::warn!(error = %e, "pod watch failed; relisting with backoff");
+                    }
                 },
                 Some(event) = nodes.next() => match event {
-                    Ok(event) => apply(&mut self.state, Kind::Nodes, event, ClusterState::apply_node, ClusterState::delete_node),
-                    Err(e) => { watch_errors += 1; tracing::warn!(error = %e, "node watch failed; relisting with backoff"); }
+                    Ok(event) => apply(&mut self.state, Kind::Nodes, event, SlimNode::node, ClusterState::apply_node, ClusterState::delete_node),
+                    Err(e) => {
+                        watch_errors += 1;
+                        self.metrics.watch_error(Kind::Nodes);
+                        tracing::warn!(error = %e, "node watch failed; relisting with backoff");
+                    }
                 },
             }
         }

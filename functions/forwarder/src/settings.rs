@@ -33,9 +33,13 @@ pub struct Settings {
     /// At most one unschedulable event per pool within this window.
     #[arg(long, env = "BALLAST_UNSCHEDULABLE_EVERY", default_value = "5s")]
     pub unschedulable_every: HumanDuration,
-    /// Where `/healthz` and `/readyz` are served.
+    /// Where `/healthz`, `/readyz` and `/metrics` are served.
     #[arg(long, env = "BALLAST_HEALTH_ADDR", default_value = "0.0.0.0:8080")]
     pub health_addr: SocketAddr,
+    /// Objects per list call (the initial list and relists are paged): a page is held
+    /// whole in memory while it is read.
+    #[arg(long, env = "BALLAST_LIST_PAGE_SIZE", default_value_t = 250, value_parser = clap::value_parser!(u32).range(1..))]
+    pub list_page_size: u32,
 }
 
 impl Settings {

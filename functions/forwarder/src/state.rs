@@ -1,8 +1,14 @@
 //! What the forwarder remembers of the cluster: a compact record per pod and per node,
 //! never whole objects. Fed by the watchers' events (including relists after a 410 or
 //! an API server restart); read as per-pool totals by the publisher.
+//!
+//! Memory is the constraint (150,000 pods in a few MiB): a pod is its UID as a number and
+//! a 24-byte record (requests as integers, node and pool as indexes), kept in a B-tree
+//! because a hash table doubles its allocation at each growth and holds both copies while
+//! it rehashes.
 
 use std::collections::{BTreeMap, HashMap};
+use std::num::NonZeroU32;
 
 use ballast_core::event::{CapacityType, NodeCondition, NodeLifecycleDetail};
 use ballast_kube::cluster::{instance_id, node_ready};
@@ -15,18 +21,34 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 pub type PoolId = u16;
 type NodeId = u32;
 
+/// No node (a pending pod) or no pool, in the records' index fields.
+const NO_NODE: NodeId = NodeId::MAX;
+const NO_POOL: PoolId = PoolId::MAX;
+
+/// 24 bytes: what the totals need of a pod, and nothing else.
 #[derive(Debug, Clone, Copy)]
 struct PodRecord {
-    /// The node it is bound to (interned), or none while pending.
-    node: Option<NodeId>,
-    /// The pool a pending pod fits (bound pods take their node's).
-    pending_pool: Option<PoolId>,
-    cpu_millis: u32,
     memory_bytes: u64,
-    /// Seconds since the epoch when the scheduler gave up on it.
-    unschedulable_since: Option<i64>,
+    cpu_millis: u32,
+    /// The node it is bound to (interned), or `NO_NODE` while pending.
+    node: NodeId,
+    /// Seconds since the epoch when the scheduler gave up on it (u32 lasts until 2106).
+    unschedulable_since: Option<NonZeroU32>,
+    /// The pool a pending pod fits, or `NO_POOL` (bound pods take their node's).
+    pending_pool: PoolId,
     /// Which list generation last saw it (records a relist does not see are dropped).
-    generation: u32,
+    /// Wraps: only equality with the current generation matters.
+    generation: u16,
+}
+
+impl PodRecord {
+    fn node(&self) -> Option<NodeId> {
+        (self.node != NO_NODE).then_some(self.node)
+    }
+
+    fn pending_pool(&self) -> Option<PoolId> {
+        (self.pending_pool != NO_POOL).then_some(self.pending_pool)
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -37,7 +59,7 @@ struct NodeRecord {
     capacity_type: CapacityType,
     ready: bool,
     present: bool,
-    generation: u32,
+    generation: u16,
 }
 
 /// Per-pool sums of workload demand.
@@ -69,14 +91,17 @@ pub struct ClusterState {
     matcher: PoolMatcher,
     /// Labels all nodes of each pool share (learned as nodes join).
     shared_labels: Vec<Option<BTreeMap<String, String>>>,
-    pods: HashMap<u128, PodRecord>,
+    pods: BTreeMap<u128, PodRecord>,
     /// What decides a pending pod's pool (selector, affinity, tolerations), kept for
     /// pending pods only, so their pool is decided again when a pool's labels are learned.
     placement: HashMap<u128, Box<Placement>>,
     node_ids: HashMap<Box<str>, NodeId>,
     nodes: Vec<NodeRecord>,
-    pod_generation: u32,
-    node_generation: u32,
+    pod_generation: u16,
+    node_generation: u16,
+    /// Lists after the first, per kind (a 410 Gone or a lost watch makes the watcher list again).
+    pod_relists: u32,
+    node_relists: u32,
     pods_synced: bool,
     nodes_synced: bool,
     node_changes: Vec<NodeLifecycleDetail>,
@@ -90,12 +115,14 @@ impl ClusterState {
         ClusterState {
             matcher,
             shared_labels: vec![None; pools],
-            pods: HashMap::new(),
+            pods: BTreeMap::new(),
             placement: HashMap::new(),
             node_ids: HashMap::new(),
             nodes: Vec::new(),
             pod_generation: 0,
             node_generation: 0,
+            pod_relists: 0,
+            node_relists: 0,
             pods_synced: false,
             nodes_synced: false,
             node_changes: Vec::new(),
@@ -117,7 +144,12 @@ impl ClusterState {
     }
 
     pub fn relists(&self) -> u32 {
-        (self.pod_generation + self.node_generation).saturating_sub(2)
+        self.pod_relists + self.node_relists
+    }
+
+    /// Relists of (pods, nodes).
+    pub fn relists_by_kind(&self) -> (u32, u32) {
+        (self.pod_relists, self.node_relists)
     }
 
     pub fn pod_records(&self) -> usize {
@@ -131,8 +163,14 @@ impl ClusterState {
     /// A (re)list starts: what it does not show again is gone when it ends.
     pub fn begin_list(&mut self, kind: Kind) {
         match kind {
-            Kind::Pods => self.pod_generation += 1,
-            Kind::Nodes => self.node_generation += 1,
+            Kind::Pods => {
+                self.pod_relists += u32::from(self.pod_generation != 0 || self.pods_synced);
+                self.pod_generation = self.pod_generation.wrapping_add(1);
+            }
+            Kind::Nodes => {
+                self.node_relists += u32::from(self.node_generation != 0 || self.nodes_synced);
+                self.node_generation = self.node_generation.wrapping_add(1);
+            }
         }
     }
 
@@ -185,7 +223,7 @@ impl ClusterState {
             Some(_) => None,
             None => {
                 let placement = Placement::of(spec);
-                let pool = self.matcher.placed(&placement).and_then(|p| PoolId::try_from(p).ok());
+                let pool = self.pool_id(self.matcher.placed(&placement));
                 if placement.depends_on_node_labels() {
                     self.placement.insert(key, Box::new(placement));
                 }
@@ -195,11 +233,13 @@ impl ClusterState {
         self.pods.insert(
             key,
             PodRecord {
-                node,
-                pending_pool,
+                node: node.unwrap_or(NO_NODE),
+                pending_pool: pending_pool.unwrap_or(NO_POOL),
                 cpu_millis: u32::try_from(requests.cpu_millis).unwrap_or(u32::MAX),
                 memory_bytes: requests.memory_bytes,
-                unschedulable_since: pods::unschedulable_since(pod).map(|t| t.timestamp()),
+                unschedulable_since: pods::unschedulable_since(pod)
+                    .and_then(|t| u32::try_from(t.timestamp()).ok())
+                    .and_then(NonZeroU32::new),
                 generation: self.pod_generation,
             },
         );
@@ -211,11 +251,18 @@ impl ClusterState {
         self.placement.remove(&key);
     }
 
+    /// A pool index as a record stores it (`NO_POOL` is not a pool).
+    fn pool_id(&self, pool: Option<usize>) -> Option<PoolId> {
+        pool.and_then(|p| PoolId::try_from(p).ok()).filter(|p| *p != NO_POOL)
+    }
+
     fn intern_node(&mut self, name: &str) -> NodeId {
         if let Some(id) = self.node_ids.get(name) {
             return *id;
         }
-        let id = self.nodes.len() as NodeId;
+        // Names are interned for good (a node that left and came back keeps its index);
+        // 4 billion distinct node names would be a cluster of another kind.
+        let id = NodeId::try_from(self.nodes.len()).unwrap_or(NO_NODE - 1).min(NO_NODE - 1);
         self.nodes.push(NodeRecord {
             name: name.into(),
             pool: None,
@@ -232,8 +279,9 @@ impl ClusterState {
     pub fn apply_node(&mut self, node: &Node) {
         let Some(name) = node.metadata.name.as_deref() else { return };
         let id = self.intern_node(name);
-        let labels = node.metadata.labels.clone().unwrap_or_default();
-        let pool = self.matcher.node_pool(&labels).and_then(|p| PoolId::try_from(p).ok());
+        let empty = BTreeMap::new();
+        let labels = node.metadata.labels.as_ref().unwrap_or(&empty);
+        let pool = self.pool_id(self.matcher.node_pool(labels));
         let ready = node_ready(node);
         let provider_id: Box<str> =
             node.spec.as_ref().and_then(|s| s.provider_id.as_deref()).unwrap_or_default().into();
@@ -245,13 +293,13 @@ impl ClusterState {
             name: record.name.clone(),
             pool,
             provider_id,
-            capacity_type: capacity_type(&labels),
+            capacity_type: capacity_type(labels),
             ready,
             present: true,
             generation,
         };
         if let Some(pool) = pool {
-            self.learn(pool, &labels);
+            self.learn(pool, labels);
         }
         if !announce {
             return;
@@ -289,7 +337,8 @@ impl ClusterState {
             // What fits where may have changed for the pods still waiting.
             for (key, spec) in &self.placement {
                 if let Some(pod) = self.pods.get_mut(key) {
-                    pod.pending_pool = self.matcher.placed(spec).and_then(|p| PoolId::try_from(p).ok());
+                    pod.pending_pool =
+                        self.matcher.placed(spec).and_then(|p| PoolId::try_from(p).ok()).unwrap_or(NO_POOL);
                 }
             }
         }
@@ -315,12 +364,12 @@ impl ClusterState {
     }
 
     fn pod_pool(&self, pod: &PodRecord) -> Option<PoolId> {
-        match pod.node {
+        match pod.node() {
             Some(node) => {
-                let node = &self.nodes[node as usize];
+                let node = self.nodes.get(node as usize)?;
                 node.present.then_some(node.pool).flatten()
             }
-            None => pod.pending_pool,
+            None => pod.pending_pool(),
         }
     }
 
@@ -346,8 +395,8 @@ impl ClusterState {
     pub fn unschedulable(&self) -> Vec<Option<Unschedulable>> {
         let mut out: Vec<Option<Unschedulable>> = vec![None; self.matcher.len()];
         for pod in self.pods.values() {
-            let (Some(pool), Some(since)) = (pod.pending_pool, pod.unschedulable_since) else { continue };
-            let since = DateTime::from_timestamp(since, 0).unwrap_or_default();
+            let (Some(pool), Some(since)) = (pod.pending_pool(), pod.unschedulable_since) else { continue };
+            let since = DateTime::from_timestamp(i64::from(since.get()), 0).unwrap_or_default();
             let entry = out[usize::from(pool)].get_or_insert(Unschedulable {
                 count: 0,
                 cpu_millis: 0,
