@@ -34,6 +34,8 @@ pub struct Bridge {
     inbox: Vec<(u64, Event)>,
     next_id: u64,
     pub invocations: u32,
+    /// Rebalance recommendations sent (some followed by no interruption).
+    pub rebalances_sent: u32,
 }
 
 pub fn instance_id(node: NodeId) -> String {
@@ -75,6 +77,7 @@ impl Bridge {
             inbox: Vec::new(),
             next_id: 0,
             invocations: 0,
+            rebalances_sent: 0,
         }
     }
 
@@ -100,6 +103,7 @@ impl Bridge {
     }
 
     pub fn rebalance(&mut self, node: NodeId, now: u64) {
+        self.rebalances_sent += 1;
         self.send(
             now,
             "aws.ec2",

@@ -32,6 +32,8 @@ pub struct SlotDraws {
     pub hazard_left: f64,
     /// Whether a rebalance recommendation precedes its interruption, and by how much.
     pub rebalance_lead_ms: Option<u64>,
+    /// Hazard left before a rebalance recommendation that no interruption follows.
+    pub false_rebalance_left: f64,
 }
 
 #[derive(Debug, Clone)]

@@ -431,7 +431,8 @@ impl<'s> Sim<'s> {
         let hazard_left = -(1.0 - rng.random::<f64>()).ln();
         let rebalanced = rng.random::<f64>() < self.sc.spot.rebalance_fraction;
         let lead = draw(&mut rng, &self.sc.spot.rebalance_lead);
-        SlotDraws { slot, boot_ms, hazard_left, rebalance_lead_ms: rebalanced.then_some(lead) }
+        let false_rebalance_left = -(1.0 - rng.random::<f64>()).ln();
+        SlotDraws { slot, boot_ms, hazard_left, rebalance_lead_ms: rebalanced.then_some(lead), false_rebalance_left }
     }
 
     /// What an ASG does on its own: launch up to desired (if there is capacity), or
@@ -488,6 +489,7 @@ impl<'s> Sim<'s> {
     fn market_tick(&mut self) {
         let now = self.now;
         let per_minute = self.sc.spot.interruptions_per_node_hour / 60.0;
+        let false_per_minute = self.sc.spot.false_rebalances_per_node_hour / 60.0;
         let storms: Vec<(Option<String>, f64)> = self
             .sc
             .spot
@@ -509,10 +511,18 @@ impl<'s> Sim<'s> {
             let p = per_minute + storm_p;
             for i in 0..self.groups[g].nodes.len() {
                 let id = self.groups[g].nodes[i];
-                let node = &mut self.cluster.nodes[id];
-                if node.doomed {
+                if self.cluster.nodes[id].doomed {
                     continue;
                 }
+                // A recommendation without an interruption after it (once per node).
+                let market = &mut self.cluster.nodes[id].market;
+                if market.false_rebalance_left > 0.0 {
+                    market.false_rebalance_left -= false_per_minute;
+                    if market.false_rebalance_left <= 0.0 {
+                        self.at(now, Ev::Rebalance(id));
+                    }
+                }
+                let node = &mut self.cluster.nodes[id];
                 // The minute's hazard (p is small: the chance of an interruption in it).
                 node.market.hazard_left -= p;
                 if node.market.hazard_left > 0.0 {

@@ -165,6 +165,9 @@ pub struct SpotSpec {
     /// Share of interruptions preceded by a rebalance recommendation.
     pub rebalance_fraction: f64,
     pub rebalance_lead: [HumanDuration; 2],
+    /// Rebalance recommendations per spot node and hour that no interruption follows
+    /// (AWS sends them on elevated risk, not only before interruptions).
+    pub false_rebalances_per_node_hour: f64,
     pub capacity_losses: Vec<CapacityLoss>,
     pub storms: Vec<Storm>,
 }
@@ -175,6 +178,8 @@ impl Default for SpotSpec {
             interruptions_per_node_hour: 0.002,
             rebalance_fraction: 0.5,
             rebalance_lead: [HumanDuration::from_secs(600), HumanDuration::from_secs(1200)],
+            // As many as real interruptions: an assumption, set per scenario.
+            false_rebalances_per_node_hour: 0.002,
             capacity_losses: Vec::new(),
             storms: Vec::new(),
         }
@@ -459,6 +464,9 @@ fn validate(raw: Raw) -> Result<Scenario, ScenarioError> {
     range(&raw.spot.rebalance_lead, "spot.rebalance_lead")?;
     if !(0.0..=1.0).contains(&raw.spot.rebalance_fraction) {
         return Err(field("spot.rebalance_fraction", "must be between 0 and 1"));
+    }
+    if raw.spot.false_rebalances_per_node_hour < 0.0 {
+        return Err(field("spot.false_rebalances_per_node_hour", "must not be negative"));
     }
     if raw.spot.interruptions_per_node_hour < 0.0 {
         return Err(field("spot.interruptions_per_node_hour", "must not be negative"));

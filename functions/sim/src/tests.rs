@@ -262,3 +262,15 @@ fn first_start_waits_are_reported_apart_from_re_placements() {
     assert!(report.pods_replaced >= 2, "reclaims restart them: {}", report.pods_replaced);
     assert!(report.interruptions >= 2);
 }
+
+#[test]
+fn some_rebalance_recommendations_are_not_followed_by_an_interruption() {
+    let mut sc = tiny("", "{ name: b, at: [65s], jobs: 8, cpu: '1', memory: 1Gi, duration: [2h, 2h] }");
+    sc.spot.interruptions_per_node_hour = 0.0;
+    sc.spot.false_rebalances_per_node_hour = 1.0;
+    let mut sim = Sim::new(&sc, Strategy::Ballast, 5);
+    sim.run(&mut no_progress());
+    assert_eq!(sim.interruptions, 0, "no interruption at all");
+    let bridge = sim.ballast.as_ref().unwrap();
+    assert!(bridge.rebalances_sent > 0, "yet recommendations came");
+}
