@@ -185,8 +185,13 @@ impl Work<'_> {
             // The giving ASG kept those slots: surges moved with them are there again.
             self.unmove_surges(asg, count, |m| m.from == giver);
             let why = format!("the move planned {} was not finished", journal.planned_at.to_rfc3339());
+            // Below the raise's start the ASG has nothing of it left to withdraw: another
+            // writer removed it, or a later move of Ballast's carried it on to another
+            // ASG. The latter leaves it over there, so it is named either way.
+            let floor = (*from).max(self.observed.asg(asg).map_or(0, |a| a.min));
+            let gone = count.saturating_sub(self.after(asg).saturating_sub(floor));
             let left = self.withdraw(asg, count, *from, &why);
-            self.leave_surplus(asg, left, &why);
+            self.leave_surplus(asg, left + gone, &why);
             if *asg == self.observed.on_demand.name {
                 // `fallback_since` follows in `reconcile_fallback_units`.
                 self.record.fallback_units = self.record.fallback_units.saturating_sub(count);

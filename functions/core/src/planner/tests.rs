@@ -1346,3 +1346,29 @@ fn a_moved_surge_orphaned_after_failback_never_takes_an_on_demand_instance_balla
         || last.actions.iter().any(|a| matches!(&a.kind, ActionKind::TerminateInstance { asg, .. } if asg == "od"));
     assert!(!od_lowered, "Ballast removes an on-demand instance it never added: {:#?} {:?}", last.actions, last.notes);
 }
+
+#[test]
+fn an_owed_lower_whose_raise_a_later_move_carried_on_names_what_it_leaves() {
+    // An owed lower of spot-b answers spot-a's raise 3 -> 6. Since then spot-a failed and
+    // a fallback carried its slots on (spot-a is at 2), and spot-b filled its slots: the
+    // lower is no longer needed, and spot-a holds nothing of the raise to withdraw. The
+    // two instances it stood for are elsewhere now: named, not lost from sight.
+    let cfg = config();
+    let observed = pool((2, 2), (2, 2), (6, 6));
+    let record = PoolRecord {
+        plans: 5,
+        journal: Some(Journal {
+            planned_at: now() - Duration::minutes(5),
+            seq: 5,
+            units_added: 0,
+            calls: vec![CapacityCall::SetDesired { asg: "spot-b".into(), from: 2, to: 0, done: false }],
+            attempted: 1,
+            owed: vec![OwedLower { asg: "spot-b".into(), by: 2, raised: vec![("spot-a".into(), 3, 6)] }],
+            moves: Vec::new(),
+        }),
+        ..PoolRecord::default()
+    };
+    let p = run(&cfg, &record, &observed, &[], now());
+    assert_eq!(desired(&p, "spot-b"), None, "its slots are filled: {:#?}", p.actions);
+    assert_eq!(named_surplus(&p), 2, "{:?}", p.notes);
+}
