@@ -432,11 +432,15 @@ pub fn kubectl() -> Option<PathBuf> {
 
 /// `kubectl kustomize DIR`, as objects.
 pub fn kustomize(kubectl: &Path, dir: &Path) -> Vec<serde_json::Value> {
-    use serde::Deserialize;
     let out = Command::new(kubectl).arg("kustomize").arg(dir).output().expect("run kubectl");
     assert!(out.status.success(), "kubectl kustomize {}: {}", dir.display(), String::from_utf8_lossy(&out.stderr));
-    let text = String::from_utf8(out.stdout).expect("UTF-8");
-    serde_yaml_ng::Deserializer::from_str(&text)
+    yaml_objects(&String::from_utf8(out.stdout).expect("UTF-8"))
+}
+
+/// The documents of a YAML stream, as objects (empty documents left out).
+fn yaml_objects(text: &str) -> Vec<serde_json::Value> {
+    use serde::Deserialize;
+    serde_yaml_ng::Deserializer::from_str(text)
         .map(|d| serde_json::Value::deserialize(d).expect("YAML"))
         .filter(|v| !v.is_null())
         .collect()
@@ -486,34 +490,8 @@ pub async fn apply_manifests_with(
     kinds: &[&str],
     dry_run: bool,
 ) -> Vec<serde_json::Value> {
-    let mut applied = Vec::new();
-    use kube::api::{DynamicObject, GroupVersionKind};
-    use serde::Deserialize;
     let text = std::fs::read_to_string(crate::repo_root().join("infra/k8s").join(file)).expect("manifest");
-    for document in serde_yaml_ng::Deserializer::from_str(&text) {
-        let value = serde_json::Value::deserialize(document).expect("YAML");
-        if value.is_null() {
-            continue;
-        }
-        let object: DynamicObject = serde_json::from_value(value.clone()).expect("a Kubernetes object");
-        let types = object.types.clone().expect("apiVersion and kind");
-        if !kinds.contains(&types.kind.as_str()) {
-            continue;
-        }
-        let gvk = GroupVersionKind::try_from(&types).expect("group version kind");
-        let (resource, capabilities) = kube::discovery::pinned_kind(client, &gvk).await.expect("known kind");
-        let api: Api<DynamicObject> = match (capabilities.scope, object.metadata.namespace.as_deref()) {
-            (kube::discovery::Scope::Namespaced, Some(ns)) => Api::namespaced_with(client.clone(), ns, &resource),
-            _ => Api::all_with(client.clone(), &resource),
-        };
-        let name = object.metadata.name.clone().expect("name");
-        let mut params = PatchParams::apply("test-admin").force();
-        params.dry_run = dry_run;
-        let object = api
-            .patch(&name, &params, &Patch::Apply(&value))
-            .await
-            .unwrap_or_else(|e| panic!("apply {} {name} from {file}: {e}", types.kind));
-        applied.push(serde_json::to_value(object).expect("object as JSON"));
-    }
-    applied
+    let objects: Vec<serde_json::Value> =
+        yaml_objects(&text).into_iter().filter(|o| o["kind"].as_str().is_some_and(|k| kinds.contains(&k))).collect();
+    apply_objects(client, &objects, dry_run).await
 }

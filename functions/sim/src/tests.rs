@@ -213,27 +213,13 @@ fn strategies_on_one_seed_face_the_same_market_slot_by_slot() {
     // launches surges that CA alone does not; with one shared random stream those shifted
     // every later draw. Per-slot draws: each initial node is interrupted at the same
     // minute under every strategy (while it lives).
-    let yaml = r#"
-name: market
-start: 2026-11-16T23:00:00Z
-duration: 3h
-time_zone: UTC
-availability_zones: [az-a, az-b]
-instance_types:
-  c.xlarge: { cpu: "4", memory: 16Gi, on_demand_price: 0.2, spot_price: 0.08 }
-node_groups:
-  - { name: spot, market: spot, instance_type: c.xlarge, min: 6, max: 20, initial: 6 }
-  - { name: od, market: on-demand, instance_type: c.xlarge, min: 0, max: 20, initial: 0 }
-nodes: { boot: [40s, 80s], network_attach: [0s, 10s] }
-workload:
-  batch: [{ name: b, at: [65s], jobs: 20, cpu: '1', memory: 1Gi, duration: [3h, 3h] }]
-spot:
-  interruptions_per_node_hour: 0.4
-ballast:
-  pool:
-    headroom: { percent: 10, min: 1, max: 10, pod_cpu: "1", pod_memory: 1Gi }
-"#;
-    let sc = Scenario::from_yaml(yaml).unwrap_or_else(|e| panic!("{e}"));
+    let mut sc = tiny("", "{ name: b, at: [65s], jobs: 20, cpu: '1', memory: 1Gi, duration: [3h, 3h] }");
+    sc.duration = ballast_core::units::HumanDuration::from_secs(3 * 3600);
+    (sc.groups[0].min, sc.groups[0].initial) = (6, 6);
+    sc.nodes.boot =
+        [ballast_core::units::HumanDuration::from_secs(40), ballast_core::units::HumanDuration::from_secs(80)];
+    sc.spot.interruptions_per_node_hour = 0.4;
+    sc.ballast.pools[0].headroom.percent = 10;
     let first_of_initial = |strategy| {
         let mut sim = Sim::new(&sc, strategy, 7);
         sim.run(&mut no_progress());

@@ -127,16 +127,19 @@ fn humanise(s: f64) -> String {
 }
 
 /// The figures of one seed's run, or their mean ± standard deviation over several.
+/// Mean and sample standard deviation (0 for one value); `None` for no values.
+fn mean_sd(values: &[f64]) -> Option<(f64, f64)> {
+    let n = values.len() as f64;
+    let mean = (n > 0.0).then(|| values.iter().sum::<f64>() / n)?;
+    let sd = (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0).max(1.0)).sqrt();
+    Some((mean, sd))
+}
+
 fn cell(values: &[Option<f64>], show: &dyn Fn(f64) -> String) -> String {
     let seen: Vec<f64> = values.iter().flatten().copied().collect();
-    if seen.is_empty() {
-        return "—".into();
-    }
-    let n = seen.len() as f64;
-    let mean = seen.iter().sum::<f64>() / n;
+    let Some((mean, sd)) = mean_sd(&seen) else { return "—".into() };
     let mut text = show(mean);
     if values.len() > 1 {
-        let sd = (seen.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0).max(1.0)).sqrt();
         text = format!("{text} ± {}", show(sd));
         if seen.len() < values.len() {
             text = format!("{text} ({}/{})", seen.len(), values.len());
@@ -196,9 +199,7 @@ fn summary(runs: &[Report]) -> serde_json::Value {
     let mut out = serde_json::Map::new();
     for (label, value, _) in ROWS {
         let seen: Vec<f64> = runs.iter().filter_map(value).collect();
-        let n = seen.len() as f64;
-        let mean = (n > 0.0).then(|| seen.iter().sum::<f64>() / n);
-        let sd = mean.map(|m| (seen.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (n - 1.0).max(1.0)).sqrt());
+        let (mean, sd) = mean_sd(&seen).unzip();
         out.insert(label.into(), serde_json::json!({ "mean": mean, "sd": sd, "runs": seen.len() }));
     }
     serde_json::Value::Object(out)
@@ -225,7 +226,9 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
             })
             .collect();
         let reports = run_all(jobs);
-        let mean = |runs: &[Report], f: fn(&Report) -> f64| runs.iter().map(f).sum::<f64>() / runs.len() as f64;
+        let mean = |runs: &[Report], f: fn(&Report) -> f64| {
+            mean_sd(&runs.iter().map(f).collect::<Vec<_>>()).map_or(0.0, |(mean, _)| mean)
+        };
         let points: Vec<ballast_sim::plot::SweepPoint> = percents
             .iter()
             .zip(reports.chunks(seeds.len()))

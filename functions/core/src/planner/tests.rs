@@ -96,6 +96,14 @@ fn pool(spot_a: (u32, u32), spot_b: (u32, u32), od: (u32, u32)) -> ObservedPool 
     p
 }
 
+/// A pool with one spot ASG (`spot-a`) and on-demand.
+fn one_spot(spot_a: (u32, u32), od: (u32, u32)) -> (Config, ObservedPool) {
+    let cfg = with(|y| y.replace("spot_asgs: [spot-a, spot-b]", "spot_asgs: [spot-a]"));
+    let mut observed = pool(spot_a, (0, 0), od);
+    observed.spot.truncate(1);
+    (cfg, observed)
+}
+
 fn event(signal: Signal, at: DateTime<Utc>) -> Event {
     Event { id: format!("{signal:?}{at}"), time: at, source: "test".into(), detail_type: "test".into(), signal }
 }
@@ -769,9 +777,7 @@ fn position(plan: &Plan, asg: &str) -> usize {
 
 #[test]
 fn a_move_raises_the_receiving_asg_before_lowering_the_giving_one_and_is_finished_after_a_stop() {
-    let cfg = with(|y| y.replace("spot_asgs: [spot-a, spot-b]", "spot_asgs: [spot-a]"));
-    let mut observed = pool((6, 4), (0, 0), (2, 2));
-    observed.spot.truncate(1);
+    let (cfg, mut observed) = one_spot((6, 4), (2, 2));
     let p = run(&cfg, &PoolRecord::default(), &observed, &[capacity_error("spot-a", now())], now());
     assert!(position(&p, "od") < position(&p, "spot-a"), "{:#?}", p.actions);
     assert_eq!((desired(&p, "od"), desired(&p, "spot-a")), (Some(4), Some(4)));
@@ -1019,9 +1025,7 @@ fn a_raise_whose_answer_was_lost_is_made_again_never_taken_from_cluster_autoscal
 
 #[test]
 fn a_move_whose_giving_asg_refilled_is_withdrawn_from_the_receiving_one() {
-    let cfg = with(|y| y.replace("spot_asgs: [spot-a, spot-b]", "spot_asgs: [spot-a]"));
-    let mut observed = pool((6, 4), (0, 0), (2, 2));
-    observed.spot.truncate(1);
+    let (cfg, observed) = one_spot((6, 4), (2, 2));
     let p = run(&cfg, &PoolRecord::default(), &observed, &[capacity_error("spot-a", now())], now());
     assert_eq!((desired(&p, "od"), desired(&p, "spot-a")), (Some(4), Some(4)));
     // The raise landed, the run died before the lower; spot capacity came back and
@@ -1069,9 +1073,7 @@ fn plans_at_the_same_instant_take_back_only_their_own_promises() {
 
 #[test]
 fn a_surge_moved_by_a_fallback_is_withdrawn_where_it_went() {
-    let cfg = with(|y| y.replace("spot_asgs: [spot-a, spot-b]", "spot_asgs: [spot-a]"));
-    let mut observed = pool((4, 4), (0, 0), (2, 2));
-    observed.spot.truncate(1);
+    let (cfg, mut observed) = one_spot((4, 4), (2, 2));
     observed.spot[0].min = 4;
     let warned = observed.spot[0].instances[0].id.clone();
     let warning = spot_warning(&observed, 0, InstanceAction::Terminate);
@@ -1102,9 +1104,7 @@ fn a_surge_moved_by_a_fallback_is_withdrawn_where_it_went() {
 
 #[test]
 fn a_lower_whose_answer_was_lost_names_what_may_be_left_when_another_moved_the_asg() {
-    let cfg = with(|y| y.replace("spot_asgs: [spot-a, spot-b]", "spot_asgs: [spot-a]"));
-    let mut observed = pool((6, 4), (0, 0), (2, 2));
-    observed.spot.truncate(1);
+    let (cfg, observed) = one_spot((6, 4), (2, 2));
     let p = run(&cfg, &PoolRecord::default(), &observed, &[capacity_error("spot-a", now())], now());
     assert_eq!((desired(&p, "od"), desired(&p, "spot-a")), (Some(4), Some(4)));
     // The raise landed, the lower's answer was lost, and spot-a is at 5 now: the lower
@@ -1146,9 +1146,7 @@ fn named_surplus(plan: &Plan) -> u32 {
 
 #[test]
 fn an_orphaned_moved_surge_takes_back_the_slot_its_asg_reopened_not_a_booting_on_demand_instance() {
-    let cfg = with(|y| y.replace("spot_asgs: [spot-a, spot-b]", "spot_asgs: [spot-a]"));
-    let mut observed = pool((4, 4), (0, 0), (2, 2));
-    observed.spot.truncate(1);
+    let (cfg, observed) = one_spot((4, 4), (2, 2));
     let warned = observed.spot[0].instances[0].id.clone();
     let warning = spot_warning(&observed, 0, InstanceAction::Terminate);
     let p = run(&cfg, &PoolRecord::default(), &observed, &[warning], now());
@@ -1182,9 +1180,7 @@ fn an_orphaned_moved_surge_takes_back_the_slot_its_asg_reopened_not_a_booting_on
 
 #[test]
 fn a_lower_whose_answer_was_lost_then_a_scale_in_names_every_slot_it_may_have_left() {
-    let cfg = with(|y| y.replace("spot_asgs: [spot-a, spot-b]", "spot_asgs: [spot-a]"));
-    let mut observed = pool((6, 4), (0, 0), (2, 2));
-    observed.spot.truncate(1);
+    let (cfg, observed) = one_spot((6, 4), (2, 2));
     let p = run(&cfg, &PoolRecord::default(), &observed, &[capacity_error("spot-a", now())], now());
     assert_eq!((desired(&p, "od"), desired(&p, "spot-a")), (Some(4), Some(4)));
     // The raise landed; the lower failed (throttled: it did not land). Cluster-autoscaler
