@@ -1,21 +1,28 @@
-//! A model of cluster-autoscaler's AWS behaviour: a scan every `scan_interval`;
-//! bin-packing scale-up for pending pods at or above the expendable cutoff, onto
-//! upcoming nodes first; the priority expander (spot groups in order, then
-//! on-demand); failed scale-ups seen after `max_node_provision_time` or, with
-//! fail-fast, from the ASG's errors; exponential node-group backoff; and scale-down
-//! of nodes under the utilisation threshold for `scale_down_unneeded`.
+//! A model of cluster-autoscaler's AWS behaviour, each rule from its source:
+//! - a scan every `scan_interval`; bin-packing scale-up for pending pods at or above
+//!   the expendable cutoff, onto upcoming nodes first;
+//! - the priority expander: one node group per scan, the highest priority among the
+//!   groups that can help, ties at random; unmatched groups never used;
+//! - failed scale-ups seen at the AWS provider's ASG cache refresh (every minute, its
+//!   own phase) from a failed scaling activity since CA's last write (fail-fast), or
+//!   after `max_node_provision_time`;
+//! - exponential node-group backoff, reset as the modelled version does;
+//! - scale-down of nodes under the utilisation threshold for `scale_down_unneeded`
+//!   whose pods fit elsewhere one by one.
 
 use std::collections::BTreeMap;
 
+use rand::RngExt;
+
 use crate::cluster::NodePhase;
 use crate::engine::Sim;
-use crate::scenario::Market;
 
 /// CA removes at most this many empty nodes per scan, and one non-empty node.
 const MAX_EMPTY_BULK_DELETE: usize = 10;
 
 pub fn scan(sim: &mut Sim) {
-    detect_failed_scale_ups(sim);
+    let refreshed = refresh_cache(sim);
+    detect_failed_scale_ups(sim, &refreshed);
     scale_up(sim);
     scale_down(sim);
 }
@@ -24,33 +31,67 @@ fn ms(d: ballast_core::units::HumanDuration) -> u64 {
     d.0.as_millis() as u64
 }
 
-fn detect_failed_scale_ups(sim: &mut Sim) {
+/// The AWS provider's `Refresh`: at most once per `asg_cache_refresh`. Returns, per
+/// group, whether the refresh found its missing instances unfulfillable (a failed
+/// scaling activity since CA last set its size: `isNodeGroupAvailable`).
+fn refresh_cache(sim: &mut Sim) -> Vec<bool> {
+    let mut unfulfillable = vec![false; sim.groups.len()];
+    if sim.now < sim.ca_next_refresh {
+        return unfulfillable;
+    }
+    sim.ca_next_refresh = sim.now + ms(sim.sc.ca.asg_cache_refresh);
+    if !sim.sc.ca.fail_fast {
+        return unfulfillable;
+    }
+    for (g, state) in sim.groups.iter().enumerate() {
+        let missing = state.desired > state.nodes.len() as u32;
+        unfulfillable[g] = missing && state.failures.iter().any(|&f| f >= state.ca.last_write);
+    }
+    unfulfillable
+}
+
+/// Sets a group's size as CA does (`setAsgSizeNoLock`): the write time is remembered.
+fn set_size(sim: &mut Sim, g: usize, desired: u32) {
+    sim.groups[g].desired = desired;
+    sim.groups[g].ca.last_write = sim.now;
+    sim.reconcile_group(g);
+}
+
+fn detect_failed_scale_ups(sim: &mut Sim, unfulfillable: &[bool]) {
     let now = sim.now;
     let ca = &sim.sc.ca;
-    for g in 0..sim.groups.len() {
-        let state = &mut sim.groups[g];
-        let alive = state.nodes.len() as u32;
-        if state.desired <= alive {
-            if state.unfulfilled_since.take().is_some() {
-                state.backoff_count = 0;
+    for (g, &unfulfillable) in unfulfillable.iter().enumerate() {
+        let alive = sim.groups[g].nodes.len() as u32;
+        let desired = sim.groups[g].desired;
+        let view = &mut sim.groups[g].ca;
+        if desired <= alive {
+            view.unfulfilled_since = None;
+            if std::mem::take(&mut view.scale_up_requested) && ca.version.resets_backoff_on_success() {
+                // Before 1.30 `updateScaleRequests` removed the backoff of a group whose
+                // scale-up finished.
+                (view.backoff_until, view.backoff_ms, view.last_failure) = (0, 0, None);
             }
             continue;
         }
-        let since = *state.unfulfilled_since.get_or_insert(now);
-        let failed = if ca.fail_fast {
-            state.failures.iter().find(|&&f| f >= since).is_some_and(|&first| now - first >= ms(ca.fail_fast_after))
-        } else {
-            now - since >= ms(ca.max_node_provision_time)
-        };
-        if failed {
-            // DecreaseTargetSize: forget the instances that never came; back off.
-            state.desired = alive;
-            state.unfulfilled_since = None;
-            let backoff =
-                ms(ca.backoff_initial).saturating_mul(1 << state.backoff_count.min(16)).min(ms(ca.backoff_max));
-            state.backoff_until = now + backoff;
-            state.backoff_count += 1;
+        let since = *view.unfulfilled_since.get_or_insert(now);
+        let failed = unfulfillable || (!ca.fail_fast && now - since >= ms(ca.max_node_provision_time));
+        if !failed {
+            continue;
         }
+        // Exponential backoff (`exponentialBackoff.Backoff`): doubled while the last
+        // failure is within the reset timeout, else back to the initial duration.
+        let recent = view.last_failure.is_some_and(|t| now - t < ms(ca.backoff_reset_timeout));
+        view.backoff_ms = if recent && view.backoff_ms > 0 {
+            (view.backoff_ms * 2).min(ms(ca.backoff_max))
+        } else {
+            ms(ca.backoff_initial)
+        };
+        view.backoff_until = now + view.backoff_ms;
+        view.last_failure = Some(now);
+        view.unfulfilled_since = None;
+        view.scale_up_requested = false;
+        // Placeholders deleted: the target size drops to the instances that exist.
+        set_size(sim, g, alive);
     }
 }
 
@@ -110,32 +151,32 @@ fn scale_up(sim: &mut Sim) {
         }
     }
     pack(&mut shapes, &mut upcoming, (0, 0), 0);
-    // Priority expander: spot groups in order, then on-demand.
-    let order: Vec<usize> = (0..sim.groups.len())
-        .filter(|&g| sim.sc.groups[g].market == Market::Spot)
-        .chain((0..sim.groups.len()).filter(|&g| sim.sc.groups[g].market == Market::OnDemand))
-        .collect();
-    for g in order {
-        if shapes.iter().all(|(_, c)| *c == 0) {
-            break;
-        }
+    if shapes.iter().all(|(_, c)| *c == 0) {
+        return;
+    }
+    // Expansion options: each group not backed off, below max, whose nodes take a pod.
+    let mut options: Vec<(usize, u32, i32)> = Vec::new();
+    for (g, spec) in sim.sc.groups.iter().enumerate() {
         let state = &sim.groups[g];
-        if sim.now < state.backoff_until {
+        let Some(priority) = spec.expander_priority else { continue };
+        if sim.now < state.ca.backoff_until {
             continue;
         }
-        let spec = &sim.sc.groups[g];
         let room = spec.max.saturating_sub(state.desired);
-        if room == 0 {
-            continue;
-        }
         let it = &sim.sc.instance_types[&spec.instance_type];
-        let added = pack(&mut shapes, &mut Vec::new(), (it.cpu_millis, it.memory_bytes), room);
+        let added = pack(&mut shapes.clone(), &mut Vec::new(), (it.cpu_millis, it.memory_bytes), room);
         if added > 0 {
-            sim.groups[g].desired += added;
-            sim.last_scale_up = sim.now;
-            sim.reconcile_group(g);
+            options.push((g, added, priority));
         }
     }
+    // The priority expander: the best priority, then CA's random pick among ties.
+    let Some(best) = options.iter().map(|o| o.2).max() else { return };
+    options.retain(|o| o.2 == best);
+    let (g, added, _) = options[sim.rng_ca.random_range(0..options.len())];
+    let desired = sim.groups[g].desired + added;
+    sim.groups[g].ca.scale_up_requested = true;
+    sim.last_scale_up = sim.now;
+    set_size(sim, g, desired);
 }
 
 /// Scale-down as cluster-autoscaler decides it: a node under the utilisation threshold

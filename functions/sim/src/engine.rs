@@ -46,10 +46,22 @@ pub struct GroupState {
     pub nodes: Vec<NodeId>,
     /// When launches failed for want of capacity (recent ones).
     pub failures: Vec<u64>,
-    /// Cluster-autoscaler's view: since when the group is below its target.
+    /// Cluster-autoscaler's view of the group.
+    pub ca: CaGroupView,
+}
+
+/// What cluster-autoscaler keeps about one node group.
+#[derive(Debug, Clone, Default)]
+pub struct CaGroupView {
+    /// Since when the group is below its target size.
     pub unfulfilled_since: Option<u64>,
+    /// CA asked for the instances still missing (its own scale-up request).
+    pub scale_up_requested: bool,
+    /// When CA last set the ASG's desired capacity (the AWS provider's `lastUpdateTime`).
+    pub last_write: u64,
     pub backoff_until: u64,
-    pub backoff_count: u32,
+    pub backoff_ms: u64,
+    pub last_failure: Option<u64>,
 }
 
 pub struct Sim<'s> {
@@ -70,6 +82,10 @@ pub struct Sim<'s> {
     /// Launches so far per group: the next launch's slot.
     launches: Vec<u64>,
     rng_work: ChaCha8Rng,
+    /// Cluster-autoscaler's own draws (its cache's phase, expander ties).
+    pub rng_ca: ChaCha8Rng,
+    /// When the AWS provider's ASG cache next refreshes.
+    pub ca_next_refresh: u64,
     schedulable: Vec<NodeId>,
     schedulable_dirty: bool,
     pub metrics: Metrics,
@@ -99,9 +115,7 @@ impl<'s> Sim<'s> {
                 desired: g.initial,
                 nodes: Vec::new(),
                 failures: Vec::new(),
-                unfulfilled_since: None,
-                backoff_until: 0,
-                backoff_count: 0,
+                ca: CaGroupView::default(),
             })
             .collect();
         let ballast = (strategy == Strategy::Ballast).then(|| Bridge::new(sc));
@@ -125,6 +139,8 @@ impl<'s> Sim<'s> {
             seed,
             launches: vec![0; sc.groups.len()],
             rng_work: ChaCha8Rng::seed_from_u64(seed ^ 0x776f_726b),
+            rng_ca: ChaCha8Rng::seed_from_u64(mix(seed ^ 0x6361)),
+            ca_next_refresh: 0,
             schedulable: Vec::new(),
             schedulable_dirty: true,
             metrics: Metrics::new(sc),
@@ -194,6 +210,9 @@ impl<'s> Sim<'s> {
             }
         }
         self.at(0, Ev::AsgLoop);
+        // CA started at some moment before the run: its cache refresh has a phase of its own.
+        let refresh = self.sc.ca.asg_cache_refresh.0.as_millis() as u64;
+        self.ca_next_refresh = self.rng_ca.random_range(0..refresh.max(1));
         self.at(self.sc.ca.scan_interval.0.as_millis() as u64, Ev::CaScan);
         self.at(TICK, Ev::WorkloadTick);
         self.at(TICK, Ev::MarketTick);

@@ -213,14 +213,25 @@ pub struct Storm {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct CaSpec {
+    /// The cluster-autoscaler release modelled: how backoff is reset depends on it.
+    pub version: CaVersion,
     pub scan_interval: HumanDuration,
-    /// 1.24 and later: a failed scale-up is seen from the ASG's errors within about a
-    /// minute; before, only after `max_node_provision_time`.
+    /// The AWS provider's fail-fast (1.24 and later): at each ASG cache refresh, a failed
+    /// scaling activity since CA's last write to the ASG marks its missing instances
+    /// unfulfillable, and CA gives the scale-up up. Without it, only after
+    /// `max_node_provision_time`.
     pub fail_fast: bool,
-    pub fail_fast_after: HumanDuration,
+    /// How often the AWS provider refreshes its ASG cache (its `refreshInterval`, 1 min).
+    pub asg_cache_refresh: HumanDuration,
     pub max_node_provision_time: HumanDuration,
     pub backoff_initial: HumanDuration,
     pub backoff_max: HumanDuration,
+    /// `--node-group-backoff-reset-timeout`: from 1.30 the only way a backoff resets.
+    pub backoff_reset_timeout: HumanDuration,
+    /// The priority expander's ConfigMap: priority → regexes matched against node group
+    /// names. The highest matching priority wins, ties at random; a group no regex
+    /// matches is never used. Absent: spot groups at 50, on-demand at 10.
+    pub priorities: Option<BTreeMap<i32, Vec<String>>>,
     pub scale_down_utilization: f64,
     pub scale_down_unneeded: HumanDuration,
     pub scale_down_delay_after_add: HumanDuration,
@@ -230,16 +241,58 @@ pub struct CaSpec {
 impl Default for CaSpec {
     fn default() -> Self {
         CaSpec {
+            version: CaVersion { major: 1, minor: 30 },
             scan_interval: HumanDuration::from_secs(10),
             fail_fast: true,
-            fail_fast_after: HumanDuration::from_secs(60),
+            asg_cache_refresh: HumanDuration::from_secs(60),
             max_node_provision_time: HumanDuration::from_secs(900),
             backoff_initial: HumanDuration::from_secs(300),
             backoff_max: HumanDuration::from_secs(1800),
+            backoff_reset_timeout: HumanDuration::from_secs(3 * 3600),
+            priorities: None,
             scale_down_utilization: 0.5,
             scale_down_unneeded: HumanDuration::from_secs(600),
             scale_down_delay_after_add: HumanDuration::from_secs(600),
             expendable_cutoff: -10,
+        }
+    }
+}
+
+/// A cluster-autoscaler minor release, written as a quoted string (`"1.29"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct CaVersion {
+    pub major: u32,
+    pub minor: u32,
+}
+
+impl CaVersion {
+    /// Before 1.30 a successful scale-up of a group removed its backoff.
+    pub fn resets_backoff_on_success(self) -> bool {
+        self < CaVersion { major: 1, minor: 30 }
+    }
+}
+
+impl std::fmt::Display for CaVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.major, self.minor)
+    }
+}
+
+impl<'de> Deserialize<'de> for CaVersion {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        match Value::deserialize(d)? {
+            Value::String(text) => {
+                let parsed = text.trim_start_matches('v').split_once('.').and_then(|(major, rest)| {
+                    let minor = rest.split('.').next()?;
+                    Some(CaVersion { major: major.parse().ok()?, minor: minor.parse().ok()? })
+                });
+                parsed.ok_or_else(|| D::Error::custom(format!("`{text}` is not a version like \"1.30\"")))
+            }
+            Value::Number(n) => Err(D::Error::custom(format!(
+                "write the version quoted (\"1.30\"): as a number, {n} loses its trailing zeros"
+            ))),
+            _ => Err(D::Error::custom("expected a version like \"1.30\"")),
         }
     }
 }
@@ -289,6 +342,8 @@ pub struct Group {
     pub min: u32,
     pub max: u32,
     pub initial: u32,
+    /// Its priority in cluster-autoscaler's priority expander; `None`: never used.
+    pub expander_priority: Option<i32>,
 }
 
 #[derive(Debug, Clone)]
@@ -423,8 +478,10 @@ fn validate(raw: Raw) -> Result<Scenario, ScenarioError> {
             min: g.min,
             max: g.max,
             initial: g.initial,
+            expander_priority: None,
         });
     }
+    expander_priorities(&raw.cluster_autoscaler, &mut groups)?;
     if groups.iter().filter(|g| g.market == Market::OnDemand).count() != 1 {
         return Err(field("node_groups", "need exactly one on-demand group"));
     }
@@ -511,6 +568,33 @@ fn validate(raw: Raw) -> Result<Scenario, ScenarioError> {
         delivery_delay: raw.ballast.delivery_delay,
         ballast,
     })
+}
+
+/// Each group's priority as CA's priority expander matches it: the highest priority
+/// with a regex found in the group's name (Go's `regexp.MatchString`: unanchored).
+fn expander_priorities(ca: &CaSpec, groups: &mut [Group]) -> Result<(), ScenarioError> {
+    let Some(priorities) = &ca.priorities else {
+        for g in groups.iter_mut() {
+            g.expander_priority = Some(if g.market == Market::Spot { 50 } else { 10 });
+        }
+        return Ok(());
+    };
+    for (priority, patterns) in priorities.iter().rev() {
+        for (i, pattern) in patterns.iter().enumerate() {
+            let regex = regex_lite::Regex::new(pattern)
+                .map_err(|e| field(format!("cluster_autoscaler.priorities.{priority}[{i}]"), e.to_string()))?;
+            for g in groups.iter_mut().filter(|g| g.expander_priority.is_none() && regex.is_match(&g.name)) {
+                g.expander_priority = Some(*priority);
+            }
+        }
+    }
+    if groups.iter().all(|g| g.expander_priority.is_none()) {
+        return Err(field(
+            "cluster_autoscaler.priorities",
+            "no node group matches: cluster-autoscaler would never scale up",
+        ));
+    }
+    Ok(())
 }
 
 /// Builds a whole `ballast.yaml` around the scenario's pool settings and validates it

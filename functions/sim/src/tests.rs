@@ -62,21 +62,25 @@ fn scale_up_waits_for_the_next_scan() {
     assert_eq!(sim.cluster.pending_workload, 0);
 }
 
-fn fallback_seconds(fail_fast: bool) -> f64 {
+fn fallback_seconds(fail_fast: bool, seed: u64) -> f64 {
     let extra = format!(
         "  capacity_losses: [{{ instance_type: c.xlarge, at: 0s, for: 2h }}]\ncluster_autoscaler: {{ fail_fast: {fail_fast} }}"
     );
     let sc = tiny(&extra, "{ name: b, at: [65s], jobs: 3, cpu: '1', memory: 1Gi, duration: [1h, 1h] }");
-    let report = simulate(&sc, Strategy::ClusterAutoscaler, 1, &mut no_progress());
+    let report = simulate(&sc, Strategy::ClusterAutoscaler, seed, &mut no_progress());
     report.spot_loss_to_on_demand_s.expect("CA falls back eventually")
 }
 
 #[test]
-fn falling_back_takes_fifteen_minutes_before_1_24_and_about_a_minute_with_fail_fast() {
-    let old = fallback_seconds(false);
+fn falling_back_takes_fifteen_minutes_before_1_24_and_up_to_a_cache_refresh_with_fail_fast() {
+    let old = fallback_seconds(false, 1);
     assert!((900.0..=910.0).contains(&old), "max-node-provision-time: {old}s");
-    let new = fallback_seconds(true);
-    assert!((60.0..=70.0).contains(&new), "fail-fast: {new}s");
+    // Fail-fast is seen at the ASG cache's next refresh (every minute, at CA's own
+    // phase), then the next scan: anywhere from at once to 70 s, not a fixed minute.
+    let seen: Vec<f64> = (1..=20).map(|seed| fallback_seconds(true, seed)).collect();
+    assert!(seen.iter().all(|s| (0.0..=70.0).contains(s)), "{seen:?}");
+    let (lo, hi) = seen.iter().fold((f64::MAX, 0.0f64), |(lo, hi), &s| (lo.min(s), hi.max(s)));
+    assert!(lo <= 25.0 && hi >= 45.0, "spread over the refresh period: {seen:?}");
 }
 
 #[test]
@@ -259,4 +263,103 @@ fn some_rebalance_recommendations_are_not_followed_by_an_interruption() {
     assert_eq!(sim.interruptions, 0, "no interruption at all");
     let bridge = sim.ballast.as_ref().unwrap();
     assert!(bridge.rebalances_sent > 0, "yet recommendations came");
+}
+
+/// Two spot groups and on-demand, all empty, for the expander tests.
+fn three_groups(ca: &str, batch: &str) -> Scenario {
+    let mut sc = tiny(ca, batch);
+    let mut second = sc.groups[0].clone();
+    second.name = "spot-b".into();
+    sc.groups.insert(1, second);
+    let yaml_groups: Vec<&str> = sc.groups.iter().map(|g| g.name.as_str()).collect();
+    assert_eq!(yaml_groups, ["spot", "spot-b", "od"]);
+    sc
+}
+
+#[test]
+fn the_priority_expander_scales_one_group_per_scan_and_never_an_unmatched_one() {
+    // 20 one-CPU jobs: five nodes' worth. With spot at 50 and on-demand at 10 every
+    // scan picks one group; on-demand is never used while spot can take the pods.
+    let sc = tiny(
+        "cluster_autoscaler: { priorities: { 50: ['^spot$'], 10: ['^od$'] } }",
+        "{ name: b, at: [65s], jobs: 20, cpu: '1', memory: 1Gi, duration: [1h, 1h] }",
+    );
+    let mut sim = Sim::new(&sc, Strategy::ClusterAutoscaler, 1);
+    sim.start();
+    sim.run_until(70 * SECOND, &mut no_progress());
+    assert_eq!((sim.groups[0].desired, sim.groups[1].desired), (5, 0), "one group, all five nodes");
+    // Only on-demand listed: the spot group is never used, even though it comes first.
+    let sc = tiny(
+        "cluster_autoscaler: { priorities: { 10: ['^od$'] } }",
+        "{ name: b, at: [65s], jobs: 20, cpu: '1', memory: 1Gi, duration: [1h, 1h] }",
+    );
+    let report = simulate(&sc, Strategy::ClusterAutoscaler, 1, &mut no_progress());
+    assert_eq!(report.spot_node_hours, 0.0, "an unmatched group is never scaled up");
+    assert!(report.on_demand_node_hours > 0.0);
+}
+
+#[test]
+fn the_priority_expander_breaks_ties_at_random() {
+    let sc = three_groups(
+        "cluster_autoscaler: { priorities: { 50: ['spot'], 10: ['^od$'] } }",
+        "{ name: b, at: [65s], jobs: 4, cpu: '1', memory: 1Gi, duration: [1h, 1h] }",
+    );
+    let picked: Vec<usize> = (1..=16)
+        .map(|seed| {
+            let mut sim = Sim::new(&sc, Strategy::ClusterAutoscaler, seed);
+            sim.start();
+            sim.run_until(70 * SECOND, &mut no_progress());
+            assert_eq!(sim.groups[2].desired, 0, "on-demand ranks lower");
+            assert_eq!(sim.groups[0].desired + sim.groups[1].desired, 1, "one node, one group");
+            usize::from(sim.groups[1].desired == 1)
+        })
+        .collect();
+    assert!(picked.contains(&0) && picked.contains(&1), "both spot groups picked over 16 seeds: {picked:?}");
+}
+
+#[test]
+fn a_version_written_as_a_number_is_refused_with_how_to_write_it() {
+    let err = Scenario::from_yaml(
+        &include_str!("../../../events/scenarios/steady.yaml")
+            .replace("ballast:\n", "cluster_autoscaler: { version: 1.30 }\nballast:\n"),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("cluster_autoscaler.version") && err.contains("quoted"), "{err}");
+    let err = Scenario::from_yaml(
+        &include_str!("../../../events/scenarios/steady.yaml")
+            .replace("ballast:\n", "cluster_autoscaler: { priorities: { 10: ['(unclosed'] } }\nballast:\n"),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.starts_with("cluster_autoscaler.priorities.10[0]:"), "{err}");
+}
+
+/// Backoff after the second failed spot scale-up: spot capacity is gone for the first
+/// 20 min and again from 40 min; a spot scale-up succeeds in between (at 25 min).
+fn second_backoff_minutes(version: &str) -> u64 {
+    let extra = format!(
+        "  capacity_losses: [{{ instance_type: c.xlarge, at: 0s, for: 20m }}, {{ instance_type: c.xlarge, at: 40m, for: 1h }}]\n\
+         cluster_autoscaler: {{ version: \"{version}\", priorities: {{ 50: ['^spot$'], 10: ['^od$'] }} }}"
+    );
+    let sc = tiny(
+        &extra,
+        "{ name: first, at: [65s], jobs: 1, cpu: '3', memory: 1Gi, duration: [2h, 2h] }, \
+         { name: between, at: [25m], jobs: 1, cpu: '3', memory: 1Gi, duration: [2h, 2h] }, \
+         { name: second, at: [41m], jobs: 1, cpu: '3', memory: 1Gi, duration: [2h, 2h] }",
+    );
+    let mut sim = Sim::new(&sc, Strategy::ClusterAutoscaler, 1);
+    sim.start();
+    sim.run_until(30 * MINUTE, &mut no_progress());
+    assert_eq!(sim.groups[0].nodes.len(), 1, "{version}: the spot scale-up between the losses succeeded");
+    sim.run_until(44 * MINUTE, &mut no_progress());
+    let view = &sim.groups[0].ca;
+    assert!(view.last_failure.is_some_and(|t| t > 40 * MINUTE), "{version}: the second scale-up failed");
+    view.backoff_ms / MINUTE
+}
+
+#[test]
+fn backoff_resets_on_success_before_1_30_and_only_after_three_hours_from_1_30() {
+    assert_eq!(second_backoff_minutes("1.29"), 5, "the successful scale-up removed the backoff");
+    assert_eq!(second_backoff_minutes("1.30"), 10, "the last failure is within 3 h: doubled");
 }

@@ -174,9 +174,10 @@ fn print_table(scenario: &Scenario, seeds: &[u64], runs: &[Vec<Report>]) {
         many => format!("{} seeds ({}–{}), mean ± standard deviation", many.len(), many[0], many[many.len() - 1]),
     };
     println!(
-        "{} simulated, {seeds_text}, CA fail-fast {}\n",
+        "{} simulated, {seeds_text}, cluster-autoscaler {} (fail-fast {})\n",
         humanise(scenario.duration.0.as_secs_f64()),
-        if scenario.ca.fail_fast { "on (1.24+)" } else { "off (before 1.24)" }
+        scenario.ca.version,
+        if scenario.ca.fail_fast { "on" } else { "off" }
     );
     let width = if seeds.len() > 1 { 25 } else { 15 };
     print!("{:<22}", "");
