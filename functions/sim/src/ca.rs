@@ -101,7 +101,9 @@ fn pending_shapes(sim: &Sim) -> Vec<((u64, u64), u32)> {
     let mut shapes: BTreeMap<(u64, u64), u32> = BTreeMap::new();
     for pod in sim.cluster.pending_pods() {
         let p = &sim.cluster.pods[pod];
-        if p.priority >= cutoff {
+        // Pods the scheduler has not tried yet, or nominated after preempting, are not
+        // CA's to help: it scales up for pods marked unschedulable.
+        if p.priority >= cutoff && p.unschedulable {
             *shapes.entry((p.cpu, p.mem)).or_default() += 1;
         }
     }

@@ -50,6 +50,9 @@ pub struct Node {
     pub mem_counted: u64,
     pub pause_cpu: u64,
     pub pause_mem: u64,
+    /// Room held for pods nominated here after preempting (their victims terminating).
+    pub reserved_cpu: u64,
+    pub reserved_mem: u64,
     pub pods: Vec<PodId>,
     pub phase: NodePhase,
     pub cordoned: bool,
@@ -75,6 +78,8 @@ impl Node {
             mem_counted: 0,
             pause_cpu: 0,
             pause_mem: 0,
+            reserved_cpu: 0,
+            reserved_mem: 0,
             pods: Vec::new(),
             phase: NodePhase::Booting,
             cordoned: false,
@@ -86,6 +91,12 @@ impl Node {
 
     pub fn free(&self) -> (u64, u64) {
         (self.cpu - self.cpu_used, self.mem - self.mem_used)
+    }
+
+    /// What a pod not nominated here may take: free room less what nominees hold.
+    fn open(&self) -> (u64, u64) {
+        let (cpu, mem) = self.free();
+        (cpu.saturating_sub(self.reserved_cpu), mem.saturating_sub(self.reserved_mem))
     }
 
     pub fn schedulable(&self) -> bool {
@@ -113,6 +124,11 @@ pub struct Pod {
     pub generation: u32,
     /// Its place in the scheduling queue while pending.
     queue_seq: u64,
+    /// After preempting: the node holding room for it, and when its victims are gone.
+    nominated: Option<(NodeId, u64)>,
+    /// A scheduling pass found no room for it (`PodScheduled=False`, `Unschedulable`):
+    /// only such pods make cluster-autoscaler scale up.
+    pub unschedulable: bool,
 }
 
 impl Pod {
@@ -127,6 +143,8 @@ pub struct Placement {
     /// Workload pods that started, with how long they waited.
     pub started: Vec<(PodId, u64)>,
     pub preempted: u32,
+    /// When the earliest nominated pod's victims are gone: the next pass to run.
+    pub wake_at: Option<u64>,
 }
 
 #[derive(Debug, Default)]
@@ -146,11 +164,34 @@ pub struct Cluster {
     pub ready_mem: u64,
     pub running_workload_cpu: u64,
     pub expendable_cutoff: i32,
+    /// From choosing victims to binding the preemptor.
+    pub preemption_ms: u64,
 }
 
 impl Cluster {
-    pub fn new(expendable_cutoff: i32) -> Self {
-        Cluster { expendable_cutoff, ..Default::default() }
+    pub fn new(expendable_cutoff: i32, preemption_ms: u64) -> Self {
+        Cluster { expendable_cutoff, preemption_ms, ..Default::default() }
+    }
+
+    /// Whether a scheduling pass has something new to look at.
+    pub fn is_dirty(&self) -> bool {
+        self.dirty && !self.pending.is_empty()
+    }
+
+    /// Makes the next pass run (a nominee's victims are gone).
+    pub fn wake(&mut self) {
+        self.dirty = true;
+    }
+
+    /// Drops a pending pod's nomination and the room held for it.
+    fn release(&mut self, pod_id: PodId) {
+        if let Some((node_id, _)) = self.pods[pod_id].nominated.take() {
+            let (cpu, mem) = (self.pods[pod_id].cpu, self.pods[pod_id].mem);
+            let node = &mut self.nodes[node_id];
+            node.reserved_cpu -= cpu;
+            node.reserved_mem -= mem;
+            self.dirty = true;
+        }
     }
 
     pub fn pending_count(&self) -> usize {
@@ -188,6 +229,8 @@ impl Cluster {
             alive: true,
             generation: 0,
             queue_seq: 0,
+            nominated: None,
+            unschedulable: false,
         });
         if !matches!(kind, PodKind::Pause) {
             self.workload_cpu += cpu;
@@ -202,6 +245,7 @@ impl Cluster {
         let pod = &mut self.pods[id];
         pod.pending_since = now;
         pod.node = None;
+        pod.unschedulable = false;
         self.seq += 1;
         pod.queue_seq = self.seq;
         self.pending.insert((Reverse(pod.priority), self.seq, id));
@@ -212,6 +256,7 @@ impl Cluster {
     }
 
     fn dequeue(&mut self, id: PodId) -> bool {
+        self.release(id);
         let pod = &self.pods[id];
         if self.pending.remove(&(Reverse(pod.priority), pod.queue_seq, id)) {
             if self.pods[id].is_workload() {
@@ -226,6 +271,7 @@ impl Cluster {
     fn bind(&mut self, pod_id: PodId, node_id: NodeId) {
         let pod = &mut self.pods[pod_id];
         pod.node = Some(node_id);
+        pod.unschedulable = false;
         pod.generation += 1;
         let node = &mut self.nodes[node_id];
         node.cpu_used += pod.cpu;
@@ -311,6 +357,15 @@ impl Cluster {
             return;
         }
         self.evict_all(node_id, now);
+        let nominees: Vec<PodId> = self
+            .pending
+            .iter()
+            .map(|k| k.2)
+            .filter(|&p| self.pods[p].nominated.is_some_and(|(n, _)| n == node_id))
+            .collect();
+        for pod in nominees {
+            self.release(pod);
+        }
         let node = &mut self.nodes[node_id];
         if node.phase == NodePhase::Ready {
             self.ready_cpu -= node.cpu;
@@ -320,7 +375,8 @@ impl Cluster {
     }
 
     /// Places pending pods, highest priority first; a workload pod that fits nowhere
-    /// preempts pause pods. Runs only when something changed.
+    /// preempts pause pods and is bound `preemption_ms` later, on the room they leave
+    /// (held for it meanwhile). Runs only when something changed.
     pub fn schedule(&mut self, now: u64, schedulable: &[NodeId]) -> Placement {
         let mut placement = Placement::default();
         if !self.dirty || self.pending.is_empty() {
@@ -334,52 +390,63 @@ impl Cluster {
         for key in queue {
             let id = key.2;
             let (cpu, mem, priority) = (self.pods[id].cpu, self.pods[id].mem, self.pods[id].priority);
+            if let Some((node_id, ready_at)) = self.pods[id].nominated {
+                if now < ready_at {
+                    placement.wake_at = Some(placement.wake_at.map_or(ready_at, |w| w.min(ready_at)));
+                    continue;
+                }
+                // Its victims are gone: bound on the room held for it.
+                self.release(id);
+                self.start(key, node_id, now, &mut placement);
+                continue;
+            }
             if failed.iter().any(|&(c, m, p)| cpu >= c && mem >= m && priority <= p) {
+                self.pods[id].unschedulable = true;
                 continue;
             }
             let target = schedulable.iter().copied().find(|&n| {
-                let (fc, fm) = self.nodes[n].free();
+                let (fc, fm) = self.nodes[n].open();
                 fc >= cpu && fm >= mem
             });
-            let target = match target {
-                Some(n) => Some(n),
-                None if priority > PAUSE_PRIORITY => self.preempt_for(cpu, mem, schedulable, now, &mut placement),
-                None => None,
-            };
             match target {
-                Some(n) => {
-                    self.pending.remove(&key);
-                    let pod = &self.pods[id];
-                    if pod.is_workload() {
-                        self.pending_workload -= 1;
-                        placement.started.push((id, now - pod.pending_since));
-                    }
-                    self.bind(id, n);
+                Some(n) => self.start(key, n, now, &mut placement),
+                None if priority > PAUSE_PRIORITY && self.preempt_for(id, schedulable, now, &mut placement) => {}
+                None => {
+                    self.pods[id].unschedulable = true;
+                    failed.push((cpu, mem, priority));
                 }
-                None => failed.push((cpu, mem, priority)),
             }
         }
         placement
     }
 
-    fn preempt_for(
-        &mut self,
-        cpu: u64,
-        mem: u64,
-        schedulable: &[NodeId],
-        now: u64,
-        placement: &mut Placement,
-    ) -> Option<NodeId> {
-        let node_id = schedulable.iter().copied().find(|&n| {
+    fn start(&mut self, key: (Reverse<i32>, u64, PodId), node_id: NodeId, now: u64, placement: &mut Placement) {
+        let id = key.2;
+        self.pending.remove(&key);
+        let pod = &self.pods[id];
+        if pod.is_workload() {
+            self.pending_workload -= 1;
+            placement.started.push((id, now - pod.pending_since));
+        }
+        self.bind(id, node_id);
+    }
+
+    /// Evicts pause pods from the first node where that makes room, and nominates the
+    /// pod there: the room is held for it until its victims have terminated.
+    fn preempt_for(&mut self, id: PodId, schedulable: &[NodeId], now: u64, placement: &mut Placement) -> bool {
+        let (cpu, mem) = (self.pods[id].cpu, self.pods[id].mem);
+        let Some(node_id) = schedulable.iter().copied().find(|&n| {
             let node = &self.nodes[n];
-            let (fc, fm) = node.free();
+            let (fc, fm) = node.open();
             fc + node.pause_cpu >= cpu && fm + node.pause_mem >= mem
-        })?;
+        }) else {
+            return false;
+        };
         let mut victims: Vec<PodId> =
             self.nodes[node_id].pods.iter().copied().filter(|p| matches!(self.pods[*p].kind, PodKind::Pause)).collect();
         victims.sort_unstable();
         for victim in victims {
-            let (fc, fm) = self.nodes[node_id].free();
+            let (fc, fm) = self.nodes[node_id].open();
             if fc >= cpu && fm >= mem {
                 break;
             }
@@ -387,7 +454,14 @@ impl Cluster {
             self.enqueue(victim, now);
             placement.preempted += 1;
         }
-        Some(node_id)
+        let ready_at = now + self.preemption_ms;
+        self.pods[id].nominated = Some((node_id, ready_at));
+        self.pods[id].unschedulable = false;
+        let node = &mut self.nodes[node_id];
+        node.reserved_cpu += cpu;
+        node.reserved_mem += mem;
+        placement.wake_at = Some(placement.wake_at.map_or(ready_at, |w| w.min(ready_at)));
+        true
     }
 }
 
@@ -401,7 +475,7 @@ mod tests {
 
     #[test]
     fn workload_preempts_pause_pods_and_they_go_pending() {
-        let mut c = Cluster::new(-10);
+        let mut c = Cluster::new(-10, 2000);
         let n = c.add_node(node(4000));
         c.node_ready(n);
         for _ in 0..4 {
@@ -411,16 +485,23 @@ mod tests {
         assert_eq!(c.pending_count(), 0);
         let w = c.create_pod(PodKind::Deployment(0), 2000, 1 << 30, WORKLOAD_PRIORITY, 5);
         let placed = c.schedule(5, &[n]);
-        assert_eq!(c.pods[w].node, Some(n));
-        assert_eq!(placed.started, vec![(w, 0)], "started at once");
         assert_eq!(placed.preempted, 2);
-        assert_eq!(c.pending_count(), 2, "two pause pods evicted, pending");
+        assert_eq!(c.pods[w].node, None, "nominated, not bound while its victims terminate");
+        assert_eq!(placed.wake_at, Some(2005));
+        let p = c.create_pod(PodKind::Pause, 1000, 1 << 30, PAUSE_PRIORITY, 6);
+        let placed = c.schedule(6, &[n]);
+        assert_eq!((placed.started.len(), c.pods[p].node), (0, None), "the room is held for the nominee");
+        c.wake();
+        let placed = c.schedule(2005, &[n]);
+        assert_eq!(c.pods[w].node, Some(n));
+        assert_eq!(placed.started, vec![(w, 2000)], "bound after the preemption delay");
+        assert_eq!(c.pending_count(), 3, "two evicted pause pods and the new one pending");
         assert_eq!(c.pending_workload, 0);
     }
 
     #[test]
     fn pause_pods_never_preempt_and_accounting_is_exact() {
-        let mut c = Cluster::new(-10);
+        let mut c = Cluster::new(-10, 2000);
         let n = c.add_node(node(2000));
         c.node_ready(n);
         let w = c.create_pod(PodKind::Deployment(0), 2000, 1, WORKLOAD_PRIORITY, 0);

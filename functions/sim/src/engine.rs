@@ -36,6 +36,10 @@ pub enum Ev {
     Sample,
     BallastTick,
     BallastDeliver,
+    /// kube-scheduler's pass, a cycle after what made it due.
+    SchedulePass,
+    /// A nominated pod's victims are gone: a pass binds it.
+    NomineeReady,
 }
 
 /// An ASG as the simulation runs it.
@@ -88,6 +92,8 @@ pub struct Sim<'s> {
     pub ca_next_refresh: u64,
     schedulable: Vec<NodeId>,
     schedulable_dirty: bool,
+    /// A scheduling pass is due at this time.
+    pass_due: Option<u64>,
     pub metrics: Metrics,
     pub ballast: Option<Bridge>,
     pub last_scale_up: u64,
@@ -125,7 +131,7 @@ impl<'s> Sim<'s> {
             now: 0,
             queue: BinaryHeap::new(),
             seq: 0,
-            cluster: Cluster::new(sc.ca.expendable_cutoff),
+            cluster: Cluster::new(sc.ca.expendable_cutoff, sc.scheduler.preemption.0.as_millis() as u64),
             groups,
             deployment_pods: vec![Vec::new(); sc.deployments.len()],
             pause_pods: Vec::new(),
@@ -143,6 +149,7 @@ impl<'s> Sim<'s> {
             ca_next_refresh: 0,
             schedulable: Vec::new(),
             schedulable_dirty: true,
+            pass_due: None,
             metrics: Metrics::new(sc),
             ballast,
             last_scale_up: 0,
@@ -203,7 +210,7 @@ impl<'s> Sim<'s> {
             Strategy::StaticOverprovisioning => self.set_pause_target(self.sc.static_overprovisioning.replicas),
             Strategy::ClusterAutoscaler | Strategy::Ballast => {}
         }
-        self.place();
+        self.schedule_pass();
         for (i, batch) in self.sc.batches.iter().enumerate() {
             for at in &batch.at {
                 self.at(at.0.as_millis() as u64, Ev::BatchStart(i));
@@ -303,6 +310,14 @@ impl<'s> Sim<'s> {
                 self.at(now + TICK, Ev::BallastTick);
             }
             Ev::BallastDeliver => self.deliver_to_ballast(),
+            Ev::SchedulePass => {
+                self.pass_due = None;
+                self.schedule_pass();
+            }
+            Ev::NomineeReady => {
+                self.cluster.wake();
+                self.schedule_pass();
+            }
         }
     }
 
@@ -312,8 +327,22 @@ impl<'s> Sim<'s> {
         self.ballast = Some(bridge);
     }
 
-    /// Runs the scheduler after each event and starts the clocks of what started.
+    /// After each event: a scheduling pass a cycle later if something changed.
     fn place(&mut self) {
+        if !self.cluster.is_dirty() || self.pass_due.is_some() {
+            return;
+        }
+        let cycle = self.sc.scheduler.cycle.0.as_millis() as u64;
+        if cycle == 0 {
+            self.schedule_pass();
+        } else {
+            self.pass_due = Some(self.now + cycle);
+            self.at(self.now + cycle, Ev::SchedulePass);
+        }
+    }
+
+    /// Runs the scheduler and starts the clocks of what started.
+    fn schedule_pass(&mut self) {
         if self.schedulable_dirty {
             self.schedulable = (0..self.cluster.nodes.len()).filter(|&n| self.cluster.nodes[n].schedulable()).collect();
             self.schedulable_dirty = false;
@@ -327,7 +356,10 @@ impl<'s> Sim<'s> {
                 self.at(self.now + duration_ms, Ev::JobDone(pod, generation));
             }
         }
-        // The forwarder reports unschedulable workload pods at once (debounced).
+        if let Some(at) = placement.wake_at {
+            self.at(at, Ev::NomineeReady);
+        }
+        // The forwarder reports the workload pods this pass left unschedulable (debounced).
         if self.cluster.pending_workload > 0 && self.ballast.is_some() {
             let due = self.last_unschedulable_sent.is_none_or(|t| self.now >= t + MINUTE);
             if due {

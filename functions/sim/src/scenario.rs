@@ -51,6 +51,8 @@ struct Raw {
     node_groups: Vec<RawGroup>,
     #[serde(default)]
     nodes: NodeTiming,
+    #[serde(default)]
+    scheduler: SchedulerSpec,
     workload: RawWorkload,
     #[serde(default)]
     spot: SpotSpec,
@@ -93,6 +95,27 @@ struct RawGroup {
 pub enum Market {
     Spot,
     OnDemand,
+}
+
+/// How long kube-scheduler takes: binding is not instant, and a pod that preempts
+/// pause pods waits for them to terminate before it is bound.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SchedulerSpec {
+    /// From a change (a pod created, room freed) to the pass that binds what now fits.
+    pub cycle: HumanDuration,
+    /// From choosing victims to binding the preemptor on the room they left: their
+    /// deletion, the kubelet stopping them, the preemptor's retry.
+    pub preemption: HumanDuration,
+}
+
+impl Default for SchedulerSpec {
+    fn default() -> Self {
+        SchedulerSpec {
+            cycle: HumanDuration(std::time::Duration::from_millis(200)),
+            preemption: HumanDuration::from_secs(2),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -378,6 +401,7 @@ pub struct Scenario {
     pub instance_types: BTreeMap<String, InstanceType>,
     pub groups: Vec<Group>,
     pub nodes: NodeTiming,
+    pub scheduler: SchedulerSpec,
     pub deployments: Vec<Deployment>,
     pub batches: Vec<Batch>,
     pub spot: SpotSpec,
@@ -560,6 +584,7 @@ fn validate(raw: Raw) -> Result<Scenario, ScenarioError> {
         instance_types,
         groups,
         nodes: raw.nodes,
+        scheduler: raw.scheduler,
         deployments,
         batches,
         spot: raw.spot,
