@@ -4,7 +4,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use ballast_core::config::PoolConfig;
-use ballast_core::memory::{Call, FixedClock, InMemory};
+use ballast_core::memory::{Call, InMemory};
+use ballast_core::ports::FixedClock;
 use ballast_core::model::AsgSize;
 use ballast_core::model::ObservedAsg;
 use ballast_core::model::PoolRecord;
