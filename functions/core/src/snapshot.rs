@@ -248,14 +248,14 @@ mod tests {
     #[test]
     fn an_unknown_field_is_named_with_its_path_and_the_fields_that_exist() {
         let err = Snapshot::from_json(r#"{"asgs": [], "calls": []}"#).unwrap_err();
-        assert_eq!(err.path, ".");
+        assert_eq!(err.path, "calls");
         let text = err.to_string();
         assert!(text.contains("unknown field `calls`, expected one of `asgs`, `nodes`, `pools`"), "{text}");
 
         let typo = STEADY.replacen(r#""ready": true"#, r#""ready": true, "unschedulabel": true"#, 1);
         let text = Snapshot::from_json(&typo).unwrap_err().to_string();
         assert!(
-            text.starts_with("nodes[0]: unknown field `unschedulabel`, expected one of `name`, `instance_id`, `ready`, `unschedulable`"),
+            text.starts_with("nodes[0].unschedulabel: unknown field `unschedulabel`, expected one of `name`, `instance_id`, `ready`, `unschedulable`"),
             "{text}"
         );
         for test_only in ["evicted", "pods", "pdb_blocked_pods", "calls", "leases", "seen", "dead_letters"] {
@@ -266,7 +266,7 @@ mod tests {
         let text = Snapshot::from_json(&typo).unwrap_err().to_string();
         assert!(
             text.starts_with(
-                "pools.general: unknown field `versoin`, expected one of `record`, `version`, `demand`, `headroom_replicas`"
+                "pools.general.versoin: unknown field `versoin`, expected one of `record`, `version`, `demand`, `headroom_replicas`"
             ),
             "{text}"
         );
@@ -285,5 +285,55 @@ mod tests {
         let err = ports.set_desired_capacity("eks-general-spot-m6", 5).await.unwrap_err();
         assert_eq!(err.kind, ErrorKind::Permanent);
         assert_eq!(ports.asg_size("eks-general-spot-m6").await.unwrap().desired, 4);
+    }
+
+    /// The simulator leaves instances' zones and types empty (they cost it a third of
+    /// its time): the plans must not depend on them.
+    #[tokio::test]
+    async fn plans_do_not_depend_on_instance_zones_or_types() {
+        use crate::ports::FixedClock;
+        use crate::reconcile::Reconciler;
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let config = crate::config::Config::from_yaml(include_str!("../../../ballast.example.yaml")).unwrap();
+        let origin = config.origin();
+        let mut events = Vec::new();
+        for entry in std::fs::read_dir(root.join("events")).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "json") {
+                if let Ok(event) = crate::event::parse_event(&std::fs::read(&path).unwrap(), Some(&origin)) {
+                    events.push(event);
+                }
+            }
+        }
+        assert!(events.len() > 20, "the shipped events: {}", events.len());
+        let plans = |snapshot: Snapshot, event: crate::event::Event| {
+            let ports = SnapshotPorts::new(snapshot);
+            let reconciler = Reconciler {
+                config: Arc::new(config.clone()),
+                autoscaling: ports.clone(),
+                cluster: ports.clone(),
+                store: ports,
+                clock: FixedClock::new(event.time),
+                owner: "test".into(),
+            };
+            async move { serde_json::to_value(reconciler.plan_only(vec![event]).await.unwrap().0).unwrap() }
+        };
+        let mut planned = 0;
+        for state in ["steady.json", "spot-short.json", "in-fallback.json"] {
+            let snapshot = Snapshot::from_json(&std::fs::read_to_string(root.join("events/states").join(state)).unwrap())
+                .unwrap();
+            let mut blank = snapshot.clone();
+            for instance in blank.asgs.iter_mut().flat_map(|a| a.instances.iter_mut()) {
+                instance.availability_zone.clear();
+                instance.instance_type.clear();
+            }
+            for event in &events {
+                let with = plans(snapshot.clone(), event.clone()).await;
+                let without = plans(blank.clone(), event.clone()).await;
+                assert_eq!(with, without, "{state} {}", event.detail_type);
+                planned += with.as_array().map_or(0, Vec::len);
+            }
+        }
+        assert!(planned > 50, "{planned} plans compared");
     }
 }

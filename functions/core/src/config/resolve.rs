@@ -78,7 +78,7 @@ mod tests {
 
     fn pool(spot: &str, on_demand: &str) -> PoolConfig {
         let yaml = format!(
-            "cluster: c\nregion: eu-west-1\nstate_table: t\npools:\n  - name: p\n    spot_asgs: {spot}\n    on_demand_asg: {on_demand}\n"
+            "cluster: c\nregion: eu-west-1\nstate_table: tbl\npools:\n  - name: p\n    spot_asgs: {spot}\n    on_demand_asg: {on_demand}\n"
         );
         Config::from_yaml(&yaml).expect("valid").pools.remove(0)
     }
