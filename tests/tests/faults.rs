@@ -38,9 +38,7 @@ use ballast_core::memory::{InMemory, World};
 use ballast_core::model::{AsgSize, Demand, LifecycleState, Market, NodeState, ObservedAsg, PoolRecord};
 use ballast_core::plan::LifecycleRef;
 use ballast_core::planner::SURPLUS_NOTE;
-use ballast_core::ports::{
-    Autoscaling, Cluster, DrainReport, ErrorKind, FixedClock, PortError, StateStore, Versioned,
-};
+use ballast_core::ports::{Autoscaling, Cluster, DrainReport, ErrorKind, FixedClock, PortError, StateStore, Versioned};
 use ballast_core::reconcile::Reconciler;
 use ballast_tests::{config_with_dry_run, state};
 use chrono::{DateTime, Duration, Utc};

@@ -96,10 +96,7 @@ pub fn pool_asgs<'a>(
 }
 
 /// The nodes whose instance is in one of `asgs`.
-pub fn nodes_in<'a>(
-    nodes: impl IntoIterator<Item = &'a NodeState>,
-    asgs: &[&ObservedAsg],
-) -> Vec<NodeState> {
+pub fn nodes_in<'a>(nodes: impl IntoIterator<Item = &'a NodeState>, asgs: &[&ObservedAsg]) -> Vec<NodeState> {
     let ids: BTreeSet<&str> = asgs.iter().flat_map(|a| a.instances.iter().map(|i| i.id.as_str())).collect();
     nodes.into_iter().filter(|n| ids.contains(n.instance_id.as_str())).cloned().collect()
 }
@@ -120,7 +117,11 @@ impl SnapshotPorts {
 }
 
 fn read_only(operation: &str) -> PortError {
-    PortError::new(ErrorKind::Permanent, operation, "a state snapshot is read-only: it is planned against, never changed")
+    PortError::new(
+        ErrorKind::Permanent,
+        operation,
+        "a state snapshot is read-only: it is planned against, never changed",
+    )
 }
 
 #[async_trait]
@@ -320,8 +321,8 @@ mod tests {
         };
         let mut planned = 0;
         for state in ["steady.json", "spot-short.json", "in-fallback.json"] {
-            let snapshot = Snapshot::from_json(&std::fs::read_to_string(root.join("events/states").join(state)).unwrap())
-                .unwrap();
+            let snapshot =
+                Snapshot::from_json(&std::fs::read_to_string(root.join("events/states").join(state)).unwrap()).unwrap();
             let mut blank = snapshot.clone();
             for instance in blank.asgs.iter_mut().flat_map(|a| a.instances.iter_mut()) {
                 instance.availability_zone.clear();

@@ -20,9 +20,7 @@ use ballast_core::model::{
     PoolRecord, ScalingActivity,
 };
 use ballast_core::plan::LifecycleRef;
-use ballast_core::ports::{
-    Autoscaling, Cluster, DrainReport, ErrorKind, FixedClock, PortError, StateStore, Versioned,
-};
+use ballast_core::ports::{Autoscaling, Cluster, DrainReport, ErrorKind, FixedClock, PortError, StateStore, Versioned};
 use ballast_core::reconcile::Reconciler;
 use ballast_core::snapshot::pool_asgs;
 use chrono::{DateTime, Utc};
@@ -313,13 +311,14 @@ impl View {
                 // (`snapshot::tests::plans_do_not_depend_on_instance_zones_or_types`), and
                 // every reconcile copies each instance: two strings fewer per instance
                 // is a third of the simulator's cost of running Ballast.
-                asg.instances = reorder(instances, &self.members[g], &state.nodes, &mut self.position, |n| AsgInstance {
-                    id: instance_id(n),
-                    lifecycle_state: LifecycleState::Pending,
-                    availability_zone: String::new(),
-                    instance_type: String::new(),
-                    market,
-                });
+                asg.instances =
+                    reorder(instances, &self.members[g], &state.nodes, &mut self.position, |n| AsgInstance {
+                        id: instance_id(n),
+                        lifecycle_state: LifecycleState::Pending,
+                        availability_zone: String::new(),
+                        instance_type: String::new(),
+                        market,
+                    });
                 self.members[g].clone_from(&state.nodes);
             }
             for (instance, &n) in asg.instances.iter_mut().zip(&state.nodes) {
@@ -345,7 +344,12 @@ impl View {
             let ids: Vec<NodeId> = sim.groups.iter().flat_map(|s| s.nodes.iter().copied()).collect();
             let nodes = std::mem::take(&mut self.nodes);
             self.nodes = reorder(nodes, &self.node_ids, &ids, &mut self.position, |n| ViewNode {
-                state: NodeState { name: node_name(n), instance_id: instance_id(n), ready: false, unschedulable: false },
+                state: NodeState {
+                    name: node_name(n),
+                    instance_id: instance_id(n),
+                    ready: false,
+                    unschedulable: false,
+                },
                 group: sim.cluster.nodes[n].group,
                 pods: 0,
             });

@@ -33,8 +33,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
     let config = valid_config(&args.config)?;
     let state_text = String::from_utf8(super::read(&args.state)?)
         .with_context(|| format!("{} is not UTF-8 text", args.state.display()))?;
-    let snapshot =
-        Snapshot::from_json(&state_text).map_err(|e| anyhow::anyhow!("{}: {e}", args.state.display()))?;
+    let snapshot = Snapshot::from_json(&state_text).map_err(|e| anyhow::anyhow!("{}: {e}", args.state.display()))?;
     let origin = config.origin();
     let mut events = Vec::new();
     for file in &args.events {
