@@ -14,8 +14,10 @@ use std::sync::Arc;
 
 use ballast_core::config::Config;
 use ballast_core::event::{parse_event, Event};
-use ballast_core::memory::{FixedClock, InMemory, World};
+use ballast_core::memory::{InMemory, World};
+use ballast_core::ports::FixedClock;
 use ballast_core::reconcile::Reconciler;
+use ballast_core::snapshot::Snapshot;
 use chrono::{DateTime, Utc};
 
 pub fn repo_root() -> PathBuf {
@@ -56,7 +58,7 @@ pub fn fixture(name: &str) -> Event {
 
 pub fn state(name: &str) -> World {
     let text = std::fs::read_to_string(repo_root().join("events/states").join(name)).expect("state");
-    World::from_json(&text).expect("state parses")
+    World::from(Snapshot::from_json(&text).expect("state parses"))
 }
 
 pub type MemoryReconciler = Reconciler<InMemory, InMemory, InMemory, FixedClock>;

@@ -34,11 +34,11 @@ use std::time::Duration as StdDuration;
 use async_trait::async_trait;
 use ballast_core::config::PoolConfig;
 use ballast_core::event::{CapacityError, Event, InstanceAction, InstanceState, LaunchError, LaunchFailure, Signal};
-use ballast_core::memory::{FixedClock, InMemory, World};
+use ballast_core::memory::{InMemory, World};
 use ballast_core::model::{AsgSize, Demand, LifecycleState, Market, NodeState, ObservedAsg, PoolRecord};
 use ballast_core::plan::LifecycleRef;
 use ballast_core::planner::SURPLUS_NOTE;
-use ballast_core::ports::{Autoscaling, Cluster, DrainReport, ErrorKind, PortError, StateStore, Versioned};
+use ballast_core::ports::{Autoscaling, Cluster, DrainReport, ErrorKind, FixedClock, PortError, StateStore, Versioned};
 use ballast_core::reconcile::Reconciler;
 use ballast_tests::{config_with_dry_run, state};
 use chrono::{DateTime, Duration, Utc};
@@ -626,7 +626,7 @@ impl Harness {
         for id in self.reclaimed.drain(..) {
             world.asgs.iter_mut().for_each(|a| a.instances.retain(|i| i.id != id));
         }
-        world.settle(&no_capacity, &mut self.next_id);
+        world.settle(&self.reconciler.config, &no_capacity, &mut self.next_id);
         let failed: Vec<String> = world.asgs.iter().filter(|a| a.live() < a.desired).map(|a| a.name.clone()).collect();
         drop(world);
         let until = self.now() + Duration::minutes(5);

@@ -4,11 +4,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use ballast_core::config::PoolConfig;
-use ballast_core::memory::{Call, FixedClock, InMemory};
+use ballast_core::memory::{Call, InMemory};
 use ballast_core::model::AsgSize;
 use ballast_core::model::ObservedAsg;
 use ballast_core::model::PoolRecord;
 use ballast_core::plan::LifecycleRef;
+use ballast_core::ports::FixedClock;
 use ballast_core::ports::{Autoscaling, ErrorKind, PortError, StateStore, Versioned};
 use ballast_core::reconcile::Applied;
 use ballast_core::reconcile::Reconciler;

@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use async_trait::async_trait;
 use aws_sdk_autoscaling::types::{AutoScalingGroup, Filter, LifecycleState as SdkLifecycle, ScalingActivityStatusCode};
-use ballast_core::config::{AsgSelector, PoolConfig};
+use ballast_core::config::{resolve_pool_asgs, AsgRef, AsgSelector, PoolConfig};
 use ballast_core::model::{ActivityStatus, AsgInstance, AsgSize, LifecycleState, Market, ObservedAsg, ScalingActivity};
 use ballast_core::plan::LifecycleRef;
 use ballast_core::ports::{Autoscaling, ErrorKind, PortError};
@@ -183,36 +183,23 @@ fn lifecycle(state: &SdkLifecycle) -> LifecycleState {
 #[async_trait]
 impl Autoscaling for AwsAutoscaling {
     async fn describe_pool(&self, pool: &PoolConfig) -> Result<(Vec<ObservedAsg>, ObservedAsg), PortError> {
-        let mut spot = Vec::new();
-        for selector in &pool.spot_asgs {
-            let groups = self.select(selector).await?;
-            if groups.is_empty() {
-                return Err(PortError::new(
-                    ErrorKind::Permanent,
-                    "DescribeAutoScalingGroups",
-                    format!("pool {}: no ASG matches spot selector `{selector}`", pool.name),
-                ));
-            }
-            for group in groups {
-                if !spot.iter().any(|s: &ObservedAsg| Some(s.name.as_str()) == group.auto_scaling_group_name()) {
-                    spot.push(self.observe(&group, Market::Spot).await?);
-                }
+        // Each selector is one listing (AWS filters by name or tags); the pool is then
+        // resolved against all of them with the shared rule.
+        let mut listed: BTreeMap<String, (AutoScalingGroup, BTreeMap<String, String>)> = BTreeMap::new();
+        for selector in pool.spot_asgs.iter().chain([&pool.on_demand_asg]) {
+            for group in self.select(selector).await? {
+                let name = group.auto_scaling_group_name().unwrap_or_default().to_string();
+                let tags = tags_of(&group);
+                listed.insert(name, (group, tags));
             }
         }
-        let mut on_demand = self.select(&pool.on_demand_asg).await?;
-        if on_demand.len() != 1 {
-            return Err(PortError::new(
-                ErrorKind::Permanent,
-                "DescribeAutoScalingGroups",
-                format!(
-                    "pool {}: on-demand selector `{}` matches {} ASGs; it must match one",
-                    pool.name,
-                    pool.on_demand_asg,
-                    on_demand.len()
-                ),
-            ));
+        let resolved = resolve_pool_asgs(pool, listed.iter().map(|(name, (_, tags))| AsgRef { name, tags }))
+            .map_err(|e| PortError::new(ErrorKind::Permanent, "DescribeAutoScalingGroups", e.to_string()))?;
+        let mut spot = Vec::with_capacity(resolved.spot.len());
+        for name in resolved.spot {
+            spot.push(self.observe(&listed[name].0, Market::Spot).await?);
         }
-        let od = self.observe(&on_demand.remove(0), Market::OnDemand).await?;
+        let od = self.observe(&listed[resolved.on_demand].0, Market::OnDemand).await?;
         Ok((spot, od))
     }
 

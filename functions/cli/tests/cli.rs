@@ -242,6 +242,38 @@ fn plan_rejects_bad_inputs_with_a_reason() {
 }
 
 #[test]
+fn plan_names_the_real_fields_of_a_state_with_a_typo() {
+    let dir = std::env::temp_dir().join(format!("ballast-cli-state-typo-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let steady = std::fs::read_to_string(root().join("events/states/steady.json")).unwrap();
+    let cases = [
+        (steady.replacen(r#""ready": true"#, r#""ready": true, "cordoned": true"#, 1), "nodes[0].cordoned: unknown field `cordoned`, expected one of `name`, `instance_id`, `ready`, `unschedulable`"),
+        (steady.replacen(r#""version": 7"#, r#""version": 7, "evicted": 0"#, 1), "pools.general.evicted: unknown field `evicted`, expected one of `record`, `version`, `demand`, `headroom_replicas`"),
+        (steady.replacen(r#""asgs""#, r#""calls": [], "asgs""#, 1), "calls: unknown field `calls`, expected one of `asgs`, `nodes`, `pools`"),
+    ];
+    for (i, (text, expected)) in cases.iter().enumerate() {
+        let file = dir.join(format!("state-{i}.json"));
+        std::fs::write(&file, text).unwrap();
+        let out = ballast(&[
+            "plan",
+            "--config",
+            "ballast.example.yaml",
+            "--state",
+            file.to_str().unwrap(),
+            "--now",
+            "2026-11-20T09:00:00Z",
+        ]);
+        assert_eq!(out.status.code(), Some(1), "an invalid state is exit 1");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(expected), "{err}");
+        for test_only in ["`pdb_blocked_pods`", "`pods`", "`leases`", "`seen`", "`dead_letters`", "`spot_prices`"] {
+            assert!(!err.contains(test_only), "{err}");
+        }
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
 fn simulate_default_compares_three_strategies() {
     let out = ballast(&["simulate", "--json", "--seeds", "3"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

@@ -5,10 +5,12 @@
 
 pub mod config;
 pub mod event;
+#[cfg(feature = "test-doubles")]
 pub mod memory;
 pub mod model;
 pub mod plan;
 pub mod planner;
 pub mod ports;
 pub mod reconcile;
+pub mod snapshot;
 pub mod units;

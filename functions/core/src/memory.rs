@@ -1,5 +1,9 @@
-//! In-memory adapters over one shared [`World`]: for unit tests, `ballast plan` and
-//! the simulator. The world's JSON form is the state snapshot `ballast plan` reads.
+//! Test doubles (feature `test-doubles`): every port in memory over one shared
+//! [`World`], an emulation of AWS and the cluster that tests drive and inspect. It
+//! records each mutating call ([`Call`]) for assertions and can move the world on as
+//! AWS would ([`World::settle`]). A world starts from a state [`Snapshot`], the format
+//! `ballast plan --state` reads; what only tests need (calls, evictions, leases, dedup,
+//! dead letters) is here, not in the snapshot.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -7,57 +11,38 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
 
-use crate::config::{AsgSelector, PoolConfig};
+use crate::config::{resolve_pool_asgs, AsgRef, Config, PoolConfig};
 use crate::model::{AsgInstance, AsgSize, Demand, LifecycleState, Market, NodeState, ObservedAsg, PoolRecord};
 use crate::plan::LifecycleRef;
-use crate::ports::{
-    Autoscaling, Clock, Cluster, Compute, DeadLetters, DrainReport, ErrorKind, PortError, StateStore, Versioned,
-};
+use crate::ports::{Autoscaling, Cluster, DeadLetters, DrainReport, ErrorKind, PortError, StateStore, Versioned};
+use crate::snapshot::{self, Snapshot};
 
-/// The whole observable world of a deployment, as JSON-friendly data.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+/// The whole emulated world of a deployment.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct World {
     pub asgs: Vec<ObservedAsg>,
     pub nodes: Vec<WorldNode>,
     pub pools: BTreeMap<String, WorldPool>,
-    /// Spot prices per hour, by `instance_type/availability_zone`.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub spot_prices: BTreeMap<String, f64>,
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub seen: BTreeMap<String, DateTime<Utc>>,
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub leases: BTreeMap<String, Lease>,
     /// Messages sent to the dead-letter queue, with why.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub dead_letters: Vec<(String, String)>,
     /// Every mutating call, in order (tests count them).
-    #[serde(skip)]
     pub calls: Vec<Call>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct WorldNode {
-    #[serde(flatten)]
     pub state: NodeState,
     /// Pods a PodDisruptionBudget keeps on this node: a drain reports them blocked.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pdb_blocked_pods: Vec<String>,
-    /// Pods evicted so far by drains (tests read it).
-    #[serde(default, skip_serializing_if = "is_zero")]
+    /// Pods evicted so far by drains.
     pub evicted: u32,
-    #[serde(default, skip_serializing_if = "is_zero")]
     pub pods: u32,
 }
 
-fn is_zero(n: &u32) -> bool {
-    *n == 0
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct WorldPool {
     pub record: PoolRecord,
     pub version: u64,
@@ -66,13 +51,13 @@ pub struct WorldPool {
     pub headroom_replicas: Option<u32>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Lease {
     pub owner: String,
     pub until: DateTime<Utc>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Call {
     SetDesired { asg: String, desired: u32 },
     Terminate { instance_id: String, decrement: bool },
@@ -92,11 +77,34 @@ impl Call {
     }
 }
 
-impl World {
-    pub fn from_json(text: &str) -> Result<World, serde_json::Error> {
-        serde_json::from_str(text)
-    }
+/// What a launch gets when its ASG has no instance to copy the zone and type from.
+const LAUNCH_ZONE: &str = "eu-west-1a";
+const LAUNCH_TYPE: &str = "m6i.large";
 
+impl From<Snapshot> for World {
+    fn from(snapshot: Snapshot) -> World {
+        World {
+            asgs: snapshot.asgs,
+            nodes: snapshot.nodes.into_iter().map(|state| WorldNode { state, ..WorldNode::default() }).collect(),
+            pools: snapshot
+                .pools
+                .into_iter()
+                .map(|(name, p)| {
+                    let pool = WorldPool {
+                        record: p.record,
+                        version: p.version,
+                        demand: p.demand,
+                        headroom_replicas: p.headroom_replicas,
+                    };
+                    (name, pool)
+                })
+                .collect(),
+            ..World::default()
+        }
+    }
+}
+
+impl World {
     pub fn asg(&self, name: &str) -> Option<&ObservedAsg> {
         self.asgs.iter().find(|a| a.name == name)
     }
@@ -105,52 +113,26 @@ impl World {
         self.asgs.iter_mut().find(|a| a.name == name)
     }
 
-    /// Resolves a pool's selectors against the world's ASGs.
-    pub fn pool_asgs(&self, pool: &PoolConfig) -> Result<(Vec<ObservedAsg>, ObservedAsg), PortError> {
-        let resolve = |sel: &AsgSelector| -> Vec<ObservedAsg> {
-            let mut found: Vec<ObservedAsg> =
-                self.asgs.iter().filter(|a| sel.matches(&a.name, &a.tags)).cloned().collect();
-            found.sort_by(|a, b| a.name.cmp(&b.name));
-            found
-        };
-        let mut spot = Vec::new();
-        for sel in &pool.spot_asgs {
-            let found = resolve(sel);
-            if found.is_empty() {
-                return Err(PortError::new(
-                    ErrorKind::Permanent,
-                    "describe_pool",
-                    format!("pool {}: no ASG matches spot selector `{sel}`", pool.name),
-                ));
-            }
-            for asg in found {
-                if !spot.iter().any(|s: &ObservedAsg| s.name == asg.name) {
-                    spot.push(asg);
-                }
-            }
-        }
-        let mut od = resolve(&pool.on_demand_asg);
-        match od.len() {
-            1 => Ok((spot, od.remove(0))),
-            0 => Err(PortError::new(
-                ErrorKind::Permanent,
-                "describe_pool",
-                format!("pool {}: no ASG matches on-demand selector `{}`", pool.name, pool.on_demand_asg),
-            )),
-            n => Err(PortError::new(
-                ErrorKind::Permanent,
-                "describe_pool",
-                format!(
-                    "pool {}: {n} ASGs match on-demand selector `{}`; it must select one",
-                    pool.name, pool.on_demand_asg
-                ),
-            )),
-        }
+    /// Resolves a pool's selectors against the world's ASGs (the shared rule).
+    pub fn pool_asgs(&self, pool: &PoolConfig) -> Result<(Vec<&ObservedAsg>, &ObservedAsg), PortError> {
+        snapshot::pool_asgs(&self.asgs, pool, "describe_pool")
     }
 
     /// Moves the world on as AWS would between reconciles: ASGs launch up to their
     /// desired size (unless listed in `no_capacity`), new instances become Ready nodes.
-    pub fn settle(&mut self, no_capacity: &BTreeSet<String>, next_id: &mut u64) {
+    /// A launch buys what the ASG's purchase options say: spot for the ASGs the
+    /// config's pools take as spot, on-demand for every other (an ASG without a spot
+    /// share in its instances distribution); its zone and type are those of the ASG's
+    /// first instance.
+    pub fn settle(&mut self, config: &Config, no_capacity: &BTreeSet<String>, next_id: &mut u64) {
+        let spot: BTreeSet<String> = config
+            .pools
+            .iter()
+            .filter_map(|pool| {
+                resolve_pool_asgs(pool, self.asgs.iter().map(|a| AsgRef { name: &a.name, tags: &a.tags })).ok()
+            })
+            .flat_map(|resolved| resolved.spot.into_iter().map(str::to_string))
+            .collect();
         for asg in &mut self.asgs {
             asg.instances.retain(|i| i.lifecycle_state.is_live());
             for i in &mut asg.instances {
@@ -158,18 +140,17 @@ impl World {
                     i.lifecycle_state = LifecycleState::InService;
                 }
             }
-            let market = asg.instances.first().map(|i| i.market).unwrap_or(if asg.name.contains("spot") {
-                Market::Spot
-            } else {
-                Market::OnDemand
+            let market = if spot.contains(&asg.name) { Market::Spot } else { Market::OnDemand };
+            let (zone, instance_type) = asg.instances.first().map_or((LAUNCH_ZONE.into(), LAUNCH_TYPE.into()), |i| {
+                (i.availability_zone.clone(), i.instance_type.clone())
             });
             while asg.live() < asg.desired && !no_capacity.contains(&asg.name) {
                 *next_id += 1;
                 asg.instances.push(AsgInstance {
                     id: format!("i-{:017x}", *next_id),
                     lifecycle_state: LifecycleState::InService,
-                    availability_zone: "eu-west-1a".into(),
-                    instance_type: "m6i.large".into(),
+                    availability_zone: zone.clone(),
+                    instance_type: instance_type.clone(),
                     market,
                 });
             }
@@ -219,7 +200,9 @@ fn not_found(op: &str, what: String) -> PortError {
 #[async_trait]
 impl Autoscaling for InMemory {
     async fn describe_pool(&self, pool: &PoolConfig) -> Result<(Vec<ObservedAsg>, ObservedAsg), PortError> {
-        self.world().pool_asgs(pool)
+        let world = self.world();
+        let (spot, on_demand) = world.pool_asgs(pool)?;
+        Ok((spot.into_iter().cloned().collect(), on_demand.clone()))
     }
 
     async fn asg_size(&self, asg: &str) -> Result<AsgSize, PortError> {
@@ -279,30 +262,12 @@ impl Autoscaling for InMemory {
 }
 
 #[async_trait]
-impl Compute for InMemory {
-    async fn private_dns_names(&self, instance_ids: &[String]) -> Result<Vec<(String, String)>, PortError> {
-        let world = self.world();
-        Ok(instance_ids
-            .iter()
-            .filter_map(|id| {
-                world.nodes.iter().find(|n| &n.state.instance_id == id).map(|n| (id.clone(), n.state.name.clone()))
-            })
-            .collect())
-    }
-
-    async fn spot_price(&self, instance_type: &str, availability_zone: &str) -> Result<Option<f64>, PortError> {
-        Ok(self.world().spot_prices.get(&format!("{instance_type}/{availability_zone}")).copied())
-    }
-}
-
-#[async_trait]
 impl Cluster for InMemory {
     async fn pool_nodes(&self, pool: &PoolConfig) -> Result<Vec<NodeState>, PortError> {
         let world = self.world();
-        let (spot, od) = world.pool_asgs(pool)?;
-        let ids: BTreeSet<&str> =
-            spot.iter().chain(std::iter::once(&od)).flat_map(|a| a.instances.iter().map(|i| i.id.as_str())).collect();
-        Ok(world.nodes.iter().filter(|n| ids.contains(n.state.instance_id.as_str())).map(|n| n.state.clone()).collect())
+        let (mut asgs, on_demand) = snapshot::pool_asgs(&world.asgs, pool, "pool_nodes")?;
+        asgs.push(on_demand);
+        Ok(snapshot::nodes_in(world.nodes.iter().map(|n| &n.state), &asgs))
     }
 
     async fn headroom_replicas(&self, pool: &PoolConfig) -> Result<Option<u32>, PortError> {
@@ -435,30 +400,5 @@ impl DeadLetters for InMemory {
     async fn send(&self, body: &str, reason: &str) -> Result<(), PortError> {
         self.world().dead_letters.push((body.to_string(), reason.to_string()));
         Ok(())
-    }
-}
-
-/// A clock that says what it is told.
-#[derive(Debug, Clone)]
-pub struct FixedClock(pub Arc<Mutex<DateTime<Utc>>>);
-
-impl FixedClock {
-    pub fn new(now: DateTime<Utc>) -> Self {
-        FixedClock(Arc::new(Mutex::new(now)))
-    }
-
-    pub fn set(&self, now: DateTime<Utc>) {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = now;
-    }
-
-    pub fn advance(&self, by: chrono::Duration) {
-        let mut guard = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        *guard += by;
-    }
-}
-
-impl Clock for FixedClock {
-    fn now(&self) -> DateTime<Utc> {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 }

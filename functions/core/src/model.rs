@@ -119,6 +119,7 @@ impl LifecycleState {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ScalingActivity {
     pub id: String,
     pub status: ActivityStatus,
@@ -140,6 +141,7 @@ pub enum ActivityStatus {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct NodeState {
     pub name: String,
     pub instance_id: String,

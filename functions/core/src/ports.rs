@@ -1,8 +1,11 @@
 //! The side effects Ballast needs, as small traits. Each has a real adapter (AWS SDK,
-//! kube) in its own crate and an in-memory one in [`crate::memory`].
+//! kube) in its own crate; a state snapshot serves the reads `ballast plan` needs
+//! ([`crate::snapshot::SnapshotPorts`]), the simulator has its own over its model, and
+//! the tests have in-memory doubles (`crate::memory`, feature `test-doubles`).
 
 use std::collections::BTreeSet;
 use std::error::Error as StdError;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -140,4 +143,29 @@ pub trait Redelivery: Send + Sync {
 
 pub trait Clock: Send + Sync {
     fn now(&self) -> DateTime<Utc>;
+}
+
+/// A clock that says what it is told (the simulator's, `ballast plan`'s, the tests').
+#[derive(Debug, Clone)]
+pub struct FixedClock(pub Arc<Mutex<DateTime<Utc>>>);
+
+impl FixedClock {
+    pub fn new(now: DateTime<Utc>) -> Self {
+        FixedClock(Arc::new(Mutex::new(now)))
+    }
+
+    pub fn set(&self, now: DateTime<Utc>) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = now;
+    }
+
+    pub fn advance(&self, by: chrono::Duration) {
+        let mut guard = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        *guard += by;
+    }
+}
+
+impl Clock for FixedClock {
+    fn now(&self) -> DateTime<Utc> {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }

@@ -1,18 +1,28 @@
-//! Ballast inside the simulation: the production `Reconciler` and planner over the
-//! in-memory adapters. Before each invocation the simulated pool is projected into
-//! the in-memory world; afterwards the calls Ballast made are carried out in the
-//! simulation. Ballast's own state (pool record, dedup, leases) persists in between.
+//! Ballast inside the simulation: the production `Reconciler` and planner over ports
+//! that serve what Ballast would observe of the simulated pool. That view is kept in
+//! step with the simulation before each invocation, changing only what changed (an
+//! instance or node is built once, when its simulated node appears); during the
+//! invocation the ports answer from it and record Ballast's calls, which are then
+//! carried out in the simulation. Ballast's own state (pool record, dedup, leases)
+//! persists in between.
 
-use std::sync::Arc;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
+use async_trait::async_trait;
+use ballast_core::config::PoolConfig;
 use ballast_core::event::{
     CapacityError, Event, InstanceAction, LaunchError, LaunchFailure, PodsUnschedulableDetail, Signal,
 };
-use ballast_core::memory::{Call, FixedClock, InMemory, World, WorldNode};
 use ballast_core::model::{
-    ActivityStatus, AsgInstance, Demand, LifecycleState, Market as CoreMarket, NodeState, ObservedAsg, ScalingActivity,
+    ActivityStatus, AsgInstance, AsgSize, Demand, LifecycleState, Market as CoreMarket, NodeState, ObservedAsg,
+    PoolRecord, ScalingActivity,
 };
+use ballast_core::plan::LifecycleRef;
+use ballast_core::ports::{Autoscaling, Cluster, DrainReport, ErrorKind, FixedClock, PortError, StateStore, Versioned};
 use ballast_core::reconcile::Reconciler;
+use ballast_core::snapshot::pool_asgs;
 use chrono::{DateTime, Utc};
 
 use crate::cluster::{NodeId, NodePhase};
@@ -25,9 +35,9 @@ const NO_SPOT_MESSAGE: &str =
     "Could not launch Spot Instances. InsufficientInstanceCapacity - There is no Spot capacity available that matches your request. Launching EC2 instance failed.";
 
 pub struct Bridge {
-    memory: InMemory,
+    ports: SimPorts,
     clock: FixedClock,
-    reconciler: Reconciler<InMemory, InMemory, InMemory, FixedClock>,
+    reconciler: Reconciler<SimPorts, SimPorts, SimPorts, FixedClock>,
     runtime: tokio::runtime::Runtime,
     start: DateTime<Utc>,
     delay_ms: u64,
@@ -56,19 +66,19 @@ fn node_of_name(name: &str) -> Option<NodeId> {
 
 impl Bridge {
     pub fn new(sc: &Scenario) -> Self {
-        let memory = InMemory::new(World::default());
+        let ports = SimPorts(Arc::new(Mutex::new(View::new(sc))));
         let clock = FixedClock::new(sc.start);
         let reconciler = Reconciler {
             config: Arc::new(sc.ballast.clone()),
-            autoscaling: memory.clone(),
-            cluster: memory.clone(),
-            store: memory.clone(),
+            autoscaling: ports.clone(),
+            cluster: ports.clone(),
+            store: ports.clone(),
             clock: clock.clone(),
             owner: "simulator".into(),
         };
         let runtime = tokio::runtime::Builder::new_current_thread().build().expect("a current-thread runtime");
         Bridge {
-            memory,
+            ports,
             clock,
             reconciler,
             runtime,
@@ -158,94 +168,413 @@ impl Bridge {
         self.inbox = later;
         let events: Vec<Event> = due.into_iter().map(|(_, e)| e).collect();
         for batch in events.chunks(BATCH) {
-            self.project(sim);
+            self.ports.view().sync(sim, self.start);
             self.clock.set(self.time(now));
             self.invocations += 1;
             let _outcome = self.runtime.block_on(self.reconciler.handle(batch.to_vec()));
-            let calls = std::mem::take(&mut self.memory.world().calls);
+            let calls = std::mem::take(&mut self.ports.view().calls);
             apply(sim, calls);
         }
     }
+}
 
-    /// Writes the simulated pool into the in-memory world Ballast observes.
-    fn project(&self, sim: &Sim) {
-        let sc = sim.sc;
-        let now = sim.now;
-        let mut world = self.memory.world();
-        world.asgs = sim
+/// A change Ballast made, to carry out in the simulation.
+#[derive(Debug)]
+enum Call {
+    SetDesired { asg: String, desired: u32 },
+    Terminate { instance_id: String, decrement: bool },
+    Cordon { node: String },
+    Uncordon { node: String },
+    Drain { node: String },
+    SetHeadroom { replicas: u32 },
+}
+
+/// How long a failed launch stays in an ASG's scaling activities.
+const ACTIVITY_SHOWN_MS: u64 = 600_000;
+
+/// A node of the view: what the cluster port answers, and the pods a drain evicts.
+#[derive(Debug)]
+struct ViewNode {
+    state: NodeState,
+    group: usize,
+    pods: u32,
+}
+
+/// What Ballast observes of the simulated pool (one ASG per scenario group, in order;
+/// their nodes, group by group), and Ballast's state store.
+#[derive(Debug)]
+struct View {
+    asgs: Vec<ObservedAsg>,
+    /// Per ASG: the simulated node behind each instance, in the same order.
+    members: Vec<Vec<NodeId>>,
+    /// Per ASG: when the launch failure its activities show happened.
+    failure_shown: Vec<Option<u64>>,
+    nodes: Vec<ViewNode>,
+    /// The simulated node behind each of `nodes`.
+    node_ids: Vec<NodeId>,
+    /// Scratch: a simulated node's position in the list being rebuilt.
+    position: Vec<usize>,
+    pool: String,
+    demand: Option<Demand>,
+    headroom_replicas: Option<u32>,
+    records: BTreeMap<String, Versioned<PoolRecord>>,
+    leases: BTreeMap<String, (String, DateTime<Utc>)>,
+    seen: BTreeSet<String>,
+    calls: Vec<Call>,
+}
+
+fn lifecycle(phase: NodePhase) -> LifecycleState {
+    if phase == NodePhase::Ready {
+        LifecycleState::InService
+    } else {
+        LifecycleState::Pending
+    }
+}
+
+/// Moves the entries of `old` (standing for `old_ids`) into the order of `new_ids`,
+/// building the missing ones with `make`; `position` is scratch indexed by node id.
+fn reorder<T>(
+    old: Vec<T>,
+    old_ids: &[NodeId],
+    new_ids: &[NodeId],
+    position: &mut Vec<usize>,
+    mut make: impl FnMut(NodeId) -> T,
+) -> Vec<T> {
+    let mut old: Vec<Option<T>> = old.into_iter().map(Some).collect();
+    for (i, &n) in old_ids.iter().enumerate() {
+        if position.len() <= n {
+            position.resize(n + 1, usize::MAX);
+        }
+        position[n] = i;
+    }
+    new_ids
+        .iter()
+        .map(|&n| {
+            let kept = position.get(n).filter(|&&i| old_ids.get(i) == Some(&n)).and_then(|&i| old[i].take());
+            kept.unwrap_or_else(|| make(n))
+        })
+        .collect()
+}
+
+impl View {
+    fn new(sc: &Scenario) -> View {
+        let asgs = sc
             .groups
             .iter()
-            .enumerate()
-            .map(|(g, state)| {
-                let spec = &sc.groups[g];
+            .map(|spec| ObservedAsg {
+                name: spec.name.clone(),
+                tags: BTreeMap::new(),
+                desired: spec.initial,
+                min: spec.min,
+                max: spec.max,
+                instances: Vec::new(),
+                activities: Vec::new(),
+            })
+            .collect();
+        View {
+            asgs,
+            members: vec![Vec::new(); sc.groups.len()],
+            failure_shown: vec![None; sc.groups.len()],
+            nodes: Vec::new(),
+            node_ids: Vec::new(),
+            position: Vec::new(),
+            pool: sc.ballast.pools.first().map(|p| p.name.clone()).unwrap_or_default(),
+            demand: None,
+            headroom_replicas: None,
+            records: BTreeMap::new(),
+            leases: BTreeMap::new(),
+            seen: BTreeSet::new(),
+            calls: Vec::new(),
+        }
+    }
+
+    /// Brings the view in step with the simulation: every field as the simulation has
+    /// it now; instances and nodes are built only for simulated nodes not seen before.
+    fn sync(&mut self, sim: &Sim, start: DateTime<Utc>) {
+        let sc = sim.sc;
+        let now = sim.now;
+        let time = |ms: u64| start + chrono::Duration::milliseconds(ms as i64);
+        let mut moved = false;
+        for (g, state) in sim.groups.iter().enumerate() {
+            let spec = &sc.groups[g];
+            let asg = &mut self.asgs[g];
+            asg.desired = state.desired;
+            if self.members[g] != state.nodes {
+                moved = true;
                 let market = match spec.market {
                     Market::Spot => CoreMarket::Spot,
                     Market::OnDemand => CoreMarket::OnDemand,
                 };
-                ObservedAsg {
-                    name: spec.name.clone(),
-                    tags: Default::default(),
-                    desired: state.desired,
-                    min: spec.min,
-                    max: spec.max,
-                    instances: state
-                        .nodes
-                        .iter()
-                        .map(|&n| AsgInstance {
-                            id: instance_id(n),
-                            lifecycle_state: if sim.cluster.nodes[n].phase == NodePhase::Ready {
-                                LifecycleState::InService
-                            } else {
-                                LifecycleState::Pending
-                            },
-                            availability_zone: sc.availability_zones[sim.cluster.nodes[n].az].clone(),
-                            instance_type: spec.instance_type.clone(),
-                            market,
-                        })
-                        .collect(),
-                    activities: state
-                        .failures
-                        .last()
-                        .filter(|&&t| t + 600_000 > now)
-                        .map(|&t| ScalingActivity {
-                            id: format!("activity-{t}-{}", spec.name),
-                            status: ActivityStatus::Failed,
-                            status_message: NO_SPOT_MESSAGE.into(),
-                            cause: String::new(),
-                            start: self.time(t),
-                            end: Some(self.time(t)),
-                        })
-                        .into_iter()
-                        .collect(),
-                }
-            })
-            .collect();
-        world.nodes = sim
-            .groups
-            .iter()
-            .flat_map(|s| s.nodes.iter())
-            .map(|&n| {
-                let node = &sim.cluster.nodes[n];
-                WorldNode {
-                    state: NodeState {
-                        name: node_name(n),
-                        instance_id: instance_id(n),
-                        ready: node.phase == NodePhase::Ready,
-                        unschedulable: node.cordoned,
-                    },
-                    pods: node.pods.len() as u32,
-                    ..Default::default()
-                }
-            })
-            .collect();
-        let pool = world.pools.entry("sim".into()).or_default();
-        pool.demand = Some(Demand {
+                let instances = std::mem::take(&mut asg.instances);
+                // An instance carries what the reconcile reads: its id, lifecycle state and
+                // market. Its zone and type stay empty, since the planner reads neither
+                // (`snapshot::tests::plans_do_not_depend_on_instance_zones_or_types`), and
+                // every reconcile copies each instance: two strings fewer per instance
+                // is a third of the simulator's cost of running Ballast.
+                asg.instances =
+                    reorder(instances, &self.members[g], &state.nodes, &mut self.position, |n| AsgInstance {
+                        id: instance_id(n),
+                        lifecycle_state: LifecycleState::Pending,
+                        availability_zone: String::new(),
+                        instance_type: String::new(),
+                        market,
+                    });
+                self.members[g].clone_from(&state.nodes);
+            }
+            for (instance, &n) in asg.instances.iter_mut().zip(&state.nodes) {
+                instance.lifecycle_state = lifecycle(sim.cluster.nodes[n].phase);
+            }
+            let shown = state.failures.last().copied().filter(|&t| t + ACTIVITY_SHOWN_MS > now);
+            if shown != self.failure_shown[g] {
+                self.failure_shown[g] = shown;
+                asg.activities = shown
+                    .map(|t| ScalingActivity {
+                        id: format!("activity-{t}-{}", spec.name),
+                        status: ActivityStatus::Failed,
+                        status_message: NO_SPOT_MESSAGE.into(),
+                        cause: String::new(),
+                        start: time(t),
+                        end: Some(time(t)),
+                    })
+                    .into_iter()
+                    .collect();
+            }
+        }
+        if moved {
+            let ids: Vec<NodeId> = sim.groups.iter().flat_map(|s| s.nodes.iter().copied()).collect();
+            let nodes = std::mem::take(&mut self.nodes);
+            self.nodes = reorder(nodes, &self.node_ids, &ids, &mut self.position, |n| ViewNode {
+                state: NodeState {
+                    name: node_name(n),
+                    instance_id: instance_id(n),
+                    ready: false,
+                    unschedulable: false,
+                },
+                group: sim.cluster.nodes[n].group,
+                pods: 0,
+            });
+            self.node_ids = ids;
+        }
+        for (node, &n) in self.nodes.iter_mut().zip(&self.node_ids) {
+            let simulated = &sim.cluster.nodes[n];
+            node.state.ready = simulated.phase == NodePhase::Ready;
+            node.state.unschedulable = simulated.cordoned;
+            node.pods = simulated.pods.len() as u32;
+        }
+        self.demand = Some(Demand {
             cpu_millis: sim.cluster.workload_cpu,
             memory_bytes: sim.cluster.workload_mem,
             pods: sim.cluster.workload_pods,
-            observed_at: self.time(now),
+            observed_at: time(now),
         });
-        pool.headroom_replicas = Some(sim.pause_target);
+        self.headroom_replicas = Some(sim.pause_target);
+    }
+
+    fn asg_mut(&mut self, name: &str) -> Option<&mut ObservedAsg> {
+        self.asgs.iter_mut().find(|a| a.name == name)
+    }
+
+    fn node_mut(&mut self, name: &str, operation: &str) -> Result<&mut ViewNode, PortError> {
+        self.nodes
+            .iter_mut()
+            .find(|n| n.state.name == name)
+            .ok_or_else(|| not_found(operation, format!("node {name} not found")))
+    }
+}
+
+/// The autoscaling, cluster and state-store ports over the view, one handle shared.
+#[derive(Debug, Clone)]
+struct SimPorts(Arc<Mutex<View>>);
+
+impl SimPorts {
+    fn view(&self) -> MutexGuard<'_, View> {
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+fn not_found(operation: &str, what: String) -> PortError {
+    PortError::new(ErrorKind::Permanent, operation, what)
+}
+
+#[async_trait]
+impl Autoscaling for SimPorts {
+    async fn describe_pool(&self, pool: &PoolConfig) -> Result<(Vec<ObservedAsg>, ObservedAsg), PortError> {
+        let view = self.view();
+        let (spot, on_demand) = pool_asgs(&view.asgs, pool, "describe_pool")?;
+        Ok((spot.into_iter().cloned().collect(), on_demand.clone()))
+    }
+
+    async fn asg_size(&self, asg: &str) -> Result<AsgSize, PortError> {
+        let view = self.view();
+        let found = view.asgs.iter().find(|a| a.name == asg);
+        found.map(ObservedAsg::size).ok_or_else(|| not_found("asg_size", format!("ASG {asg} not found")))
+    }
+
+    async fn set_desired_capacity(&self, asg: &str, desired: u32) -> Result<(), PortError> {
+        let mut view = self.view();
+        let group =
+            view.asg_mut(asg).ok_or_else(|| not_found("set_desired_capacity", format!("ASG {asg} not found")))?;
+        if desired < group.min || desired > group.max {
+            return Err(PortError::new(
+                ErrorKind::Permanent,
+                "set_desired_capacity",
+                format!("ValidationError: desired {desired} outside {asg}'s bounds {}..{}", group.min, group.max),
+            ));
+        }
+        group.desired = desired;
+        view.calls.push(Call::SetDesired { asg: asg.to_string(), desired });
+        Ok(())
+    }
+
+    async fn terminate_instance(&self, instance_id: &str, decrement: bool) -> Result<(), PortError> {
+        let mut view = self.view();
+        let group = view
+            .asgs
+            .iter_mut()
+            .find(|a| a.instance(instance_id).is_some())
+            .ok_or_else(|| not_found("terminate_instance", format!("instance {instance_id} is in no ASG")))?;
+        if decrement {
+            if group.desired <= group.min {
+                return Err(PortError::new(
+                    ErrorKind::Permanent,
+                    "terminate_instance",
+                    format!("ValidationError: {} is at its minimum {}; cannot decrement", group.name, group.min),
+                ));
+            }
+            group.desired -= 1;
+        }
+        if let Some(i) = group.instances.iter_mut().find(|i| i.id == instance_id) {
+            i.lifecycle_state = LifecycleState::Terminating;
+        }
+        view.calls.push(Call::Terminate { instance_id: instance_id.to_string(), decrement });
+        Ok(())
+    }
+
+    async fn record_lifecycle_heartbeat(&self, _action: &LifecycleRef) -> Result<(), PortError> {
+        Ok(())
+    }
+
+    async fn complete_lifecycle_action(&self, _action: &LifecycleRef) -> Result<(), PortError> {
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Cluster for SimPorts {
+    async fn pool_nodes(&self, pool: &PoolConfig) -> Result<Vec<NodeState>, PortError> {
+        let view = self.view();
+        let (spot, on_demand) = pool_asgs(&view.asgs, pool, "pool_nodes")?;
+        // The view's nodes are those of its ASGs' instances, ASG by ASG.
+        let groups: Vec<usize> = spot
+            .into_iter()
+            .chain([on_demand])
+            .filter_map(|asg| view.asgs.iter().position(|a| std::ptr::eq(a, asg)))
+            .collect();
+        let in_pool = |n: &&ViewNode| groups.contains(&n.group);
+        // Sized first: one allocation for a thousand nodes, not a doubling series.
+        let mut nodes = Vec::with_capacity(view.nodes.iter().filter(in_pool).count());
+        nodes.extend(view.nodes.iter().filter(in_pool).map(|n| n.state.clone()));
+        Ok(nodes)
+    }
+
+    async fn headroom_replicas(&self, pool: &PoolConfig) -> Result<Option<u32>, PortError> {
+        let view = self.view();
+        Ok(if pool.name == view.pool { view.headroom_replicas } else { None })
+    }
+
+    async fn set_headroom_replicas(&self, pool: &PoolConfig, replicas: u32) -> Result<(), PortError> {
+        let mut view = self.view();
+        if pool.name == view.pool {
+            view.headroom_replicas = Some(replicas);
+            view.calls.push(Call::SetHeadroom { replicas });
+        }
+        Ok(())
+    }
+
+    async fn pool_demand(&self, pool: &PoolConfig, _now: DateTime<Utc>) -> Result<Option<Demand>, PortError> {
+        let view = self.view();
+        Ok(if pool.name == view.pool { view.demand } else { None })
+    }
+
+    async fn cordon(&self, node: &str) -> Result<(), PortError> {
+        let mut view = self.view();
+        view.node_mut(node, "cordon")?.state.unschedulable = true;
+        view.calls.push(Call::Cordon { node: node.to_string() });
+        Ok(())
+    }
+
+    async fn uncordon(&self, node: &str) -> Result<(), PortError> {
+        let mut view = self.view();
+        view.node_mut(node, "uncordon")?.state.unschedulable = false;
+        view.calls.push(Call::Uncordon { node: node.to_string() });
+        Ok(())
+    }
+
+    async fn drain(&self, node: &str, _timeout: Duration) -> Result<DrainReport, PortError> {
+        let mut view = self.view();
+        let n = view.node_mut(node, "drain")?;
+        // No PodDisruptionBudget in the model: every pod is evicted.
+        let evicted = std::mem::take(&mut n.pods);
+        view.calls.push(Call::Drain { node: node.to_string() });
+        Ok(DrainReport { evicted, blocked: Vec::new() })
+    }
+}
+
+#[async_trait]
+impl StateStore for SimPorts {
+    async fn load(&self, pool: &str) -> Result<Versioned<PoolRecord>, PortError> {
+        let view = self.view();
+        Ok(view.records.get(pool).cloned().unwrap_or(Versioned { value: PoolRecord::default(), version: 0 }))
+    }
+
+    async fn save(&self, pool: &str, record: &PoolRecord, expected: u64) -> Result<u64, PortError> {
+        let mut view = self.view();
+        let entry =
+            view.records.entry(pool.to_string()).or_insert(Versioned { value: PoolRecord::default(), version: 0 });
+        if entry.version != expected {
+            return Err(PortError::new(
+                ErrorKind::Conflict,
+                "save",
+                format!("pool {pool}: record is at version {}, expected {expected}", entry.version),
+            ));
+        }
+        entry.value = record.clone();
+        entry.version += 1;
+        Ok(entry.version)
+    }
+
+    async fn acquire_lease(
+        &self,
+        pool: &str,
+        owner: &str,
+        now: DateTime<Utc>,
+        ttl: Duration,
+    ) -> Result<bool, PortError> {
+        let mut view = self.view();
+        let free = view.leases.get(pool).is_none_or(|(holder, until)| holder == owner || *until <= now);
+        if free {
+            let until = now + chrono::Duration::from_std(ttl).unwrap_or(chrono::Duration::seconds(60));
+            view.leases.insert(pool.to_string(), (owner.to_string(), until));
+        }
+        Ok(free)
+    }
+
+    async fn release_lease(&self, pool: &str, owner: &str) -> Result<(), PortError> {
+        let mut view = self.view();
+        if view.leases.get(pool).is_some_and(|(holder, _)| holder == owner) {
+            view.leases.remove(pool);
+        }
+        Ok(())
+    }
+
+    async fn seen(&self, event_ids: &[String]) -> Result<BTreeSet<String>, PortError> {
+        let view = self.view();
+        Ok(event_ids.iter().filter(|id| view.seen.contains(*id)).cloned().collect())
+    }
+
+    async fn mark_seen(&self, event_ids: &[String], _expires_at: DateTime<Utc>) -> Result<(), PortError> {
+        self.view().seen.extend(event_ids.iter().cloned());
+        Ok(())
     }
 }
 
@@ -285,8 +614,7 @@ fn apply(sim: &mut Sim, calls: Vec<Call>) {
                     sim.cluster.evict_all(n, sim.now);
                 }
             }
-            Call::SetHeadroom { replicas, .. } => sim.set_pause_target(replicas),
-            Call::Heartbeat { .. } | Call::Complete { .. } | Call::SaveRecord { .. } => {}
+            Call::SetHeadroom { replicas } => sim.set_pause_target(replicas),
         }
     }
 }

@@ -4,8 +4,9 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use ballast_core::event::parse_event;
-use ballast_core::memory::{FixedClock, InMemory, World};
+use ballast_core::ports::FixedClock;
 use ballast_core::reconcile::Reconciler;
+use ballast_core::snapshot::{Snapshot, SnapshotPorts};
 use chrono::{DateTime, Utc};
 use clap::Args;
 
@@ -16,7 +17,8 @@ pub struct PlanArgs {
     /// The config file (default: $BALLAST_CONFIG_FILE).
     #[arg(long, env = "BALLAST_CONFIG_FILE")]
     config: PathBuf,
-    /// State snapshot: ASGs and instances, nodes, and per pool its record, demand and headroom.
+    /// State snapshot (JSON): ASGs and their instances, nodes, and per pool its record, demand
+    /// and headroom (README, "State snapshot").
     #[arg(long)]
     state: PathBuf,
     /// Event files (EventBridge envelopes); none means a scheduled reconcile of every pool.
@@ -31,8 +33,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
     let config = valid_config(&args.config)?;
     let state_text = String::from_utf8(super::read(&args.state)?)
         .with_context(|| format!("{} is not UTF-8 text", args.state.display()))?;
-    let world: World = serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_str(&state_text))
-        .map_err(|e| anyhow::anyhow!("{}: {}: {}", args.state.display(), e.path(), e.inner()))?;
+    let snapshot = Snapshot::from_json(&state_text).map_err(|e| anyhow::anyhow!("{}: {e}", args.state.display()))?;
     let origin = config.origin();
     let mut events = Vec::new();
     for file in &args.events {
@@ -53,12 +54,12 @@ pub fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
     }
     let now = args.now.or_else(|| events.iter().map(|e| e.time).max()).context("no time to plan at")?;
 
-    let memory = InMemory::new(world);
+    let ports = SnapshotPorts::new(snapshot);
     let reconciler = Reconciler {
         config: Arc::new(config),
-        autoscaling: memory.clone(),
-        cluster: memory.clone(),
-        store: memory,
+        autoscaling: ports.clone(),
+        cluster: ports.clone(),
+        store: ports,
         clock: FixedClock::new(now),
         owner: "ballast-plan".into(),
     };

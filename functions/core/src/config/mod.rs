@@ -7,6 +7,7 @@
 //! [`InterruptionConfig`] and [`HeadroomConfig`] (and `dry_run: false`); the readers, the
 //! simulator and the README's reference (checked by a test) take them from there.
 
+mod resolve;
 mod walk;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -19,6 +20,7 @@ use serde::{Deserialize, Serialize, Serializer};
 use serde_yaml_ng::Value;
 
 use crate::units::{format_cpu_millis, format_memory_bytes, parse_cpu_millis, parse_memory_bytes, HumanDuration};
+pub use resolve::{resolve_pool_asgs, AsgRef, ResolveError, ResolvedPool};
 use walk::{kind, Fields, Issues};
 
 /// The lowest priority cluster-autoscaler still scales up for (its default
