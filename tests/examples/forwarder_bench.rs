@@ -108,6 +108,21 @@ async fn load(admin: &kube::Client, nodes: usize, pods: usize) {
     eprintln!("loaded {pods} pods in {:.0?}", started.elapsed());
 }
 
+/// (anonymous, file-backed) resident KiB of a process now: its heap and stacks, and the
+/// pages of its binary and libraries it has touched.
+fn resident(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    (field("RssAnon:"), field("RssFile:"))
+}
+
 /// (peak RSS KiB, CPU seconds) of a process.
 fn usage(pid: u32) -> (u64, f64) {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
@@ -275,6 +290,7 @@ async fn main() {
     tokio::time::sleep(Duration::from_secs(2)).await;
     count(inbox.take().await, &mut received, &mut demand_at);
     let (rss_peak, cpu_total) = usage(pid);
+    let (rss_anon, rss_file) = resident(pid);
     // SAFETY: plain signal to our own child.
     unsafe { libc::kill(pid as i32, libc::SIGTERM) };
     let status = child.wait().expect("forwarder exit");
@@ -306,8 +322,27 @@ async fn main() {
     );
     println!("    node Ready flips made: {flips}; pods made unschedulable: {stuck} (one every 5 s)");
     println!("  peak RSS: {:.1} MiB (goal 32 MiB)", rss_peak as f64 / 1024.0);
-    println!("  CPU used: {cpu_total:.1} s in {:.0} s", started.elapsed().as_secs_f64());
+    println!(
+        "  RSS at the end: {:.1} MiB anonymous, {:.1} MiB of mapped files",
+        rss_anon as f64 / 1024.0,
+        rss_file as f64 / 1024.0
+    );
+    let elapsed = started.elapsed().as_secs_f64();
+    println!("  CPU used: {cpu_total:.1} s in {elapsed:.0} s");
     println!("  stopped on SIGTERM: {status}");
+    // The README's result cell for scripts/bench-forwarder (checked against the README by
+    // a test of ballast-cli).
+    let per_minute: Vec<String> =
+        received.iter().map(|(kind, n)| format!("{kind} {:.1}/min", *n as f64 / minutes)).collect();
+    println!(
+        "row: **peak RSS {:.1} MiB** (goal ≤ 32 MiB); first correct demand event for every pool {:.1} s after start; \
+         CPU {cpu_after_list:.1} s for the initial list, {cpu_total:.1} s in all ({elapsed:.0} s); under churn \
+         ({} pod changes/s): {}; shortest gap between two demand events of one pool {min_gap:.1} s (debounce {debounce} s)",
+        rss_peak as f64 / 1024.0,
+        first_correct.as_secs_f64(),
+        (changes as f64 / churn_elapsed.as_secs_f64()).round(),
+        per_minute.join(", "),
+    );
     assert!(demand > 0, "demand moved under churn: some demand events were due");
     assert!(min_gap >= f64::from(debounce), "two demand events of one pool within {debounce} s");
     let _ = std::fs::remove_dir_all(&dir);

@@ -383,6 +383,40 @@ fn the_readme_shows_what_simulate_prints() {
     assert_eq!(shown, printed, "update the README's `ballast simulate` block from the binary's output");
 }
 
+/// The README's benchmark table shows what the scripts last printed: each script that
+/// writes `benchmarks/<script>.txt` ends it with `row: ` and the result cell of its README
+/// row (`| `scripts/<script>` | what | result |`).
+#[test]
+fn the_readme_benchmark_rows_come_from_the_scripts() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(root().join("benchmarks"))
+        .expect("benchmarks/: the bench scripts' latest figures")
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "txt"))
+        .collect();
+    files.sort();
+    let mut wrong = Vec::new();
+    for file in &files {
+        let script = file.file_stem().unwrap().to_str().unwrap();
+        let text = std::fs::read_to_string(file).unwrap();
+        let Some(printed) = text.lines().next_back().and_then(|l| l.strip_prefix("row: ")) else {
+            wrong.push(format!("{}: the last line is not `row: ...`", file.display()));
+            continue;
+        };
+        let prefix = format!("| `scripts/{script}` |");
+        let Some(line) = readme.lines().find(|l| l.starts_with(&prefix)) else {
+            wrong.push(format!("README.md has no benchmark row for scripts/{script}"));
+            continue;
+        };
+        let shown = line.trim_end().strip_suffix('|').unwrap_or(line).rsplit(" | ").next().unwrap().trim();
+        if shown != printed.trim() {
+            wrong.push(format!("scripts/{script}: README shows\n  {shown}\nthe script printed\n  {printed}"));
+        }
+    }
+    assert!(files.len() >= 2, "benchmarks/ holds the figures of bench-package and bench-forwarder");
+    assert!(wrong.is_empty(), "update the README's benchmark rows from benchmarks/*.txt:\n{}", wrong.join("\n"));
+}
+
 fn ballast_env(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut command = Command::new(env!("CARGO_BIN_EXE_ballast"));
     command.args(args).current_dir(root()).env_remove("BALLAST_CONFIG_FILE");
