@@ -73,20 +73,54 @@ fn spawn(program: &Path, args: &[String], log: &Path) -> Child {
 }
 
 fn wait_for_port(port: u16, what: &str, child: &mut Child, log: &Path) {
+    if let Err(exited) = wait_listening(port, what, child, log) {
+        panic!("{exited}");
+    }
+}
+
+/// Waits until `child` listens on `port`; `Err` with its log if it exited first.
+fn wait_listening(port: u16, what: &str, child: &mut Child, log: &Path) -> Result<(), String> {
     let deadline = Instant::now() + Duration::from_secs(60);
     while TcpStream::connect(("127.0.0.1", port)).is_err() {
         if let Ok(Some(status)) = child.try_wait() {
-            panic!("{what} exited ({status}): {}", tail(log));
+            return Err(format!("{what} exited ({status}): {}", tail(log)));
         }
         assert!(Instant::now() < deadline, "{what} did not listen on 127.0.0.1:{port}: {}", tail(log));
         std::thread::sleep(Duration::from_millis(100));
     }
+    Ok(())
 }
 
 fn tail(log: &Path) -> String {
     let text = std::fs::read_to_string(log).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(20)..].join("\n")
+}
+
+/// etcd on two fresh ports. Another process can still take a port between our check and
+/// etcd's bind: then etcd exits saying so, and it is started again on other ports.
+fn start_etcd(dir: &Path) -> (Child, u16) {
+    let log = dir.join("etcd.log");
+    let mut attempts = 0;
+    loop {
+        let port = free_port();
+        let mut etcd = spawn(
+            &on_path("etcd").expect("etcd"),
+            &[
+                format!("--data-dir={}", dir.join("etcd").display()),
+                format!("--listen-client-urls=http://127.0.0.1:{port}"),
+                format!("--advertise-client-urls=http://127.0.0.1:{port}"),
+                format!("--listen-peer-urls=http://127.0.0.1:{}", free_port()),
+                "--unsafe-no-fsync".into(),
+            ],
+            &log,
+        );
+        match wait_listening(port, "etcd", &mut etcd, &log) {
+            Ok(()) => return (etcd, port),
+            Err(exited) if exited.contains("address already in use") && attempts < 3 => attempts += 1,
+            Err(exited) => panic!("{exited}"),
+        }
+    }
 }
 
 impl ControlPlane {
@@ -112,20 +146,7 @@ impl ControlPlane {
             ),
         )
         .expect("token file");
-        let etcd_port = free_port();
-        let etcd_log = dir.join("etcd.log");
-        let mut etcd = spawn(
-            &on_path("etcd").expect("etcd"),
-            &[
-                format!("--data-dir={}", dir.join("etcd").display()),
-                format!("--listen-client-urls=http://127.0.0.1:{etcd_port}"),
-                format!("--advertise-client-urls=http://127.0.0.1:{etcd_port}"),
-                format!("--listen-peer-urls=http://127.0.0.1:{}", free_port()),
-                "--unsafe-no-fsync".into(),
-            ],
-            &etcd_log,
-        );
-        wait_for_port(etcd_port, "etcd", &mut etcd, &etcd_log);
+        let (etcd, etcd_port) = start_etcd(&dir);
         std::fs::write(dir.join("etcd-port"), etcd_port.to_string()).expect("etcd port");
         let mut plane = ControlPlane { dir, bin, port: free_port(), etcd, apiserver: None, others: Vec::new() };
         plane.start_apiserver().await;

@@ -36,9 +36,32 @@ pub fn on_path(program: &str) -> Option<PathBuf> {
     std::env::var_os("PATH")?.to_str()?.split(':').map(|d| PathBuf::from(d).join(program)).find(|p| p.exists())
 }
 
-/// A loopback port nothing listens on now.
+/// A loopback port nothing listens on now, for a server a test starts.
+///
+/// Not one the kernel picks for `bind(0)`: those come from the ephemeral range, which the
+/// tests' own outgoing connections draw from too, so between this call and the server's
+/// bind a client socket could take the port ("address already in use"). Ports below that
+/// range are handed out in turn, never twice in one process, from a per-process offset.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
+    let (low, high) = (10_000u32, ephemeral_range_start().saturating_sub(1).max(20_000));
+    let span = high - low + 1;
+    let _ = NEXT.compare_exchange(u32::MAX, std::process::id() * 7919 % span, Ordering::SeqCst, Ordering::SeqCst);
+    for _ in 0..span {
+        let port = (low + NEXT.fetch_add(1, Ordering::SeqCst) % span) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free loopback port in {low}..={high}")
+}
+
+fn ephemeral_range_start() -> u32 {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|text| text.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32_768)
 }
 
 pub fn example_config() -> Config {
