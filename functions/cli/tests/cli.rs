@@ -349,10 +349,24 @@ fn simulate_table_plot_and_sweep() {
     ]);
     assert!(out.status.success());
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let percents: Vec<u64> =
-        v["sweep"].as_array().unwrap().iter().map(|p| p["headroom_percent"].as_u64().unwrap()).collect();
+    let percents: Vec<u64> = v["sweep"].as_array().unwrap().iter().map(|p| p["value"].as_u64().unwrap()).collect();
     assert_eq!(percents, vec![0, 10, 20]);
+    assert!(v["sweep"].as_array().unwrap().iter().all(|p| p["setting"] == "headroom.percent"));
     assert!(std::fs::read_to_string(&sweep_plot).unwrap().contains("cost vs p95 pod wait"));
+
+    // headroom.max swept: a max of 1 holds the pause pods all run, and the table says so.
+    let out = ballast(&["simulate", "steady", "--sweep", "headroom.max=1:201:200", "--seeds", "1"]);
+    assert!(out.status.success());
+    let table = stdout(&out);
+    assert!(table.contains("headroom.max sweep") && table.contains("held at max"), "{table}");
+    let row = |value: &str| -> Vec<String> {
+        let line = table.lines().find(|l| l.split_whitespace().next() == Some(value)).unwrap();
+        line.split_whitespace().map(str::to_string).collect()
+    };
+    let held = |cells: Vec<String>| cells[cells.len() - 2].trim_end_matches('%').parse::<f64>().unwrap();
+    assert!(held(row("1")) > 99.0, "{table}");
+    assert_eq!(held(row("201")), 0.0, "{table}");
+    assert!(table.contains("held at max/min: share of the run"), "{table}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -364,6 +378,9 @@ fn simulate_rejects_bad_input_with_a_reason() {
     let out = ballast(&["simulate", "--sweep", "headroom=5:1:1"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("FROM <= TO"));
+    let out = ballast(&["simulate", "--sweep", "headroom.boost=1:2:1"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("`headroom.boost` is not a setting it can vary"));
     let out = ballast(&["simulate", "ballast.example.yaml"]);
     assert_eq!(out.status.code(), Some(1), "a config is not a scenario: an invalid input");
     assert!(String::from_utf8_lossy(&out.stderr).contains("is not a valid scenario"));

@@ -17,6 +17,28 @@ pub struct Plan {
     pub notes: Vec<String>,
     /// The pool record as it stands once the plan is applied.
     pub record: PoolRecord,
+    /// How the pause pods were sized, whether or not their count changed; `None` while
+    /// no demand is known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headroom: Option<HeadroomDecision>,
+}
+
+/// The headroom the pool's percent asks for and what `headroom.min`/`max` let through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeadroomDecision {
+    pub percent: u32,
+    /// Pause pods the percent alone would give.
+    pub wanted: u32,
+    /// After clamping to `[min, max]`.
+    pub replicas: u32,
+}
+
+impl HeadroomDecision {
+    /// `Less` when `headroom.max` held the pause pods down, `Greater` when `headroom.min`
+    /// held them up.
+    pub fn clamped(&self) -> std::cmp::Ordering {
+        self.replicas.cmp(&self.wanted)
+    }
 }
 
 /// Most actions and notes one log line carries; beyond them, counts.
@@ -73,6 +95,7 @@ impl Plan {
             "more_actions": more,
             "notes": self.notes.iter().take(LOG_ITEMS).map(|n| clip(n)).collect::<Vec<_>>(),
             "more_notes": self.notes.len().saturating_sub(LOG_ITEMS),
+            "headroom": self.headroom,
             "record": {
                 "fallback_units": record.fallback_units,
                 "unavailable": record.unavailable.keys().collect::<Vec<_>>(),

@@ -123,6 +123,7 @@ mod tests {
             ],
             notes: vec![],
             record: PoolRecord { fallback_units: 3, ..Default::default() },
+            headroom: None,
         };
         let doc = emf("interruption", Some(&plan), "general", 1, 42, 1_700_000_000_000);
         assert_eq!(doc["_aws"]["Timestamp"], 1_700_000_000_000i64);

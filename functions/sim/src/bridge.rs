@@ -171,7 +171,10 @@ impl Bridge {
             self.ports.view().sync(sim, self.start);
             self.clock.set(self.time(now));
             self.invocations += 1;
-            let _outcome = self.runtime.block_on(self.reconciler.handle(batch.to_vec()));
+            let outcome = self.runtime.block_on(self.reconciler.handle(batch.to_vec()));
+            if let Some(decision) = outcome.pools.iter().find_map(|p| p.plan.headroom) {
+                sim.metrics.headroom_decided(decision);
+            }
             let calls = std::mem::take(&mut self.ports.view().calls);
             apply(sim, calls);
         }

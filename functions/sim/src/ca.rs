@@ -212,7 +212,9 @@ fn scale_down(sim: &mut Sim) {
         for i in 0..sim.groups[g].nodes.len() {
             let id = sim.groups[g].nodes[i];
             let node = &mut sim.cluster.nodes[id];
-            if !node.schedulable() {
+            // A cordoned node is a candidate too (CA's eligibility checks only its
+            // deletion taint and scale-down annotation); it is no destination.
+            if node.phase != NodePhase::Ready {
                 node.unneeded_since = None;
                 continue;
             }

@@ -61,6 +61,10 @@ pub struct Node {
     /// What the spot market holds for this launch slot (drawn at launch, see `SlotDraws`).
     pub market: SlotDraws,
     pub unneeded_since: Option<u64>,
+    /// Capacity Rebalancing launched this node to replace `replaces`.
+    pub replaces: Option<NodeId>,
+    /// Capacity Rebalancing is replacing this node: its ASG no longer counts it.
+    pub leaving: bool,
 }
 
 impl Node {
@@ -86,6 +90,8 @@ impl Node {
             doomed: false,
             market: SlotDraws::default(),
             unneeded_since: None,
+            replaces: None,
+            leaving: false,
         }
     }
 

@@ -12,7 +12,7 @@ use crate::bridge::Bridge;
 use crate::cluster::{Cluster, Node, NodeId, NodePhase, PodId, PodKind, SlotDraws, WORKLOAD_PRIORITY};
 use crate::metrics::Metrics;
 use crate::scenario::{Curve, Market, Scenario};
-use crate::{ca, Strategy};
+use crate::{ca, handlers, Strategy};
 
 pub const SECOND: u64 = 1000;
 pub const MINUTE: u64 = 60 * SECOND;
@@ -40,6 +40,8 @@ pub enum Ev {
     SchedulePass,
     /// A nominated pod's victims are gone: a pass binds it.
     NomineeReady,
+    /// aws-node-termination-handler cordons and drains the node.
+    Drain(NodeId),
 }
 
 /// An ASG as the simulation runs it.
@@ -236,6 +238,7 @@ impl<'s> Sim<'s> {
                 if self.cluster.nodes[id].phase == NodePhase::Booting {
                     self.cluster.node_ready(id);
                     self.schedulable_dirty = true;
+                    handlers::node_ready(self, id);
                 }
             }
             Ev::Reclaim(id) => {
@@ -245,20 +248,27 @@ impl<'s> Sim<'s> {
             }
             Ev::Warning(id) => {
                 if self.cluster.nodes[id].phase != NodePhase::Gone {
-                    if let Some(b) = self.ballast.as_mut() {
-                        b.spot_warning(id, now);
-                        self.at(now + self.sc.delivery_delay.0.as_millis() as u64, Ev::BallastDeliver);
+                    match self.ballast.as_mut() {
+                        Some(b) => {
+                            b.spot_warning(id, now);
+                            self.at(now + self.sc.delivery_delay.0.as_millis() as u64, Ev::BallastDeliver);
+                        }
+                        None => handlers::warning(self, id),
                     }
                 }
             }
             Ev::Rebalance(id) => {
                 if self.cluster.nodes[id].phase != NodePhase::Gone {
-                    if let Some(b) = self.ballast.as_mut() {
-                        b.rebalance(id, now);
-                        self.at(now + self.sc.delivery_delay.0.as_millis() as u64, Ev::BallastDeliver);
+                    match self.ballast.as_mut() {
+                        Some(b) => {
+                            b.rebalance(id, now);
+                            self.at(now + self.sc.delivery_delay.0.as_millis() as u64, Ev::BallastDeliver);
+                        }
+                        None => handlers::rebalance(self, id),
                     }
                 }
             }
+            Ev::Drain(id) => handlers::drain(self, id),
             Ev::JobDone(pod, generation) => {
                 let p = &self.cluster.pods[pod];
                 if p.alive && p.generation == generation && p.node.is_some() {
@@ -455,7 +465,7 @@ impl<'s> Sim<'s> {
         candidates.iter().copied().min_by_key(|&az| (counts[az], az)).unwrap_or(0)
     }
 
-    fn launch(&mut self, g: usize, az: usize) -> NodeId {
+    pub fn launch(&mut self, g: usize, az: usize) -> NodeId {
         let spec = &self.sc.groups[g];
         let it = &self.sc.instance_types[&spec.instance_type];
         let mut node = Node::booting(g, az, spec.market == Market::Spot, it.cpu_millis, it.memory_bytes);
@@ -486,21 +496,39 @@ impl<'s> Sim<'s> {
         SlotDraws { slot, boot_ms, hazard_left, rebalance_lead_ms: rebalanced.then_some(lead), false_rebalance_left }
     }
 
+    /// An AZ where group `g` can launch now (least used first); `None` when its spot
+    /// capacity is gone everywhere.
+    pub fn spot_az_for(&self, g: usize) -> Option<usize> {
+        let spec = &self.sc.groups[g];
+        let azs: Vec<usize> = (0..self.sc.availability_zones.len())
+            .filter(|&az| spec.market == Market::OnDemand || self.spot_available(&spec.instance_type, az))
+            .collect();
+        (!azs.is_empty()).then(|| self.least_used_az(g, &azs))
+    }
+
+    /// The group's instances its desired capacity counts: not those Capacity
+    /// Rebalancing is replacing.
+    fn counted(&self, g: usize) -> Vec<NodeId> {
+        self.groups[g].nodes.iter().copied().filter(|&n| !self.cluster.nodes[n].leaving).collect()
+    }
+
     /// What an ASG does on its own: launch up to desired (if there is capacity), or
     /// scale in, newest first.
     pub fn reconcile_group(&mut self, g: usize) {
         let spec = &self.sc.groups[g];
         let desired = self.groups[g].desired as usize;
-        while self.groups[g].nodes.len() > desired {
-            let nodes = &self.groups[g].nodes;
-            let pick = nodes
+        loop {
+            let counted = self.counted(g);
+            if counted.len() <= desired {
+                break;
+            }
+            let pick = counted
                 .iter()
                 .rposition(|&n| self.cluster.nodes[n].phase == NodePhase::Booting)
-                .unwrap_or(nodes.len() - 1);
-            let id = self.groups[g].nodes[pick];
-            self.remove_node(id, false);
+                .unwrap_or(counted.len() - 1);
+            self.remove_node(counted[pick], false);
         }
-        let missing = desired.saturating_sub(self.groups[g].nodes.len());
+        let missing = desired.saturating_sub(self.counted(g).len());
         if missing == 0 {
             return;
         }

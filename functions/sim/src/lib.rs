@@ -6,6 +6,7 @@ mod bridge;
 mod ca;
 mod cluster;
 mod engine;
+mod handlers;
 pub mod metrics;
 pub mod plot;
 pub mod scenario;
@@ -46,12 +47,51 @@ pub fn simulate(scenario: &Scenario, strategy: Strategy, seed: u64, progress: &m
     sim.metrics.report(scenario, strategy.label(), sim.interruptions, invocations)
 }
 
-/// The scenario with Ballast's headroom fixed at `percent` all day (for `--sweep`).
-pub fn with_headroom_percent(scenario: &Scenario, percent: u32) -> Scenario {
+/// A setting of Ballast's headroom that `--sweep` can vary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HeadroomKnob {
+    /// `headroom.percent`, then fixed all day (schedules cleared).
+    Percent,
+    /// `headroom.min`: the fewest pause pods.
+    Min,
+    /// `headroom.max`: the most pause pods.
+    Max,
+}
+
+impl HeadroomKnob {
+    /// As written on the command line and in `ballast.yaml`.
+    pub fn key(self) -> &'static str {
+        match self {
+            HeadroomKnob::Percent => "headroom.percent",
+            HeadroomKnob::Min => "headroom.min",
+            HeadroomKnob::Max => "headroom.max",
+        }
+    }
+
+    pub fn parse(key: &str) -> Option<HeadroomKnob> {
+        match key {
+            "headroom" | "headroom.percent" => Some(HeadroomKnob::Percent),
+            "headroom.min" => Some(HeadroomKnob::Min),
+            "headroom.max" => Some(HeadroomKnob::Max),
+            _ => None,
+        }
+    }
+}
+
+/// The scenario with one of Ballast's headroom settings at `value` (for `--sweep`).
+/// A min above the max lifts the max with it, as the planner reads them.
+pub fn with_headroom(scenario: &Scenario, knob: HeadroomKnob, value: u32) -> Scenario {
     let mut s = scenario.clone();
     let headroom = &mut s.ballast.pools[0].headroom;
-    headroom.percent = percent;
-    headroom.schedules.clear();
+    match knob {
+        HeadroomKnob::Percent => {
+            headroom.percent = value;
+            headroom.schedules.clear();
+        }
+        HeadroomKnob::Min => headroom.min = value,
+        HeadroomKnob::Max => headroom.max = value,
+    }
     s
 }
 

@@ -1,6 +1,9 @@
 //! What a run measured: pod waits, pending pod-seconds, node-hours and cost, spare
 //! capacity, and how fast capacity moved to on-demand and back.
 
+use std::cmp::Ordering;
+
+use ballast_core::plan::HeadroomDecision;
 use serde::Serialize;
 
 use crate::cluster::{Cluster, NodePhase};
@@ -35,6 +38,12 @@ pub struct Metrics {
     spot_failures: Vec<u64>,
     od_group: usize,
     peak_pods: u32,
+    /// Ballast's latest headroom decision, and for how long the pause pods were held
+    /// at `headroom.max` (below what the percent asks) or at `headroom.min` (above it).
+    headroom: Option<HeadroomDecision>,
+    headroom_decided_ms: f64,
+    held_at_max_ms: f64,
+    held_at_min_ms: f64,
 }
 
 impl Metrics {
@@ -55,6 +64,10 @@ impl Metrics {
             spot_failures: Vec::new(),
             od_group,
             peak_pods: 0,
+            headroom: None,
+            headroom_decided_ms: 0.0,
+            held_at_max_ms: 0.0,
+            held_at_min_ms: 0.0,
         }
     }
 
@@ -79,6 +92,14 @@ impl Metrics {
                 self.spare_weighted += spare * dt;
                 self.spare_time += dt;
             }
+            if let Some(decision) = self.headroom {
+                self.headroom_decided_ms += dt;
+                match decision.clamped() {
+                    Ordering::Less => self.held_at_max_ms += dt,
+                    Ordering::Greater => self.held_at_min_ms += dt,
+                    Ordering::Equal => {}
+                }
+            }
         }
         self.last = to;
         let od = groups[self.od_group].desired;
@@ -93,6 +114,10 @@ impl Metrics {
         } else {
             self.replaced_waits_ms.push(waited_ms);
         }
+    }
+
+    pub fn headroom_decided(&mut self, decision: HeadroomDecision) {
+        self.headroom = Some(decision);
     }
 
     pub fn spot_launch_failed(&mut self, at: u64) {
@@ -147,6 +172,7 @@ impl Metrics {
             waits[rank - 1] as f64 / 1000.0
         };
         let (to_on_demand, back_to_spot) = self.loss_reaction(sc);
+        let share = |ms: f64| (self.headroom_decided_ms > 0.0).then(|| 100.0 * ms / self.headroom_decided_ms);
         Report {
             strategy,
             pod_wait_p50_s: pct(&waits, 0.50),
@@ -170,6 +196,8 @@ impl Metrics {
             ballast_invocations,
             peak_nodes: self.series.iter().map(|s| s.spot_nodes + s.on_demand_nodes).max().unwrap_or(0),
             peak_pods: self.peak_pods,
+            headroom_held_at_max_pct: share(self.held_at_max_ms),
+            headroom_held_at_min_pct: share(self.held_at_min_ms),
             series: self.series.clone(),
         }
     }
@@ -254,6 +282,11 @@ pub struct Report {
     /// Most Ready nodes and most workload pods at any sample.
     pub peak_nodes: u32,
     pub peak_pods: u32,
+    /// Share of the run (from Ballast's first headroom decision) in which `headroom.max`
+    /// held the pause pods below what the percent asked for; Ballast only.
+    pub headroom_held_at_max_pct: Option<f64>,
+    /// The same for `headroom.min` holding them above it.
+    pub headroom_held_at_min_pct: Option<f64>,
     #[serde(skip)]
     pub series: Vec<Sample>,
 }

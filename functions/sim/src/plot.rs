@@ -9,10 +9,16 @@ use crate::metrics::Report;
 
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct SweepPoint {
-    pub headroom_percent: u32,
+    /// The setting varied (`headroom.percent`, `headroom.min` or `headroom.max`).
+    pub setting: &'static str,
+    pub value: u32,
     pub cost: f64,
     pub pod_wait_p95_s: f64,
     pub mean_spare_capacity_pct: f64,
+    /// Share of the run in which `headroom.max` held the pause pods below the percent.
+    pub held_at_max_pct: f64,
+    /// Share of the run in which `headroom.min` held them above it.
+    pub held_at_min_pct: f64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -89,7 +95,10 @@ pub fn sweep(path: &Path, scenario: &str, points: &[SweepPoint]) -> Result<(), P
     let wmax = points.iter().map(|p| p.pod_wait_p95_s).fold(1.0, f64::max);
     let pad = ((cmax - cmin) * 0.1).max(1.0);
     let mut chart = ChartBuilder::on(&root)
-        .caption(format!("{scenario}: cost vs p95 pod wait by headroom %"), ("sans-serif", 18))
+        .caption(
+            format!("{scenario}: cost vs p95 pod wait by {}", points.first().map_or("headroom", |p| p.setting)),
+            ("sans-serif", 18),
+        )
         .margin(15)
         .x_label_area_size(35)
         .y_label_area_size(55)
@@ -109,8 +118,15 @@ pub fn sweep(path: &Path, scenario: &str, points: &[SweepPoint]) -> Result<(), P
         .draw_series(points.iter().map(|p| {
             EmptyElement::at((p.cost, p.pod_wait_p95_s))
                 + Circle::new((0, 0), 4, blue.filled())
-                + Text::new(format!("{}%", p.headroom_percent), (6, -12), ("sans-serif", 13))
+                + Text::new(label(p), (6, -12), ("sans-serif", 13))
         }))
         .map_err(|x| e(x.to_string()))?;
     root.present().map_err(|x| e(x.to_string()))
+}
+
+fn label(p: &SweepPoint) -> String {
+    match p.setting {
+        "headroom.percent" => format!("{}%", p.value),
+        _ => p.value.to_string(),
+    }
 }

@@ -60,6 +60,8 @@ struct Raw {
     cluster_autoscaler: CaSpec,
     #[serde(default)]
     static_overprovisioning: StaticSpec,
+    #[serde(default)]
+    interruption_handling: InterruptionHandling,
     ballast: RawBallast,
 }
 
@@ -320,6 +322,25 @@ impl<'de> Deserialize<'de> for CaVersion {
     }
 }
 
+/// What acts on spot interruption signals in the runs without Ballast (CA alone and CA
+/// with static overprovisioning); a Ballast run handles them itself.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum InterruptionHandling {
+    /// aws-node-termination-handler in queue-processor mode: EventBridge → SQS → NTH,
+    /// which cordons and drains the node on its rebalance recommendation and on its
+    /// interruption warning.
+    #[default]
+    NodeTerminationHandler,
+    /// EKS managed node groups: the ASG's Capacity Rebalancing launches a replacement on
+    /// a rebalance recommendation; once the replacement is Ready, EKS cordons and drains
+    /// the old node and it is terminated. A warning before then drains it at once. A
+    /// warning with no recommendation before it is not acted on.
+    CapacityRebalance,
+    /// Nothing: pods go when the node is reclaimed.
+    None,
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct StaticSpec {
@@ -407,6 +428,7 @@ pub struct Scenario {
     pub spot: SpotSpec,
     pub ca: CaSpec,
     pub static_overprovisioning: StaticSpec,
+    pub interruption_handling: InterruptionHandling,
     pub delivery_delay: HumanDuration,
     /// Ballast's config for the one simulated pool, named `sim`.
     pub ballast: Config,
@@ -590,6 +612,7 @@ fn validate(raw: Raw) -> Result<Scenario, ScenarioError> {
         spot: raw.spot,
         ca: raw.cluster_autoscaler,
         static_overprovisioning: raw.static_overprovisioning,
+        interruption_handling: raw.interruption_handling,
         delivery_delay: raw.ballast.delivery_delay,
         ballast,
     })

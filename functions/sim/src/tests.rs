@@ -1,8 +1,8 @@
 //! The model honours known facts about cluster-autoscaler and the scheduler.
 
-use crate::engine::{Sim, MINUTE, SECOND};
+use crate::engine::{Ev, Sim, MINUTE, SECOND};
 use crate::scenario::Scenario;
-use crate::{simulate, with_headroom_percent, Strategy};
+use crate::{simulate, with_headroom, HeadroomKnob, Strategy};
 
 /// A small pool of 4-vCPU nodes, no spot interruptions, batch pods for the tests.
 fn tiny(extra: &str, batch: &str) -> Scenario {
@@ -151,11 +151,33 @@ fn ballast_beats_ca_alone_on_the_default_day() {
 #[test]
 fn sweep_headroom_trades_cost_for_wait() {
     let sc = Scenario::built_in("steady").unwrap();
-    let none = simulate(&with_headroom_percent(&sc, 0), Strategy::Ballast, 5, &mut no_progress());
-    let lots = simulate(&with_headroom_percent(&sc, 40), Strategy::Ballast, 5, &mut no_progress());
+    let none = simulate(&with_headroom(&sc, HeadroomKnob::Percent, 0), Strategy::Ballast, 5, &mut no_progress());
+    let lots = simulate(&with_headroom(&sc, HeadroomKnob::Percent, 40), Strategy::Ballast, 5, &mut no_progress());
     assert!(lots.cost > none.cost);
     assert!(lots.mean_spare_capacity_pct > none.mean_spare_capacity_pct);
     assert!(lots.pending_pod_seconds <= none.pending_pod_seconds);
+}
+
+/// The sweep says when `headroom.max`/`min`, not the percent, set the pause pods: a max
+/// below what the percent asks holds them there all run, a min above it likewise, and
+/// neither holds them when both are out of the way.
+#[test]
+fn the_report_says_how_long_headroom_min_and_max_held_the_pause_pods() {
+    let sc = with_headroom(&Scenario::built_in("steady").unwrap(), HeadroomKnob::Percent, 20);
+    let run = |knob, value| {
+        let report = simulate(&with_headroom(&sc, knob, value), Strategy::Ballast, 3, &mut no_progress());
+        (report.headroom_held_at_max_pct.unwrap(), report.headroom_held_at_min_pct.unwrap(), report)
+    };
+    // steady's min is 2.
+    let (at_max, at_min, capped) = run(HeadroomKnob::Max, 2);
+    assert!(at_max > 99.0 && at_min == 0.0, "max 2 holds them all run: {at_max}% / {at_min}%");
+    assert!(capped.series.iter().all(|s| s.headroom_pods <= 2), "never more pause pods than max");
+    let (at_max, at_min, _) = run(HeadroomKnob::Min, 1_000);
+    assert!(at_min > 99.0 && at_max == 0.0, "min 1000 holds them all run: {at_max}% / {at_min}%");
+    let (at_max, at_min, _) = run(HeadroomKnob::Max, 1_000);
+    assert!(at_max == 0.0 && at_min == 0.0, "out of the way: {at_max}% / {at_min}%");
+    let ca = simulate(&sc, Strategy::ClusterAutoscaler, 3, &mut no_progress());
+    assert_eq!((ca.headroom_held_at_max_pct, ca.headroom_held_at_min_pct), (None, None), "Ballast only");
 }
 
 #[test]
@@ -377,4 +399,85 @@ fn cluster_autoscaler_scales_up_only_for_pods_the_scheduler_found_no_room_for() 
     sim.run_until(10 * MINUTE, &mut no_progress());
     assert_eq!(sim.groups[0].desired, 1, "they fit on the node there is: no scale-up");
     assert_eq!(sim.cluster.pending_workload, 0);
+}
+
+/// Six one-CPU jobs on two 4-CPU spot nodes: a drained node's pods do not all fit on
+/// the other, so they wait for cluster-autoscaler or for a replacement.
+fn interrupted(handling: &str, seed: u64) -> (Sim<'static>, usize) {
+    let sc = Box::leak(Box::new(tiny(
+        &format!("interruption_handling: {handling}"),
+        "{ name: b, at: [65s], jobs: 6, cpu: '1', memory: 1Gi, duration: [3h, 3h] }",
+    )));
+    let mut sim = Sim::new(sc, Strategy::ClusterAutoscaler, seed);
+    sim.start();
+    sim.run_until(10 * MINUTE, &mut no_progress());
+    assert_eq!((sim.groups[0].nodes.len(), sim.cluster.pending_workload), (2, 0), "two spot nodes, all running");
+    let node = sim.groups[0].nodes[0];
+    assert!(!sim.cluster.nodes[node].pods.is_empty());
+    (sim, node)
+}
+
+#[test]
+fn node_termination_handler_drains_on_the_warning_before_the_reclaim() {
+    let (mut sim, node) = interrupted("node-termination-handler", 1);
+    let warned = sim.now;
+    sim.at(warned, Ev::Warning(node));
+    sim.at(warned + 2 * MINUTE, Ev::Reclaim(node));
+    sim.run_until(warned + 2 * SECOND - 1, &mut no_progress());
+    assert!(!sim.cluster.nodes[node].cordoned, "not before EventBridge and SQS delivered it (2s)");
+    sim.run_until(warned + 3 * SECOND, &mut no_progress());
+    assert!(sim.cluster.nodes[node].cordoned && sim.cluster.nodes[node].pods.is_empty(), "cordoned and drained");
+    assert!(sim.cluster.pending_workload > 0, "its pods wait for room: cluster-autoscaler's next scan");
+
+    let (mut bare, node) = interrupted("none", 1);
+    bare.at(warned, Ev::Warning(node));
+    bare.run_until(warned + MINUTE, &mut no_progress());
+    assert!(!bare.cluster.nodes[node].cordoned && !bare.cluster.nodes[node].pods.is_empty(), "nothing acts");
+}
+
+#[test]
+fn node_termination_handler_drains_on_a_recommendation_and_ca_removes_the_empty_node() {
+    let (mut sim, node) = interrupted("node-termination-handler", 2);
+    let at = sim.now;
+    sim.at(at, Ev::Rebalance(node));
+    sim.run_until(at + 5 * SECOND, &mut no_progress());
+    assert!(sim.cluster.nodes[node].cordoned && sim.cluster.nodes[node].pods.is_empty());
+    // No interruption follows; NTH never uncordons: the empty node is CA's to remove
+    // (a cordoned node is a scale-down candidate), once unneeded for 10 minutes.
+    sim.run_until(at + 30 * MINUTE, &mut no_progress());
+    assert_eq!(sim.cluster.nodes[node].phase, crate::cluster::NodePhase::Gone, "scaled down by CA");
+    assert_eq!(sim.cluster.pending_workload, 0);
+}
+
+#[test]
+fn capacity_rebalancing_replaces_first_then_drains_the_old_node() {
+    let (mut sim, node) = interrupted("capacity-rebalance", 3);
+    let (at, desired) = (sim.now, sim.groups[0].desired);
+    sim.at(at, Ev::Rebalance(node));
+    sim.run_until(at + SECOND, &mut no_progress());
+    assert_eq!(sim.groups[0].nodes.len(), 3, "a replacement launched beside it");
+    assert_eq!(sim.groups[0].desired, desired, "desired capacity unchanged");
+    assert!(!sim.cluster.nodes[node].cordoned, "the old node serves until the replacement is Ready");
+    sim.run_until(at + 44 * SECOND, &mut no_progress());
+    assert_ne!(sim.cluster.nodes[node].phase, crate::cluster::NodePhase::Gone);
+    sim.run_until(at + 46 * SECOND, &mut no_progress());
+    assert_eq!(sim.cluster.nodes[node].phase, crate::cluster::NodePhase::Gone, "drained and terminated");
+    assert_eq!((sim.groups[0].nodes.len(), sim.groups[0].desired), (2, desired));
+    sim.run_until(at + 47 * SECOND, &mut no_progress());
+    assert_eq!(sim.cluster.pending_workload, 0, "its pods went to the replacement");
+
+    // A warning before the replacement is Ready drains the old node at once.
+    let (mut sim, node) = interrupted("capacity-rebalance", 3);
+    let at = sim.now;
+    sim.at(at, Ev::Rebalance(node));
+    sim.at(at + 10 * SECOND, Ev::Warning(node));
+    sim.run_until(at + 10 * SECOND, &mut no_progress());
+    assert!(sim.cluster.nodes[node].cordoned && sim.cluster.nodes[node].pods.is_empty());
+
+    // A warning with no recommendation before it is not acted on.
+    let (mut sim, node) = interrupted("capacity-rebalance", 3);
+    let at = sim.now;
+    sim.at(at, Ev::Warning(node));
+    sim.run_until(at + MINUTE, &mut no_progress());
+    assert!(!sim.cluster.nodes[node].cordoned && !sim.cluster.nodes[node].pods.is_empty());
 }

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{bail, Context};
-use ballast_sim::{simulate, with_headroom_percent, Report, Scenario, Strategy};
+use ballast_sim::{simulate, with_headroom, HeadroomKnob, Report, Scenario, Strategy};
 use clap::Args;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
@@ -29,8 +29,10 @@ pub struct SimulateArgs {
     /// Run one strategy only.
     #[arg(long, value_enum)]
     strategy: Option<StrategyArg>,
-    /// Vary Ballast's headroom percent, e.g. `headroom=0:50:5`: cost against p95 wait.
-    #[arg(long, value_name = "headroom=FROM:TO:STEP")]
+    /// Vary one of Ballast's headroom settings: cost against p95 wait, and how long
+    /// `headroom.max`/`min` held the pause pods. SETTING is `headroom` (the percent,
+    /// fixed all day), `headroom.min` or `headroom.max`; e.g. `headroom=0:50:5`.
+    #[arg(long, value_name = "SETTING=FROM:TO:STEP")]
     sweep: Option<String>,
 }
 
@@ -65,19 +67,22 @@ fn load(name: &str) -> anyhow::Result<Scenario> {
     Scenario::built_in(name).map_err(|e| super::Unusable::Usage(e.to_string()).into())
 }
 
-fn parse_sweep(spec: &str) -> anyhow::Result<Vec<u32>> {
-    let Some(range) = spec.strip_prefix("headroom=") else {
-        bail!("--sweep: expected headroom=FROM:TO:STEP, got `{spec}`")
+fn parse_sweep(spec: &str) -> anyhow::Result<(HeadroomKnob, Vec<u32>)> {
+    let Some((key, range)) = spec.split_once('=') else {
+        bail!("--sweep: expected SETTING=FROM:TO:STEP, e.g. headroom=0:50:5, got `{spec}`")
+    };
+    let Some(knob) = HeadroomKnob::parse(key) else {
+        bail!("--sweep: `{key}` is not a setting it can vary (headroom, headroom.min, headroom.max)")
     };
     let parts: Vec<u32> = range
         .split(':')
         .map(|p| p.parse::<u32>().with_context(|| format!("--sweep: `{p}` is not a whole number")))
         .collect::<anyhow::Result<_>>()?;
     let [from, to, step] = parts[..] else { bail!("--sweep: expected three numbers FROM:TO:STEP, got `{range}`") };
-    if step == 0 || from > to || to > 1000 {
-        bail!("--sweep: need FROM <= TO <= 1000 and STEP > 0");
+    if step == 0 || from > to || to > 10_000 {
+        bail!("--sweep: need FROM <= TO <= 10000 and STEP > 0");
     }
-    Ok((from..=to).step_by(step as usize).collect())
+    Ok((knob, (from..=to).step_by(step as usize).collect()))
 }
 
 /// One simulation to run.
@@ -150,7 +155,7 @@ fn cell(values: &[Option<f64>], show: &dyn Fn(f64) -> String) -> String {
 
 type Row = (&'static str, fn(&Report) -> Option<f64>, fn(f64) -> String);
 
-const ROWS: [Row; 13] = [
+const ROWS: [Row; 15] = [
     ("first-start wait p50", |r| Some(r.pod_wait_p50_s), humanise),
     ("first-start wait p95", |r| Some(r.pod_wait_p95_s), humanise),
     ("first-start wait max", |r| Some(r.pod_wait_max_s), humanise),
@@ -164,6 +169,8 @@ const ROWS: [Row; 13] = [
     ("back to spot after", |r| r.return_to_spot_s, humanise),
     ("spot interruptions", |r| Some(f64::from(r.interruptions)), |v| format!("{v:.1}")),
     ("peak nodes", |r| Some(f64::from(r.peak_nodes)), |v| format!("{v:.1}")),
+    ("headroom held at max", |r| r.headroom_held_at_max_pct, |v| format!("{v:.1}%")),
+    ("headroom held at min", |r| r.headroom_held_at_min_pct, |v| format!("{v:.1}%")),
 ];
 
 /// `runs[s]` holds strategy `s`'s reports, one per seed.
@@ -212,14 +219,14 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     if let Some(spec) = &args.sweep {
         // A malformed --sweep is a usage error, like any other bad argument.
-        let percents = parse_sweep(spec).map_err(|e| super::Unusable::Usage(format!("{e:#}")))?;
-        let scenarios: Vec<Scenario> = percents.iter().map(|p| with_headroom_percent(&scenario, *p)).collect();
+        let (knob, values) = parse_sweep(spec).map_err(|e| super::Unusable::Usage(format!("{e:#}")))?;
+        let scenarios: Vec<Scenario> = values.iter().map(|v| with_headroom(&scenario, knob, *v)).collect();
         let jobs = scenarios
             .iter()
-            .zip(&percents)
-            .flat_map(|(scenario, p)| {
+            .zip(&values)
+            .flat_map(|(scenario, v)| {
                 seeds.iter().map(move |&seed| Job {
-                    label: format!("headroom {p}% #{seed}"),
+                    label: format!("{} {v} #{seed}", knob.key()),
                     scenario,
                     strategy: Strategy::Ballast,
                     seed,
@@ -230,14 +237,17 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
         let mean = |runs: &[Report], f: fn(&Report) -> f64| {
             mean_sd(&runs.iter().map(f).collect::<Vec<_>>()).map_or(0.0, |(mean, _)| mean)
         };
-        let points: Vec<ballast_sim::plot::SweepPoint> = percents
+        let points: Vec<ballast_sim::plot::SweepPoint> = values
             .iter()
             .zip(reports.chunks(seeds.len()))
-            .map(|(p, runs)| ballast_sim::plot::SweepPoint {
-                headroom_percent: *p,
+            .map(|(v, runs)| ballast_sim::plot::SweepPoint {
+                setting: knob.key(),
+                value: *v,
                 cost: mean(runs, |r| r.cost),
                 pod_wait_p95_s: mean(runs, |r| r.pod_wait_p95_s),
                 mean_spare_capacity_pct: mean(runs, |r| r.mean_spare_capacity_pct),
+                held_at_max_pct: mean(runs, |r| r.headroom_held_at_max_pct.unwrap_or(0.0)),
+                held_at_min_pct: mean(runs, |r| r.headroom_held_at_min_pct.unwrap_or(0.0)),
             })
             .collect();
         if args.json {
@@ -248,20 +258,45 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
                 )?
             );
         } else {
+            let cfg = &scenario.ballast.pools[0].headroom;
             println!(
-                "scenario {} — Ballast headroom sweep, {} seed(s) from {}, means\n",
+                "scenario {} — Ballast {} sweep, {} seed(s) from {}, means",
                 scenario.name,
+                knob.key(),
                 seeds.len(),
                 args.seed
             );
-            println!("{:>10} {:>10} {:>20} {:>14}", "headroom", "cost", "first-start p95", "mean spare");
+            println!(
+                "otherwise as the scenario sets it: headroom {}%{}, min {}, max {}\n",
+                cfg.percent,
+                if cfg.schedules.is_empty() { "" } else { " with schedules" },
+                cfg.min,
+                cfg.max
+            );
+            println!(
+                "{:>16} {:>10} {:>16} {:>11} {:>12} {:>12}",
+                knob.key(),
+                "cost",
+                "first-start p95",
+                "mean spare",
+                "held at max",
+                "held at min"
+            );
             for p in &points {
+                let value = if knob == HeadroomKnob::Percent { format!("{}%", p.value) } else { p.value.to_string() };
                 println!(
-                    "{:>9}% {:>10} {:>20} {:>13.1}%",
-                    p.headroom_percent,
+                    "{value:>16} {:>10} {:>16} {:>10.1}% {:>11.1}% {:>11.1}%",
                     format!("${:.2}", p.cost),
                     humanise(p.pod_wait_p95_s),
-                    p.mean_spare_capacity_pct
+                    p.mean_spare_capacity_pct,
+                    p.held_at_max_pct,
+                    p.held_at_min_pct
+                );
+            }
+            if points.iter().any(|p| p.held_at_max_pct > 0.0 || p.held_at_min_pct > 0.0) {
+                println!(
+                    "\nheld at max/min: share of the run in which headroom.max kept the pause pods below\n\
+                     what the percent asked for, or headroom.min above it."
                 );
             }
         }

@@ -6,7 +6,7 @@ use serde::Serialize;
 use super::Work;
 use crate::config::HeadroomConfig;
 use crate::model::{Demand, DisruptionKind, PoolRecord};
-use crate::plan::ActionKind;
+use crate::plan::{ActionKind, HeadroomDecision};
 use crate::units::{format_cpu_millis, format_memory_bytes};
 
 /// Where the percent in force comes from.
@@ -71,6 +71,7 @@ impl Work<'_> {
         };
         let (percent, source, boosted) = headroom_percent(cfg, &self.record, self.now);
         let (raw, replicas) = headroom_replicas(cfg, &demand, percent);
+        self.headroom = Some(HeadroomDecision { percent, wanted: raw, replicas });
         if self.observed.headroom_replicas == Some(replicas) {
             return;
         }

@@ -33,7 +33,7 @@ use chrono::{DateTime, Utc};
 use crate::config::PoolConfig;
 use crate::event::{Event, Signal};
 use crate::model::{CapacityCall, Journal, ObservedAsg, ObservedPool, PoolRecord};
-use crate::plan::{Action, ActionKind, Plan};
+use crate::plan::{Action, ActionKind, HeadroomDecision, Plan};
 
 /// How far ahead of `now` an event's time may be (clock skew between EventBridge, the
 /// forwarder and Lambda); a time further ahead is taken as `now`, with a note.
@@ -106,6 +106,7 @@ struct Work<'a> {
     seq: u64,
     actions: Vec<Action>,
     notes: Vec<String>,
+    headroom: Option<HeadroomDecision>,
 }
 
 impl<'a> Work<'a> {
@@ -128,6 +129,7 @@ impl<'a> Work<'a> {
             seq: input.record.plans + 1,
             actions: Vec::new(),
             notes: Vec::new(),
+            headroom: None,
         }
     }
 
@@ -347,6 +349,7 @@ impl<'a> Work<'a> {
             actions: all,
             notes: self.notes,
             record: self.record,
+            headroom: self.headroom,
         }
     }
 }

@@ -263,9 +263,20 @@ fn headroom_needs_demand_and_changes_only_what_differs() {
     let p = run(&cfg, &PoolRecord::default(), &observed, &[], now());
     assert!(p.actions.is_empty() || !kinds(&p).contains(&"headroom"));
     assert!(p.notes.iter().any(|n| n.contains("no demand known")));
+    assert_eq!(p.headroom, None, "no decision without demand");
     observed.demand = Some(demand(40_000, 80));
     observed.headroom_replicas = Some(10);
-    assert!(!kinds(&run(&cfg, &PoolRecord::default(), &observed, &[], now())).contains(&"headroom"));
+    let unchanged = run(&cfg, &PoolRecord::default(), &observed, &[], now());
+    assert!(!kinds(&unchanged).contains(&"headroom"));
+    // The decision is in the plan (and its log line) even when nothing changes.
+    let decision = unchanged.headroom.expect("decided");
+    assert_eq!((decision.wanted, decision.replicas), (10, 10));
+    assert_eq!(decision.clamped(), std::cmp::Ordering::Equal);
+    assert!(unchanged.log_line().contains(r#""headroom":{"percent":"#), "{}", unchanged.log_line());
+    let mut capped = cfg.clone();
+    capped.pools[0].headroom.max = 4;
+    let held = run(&capped, &PoolRecord::default(), &observed, &[], now()).headroom.unwrap();
+    assert_eq!((held.wanted, held.replicas, held.clamped()), (10, 4, std::cmp::Ordering::Less), "held at max");
     // The forwarder's newer demand wins over an older listing.
     let newer = crate::event::PoolDemandDetail {
         pool: "p".into(),
