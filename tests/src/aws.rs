@@ -51,7 +51,7 @@ impl Cluster for MirrorCluster {
         let cordoned = self.cordoned.lock().expect("cordoned").clone();
         Ok(spot
             .iter()
-            .chain(std::iter::once(&od))
+            .chain(od.as_ref())
             .flat_map(|a| a.instances.iter())
             .filter(|i| i.lifecycle_state == LifecycleState::InService)
             .map(|i| {

@@ -194,7 +194,7 @@ fn violation(st: &mut FaultState, what: String) {
 
 #[async_trait]
 impl Autoscaling for Faulty {
-    async fn describe_pool(&self, pool: &PoolConfig) -> Result<(Vec<ObservedAsg>, ObservedAsg), PortError> {
+    async fn describe_pool(&self, pool: &PoolConfig) -> Result<(Vec<ObservedAsg>, Option<ObservedAsg>), PortError> {
         self.memory.describe_pool(pool).await
     }
     async fn asg_size(&self, asg: &str) -> Result<AsgSize, PortError> {

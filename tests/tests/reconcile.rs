@@ -232,7 +232,7 @@ struct FailFirstTerminate {
 
 #[async_trait::async_trait]
 impl Autoscaling for FailFirstTerminate {
-    async fn describe_pool(&self, pool: &PoolConfig) -> Result<(Vec<ObservedAsg>, ObservedAsg), PortError> {
+    async fn describe_pool(&self, pool: &PoolConfig) -> Result<(Vec<ObservedAsg>, Option<ObservedAsg>), PortError> {
         self.inner.describe_pool(pool).await
     }
     async fn asg_size(&self, asg: &str) -> Result<AsgSize, PortError> {
@@ -324,7 +324,7 @@ struct ThrottledDescribe(InMemory);
 
 #[async_trait::async_trait]
 impl Autoscaling for ThrottledDescribe {
-    async fn describe_pool(&self, _: &PoolConfig) -> Result<(Vec<ObservedAsg>, ObservedAsg), PortError> {
+    async fn describe_pool(&self, _: &PoolConfig) -> Result<(Vec<ObservedAsg>, Option<ObservedAsg>), PortError> {
         Err(PortError::new(ErrorKind::Retryable, "DescribeAutoScalingGroups", "Throttling: Rate exceeded"))
     }
     async fn asg_size(&self, asg: &str) -> Result<AsgSize, PortError> {

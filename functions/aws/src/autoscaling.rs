@@ -182,11 +182,11 @@ fn lifecycle(state: &SdkLifecycle) -> LifecycleState {
 
 #[async_trait]
 impl Autoscaling for AwsAutoscaling {
-    async fn describe_pool(&self, pool: &PoolConfig) -> Result<(Vec<ObservedAsg>, ObservedAsg), PortError> {
+    async fn describe_pool(&self, pool: &PoolConfig) -> Result<(Vec<ObservedAsg>, Option<ObservedAsg>), PortError> {
         // Each selector is one listing (AWS filters by name or tags); the pool is then
         // resolved against all of them with the shared rule.
         let mut listed: BTreeMap<String, (AutoScalingGroup, BTreeMap<String, String>)> = BTreeMap::new();
-        for selector in pool.spot_asgs.iter().chain([&pool.on_demand_asg]) {
+        for selector in pool.spot_asgs.iter().chain(pool.on_demand_asg.as_ref()) {
             for group in self.select(selector).await? {
                 let name = group.auto_scaling_group_name().unwrap_or_default().to_string();
                 let tags = tags_of(&group);
@@ -199,7 +199,10 @@ impl Autoscaling for AwsAutoscaling {
         for name in resolved.spot {
             spot.push(self.observe(&listed[name].0, Market::Spot).await?);
         }
-        let od = self.observe(&listed[resolved.on_demand].0, Market::OnDemand).await?;
+        let od = match resolved.on_demand {
+            Some(name) => Some(self.observe(&listed[name].0, Market::OnDemand).await?),
+            None => None,
+        };
         Ok((spot, od))
     }
 

@@ -307,7 +307,7 @@ impl Doctor {
     async fn asgs(&self, config: &Config, findings: &mut Vec<Finding>) {
         for pool in &config.pools {
             let selectors =
-                pool.spot_asgs.iter().map(|s| (s, true)).chain(std::iter::once((&pool.on_demand_asg, false)));
+                pool.spot_asgs.iter().map(|s| (s, true)).chain(pool.on_demand_asg.as_ref().map(|s| (s, false)));
             for (selector, spot) in selectors {
                 let kind = if spot { "spot" } else { "on-demand" };
                 let check = format!("pool {} {kind} ASG {selector}", pool.name);

@@ -114,7 +114,7 @@ impl World {
     }
 
     /// Resolves a pool's selectors against the world's ASGs (the shared rule).
-    pub fn pool_asgs(&self, pool: &PoolConfig) -> Result<(Vec<&ObservedAsg>, &ObservedAsg), PortError> {
+    pub fn pool_asgs(&self, pool: &PoolConfig) -> Result<(Vec<&ObservedAsg>, Option<&ObservedAsg>), PortError> {
         snapshot::pool_asgs(&self.asgs, pool, "describe_pool")
     }
 
@@ -199,10 +199,10 @@ fn not_found(op: &str, what: String) -> PortError {
 
 #[async_trait]
 impl Autoscaling for InMemory {
-    async fn describe_pool(&self, pool: &PoolConfig) -> Result<(Vec<ObservedAsg>, ObservedAsg), PortError> {
+    async fn describe_pool(&self, pool: &PoolConfig) -> Result<(Vec<ObservedAsg>, Option<ObservedAsg>), PortError> {
         let world = self.world();
         let (spot, on_demand) = world.pool_asgs(pool)?;
-        Ok((spot.into_iter().cloned().collect(), on_demand.clone()))
+        Ok((spot.into_iter().cloned().collect(), on_demand.cloned()))
     }
 
     async fn asg_size(&self, asg: &str) -> Result<AsgSize, PortError> {
@@ -266,7 +266,7 @@ impl Cluster for InMemory {
     async fn pool_nodes(&self, pool: &PoolConfig) -> Result<Vec<NodeState>, PortError> {
         let world = self.world();
         let (mut asgs, on_demand) = snapshot::pool_asgs(&world.asgs, pool, "pool_nodes")?;
-        asgs.push(on_demand);
+        asgs.extend(on_demand);
         Ok(snapshot::nodes_in(world.nodes.iter().map(|n| &n.state), &asgs))
     }
 

@@ -165,7 +165,9 @@ pub struct Demand {
 pub struct ObservedPool {
     /// In the pool's preference order.
     pub spot: Vec<ObservedAsg>,
-    pub on_demand: ObservedAsg,
+    /// `None` for a spot-only pool.
+    #[serde(default)]
+    pub on_demand: Option<ObservedAsg>,
     #[serde(default)]
     pub nodes: Vec<NodeState>,
     /// The pause-pod Deployment's replicas; `None` when it does not exist yet.
@@ -178,7 +180,11 @@ pub struct ObservedPool {
 
 impl ObservedPool {
     pub fn asgs(&self) -> impl Iterator<Item = &ObservedAsg> {
-        self.spot.iter().chain(std::iter::once(&self.on_demand))
+        self.spot.iter().chain(self.on_demand.as_ref())
+    }
+
+    pub fn is_on_demand(&self, asg: &str) -> bool {
+        self.on_demand.as_ref().is_some_and(|od| od.name == asg)
     }
 
     pub fn asg(&self, name: &str) -> Option<&ObservedAsg> {

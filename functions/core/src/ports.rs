@@ -55,8 +55,9 @@ impl PortError {
 
 #[async_trait]
 pub trait Autoscaling: Send + Sync {
-    /// The pool's ASGs: the spot ones in the pool's preference order, then on-demand.
-    async fn describe_pool(&self, pool: &PoolConfig) -> Result<(Vec<ObservedAsg>, ObservedAsg), PortError>;
+    /// The pool's ASGs: the spot ones in the pool's preference order, then on-demand
+    /// (`None` for a spot-only pool).
+    async fn describe_pool(&self, pool: &PoolConfig) -> Result<(Vec<ObservedAsg>, Option<ObservedAsg>), PortError>;
     /// One ASG's size now: read again just before a write, since the write is absolute.
     async fn asg_size(&self, asg: &str) -> Result<AsgSize, PortError>;
     async fn set_desired_capacity(&self, asg: &str, desired: u32) -> Result<(), PortError>;

@@ -255,7 +255,10 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
             } else {
                 let by_name = event.signal.named_asg().and_then(|asg| {
                     self.config.pools.iter().find(|p| {
-                        p.spot_asgs.iter().chain([&p.on_demand_asg]).any(|s| s == &AsgSelector::Name(asg.to_string()))
+                        p.spot_asgs
+                            .iter()
+                            .chain(p.on_demand_asg.as_ref())
+                            .any(|s| s == &AsgSelector::Name(asg.to_string()))
                     })
                 });
                 if let Some(pool) = by_name {
@@ -265,7 +268,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                         let mut all = Vec::new();
                         for pool in &self.config.pools {
                             let (spot, od) = self.autoscaling.describe_pool(pool).await?;
-                            all.push((pool.name.clone(), spot.into_iter().chain([od]).collect()));
+                            all.push((pool.name.clone(), spot.into_iter().chain(od).collect()));
                         }
                         view = Some(all);
                     }

@@ -88,11 +88,11 @@ pub fn pool_asgs<'a>(
     asgs: &'a [ObservedAsg],
     pool: &PoolConfig,
     operation: &str,
-) -> Result<(Vec<&'a ObservedAsg>, &'a ObservedAsg), PortError> {
+) -> Result<(Vec<&'a ObservedAsg>, Option<&'a ObservedAsg>), PortError> {
     let resolved = resolve_pool_asgs(pool, asgs.iter().map(|a| AsgRef { name: &a.name, tags: &a.tags }))
         .map_err(|e| PortError::new(ErrorKind::Permanent, operation, e.to_string()))?;
     let by_name = |name: &str| asgs.iter().find(|a| a.name == name).expect("resolved from these ASGs");
-    Ok((resolved.spot.into_iter().map(by_name).collect(), by_name(resolved.on_demand)))
+    Ok((resolved.spot.into_iter().map(by_name).collect(), resolved.on_demand.map(by_name)))
 }
 
 /// The nodes whose instance is in one of `asgs`.
@@ -126,9 +126,9 @@ fn read_only(operation: &str) -> PortError {
 
 #[async_trait]
 impl Autoscaling for SnapshotPorts {
-    async fn describe_pool(&self, pool: &PoolConfig) -> Result<(Vec<ObservedAsg>, ObservedAsg), PortError> {
+    async fn describe_pool(&self, pool: &PoolConfig) -> Result<(Vec<ObservedAsg>, Option<ObservedAsg>), PortError> {
         let (spot, on_demand) = pool_asgs(&self.0.asgs, pool, "describe_pool")?;
-        Ok((spot.into_iter().cloned().collect(), on_demand.clone()))
+        Ok((spot.into_iter().cloned().collect(), on_demand.cloned()))
     }
 
     async fn asg_size(&self, asg: &str) -> Result<AsgSize, PortError> {
@@ -159,7 +159,7 @@ impl Autoscaling for SnapshotPorts {
 impl Cluster for SnapshotPorts {
     async fn pool_nodes(&self, pool: &PoolConfig) -> Result<Vec<NodeState>, PortError> {
         let (mut asgs, on_demand) = pool_asgs(&self.0.asgs, pool, "pool_nodes")?;
-        asgs.push(on_demand);
+        asgs.extend(on_demand);
         Ok(nodes_in(&self.0.nodes, &asgs))
     }
 
@@ -281,7 +281,7 @@ mod tests {
         let (spot, on_demand) = ports.describe_pool(general).await.unwrap();
         let names: Vec<&str> = spot.iter().map(|a| a.name.as_str()).collect();
         assert_eq!(names, ["eks-general-spot-m6", "eks-general-spot-fallback"]);
-        assert_eq!(on_demand.name, "eks-general-on-demand");
+        assert_eq!(on_demand.unwrap().name, "eks-general-on-demand");
         assert_eq!(ports.pool_nodes(general).await.unwrap().len(), 6);
         let err = ports.set_desired_capacity("eks-general-spot-m6", 5).await.unwrap_err();
         assert_eq!(err.kind, ErrorKind::Permanent);

@@ -401,10 +401,10 @@ fn not_found(operation: &str, what: String) -> PortError {
 
 #[async_trait]
 impl Autoscaling for SimPorts {
-    async fn describe_pool(&self, pool: &PoolConfig) -> Result<(Vec<ObservedAsg>, ObservedAsg), PortError> {
+    async fn describe_pool(&self, pool: &PoolConfig) -> Result<(Vec<ObservedAsg>, Option<ObservedAsg>), PortError> {
         let view = self.view();
         let (spot, on_demand) = pool_asgs(&view.asgs, pool, "describe_pool")?;
-        Ok((spot.into_iter().cloned().collect(), on_demand.clone()))
+        Ok((spot.into_iter().cloned().collect(), on_demand.cloned()))
     }
 
     async fn asg_size(&self, asg: &str) -> Result<AsgSize, PortError> {
@@ -470,7 +470,7 @@ impl Cluster for SimPorts {
         // The view's nodes are those of its ASGs' instances, ASG by ASG.
         let groups: Vec<usize> = spot
             .into_iter()
-            .chain([on_demand])
+            .chain(on_demand)
             .filter_map(|asg| view.asgs.iter().position(|a| std::ptr::eq(a, asg)))
             .collect();
         let in_pool = |n: &&ViewNode| groups.contains(&n.group);

@@ -45,8 +45,10 @@ pub struct PoolConfig {
     /// In preference order: fallback fills the next healthy one before on-demand.
     #[serde(serialize_with = "selectors_as_written")]
     pub spot_asgs: Vec<AsgSelector>,
-    #[serde(serialize_with = "selector_as_written")]
-    pub on_demand_asg: AsgSelector,
+    /// Where fallback goes. `None`: a spot-only pool (headroom and interruption
+    /// handling, no fallback).
+    #[serde(serialize_with = "optional_selector_as_written", skip_serializing_if = "Option::is_none")]
+    pub on_demand_asg: Option<AsgSelector>,
     pub node_selector: BTreeMap<String, String>,
     pub tolerations: Vec<Toleration>,
     pub fallback: FallbackConfig,
@@ -218,6 +220,16 @@ fn selector_as_written<S: Serializer>(selector: &AsgSelector, serializer: S) -> 
     match selector {
         AsgSelector::Name(name) => serializer.serialize_str(name),
         AsgSelector::Tags(tags) => Tags { tags }.serialize(serializer),
+    }
+}
+
+fn optional_selector_as_written<S: Serializer>(
+    selector: &Option<AsgSelector>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    match selector {
+        Some(selector) => selector_as_written(selector, serializer),
+        None => serializer.serialize_none(),
     }
 }
 
@@ -496,7 +508,7 @@ fn check_across_pools(pools: &[(usize, PoolConfig)], issues: &mut Issues) {
         let named = pool
             .spot_asgs
             .iter()
-            .chain(std::iter::once(&pool.on_demand_asg))
+            .chain(pool.on_demand_asg.as_ref())
             .filter_map(|s| match s {
                 AsgSelector::Name(n) => Some(n.clone()),
                 AsgSelector::Tags(_) => None,
@@ -557,14 +569,12 @@ fn read_pool(value: &Value, path: &str, issues: &mut Issues) -> Option<PoolConfi
         }
         Some(other) => issues.push(&spot_path, format!("expected a list of ASGs, found {}", kind(other))),
     }
+    // Absent: a spot-only pool. Present but unreadable: an error, not a spot-only pool.
     let on_demand_asg = match od_value {
-        None => {
-            issues.push(&od_path, "is required: the ASG that takes the fallback");
-            None
-        }
-        Some(v) => read_selector(v, &od_path, issues),
+        None => Some(None),
+        Some(v) => read_selector(v, &od_path, issues).map(Some),
     };
-    if let Some(od) = &on_demand_asg {
+    if let Some(Some(od)) = &on_demand_asg {
         if spot_asgs.contains(od) {
             issues.push(
                 &od_path,

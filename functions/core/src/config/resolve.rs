@@ -18,7 +18,8 @@ pub struct ResolvedPool<'a> {
     /// Each spot selector's matches in name order, selectors in the config's order; an
     /// ASG two selectors match is listed once, where it first appears.
     pub spot: Vec<&'a str>,
-    pub on_demand: &'a str,
+    /// `None` for a spot-only pool.
+    pub on_demand: Option<&'a str>,
 }
 
 /// Why a pool's selectors do not resolve against the ASGs listed.
@@ -60,10 +61,12 @@ pub fn resolve_pool_asgs<'a>(
             return Err(ResolveError::NoSpot { pool: pool.name.clone(), selector: selector.clone() });
         }
     }
-    let selector = &pool.on_demand_asg;
+    let Some(selector) = &pool.on_demand_asg else {
+        return Ok(ResolvedPool { spot, on_demand: None });
+    };
     let mut on_demand = matching(&listed, selector);
     match (on_demand.next(), on_demand.count()) {
-        (Some(asg), 0) => Ok(ResolvedPool { spot, on_demand: asg.name }),
+        (Some(asg), 0) => Ok(ResolvedPool { spot, on_demand: Some(asg.name) }),
         (None, _) => Err(ResolveError::NoOnDemand { pool: pool.name.clone(), selector: selector.clone() }),
         (Some(_), more) => {
             Err(ResolveError::ManyOnDemand { pool: pool.name.clone(), selector: selector.clone(), count: more + 1 })
@@ -113,7 +116,7 @@ mod tests {
         let p = pool("[spot-z, {tags: {ballast.io/pool: general}}]", "od");
         let resolved = resolve_pool_asgs(&p, asgs.refs()).unwrap();
         assert_eq!(resolved.spot, vec!["spot-z", "spot-a", "spot-fallback"]);
-        assert_eq!(resolved.on_demand, "od");
+        assert_eq!(resolved.on_demand, Some("od"));
     }
 
     #[test]
@@ -149,6 +152,6 @@ mod tests {
         let mut asgs = listed();
         asgs.0.push(("od", BTreeMap::new()));
         let resolved = resolve_pool_asgs(&pool("[spot-a]", "od"), asgs.refs()).unwrap();
-        assert_eq!(resolved, ResolvedPool { spot: vec!["spot-a"], on_demand: "od" });
+        assert_eq!(resolved, ResolvedPool { spot: vec!["spot-a"], on_demand: Some("od") });
     }
 }

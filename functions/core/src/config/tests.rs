@@ -23,7 +23,7 @@ fn example_is_valid_and_complete() {
     let general = config.pool("general").unwrap();
     assert_eq!(general.spot_asgs.len(), 2);
     assert!(matches!(&general.spot_asgs[1], AsgSelector::Tags(t) if t.len() == 2));
-    assert_eq!(general.on_demand_asg, AsgSelector::Name("eks-general-on-demand".into()));
+    assert_eq!(general.on_demand_asg, Some(AsgSelector::Name("eks-general-on-demand".into())));
     assert_eq!(general.fallback.max_on_demand, 20);
     assert_eq!(general.fallback.spot_launch_grace.0.as_secs(), 180);
     assert_eq!(general.headroom.pod_memory_bytes, 2 << 30);
@@ -336,4 +336,19 @@ fn the_readme_states_the_defaults_the_code_applies() {
         }
     }
     assert!(checked >= 20, "only {checked} defaults found in the README");
+}
+
+/// A spot-only pool is valid: no fallback, headroom and interruption handling as usual;
+/// `--print` leaves the key out and reads back the same.
+#[test]
+fn a_pool_without_an_on_demand_asg_is_spot_only() {
+    let yaml = "cluster: c\nregion: eu-west-1\nstate_table: tbl\npools:\n  - name: p\n    spot_asgs: [s1]\n";
+    let config = Config::from_yaml(yaml).expect("valid");
+    assert_eq!(config.pools[0].on_demand_asg, None);
+    let printed = serde_yaml_ng::to_string(&config).unwrap();
+    assert!(!printed.contains("on_demand_asg"), "{printed}");
+    assert_eq!(Config::from_yaml(&printed).unwrap(), config);
+    // Present but unreadable is an error, not a spot-only pool.
+    let errors = issues(&minimal_with("").replace("on_demand_asg: od", "on_demand_asg: ''"));
+    assert!(errors.iter().any(|e| e.starts_with("pools[0].on_demand_asg")), "{errors:?}");
 }

@@ -16,7 +16,16 @@ impl Work<'_> {
     /// Fallback units are what the on-demand ASG still holds above its minimum: CA may
     /// have removed some, and memory is never trusted over the ASG.
     pub(super) fn reconcile_fallback_units(&mut self) {
-        let od = &self.observed.on_demand;
+        let Some(od) = &self.observed.on_demand else {
+            // A spot-only pool holds no fallback (an on-demand ASG removed from the
+            // config leaves its instances to cluster-autoscaler).
+            if self.record.fallback_units > 0 {
+                self.note(format!("fallback units {} -> 0: the pool has no on-demand ASG", self.record.fallback_units));
+            }
+            self.record.fallback_units = 0;
+            self.record.fallback_since = None;
+            return;
+        };
         let held = od.desired.saturating_sub(od.min);
         if self.record.fallback_units > held {
             self.note(format!(
@@ -119,8 +128,10 @@ impl Work<'_> {
             }
             // Move back only what fallback still holds: cluster-autoscaler may have
             // removed on-demand nodes meanwhile, and the baseline is never drained.
-            let od = &self.observed.on_demand;
-            let movable = gained.min(self.record.fallback_units).min(self.room_down(od));
+            let movable = match &self.observed.on_demand {
+                Some(od) => gained.min(self.record.fallback_units).min(self.room_down(od)),
+                None => 0,
+            };
             if movable < gained {
                 let why = format!(
                     "failback: {} of {gained} new spot node(s) have nothing to replace (fallback holds {})",
@@ -152,11 +163,11 @@ impl Work<'_> {
     /// still holds them; past the deadline (or when fallback no longer holds them)
     /// uncordoned and released.
     fn advance_victims(&mut self, mut step: FailbackStep) {
-        let od = &self.observed.on_demand;
+        let od = self.observed.on_demand.as_ref();
         let remaining: Vec<String> = step
             .victims
             .iter()
-            .filter(|v| od.instance(v).is_some_and(|i| i.lifecycle_state.is_live()))
+            .filter(|v| od.and_then(|od| od.instance(v)).is_some_and(|i| i.lifecycle_state.is_live()))
             .cloned()
             .collect();
         let done = step.victims.len() as u32 - remaining.len() as u32;
@@ -177,7 +188,7 @@ impl Work<'_> {
         }
         let since = step.victims_since.unwrap_or(step.started_at);
         let deadline = since + failback_drain_deadline(self.cfg);
-        let holdable = self.record.fallback_units.min(self.room_down(od)) as usize;
+        let holdable = od.map_or(0, |od| self.record.fallback_units.min(self.room_down(od))) as usize;
         let (keep, release): (Vec<String>, Vec<String>) = if self.now >= deadline {
             (Vec::new(), remaining)
         } else {
@@ -247,7 +258,7 @@ impl Work<'_> {
     /// Cordons, drains and removes (with decrement, never without) up to `count`
     /// on-demand instances: `prefer` first, then others in service.
     fn drain_on_demand(&mut self, count: u32, reason: &str, prefer: &[String]) -> Vec<String> {
-        let od = self.observed.on_demand.clone();
+        let Some(od) = self.observed.on_demand.clone() else { return Vec::new() };
         let busy: Vec<&str> = self
             .record
             .interruptions
@@ -316,10 +327,10 @@ impl Work<'_> {
                     receivers.push((other.name.clone(), n));
                 }
             }
-            let od = &self.observed.on_demand;
             let cap_room = max_on_demand.saturating_sub(self.record.fallback_units);
-            let n = left.min(self.room_up(od)).min(cap_room);
-            if n > 0 {
+            let od = self.observed.on_demand.as_ref();
+            let n = od.map_or(0, |od| left.min(self.room_up(od)).min(cap_room));
+            if let Some(od) = od.filter(|_| n > 0) {
                 left -= n;
                 self.record.fallback_units += n;
                 self.units_added += n;
@@ -342,10 +353,11 @@ impl Work<'_> {
                 self.move_surges(&asg.name, &receivers);
             }
             if left > 0 {
-                self.note(format!(
-                    "{left} missing instance(s) of {} stay on spot: on-demand is at max_on_demand {max_on_demand} or its max size",
-                    asg.name
-                ));
+                let why = match od {
+                    Some(_) => format!("on-demand is at max_on_demand {max_on_demand} or its max size"),
+                    None => "the pool has no on-demand ASG to fall back to".to_string(),
+                };
+                self.note(format!("{left} missing instance(s) of {} stay on spot: {why}", asg.name));
             }
         }
     }

@@ -192,7 +192,7 @@ impl Work<'_> {
             let gone = count.saturating_sub(self.after(asg).saturating_sub(floor));
             let left = self.withdraw(asg, count, *from, &why);
             self.leave_surplus(asg, left + gone, &why);
-            if *asg == self.observed.on_demand.name {
+            if self.observed.is_on_demand(asg) {
                 // `fallback_since` follows in `reconcile_fallback_units`.
                 self.record.fallback_units = self.record.fallback_units.saturating_sub(count);
             }
@@ -218,7 +218,7 @@ impl Work<'_> {
                 interruption.terminated = false;
             }
         }
-        if asg == self.observed.on_demand.name {
+        if self.observed.is_on_demand(asg) {
             self.record.fallback_units = self.record.fallback_units.saturating_sub(journal.units_added);
             if self.record.fallback_units == 0 {
                 self.record.fallback_since = None;
@@ -267,7 +267,8 @@ impl Work<'_> {
     /// on-demand instances are never Ballast's to remove). What cannot be taken back
     /// without removing a Ready node is named.
     pub(super) fn withdraw_orphaned_surges(&mut self) {
-        let od = self.observed.on_demand.name.clone();
+        let od = self.observed.on_demand.as_ref().map(|od| od.name.clone());
+        let is_od = |asg: &str| od.as_deref() == Some(asg);
         for index in 0..self.record.interruptions.len() {
             let interruption = self.record.interruptions[index].clone();
             if interruption.terminated || is_live(self.observed, &interruption.instance_id) {
@@ -277,7 +278,7 @@ impl Work<'_> {
             let reason =
                 format!("{} left before Ballast removed it; its replacement is surplus", interruption.instance_id);
             let own = interruption.asg.clone();
-            let surge_on_od = surge.asg == od && own != od;
+            let surge_on_od = is_od(&surge.asg) && !is_od(&own);
             let from = if self.withdraw_one(&own, &reason) {
                 Some(own.clone())
             } else if surge.asg != own
@@ -290,7 +291,7 @@ impl Work<'_> {
             };
             match from {
                 // The surge on on-demand was a fallback unit; it is gone now.
-                Some(asg) if asg == od && own != od => {
+                Some(asg) if is_od(&asg) && !is_od(&own) => {
                     self.record.fallback_units = self.record.fallback_units.saturating_sub(1);
                 }
                 Some(_) => {}

@@ -55,7 +55,7 @@ impl Work<'_> {
         {
             return Some((other.name.clone(), false));
         }
-        let od = &self.observed.on_demand;
+        let od = self.observed.on_demand.as_ref()?;
         let under_cap = self.record.fallback_units < self.cfg.fallback.max_on_demand;
         (own_is_spot && under_cap && self.room_up(od) > 0).then(|| (od.name.clone(), true))
     }

@@ -83,7 +83,7 @@ fn pool(spot_a: (u32, u32), spot_b: (u32, u32), od: (u32, u32)) -> ObservedPool 
             asg("spot-a", spot_a.0, spot_a.1, 20, Market::Spot),
             asg("spot-b", spot_b.0, spot_b.1, 20, Market::Spot),
         ],
-        on_demand: asg("od", od.0, od.1, 10, Market::OnDemand),
+        on_demand: Some(asg("od", od.0, od.1, 10, Market::OnDemand)),
         nodes: vec![],
         headroom_replicas: None,
         demand: None,
@@ -102,6 +102,11 @@ fn one_spot(spot_a: (u32, u32), od: (u32, u32)) -> (Config, ObservedPool) {
     let mut observed = pool(spot_a, (0, 0), od);
     observed.spot.truncate(1);
     (cfg, observed)
+}
+
+/// The pool's on-demand ASG (the tests' pools have one unless they drop it).
+fn od(pool: &mut ObservedPool) -> &mut ObservedAsg {
+    pool.on_demand.as_mut().expect("an on-demand ASG")
 }
 
 fn event(signal: Signal, at: DateTime<Utc>) -> Event {
@@ -306,6 +311,45 @@ fn capacity_error_moves_the_shortfall_to_healthy_spot_first_then_on_demand() {
     assert!(p.record.unavailable["spot-a"].until == now() + Duration::minutes(15));
 }
 
+/// A pool without an on-demand ASG: fallback stays within spot, says why the rest
+/// stays short, and interruptions, failback state and headroom work as in any pool.
+#[test]
+fn a_spot_only_pool_moves_within_spot_and_never_to_on_demand() {
+    let cfg = with(|y| y.replace("    on_demand_asg: od\n", ""));
+    assert_eq!(cfg.pools[0].on_demand_asg, None, "the test's config has no on-demand ASG");
+    let mut observed = pool((6, 2), (0, 0), (0, 0));
+    observed.on_demand = None;
+    observed.spot[1].max = 1; // spot-b can take one
+    let p = run(&cfg, &PoolRecord::default(), &observed, &[capacity_error("spot-a", now())], now());
+    assert_eq!(desired(&p, "spot-a"), Some(5), "one moved to spot-b");
+    assert_eq!(desired(&p, "spot-b"), Some(1));
+    assert_eq!(p.record.fallback_units, 0);
+    assert!(p.actions.iter().all(|a| !format!("{:?}", a.kind).contains("\"od\"")), "{:#?}", p.actions);
+    assert!(
+        p.notes
+            .iter()
+            .any(|n| n.contains("3 missing instance(s) of spot-a stay on spot: the pool has no on-demand ASG")),
+        "{:#?}",
+        p.notes
+    );
+    // A record that still holds fallback (the on-demand ASG was taken out of the config)
+    // lets it go instead of planning against an ASG the pool no longer has.
+    let record = PoolRecord { fallback_units: 2, fallback_since: Some(now()), ..Default::default() };
+    let p = run(&cfg, &record, &observed, &[], now());
+    assert_eq!((p.record.fallback_units, p.record.fallback_since), (0, None));
+    assert!(p.notes.iter().any(|n| n.contains("the pool has no on-demand ASG")), "{:#?}", p.notes);
+    // An interruption surges within spot.
+    let observed = {
+        let mut o = pool((3, 3), (0, 0), (0, 0));
+        o.on_demand = None;
+        o
+    };
+    let warning = spot_warning(&observed, 0, InstanceAction::Terminate);
+    let p = run(&cfg, &PoolRecord::default(), &observed, &[warning], now());
+    assert_eq!(kinds(&p), vec!["record", "desired", "cordon", "drain", "terminate"]);
+    assert_eq!(desired(&p, "spot-a"), Some(4));
+}
+
 #[test]
 fn fallback_respects_max_on_demand_asg_max_and_spot_min() {
     let cfg = config();
@@ -315,10 +359,10 @@ fn fallback_respects_max_on_demand_asg_max_and_spot_min() {
     assert_eq!(desired(&p, "od"), Some(4), "max_on_demand 4");
     assert_eq!(desired(&p, "spot-a"), Some(5), "the rest stays on spot");
     assert!(p.notes.iter().any(|n| n.contains("stay on spot")));
-    observed.on_demand.max = 2;
+    od(&mut observed).max = 2;
     let p = run(&cfg, &PoolRecord::default(), &observed, &[capacity_error("spot-a", now())], now());
     assert_eq!(desired(&p, "od"), Some(2), "on-demand ASG max");
-    observed.on_demand.max = 10;
+    od(&mut observed).max = 10;
     observed.spot[0].min = 8;
     let p = run(&cfg, &PoolRecord::default(), &observed, &[capacity_error("spot-a", now())], now());
     assert_eq!(desired(&p, "spot-a"), Some(8), "never below the spot ASG's min");
@@ -326,7 +370,7 @@ fn fallback_respects_max_on_demand_asg_max_and_spot_min() {
     // Units already held count against the cap.
     let mut record = PoolRecord { fallback_units: 3, ..Default::default() };
     observed.spot[0].min = 0;
-    observed.on_demand.desired = 3;
+    od(&mut observed).desired = 3;
     record.unavailable.insert("spot-a".into(), Unavailable { until: now() + Duration::minutes(5), reason: "x".into() });
     let p = run(&cfg, &record, &observed, &[], now());
     assert_eq!(desired(&p, "od"), Some(4));
@@ -510,8 +554,8 @@ fn failback_surges_spot_first_then_drains_on_demand_when_ready() {
     assert_eq!(victims.len(), 2);
 
     // Victims gone: the step is done and units drop by two.
-    observed.on_demand.instances.retain(|i| !victims.contains(&i.id));
-    observed.on_demand.desired = 1;
+    od(&mut observed).instances.retain(|i| !victims.contains(&i.id));
+    od(&mut observed).desired = 1;
     let done = run(&cfg, &applied(&go), &observed, &[], now() + Duration::minutes(4));
     assert_eq!(done.record.fallback_units, 1);
     assert!(done.notes.iter().any(|n| n.contains("failback step done")));
@@ -542,7 +586,7 @@ fn failed_failback_step_is_withdrawn_and_waits_to_retry() {
 fn fallback_units_follow_the_on_demand_asg() {
     let cfg = config();
     let (record, mut observed) = in_fallback();
-    observed.on_demand = asg("od", 1, 1, 10, Market::OnDemand); // CA removed two
+    observed.on_demand = Some(asg("od", 1, 1, 10, Market::OnDemand)); // CA removed two
     let p = run(&cfg, &record, &observed, &[], now());
     assert_eq!(p.record.fallback_units, 1);
 }
@@ -611,7 +655,7 @@ fn no_room_to_surge_terminates_without_decrement() {
     let mut observed = pool((3, 3), (0, 0), (0, 0));
     observed.spot[0].max = 3;
     observed.spot[1].max = 0;
-    observed.on_demand.max = 0;
+    od(&mut observed).max = 0;
     let p =
         run(&cfg, &PoolRecord::default(), &observed, &[spot_warning(&observed, 0, InstanceAction::Terminate)], now());
     assert!(p.actions.iter().any(|a| matches!(a.kind, ActionKind::TerminateInstance { decrement: false, .. })));
@@ -654,7 +698,7 @@ fn rebalance_follows_config() {
 fn health_scheduled_change_replaces_ahead() {
     let cfg = config();
     let observed = pool((3, 3), (0, 0), (2, 2));
-    let od_id = observed.on_demand.instances[0].id.clone();
+    let od_id = observed.on_demand.as_ref().unwrap().instances[0].id.clone();
     let health = event(
         Signal::ScheduledChange {
             event_type_code: "AWS_EC2_PERSISTENT_INSTANCE_RETIREMENT_SCHEDULED".into(),
@@ -711,7 +755,7 @@ fn replanned_after_drain_timeout_if_instance_still_there() {
 fn lifecycle_action_heartbeats_drains_and_completes_once() {
     let cfg = config();
     let observed = pool((3, 3), (0, 0), (1, 1));
-    let id = observed.on_demand.instances[0].id.clone();
+    let id = observed.on_demand.as_ref().unwrap().instances[0].id.clone();
     let action = event(
         Signal::TerminateLifecycleAction(LifecycleAction {
             asg: "od".into(),
@@ -747,7 +791,7 @@ fn desired_is_clamped_to_asg_bounds() {
     let mut observed = pool((3, 3), (0, 0), (0, 0));
     observed.spot[0].max = 3;
     observed.spot[1].max = 0;
-    observed.on_demand.max = 0;
+    od(&mut observed).max = 0;
     let p = run(&cfg, &PoolRecord::default(), &observed, &[capacity_error("spot-a", now())], now());
     for action in &p.actions {
         if let ActionKind::SetDesiredCapacity { asg, to, .. } = &action.kind {
@@ -799,7 +843,7 @@ fn a_move_raises_the_receiving_asg_before_lowering_the_giving_one_and_is_finishe
     if let CapacityCall::SetDesired { done, .. } = &mut journal.calls[0] {
         *done = true;
     }
-    observed.on_demand.desired = 4;
+    od(&mut observed).desired = 4;
     let retry = run(&cfg, &record, &observed, &[], now() + Duration::seconds(30));
     assert_eq!(desired(&retry, "od"), None, "no second raise: {:#?}", retry.actions);
     assert_eq!(desired(&retry, "spot-a"), Some(4), "the move is finished");
@@ -812,7 +856,7 @@ fn a_raise_that_never_landed_gives_back_its_fallback_units_even_above_a_foreign_
     // On-demand holds one instance above its minimum that is not Ballast's.
     let mut observed = pool((6, 4), (0, 0), (3, 3));
     observed.spot.truncate(1);
-    observed.on_demand.min = 2;
+    od(&mut observed).min = 2;
     let p = run(&cfg, &PoolRecord::default(), &observed, &[capacity_error("spot-a", now())], now());
     assert_eq!(p.record.fallback_units, 2);
     // The run died in the raise and it never landed: the units go, no phantom stays.
@@ -861,7 +905,7 @@ fn failback_never_drains_the_on_demand_baseline() {
             unschedulable: false,
         });
     }
-    observed.on_demand.min = 3;
+    od(&mut observed).min = 3;
     let go = run(&cfg, &applied(&p), &observed, &[], now() + Duration::minutes(2));
     assert!(!kinds(&go).contains(&"terminate"), "{:#?}", go.actions);
     assert!(!kinds(&go).contains(&"drain"));
@@ -1044,7 +1088,7 @@ fn a_move_whose_giving_asg_refilled_is_withdrawn_from_the_receiving_one() {
     let record = journaled(&p, 1);
     let mut later = observed.clone();
     later.spot[0] = asg("spot-a", 6, 6, 20, Market::Spot);
-    later.on_demand = asg("od", 4, 4, 10, Market::OnDemand);
+    later.on_demand = Some(asg("od", 4, 4, 10, Market::OnDemand));
     let retry = run(&cfg, &record, &later, &[], now() + Duration::seconds(30));
     assert_eq!(desired(&retry, "spot-a"), None, "nothing unfilled to lower: {:#?}", retry.actions);
     let withdrawn: Vec<&str> = retry
@@ -1106,7 +1150,7 @@ fn a_surge_moved_by_a_fallback_is_withdrawn_where_it_went() {
     let mut gone = later.clone();
     gone.spot[0].desired = 4;
     gone.spot[0].instances.retain(|i| i.id != warned);
-    gone.on_demand = asg("od", 3, 2, 10, Market::OnDemand);
+    gone.on_demand = Some(asg("od", 3, 2, 10, Market::OnDemand));
     let at = at + Duration::seconds(30);
     let after = run(&cfg, &applied(&moved), &gone, &[], at);
     assert_eq!(desired(&after, "od"), Some(2), "withdrawn from on-demand: {:#?} {:?}", after.actions, after.notes);
@@ -1124,7 +1168,7 @@ fn a_lower_whose_answer_was_lost_names_what_may_be_left_when_another_moved_the_a
     let record = journaled(&p, 1);
     let mut later = observed.clone();
     later.spot[0] = asg("spot-a", 5, 5, 20, Market::Spot);
-    later.on_demand.desired = 4;
+    od(&mut later).desired = 4;
     let retry = run(&cfg, &record, &later, &[], now() + Duration::seconds(30));
     assert_eq!(desired(&retry, "spot-a"), None, "{:#?}", retry.actions);
     assert!(retry.notes.iter().any(|n| n.contains(&format!("2 {SURPLUS_NOTE} spot-a"))), "{:?}", retry.notes);
@@ -1177,7 +1221,7 @@ fn an_orphaned_moved_surge_takes_back_the_slot_its_asg_reopened_not_a_booting_on
     let mut gone = later.clone();
     gone.spot[0].desired = 4;
     gone.spot[0].instances.retain(|i| i.id != warned);
-    gone.on_demand = asg("od", 3, 3, 10, Market::OnDemand);
+    gone.on_demand = Some(asg("od", 3, 3, 10, Market::OnDemand));
     let after = run(&cfg, &record, &gone, &[], at + Duration::seconds(60));
     // spot-a's reopened slot is the one too many (fall_back would move it to on-demand in
     // this very plan): lowering it keeps the booting on-demand instance. Withdrawing the
@@ -1200,7 +1244,7 @@ fn a_lower_whose_answer_was_lost_then_a_scale_in_names_every_slot_it_may_have_le
     let record = journaled(&p, 1);
     let mut later = observed.clone();
     later.spot[0] = asg("spot-a", 5, 3, 20, Market::Spot);
-    later.on_demand.desired = 4;
+    od(&mut later).desired = 4;
     let retry = run(&cfg, &record, &later, &[], now() + Duration::seconds(30));
     // Ballast's own net change: what the pool holds now, plus the one cluster-autoscaler
     // removed, less what it held before. A move adds nothing; anything more is surplus.
@@ -1226,7 +1270,7 @@ fn a_move_split_over_two_receivers_whose_second_raise_was_lost_leaves_no_unnamed
     let record = journaled(&p, 1);
     let mut later = observed.clone();
     later.spot[1].desired = 3;
-    later.on_demand.desired = 3;
+    od(&mut later).desired = 3;
     let retry = run(&cfg, &record, &later, &[], now() + Duration::seconds(30));
     let net = i64::from(total(&retry, &later)) - i64::from(observed.total_desired());
     assert!(
@@ -1277,7 +1321,7 @@ fn a_moved_surge_orphaned_after_failback_never_takes_an_on_demand_instance_balla
     let mut observed = pool((4, 4), (0, 0), (2, 2));
     observed.spot.truncate(1);
     observed.spot[0].min = 4;
-    observed.on_demand.min = 2; // the baseline
+    od(&mut observed).min = 2; // the baseline
     let warned = observed.spot[0].instances[0].id.clone();
     let not_warned =
         |c: &CapacityCall| !matches!(c, CapacityCall::Terminate { instance_id, .. } if *instance_id == warned);
@@ -1295,8 +1339,8 @@ fn a_moved_surge_orphaned_after_failback_never_takes_an_on_demand_instance_balla
     assert_eq!(moved.record.interruptions[0].surge.as_ref().unwrap().asg, "od");
     record = made_only(&moved, not_warned);
     world.spot[0].desired = 4;
-    world.on_demand = asg("od", 3, 3, 10, Market::OnDemand);
-    world.on_demand.min = 2;
+    world.on_demand = Some(asg("od", 3, 3, 10, Market::OnDemand));
+    od(&mut world).min = 2;
     ready_nodes_for(&mut world);
     // Spot comes back; the drain stays blocked. After failback_after, failback surges spot-a.
     let mut step = None;
@@ -1327,16 +1371,16 @@ fn a_moved_surge_orphaned_after_failback_never_takes_an_on_demand_instance_balla
     let is_victim =
         |c: &CapacityCall| matches!(c, CapacityCall::Terminate { instance_id, .. } if *instance_id == victim);
     record = made_only(&p, is_victim);
-    world.on_demand.instances.retain(|i| i.id != victim);
-    world.on_demand.desired = 2;
+    od(&mut world).instances.retain(|i| i.id != victim);
+    od(&mut world).desired = 2;
     at += Duration::minutes(1);
     let p = run(&cfg, &record, &world, &[], at);
     assert_eq!(p.record.fallback_units, 0, "failback done: {:?}", p.notes);
     record = made_only(&p, not_warned);
     // Cluster-autoscaler scales on-demand up for its own pods (an instance still booting);
     // the recommended instance is then reclaimed, without Ballast's decrement.
-    world.on_demand.desired = 3;
-    world.on_demand.instances.push(AsgInstance {
+    od(&mut world).desired = 3;
+    od(&mut world).instances.push(AsgInstance {
         id: "i-0ca0000000000001".into(),
         lifecycle_state: LifecycleState::Pending,
         availability_zone: "eu-west-1a".into(),
