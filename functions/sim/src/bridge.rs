@@ -364,10 +364,11 @@ impl View {
             node.state.unschedulable = simulated.cordoned;
             node.pods = simulated.pods.len() as u32;
         }
+        let workload = sim.pool_workload();
         self.demand = Some(Demand {
-            cpu_millis: sim.cluster.workload_cpu,
-            memory_bytes: sim.cluster.workload_mem,
-            pods: sim.cluster.workload_pods,
+            cpu_millis: workload.cpu,
+            memory_bytes: workload.mem,
+            pods: workload.pods,
             observed_at: time(now),
         });
         self.headroom_replicas = Some(sim.pause_target);

@@ -95,42 +95,73 @@ fn detect_failed_scale_ups(sim: &mut Sim, unfulfillable: &[bool]) {
     }
 }
 
-/// Shapes (cpu, mem) → count, largest first.
-fn pending_shapes(sim: &Sim) -> Vec<((u64, u64), u32)> {
+/// Pending pods CA helps, by (cpu, mem, placement class) → count, largest first.
+type Shapes = Vec<((u64, u64, usize), u32)>;
+
+fn pending_shapes(sim: &Sim) -> Shapes {
     let cutoff = sim.sc.ca.expendable_cutoff;
-    let mut shapes: BTreeMap<(u64, u64), u32> = BTreeMap::new();
+    let mut shapes: BTreeMap<(u64, u64, usize), u32> = BTreeMap::new();
     for pod in sim.cluster.pending_pods() {
         let p = &sim.cluster.pods[pod];
         // Pods the scheduler has not tried yet, or nominated after preempting, are not
         // CA's to help: it scales up for pods marked unschedulable.
         if p.priority >= cutoff && p.unschedulable {
-            *shapes.entry((p.cpu, p.mem)).or_default() += 1;
+            *shapes.entry((p.cpu, p.mem, p.class)).or_default() += 1;
         }
     }
     let mut list: Vec<_> = shapes.into_iter().collect();
-    list.sort_by_key(|entry| std::cmp::Reverse(entry.0));
+    list.sort_by_key(|((cpu, mem, _), _)| std::cmp::Reverse((*cpu, *mem)));
     list
 }
 
-/// First-fit decreasing over shapes: fills `bins` (free cpu, mem), then opens new bins
-/// of `node` size, at most `limit`. Returns the new bins used; `shapes` keeps what did not fit.
-fn pack(shapes: &mut [((u64, u64), u32)], bins: &mut Vec<(u64, u64)>, node: (u64, u64), limit: u32) -> u32 {
+/// Room on a node, real or to be: free CPU, memory and pod slots, and its group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Bin {
+    cpu: u64,
+    mem: u64,
+    pods: u32,
+    group: usize,
+}
+
+impl Bin {
+    fn template(sim: &Sim, g: usize) -> Bin {
+        let shape = sim.sc.groups[g].template(sim.sc);
+        Bin { cpu: shape.cpu, mem: shape.mem, pods: shape.pods, group: g }
+    }
+
+    fn takes(&self, cpu: u64, mem: u64) -> u32 {
+        (self.cpu / cpu.max(1)).min(self.mem / mem.max(1)).min(u64::from(self.pods)) as u32
+    }
+
+    fn put(&mut self, n: u32, cpu: u64, mem: u64) {
+        self.cpu -= u64::from(n) * cpu;
+        self.mem -= u64::from(n) * mem;
+        self.pods -= n;
+    }
+}
+
+/// First-fit decreasing over shapes: fills `bins` whose group takes the shape's class,
+/// then opens bins from `template` (if its group takes it), at most `limit`. Returns the
+/// new bins used; `shapes` keeps what did not fit.
+fn pack(shapes: &mut Shapes, bins: &mut Vec<Bin>, template: Option<Bin>, limit: u32, accepts: &[Vec<bool>]) -> u32 {
     let mut opened = 0;
-    for ((cpu, mem), count) in shapes.iter_mut() {
-        for bin in bins.iter_mut() {
+    for ((cpu, mem, class), count) in shapes.iter_mut() {
+        for bin in bins.iter_mut().filter(|b| accepts[*class][b.group]) {
             if *count == 0 {
                 break;
             }
-            let fit = (bin.0 / *cpu).min(bin.1 / (*mem).max(1)).min(u64::from(*count)) as u32;
-            bin.0 -= u64::from(fit) * *cpu;
-            bin.1 -= u64::from(fit) * *mem;
+            let fit = bin.takes(*cpu, *mem).min(*count);
+            bin.put(fit, *cpu, *mem);
             *count -= fit;
         }
+        let Some(template) = template.filter(|t| accepts[*class][t.group]) else { continue };
         // Zero for a pod bigger than this group's nodes: it opens nothing here.
-        let per_node = (node.0 / *cpu).min(node.1 / (*mem).max(1)) as u32;
+        let per_node = template.takes(*cpu, *mem);
         while *count > 0 && opened < limit && per_node > 0 {
             let fit = per_node.min(*count);
-            bins.push((node.0 - u64::from(fit) * *cpu, node.1 - u64::from(fit) * *mem));
+            let mut bin = template;
+            bin.put(fit, *cpu, *mem);
+            bins.push(bin);
             *count -= fit;
             opened += 1;
         }
@@ -143,16 +174,16 @@ fn scale_up(sim: &mut Sim) {
     if shapes.is_empty() {
         return;
     }
+    let accepts = &sim.sc.accepts;
     // Upcoming nodes (booting, or asked for and not yet launched) take pods first.
-    let mut upcoming: Vec<(u64, u64)> = Vec::new();
+    let mut upcoming: Vec<Bin> = Vec::new();
     for (g, state) in sim.groups.iter().enumerate() {
-        let it = &sim.sc.instance_types[&sim.sc.groups[g].instance_type];
         let ready = state.nodes.iter().filter(|&&n| sim.cluster.nodes[n].phase == NodePhase::Ready).count() as u32;
         for _ in 0..state.desired.saturating_sub(ready) {
-            upcoming.push((it.cpu_millis, it.memory_bytes));
+            upcoming.push(Bin::template(sim, g));
         }
     }
-    pack(&mut shapes, &mut upcoming, (0, 0), 0);
+    pack(&mut shapes, &mut upcoming, None, 0, accepts);
     if shapes.iter().all(|(_, c)| *c == 0) {
         return;
     }
@@ -165,8 +196,7 @@ fn scale_up(sim: &mut Sim) {
             continue;
         }
         let room = spec.max.saturating_sub(state.desired);
-        let it = &sim.sc.instance_types[&spec.instance_type];
-        let added = pack(&mut shapes.clone(), &mut Vec::new(), (it.cpu_millis, it.memory_bytes), room);
+        let added = pack(&mut shapes.clone(), &mut Vec::new(), Some(Bin::template(sim, g)), room, accepts);
         if added > 0 {
             options.push((g, added, priority));
         }
@@ -194,15 +224,18 @@ fn scale_down(sim: &mut Sim) {
     let cooling = sim.last_scale_up > 0 && now.saturating_sub(sim.last_scale_up) < ms(ca.scale_down_delay_after_add);
     let cutoff = ca.expendable_cutoff;
     // Free room per schedulable node as CA's snapshot sees it: every bound pod counted.
-    let mut room: BTreeMap<usize, (u64, u64)> = BTreeMap::new();
+    let mut room: BTreeMap<usize, Bin> = BTreeMap::new();
     for state in &sim.groups {
         for &n in &state.nodes {
             let node = &sim.cluster.nodes[n];
             if node.schedulable() {
-                room.insert(n, node.free());
+                let (cpu, mem) = node.free();
+                let pods = node.max_pods.saturating_sub(node.pods.len() as u32);
+                room.insert(n, Bin { cpu, mem, pods, group: node.group });
             }
         }
     }
+    let accepts = &sim.sc.accepts;
     let mut removals: Vec<usize> = Vec::new();
     let mut destinations: Vec<usize> = Vec::new();
     let mut non_empty = 0;
@@ -228,12 +261,12 @@ fn scale_down(sim: &mut Sim) {
                 continue;
             }
             // The pods CA moves: expendable ones (pause pods) are just deleted.
-            let mut moving: Vec<(u64, u64)> = node
+            let mut moving: Vec<(u64, u64, usize)> = node
                 .pods
                 .iter()
                 .map(|&p| &sim.cluster.pods[p])
                 .filter(|p| p.priority >= cutoff)
-                .map(|p| (p.cpu, p.mem))
+                .map(|p| (p.cpu, p.mem, p.class))
                 .collect();
             let empty = moving.is_empty();
             if (!empty && non_empty >= 1) || removals.len() >= MAX_EMPTY_BULK_DELETE {
@@ -243,12 +276,13 @@ fn scale_down(sim: &mut Sim) {
             let mut trial = room.clone();
             trial.remove(&id);
             let mut received = Vec::new();
-            let fits_all = moving.iter().all(|&(cpu, mem)| {
-                let Some((&to, free)) = trial.iter_mut().find(|(_, f)| f.0 >= cpu && f.1 >= mem) else {
+            let fits_all = moving.iter().all(|&(cpu, mem, class)| {
+                let Some((&to, free)) =
+                    trial.iter_mut().find(|(_, b)| accepts[class][b.group] && b.takes(cpu, mem) > 0)
+                else {
                     return false;
                 };
-                free.0 -= cpu;
-                free.1 -= mem;
+                free.put(1, cpu, mem);
                 received.push(to);
                 true
             });
@@ -273,26 +307,46 @@ fn scale_down(sim: &mut Sim) {
 mod tests {
     use super::*;
 
+    fn accepts() -> Vec<Vec<bool>> {
+        vec![vec![true]]
+    }
+
+    fn node(cpu: u64, pods: u32) -> Bin {
+        Bin { cpu, mem: 16 << 30, pods, group: 0 }
+    }
+
     #[test]
     fn five_one_cpu_pods_make_two_four_cpu_nodes() {
-        let mut shapes = vec![((1000, 1 << 30), 5)];
-        assert_eq!(pack(&mut shapes, &mut Vec::new(), (4000, 16 << 30), 100), 2);
+        let mut shapes = vec![((1000, 1 << 30, 0), 5)];
+        assert_eq!(pack(&mut shapes, &mut Vec::new(), Some(node(4000, 110)), 100, &accepts()), 2);
         assert_eq!(shapes[0].1, 0);
     }
 
     #[test]
     fn upcoming_bins_are_filled_before_new_nodes() {
-        let mut shapes = vec![((1000, 1 << 30), 5)];
-        let mut upcoming = vec![(4000, 16 << 30)];
-        pack(&mut shapes, &mut upcoming, (0, 0), 0);
+        let mut shapes = vec![((1000, 1 << 30, 0), 5)];
+        let mut upcoming = vec![node(4000, 110)];
+        pack(&mut shapes, &mut upcoming, None, 0, &accepts());
         assert_eq!(shapes[0].1, 1);
-        assert_eq!(pack(&mut shapes, &mut Vec::new(), (4000, 16 << 30), 100), 1);
+        assert_eq!(pack(&mut shapes, &mut Vec::new(), Some(node(4000, 110)), 100, &accepts()), 1);
     }
 
     #[test]
     fn limit_leaves_the_rest() {
-        let mut shapes = vec![((2000, 1 << 30), 9)];
-        assert_eq!(pack(&mut shapes, &mut Vec::new(), (4000, 16 << 30), 3), 3);
+        let mut shapes = vec![((2000, 1 << 30, 0), 9)];
+        assert_eq!(pack(&mut shapes, &mut Vec::new(), Some(node(4000, 110)), 3, &accepts()), 3);
         assert_eq!(shapes[0].1, 3);
+    }
+
+    #[test]
+    fn max_pods_and_placement_bound_the_packing() {
+        // Two pod slots per node: six small pods need three nodes, not one.
+        let mut shapes = vec![((100, 1 << 20, 0), 6)];
+        assert_eq!(pack(&mut shapes, &mut Vec::new(), Some(node(4000, 2)), 100, &accepts()), 3);
+        // A class the template's group does not take opens nothing.
+        let mut shapes = vec![((100, 1 << 20, 1), 6)];
+        let accepts = vec![vec![true], vec![false]];
+        assert_eq!(pack(&mut shapes, &mut Vec::new(), Some(node(4000, 110)), 100, &accepts), 0);
+        assert_eq!(shapes[0].1, 6);
     }
 }

@@ -41,8 +41,13 @@ pub struct Node {
     pub group: usize,
     pub az: usize,
     pub spot: bool,
+    pub instance_type: String,
+    /// What it costs per hour (its market's price for its type).
+    pub hourly_price: f64,
+    /// Allocatable to pods other than DaemonSets, and how many of them it takes.
     pub cpu: u64,
     pub mem: u64,
+    pub max_pods: u32,
     pub cpu_used: u64,
     pub mem_used: u64,
     /// Requests of the pods CA counts (priority at or above its cutoff).
@@ -74,8 +79,11 @@ impl Node {
             group,
             az,
             spot,
+            instance_type: String::new(),
+            hourly_price: 0.0,
             cpu,
             mem,
+            max_pods: u32::MAX,
             cpu_used: 0,
             mem_used: 0,
             cpu_counted: 0,
@@ -108,6 +116,10 @@ impl Node {
     pub fn schedulable(&self) -> bool {
         self.phase == NodePhase::Ready && !self.cordoned
     }
+
+    fn has_pod_room(&self) -> bool {
+        (self.pods.len() as u32) < self.max_pods
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,6 +132,8 @@ pub enum PodKind {
 #[derive(Debug, Clone)]
 pub struct Pod {
     pub kind: PodKind,
+    /// Where it may run: an index into the scenario's placement classes.
+    pub class: usize,
     pub cpu: u64,
     pub mem: u64,
     pub priority: i32,
@@ -172,11 +186,18 @@ pub struct Cluster {
     pub expendable_cutoff: i32,
     /// From choosing victims to binding the preemptor.
     pub preemption_ms: u64,
+    /// `accepts[class][group]`: whether a node of the group takes a pod of the class.
+    pub accepts: Vec<Vec<bool>>,
 }
 
 impl Cluster {
-    pub fn new(expendable_cutoff: i32, preemption_ms: u64) -> Self {
-        Cluster { expendable_cutoff, preemption_ms, ..Default::default() }
+    pub fn new(expendable_cutoff: i32, preemption_ms: u64, accepts: Vec<Vec<bool>>) -> Self {
+        Cluster { expendable_cutoff, preemption_ms, accepts, ..Default::default() }
+    }
+
+    /// Whether `pod` may go on `node` at all (placement and pod count, not room).
+    pub fn admits(&self, node: &Node, pod: &Pod) -> bool {
+        self.accepts[pod.class][node.group] && node.has_pod_room()
     }
 
     /// Whether a scheduling pass has something new to look at.
@@ -223,10 +244,11 @@ impl Cluster {
         }
     }
 
-    pub fn create_pod(&mut self, kind: PodKind, cpu: u64, mem: u64, priority: i32, now: u64) -> PodId {
+    pub fn create_pod(&mut self, kind: PodKind, class: usize, cpu: u64, mem: u64, priority: i32, now: u64) -> PodId {
         let id = self.pods.len();
         self.pods.push(Pod {
             kind,
+            class,
             cpu,
             mem,
             priority,
@@ -391,11 +413,12 @@ impl Cluster {
         }
         self.dirty = false;
         // Shapes that fit nowhere in this pass: bigger or equal ones are skipped.
-        let mut failed: Vec<(u64, u64, i32)> = Vec::new();
+        let mut failed: Vec<(u64, u64, i32, usize)> = Vec::new();
         let queue: Vec<(Reverse<i32>, u64, PodId)> = self.pending.iter().copied().collect();
         for key in queue {
             let id = key.2;
-            let (cpu, mem, priority) = (self.pods[id].cpu, self.pods[id].mem, self.pods[id].priority);
+            let (cpu, mem, priority, class) =
+                (self.pods[id].cpu, self.pods[id].mem, self.pods[id].priority, self.pods[id].class);
             if let Some((node_id, ready_at)) = self.pods[id].nominated {
                 if now < ready_at {
                     placement.wake_at = Some(placement.wake_at.map_or(ready_at, |w| w.min(ready_at)));
@@ -406,20 +429,21 @@ impl Cluster {
                 self.start(key, node_id, now, &mut placement);
                 continue;
             }
-            if failed.iter().any(|&(c, m, p)| cpu >= c && mem >= m && priority <= p) {
+            if failed.iter().any(|&(c, m, p, k)| cpu >= c && mem >= m && priority <= p && class == k) {
                 self.pods[id].unschedulable = true;
                 continue;
             }
             let target = schedulable.iter().copied().find(|&n| {
-                let (fc, fm) = self.nodes[n].open();
-                fc >= cpu && fm >= mem
+                let node = &self.nodes[n];
+                let (fc, fm) = node.open();
+                fc >= cpu && fm >= mem && self.admits(node, &self.pods[id])
             });
             match target {
                 Some(n) => self.start(key, n, now, &mut placement),
                 None if priority > PAUSE_PRIORITY && self.preempt_for(id, schedulable, now, &mut placement) => {}
                 None => {
                     self.pods[id].unschedulable = true;
-                    failed.push((cpu, mem, priority));
+                    failed.push((cpu, mem, priority, class));
                 }
             }
         }
@@ -441,10 +465,13 @@ impl Cluster {
     /// pod there: the room is held for it until its victims have terminated.
     fn preempt_for(&mut self, id: PodId, schedulable: &[NodeId], now: u64, placement: &mut Placement) -> bool {
         let (cpu, mem) = (self.pods[id].cpu, self.pods[id].mem);
+        let pod = &self.pods[id];
         let Some(node_id) = schedulable.iter().copied().find(|&n| {
             let node = &self.nodes[n];
             let (fc, fm) = node.open();
-            fc + node.pause_cpu >= cpu && fm + node.pause_mem >= mem
+            // A full node gets a pod slot from its first victim.
+            let slot = node.has_pod_room() || node.pause_cpu + node.pause_mem > 0;
+            fc + node.pause_cpu >= cpu && fm + node.pause_mem >= mem && self.accepts[pod.class][node.group] && slot
         }) else {
             return false;
         };
@@ -453,7 +480,7 @@ impl Cluster {
         victims.sort_unstable();
         for victim in victims {
             let (fc, fm) = self.nodes[node_id].open();
-            if fc >= cpu && fm >= mem {
+            if fc >= cpu && fm >= mem && self.nodes[node_id].has_pod_room() {
                 break;
             }
             self.unbind(victim);
@@ -481,20 +508,20 @@ mod tests {
 
     #[test]
     fn workload_preempts_pause_pods_and_they_go_pending() {
-        let mut c = Cluster::new(-10, 2000);
+        let mut c = Cluster::new(-10, 2000, vec![vec![true]]);
         let n = c.add_node(node(4000));
         c.node_ready(n);
         for _ in 0..4 {
-            c.create_pod(PodKind::Pause, 1000, 1 << 30, PAUSE_PRIORITY, 0);
+            c.create_pod(PodKind::Pause, 0, 1000, 1 << 30, PAUSE_PRIORITY, 0);
         }
         c.schedule(0, &[n]);
         assert_eq!(c.pending_count(), 0);
-        let w = c.create_pod(PodKind::Deployment(0), 2000, 1 << 30, WORKLOAD_PRIORITY, 5);
+        let w = c.create_pod(PodKind::Deployment(0), 0, 2000, 1 << 30, WORKLOAD_PRIORITY, 5);
         let placed = c.schedule(5, &[n]);
         assert_eq!(placed.preempted, 2);
         assert_eq!(c.pods[w].node, None, "nominated, not bound while its victims terminate");
         assert_eq!(placed.wake_at, Some(2005));
-        let p = c.create_pod(PodKind::Pause, 1000, 1 << 30, PAUSE_PRIORITY, 6);
+        let p = c.create_pod(PodKind::Pause, 0, 1000, 1 << 30, PAUSE_PRIORITY, 6);
         let placed = c.schedule(6, &[n]);
         assert_eq!((placed.started.len(), c.pods[p].node), (0, None), "the room is held for the nominee");
         c.wake();
@@ -507,12 +534,12 @@ mod tests {
 
     #[test]
     fn pause_pods_never_preempt_and_accounting_is_exact() {
-        let mut c = Cluster::new(-10, 2000);
+        let mut c = Cluster::new(-10, 2000, vec![vec![true]]);
         let n = c.add_node(node(2000));
         c.node_ready(n);
-        let w = c.create_pod(PodKind::Deployment(0), 2000, 1, WORKLOAD_PRIORITY, 0);
+        let w = c.create_pod(PodKind::Deployment(0), 0, 2000, 1, WORKLOAD_PRIORITY, 0);
         c.schedule(0, &[n]);
-        c.create_pod(PodKind::Pause, 1000, 1, PAUSE_PRIORITY, 0);
+        c.create_pod(PodKind::Pause, 0, 1000, 1, PAUSE_PRIORITY, 0);
         c.schedule(1, &[n]);
         assert_eq!(c.pending_count(), 1);
         c.remove_node(n, 10);

@@ -44,6 +44,15 @@ pub enum Ev {
     Drain(NodeId),
 }
 
+/// What the forwarder reports of Ballast's pool.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PoolWorkload {
+    pub cpu: u64,
+    pub mem: u64,
+    pub pods: u32,
+    pub pending: u32,
+}
+
 /// An ASG as the simulation runs it.
 #[derive(Debug, Clone)]
 pub struct GroupState {
@@ -54,6 +63,8 @@ pub struct GroupState {
     pub failures: Vec<u64>,
     /// Cluster-autoscaler's view of the group.
     pub ca: CaGroupView,
+    /// What its instances cost per hour, all together.
+    pub hourly: f64,
 }
 
 /// What cluster-autoscaler keeps about one node group.
@@ -124,6 +135,7 @@ impl<'s> Sim<'s> {
                 nodes: Vec::new(),
                 failures: Vec::new(),
                 ca: CaGroupView::default(),
+                hourly: 0.0,
             })
             .collect();
         let ballast = (strategy == Strategy::Ballast).then(|| Bridge::new(sc));
@@ -133,7 +145,11 @@ impl<'s> Sim<'s> {
             now: 0,
             queue: BinaryHeap::new(),
             seq: 0,
-            cluster: Cluster::new(sc.ca.expendable_cutoff, sc.scheduler.preemption.0.as_millis() as u64),
+            cluster: Cluster::new(
+                sc.ca.expendable_cutoff,
+                sc.scheduler.preemption.0.as_millis() as u64,
+                sc.accepts.clone(),
+            ),
             groups,
             deployment_pods: vec![Vec::new(); sc.deployments.len()],
             pause_pods: Vec::new(),
@@ -202,7 +218,8 @@ impl<'s> Sim<'s> {
         for g in 0..self.groups.len() {
             for _ in 0..self.groups[g].desired {
                 let az = self.least_used_az(g, &(0..self.sc.availability_zones.len()).collect::<Vec<_>>());
-                let id = self.launch(g, az);
+                let instance_type = self.sc.groups[g].instance_types[0].clone();
+                let id = self.launch(g, az, &instance_type);
                 self.cluster.node_ready(id);
             }
         }
@@ -283,6 +300,7 @@ impl<'s> Sim<'s> {
                     let duration_ms = if hi > lo { self.rng_work.random_range(lo..=hi) } else { lo };
                     self.cluster.create_pod(
                         PodKind::Batch { duration_ms },
+                        batch.class,
                         batch.cpu_millis,
                         batch.memory_bytes,
                         WORKLOAD_PRIORITY,
@@ -372,15 +390,47 @@ impl<'s> Sim<'s> {
         // The forwarder reports the workload pods this pass left unschedulable (debounced).
         if self.cluster.pending_workload > 0 && self.ballast.is_some() {
             let due = self.last_unschedulable_sent.is_none_or(|t| self.now >= t + MINUTE);
-            if due {
+            let count = if due { self.pool_workload().pending } else { 0 };
+            if count > 0 {
                 self.last_unschedulable_sent = Some(self.now);
-                let (count, now) = (self.cluster.pending_workload, self.now);
+                let now = self.now;
                 if let Some(b) = self.ballast.as_mut() {
                     b.pods_unschedulable(count, now);
                 }
                 self.at(now + self.sc.delivery_delay.0.as_millis() as u64, Ev::BallastDeliver);
             }
         }
+    }
+
+    /// Ballast's pool's workload as the forwarder counts it: pods bound to the pool's
+    /// nodes and pending pods whose placement fits one of its groups. When every group
+    /// is in the pool that is all of it (the cluster's running totals).
+    pub fn pool_workload(&self) -> PoolWorkload {
+        let c = &self.cluster;
+        if self.sc.groups.iter().all(|g| g.in_pool) {
+            return PoolWorkload {
+                cpu: c.workload_cpu,
+                mem: c.workload_mem,
+                pods: c.workload_pods,
+                pending: c.pending_workload,
+            };
+        }
+        let in_pool =
+            |class: usize| self.sc.accepts[class].iter().zip(&self.sc.groups).any(|(takes, g)| *takes && g.in_pool);
+        let mut w = PoolWorkload::default();
+        for pod in c.pods.iter().filter(|p| p.alive && p.is_workload()) {
+            let counted = match pod.node {
+                Some(n) => self.sc.groups[c.nodes[n].group].in_pool,
+                None => in_pool(pod.class),
+            };
+            if counted {
+                w.cpu += pod.cpu;
+                w.mem += pod.mem;
+                w.pods += 1;
+                w.pending += u32::from(pod.node.is_none());
+            }
+        }
+        w
     }
 
     pub fn mark_schedulable_dirty(&mut self) {
@@ -411,9 +461,9 @@ impl<'s> Sim<'s> {
                 },
             };
             let target = (lo + (hi - lo) * level).ceil() as usize;
-            let (cpu, mem) = (spec.cpu_millis, spec.memory_bytes);
+            let (cpu, mem, class) = (spec.cpu_millis, spec.memory_bytes, spec.class);
             while self.deployment_pods[d].len() < target {
-                let id = self.cluster.create_pod(PodKind::Deployment(d), cpu, mem, WORKLOAD_PRIORITY, self.now);
+                let id = self.cluster.create_pod(PodKind::Deployment(d), class, cpu, mem, WORKLOAD_PRIORITY, self.now);
                 self.deployment_pods[d].push(id);
             }
             while self.deployment_pods[d].len() > target {
@@ -429,8 +479,15 @@ impl<'s> Sim<'s> {
     pub fn set_pause_target(&mut self, replicas: u32) {
         self.pause_target = replicas;
         while self.pause_pods.len() < replicas as usize {
-            let id =
-                self.cluster.create_pod(PodKind::Pause, self.pause_cpu, self.pause_mem, self.pause_priority, self.now);
+            // Class 0: the pool's node selector and tolerations.
+            let id = self.cluster.create_pod(
+                PodKind::Pause,
+                0,
+                self.pause_cpu,
+                self.pause_mem,
+                self.pause_priority,
+                self.now,
+            );
             self.pause_pods.push(id);
         }
         while self.pause_pods.len() > replicas as usize {
@@ -465,10 +522,16 @@ impl<'s> Sim<'s> {
         candidates.iter().copied().min_by_key(|&az| (counts[az], az)).unwrap_or(0)
     }
 
-    pub fn launch(&mut self, g: usize, az: usize) -> NodeId {
+    pub fn launch(&mut self, g: usize, az: usize, instance_type: &str) -> NodeId {
         let spec = &self.sc.groups[g];
-        let it = &self.sc.instance_types[&spec.instance_type];
-        let mut node = Node::booting(g, az, spec.market == Market::Spot, it.cpu_millis, it.memory_bytes);
+        let shape = self.sc.node_shape(instance_type, spec.max_pods);
+        let spot = spec.market == Market::Spot;
+        let mut node = Node::booting(g, az, spot, shape.cpu, shape.mem);
+        node.max_pods = shape.pods;
+        let it = &self.sc.instance_types[instance_type];
+        node.hourly_price = if spot { it.spot_price } else { it.on_demand_price };
+        node.instance_type = instance_type.to_string();
+        self.groups[g].hourly += node.hourly_price;
         node.market = self.slot_draws(g);
         let boot = node.market.boot_ms;
         let id = self.cluster.add_node(node);
@@ -496,14 +559,20 @@ impl<'s> Sim<'s> {
         SlotDraws { slot, boot_ms, hazard_left, rebalance_lead_ms: rebalanced.then_some(lead), false_rebalance_left }
     }
 
-    /// An AZ where group `g` can launch now (least used first); `None` when its spot
-    /// capacity is gone everywhere.
-    pub fn spot_az_for(&self, g: usize) -> Option<usize> {
+    /// Where group `g` can launch now: the least used AZ with capacity for one of its
+    /// types, and the first such type there; `None` when its spot capacity is gone
+    /// everywhere.
+    pub fn launch_target(&self, g: usize) -> Option<(usize, String)> {
         let spec = &self.sc.groups[g];
-        let azs: Vec<usize> = (0..self.sc.availability_zones.len())
-            .filter(|&az| spec.market == Market::OnDemand || self.spot_available(&spec.instance_type, az))
-            .collect();
-        (!azs.is_empty()).then(|| self.least_used_az(g, &azs))
+        let type_in = |az: usize| {
+            spec.instance_types.iter().find(|t| spec.market == Market::OnDemand || self.spot_available(t, az))
+        };
+        let azs: Vec<usize> = (0..self.sc.availability_zones.len()).filter(|&az| type_in(az).is_some()).collect();
+        if azs.is_empty() {
+            return None;
+        }
+        let az = self.least_used_az(g, &azs);
+        type_in(az).map(|t| (az, t.clone()))
     }
 
     /// The group's instances its desired capacity counts: not those Capacity
@@ -532,30 +601,29 @@ impl<'s> Sim<'s> {
         if missing == 0 {
             return;
         }
-        let azs: Vec<usize> = (0..self.sc.availability_zones.len())
-            .filter(|&az| spec.market == Market::OnDemand || self.spot_available(&spec.instance_type, az))
-            .collect();
-        if azs.is_empty() {
-            let now = self.now;
-            let state = &mut self.groups[g];
-            state.failures.retain(|&t| t + 30 * MINUTE > now);
-            state.failures.push(now);
-            self.metrics.spot_launch_failed(now);
-            if let Some(b) = self.ballast.as_mut() {
-                b.launch_failed(&spec.name, now);
-                self.at(now + self.sc.delivery_delay.0.as_millis() as u64, Ev::BallastDeliver);
-            }
-            return;
-        }
         for _ in 0..missing {
-            let az = self.least_used_az(g, &azs);
-            self.launch(g, az);
+            let Some((az, instance_type)) = self.launch_target(g) else {
+                let now = self.now;
+                let state = &mut self.groups[g];
+                state.failures.retain(|&t| t + 30 * MINUTE > now);
+                state.failures.push(now);
+                self.metrics.spot_launch_failed(now);
+                if let Some(b) = self.ballast.as_mut() {
+                    b.launch_failed(&spec.name, now);
+                    self.at(now + self.sc.delivery_delay.0.as_millis() as u64, Ev::BallastDeliver);
+                }
+                return;
+            };
+            self.launch(g, az, &instance_type);
         }
     }
 
     /// A node leaves (reclaimed, terminated): its pods go pending.
     pub fn remove_node(&mut self, id: NodeId, decrement: bool) {
         let g = self.cluster.nodes[id].group;
+        if self.cluster.nodes[id].phase != NodePhase::Gone {
+            self.groups[g].hourly -= self.cluster.nodes[id].hourly_price;
+        }
         self.cluster.remove_node(id, self.now);
         self.groups[g].nodes.retain(|&n| n != id);
         if decrement {
@@ -584,15 +652,15 @@ impl<'s> Sim<'s> {
             if self.sc.groups[g].market != Market::Spot {
                 continue;
             }
-            let instance_type = self.sc.groups[g].instance_type.clone();
-            let storm_p: f64 =
-                storms.iter().filter(|(t, _)| t.as_ref().is_none_or(|t| *t == instance_type)).map(|(_, p)| p).sum();
-            let p = per_minute + storm_p;
             for i in 0..self.groups[g].nodes.len() {
                 let id = self.groups[g].nodes[i];
                 if self.cluster.nodes[id].doomed {
                     continue;
                 }
+                let instance_type = &self.cluster.nodes[id].instance_type;
+                let storm_p: f64 =
+                    storms.iter().filter(|(t, _)| t.as_ref().is_none_or(|t| t == instance_type)).map(|(_, p)| p).sum();
+                let p = per_minute + storm_p;
                 // A recommendation without an interruption after it (once per node).
                 let market = &mut self.cluster.nodes[id].market;
                 if market.false_rebalance_left > 0.0 {

@@ -72,8 +72,8 @@ fn replace(sim: &mut Sim, id: NodeId) {
     if sim.sc.groups[g].market != Market::Spot {
         return;
     }
-    let Some(az) = sim.spot_az_for(g) else { return };
-    let new = sim.launch(g, az);
+    let Some((az, instance_type)) = sim.launch_target(g) else { return };
+    let new = sim.launch(g, az, &instance_type);
     sim.cluster.nodes[new].replaces = Some(id);
     sim.cluster.nodes[id].leaving = true;
 }

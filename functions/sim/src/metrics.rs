@@ -36,7 +36,8 @@ pub struct Metrics {
     /// (time, on-demand desired) at each change.
     od_desired: Vec<(u64, u32)>,
     spot_failures: Vec<u64>,
-    od_group: usize,
+    /// Ballast's pool's on-demand group (where fallback shows), if it has one.
+    od_group: Option<usize>,
     peak_pods: u32,
     /// Ballast's latest headroom decision, and for how long the pause pods were held
     /// at `headroom.max` (below what the percent asks) or at `headroom.min` (above it).
@@ -48,7 +49,7 @@ pub struct Metrics {
 
 impl Metrics {
     pub fn new(sc: &Scenario) -> Self {
-        let od_group = sc.groups.iter().position(|g| g.market == Market::OnDemand).unwrap_or(0);
+        let od_group = sc.pool_on_demand_group();
         Metrics {
             last: 0,
             waits_ms: Vec::new(),
@@ -60,7 +61,7 @@ impl Metrics {
             spare_weighted: 0.0,
             spare_time: 0.0,
             series: Vec::new(),
-            od_desired: vec![(0, sc.groups[od_group].initial)],
+            od_desired: vec![(0, od_group.map_or(0, |g| sc.groups[g].initial))],
             spot_failures: Vec::new(),
             od_group,
             peak_pods: 0,
@@ -77,15 +78,13 @@ impl Metrics {
         if dt > 0.0 {
             self.pending_pod_ms += f64::from(cluster.pending_workload) * dt;
             for (g, state) in groups.iter().enumerate() {
-                let spec = &sc.groups[g];
-                let it = &sc.instance_types[&spec.instance_type];
                 let n = state.nodes.len() as f64;
-                let (node_ms, price) = match spec.market {
-                    Market::Spot => (&mut self.spot_node_ms, it.spot_price),
-                    Market::OnDemand => (&mut self.od_node_ms, it.on_demand_price),
+                let node_ms = match sc.groups[g].market {
+                    Market::Spot => &mut self.spot_node_ms,
+                    Market::OnDemand => &mut self.od_node_ms,
                 };
                 *node_ms += n * dt;
-                self.cost += n * dt / 3_600_000.0 * price;
+                self.cost += dt / 3_600_000.0 * state.hourly;
             }
             if cluster.ready_cpu > 0 {
                 let spare = 1.0 - cluster.running_workload_cpu as f64 / cluster.ready_cpu as f64;
@@ -102,7 +101,7 @@ impl Metrics {
             }
         }
         self.last = to;
-        let od = groups[self.od_group].desired;
+        let od = self.od_group.map_or(0, |g| groups[g].desired);
         if self.od_desired.last().is_none_or(|(_, d)| *d != od) {
             self.od_desired.push((to, od));
         }

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use ballast_core::config::Config;
+use ballast_core::config::{Config, TaintEffect, Toleration, TolerationOperator};
 use ballast_core::units::{parse_cpu_millis, parse_memory_bytes, HumanDuration};
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
@@ -49,6 +49,10 @@ struct Raw {
     availability_zones: Vec<String>,
     instance_types: BTreeMap<String, RawInstanceType>,
     node_groups: Vec<RawGroup>,
+    /// Pods every node runs (aws-node, kube-proxy…): their requests and pod count come
+    /// off each node's allocatable and `max_pods`, and off CA's node templates.
+    #[serde(default)]
+    daemonsets: Vec<RawDaemonSet>,
     #[serde(default)]
     nodes: NodeTiming,
     #[serde(default)]
@@ -84,12 +88,90 @@ struct RawInstanceType {
 struct RawGroup {
     name: String,
     market: Market,
-    instance_type: String,
+    /// One type, or `instance_types`: a mixed-instances group (the first is CA's
+    /// template; launches take the first with capacity in the AZ).
+    #[serde(default)]
+    instance_type: Option<String>,
+    #[serde(default)]
+    instance_types: Vec<String>,
     #[serde(default)]
     min: u32,
     max: u32,
     #[serde(default)]
     initial: u32,
+    /// Node labels (what node selectors match).
+    #[serde(default)]
+    labels: BTreeMap<String, String>,
+    #[serde(default)]
+    taints: Vec<Taint>,
+    /// Pods per node (EKS sets it from the ENIs of the type; 110 is kubelet's default).
+    #[serde(default = "default_max_pods")]
+    max_pods: u32,
+    /// Whether the group is in Ballast's pool (`false`: a group only cluster-autoscaler
+    /// manages, e.g. a stable on-demand group for other workloads).
+    #[serde(default = "yes")]
+    ballast: bool,
+}
+
+fn default_max_pods() -> u32 {
+    110
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDaemonSet {
+    name: String,
+    cpu: String,
+    memory: String,
+}
+
+/// A node taint, as on the Node object.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Taint {
+    pub key: String,
+    #[serde(default)]
+    pub value: Option<String>,
+    pub effect: TaintEffect,
+}
+
+/// Where a pod may run: the node selector and tolerations of its spec.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Placement {
+    #[serde(default)]
+    pub node_selector: BTreeMap<String, String>,
+    #[serde(default)]
+    pub tolerations: Vec<Toleration>,
+}
+
+impl Placement {
+    /// The scheduler's rule: every selector label on the node, every taint that keeps
+    /// pods off (NoSchedule, NoExecute) tolerated.
+    pub fn fits(&self, labels: &BTreeMap<String, String>, taints: &[Taint]) -> bool {
+        self.node_selector.iter().all(|(k, v)| labels.get(k) == Some(v))
+            && taints
+                .iter()
+                .filter(|t| t.effect != TaintEffect::PreferNoSchedule)
+                .all(|taint| self.tolerations.iter().any(|t| tolerates(t, taint)))
+    }
+}
+
+/// Kubernetes' `Toleration.ToleratesTaint`.
+fn tolerates(t: &Toleration, taint: &Taint) -> bool {
+    if t.effect.is_some_and(|e| e != taint.effect) {
+        return false;
+    }
+    match (&t.key, t.operator) {
+        (None, Some(TolerationOperator::Exists)) => true,
+        (Some(key), Some(TolerationOperator::Exists)) => *key == taint.key,
+        (Some(key), _) => *key == taint.key && t.value.as_deref().unwrap_or("") == taint.value.as_deref().unwrap_or(""),
+        (None, _) => false,
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -157,6 +239,10 @@ struct RawDeployment {
     peak_replicas: u32,
     #[serde(default)]
     curve: Curve,
+    #[serde(default)]
+    node_selector: BTreeMap<String, String>,
+    #[serde(default)]
+    tolerations: Vec<Toleration>,
 }
 
 /// How a deployment's replicas follow the local time of day.
@@ -180,6 +266,10 @@ struct RawBatch {
     cpu: String,
     memory: String,
     duration: [HumanDuration; 2],
+    #[serde(default)]
+    node_selector: BTreeMap<String, String>,
+    #[serde(default)]
+    tolerations: Vec<Toleration>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -382,12 +472,35 @@ pub struct InstanceType {
 pub struct Group {
     pub name: String,
     pub market: Market,
-    pub instance_type: String,
+    /// In preference order; the first is cluster-autoscaler's template.
+    pub instance_types: Vec<String>,
     pub min: u32,
     pub max: u32,
     pub initial: u32,
     /// Its priority in cluster-autoscaler's priority expander; `None`: never used.
     pub expander_priority: Option<i32>,
+    pub labels: BTreeMap<String, String>,
+    pub taints: Vec<Taint>,
+    pub max_pods: u32,
+    /// In Ballast's pool.
+    pub in_pool: bool,
+}
+
+impl Group {
+    /// What CA's template node for this group offers: the first type's allocatable,
+    /// less the DaemonSets' requests and pods (the AWS provider builds it from the
+    /// instance type when the group has no node to copy).
+    pub fn template(&self, sc: &Scenario) -> NodeShape {
+        sc.node_shape(&self.instance_types[0], self.max_pods)
+    }
+}
+
+/// What a node offers to workload pods.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NodeShape {
+    pub cpu: u64,
+    pub mem: u64,
+    pub pods: u32,
 }
 
 #[derive(Debug, Clone)]
@@ -398,6 +511,8 @@ pub struct Deployment {
     pub min_replicas: u32,
     pub peak_replicas: u32,
     pub curve: Curve,
+    /// Its index in `Scenario::classes`.
+    pub class: usize,
 }
 
 #[derive(Debug, Clone)]
@@ -408,6 +523,7 @@ pub struct Batch {
     pub cpu_millis: u64,
     pub memory_bytes: u64,
     pub duration: [HumanDuration; 2],
+    pub class: usize,
 }
 
 /// A validated scenario.
@@ -421,6 +537,14 @@ pub struct Scenario {
     pub availability_zones: Vec<String>,
     pub instance_types: BTreeMap<String, InstanceType>,
     pub groups: Vec<Group>,
+    /// The DaemonSets' requests and pods on every node.
+    pub daemonset_cpu: u64,
+    pub daemonset_mem: u64,
+    pub daemonset_pods: u32,
+    /// The distinct placements of the scenario's pods; `accepts[class][group]`: whether
+    /// the group's nodes take that class. Class 0 is the pause pods' (Ballast's pool).
+    pub classes: Vec<Placement>,
+    pub accepts: Vec<Vec<bool>>,
     pub nodes: NodeTiming,
     pub scheduler: SchedulerSpec,
     pub deployments: Vec<Deployment>,
@@ -447,8 +571,19 @@ impl Scenario {
         validate(raw)
     }
 
-    pub fn on_demand_group(&self) -> &Group {
-        self.groups.iter().find(|g| g.market == Market::OnDemand).expect("validated: one on-demand group")
+    /// The on-demand group of Ballast's pool, if it has one.
+    pub fn pool_on_demand_group(&self) -> Option<usize> {
+        self.groups.iter().position(|g| g.in_pool && g.market == Market::OnDemand)
+    }
+
+    /// A node of `instance_type` as workload pods see it (DaemonSets taken off).
+    pub fn node_shape(&self, instance_type: &str, max_pods: u32) -> NodeShape {
+        let it = &self.instance_types[instance_type];
+        NodeShape {
+            cpu: it.cpu_millis.saturating_sub(self.daemonset_cpu),
+            mem: it.memory_bytes.saturating_sub(self.daemonset_mem),
+            pods: max_pods.saturating_sub(self.daemonset_pods),
+        }
     }
 
     pub fn end_ms(&self) -> u64 {
@@ -505,11 +640,23 @@ fn validate(raw: Raw) -> Result<Scenario, ScenarioError> {
     let mut groups = Vec::new();
     for (i, g) in raw.node_groups.iter().enumerate() {
         let path = format!("node_groups[{i}]");
-        if !instance_types.contains_key(&g.instance_type) {
-            return Err(field(
-                format!("{path}.instance_type"),
-                format!("`{}` is not in instance_types", g.instance_type),
-            ));
+        let types: Vec<String> = match (&g.instance_type, g.instance_types.is_empty()) {
+            (Some(one), true) => vec![one.clone()],
+            (None, false) => g.instance_types.clone(),
+            (Some(_), false) => {
+                return Err(field(&path, "give instance_type or instance_types (a mixed-instances group), not both"))
+            }
+            (None, true) => return Err(field(&path, "needs instance_type or instance_types")),
+        };
+        for (t, name) in types.iter().enumerate() {
+            if !instance_types.contains_key(name) {
+                let at =
+                    if g.instance_type.is_some() { "instance_type".into() } else { format!("instance_types[{t}]") };
+                return Err(field(format!("{path}.{at}"), format!("`{name}` is not in instance_types")));
+            }
+        }
+        if g.max_pods == 0 {
+            return Err(field(format!("{path}.max_pods"), "must be more than zero"));
         }
         if g.min > g.max || g.initial > g.max || g.initial < g.min {
             return Err(field(&path, format!("need min <= initial <= max, got {} / {} / {}", g.min, g.initial, g.max)));
@@ -520,20 +667,61 @@ fn validate(raw: Raw) -> Result<Scenario, ScenarioError> {
         groups.push(Group {
             name: g.name.clone(),
             market: g.market,
-            instance_type: g.instance_type.clone(),
+            instance_types: types,
             min: g.min,
             max: g.max,
             initial: g.initial,
             expander_priority: None,
+            labels: g.labels.clone(),
+            taints: g.taints.clone(),
+            max_pods: g.max_pods,
+            in_pool: g.ballast,
         });
     }
     expander_priorities(&raw.cluster_autoscaler, &mut groups)?;
-    if groups.iter().filter(|g| g.market == Market::OnDemand).count() != 1 {
-        return Err(field("node_groups", "need exactly one on-demand group"));
+    if groups.iter().filter(|g| g.in_pool && g.market == Market::OnDemand).count() > 1 {
+        return Err(field(
+            "node_groups",
+            "Ballast's pool takes at most one on-demand group (mark others `ballast: false`)",
+        ));
     }
-    if !groups.iter().any(|g| g.market == Market::Spot) {
-        return Err(field("node_groups", "need at least one spot group"));
+    if !groups.iter().any(|g| g.in_pool && g.market == Market::Spot) {
+        return Err(field("node_groups", "need at least one spot group in Ballast's pool"));
     }
+    let (mut daemonset_cpu, mut daemonset_mem) = (0, 0);
+    for (i, d) in raw.daemonsets.iter().enumerate() {
+        let path = format!("daemonsets[{i}]");
+        daemonset_cpu += parse_cpu_millis(&d.cpu).map_err(|e| field(format!("{path}.cpu"), e.to_string()))?;
+        daemonset_mem += parse_memory_bytes(&d.memory).map_err(|e| field(format!("{path}.memory"), e.to_string()))?;
+        let _ = &d.name;
+    }
+    let daemonset_pods = raw.daemonsets.len() as u32;
+    for (i, g) in groups.iter().enumerate() {
+        for t in &g.instance_types {
+            let it = &instance_types[t];
+            if it.cpu_millis <= daemonset_cpu || it.memory_bytes <= daemonset_mem || g.max_pods <= daemonset_pods {
+                return Err(field(
+                    format!("node_groups[{i}]"),
+                    format!("the DaemonSets leave nothing of a {t} (or of its max_pods) for other pods"),
+                ));
+            }
+        }
+    }
+    // Class 0 is the pause pods', set once Ballast's pool is known.
+    let mut classes = vec![Placement::default()];
+    let mut class_of = |node_selector: &BTreeMap<String, String>, tolerations: &[Toleration], path: String| {
+        let placement = Placement { node_selector: node_selector.clone(), tolerations: tolerations.to_vec() };
+        if !groups.iter().any(|g| placement.fits(&g.labels, &g.taints)) {
+            return Err(field(path, "fits no node group (node selector or taints): its pods would never run"));
+        }
+        Ok(match classes.iter().skip(1).position(|c| *c == placement) {
+            Some(k) => k + 1,
+            None => {
+                classes.push(placement);
+                classes.len() - 1
+            }
+        })
+    };
     let mut deployments = Vec::new();
     for (i, d) in raw.workload.deployments.iter().enumerate() {
         let path = format!("workload.deployments[{i}]");
@@ -547,6 +735,7 @@ fn validate(raw: Raw) -> Result<Scenario, ScenarioError> {
             min_replicas: d.min_replicas,
             peak_replicas: d.peak_replicas,
             curve: d.curve,
+            class: class_of(&d.node_selector, &d.tolerations, path)?,
         });
     }
     let mut batches = Vec::new();
@@ -560,6 +749,7 @@ fn validate(raw: Raw) -> Result<Scenario, ScenarioError> {
             cpu_millis: quantity(parse_cpu_millis, &b.cpu, format!("{path}.cpu"))?,
             memory_bytes: quantity(parse_memory_bytes, &b.memory, format!("{path}.memory"))?,
             duration: b.duration,
+            class: class_of(&b.node_selector, &b.tolerations, path)?,
         });
     }
     range(&raw.nodes.boot, "nodes.boot")?;
@@ -596,6 +786,16 @@ fn validate(raw: Raw) -> Result<Scenario, ScenarioError> {
         }
     }
     let ballast = ballast_config(&raw.ballast.pool, &groups)?;
+    let pool = &ballast.pools[0];
+    classes[0] = Placement { node_selector: pool.node_selector.clone(), tolerations: pool.tolerations.clone() };
+    if !groups.iter().any(|g| g.in_pool && classes[0].fits(&g.labels, &g.taints)) {
+        return Err(field(
+            "ballast.pool",
+            "its pause pods (node_selector, tolerations) fit none of the pool's node groups",
+        ));
+    }
+    let accepts: Vec<Vec<bool>> =
+        classes.iter().map(|c| groups.iter().map(|g| c.fits(&g.labels, &g.taints)).collect()).collect();
     Ok(Scenario {
         name: raw.name,
         description: raw.description,
@@ -605,6 +805,11 @@ fn validate(raw: Raw) -> Result<Scenario, ScenarioError> {
         availability_zones: raw.availability_zones,
         instance_types,
         groups,
+        daemonset_cpu,
+        daemonset_mem,
+        daemonset_pods,
+        classes,
+        accepts,
         nodes: raw.nodes,
         scheduler: raw.scheduler,
         deployments,
@@ -660,10 +865,12 @@ fn ballast_config(pool: &Value, groups: &[Group]) -> Result<Config, ScenarioErro
     }
     pool_map.insert("name".into(), "sim".into());
     let spot: Vec<Value> =
-        groups.iter().filter(|g| g.market == Market::Spot).map(|g| Value::from(g.name.clone())).collect();
+        groups.iter().filter(|g| g.in_pool && g.market == Market::Spot).map(|g| Value::from(g.name.clone())).collect();
     pool_map.insert("spot_asgs".into(), Value::Sequence(spot));
-    let od = groups.iter().find(|g| g.market == Market::OnDemand).map(|g| g.name.clone()).unwrap_or_default();
-    pool_map.insert("on_demand_asg".into(), od.into());
+    // None: a spot-only pool.
+    if let Some(od) = groups.iter().find(|g| g.in_pool && g.market == Market::OnDemand) {
+        pool_map.insert("on_demand_asg".into(), od.name.clone().into());
+    }
     let mut top = serde_yaml_ng::Mapping::new();
     top.insert("cluster".into(), "sim".into());
     top.insert("region".into(), "eu-west-1".into());

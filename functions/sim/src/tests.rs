@@ -6,7 +6,11 @@ use crate::{simulate, with_headroom, HeadroomKnob, Strategy};
 
 /// A small pool of 4-vCPU nodes, no spot interruptions, batch pods for the tests.
 fn tiny(extra: &str, batch: &str) -> Scenario {
-    let yaml = format!(
+    Scenario::from_yaml(&tiny_yaml(extra, batch)).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn tiny_yaml(extra: &str, batch: &str) -> String {
+    format!(
         r#"
 name: tiny
 start: 2026-11-16T23:00:00Z
@@ -28,8 +32,7 @@ ballast:
   pool:
     headroom: {{ percent: 0, min: 0, max: 10, pod_cpu: "1", pod_memory: 1Gi }}
 "#
-    );
-    Scenario::from_yaml(&yaml).unwrap_or_else(|e| panic!("{e}"))
+    )
 }
 
 fn no_progress() -> impl FnMut(f64) {
@@ -289,10 +292,11 @@ fn some_rebalance_recommendations_are_not_followed_by_an_interruption() {
 
 /// Two spot groups and on-demand, all empty, for the expander tests.
 fn three_groups(ca: &str, batch: &str) -> Scenario {
-    let mut sc = tiny(ca, batch);
-    let mut second = sc.groups[0].clone();
-    second.name = "spot-b".into();
-    sc.groups.insert(1, second);
+    let yaml = tiny_yaml(ca, batch).replace(
+        "  - { name: od,",
+        "  - { name: spot-b, market: spot, instance_type: c.xlarge, min: 0, max: 20, initial: 0 }\n  - { name: od,",
+    );
+    let sc = Scenario::from_yaml(&yaml).unwrap_or_else(|e| panic!("{e}"));
     let yaml_groups: Vec<&str> = sc.groups.iter().map(|g| g.name.as_str()).collect();
     assert_eq!(yaml_groups, ["spot", "spot-b", "od"]);
     sc
@@ -480,4 +484,169 @@ fn capacity_rebalancing_replaces_first_then_drains_the_old_node() {
     sim.at(at, Ev::Warning(node));
     sim.run_until(at + MINUTE, &mut no_progress());
     assert!(!sim.cluster.nodes[node].cordoned && !sim.cluster.nodes[node].pods.is_empty());
+}
+
+/// A batch pool on spot, scaled from zero, behind a stable on-demand group that only
+/// cluster-autoscaler manages: node selectors, taints, DaemonSets, max pods, mixed
+/// instances and a spot-only Ballast pool.
+fn pools(extra: &str, daemonsets: &str, batch_group: &str) -> Scenario {
+    let yaml = format!(
+        r#"
+name: pools
+start: 2026-11-16T23:00:00Z
+duration: 2h
+availability_zones: [az-a, az-b]
+instance_types:
+  c6i.xlarge: {{ cpu: "4", memory: 8Gi, on_demand_price: 0.17, spot_price: 0.07 }}
+  c5.xlarge: {{ cpu: "4", memory: 8Gi, on_demand_price: 0.17, spot_price: 0.06 }}
+  m6i.large: {{ cpu: "2", memory: 8Gi, on_demand_price: 0.096, spot_price: 0.04 }}
+node_groups:
+  - {batch_group}
+  - {{ name: stable, market: on-demand, instance_type: m6i.large, min: 2, max: 4, initial: 2, ballast: false,
+       labels: {{ pool: stable }} }}
+daemonsets: [{daemonsets}]
+nodes: {{ boot: [45s, 45s], network_attach: [0s, 0s] }}
+workload:
+  deployments:
+    - {{ name: web, cpu: 500m, memory: 512Mi, min_replicas: 4, peak_replicas: 4, curve: flat,
+         node_selector: {{ pool: stable }} }}
+  batch:
+    - {{ name: jobs, at: [65s], jobs: 5, cpu: "1", memory: 1Gi, duration: [1h, 1h],
+         node_selector: {{ pool: batch }}, tolerations: [{{ key: batch, operator: Exists, effect: NoSchedule }}] }}
+spot:
+  interruptions_per_node_hour: 0
+  false_rebalances_per_node_hour: 0
+{extra}
+ballast:
+  pool:
+    node_selector: {{ pool: batch }}
+    tolerations: [{{ key: batch, operator: Exists, effect: NoSchedule }}]
+    headroom: {{ percent: 0, min: 0, max: 10, pod_cpu: "1", pod_memory: 1Gi }}
+"#
+    );
+    Scenario::from_yaml(&yaml).unwrap_or_else(|e| panic!("{e}"))
+}
+
+const BATCH: &str =
+    "{ name: batch, market: spot, instance_types: [c6i.xlarge, c5.xlarge], min: 0, max: 10, initial: 0, \
+                     labels: { pool: batch }, taints: [{ key: batch, effect: NoSchedule }] }";
+
+fn batch_nodes_at(sc: &Scenario, strategy: Strategy, at: u64) -> (Sim<'_>, u32) {
+    let mut sim = Sim::new(sc, strategy, 1);
+    sim.start();
+    sim.run_until(at, &mut no_progress());
+    let n = sim.groups[0].desired;
+    (sim, n)
+}
+
+#[test]
+fn scale_from_zero_uses_the_instance_types_capacity_less_daemonsets() {
+    // 4 vCPU, nothing taken: five 1-CPU jobs make two nodes.
+    let sc = pools("", "", BATCH);
+    let (sim, nodes) = batch_nodes_at(&sc, Strategy::ClusterAutoscaler, 70 * SECOND);
+    assert_eq!(nodes, 2, "from the c6i.xlarge template: 4 pods per node");
+    assert_eq!(sim.groups[1].desired, 2, "the stable group is not touched");
+    // DaemonSets taking 1.1 CPU leave 2.9: two jobs per node, three nodes.
+    let sc =
+        pools("", "{ name: aws-node, cpu: 600m, memory: 100Mi }, { name: agent, cpu: 500m, memory: 200Mi }", BATCH);
+    let (_, nodes) = batch_nodes_at(&sc, Strategy::ClusterAutoscaler, 70 * SECOND);
+    assert_eq!(nodes, 3);
+    // max_pods 4 with the two DaemonSet pods: two more pods per node.
+    let sc = pools(
+        "",
+        "{ name: aws-node, cpu: 10m, memory: 10Mi }, { name: agent, cpu: 10m, memory: 10Mi }",
+        &BATCH.replace("initial: 0,", "initial: 0, max_pods: 4,"),
+    );
+    let (mut sim, nodes) = batch_nodes_at(&sc, Strategy::ClusterAutoscaler, 70 * SECOND);
+    assert_eq!(nodes, 3);
+    sim.run_until(5 * MINUTE, &mut no_progress());
+    assert_eq!(sim.cluster.pending_workload, 0);
+    assert!(sim.groups[0].nodes.iter().all(|&n| sim.cluster.nodes[n].pods.len() <= 2));
+}
+
+#[test]
+fn pods_go_only_where_their_selector_and_tolerations_allow() {
+    let sc = pools("", "", BATCH);
+    let (mut sim, _) = batch_nodes_at(&sc, Strategy::ClusterAutoscaler, 0);
+    sim.run_until(5 * MINUTE, &mut no_progress());
+    assert_eq!(sim.cluster.pending_workload, 0);
+    for (g, state) in sim.groups.iter().enumerate() {
+        for &n in &state.nodes {
+            for &p in &sim.cluster.nodes[n].pods {
+                let batch_pod = matches!(sim.cluster.pods[p].kind, crate::cluster::PodKind::Batch { .. });
+                assert_eq!(batch_pod, g == 0, "batch pods on the batch group only, web on stable only");
+            }
+        }
+    }
+    // Without the toleration the taint keeps the jobs off: refused, they would never run.
+    let untolerated = Scenario::from_yaml(
+        &tiny_yaml("", "")
+            .replace(
+                "- { name: spot, market: spot, instance_type: c.xlarge,",
+                "- { name: spot, market: spot, instance_type: c.xlarge, taints: [{ key: k, effect: NoSchedule }],",
+            )
+            .replace(
+                "- { name: od, market: on-demand, instance_type: c.xlarge,",
+                "- { name: od, market: on-demand, instance_type: c.xlarge, taints: [{ key: k, effect: NoExecute }],",
+            )
+            .replace(
+                "  batch: []",
+                "  batch: [{ name: b, at: [1m], jobs: 1, cpu: '1', memory: 1Gi, duration: [1m, 1m] }]",
+            ),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(untolerated.contains("workload.batch[0]: fits no node group"), "{untolerated}");
+}
+
+#[test]
+fn a_mixed_instances_group_launches_the_next_type_when_the_first_has_no_capacity() {
+    let sc = pools("  capacity_losses: [{ instance_type: c6i.xlarge, at: 0s, for: 2h }]", "", BATCH);
+    let (mut sim, _) = batch_nodes_at(&sc, Strategy::ClusterAutoscaler, 0);
+    sim.run_until(5 * MINUTE, &mut no_progress());
+    assert_eq!(sim.cluster.pending_workload, 0, "no launch failed");
+    assert!(sim.groups[0].failures.is_empty());
+    assert!(sim.groups[0].nodes.iter().all(|&n| sim.cluster.nodes[n].instance_type == "c5.xlarge"));
+    // One type only: the same loss fails the launches.
+    let sc = pools(
+        "  capacity_losses: [{ instance_type: c6i.xlarge, at: 0s, for: 2h }]",
+        "",
+        &BATCH.replace("instance_types: [c6i.xlarge, c5.xlarge]", "instance_type: c6i.xlarge"),
+    );
+    let (mut sim, _) = batch_nodes_at(&sc, Strategy::ClusterAutoscaler, 0);
+    sim.run_until(5 * MINUTE, &mut no_progress());
+    assert!(!sim.groups[0].failures.is_empty() && sim.cluster.pending_workload == 5);
+}
+
+#[test]
+fn ballast_runs_a_spot_only_pool_beside_a_group_it_does_not_manage() {
+    let sc = pools("", "", BATCH);
+    let pool = &sc.ballast.pools[0];
+    assert_eq!(pool.on_demand_asg, None, "spot-only: no on-demand group in the pool");
+    assert_eq!(pool.spot_asgs.len(), 1);
+    let with_headroom = with_headroom(&sc, HeadroomKnob::Percent, 50);
+    let mut sim = Sim::new(&with_headroom, Strategy::Ballast, 1);
+    sim.start();
+    sim.run_until(10 * MINUTE, &mut no_progress());
+    let workload = sim.pool_workload();
+    assert_eq!((workload.pods, workload.cpu), (5, 5000), "the pool's demand is the batch jobs, not web");
+    assert_eq!(sim.pause_target, 3, "50% of 5 CPU at 1 CPU per pause pod");
+    assert_eq!(sim.groups[1].desired, 2, "Ballast never touches the stable group");
+    assert_eq!(sim.cluster.pending_workload, 0);
+}
+
+#[test]
+fn scenario_groups_and_pools_are_checked() {
+    let err = |yaml: String| Scenario::from_yaml(&yaml).unwrap_err().to_string();
+    let both = err(tiny_yaml("", "").replace(
+        "instance_type: c.xlarge, min: 0, max: 20",
+        "instance_type: c.xlarge, instance_types: [c.xlarge], min: 0, max: 20",
+    ));
+    assert!(both.starts_with("node_groups[0]: give instance_type or instance_types"), "{both}");
+    let two_od = err(tiny_yaml("", "").replace("- { name: spot, market: spot,", "- { name: spot, market: on-demand,"));
+    assert!(
+        two_od.contains("need at least one spot group in Ballast's pool")
+            || two_od.contains("at most one on-demand group"),
+        "{two_od}"
+    );
 }
