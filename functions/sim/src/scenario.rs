@@ -18,6 +18,9 @@ pub const BUILT_IN: &[(&str, &str)] = &[
     ("spot-heavy", include_str!("../../../events/scenarios/spot-heavy.yaml")),
     ("no-spot", include_str!("../../../events/scenarios/no-spot.yaml")),
     ("large", include_str!("../../../events/scenarios/large.yaml")),
+    ("batch-from-zero", include_str!("../../../events/scenarios/batch-from-zero.yaml")),
+    ("ml-watermark", include_str!("../../../events/scenarios/ml-watermark.yaml")),
+    ("priority-fallback", include_str!("../../../events/scenarios/priority-fallback.yaml")),
 ];
 
 #[derive(Debug, thiserror::Error)]
@@ -26,10 +29,12 @@ pub enum ScenarioError {
     Yaml(#[source] serde_yaml_ng::Error),
     #[error("{path}: {message}")]
     Field { path: String, message: String },
-    #[error(
-        "unknown built-in scenario `{0}`; built in: business-day, steady, spot-heavy, no-spot, large (or give a file)"
-    )]
+    #[error("unknown built-in scenario `{0}`; built in: {names} (or give a file)", names = built_in_names())]
     Unknown(String),
+}
+
+fn built_in_names() -> String {
+    BUILT_IN.iter().map(|(name, _)| *name).collect::<Vec<_>>().join(", ")
 }
 
 fn field(path: impl Into<String>, message: impl Into<String>) -> ScenarioError {

@@ -650,3 +650,24 @@ fn scenario_groups_and_pools_are_checked() {
         "{two_od}"
     );
 }
+
+/// The README says where Ballast loses; this keeps it true (means over seeds 42–44).
+#[test]
+fn the_readme_says_where_ballast_loses() {
+    let mean = |name: &str, strategy, f: fn(&crate::Report) -> f64| {
+        let sc = Scenario::built_in(name).unwrap();
+        (42..45).map(|seed| f(&simulate(&sc, strategy, seed, &mut no_progress()))).sum::<f64>() / 3.0
+    };
+    let cost = |r: &crate::Report| r.cost;
+    let p95 = |r: &crate::Report| r.pod_wait_p95_s;
+    assert!(
+        mean("batch-from-zero", Strategy::Ballast, cost) > mean("batch-from-zero", Strategy::ClusterAutoscaler, cost)
+    );
+    assert!(
+        mean("batch-from-zero", Strategy::Ballast, p95)
+            > mean("batch-from-zero", Strategy::StaticOverprovisioning, p95)
+    );
+    assert!(mean("steady", Strategy::Ballast, cost) > mean("steady", Strategy::ClusterAutoscaler, cost));
+    let readme = include_str!("../../../README.md");
+    assert!(readme.contains("on `batch-from-zero` its headroom"), "the README states it");
+}
