@@ -16,9 +16,9 @@ use crate::metrics::Metrics;
 use crate::model::{Call, Effect, Model, PausePods};
 use crate::scenario::Scenario;
 use crate::spot_market::SpotMarket;
+use crate::strategy::Strategy;
 use crate::time::{MINUTE, SECOND};
 use crate::workload::Workload;
-use crate::Strategy;
 
 /// How often an ASG acts on its desired capacity on its own.
 const ASG_LOOP: u64 = 10 * SECOND;
@@ -40,6 +40,7 @@ pub struct Engine<'s> {
     /// With `Strategy::Ballast` only.
     pub ballast: Option<Bridge>,
     pub metrics: Metrics,
+    /// With `Strategy::StaticOverprovisioning`: the pause pods' fixed replicas.
     static_replicas: Option<u32>,
     /// Scratch: what the call being carried out started.
     effects: Vec<Effect>,
@@ -148,18 +149,15 @@ impl<'s> Engine<'s> {
                 if self.model.cluster.nodes[id].phase == NodePhase::Gone {
                     return;
                 }
-                // Ballast handles the signals itself; without it, what the cluster runs.
-                match (self.ballast.as_mut(), ev) {
-                    (Some(b), Ev::Warning(_)) => {
-                        let (at, ev) = b.spot_warning(id, now);
-                        self.at(at, ev);
-                    }
-                    (Some(b), _) => {
-                        let (at, ev) = b.rebalance(id, now);
-                        self.at(at, ev);
-                    }
-                    (None, Ev::Warning(_)) => self.react(self.handlers.warning(&self.model, id, now)),
-                    (None, _) => self.react(self.handlers.rebalance(&self.model, id, now)),
+                let warning = matches!(ev, Ev::Warning(_));
+                // Ballast handles the signals itself; without it, what the cluster runs does.
+                if let Some(b) = self.ballast.as_mut() {
+                    let (at, ev) = if warning { b.spot_warning(id, now) } else { b.rebalance(id, now) };
+                    self.at(at, ev);
+                } else if warning {
+                    self.react(self.handlers.warning(&self.model, id, now));
+                } else {
+                    self.react(self.handlers.rebalance(&self.model, id, now));
                 }
             }
             Ev::Drain(id) => self.apply(self.handlers.drain(&self.model, id)),
@@ -249,8 +247,9 @@ impl<'s> Engine<'s> {
     }
 
     fn deliver_to_ballast(&mut self) {
-        // Out of `self` while its calls are carried out, so launch failures they cause
-        // are not sent back to it: the simulation has always run it so.
+        // Out of `self` while its calls are carried out: launch failures they cause reach
+        // the metrics but not Ballast. Runs have always gone so (a real ASG's failure
+        // event would reach it); kept so that their output does not change.
         let Some(mut bridge) = self.ballast.take() else { return };
         for batch in bridge.due_batches(self.now) {
             // Each invocation sees what the previous one's calls did.

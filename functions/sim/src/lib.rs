@@ -18,6 +18,7 @@ pub mod plot;
 pub mod scenario;
 mod seed;
 mod spot_market;
+mod strategy;
 mod time;
 mod workload;
 
@@ -25,29 +26,7 @@ use serde::Serialize;
 
 pub use metrics::{Report, Sample};
 pub use scenario::{Scenario, ScenarioError};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Strategy {
-    /// cluster-autoscaler alone.
-    ClusterAutoscaler,
-    /// cluster-autoscaler with a fixed number of pause pods.
-    StaticOverprovisioning,
-    /// cluster-autoscaler with Ballast.
-    Ballast,
-}
-
-impl Strategy {
-    pub const ALL: [Strategy; 3] = [Strategy::ClusterAutoscaler, Strategy::StaticOverprovisioning, Strategy::Ballast];
-
-    pub fn label(self) -> &'static str {
-        match self {
-            Strategy::ClusterAutoscaler => "CA alone",
-            Strategy::StaticOverprovisioning => "CA + static",
-            Strategy::Ballast => "CA + Ballast",
-        }
-    }
-}
+pub use strategy::Strategy;
 
 /// Runs one strategy over the scenario.
 pub fn simulate(scenario: &Scenario, strategy: Strategy, seed: u64, progress: &mut dyn FnMut(f64)) -> Report {
