@@ -1,10 +1,11 @@
 //! Ballast inside the simulation: the production `Reconciler` and planner over ports
 //! that serve what Ballast would observe of the simulated pool. That view is kept in
-//! step with the simulation before each invocation, changing only what changed (an
+//! step with the model before each invocation, changing only what changed (an
 //! instance or node is built once, when its simulated node appears); during the
-//! invocation the ports answer from it and record Ballast's calls, which are then
-//! carried out in the simulation. Ballast's own state (pool record, dedup, leases)
-//! persists in between.
+//! invocation the ports answer from it and record Ballast's calls, which are returned
+//! as calls on the model. Ballast's own state (pool record, dedup, leases, the events
+//! on their way to it, the forwarder's debounce) persists in between. The pool is the
+//! scenario's, by the name its config gives it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -19,15 +20,17 @@ use ballast_core::model::{
     ActivityStatus, AsgInstance, AsgSize, Demand, LifecycleState, Market as CoreMarket, NodeState, ObservedAsg,
     PoolRecord, ScalingActivity,
 };
-use ballast_core::plan::LifecycleRef;
+use ballast_core::plan::{HeadroomDecision, LifecycleRef};
 use ballast_core::ports::{Autoscaling, Cluster, DrainReport, ErrorKind, FixedClock, PortError, StateStore, Versioned};
 use ballast_core::reconcile::Reconciler;
 use ballast_core::snapshot::pool_asgs;
 use chrono::{DateTime, Utc};
 
 use crate::cluster::{NodeId, NodePhase};
-use crate::engine::Sim;
+use crate::event::Ev;
+use crate::model::{Call, Model};
 use crate::scenario::{Market, Scenario};
+use crate::time::MINUTE;
 
 /// The Lambda functions take SQS batches of at most ten messages.
 const BATCH: usize = 10;
@@ -43,9 +46,19 @@ pub struct Bridge {
     delay_ms: u64,
     inbox: Vec<(u64, Event)>,
     next_id: u64,
+    /// The pool's name in Ballast's config.
+    pool: String,
+    /// When the forwarder last reported unschedulable pods.
+    last_unschedulable_sent: Option<u64>,
     pub invocations: u32,
     /// Rebalance recommendations sent (some followed by no interruption).
     pub rebalances_sent: u32,
+}
+
+/// What one invocation of Ballast did.
+pub struct Invocation {
+    pub calls: Vec<Call>,
+    pub headroom: Option<HeadroomDecision>,
 }
 
 pub fn instance_id(node: NodeId) -> String {
@@ -86,6 +99,8 @@ impl Bridge {
             delay_ms: sc.delivery_delay.0.as_millis() as u64,
             inbox: Vec::new(),
             next_id: 0,
+            pool: sc.pool().name.clone(),
+            last_unschedulable_sent: None,
             invocations: 0,
             rebalances_sent: 0,
         }
@@ -95,7 +110,8 @@ impl Bridge {
         self.start + chrono::Duration::milliseconds(ms as i64)
     }
 
-    fn send(&mut self, now: u64, source: &str, detail_type: &str, signal: Signal) {
+    /// An event on its way to Ballast; returns its delivery, to schedule.
+    fn send(&mut self, now: u64, source: &str, detail_type: &str, signal: Signal) -> (u64, Ev) {
         self.next_id += 1;
         let event = Event {
             id: format!("sim-{}", self.next_id),
@@ -104,25 +120,27 @@ impl Bridge {
             detail_type: detail_type.into(),
             signal,
         };
-        self.inbox.push((now + self.delay_ms, event));
+        let at = now + self.delay_ms;
+        self.inbox.push((at, event));
+        (at, Ev::BallastDeliver)
     }
 
-    pub fn spot_warning(&mut self, node: NodeId, now: u64) {
+    pub fn spot_warning(&mut self, node: NodeId, now: u64) -> (u64, Ev) {
         let signal = Signal::SpotInterruption { instance_id: instance_id(node), action: InstanceAction::Terminate };
-        self.send(now, "aws.ec2", "EC2 Spot Instance Interruption Warning", signal);
+        self.send(now, "aws.ec2", "EC2 Spot Instance Interruption Warning", signal)
     }
 
-    pub fn rebalance(&mut self, node: NodeId, now: u64) {
+    pub fn rebalance(&mut self, node: NodeId, now: u64) -> (u64, Ev) {
         self.rebalances_sent += 1;
         self.send(
             now,
             "aws.ec2",
             "EC2 Instance Rebalance Recommendation",
             Signal::RebalanceRecommendation { instance_id: instance_id(node) },
-        );
+        )
     }
 
-    pub fn launch_failed(&mut self, asg: &str, now: u64) {
+    pub fn launch_failed(&mut self, asg: &str, now: u64) -> (u64, Ev) {
         let failure = LaunchFailure {
             asg: asg.into(),
             activity_id: format!("activity-{now}-{asg}"),
@@ -133,18 +151,29 @@ impl Bridge {
             error: LaunchError::Capacity(CapacityError::NoSpotCapacity),
             at: Some(self.time(now)),
         };
-        self.send(now, "aws.autoscaling", "EC2 Instance Launch Unsuccessful", Signal::LaunchUnsuccessful(failure));
+        self.send(now, "aws.autoscaling", "EC2 Instance Launch Unsuccessful", Signal::LaunchUnsuccessful(failure))
     }
 
-    pub fn pods_unschedulable(&mut self, count: u32, now: u64) {
+    /// After a scheduling pass the forwarder reports the workload pods it left
+    /// unschedulable in the pool, at most once a minute.
+    pub fn scheduling_pass_done(&mut self, model: &Model, now: u64) -> Option<(u64, Ev)> {
+        if model.cluster.pending_workload == 0 {
+            return None;
+        }
+        let due = self.last_unschedulable_sent.is_none_or(|t| now >= t + MINUTE);
+        let count = if due { model.pool_workload().pending } else { 0 };
+        if count == 0 {
+            return None;
+        }
+        self.last_unschedulable_sent = Some(now);
         let detail = PodsUnschedulableDetail {
-            pool: "sim".into(),
+            pool: self.pool.clone(),
             count,
             cpu_millis: 0,
             memory_bytes: 0,
             oldest_pending_since: self.time(now),
         };
-        self.send(now, "ballast.kubernetes", "Pods Unschedulable", Signal::PodsUnschedulable(detail));
+        Some(self.send(now, "ballast.kubernetes", "Pods Unschedulable", Signal::PodsUnschedulable(detail)))
     }
 
     /// The schedule function's rate(1 minute) reconcile (invoked directly, no queue).
@@ -160,30 +189,31 @@ impl Bridge {
         self.inbox.push((now, event));
     }
 
-    /// Invokes Ballast with what has arrived, in batches, and carries out its calls.
-    pub fn deliver(&mut self, sim: &mut Sim) {
-        let now = sim.now;
+    /// What has arrived by `now`, in the batches the Lambda functions take: one
+    /// invocation each, in order.
+    pub fn due_batches(&mut self, now: u64) -> Vec<Vec<Event>> {
         let (due, later): (Vec<_>, Vec<_>) =
             std::mem::take(&mut self.inbox).into_iter().partition(|(at, _)| *at <= now);
         self.inbox = later;
         let events: Vec<Event> = due.into_iter().map(|(_, e)| e).collect();
-        for batch in events.chunks(BATCH) {
-            self.ports.view().sync(sim, self.start);
-            self.clock.set(self.time(now));
-            self.invocations += 1;
-            let outcome = self.runtime.block_on(self.reconciler.handle(batch.to_vec()));
-            if let Some(decision) = outcome.pools.iter().find_map(|p| p.plan.headroom) {
-                sim.metrics.headroom_decided(decision);
-            }
-            let calls = std::mem::take(&mut self.ports.view().calls);
-            apply(sim, calls);
-        }
+        events.chunks(BATCH).map(<[Event]>::to_vec).collect()
+    }
+
+    /// Invokes Ballast with `batch`, on the pool as `model` has it now; returns its calls.
+    pub fn invoke(&mut self, batch: Vec<Event>, model: &Model, now: u64) -> Invocation {
+        self.ports.view().sync(model, now, self.start);
+        self.clock.set(self.time(now));
+        self.invocations += 1;
+        let outcome = self.runtime.block_on(self.reconciler.handle(batch));
+        let headroom = outcome.pools.iter().find_map(|p| p.plan.headroom);
+        let recorded = std::mem::take(&mut self.ports.view().calls);
+        Invocation { calls: calls_on_model(model, recorded), headroom }
     }
 }
 
-/// A change Ballast made, to carry out in the simulation.
+/// A change Ballast made through its ports, as they recorded it.
 #[derive(Debug)]
-enum Call {
+enum PortCall {
     SetDesired { asg: String, desired: u32 },
     Terminate { instance_id: String, decrement: bool },
     Cordon { node: String },
@@ -223,7 +253,7 @@ struct View {
     records: BTreeMap<String, Versioned<PoolRecord>>,
     leases: BTreeMap<String, (String, DateTime<Utc>)>,
     seen: BTreeSet<String>,
-    calls: Vec<Call>,
+    calls: Vec<PortCall>,
 }
 
 fn lifecycle(phase: NodePhase) -> LifecycleState {
@@ -281,7 +311,7 @@ impl View {
             nodes: Vec::new(),
             node_ids: Vec::new(),
             position: Vec::new(),
-            pool: sc.ballast.pools.first().map(|p| p.name.clone()).unwrap_or_default(),
+            pool: sc.pool().name.clone(),
             demand: None,
             headroom_replicas: None,
             records: BTreeMap::new(),
@@ -291,14 +321,13 @@ impl View {
         }
     }
 
-    /// Brings the view in step with the simulation: every field as the simulation has
-    /// it now; instances and nodes are built only for simulated nodes not seen before.
-    fn sync(&mut self, sim: &Sim, start: DateTime<Utc>) {
-        let sc = sim.sc;
-        let now = sim.now;
+    /// Brings the view in step with the model: every field as the model has it now;
+    /// instances and nodes are built only for simulated nodes not seen before.
+    fn sync(&mut self, model: &Model, now: u64, start: DateTime<Utc>) {
+        let sc = model.sc;
         let time = |ms: u64| start + chrono::Duration::milliseconds(ms as i64);
         let mut moved = false;
-        for (g, state) in sim.groups.iter().enumerate() {
+        for (g, state) in model.asgs.iter().enumerate() {
             let spec = &sc.groups[g];
             let asg = &mut self.asgs[g];
             asg.desired = state.desired;
@@ -325,7 +354,7 @@ impl View {
                 self.members[g].clone_from(&state.nodes);
             }
             for (instance, &n) in asg.instances.iter_mut().zip(&state.nodes) {
-                instance.lifecycle_state = lifecycle(sim.cluster.nodes[n].phase);
+                instance.lifecycle_state = lifecycle(model.cluster.nodes[n].phase);
             }
             let shown = state.failures.last().copied().filter(|&t| t + ACTIVITY_SHOWN_MS > now);
             if shown != self.failure_shown[g] {
@@ -344,7 +373,7 @@ impl View {
             }
         }
         if moved {
-            let ids: Vec<NodeId> = sim.groups.iter().flat_map(|s| s.nodes.iter().copied()).collect();
+            let ids: Vec<NodeId> = model.asgs.iter().flat_map(|s| s.nodes.iter().copied()).collect();
             let nodes = std::mem::take(&mut self.nodes);
             self.nodes = reorder(nodes, &self.node_ids, &ids, &mut self.position, |n| ViewNode {
                 state: NodeState {
@@ -353,25 +382,25 @@ impl View {
                     ready: false,
                     unschedulable: false,
                 },
-                group: sim.cluster.nodes[n].group,
+                group: model.cluster.nodes[n].group,
                 pods: 0,
             });
             self.node_ids = ids;
         }
         for (node, &n) in self.nodes.iter_mut().zip(&self.node_ids) {
-            let simulated = &sim.cluster.nodes[n];
+            let simulated = &model.cluster.nodes[n];
             node.state.ready = simulated.phase == NodePhase::Ready;
             node.state.unschedulable = simulated.cordoned;
             node.pods = simulated.pods.len() as u32;
         }
-        let workload = sim.pool_workload();
+        let workload = model.pool_workload();
         self.demand = Some(Demand {
             cpu_millis: workload.cpu,
             memory_bytes: workload.mem,
             pods: workload.pods,
             observed_at: time(now),
         });
-        self.headroom_replicas = Some(sim.pause_target);
+        self.headroom_replicas = Some(model.pause_target);
     }
 
     fn asg_mut(&mut self, name: &str) -> Option<&mut ObservedAsg> {
@@ -426,7 +455,7 @@ impl Autoscaling for SimPorts {
             ));
         }
         group.desired = desired;
-        view.calls.push(Call::SetDesired { asg: asg.to_string(), desired });
+        view.calls.push(PortCall::SetDesired { asg: asg.to_string(), desired });
         Ok(())
     }
 
@@ -450,7 +479,7 @@ impl Autoscaling for SimPorts {
         if let Some(i) = group.instances.iter_mut().find(|i| i.id == instance_id) {
             i.lifecycle_state = LifecycleState::Terminating;
         }
-        view.calls.push(Call::Terminate { instance_id: instance_id.to_string(), decrement });
+        view.calls.push(PortCall::Terminate { instance_id: instance_id.to_string(), decrement });
         Ok(())
     }
 
@@ -490,7 +519,7 @@ impl Cluster for SimPorts {
         let mut view = self.view();
         if pool.name == view.pool {
             view.headroom_replicas = Some(replicas);
-            view.calls.push(Call::SetHeadroom { replicas });
+            view.calls.push(PortCall::SetHeadroom { replicas });
         }
         Ok(())
     }
@@ -503,14 +532,14 @@ impl Cluster for SimPorts {
     async fn cordon(&self, node: &str) -> Result<(), PortError> {
         let mut view = self.view();
         view.node_mut(node, "cordon")?.state.unschedulable = true;
-        view.calls.push(Call::Cordon { node: node.to_string() });
+        view.calls.push(PortCall::Cordon { node: node.to_string() });
         Ok(())
     }
 
     async fn uncordon(&self, node: &str) -> Result<(), PortError> {
         let mut view = self.view();
         view.node_mut(node, "uncordon")?.state.unschedulable = false;
-        view.calls.push(Call::Uncordon { node: node.to_string() });
+        view.calls.push(PortCall::Uncordon { node: node.to_string() });
         Ok(())
     }
 
@@ -519,7 +548,7 @@ impl Cluster for SimPorts {
         let n = view.node_mut(node, "drain")?;
         // No PodDisruptionBudget in the model: every pod is evicted.
         let evicted = std::mem::take(&mut n.pods);
-        view.calls.push(Call::Drain { node: node.to_string() });
+        view.calls.push(PortCall::Drain { node: node.to_string() });
         Ok(DrainReport { evicted, blocked: Vec::new() })
     }
 }
@@ -582,43 +611,24 @@ impl StateStore for SimPorts {
     }
 }
 
-/// Carries out Ballast's calls in the simulation.
-fn apply(sim: &mut Sim, calls: Vec<Call>) {
-    for call in calls {
-        match call {
-            Call::SetDesired { asg, desired } => {
-                if let Some(g) = sim.sc.groups.iter().position(|g| g.name == asg) {
-                    sim.groups[g].desired = desired;
-                    sim.reconcile_group(g);
-                }
+/// Ballast's calls as calls on the model. Names that were never the model's are
+/// dropped; whether a node is still there when its call comes is the model's to check.
+fn calls_on_model(model: &Model, recorded: Vec<PortCall>) -> Vec<Call> {
+    let known = |n: &NodeId| *n < model.cluster.nodes.len();
+    recorded
+        .into_iter()
+        .filter_map(|call| match call {
+            PortCall::SetDesired { asg, desired } => {
+                model.sc.groups.iter().position(|g| g.name == asg).map(|group| Call::SetDesired { group, desired })
             }
-            Call::Terminate { instance_id, decrement } => {
-                if let Some(n) = node_of_instance(&instance_id) {
-                    if n < sim.cluster.nodes.len() && sim.cluster.nodes[n].phase != NodePhase::Gone {
-                        let g = sim.cluster.nodes[n].group;
-                        sim.remove_node(n, decrement);
-                        sim.reconcile_group(g);
-                    }
-                }
+            PortCall::Terminate { instance_id, decrement } => {
+                node_of_instance(&instance_id).filter(known).map(|node| Call::Terminate { node, decrement })
             }
-            Call::Cordon { node } => {
-                if let Some(n) = node_of_name(&node).filter(|n| *n < sim.cluster.nodes.len()) {
-                    sim.cluster.cordon(n);
-                    sim.mark_schedulable_dirty();
-                }
-            }
-            Call::Uncordon { node } => {
-                if let Some(n) = node_of_name(&node).filter(|n| *n < sim.cluster.nodes.len()) {
-                    sim.cluster.uncordon(n);
-                    sim.mark_schedulable_dirty();
-                }
-            }
-            Call::Drain { node } => {
-                if let Some(n) = node_of_name(&node).filter(|n| *n < sim.cluster.nodes.len()) {
-                    sim.cluster.evict_all(n, sim.now);
-                }
-            }
-            Call::SetHeadroom { replicas } => sim.set_pause_target(replicas),
-        }
-    }
+            PortCall::Cordon { node } => node_of_name(&node).filter(known).map(|node| Call::Cordon { node }),
+            PortCall::Uncordon { node } => node_of_name(&node).filter(known).map(|node| Call::Uncordon { node }),
+            // No PodDisruptionBudget in the model: every pod is evicted.
+            PortCall::Drain { node } => node_of_name(&node).filter(known).map(|node| Call::Evict { node }),
+            PortCall::SetHeadroom { replicas } => Some(Call::SetPauseReplicas { replicas }),
+        })
+        .collect()
 }

@@ -9,100 +9,175 @@
 //! - exponential node-group backoff, reset as the modelled version does;
 //! - scale-down of nodes under the utilisation threshold for `scale_down_unneeded`
 //!   whose pods fit elsewhere one by one.
+//!
+//! It owns what CA keeps (per group: backoff, unfulfilled scale-ups, its last write;
+//! its cache's refresh phase, its random draws, when nodes became unneeded), reads the
+//! pool and returns its calls.
 
 use std::collections::BTreeMap;
 
-use rand::RngExt;
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 
 use crate::cluster::NodePhase;
-use crate::engine::Sim;
+use crate::model::{Call, Model};
+use crate::scenario::Scenario;
+use crate::seed::mix;
+use crate::time::ms;
 
 /// CA removes at most this many empty nodes per scan, and one non-empty node.
 const MAX_EMPTY_BULK_DELETE: usize = 10;
 
-pub fn scan(sim: &mut Sim) {
-    let refreshed = refresh_cache(sim);
-    detect_failed_scale_ups(sim, &refreshed);
-    scale_up(sim);
-    scale_down(sim);
+/// What cluster-autoscaler keeps about one node group.
+#[derive(Debug, Clone, Default)]
+pub struct GroupView {
+    /// Since when the group is below its target size.
+    pub unfulfilled_since: Option<u64>,
+    /// CA asked for the instances still missing (its own scale-up request).
+    pub scale_up_requested: bool,
+    /// When CA last set the ASG's desired capacity (the AWS provider's `lastUpdateTime`).
+    pub last_write: u64,
+    pub backoff_until: u64,
+    pub backoff_ms: u64,
+    pub last_failure: Option<u64>,
 }
 
-fn ms(d: ballast_core::units::HumanDuration) -> u64 {
-    d.0.as_millis() as u64
+/// A scan's steps, in order. Each reads the pool after the calls of the one before
+/// are carried out, as CA's own loop sees its writes (its ASG cache takes the sizes it
+/// sets; scale-down counts the nodes scale-up just launched).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScanStep {
+    /// The ASG cache's refresh, and scale-ups found failed.
+    FailedScaleUps,
+    ScaleUp,
+    ScaleDown,
 }
 
-/// The AWS provider's `Refresh`: at most once per `asg_cache_refresh`. Returns, per
-/// group, whether the refresh found its missing instances unfulfillable (a failed
-/// scaling activity since CA last set its size: `isNodeGroupAvailable`).
-fn refresh_cache(sim: &mut Sim) -> Vec<bool> {
-    let mut unfulfillable = vec![false; sim.groups.len()];
-    if sim.now < sim.ca_next_refresh {
-        return unfulfillable;
+impl ScanStep {
+    pub const ALL: [ScanStep; 3] = [ScanStep::FailedScaleUps, ScanStep::ScaleUp, ScanStep::ScaleDown];
+}
+
+pub struct ClusterAutoscaler<'s> {
+    sc: &'s Scenario,
+    /// Per scenario group.
+    groups: Vec<GroupView>,
+    /// CA's own draws (its cache's phase, expander ties).
+    rng: ChaCha8Rng,
+    /// When the AWS provider's ASG cache next refreshes.
+    next_refresh: u64,
+    last_scale_up: u64,
+    /// Per node id: since when CA finds the node unneeded.
+    unneeded_since: Vec<Option<u64>>,
+}
+
+impl<'s> ClusterAutoscaler<'s> {
+    pub fn new(sc: &'s Scenario, seed: u64) -> Self {
+        let mut rng = ChaCha8Rng::seed_from_u64(mix(seed ^ 0x6361));
+        // CA started at some moment before the run: its cache refresh has a phase of its own.
+        let refresh = ms(sc.ca.asg_cache_refresh);
+        let next_refresh = rng.random_range(0..refresh.max(1));
+        ClusterAutoscaler {
+            sc,
+            groups: vec![GroupView::default(); sc.groups.len()],
+            rng,
+            next_refresh,
+            last_scale_up: 0,
+            unneeded_since: Vec::new(),
+        }
     }
-    sim.ca_next_refresh = sim.now + ms(sim.sc.ca.asg_cache_refresh);
-    if !sim.sc.ca.fail_fast {
-        return unfulfillable;
-    }
-    for (g, state) in sim.groups.iter().enumerate() {
-        let missing = state.desired > state.nodes.len() as u32;
-        unfulfillable[g] = missing && state.failures.iter().any(|&f| f >= state.ca.last_write);
-    }
-    unfulfillable
-}
 
-/// Sets a group's size as CA does (`setAsgSizeNoLock`): the write time is remembered.
-fn set_size(sim: &mut Sim, g: usize, desired: u32) {
-    sim.groups[g].desired = desired;
-    sim.groups[g].ca.last_write = sim.now;
-    sim.reconcile_group(g);
-}
+    /// CA's view of scenario group `g`.
+    #[cfg(test)]
+    pub fn group(&self, g: usize) -> &GroupView {
+        &self.groups[g]
+    }
 
-fn detect_failed_scale_ups(sim: &mut Sim, unfulfillable: &[bool]) {
-    let now = sim.now;
-    let ca = &sim.sc.ca;
-    for (g, &unfulfillable) in unfulfillable.iter().enumerate() {
-        let alive = sim.groups[g].nodes.len() as u32;
-        let desired = sim.groups[g].desired;
-        let view = &mut sim.groups[g].ca;
-        if desired <= alive {
-            view.unfulfilled_since = None;
-            if std::mem::take(&mut view.scale_up_requested) && ca.version.resets_backoff_on_success() {
-                // Before 1.30 `updateScaleRequests` removed the backoff of a group whose
-                // scale-up finished.
-                (view.backoff_until, view.backoff_ms, view.last_failure) = (0, 0, None);
+    /// One step of a scan at `now`.
+    pub fn scan_step(&mut self, step: ScanStep, model: &Model, now: u64) -> Vec<Call> {
+        match step {
+            ScanStep::FailedScaleUps => {
+                let refreshed = self.refresh_cache(model, now);
+                self.detect_failed_scale_ups(model, now, &refreshed)
             }
-            continue;
+            ScanStep::ScaleUp => self.scale_up(model, now).into_iter().collect(),
+            ScanStep::ScaleDown => self.scale_down(model, now),
         }
-        let since = *view.unfulfilled_since.get_or_insert(now);
-        let failed = unfulfillable || (!ca.fail_fast && now - since >= ms(ca.max_node_provision_time));
-        if !failed {
-            continue;
+    }
+
+    /// The AWS provider's `Refresh`: at most once per `asg_cache_refresh`. Returns, per
+    /// group, whether the refresh found its missing instances unfulfillable (a failed
+    /// scaling activity since CA last set its size: `isNodeGroupAvailable`).
+    fn refresh_cache(&mut self, model: &Model, now: u64) -> Vec<bool> {
+        let mut unfulfillable = vec![false; model.asgs.len()];
+        if now < self.next_refresh {
+            return unfulfillable;
         }
-        // Exponential backoff (`exponentialBackoff.Backoff`): doubled while the last
-        // failure is within the reset timeout, else back to the initial duration.
-        let recent = view.last_failure.is_some_and(|t| now - t < ms(ca.backoff_reset_timeout));
-        view.backoff_ms = if recent && view.backoff_ms > 0 {
-            (view.backoff_ms * 2).min(ms(ca.backoff_max))
-        } else {
-            ms(ca.backoff_initial)
-        };
-        view.backoff_until = now + view.backoff_ms;
-        view.last_failure = Some(now);
-        view.unfulfilled_since = None;
-        view.scale_up_requested = false;
-        // Placeholders deleted: the target size drops to the instances that exist.
-        set_size(sim, g, alive);
+        self.next_refresh = now + ms(self.sc.ca.asg_cache_refresh);
+        if !self.sc.ca.fail_fast {
+            return unfulfillable;
+        }
+        for (g, state) in model.asgs.iter().enumerate() {
+            let missing = state.desired > state.nodes.len() as u32;
+            unfulfillable[g] = missing && state.failures.iter().any(|&f| f >= self.groups[g].last_write);
+        }
+        unfulfillable
+    }
+
+    /// Sets a group's size as CA does (`setAsgSizeNoLock`): the write time is remembered.
+    fn set_size(&mut self, g: usize, desired: u32, now: u64) -> Call {
+        self.groups[g].last_write = now;
+        Call::SetDesired { group: g, desired }
+    }
+
+    fn detect_failed_scale_ups(&mut self, model: &Model, now: u64, unfulfillable: &[bool]) -> Vec<Call> {
+        let ca = &self.sc.ca;
+        let mut calls = Vec::new();
+        for (g, &unfulfillable) in unfulfillable.iter().enumerate() {
+            let alive = model.asgs[g].nodes.len() as u32;
+            let desired = model.asgs[g].desired;
+            let view = &mut self.groups[g];
+            if desired <= alive {
+                view.unfulfilled_since = None;
+                if std::mem::take(&mut view.scale_up_requested) && ca.version.resets_backoff_on_success() {
+                    // Before 1.30 `updateScaleRequests` removed the backoff of a group whose
+                    // scale-up finished.
+                    (view.backoff_until, view.backoff_ms, view.last_failure) = (0, 0, None);
+                }
+                continue;
+            }
+            let since = *view.unfulfilled_since.get_or_insert(now);
+            let failed = unfulfillable || (!ca.fail_fast && now - since >= ms(ca.max_node_provision_time));
+            if !failed {
+                continue;
+            }
+            // Exponential backoff (`exponentialBackoff.Backoff`): doubled while the last
+            // failure is within the reset timeout, else back to the initial duration.
+            let recent = view.last_failure.is_some_and(|t| now - t < ms(ca.backoff_reset_timeout));
+            view.backoff_ms = if recent && view.backoff_ms > 0 {
+                (view.backoff_ms * 2).min(ms(ca.backoff_max))
+            } else {
+                ms(ca.backoff_initial)
+            };
+            view.backoff_until = now + view.backoff_ms;
+            view.last_failure = Some(now);
+            view.unfulfilled_since = None;
+            view.scale_up_requested = false;
+            // Placeholders deleted: the target size drops to the instances that exist.
+            // A group's call changes only that group, which no later group reads.
+            calls.push(self.set_size(g, alive, now));
+        }
+        calls
     }
 }
 
 /// Pending pods CA helps, by (cpu, mem, placement class) → count, largest first.
 type Shapes = Vec<((u64, u64, usize), u32)>;
 
-fn pending_shapes(sim: &Sim) -> Shapes {
-    let cutoff = sim.sc.ca.expendable_cutoff;
+fn pending_shapes(model: &Model) -> Shapes {
+    let cutoff = model.sc.ca.expendable_cutoff;
     let mut shapes: BTreeMap<(u64, u64, usize), u32> = BTreeMap::new();
-    for pod in sim.cluster.pending_pods() {
-        let p = &sim.cluster.pods[pod];
+    for pod in model.cluster.pending_pods() {
+        let p = &model.cluster.pods[pod];
         // Pods the scheduler has not tried yet, or nominated after preempting, are not
         // CA's to help: it scales up for pods marked unschedulable.
         if p.priority >= cutoff && p.unschedulable {
@@ -124,8 +199,8 @@ struct Bin {
 }
 
 impl Bin {
-    fn template(sim: &Sim, g: usize) -> Bin {
-        let shape = sim.sc.groups[g].template(sim.sc);
+    fn template(sc: &Scenario, g: usize) -> Bin {
+        let shape = sc.groups[g].template(sc);
         Bin { cpu: shape.cpu, mem: shape.mem, pods: shape.pods, group: g }
     }
 
@@ -169,137 +244,141 @@ fn pack(shapes: &mut Shapes, bins: &mut Vec<Bin>, template: Option<Bin>, limit: 
     opened
 }
 
-fn scale_up(sim: &mut Sim) {
-    let mut shapes = pending_shapes(sim);
-    if shapes.is_empty() {
-        return;
-    }
-    let accepts = &sim.sc.accepts;
-    // Upcoming nodes (booting, or asked for and not yet launched) take pods first.
-    let mut upcoming: Vec<Bin> = Vec::new();
-    for (g, state) in sim.groups.iter().enumerate() {
-        let ready = state.nodes.iter().filter(|&&n| sim.cluster.nodes[n].phase == NodePhase::Ready).count() as u32;
-        for _ in 0..state.desired.saturating_sub(ready) {
-            upcoming.push(Bin::template(sim, g));
+impl ClusterAutoscaler<'_> {
+    fn scale_up(&mut self, model: &Model, now: u64) -> Option<Call> {
+        let sc = self.sc;
+        let mut shapes = pending_shapes(model);
+        if shapes.is_empty() {
+            return None;
         }
-    }
-    pack(&mut shapes, &mut upcoming, None, 0, accepts);
-    if shapes.iter().all(|(_, c)| *c == 0) {
-        return;
-    }
-    // Expansion options: each group not backed off, below max, whose nodes take a pod.
-    let mut options: Vec<(usize, u32, i32)> = Vec::new();
-    for (g, spec) in sim.sc.groups.iter().enumerate() {
-        let state = &sim.groups[g];
-        let Some(priority) = spec.expander_priority else { continue };
-        if sim.now < state.ca.backoff_until {
-            continue;
+        let accepts = &sc.accepts;
+        // Upcoming nodes (booting, or asked for and not yet launched) take pods first.
+        let mut upcoming: Vec<Bin> = Vec::new();
+        for (g, state) in model.asgs.iter().enumerate() {
+            let ready =
+                state.nodes.iter().filter(|&&n| model.cluster.nodes[n].phase == NodePhase::Ready).count() as u32;
+            for _ in 0..state.desired.saturating_sub(ready) {
+                upcoming.push(Bin::template(sc, g));
+            }
         }
-        let room = spec.max.saturating_sub(state.desired);
-        let added = pack(&mut shapes.clone(), &mut Vec::new(), Some(Bin::template(sim, g)), room, accepts);
-        if added > 0 {
-            options.push((g, added, priority));
+        pack(&mut shapes, &mut upcoming, None, 0, accepts);
+        if shapes.iter().all(|(_, c)| *c == 0) {
+            return None;
         }
+        // Expansion options: each group not backed off, below max, whose nodes take a pod.
+        let mut options: Vec<(usize, u32, i32)> = Vec::new();
+        for (g, spec) in sc.groups.iter().enumerate() {
+            let Some(priority) = spec.expander_priority else { continue };
+            if now < self.groups[g].backoff_until {
+                continue;
+            }
+            let room = spec.max.saturating_sub(model.asgs[g].desired);
+            let added = pack(&mut shapes.clone(), &mut Vec::new(), Some(Bin::template(sc, g)), room, accepts);
+            if added > 0 {
+                options.push((g, added, priority));
+            }
+        }
+        // The priority expander: the best priority, then CA's random pick among ties.
+        let best = options.iter().map(|o| o.2).max()?;
+        options.retain(|o| o.2 == best);
+        let (g, added, _) = options[self.rng.random_range(0..options.len())];
+        let desired = model.asgs[g].desired + added;
+        self.groups[g].scale_up_requested = true;
+        self.last_scale_up = now;
+        Some(self.set_size(g, desired, now))
     }
-    // The priority expander: the best priority, then CA's random pick among ties.
-    let Some(best) = options.iter().map(|o| o.2).max() else { return };
-    options.retain(|o| o.2 == best);
-    let (g, added, _) = options[sim.rng_ca.random_range(0..options.len())];
-    let desired = sim.groups[g].desired + added;
-    sim.groups[g].ca.scale_up_requested = true;
-    sim.last_scale_up = sim.now;
-    set_size(sim, g, desired);
-}
 
-/// Scale-down as cluster-autoscaler decides it: a node under the utilisation threshold
-/// is unneeded (the timer runs during `scale-down-delay-after-add` too, which only
-/// blocks deletion); it goes once unneeded for `scale-down-unneeded-time` if each pod
-/// CA would move fits on some other node, placed one by one in CA's snapshot (not a
-/// comparison of total free room: slivers on several nodes hold no pod). A node that
-/// takes moved pods in this scan is not removed in it; at most one non-empty node and
-/// `MAX_EMPTY_BULK_DELETE` nodes per scan.
-fn scale_down(sim: &mut Sim) {
-    let ca = &sim.sc.ca;
-    let now = sim.now;
-    let cooling = sim.last_scale_up > 0 && now.saturating_sub(sim.last_scale_up) < ms(ca.scale_down_delay_after_add);
-    let cutoff = ca.expendable_cutoff;
-    // Free room per schedulable node as CA's snapshot sees it: every bound pod counted.
-    let mut room: BTreeMap<usize, Bin> = BTreeMap::new();
-    for state in &sim.groups {
-        for &n in &state.nodes {
-            let node = &sim.cluster.nodes[n];
-            if node.schedulable() {
-                let (cpu, mem) = node.free();
-                let pods = node.max_pods.saturating_sub(node.pods.len() as u32);
-                room.insert(n, Bin { cpu, mem, pods, group: node.group });
+    /// Scale-down as cluster-autoscaler decides it: a node under the utilisation threshold
+    /// is unneeded (the timer runs during `scale-down-delay-after-add` too, which only
+    /// blocks deletion); it goes once unneeded for `scale-down-unneeded-time` if each pod
+    /// CA would move fits on some other node, placed one by one in CA's snapshot (not a
+    /// comparison of total free room: slivers on several nodes hold no pod). A node that
+    /// takes moved pods in this scan is not removed in it; at most one non-empty node and
+    /// `MAX_EMPTY_BULK_DELETE` nodes per scan.
+    fn scale_down(&mut self, model: &Model, now: u64) -> Vec<Call> {
+        let sc = self.sc;
+        let ca = &sc.ca;
+        let cooling =
+            self.last_scale_up > 0 && now.saturating_sub(self.last_scale_up) < ms(ca.scale_down_delay_after_add);
+        let cutoff = ca.expendable_cutoff;
+        // Free room per schedulable node as CA's snapshot sees it: every bound pod counted.
+        let mut room: BTreeMap<usize, Bin> = BTreeMap::new();
+        for state in &model.asgs {
+            for &n in &state.nodes {
+                let node = &model.cluster.nodes[n];
+                if node.schedulable() {
+                    let (cpu, mem) = node.free();
+                    let pods = node.max_pods.saturating_sub(node.pods.len() as u32);
+                    room.insert(n, Bin { cpu, mem, pods, group: node.group });
+                }
             }
         }
-    }
-    let accepts = &sim.sc.accepts;
-    let mut removals: Vec<usize> = Vec::new();
-    let mut destinations: Vec<usize> = Vec::new();
-    let mut non_empty = 0;
-    for g in 0..sim.groups.len() {
-        let min = sim.sc.groups[g].min as usize;
-        let mut kept = sim.groups[g].nodes.len();
-        for i in 0..sim.groups[g].nodes.len() {
-            let id = sim.groups[g].nodes[i];
-            let node = &mut sim.cluster.nodes[id];
-            // A cordoned node is a candidate too (CA's eligibility checks only its
-            // deletion taint and scale-down annotation); it is no destination.
-            if node.phase != NodePhase::Ready {
-                node.unneeded_since = None;
-                continue;
+        self.unneeded_since.resize(model.cluster.nodes.len(), None);
+        let accepts = &sc.accepts;
+        let mut removals: Vec<usize> = Vec::new();
+        let mut destinations: Vec<usize> = Vec::new();
+        let mut non_empty = 0;
+        for (g, state) in model.asgs.iter().enumerate() {
+            let min = sc.groups[g].min as usize;
+            let mut kept = state.nodes.len();
+            for &id in &state.nodes {
+                let node = &model.cluster.nodes[id];
+                let unneeded_since = &mut self.unneeded_since[id];
+                // A cordoned node is a candidate too (CA's eligibility checks only its
+                // deletion taint and scale-down annotation); it is no destination.
+                if node.phase != NodePhase::Ready {
+                    *unneeded_since = None;
+                    continue;
+                }
+                let util = (node.cpu_counted as f64 / node.cpu as f64).max(node.mem_counted as f64 / node.mem as f64);
+                if util >= ca.scale_down_utilization {
+                    *unneeded_since = None;
+                    continue;
+                }
+                let since = *unneeded_since.get_or_insert(now);
+                if cooling || now - since < ms(ca.scale_down_unneeded) || kept <= min || destinations.contains(&id) {
+                    continue;
+                }
+                // The pods CA moves: expendable ones (pause pods) are just deleted.
+                let mut moving: Vec<(u64, u64, usize)> = node
+                    .pods
+                    .iter()
+                    .map(|&p| &model.cluster.pods[p])
+                    .filter(|p| p.priority >= cutoff)
+                    .map(|p| (p.cpu, p.mem, p.class))
+                    .collect();
+                let empty = moving.is_empty();
+                if (!empty && non_empty >= 1) || removals.len() >= MAX_EMPTY_BULK_DELETE {
+                    continue;
+                }
+                moving.sort_unstable_by(|a, b| b.cmp(a));
+                let mut trial = room.clone();
+                trial.remove(&id);
+                let mut received = Vec::new();
+                let fits_all = moving.iter().all(|&(cpu, mem, class)| {
+                    let Some((&to, free)) =
+                        trial.iter_mut().find(|(_, b)| accepts[class][b.group] && b.takes(cpu, mem) > 0)
+                    else {
+                        return false;
+                    };
+                    free.put(1, cpu, mem);
+                    received.push(to);
+                    true
+                });
+                if !fits_all {
+                    continue;
+                }
+                if !empty {
+                    non_empty += 1;
+                }
+                room = trial;
+                destinations.extend(received);
+                removals.push(id);
+                kept -= 1;
             }
-            let util = (node.cpu_counted as f64 / node.cpu as f64).max(node.mem_counted as f64 / node.mem as f64);
-            if util >= ca.scale_down_utilization {
-                node.unneeded_since = None;
-                continue;
-            }
-            let since = *node.unneeded_since.get_or_insert(now);
-            if cooling || now - since < ms(ca.scale_down_unneeded) || kept <= min || destinations.contains(&id) {
-                continue;
-            }
-            // The pods CA moves: expendable ones (pause pods) are just deleted.
-            let mut moving: Vec<(u64, u64, usize)> = node
-                .pods
-                .iter()
-                .map(|&p| &sim.cluster.pods[p])
-                .filter(|p| p.priority >= cutoff)
-                .map(|p| (p.cpu, p.mem, p.class))
-                .collect();
-            let empty = moving.is_empty();
-            if (!empty && non_empty >= 1) || removals.len() >= MAX_EMPTY_BULK_DELETE {
-                continue;
-            }
-            moving.sort_unstable_by(|a, b| b.cmp(a));
-            let mut trial = room.clone();
-            trial.remove(&id);
-            let mut received = Vec::new();
-            let fits_all = moving.iter().all(|&(cpu, mem, class)| {
-                let Some((&to, free)) =
-                    trial.iter_mut().find(|(_, b)| accepts[class][b.group] && b.takes(cpu, mem) > 0)
-                else {
-                    return false;
-                };
-                free.put(1, cpu, mem);
-                received.push(to);
-                true
-            });
-            if !fits_all {
-                continue;
-            }
-            if !empty {
-                non_empty += 1;
-            }
-            room = trial;
-            destinations.extend(received);
-            removals.push(id);
-            kept -= 1;
         }
-    }
-    for id in removals {
-        sim.remove_node(id, true);
+        // DeleteNodes: TerminateInstanceInAutoScalingGroup, decrementing.
+        removals.into_iter().map(|node| Call::Remove { node, decrement: true }).collect()
     }
 }
 

@@ -61,11 +61,8 @@ pub struct Node {
     pub pods: Vec<PodId>,
     pub phase: NodePhase,
     pub cordoned: bool,
-    /// An interruption is on its way (warning sent or scheduled).
-    pub doomed: bool,
     /// What the spot market holds for this launch slot (drawn at launch, see `SlotDraws`).
     pub market: SlotDraws,
-    pub unneeded_since: Option<u64>,
     /// Capacity Rebalancing launched this node to replace `replaces`.
     pub replaces: Option<NodeId>,
     /// Capacity Rebalancing is replacing this node: its ASG no longer counts it.
@@ -95,9 +92,7 @@ impl Node {
             pods: Vec::new(),
             phase: NodePhase::Booting,
             cordoned: false,
-            doomed: false,
             market: SlotDraws::default(),
-            unneeded_since: None,
             replaces: None,
             leaving: false,
         }

@@ -9,71 +9,78 @@
 //!   A warning that comes first drains the old node at once.
 
 use crate::cluster::{NodeId, NodePhase};
-use crate::engine::{Ev, Sim};
-use crate::scenario::{InterruptionHandling, Market};
+use crate::event::{Ev, Reaction};
+use crate::model::{Call, Model};
+use crate::scenario::{InterruptionHandling, Market, Scenario};
 
-/// A rebalance recommendation for `id`.
-pub fn rebalance(sim: &mut Sim, id: NodeId) {
-    match sim.sc.interruption_handling {
-        InterruptionHandling::NodeTerminationHandler => queue_drain(sim, id),
-        InterruptionHandling::CapacityRebalance => replace(sim, id),
-        InterruptionHandling::None => {}
-    }
+pub struct InterruptionHandlers {
+    handling: InterruptionHandling,
+    /// EventBridge and SQS delivering a signal to NTH's queue.
+    delivery_ms: u64,
 }
 
-/// The two-minute interruption warning for `id`.
-pub fn warning(sim: &mut Sim, id: NodeId) {
-    match sim.sc.interruption_handling {
-        InterruptionHandling::NodeTerminationHandler => queue_drain(sim, id),
-        InterruptionHandling::CapacityRebalance => {
-            // Only a node a recommendation is replacing is drained on the warning.
-            if sim.cluster.nodes[id].leaving {
-                drain(sim, id);
-            }
+impl InterruptionHandlers {
+    pub fn new(sc: &Scenario) -> Self {
+        InterruptionHandlers { handling: sc.interruption_handling, delivery_ms: sc.delivery_delay.0.as_millis() as u64 }
+    }
+
+    /// A rebalance recommendation for `id`.
+    pub fn rebalance(&self, model: &Model, id: NodeId, now: u64) -> Reaction {
+        match self.handling {
+            InterruptionHandling::NodeTerminationHandler => self.queue_drain(id, now),
+            InterruptionHandling::CapacityRebalance => Reaction::calls(replace(model, id)),
+            InterruptionHandling::None => Reaction::default(),
         }
-        InterruptionHandling::None => {}
     }
-}
 
-/// A node became Ready: if it replaces one, that one is drained and terminated.
-pub fn node_ready(sim: &mut Sim, id: NodeId) {
-    let Some(old) = sim.cluster.nodes[id].replaces else { return };
-    if sim.cluster.nodes[old].phase == NodePhase::Gone {
-        return;
+    /// The two-minute interruption warning for `id`.
+    pub fn warning(&self, model: &Model, id: NodeId, now: u64) -> Reaction {
+        match self.handling {
+            InterruptionHandling::NodeTerminationHandler => self.queue_drain(id, now),
+            // Only a node a recommendation is replacing is drained on the warning.
+            InterruptionHandling::CapacityRebalance if model.cluster.nodes[id].leaving => {
+                Reaction::calls(drain(model, id))
+            }
+            InterruptionHandling::CapacityRebalance | InterruptionHandling::None => Reaction::default(),
+        }
     }
-    drain(sim, old);
-    sim.remove_node(old, false);
-}
 
-/// NTH reads the event from its queue after EventBridge and SQS delivered it.
-fn queue_drain(sim: &mut Sim, id: NodeId) {
-    let at = sim.now + sim.sc.delivery_delay.0.as_millis() as u64;
-    sim.at(at, Ev::Drain(id));
+    /// A node became Ready: if it replaces one, that one is drained and terminated.
+    pub fn node_ready(&self, model: &Model, id: NodeId) -> Vec<Call> {
+        let Some(old) = model.cluster.nodes[id].replaces else { return Vec::new() };
+        if model.cluster.nodes[old].phase == NodePhase::Gone {
+            return Vec::new();
+        }
+        let mut calls = drain(model, old);
+        calls.push(Call::Remove { node: old, decrement: false });
+        calls
+    }
+
+    /// NTH reads the event from its queue after EventBridge and SQS delivered it.
+    fn queue_drain(&self, id: NodeId, now: u64) -> Reaction {
+        Reaction::event(now + self.delivery_ms, Ev::Drain(id))
+    }
+
+    /// NTH's drain, once its queue delivered the signal.
+    pub fn drain(&self, model: &Model, id: NodeId) -> Vec<Call> {
+        drain(model, id)
+    }
 }
 
 /// Cordon, then evict every pod (they go pending and are placed again).
-pub fn drain(sim: &mut Sim, id: NodeId) {
-    if sim.cluster.nodes[id].phase == NodePhase::Gone {
-        return;
+fn drain(model: &Model, id: NodeId) -> Vec<Call> {
+    if model.cluster.nodes[id].phase == NodePhase::Gone {
+        return Vec::new();
     }
-    sim.cluster.cordon(id);
-    sim.cluster.evict_all(id, sim.now);
-    sim.mark_schedulable_dirty();
+    vec![Call::Cordon { node: id }, Call::Evict { node: id }]
 }
 
 /// Capacity Rebalancing: a replacement in the node's group, if the market has one; the
 /// old node stays until the replacement is Ready (or the interruption comes).
-fn replace(sim: &mut Sim, id: NodeId) {
-    let node = &sim.cluster.nodes[id];
-    if node.phase == NodePhase::Gone || node.leaving {
-        return;
+fn replace(model: &Model, id: NodeId) -> Vec<Call> {
+    let node = &model.cluster.nodes[id];
+    if node.phase == NodePhase::Gone || node.leaving || model.sc.groups[node.group].market != Market::Spot {
+        return Vec::new();
     }
-    let g = node.group;
-    if sim.sc.groups[g].market != Market::Spot {
-        return;
-    }
-    let Some((az, instance_type)) = sim.launch_target(g) else { return };
-    let new = sim.launch(g, az, &instance_type);
-    sim.cluster.nodes[new].replaces = Some(id);
-    sim.cluster.nodes[id].leaving = true;
+    vec![Call::Replace { node: id }]
 }

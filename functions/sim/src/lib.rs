@@ -1,50 +1,39 @@
 //! `ballast simulate`: a discrete-event model of an EKS pool with cluster-autoscaler,
 //! run three ways — CA alone, CA with static overprovisioning, and CA with Ballast
 //! (its production planner and reconcile over the in-memory adapters).
+//!
+//! `model` (with `cluster`) is the state of the pool; `engine` owns the clock and the
+//! event queue; the actors (`ca`, `spot_market`, `workload`, `handlers`, and `bridge`
+//! for Ballast) read the model and return the calls the engine carries out on it.
 
 mod bridge;
 mod ca;
 mod cluster;
 mod engine;
+mod event;
 mod handlers;
 pub mod metrics;
+mod model;
 pub mod plot;
 pub mod scenario;
+mod seed;
+mod spot_market;
+mod strategy;
+mod time;
+mod workload;
 
 use serde::Serialize;
 
 pub use metrics::{Report, Sample};
 pub use scenario::{Scenario, ScenarioError};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Strategy {
-    /// cluster-autoscaler alone.
-    ClusterAutoscaler,
-    /// cluster-autoscaler with a fixed number of pause pods.
-    StaticOverprovisioning,
-    /// cluster-autoscaler with Ballast.
-    Ballast,
-}
-
-impl Strategy {
-    pub const ALL: [Strategy; 3] = [Strategy::ClusterAutoscaler, Strategy::StaticOverprovisioning, Strategy::Ballast];
-
-    pub fn label(self) -> &'static str {
-        match self {
-            Strategy::ClusterAutoscaler => "CA alone",
-            Strategy::StaticOverprovisioning => "CA + static",
-            Strategy::Ballast => "CA + Ballast",
-        }
-    }
-}
+pub use strategy::Strategy;
 
 /// Runs one strategy over the scenario.
 pub fn simulate(scenario: &Scenario, strategy: Strategy, seed: u64, progress: &mut dyn FnMut(f64)) -> Report {
-    let mut sim = engine::Sim::new(scenario, strategy, seed);
-    sim.run(progress);
-    let invocations = sim.ballast.as_ref().map(|b| b.invocations).unwrap_or(0);
-    sim.metrics.report(scenario, strategy.label(), sim.interruptions, invocations)
+    let mut engine = engine::Engine::new(scenario, strategy, seed);
+    engine.run(progress);
+    let invocations = engine.ballast.as_ref().map(|b| b.invocations).unwrap_or(0);
+    engine.metrics.report(scenario, strategy.label(), engine.market.interruptions, invocations)
 }
 
 /// A setting of Ballast's headroom that `--sweep` can vary.
@@ -83,7 +72,7 @@ impl HeadroomKnob {
 /// A min above the max lifts the max with it, as the planner reads them.
 pub fn with_headroom(scenario: &Scenario, knob: HeadroomKnob, value: u32) -> Scenario {
     let mut s = scenario.clone();
-    let headroom = &mut s.ballast.pools[0].headroom;
+    let headroom = &mut s.pool_mut().headroom;
     match knob {
         HeadroomKnob::Percent => {
             headroom.percent = value;

@@ -7,7 +7,7 @@ use ballast_core::plan::HeadroomDecision;
 use serde::Serialize;
 
 use crate::cluster::{Cluster, NodePhase};
-use crate::engine::GroupState;
+use crate::model::Model;
 use crate::scenario::{Market, Scenario};
 
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -73,7 +73,8 @@ impl Metrics {
     }
 
     /// Integrates every rate from the last event to `to` (state is constant between events).
-    pub fn advance(&mut self, to: u64, cluster: &Cluster, groups: &[GroupState], sc: &Scenario) {
+    pub fn advance(&mut self, to: u64, model: &Model) {
+        let (cluster, groups, sc) = (&model.cluster, &model.asgs, model.sc);
         let dt = to.saturating_sub(self.last) as f64;
         if dt > 0.0 {
             self.pending_pod_ms += f64::from(cluster.pending_workload) * dt;
@@ -123,7 +124,8 @@ impl Metrics {
         self.spot_failures.push(at);
     }
 
-    pub fn sample(&mut self, now: u64, cluster: &Cluster, groups: &[GroupState], sc: &Scenario, headroom: u32) {
+    pub fn sample(&mut self, now: u64, model: &Model) {
+        let (cluster, groups, sc, headroom) = (&model.cluster, &model.asgs, model.sc, model.pause_target);
         self.peak_pods = self.peak_pods.max(cluster.workload_pods);
         let count = |market: Market| -> u32 {
             groups

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use ballast_core::config::{Config, TaintEffect, Toleration, TolerationOperator};
+use ballast_core::config::{Config, PoolConfig, TaintEffect, Toleration, TolerationOperator};
 use ballast_core::units::{parse_cpu_millis, parse_memory_bytes, HumanDuration};
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
@@ -574,6 +574,16 @@ impl Scenario {
         let raw: Raw =
             serde_path_to_error::deserialize(value).map_err(|e| field(e.path().to_string(), e.inner().to_string()))?;
         validate(raw)
+    }
+
+    /// Ballast's config of the simulated pool (the scenario builds exactly one).
+    pub fn pool(&self) -> &PoolConfig {
+        &self.ballast.pools[0]
+    }
+
+    /// The same, to change (`--sweep`).
+    pub fn pool_mut(&mut self) -> &mut PoolConfig {
+        &mut self.ballast.pools[0]
     }
 
     /// The on-demand group of Ballast's pool, if it has one.

@@ -1,7 +1,9 @@
 //! The model honours known facts about cluster-autoscaler and the scheduler.
 
-use crate::engine::{Ev, Sim, MINUTE, SECOND};
+use crate::engine::Engine;
+use crate::event::Ev;
 use crate::scenario::Scenario;
+use crate::time::{MINUTE, SECOND};
 use crate::{simulate, with_headroom, HeadroomKnob, Strategy};
 
 /// A small pool of 4-vCPU nodes, no spot interruptions, batch pods for the tests.
@@ -42,27 +44,27 @@ fn no_progress() -> impl FnMut(f64) {
 #[test]
 fn five_one_cpu_pods_on_an_empty_pool_of_four_cpu_nodes_make_two_nodes() {
     let sc = tiny("", "{ name: b, at: [65s], jobs: 5, cpu: '1', memory: 1Gi, duration: [1h, 1h] }");
-    let mut sim = Sim::new(&sc, Strategy::ClusterAutoscaler, 1);
+    let mut sim = Engine::new(&sc, Strategy::ClusterAutoscaler, 1);
     sim.start();
     sim.run_until(10 * MINUTE, &mut no_progress());
-    assert_eq!(sim.groups[0].nodes.len(), 2, "spot preferred, two nodes");
-    assert_eq!(sim.groups[1].nodes.len(), 0);
-    assert_eq!(sim.cluster.pending_workload, 0, "all five running");
+    assert_eq!(sim.model.asgs[0].nodes.len(), 2, "spot preferred, two nodes");
+    assert_eq!(sim.model.asgs[1].nodes.len(), 0);
+    assert_eq!(sim.model.cluster.pending_workload, 0, "all five running");
 }
 
 #[test]
 fn scale_up_waits_for_the_next_scan() {
     let sc = tiny("", "{ name: b, at: [65s], jobs: 3, cpu: '1', memory: 1Gi, duration: [1h, 1h] }");
-    let mut sim = Sim::new(&sc, Strategy::ClusterAutoscaler, 1);
+    let mut sim = Engine::new(&sc, Strategy::ClusterAutoscaler, 1);
     sim.start();
     sim.run_until(70 * SECOND - 1, &mut no_progress());
-    assert_eq!(sim.groups[0].desired, 0, "pending at 65s, no scale-up before the 70s scan");
+    assert_eq!(sim.model.asgs[0].desired, 0, "pending at 65s, no scale-up before the 70s scan");
     sim.run_until(70 * SECOND, &mut no_progress());
-    assert_eq!(sim.groups[0].desired, 1, "the 70s scan asks for one node");
+    assert_eq!(sim.model.asgs[0].desired, 1, "the 70s scan asks for one node");
     sim.run_until(115 * SECOND, &mut no_progress());
-    assert_eq!(sim.cluster.pending_workload, 3, "booting takes 45s, binding a scheduler cycle more");
+    assert_eq!(sim.model.cluster.pending_workload, 3, "booting takes 45s, binding a scheduler cycle more");
     sim.run_until(115 * SECOND + 200, &mut no_progress());
-    assert_eq!(sim.cluster.pending_workload, 0);
+    assert_eq!(sim.model.cluster.pending_workload, 0);
 }
 
 fn fallback_seconds(fail_fast: bool, seed: u64) -> f64 {
@@ -211,13 +213,13 @@ fn a_flat_workload_on_fragmented_nodes_never_makes_ca_evict_a_pod_that_fits_nowh
         "{ name: big, at: [65s], jobs: 2, cpu: '3', memory: 1Gi, duration: [2h, 2h] }, \
          { name: small, at: [66s], jobs: 1, cpu: 1500m, memory: 1Gi, duration: [2h, 2h] }",
     );
-    let mut sim = Sim::new(&sc, Strategy::ClusterAutoscaler, 1);
+    let mut sim = Engine::new(&sc, Strategy::ClusterAutoscaler, 1);
     sim.start();
     sim.run_until(5 * MINUTE, &mut no_progress());
-    assert_eq!(sim.groups[0].nodes.len(), 3, "three nodes come up");
+    assert_eq!(sim.model.asgs[0].nodes.len(), 3, "three nodes come up");
     sim.run_until(110 * MINUTE, &mut no_progress());
-    assert_eq!(sim.groups[0].nodes.len(), 3, "none removed");
-    let moved: Vec<u32> = sim.cluster.pods.iter().filter(|p| p.is_workload()).map(|p| p.generation).collect();
+    assert_eq!(sim.model.asgs[0].nodes.len(), 3, "none removed");
+    let moved: Vec<u32> = sim.model.cluster.pods.iter().filter(|p| p.is_workload()).map(|p| p.generation).collect();
     assert_eq!(moved, vec![1, 1, 1], "every pod bound once, never evicted");
 }
 
@@ -228,12 +230,12 @@ fn the_unneeded_timer_runs_during_the_delay_after_a_scale_up() {
     // unneeded since about 5 min, so it goes at the first scan after 15 min (unneeded 10
     // min), not 10 min after the delay ends.
     let sc = tiny("", "{ name: b, at: [65s], jobs: 1, cpu: '1', memory: 1Gi, duration: [3m, 3m] }");
-    let mut sim = Sim::new(&sc, Strategy::ClusterAutoscaler, 1);
+    let mut sim = Engine::new(&sc, Strategy::ClusterAutoscaler, 1);
     sim.start();
     sim.run_until(2 * MINUTE, &mut no_progress());
-    assert_eq!(sim.groups[0].nodes.len(), 1);
+    assert_eq!(sim.model.asgs[0].nodes.len(), 1);
     sim.run_until(16 * MINUTE, &mut no_progress());
-    assert_eq!(sim.groups[0].nodes.len(), 0, "removed about 10 minutes after it became empty");
+    assert_eq!(sim.model.asgs[0].nodes.len(), 0, "removed about 10 minutes after it became empty");
 }
 
 #[test]
@@ -248,14 +250,19 @@ fn strategies_on_one_seed_face_the_same_market_slot_by_slot() {
     sc.nodes.boot =
         [ballast_core::units::HumanDuration::from_secs(40), ballast_core::units::HumanDuration::from_secs(80)];
     sc.spot.interruptions_per_node_hour = 0.4;
-    sc.ballast.pools[0].headroom.percent = 10;
+    sc.pool_mut().headroom.percent = 10;
     let first_of_initial = |strategy| {
-        let mut sim = Sim::new(&sc, strategy, 7);
+        let mut sim = Engine::new(&sc, strategy, 7);
         sim.run(&mut no_progress());
-        let mut initial: Vec<(u64, u64)> =
-            sim.interrupted.iter().filter(|(g, slot, _)| *g == 0 && *slot < 6).map(|&(_, s, at)| (s, at)).collect();
+        let mut initial: Vec<(u64, u64)> = sim
+            .market
+            .interrupted
+            .iter()
+            .filter(|(g, slot, _)| *g == 0 && *slot < 6)
+            .map(|&(_, s, at)| (s, at))
+            .collect();
         initial.sort_unstable();
-        (initial, sim.interrupted.len())
+        (initial, sim.market.interrupted.len())
     };
     let (alone, alone_total) = first_of_initial(Strategy::ClusterAutoscaler);
     let (ballast, ballast_total) = first_of_initial(Strategy::Ballast);
@@ -283,9 +290,9 @@ fn some_rebalance_recommendations_are_not_followed_by_an_interruption() {
     let mut sc = tiny("", "{ name: b, at: [65s], jobs: 8, cpu: '1', memory: 1Gi, duration: [2h, 2h] }");
     sc.spot.interruptions_per_node_hour = 0.0;
     sc.spot.false_rebalances_per_node_hour = 1.0;
-    let mut sim = Sim::new(&sc, Strategy::Ballast, 5);
+    let mut sim = Engine::new(&sc, Strategy::Ballast, 5);
     sim.run(&mut no_progress());
-    assert_eq!(sim.interruptions, 0, "no interruption at all");
+    assert_eq!(sim.market.interruptions, 0, "no interruption at all");
     let bridge = sim.ballast.as_ref().unwrap();
     assert!(bridge.rebalances_sent > 0, "yet recommendations came");
 }
@@ -310,10 +317,10 @@ fn the_priority_expander_scales_one_group_per_scan_and_never_an_unmatched_one() 
         "cluster_autoscaler: { priorities: { 50: ['^spot$'], 10: ['^od$'] } }",
         "{ name: b, at: [65s], jobs: 20, cpu: '1', memory: 1Gi, duration: [1h, 1h] }",
     );
-    let mut sim = Sim::new(&sc, Strategy::ClusterAutoscaler, 1);
+    let mut sim = Engine::new(&sc, Strategy::ClusterAutoscaler, 1);
     sim.start();
     sim.run_until(70 * SECOND, &mut no_progress());
-    assert_eq!((sim.groups[0].desired, sim.groups[1].desired), (5, 0), "one group, all five nodes");
+    assert_eq!((sim.model.asgs[0].desired, sim.model.asgs[1].desired), (5, 0), "one group, all five nodes");
     // Only on-demand listed: the spot group is never used, even though it comes first.
     let sc = tiny(
         "cluster_autoscaler: { priorities: { 10: ['^od$'] } }",
@@ -332,12 +339,12 @@ fn the_priority_expander_breaks_ties_at_random() {
     );
     let picked: Vec<usize> = (1..=16)
         .map(|seed| {
-            let mut sim = Sim::new(&sc, Strategy::ClusterAutoscaler, seed);
+            let mut sim = Engine::new(&sc, Strategy::ClusterAutoscaler, seed);
             sim.start();
             sim.run_until(70 * SECOND, &mut no_progress());
-            assert_eq!(sim.groups[2].desired, 0, "on-demand ranks lower");
-            assert_eq!(sim.groups[0].desired + sim.groups[1].desired, 1, "one node, one group");
-            usize::from(sim.groups[1].desired == 1)
+            assert_eq!(sim.model.asgs[2].desired, 0, "on-demand ranks lower");
+            assert_eq!(sim.model.asgs[0].desired + sim.model.asgs[1].desired, 1, "one node, one group");
+            usize::from(sim.model.asgs[1].desired == 1)
         })
         .collect();
     assert!(picked.contains(&0) && picked.contains(&1), "both spot groups picked over 16 seeds: {picked:?}");
@@ -374,12 +381,12 @@ fn second_backoff_minutes(version: &str) -> u64 {
          { name: between, at: [25m], jobs: 1, cpu: '3', memory: 1Gi, duration: [2h, 2h] }, \
          { name: second, at: [41m], jobs: 1, cpu: '3', memory: 1Gi, duration: [2h, 2h] }",
     );
-    let mut sim = Sim::new(&sc, Strategy::ClusterAutoscaler, 1);
+    let mut sim = Engine::new(&sc, Strategy::ClusterAutoscaler, 1);
     sim.start();
     sim.run_until(30 * MINUTE, &mut no_progress());
-    assert_eq!(sim.groups[0].nodes.len(), 1, "{version}: the spot scale-up between the losses succeeded");
+    assert_eq!(sim.model.asgs[0].nodes.len(), 1, "{version}: the spot scale-up between the losses succeeded");
     sim.run_until(44 * MINUTE, &mut no_progress());
-    let view = &sim.groups[0].ca;
+    let view = &sim.ca.group(0);
     assert!(view.last_failure.is_some_and(|t| t > 40 * MINUTE), "{version}: the second scale-up failed");
     view.backoff_ms / MINUTE
 }
@@ -396,28 +403,32 @@ fn cluster_autoscaler_scales_up_only_for_pods_the_scheduler_found_no_room_for() 
     // pending but not yet tried by the scheduler: CA must not add a node for it.
     let mut sc = tiny("", "{ name: b, at: [70s], jobs: 2, cpu: '1', memory: 1Gi, duration: [1h, 1h] }");
     (sc.groups[0].min, sc.groups[0].initial) = (1, 1);
-    let mut sim = Sim::new(&sc, Strategy::ClusterAutoscaler, 1);
+    let mut sim = Engine::new(&sc, Strategy::ClusterAutoscaler, 1);
     sim.start();
     sim.run_until(70 * SECOND, &mut no_progress());
-    assert_eq!(sim.cluster.pending_workload, 2, "created, not yet bound");
+    assert_eq!(sim.model.cluster.pending_workload, 2, "created, not yet bound");
     sim.run_until(10 * MINUTE, &mut no_progress());
-    assert_eq!(sim.groups[0].desired, 1, "they fit on the node there is: no scale-up");
-    assert_eq!(sim.cluster.pending_workload, 0);
+    assert_eq!(sim.model.asgs[0].desired, 1, "they fit on the node there is: no scale-up");
+    assert_eq!(sim.model.cluster.pending_workload, 0);
 }
 
 /// Six one-CPU jobs on two 4-CPU spot nodes: a drained node's pods do not all fit on
 /// the other, so they wait for cluster-autoscaler or for a replacement.
-fn interrupted(handling: &str, seed: u64) -> (Sim<'static>, usize) {
+fn interrupted(handling: &str, seed: u64) -> (Engine<'static>, usize) {
     let sc = Box::leak(Box::new(tiny(
         &format!("interruption_handling: {handling}"),
         "{ name: b, at: [65s], jobs: 6, cpu: '1', memory: 1Gi, duration: [3h, 3h] }",
     )));
-    let mut sim = Sim::new(sc, Strategy::ClusterAutoscaler, seed);
+    let mut sim = Engine::new(sc, Strategy::ClusterAutoscaler, seed);
     sim.start();
     sim.run_until(10 * MINUTE, &mut no_progress());
-    assert_eq!((sim.groups[0].nodes.len(), sim.cluster.pending_workload), (2, 0), "two spot nodes, all running");
-    let node = sim.groups[0].nodes[0];
-    assert!(!sim.cluster.nodes[node].pods.is_empty());
+    assert_eq!(
+        (sim.model.asgs[0].nodes.len(), sim.model.cluster.pending_workload),
+        (2, 0),
+        "two spot nodes, all running"
+    );
+    let node = sim.model.asgs[0].nodes[0];
+    assert!(!sim.model.cluster.nodes[node].pods.is_empty());
     (sim, node)
 }
 
@@ -428,15 +439,21 @@ fn node_termination_handler_drains_on_the_warning_before_the_reclaim() {
     sim.at(warned, Ev::Warning(node));
     sim.at(warned + 2 * MINUTE, Ev::Reclaim(node));
     sim.run_until(warned + 2 * SECOND - 1, &mut no_progress());
-    assert!(!sim.cluster.nodes[node].cordoned, "not before EventBridge and SQS delivered it (2s)");
+    assert!(!sim.model.cluster.nodes[node].cordoned, "not before EventBridge and SQS delivered it (2s)");
     sim.run_until(warned + 3 * SECOND, &mut no_progress());
-    assert!(sim.cluster.nodes[node].cordoned && sim.cluster.nodes[node].pods.is_empty(), "cordoned and drained");
-    assert!(sim.cluster.pending_workload > 0, "its pods wait for room: cluster-autoscaler's next scan");
+    assert!(
+        sim.model.cluster.nodes[node].cordoned && sim.model.cluster.nodes[node].pods.is_empty(),
+        "cordoned and drained"
+    );
+    assert!(sim.model.cluster.pending_workload > 0, "its pods wait for room: cluster-autoscaler's next scan");
 
     let (mut bare, node) = interrupted("none", 1);
     bare.at(warned, Ev::Warning(node));
     bare.run_until(warned + MINUTE, &mut no_progress());
-    assert!(!bare.cluster.nodes[node].cordoned && !bare.cluster.nodes[node].pods.is_empty(), "nothing acts");
+    assert!(
+        !bare.model.cluster.nodes[node].cordoned && !bare.model.cluster.nodes[node].pods.is_empty(),
+        "nothing acts"
+    );
 }
 
 #[test]
@@ -445,30 +462,30 @@ fn node_termination_handler_drains_on_a_recommendation_and_ca_removes_the_empty_
     let at = sim.now;
     sim.at(at, Ev::Rebalance(node));
     sim.run_until(at + 5 * SECOND, &mut no_progress());
-    assert!(sim.cluster.nodes[node].cordoned && sim.cluster.nodes[node].pods.is_empty());
+    assert!(sim.model.cluster.nodes[node].cordoned && sim.model.cluster.nodes[node].pods.is_empty());
     // No interruption follows; NTH never uncordons: the empty node is CA's to remove
     // (a cordoned node is a scale-down candidate), once unneeded for 10 minutes.
     sim.run_until(at + 30 * MINUTE, &mut no_progress());
-    assert_eq!(sim.cluster.nodes[node].phase, crate::cluster::NodePhase::Gone, "scaled down by CA");
-    assert_eq!(sim.cluster.pending_workload, 0);
+    assert_eq!(sim.model.cluster.nodes[node].phase, crate::cluster::NodePhase::Gone, "scaled down by CA");
+    assert_eq!(sim.model.cluster.pending_workload, 0);
 }
 
 #[test]
 fn capacity_rebalancing_replaces_first_then_drains_the_old_node() {
     let (mut sim, node) = interrupted("capacity-rebalance", 3);
-    let (at, desired) = (sim.now, sim.groups[0].desired);
+    let (at, desired) = (sim.now, sim.model.asgs[0].desired);
     sim.at(at, Ev::Rebalance(node));
     sim.run_until(at + SECOND, &mut no_progress());
-    assert_eq!(sim.groups[0].nodes.len(), 3, "a replacement launched beside it");
-    assert_eq!(sim.groups[0].desired, desired, "desired capacity unchanged");
-    assert!(!sim.cluster.nodes[node].cordoned, "the old node serves until the replacement is Ready");
+    assert_eq!(sim.model.asgs[0].nodes.len(), 3, "a replacement launched beside it");
+    assert_eq!(sim.model.asgs[0].desired, desired, "desired capacity unchanged");
+    assert!(!sim.model.cluster.nodes[node].cordoned, "the old node serves until the replacement is Ready");
     sim.run_until(at + 44 * SECOND, &mut no_progress());
-    assert_ne!(sim.cluster.nodes[node].phase, crate::cluster::NodePhase::Gone);
+    assert_ne!(sim.model.cluster.nodes[node].phase, crate::cluster::NodePhase::Gone);
     sim.run_until(at + 46 * SECOND, &mut no_progress());
-    assert_eq!(sim.cluster.nodes[node].phase, crate::cluster::NodePhase::Gone, "drained and terminated");
-    assert_eq!((sim.groups[0].nodes.len(), sim.groups[0].desired), (2, desired));
+    assert_eq!(sim.model.cluster.nodes[node].phase, crate::cluster::NodePhase::Gone, "drained and terminated");
+    assert_eq!((sim.model.asgs[0].nodes.len(), sim.model.asgs[0].desired), (2, desired));
     sim.run_until(at + 47 * SECOND, &mut no_progress());
-    assert_eq!(sim.cluster.pending_workload, 0, "its pods went to the replacement");
+    assert_eq!(sim.model.cluster.pending_workload, 0, "its pods went to the replacement");
 
     // A warning before the replacement is Ready drains the old node at once.
     let (mut sim, node) = interrupted("capacity-rebalance", 3);
@@ -476,14 +493,14 @@ fn capacity_rebalancing_replaces_first_then_drains_the_old_node() {
     sim.at(at, Ev::Rebalance(node));
     sim.at(at + 10 * SECOND, Ev::Warning(node));
     sim.run_until(at + 10 * SECOND, &mut no_progress());
-    assert!(sim.cluster.nodes[node].cordoned && sim.cluster.nodes[node].pods.is_empty());
+    assert!(sim.model.cluster.nodes[node].cordoned && sim.model.cluster.nodes[node].pods.is_empty());
 
     // A warning with no recommendation before it is not acted on.
     let (mut sim, node) = interrupted("capacity-rebalance", 3);
     let at = sim.now;
     sim.at(at, Ev::Warning(node));
     sim.run_until(at + MINUTE, &mut no_progress());
-    assert!(!sim.cluster.nodes[node].cordoned && !sim.cluster.nodes[node].pods.is_empty());
+    assert!(!sim.model.cluster.nodes[node].cordoned && !sim.model.cluster.nodes[node].pods.is_empty());
 }
 
 /// A batch pool on spot, scaled from zero, behind a stable on-demand group that only
@@ -531,11 +548,11 @@ const BATCH: &str =
     "{ name: batch, market: spot, instance_types: [c6i.xlarge, c5.xlarge], min: 0, max: 10, initial: 0, \
                      labels: { pool: batch }, taints: [{ key: batch, effect: NoSchedule }] }";
 
-fn batch_nodes_at(sc: &Scenario, strategy: Strategy, at: u64) -> (Sim<'_>, u32) {
-    let mut sim = Sim::new(sc, strategy, 1);
+fn batch_nodes_at(sc: &Scenario, strategy: Strategy, at: u64) -> (Engine<'_>, u32) {
+    let mut sim = Engine::new(sc, strategy, 1);
     sim.start();
     sim.run_until(at, &mut no_progress());
-    let n = sim.groups[0].desired;
+    let n = sim.model.asgs[0].desired;
     (sim, n)
 }
 
@@ -545,7 +562,7 @@ fn scale_from_zero_uses_the_instance_types_capacity_less_daemonsets() {
     let sc = pools("", "", BATCH);
     let (sim, nodes) = batch_nodes_at(&sc, Strategy::ClusterAutoscaler, 70 * SECOND);
     assert_eq!(nodes, 2, "from the c6i.xlarge template: 4 pods per node");
-    assert_eq!(sim.groups[1].desired, 2, "the stable group is not touched");
+    assert_eq!(sim.model.asgs[1].desired, 2, "the stable group is not touched");
     // DaemonSets taking 1.1 CPU leave 2.9: two jobs per node, three nodes.
     let sc =
         pools("", "{ name: aws-node, cpu: 600m, memory: 100Mi }, { name: agent, cpu: 500m, memory: 200Mi }", BATCH);
@@ -560,8 +577,8 @@ fn scale_from_zero_uses_the_instance_types_capacity_less_daemonsets() {
     let (mut sim, nodes) = batch_nodes_at(&sc, Strategy::ClusterAutoscaler, 70 * SECOND);
     assert_eq!(nodes, 3);
     sim.run_until(5 * MINUTE, &mut no_progress());
-    assert_eq!(sim.cluster.pending_workload, 0);
-    assert!(sim.groups[0].nodes.iter().all(|&n| sim.cluster.nodes[n].pods.len() <= 2));
+    assert_eq!(sim.model.cluster.pending_workload, 0);
+    assert!(sim.model.asgs[0].nodes.iter().all(|&n| sim.model.cluster.nodes[n].pods.len() <= 2));
 }
 
 #[test]
@@ -569,11 +586,11 @@ fn pods_go_only_where_their_selector_and_tolerations_allow() {
     let sc = pools("", "", BATCH);
     let (mut sim, _) = batch_nodes_at(&sc, Strategy::ClusterAutoscaler, 0);
     sim.run_until(5 * MINUTE, &mut no_progress());
-    assert_eq!(sim.cluster.pending_workload, 0);
-    for (g, state) in sim.groups.iter().enumerate() {
+    assert_eq!(sim.model.cluster.pending_workload, 0);
+    for (g, state) in sim.model.asgs.iter().enumerate() {
         for &n in &state.nodes {
-            for &p in &sim.cluster.nodes[n].pods {
-                let batch_pod = matches!(sim.cluster.pods[p].kind, crate::cluster::PodKind::Batch { .. });
+            for &p in &sim.model.cluster.nodes[n].pods {
+                let batch_pod = matches!(sim.model.cluster.pods[p].kind, crate::cluster::PodKind::Batch { .. });
                 assert_eq!(batch_pod, g == 0, "batch pods on the batch group only, web on stable only");
             }
         }
@@ -604,9 +621,9 @@ fn a_mixed_instances_group_launches_the_next_type_when_the_first_has_no_capacity
     let sc = pools("  capacity_losses: [{ instance_type: c6i.xlarge, at: 0s, for: 2h }]", "", BATCH);
     let (mut sim, _) = batch_nodes_at(&sc, Strategy::ClusterAutoscaler, 0);
     sim.run_until(5 * MINUTE, &mut no_progress());
-    assert_eq!(sim.cluster.pending_workload, 0, "no launch failed");
-    assert!(sim.groups[0].failures.is_empty());
-    assert!(sim.groups[0].nodes.iter().all(|&n| sim.cluster.nodes[n].instance_type == "c5.xlarge"));
+    assert_eq!(sim.model.cluster.pending_workload, 0, "no launch failed");
+    assert!(sim.model.asgs[0].failures.is_empty());
+    assert!(sim.model.asgs[0].nodes.iter().all(|&n| sim.model.cluster.nodes[n].instance_type == "c5.xlarge"));
     // One type only: the same loss fails the launches.
     let sc = pools(
         "  capacity_losses: [{ instance_type: c6i.xlarge, at: 0s, for: 2h }]",
@@ -615,24 +632,24 @@ fn a_mixed_instances_group_launches_the_next_type_when_the_first_has_no_capacity
     );
     let (mut sim, _) = batch_nodes_at(&sc, Strategy::ClusterAutoscaler, 0);
     sim.run_until(5 * MINUTE, &mut no_progress());
-    assert!(!sim.groups[0].failures.is_empty() && sim.cluster.pending_workload == 5);
+    assert!(!sim.model.asgs[0].failures.is_empty() && sim.model.cluster.pending_workload == 5);
 }
 
 #[test]
 fn ballast_runs_a_spot_only_pool_beside_a_group_it_does_not_manage() {
     let sc = pools("", "", BATCH);
-    let pool = &sc.ballast.pools[0];
+    let pool = sc.pool();
     assert_eq!(pool.on_demand_asg, None, "spot-only: no on-demand group in the pool");
     assert_eq!(pool.spot_asgs.len(), 1);
     let with_headroom = with_headroom(&sc, HeadroomKnob::Percent, 50);
-    let mut sim = Sim::new(&with_headroom, Strategy::Ballast, 1);
+    let mut sim = Engine::new(&with_headroom, Strategy::Ballast, 1);
     sim.start();
     sim.run_until(10 * MINUTE, &mut no_progress());
-    let workload = sim.pool_workload();
+    let workload = sim.model.pool_workload();
     assert_eq!((workload.pods, workload.cpu), (5, 5000), "the pool's demand is the batch jobs, not web");
-    assert_eq!(sim.pause_target, 3, "50% of 5 CPU at 1 CPU per pause pod");
-    assert_eq!(sim.groups[1].desired, 2, "Ballast never touches the stable group");
-    assert_eq!(sim.cluster.pending_workload, 0);
+    assert_eq!(sim.model.pause_target, 3, "50% of 5 CPU at 1 CPU per pause pod");
+    assert_eq!(sim.model.asgs[1].desired, 2, "Ballast never touches the stable group");
+    assert_eq!(sim.model.cluster.pending_workload, 0);
 }
 
 #[test]
