@@ -456,7 +456,7 @@ impl Default for StaticSpec {
 struct RawBallast {
     #[serde(default = "two_seconds")]
     delivery_delay: HumanDuration,
-    /// A `ballast.yaml` pool without `name`, `spot_asgs` and `on_demand_asg`.
+    /// A `ballast.yaml` pool without `spot_asgs` and `on_demand_asg` (they come from `node_groups`).
     #[serde(default)]
     pool: Value,
 }
@@ -873,12 +873,15 @@ fn ballast_config(pool: &Value, groups: &[Group]) -> Result<Config, ScenarioErro
         Value::Null => Default::default(),
         _ => return Err(field("ballast.pool", "expected a mapping of pool settings")),
     };
-    for reserved in ["name", "spot_asgs", "on_demand_asg"] {
+    for reserved in ["spot_asgs", "on_demand_asg"] {
         if pool_map.contains_key(reserved) {
             return Err(field(format!("ballast.pool.{reserved}"), "is set by the simulator from node_groups"));
         }
     }
-    pool_map.insert("name".into(), "sim".into());
+    // The pool's name is the scenario's to give, as in ballast.yaml; `sim` if it does not.
+    if !pool_map.contains_key("name") {
+        pool_map.insert("name".into(), "sim".into());
+    }
     let spot: Vec<Value> =
         groups.iter().filter(|g| g.in_pool && g.market == Market::Spot).map(|g| Value::from(g.name.clone())).collect();
     pool_map.insert("spot_asgs".into(), Value::Sequence(spot));

@@ -536,6 +536,7 @@ spot:
 {extra}
 ballast:
   pool:
+    name: batch
     node_selector: {{ pool: batch }}
     tolerations: [{{ key: batch, operator: Exists, effect: NoSchedule }}]
     headroom: {{ percent: 0, min: 0, max: 10, pod_cpu: "1", pod_memory: 1Gi }}
@@ -640,6 +641,7 @@ fn ballast_runs_a_spot_only_pool_beside_a_group_it_does_not_manage() {
     let sc = pools("", "", BATCH);
     let pool = sc.pool();
     assert_eq!(pool.on_demand_asg, None, "spot-only: no on-demand group in the pool");
+    assert_eq!(pool.name, "batch", "named by the scenario; nothing assumes a name");
     assert_eq!(pool.spot_asgs.len(), 1);
     let with_headroom = with_headroom(&sc, HeadroomKnob::Percent, 50);
     let mut sim = Engine::new(&with_headroom, Strategy::Ballast, 1);

@@ -259,7 +259,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
                 )?
             );
         } else {
-            let cfg = &scenario.ballast.pools[0].headroom;
+            let cfg = &scenario.pool().headroom;
             println!(
                 "scenario {} — Ballast {} sweep, {} seed(s) from {}, means",
                 scenario.name,
