@@ -88,6 +88,12 @@ fn wait_listening(port: u16, what: &str, child: &mut Child, log: &Path) -> Resul
         assert!(Instant::now() < deadline, "{what} did not listen on 127.0.0.1:{port}: {}", tail(log));
         std::thread::sleep(Duration::from_millis(100));
     }
+    // Something answers; if another process held the port, ours exits on the failed
+    // bind within moments: never take the other one for ours.
+    std::thread::sleep(Duration::from_millis(300));
+    if let Ok(Some(status)) = child.try_wait() {
+        return Err(format!("{what} exited ({status}): {}", tail(log)));
+    }
     Ok(())
 }
 

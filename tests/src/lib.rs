@@ -47,7 +47,8 @@ pub fn free_port() -> u16 {
     static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
     let (low, high) = (10_000u32, ephemeral_range_start().saturating_sub(1).max(20_000));
     let span = high - low + 1;
-    let _ = NEXT.compare_exchange(u32::MAX, std::process::id() * 7919 % span, Ordering::SeqCst, Ordering::SeqCst);
+    let offset = (u64::from(std::process::id()) * 7919 % u64::from(span)) as u32;
+    let _ = NEXT.compare_exchange(u32::MAX, offset, Ordering::SeqCst, Ordering::SeqCst);
     for _ in 0..span {
         let port = (low + NEXT.fetch_add(1, Ordering::SeqCst) % span) as u16;
         if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {

@@ -88,6 +88,12 @@ impl Moto {
             }
             std::thread::sleep(Duration::from_millis(100));
         }
+        // Something answers; if another process held the port, ours exits on the failed
+        // bind: never take the other server for ours.
+        std::thread::sleep(Duration::from_millis(300));
+        if let Ok(Some(status)) = moto.child.try_wait() {
+            panic!("moto_server exited after 127.0.0.1:{port} answered (another process holds it?): {status}");
+        }
         Some(moto)
     }
 

@@ -199,9 +199,17 @@ struct Bin {
 }
 
 impl Bin {
-    fn template(sc: &Scenario, g: usize) -> Bin {
-        let shape = sc.groups[g].template(sc);
-        Bin { cpu: shape.cpu, mem: shape.mem, pods: shape.pods, group: g }
+    /// A node of group `g` as CA pictures it: a copy of one of its Ready nodes (less
+    /// their pods), or, with none to copy, the group's template (scale-from-zero).
+    fn template(model: &Model, g: usize) -> Bin {
+        let ready = model.asgs[g].nodes.iter().map(|&n| &model.cluster.nodes[n]).find(|n| n.phase == NodePhase::Ready);
+        match ready {
+            Some(node) => Bin { cpu: node.cpu, mem: node.mem, pods: node.max_pods, group: g },
+            None => {
+                let shape = model.sc.groups[g].template(model.sc);
+                Bin { cpu: shape.cpu, mem: shape.mem, pods: shape.pods, group: g }
+            }
+        }
     }
 
     fn takes(&self, cpu: u64, mem: u64) -> u32 {
@@ -258,7 +266,7 @@ impl ClusterAutoscaler<'_> {
             let ready =
                 state.nodes.iter().filter(|&&n| model.cluster.nodes[n].phase == NodePhase::Ready).count() as u32;
             for _ in 0..state.desired.saturating_sub(ready) {
-                upcoming.push(Bin::template(sc, g));
+                upcoming.push(Bin::template(model, g));
             }
         }
         pack(&mut shapes, &mut upcoming, None, 0, accepts);
@@ -273,7 +281,7 @@ impl ClusterAutoscaler<'_> {
                 continue;
             }
             let room = spec.max.saturating_sub(model.asgs[g].desired);
-            let added = pack(&mut shapes.clone(), &mut Vec::new(), Some(Bin::template(sc, g)), room, accepts);
+            let added = pack(&mut shapes.clone(), &mut Vec::new(), Some(Bin::template(model, g)), room, accepts);
             if added > 0 {
                 options.push((g, added, priority));
             }

@@ -58,6 +58,8 @@ pub struct Node {
     /// Room held for pods nominated here after preempting (their victims terminating).
     pub reserved_cpu: u64,
     pub reserved_mem: u64,
+    /// Pod slots held for them too (the scheduler counts nominated pods).
+    pub reserved_pods: u32,
     pub pods: Vec<PodId>,
     pub phase: NodePhase,
     pub cordoned: bool,
@@ -89,6 +91,7 @@ impl Node {
             pause_mem: 0,
             reserved_cpu: 0,
             reserved_mem: 0,
+            reserved_pods: 0,
             pods: Vec::new(),
             phase: NodePhase::Booting,
             cordoned: false,
@@ -113,7 +116,7 @@ impl Node {
     }
 
     fn has_pod_room(&self) -> bool {
-        (self.pods.len() as u32) < self.max_pods
+        (self.pods.len() as u32) + self.reserved_pods < self.max_pods
     }
 }
 
@@ -212,6 +215,7 @@ impl Cluster {
             let node = &mut self.nodes[node_id];
             node.reserved_cpu -= cpu;
             node.reserved_mem -= mem;
+            node.reserved_pods -= 1;
             self.dirty = true;
         }
     }
@@ -488,6 +492,7 @@ impl Cluster {
         let node = &mut self.nodes[node_id];
         node.reserved_cpu += cpu;
         node.reserved_mem += mem;
+        node.reserved_pods += 1;
         placement.wake_at = Some(placement.wake_at.map_or(ready_at, |w| w.min(ready_at)));
         true
     }
@@ -525,6 +530,31 @@ mod tests {
         assert_eq!(placed.started, vec![(w, 2000)], "bound after the preemption delay");
         assert_eq!(c.pending_count(), 3, "two evicted pause pods and the new one pending");
         assert_eq!(c.pending_workload, 0);
+    }
+
+    /// A nominee's pod slot is held like its room: the pause pod it evicted cannot take
+    /// the slot back on a full node before the nominee is bound.
+    #[test]
+    fn a_nominee_holds_its_pod_slot() {
+        let mut c = Cluster::new(-10, 2000, vec![vec![true]]);
+        let mut full = node(4000);
+        full.max_pods = 2;
+        let n = c.add_node(full);
+        c.node_ready(n);
+        c.create_pod(PodKind::Pause, 0, 1000, 1 << 30, PAUSE_PRIORITY, 0);
+        c.create_pod(PodKind::Deployment(0), 0, 1000, 1 << 30, WORKLOAD_PRIORITY, 0);
+        c.schedule(0, &[n]);
+        assert_eq!(c.nodes[n].pods.len(), 2);
+        let w = c.create_pod(PodKind::Deployment(0), 0, 1000, 1 << 30, WORKLOAD_PRIORITY, 5);
+        let placed = c.schedule(5, &[n]);
+        assert_eq!(placed.preempted, 1, "room enough, but no pod slot: the pause pod goes");
+        c.wake();
+        c.schedule(6, &[n]);
+        assert_eq!(c.nodes[n].pods.len(), 1, "the evicted pause pod does not take the held slot");
+        c.wake();
+        c.schedule(2005, &[n]);
+        assert_eq!(c.pods[w].node, Some(n));
+        assert_eq!(c.nodes[n].pods.len(), 2, "never more than max_pods");
     }
 
     #[test]

@@ -150,8 +150,10 @@ impl<'s> Engine<'s> {
                     return;
                 }
                 let warning = matches!(ev, Ev::Warning(_));
-                // Ballast handles the signals itself; without it, what the cluster runs does.
-                if let Some(b) = self.ballast.as_mut() {
+                // Ballast handles the signals of its pool's nodes itself; the rest (and all
+                // of them without Ballast) go to what the cluster runs.
+                let in_pool = self.sc.groups[self.model.cluster.nodes[id].group].in_pool;
+                if let Some(b) = self.ballast.as_mut().filter(|_| in_pool) {
                     let (at, ev) = if warning { b.spot_warning(id, now) } else { b.rebalance(id, now) };
                     self.at(at, ev);
                 } else if warning {

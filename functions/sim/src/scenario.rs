@@ -86,6 +86,18 @@ struct RawInstanceType {
     memory: String,
     on_demand_price: f64,
     spot_price: f64,
+    /// The type's vCPUs and memory as EC2 lists them: cluster-autoscaler's AWS provider
+    /// builds a scale-from-zero template from these (allocatable = capacity). Absent:
+    /// the allocatable figures.
+    #[serde(default)]
+    capacity: Option<RawCapacity>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCapacity {
+    cpu: String,
+    memory: String,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -116,6 +128,12 @@ struct RawGroup {
     /// manages, e.g. a stable on-demand group for other workloads).
     #[serde(default = "yes")]
     ballast: bool,
+    /// The ASG carries cluster-autoscaler's `node-template` tags (resources, labels,
+    /// taints): its scale-from-zero template is then the real node's allocatable and
+    /// `max_pods`; without them the AWS provider takes the instance type's capacity and
+    /// 110 pods.
+    #[serde(default)]
+    node_template_tags: bool,
 }
 
 fn default_max_pods() -> u32 {
@@ -469,6 +487,9 @@ fn two_seconds() -> HumanDuration {
 pub struct InstanceType {
     pub cpu_millis: u64,
     pub memory_bytes: u64,
+    /// As EC2 lists the type (what CA's untagged template assumes).
+    pub capacity_cpu_millis: u64,
+    pub capacity_memory_bytes: u64,
     pub on_demand_price: f64,
     pub spot_price: f64,
 }
@@ -489,14 +510,25 @@ pub struct Group {
     pub max_pods: u32,
     /// In Ballast's pool.
     pub in_pool: bool,
+    /// Carries CA's node-template tags (see `RawGroup::node_template_tags`).
+    pub template_tagged: bool,
 }
 
 impl Group {
-    /// What CA's template node for this group offers: the first type's allocatable,
-    /// less the DaemonSets' requests and pods (the AWS provider builds it from the
-    /// instance type when the group has no node to copy).
+    /// What CA's template node for this group offers when it has no node to copy: the
+    /// AWS provider's node built from the first instance type (`buildNodeFromTemplate`:
+    /// the type's capacity as allocatable and 110 pods, unless the ASG's node-template
+    /// tags say what the nodes really offer), less the DaemonSets' requests and pods.
     pub fn template(&self, sc: &Scenario) -> NodeShape {
-        sc.node_shape(&self.instance_types[0], self.max_pods)
+        if self.template_tagged {
+            return sc.node_shape(&self.instance_types[0], self.max_pods);
+        }
+        let it = &sc.instance_types[&self.instance_types[0]];
+        NodeShape {
+            cpu: it.capacity_cpu_millis.saturating_sub(sc.daemonset_cpu),
+            mem: it.capacity_memory_bytes.saturating_sub(sc.daemonset_mem),
+            pods: 110u32.saturating_sub(sc.daemonset_pods),
+        }
     }
 }
 
@@ -642,11 +674,25 @@ fn validate(raw: Raw) -> Result<Scenario, ScenarioError> {
         if t.on_demand_price < 0.0 || t.spot_price < 0.0 {
             return Err(field(&path, "prices must not be negative"));
         }
+        let cpu_millis = quantity(parse_cpu_millis, &t.cpu, format!("{path}.cpu"))?;
+        let memory_bytes = quantity(parse_memory_bytes, &t.memory, format!("{path}.memory"))?;
+        let (capacity_cpu_millis, capacity_memory_bytes) = match &t.capacity {
+            Some(c) => (
+                quantity(parse_cpu_millis, &c.cpu, format!("{path}.capacity.cpu"))?,
+                quantity(parse_memory_bytes, &c.memory, format!("{path}.capacity.memory"))?,
+            ),
+            None => (cpu_millis, memory_bytes),
+        };
+        if capacity_cpu_millis < cpu_millis || capacity_memory_bytes < memory_bytes {
+            return Err(field(format!("{path}.capacity"), "is less than the allocatable cpu or memory"));
+        }
         instance_types.insert(
             name.clone(),
             InstanceType {
-                cpu_millis: quantity(parse_cpu_millis, &t.cpu, format!("{path}.cpu"))?,
-                memory_bytes: quantity(parse_memory_bytes, &t.memory, format!("{path}.memory"))?,
+                cpu_millis,
+                memory_bytes,
+                capacity_cpu_millis,
+                capacity_memory_bytes,
                 on_demand_price: t.on_demand_price,
                 spot_price: t.spot_price,
             },
@@ -691,6 +737,7 @@ fn validate(raw: Raw) -> Result<Scenario, ScenarioError> {
             taints: g.taints.clone(),
             max_pods: g.max_pods,
             in_pool: g.ballast,
+            template_tagged: g.node_template_tags,
         });
     }
     expander_priorities(&raw.cluster_autoscaler, &mut groups)?;

@@ -569,17 +569,39 @@ fn scale_from_zero_uses_the_instance_types_capacity_less_daemonsets() {
         pools("", "{ name: aws-node, cpu: 600m, memory: 100Mi }, { name: agent, cpu: 500m, memory: 200Mi }", BATCH);
     let (_, nodes) = batch_nodes_at(&sc, Strategy::ClusterAutoscaler, 70 * SECOND);
     assert_eq!(nodes, 3);
-    // max_pods 4 with the two DaemonSet pods: two more pods per node.
-    let sc = pools(
-        "",
-        "{ name: aws-node, cpu: 10m, memory: 10Mi }, { name: agent, cpu: 10m, memory: 10Mi }",
-        &BATCH.replace("initial: 0,", "initial: 0, max_pods: 4,"),
-    );
+    // max_pods 4 with the two DaemonSet pods: two more pods per node. Untagged, the AWS
+    // provider's template assumes 110 pods: CA asks for two nodes, finds one pod left
+    // over once they are Ready, and asks for a third from a copy of a real node.
+    let small = "{ name: aws-node, cpu: 10m, memory: 10Mi }, { name: agent, cpu: 10m, memory: 10Mi }";
+    let sc = pools("", small, &BATCH.replace("initial: 0,", "initial: 0, max_pods: 4,"));
     let (mut sim, nodes) = batch_nodes_at(&sc, Strategy::ClusterAutoscaler, 70 * SECOND);
-    assert_eq!(nodes, 3);
+    assert_eq!(nodes, 2, "the untagged template's 110 pods");
     sim.run_until(5 * MINUTE, &mut no_progress());
-    assert_eq!(sim.model.cluster.pending_workload, 0);
+    assert_eq!((sim.model.asgs[0].desired, sim.model.cluster.pending_workload), (3, 0));
     assert!(sim.model.asgs[0].nodes.iter().all(|&n| sim.model.cluster.nodes[n].pods.len() <= 2));
+    // With node-template tags the template knows: three nodes at once.
+    let sc = pools("", small, &BATCH.replace("initial: 0,", "initial: 0, max_pods: 4, node_template_tags: true,"));
+    let (_, nodes) = batch_nodes_at(&sc, Strategy::ClusterAutoscaler, 70 * SECOND);
+    assert_eq!(nodes, 3);
+}
+
+/// A spot group outside Ballast's pool keeps what the cluster runs on spot signals,
+/// in a Ballast run too: Ballast is not told about nodes it does not manage.
+#[test]
+fn signals_for_groups_outside_ballasts_pool_go_to_the_clusters_handler() {
+    let text = include_str!("../../../events/scenarios/batch-from-zero.yaml")
+        .replace("name: stable-on-demand, market: on-demand", "name: stable-spot, market: spot");
+    let sc = Scenario::from_yaml(&text).unwrap();
+    assert!(!sc.groups[1].in_pool);
+    let mut sim = Engine::new(&sc, Strategy::Ballast, 1);
+    sim.start();
+    sim.run_until(MINUTE, &mut no_progress());
+    let node = sim.model.asgs[1].nodes[0];
+    assert!(!sim.model.cluster.nodes[node].pods.is_empty());
+    sim.at(MINUTE, Ev::Warning(node));
+    sim.run_until(MINUTE + 3 * SECOND, &mut no_progress());
+    assert!(sim.model.cluster.nodes[node].cordoned, "node-termination-handler drained it");
+    assert!(sim.model.cluster.nodes[node].pods.is_empty());
 }
 
 #[test]

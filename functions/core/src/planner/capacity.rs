@@ -163,7 +163,22 @@ impl Work<'_> {
     /// still holds them; past the deadline (or when fallback no longer holds them)
     /// uncordoned and released.
     fn advance_victims(&mut self, mut step: FailbackStep) {
-        let od = self.observed.on_demand.as_ref();
+        let Some(od) = self.observed.on_demand.as_ref() else {
+            // The on-demand ASG left the pool: its instances are no longer Ballast's to
+            // remove; the victims are uncordoned, never left cordoned and half-drained.
+            for id in &step.victims {
+                if !self.record.uncordon.contains(id) {
+                    self.record.uncordon.push(id.clone());
+                }
+            }
+            self.note(format!(
+                "failback step ended: the pool has no on-demand ASG any more; victims {} released",
+                step.victims.join(", ")
+            ));
+            self.record.failback = None;
+            return;
+        };
+        let od = Some(od);
         let remaining: Vec<String> = step
             .victims
             .iter()

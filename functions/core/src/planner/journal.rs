@@ -45,7 +45,16 @@ impl Work<'_> {
             let may_have_landed = std::mem::replace(&mut first_open, false) && index < journal.attempted;
             match call {
                 CapacityCall::SetDesired { asg, from, to, .. } => {
-                    let Some(observed) = self.observed.asg(asg) else { continue };
+                    let Some(observed) = self.observed.asg(asg) else {
+                        // The ASG left the pool (taken out of the config): a raise on it
+                        // is as good as never landed, so the lowers it answered are not
+                        // finished as if it had.
+                        if to > from {
+                            raise_missed = true;
+                            self.raise_never_landed(asg, *from, *to, &journal);
+                        }
+                        continue;
+                    };
                     let raise = to > from;
                     // Each doubt errs toward surplus, never loss: the ASG's size cannot
                     // always tell our call from another writer's since (cluster-autoscaler

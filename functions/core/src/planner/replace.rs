@@ -103,11 +103,18 @@ impl Work<'_> {
                         }
                         surge = Some(Surge { asg: target, planned_at: self.now, plan: self.seq, moved: None });
                     }
-                    None => self.note(format!(
-                        "no room to surge for {}: every candidate ASG is at max (or failing, or the on-demand cap is \
-                         reached, or {asg_name} is at its minimum); terminating without decrement so {asg_name} replaces it",
-                        interruption.instance_id
-                    )),
+                    None => {
+                        let on_demand = if self.observed.on_demand.is_some() {
+                            "or the on-demand cap is reached"
+                        } else {
+                            "the pool has no on-demand ASG"
+                        };
+                        self.note(format!(
+                            "no room to surge for {}: every candidate ASG is at max (or failing, {on_demand}, or \
+                             {asg_name} is at its minimum); terminating without decrement so {asg_name} replaces it",
+                            interruption.instance_id
+                        ))
+                    }
                 }
             }
             self.cordon_and_drain(&interruption.instance_id, None, &reason);

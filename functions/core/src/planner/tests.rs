@@ -350,6 +350,52 @@ fn a_spot_only_pool_moves_within_spot_and_never_to_on_demand() {
     assert_eq!(desired(&p, "spot-a"), Some(4));
 }
 
+/// The on-demand ASG taken out of the config while a fallback move's raise on it is
+/// unconfirmed: the move is re-planned, never finished by lowering the spot ASG alone.
+#[test]
+fn a_move_to_an_on_demand_asg_that_left_the_pool_is_not_finished_by_its_lower() {
+    let (cfg, observed) = one_spot((6, 4), (2, 2));
+    let p = run(&cfg, &PoolRecord::default(), &observed, &[capacity_error("spot-a", now())], now());
+    assert_eq!((desired(&p, "od"), desired(&p, "spot-a")), (Some(4), Some(4)), "the move as planned");
+    // Nothing applied (a stop before the first call); then od leaves the config.
+    let cfg = Config { pools: vec![PoolConfig { on_demand_asg: None, ..cfg.pools[0].clone() }], ..cfg };
+    let mut later = observed.clone();
+    later.on_demand = None;
+    let next = run(&cfg, &p.record, &later, &[], now() + Duration::seconds(30));
+    assert_eq!(desired(&next, "spot-a"), None, "spot-a is not lowered: no receiver was raised\n{:#?}", next.actions);
+    assert!(next.notes.iter().any(|n| n.contains("did not land")), "{:#?}", next.notes);
+}
+
+/// A failback step's victims when the on-demand ASG leaves the pool: uncordoned.
+#[test]
+fn failback_victims_are_released_when_the_on_demand_asg_leaves_the_pool() {
+    let cfg = config();
+    let (record, observed) = in_fallback();
+    let victims: Vec<String> =
+        observed.on_demand.as_ref().unwrap().instances.iter().take(2).map(|i| i.id.clone()).collect();
+    let step = FailbackStep {
+        spot_asg: "spot-a".into(),
+        count: 2,
+        started_at: now(),
+        plan: 1,
+        desired_before: 2,
+        ready_before: 2,
+        victims: victims.clone(),
+        victims_since: Some(now()),
+    };
+    let record = PoolRecord { failback: Some(step), ..record };
+    let cfg = Config { pools: vec![PoolConfig { on_demand_asg: None, ..cfg.pools[0].clone() }], ..cfg };
+    let mut gone = observed.clone();
+    gone.on_demand = None;
+    for n in gone.nodes.iter_mut().filter(|n| victims.contains(&n.instance_id)) {
+        n.unschedulable = true;
+    }
+    let p = run(&cfg, &record, &gone, &[], now() + Duration::minutes(1));
+    assert_eq!(p.record.failback, None);
+    assert_eq!(kinds(&p).iter().filter(|k| **k == "uncordon").count(), 2, "{:#?}", p.actions);
+    assert!(p.notes.iter().any(|n| n.contains("victims") && n.contains("released")), "{:#?}", p.notes);
+}
+
 #[test]
 fn fallback_respects_max_on_demand_asg_max_and_spot_min() {
     let cfg = config();
