@@ -430,7 +430,7 @@ fn the_readme_benchmark_rows_come_from_the_scripts() {
             wrong.push(format!("scripts/{script}: README shows\n  {shown}\nthe script printed\n  {printed}"));
         }
     }
-    assert!(files.len() >= 2, "benchmarks/ holds the figures of bench-package and bench-forwarder");
+    assert!(files.len() >= 3, "benchmarks/ holds the figures of bench-package, bench-forwarder and bench-simulate");
     assert!(wrong.is_empty(), "update the README's benchmark rows from benchmarks/*.txt:\n{}", wrong.join("\n"));
 }
 
