@@ -53,6 +53,8 @@ pub struct Bridge {
     pub invocations: u32,
     /// Rebalance recommendations sent (some followed by no interruption).
     pub rebalances_sent: u32,
+    /// Launch failure events sent (EC2 Instance Launch Unsuccessful).
+    pub launch_failures_sent: u32,
 }
 
 /// What one invocation of Ballast did.
@@ -103,6 +105,7 @@ impl Bridge {
             last_unschedulable_sent: None,
             invocations: 0,
             rebalances_sent: 0,
+            launch_failures_sent: 0,
         }
     }
 
@@ -141,6 +144,7 @@ impl Bridge {
     }
 
     pub fn launch_failed(&mut self, asg: &str, now: u64) -> (u64, Ev) {
+        self.launch_failures_sent += 1;
         let failure = LaunchFailure {
             asg: asg.into(),
             activity_id: format!("activity-{now}-{asg}"),

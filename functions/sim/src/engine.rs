@@ -44,6 +44,9 @@ pub struct Engine<'s> {
     static_replicas: Option<u32>,
     /// Scratch: what the call being carried out started.
     effects: Vec<Effect>,
+    /// Groups whose launch failed while Ballast's own calls were carried out (the bridge
+    /// is out of `self` then): their failure events are sent to it right after.
+    failed_while_delivering: Vec<usize>,
 }
 
 impl<'s> Engine<'s> {
@@ -73,6 +76,7 @@ impl<'s> Engine<'s> {
             static_replicas: (strategy == Strategy::StaticOverprovisioning)
                 .then_some(sc.static_overprovisioning.replicas),
             effects: Vec::new(),
+            failed_while_delivering: Vec::new(),
         }
     }
 
@@ -239,8 +243,12 @@ impl<'s> Engine<'s> {
                     let now = self.now;
                     self.metrics.spot_launch_failed(now);
                     let asg = &self.sc.groups[group].name;
-                    if let Some((at, ev)) = self.ballast.as_mut().map(|b| b.launch_failed(asg, now)) {
-                        self.at(at, ev);
+                    match self.ballast.as_mut() {
+                        Some(b) => {
+                            let (at, ev) = b.launch_failed(asg, now);
+                            self.at(at, ev);
+                        }
+                        None => self.failed_while_delivering.push(group),
                     }
                 }
             }
@@ -249,9 +257,6 @@ impl<'s> Engine<'s> {
     }
 
     fn deliver_to_ballast(&mut self) {
-        // Out of `self` while its calls are carried out: launch failures they cause reach
-        // the metrics but not Ballast. Runs have always gone so (a real ASG's failure
-        // event would reach it); kept so that their output does not change.
         let Some(mut bridge) = self.ballast.take() else { return };
         for batch in bridge.due_batches(self.now) {
             // Each invocation sees what the previous one's calls did.
@@ -260,6 +265,12 @@ impl<'s> Engine<'s> {
                 self.metrics.headroom_decided(decision);
             }
             self.apply(invocation.calls);
+            // A launch its own call started that failed: the ASG's EventBridge rule sends
+            // that on to Ballast like any other.
+            for group in std::mem::take(&mut self.failed_while_delivering) {
+                let (at, ev) = bridge.launch_failed(&self.sc.groups[group].name, self.now);
+                self.at(at, ev);
+            }
         }
         self.ballast = Some(bridge);
     }

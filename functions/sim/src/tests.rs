@@ -712,3 +712,28 @@ fn the_readme_says_where_ballast_loses() {
     let readme = include_str!("../../../README.md");
     assert!(readme.contains("on `batch-from-zero` its headroom"), "the README states it");
 }
+
+/// A launch that Ballast's own call started and that failed reaches Ballast as the ASG's
+/// EventBridge rule sends it (after the delivery delay), not at the ASG's next loop:
+/// an interruption's surge on a spot ASG without capacity moves to on-demand in seconds.
+#[test]
+fn a_failed_launch_of_ballasts_own_surge_reaches_ballast_at_once() {
+    let sc = tiny(
+        "  capacity_losses: [{ instance_type: c.xlarge, at: 30m, for: 1h }]",
+        "{ name: b, at: [65s], jobs: 6, cpu: '1', memory: 1Gi, duration: [2h, 2h] }",
+    );
+    let mut sim = Engine::new(&sc, Strategy::Ballast, 1);
+    sim.start();
+    sim.run_until(40 * MINUTE, &mut no_progress());
+    assert_eq!(sim.model.asgs[1].desired, 0, "on spot so far");
+    let node = sim.model.asgs[0].nodes[0];
+    sim.at(40 * MINUTE, Ev::Warning(node));
+    let sent = |sim: &Engine| sim.ballast.as_ref().unwrap().launch_failures_sent;
+    assert_eq!(sent(&sim), 0);
+    // Warning delivered at +2 s: Ballast surges on spot, whose launch fails at once.
+    sim.run_until(40 * MINUTE + 2 * SECOND, &mut no_progress());
+    assert!(!sim.model.asgs[0].failures.is_empty(), "the surge's launch failed");
+    assert!(sent(&sim) > 0, "its failure event is on its way to Ballast, not left to the ASG's next loop");
+    sim.run_until(40 * MINUTE + 5 * SECOND, &mut no_progress());
+    assert!(sim.model.asgs[1].desired > 0, "the surge went to on-demand within 5 s");
+}
