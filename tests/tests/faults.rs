@@ -398,10 +398,12 @@ struct Harness {
     events: u64,
     /// How far Ballast's net change may dip: only what the indistinguishable case cost.
     allowance: std::cell::Cell<i64>,
+    /// The pool has no on-demand ASG in its config (the ASG stays, not Ballast's).
+    spot_only: bool,
 }
 
 impl Harness {
-    fn new() -> Harness {
+    fn new(spot_only: bool) -> Harness {
         let start = DateTime::parse_from_rfc3339("2026-11-20T09:00:00Z").unwrap().with_timezone(&Utc);
         let mut world = state("steady.json");
         // Mixed-instances spot ASG: one of its instances is on-demand.
@@ -410,8 +412,13 @@ impl Harness {
         }
         let ports = Faulty { memory: InMemory::new(world), state: Arc::default() };
         let clock = FixedClock::new(start);
+        let mut config = config_with_dry_run(false);
+        if spot_only {
+            let pool = config.pools.iter_mut().find(|p| p.name == POOL).unwrap();
+            pool.on_demand_asg = None;
+        }
         let reconciler = Reconciler {
-            config: Arc::new(config_with_dry_run(false)),
+            config: Arc::new(config),
             autoscaling: ports.clone(),
             cluster: ports.clone(),
             store: ports.clone(),
@@ -429,6 +436,7 @@ impl Harness {
             reclaimed: Vec::new(),
             events: 0,
             allowance: std::cell::Cell::new(0),
+            spot_only,
         }
     }
 
@@ -518,6 +526,7 @@ impl Harness {
         );
         let od = st.ballast_net.get(OD).copied().unwrap_or(0);
         prop_assert!(od >= 0, "{at}: Ballast removed {} on-demand instances it never added", -od);
+        prop_assert!(!self.spot_only || od == 0, "{at}: Ballast changed {OD}, not in the spot-only pool, by {od}");
         drop(st);
         let world = self.ports.memory.world();
         for asg in &world.asgs {
@@ -648,8 +657,8 @@ fn left_to_ca(notes: &[String]) -> i64 {
         .sum()
 }
 
-fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
-    let mut h = Harness::new();
+fn run(steps: Vec<Step>, spot_only: bool) -> Result<(), TestCaseError> {
+    let mut h = Harness::new(spot_only);
     let mut handed_to_ca = 0i64;
     for (index, step) in steps.iter().enumerate() {
         h.clock.advance(Duration::seconds(i64::from(step.advance_secs)));
@@ -726,6 +735,22 @@ proptest! {
 
     #[test]
     fn crashes_ambiguous_calls_and_cluster_autoscaler_never_cost_capacity(steps in prop::collection::vec(step(), 1..12)) {
-        run(steps)?;
+        run(steps, false)?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: cases() / 10,
+        failure_persistence: None,
+        rng_seed: seed(),
+        ..ProptestConfig::default()
+    })]
+
+    /// The same faults on a spot-only pool (no `on_demand_asg`): its capacity is never
+    /// lost, and the on-demand ASG it does not own is never touched.
+    #[test]
+    fn a_spot_only_pool_never_costs_capacity_either(steps in prop::collection::vec(step(), 1..12)) {
+        run(steps, true)?;
     }
 }

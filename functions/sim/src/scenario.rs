@@ -163,12 +163,9 @@ pub struct Taint {
 }
 
 /// Where a pod may run: the node selector and tolerations of its spec.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Placement {
-    #[serde(default)]
     pub node_selector: BTreeMap<String, String>,
-    #[serde(default)]
     pub tolerations: Vec<Toleration>,
 }
 
@@ -755,7 +752,9 @@ fn validate(raw: Raw) -> Result<Scenario, ScenarioError> {
         let path = format!("daemonsets[{i}]");
         daemonset_cpu += parse_cpu_millis(&d.cpu).map_err(|e| field(format!("{path}.cpu"), e.to_string()))?;
         daemonset_mem += parse_memory_bytes(&d.memory).map_err(|e| field(format!("{path}.memory"), e.to_string()))?;
-        let _ = &d.name;
+        if raw.daemonsets[..i].iter().any(|o| o.name == d.name) {
+            return Err(field(format!("{path}.name"), format!("duplicate DaemonSet `{}`", d.name)));
+        }
     }
     let daemonset_pods = raw.daemonsets.len() as u32;
     for (i, g) in groups.iter().enumerate() {

@@ -41,12 +41,18 @@ fn no_progress() -> impl FnMut(f64) {
     |_| {}
 }
 
+/// A run of `strategy` on `sc`, started and carried on to `until`.
+fn started(sc: &Scenario, strategy: Strategy, seed: u64, until: u64) -> Engine<'_> {
+    let mut sim = Engine::new(sc, strategy, seed);
+    sim.start();
+    sim.run_until(until, &mut no_progress());
+    sim
+}
+
 #[test]
 fn five_one_cpu_pods_on_an_empty_pool_of_four_cpu_nodes_make_two_nodes() {
     let sc = tiny("", "{ name: b, at: [65s], jobs: 5, cpu: '1', memory: 1Gi, duration: [1h, 1h] }");
-    let mut sim = Engine::new(&sc, Strategy::ClusterAutoscaler, 1);
-    sim.start();
-    sim.run_until(10 * MINUTE, &mut no_progress());
+    let sim = started(&sc, Strategy::ClusterAutoscaler, 1, 10 * MINUTE);
     assert_eq!(sim.model.asgs[0].nodes.len(), 2, "spot preferred, two nodes");
     assert_eq!(sim.model.asgs[1].nodes.len(), 0);
     assert_eq!(sim.model.cluster.pending_workload, 0, "all five running");
@@ -55,9 +61,7 @@ fn five_one_cpu_pods_on_an_empty_pool_of_four_cpu_nodes_make_two_nodes() {
 #[test]
 fn scale_up_waits_for_the_next_scan() {
     let sc = tiny("", "{ name: b, at: [65s], jobs: 3, cpu: '1', memory: 1Gi, duration: [1h, 1h] }");
-    let mut sim = Engine::new(&sc, Strategy::ClusterAutoscaler, 1);
-    sim.start();
-    sim.run_until(70 * SECOND - 1, &mut no_progress());
+    let mut sim = started(&sc, Strategy::ClusterAutoscaler, 1, 70 * SECOND - 1);
     assert_eq!(sim.model.asgs[0].desired, 0, "pending at 65s, no scale-up before the 70s scan");
     sim.run_until(70 * SECOND, &mut no_progress());
     assert_eq!(sim.model.asgs[0].desired, 1, "the 70s scan asks for one node");
@@ -213,9 +217,7 @@ fn a_flat_workload_on_fragmented_nodes_never_makes_ca_evict_a_pod_that_fits_nowh
         "{ name: big, at: [65s], jobs: 2, cpu: '3', memory: 1Gi, duration: [2h, 2h] }, \
          { name: small, at: [66s], jobs: 1, cpu: 1500m, memory: 1Gi, duration: [2h, 2h] }",
     );
-    let mut sim = Engine::new(&sc, Strategy::ClusterAutoscaler, 1);
-    sim.start();
-    sim.run_until(5 * MINUTE, &mut no_progress());
+    let mut sim = started(&sc, Strategy::ClusterAutoscaler, 1, 5 * MINUTE);
     assert_eq!(sim.model.asgs[0].nodes.len(), 3, "three nodes come up");
     sim.run_until(110 * MINUTE, &mut no_progress());
     assert_eq!(sim.model.asgs[0].nodes.len(), 3, "none removed");
@@ -230,9 +232,7 @@ fn the_unneeded_timer_runs_during_the_delay_after_a_scale_up() {
     // unneeded since about 5 min, so it goes at the first scan after 15 min (unneeded 10
     // min), not 10 min after the delay ends.
     let sc = tiny("", "{ name: b, at: [65s], jobs: 1, cpu: '1', memory: 1Gi, duration: [3m, 3m] }");
-    let mut sim = Engine::new(&sc, Strategy::ClusterAutoscaler, 1);
-    sim.start();
-    sim.run_until(2 * MINUTE, &mut no_progress());
+    let mut sim = started(&sc, Strategy::ClusterAutoscaler, 1, 2 * MINUTE);
     assert_eq!(sim.model.asgs[0].nodes.len(), 1);
     sim.run_until(16 * MINUTE, &mut no_progress());
     assert_eq!(sim.model.asgs[0].nodes.len(), 0, "removed about 10 minutes after it became empty");
@@ -317,9 +317,7 @@ fn the_priority_expander_scales_one_group_per_scan_and_never_an_unmatched_one() 
         "cluster_autoscaler: { priorities: { 50: ['^spot$'], 10: ['^od$'] } }",
         "{ name: b, at: [65s], jobs: 20, cpu: '1', memory: 1Gi, duration: [1h, 1h] }",
     );
-    let mut sim = Engine::new(&sc, Strategy::ClusterAutoscaler, 1);
-    sim.start();
-    sim.run_until(70 * SECOND, &mut no_progress());
+    let sim = started(&sc, Strategy::ClusterAutoscaler, 1, 70 * SECOND);
     assert_eq!((sim.model.asgs[0].desired, sim.model.asgs[1].desired), (5, 0), "one group, all five nodes");
     // Only on-demand listed: the spot group is never used, even though it comes first.
     let sc = tiny(
@@ -339,9 +337,7 @@ fn the_priority_expander_breaks_ties_at_random() {
     );
     let picked: Vec<usize> = (1..=16)
         .map(|seed| {
-            let mut sim = Engine::new(&sc, Strategy::ClusterAutoscaler, seed);
-            sim.start();
-            sim.run_until(70 * SECOND, &mut no_progress());
+            let sim = started(&sc, Strategy::ClusterAutoscaler, seed, 70 * SECOND);
             assert_eq!(sim.model.asgs[2].desired, 0, "on-demand ranks lower");
             assert_eq!(sim.model.asgs[0].desired + sim.model.asgs[1].desired, 1, "one node, one group");
             usize::from(sim.model.asgs[1].desired == 1)
@@ -381,9 +377,7 @@ fn second_backoff_minutes(version: &str) -> u64 {
          { name: between, at: [25m], jobs: 1, cpu: '3', memory: 1Gi, duration: [2h, 2h] }, \
          { name: second, at: [41m], jobs: 1, cpu: '3', memory: 1Gi, duration: [2h, 2h] }",
     );
-    let mut sim = Engine::new(&sc, Strategy::ClusterAutoscaler, 1);
-    sim.start();
-    sim.run_until(30 * MINUTE, &mut no_progress());
+    let mut sim = started(&sc, Strategy::ClusterAutoscaler, 1, 30 * MINUTE);
     assert_eq!(sim.model.asgs[0].nodes.len(), 1, "{version}: the spot scale-up between the losses succeeded");
     sim.run_until(44 * MINUTE, &mut no_progress());
     let view = &sim.ca.group(0);
@@ -403,9 +397,7 @@ fn cluster_autoscaler_scales_up_only_for_pods_the_scheduler_found_no_room_for() 
     // pending but not yet tried by the scheduler: CA must not add a node for it.
     let mut sc = tiny("", "{ name: b, at: [70s], jobs: 2, cpu: '1', memory: 1Gi, duration: [1h, 1h] }");
     (sc.groups[0].min, sc.groups[0].initial) = (1, 1);
-    let mut sim = Engine::new(&sc, Strategy::ClusterAutoscaler, 1);
-    sim.start();
-    sim.run_until(70 * SECOND, &mut no_progress());
+    let mut sim = started(&sc, Strategy::ClusterAutoscaler, 1, 70 * SECOND);
     assert_eq!(sim.model.cluster.pending_workload, 2, "created, not yet bound");
     sim.run_until(10 * MINUTE, &mut no_progress());
     assert_eq!(sim.model.asgs[0].desired, 1, "they fit on the node there is: no scale-up");
@@ -419,9 +411,7 @@ fn interrupted(handling: &str, seed: u64) -> (Engine<'static>, usize) {
         &format!("interruption_handling: {handling}"),
         "{ name: b, at: [65s], jobs: 6, cpu: '1', memory: 1Gi, duration: [3h, 3h] }",
     )));
-    let mut sim = Engine::new(sc, Strategy::ClusterAutoscaler, seed);
-    sim.start();
-    sim.run_until(10 * MINUTE, &mut no_progress());
+    let sim = started(sc, Strategy::ClusterAutoscaler, seed, 10 * MINUTE);
     assert_eq!(
         (sim.model.asgs[0].nodes.len(), sim.model.cluster.pending_workload),
         (2, 0),
@@ -550,9 +540,7 @@ const BATCH: &str =
                      labels: { pool: batch }, taints: [{ key: batch, effect: NoSchedule }] }";
 
 fn batch_nodes_at(sc: &Scenario, strategy: Strategy, at: u64) -> (Engine<'_>, u32) {
-    let mut sim = Engine::new(sc, strategy, 1);
-    sim.start();
-    sim.run_until(at, &mut no_progress());
+    let sim = started(sc, strategy, 1, at);
     let n = sim.model.asgs[0].desired;
     (sim, n)
 }
@@ -593,9 +581,7 @@ fn signals_for_groups_outside_ballasts_pool_go_to_the_clusters_handler() {
         .replace("name: stable-on-demand, market: on-demand", "name: stable-spot, market: spot");
     let sc = Scenario::from_yaml(&text).unwrap();
     assert!(!sc.groups[1].in_pool);
-    let mut sim = Engine::new(&sc, Strategy::Ballast, 1);
-    sim.start();
-    sim.run_until(MINUTE, &mut no_progress());
+    let mut sim = started(&sc, Strategy::Ballast, 1, MINUTE);
     let node = sim.model.asgs[1].nodes[0];
     assert!(!sim.model.cluster.nodes[node].pods.is_empty());
     sim.at(MINUTE, Ev::Warning(node));
@@ -666,9 +652,7 @@ fn ballast_runs_a_spot_only_pool_beside_a_group_it_does_not_manage() {
     assert_eq!(pool.name, "batch", "named by the scenario; nothing assumes a name");
     assert_eq!(pool.spot_asgs.len(), 1);
     let with_headroom = with_headroom(&sc, HeadroomKnob::Percent, 50);
-    let mut sim = Engine::new(&with_headroom, Strategy::Ballast, 1);
-    sim.start();
-    sim.run_until(10 * MINUTE, &mut no_progress());
+    let sim = started(&with_headroom, Strategy::Ballast, 1, 10 * MINUTE);
     let workload = sim.model.pool_workload();
     assert_eq!((workload.pods, workload.cpu), (5, 5000), "the pool's demand is the batch jobs, not web");
     assert_eq!(sim.model.pause_target, 3, "50% of 5 CPU at 1 CPU per pause pod");
@@ -690,6 +674,11 @@ fn scenario_groups_and_pools_are_checked() {
             || two_od.contains("at most one on-demand group"),
         "{two_od}"
     );
+    let twice = err(tiny_yaml("", "").replace(
+        "workload:",
+        "daemonsets: [{ name: aws-node, cpu: 25m, memory: 64Mi }, { name: aws-node, cpu: 25m, memory: 64Mi }]\nworkload:",
+    ));
+    assert!(twice.starts_with("daemonsets[1].name: duplicate DaemonSet `aws-node`"), "{twice}");
 }
 
 /// The README says where Ballast loses; this keeps it true (means over seeds 42–44).
@@ -722,9 +711,7 @@ fn a_failed_launch_of_ballasts_own_surge_reaches_ballast_at_once() {
         "  capacity_losses: [{ instance_type: c.xlarge, at: 30m, for: 1h }]",
         "{ name: b, at: [65s], jobs: 6, cpu: '1', memory: 1Gi, duration: [2h, 2h] }",
     );
-    let mut sim = Engine::new(&sc, Strategy::Ballast, 1);
-    sim.start();
-    sim.run_until(40 * MINUTE, &mut no_progress());
+    let mut sim = started(&sc, Strategy::Ballast, 1, 40 * MINUTE);
     assert_eq!(sim.model.asgs[1].desired, 0, "on spot so far");
     let node = sim.model.asgs[0].nodes[0];
     sim.at(40 * MINUTE, Ev::Warning(node));

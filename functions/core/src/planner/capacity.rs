@@ -178,11 +178,10 @@ impl Work<'_> {
             self.record.failback = None;
             return;
         };
-        let od = Some(od);
         let remaining: Vec<String> = step
             .victims
             .iter()
-            .filter(|v| od.and_then(|od| od.instance(v)).is_some_and(|i| i.lifecycle_state.is_live()))
+            .filter(|v| od.instance(v).is_some_and(|i| i.lifecycle_state.is_live()))
             .cloned()
             .collect();
         let done = step.victims.len() as u32 - remaining.len() as u32;
@@ -203,7 +202,7 @@ impl Work<'_> {
         }
         let since = step.victims_since.unwrap_or(step.started_at);
         let deadline = since + failback_drain_deadline(self.cfg);
-        let holdable = od.map_or(0, |od| self.record.fallback_units.min(self.room_down(od))) as usize;
+        let holdable = self.record.fallback_units.min(self.room_down(od)) as usize;
         let (keep, release): (Vec<String>, Vec<String>) = if self.now >= deadline {
             (Vec::new(), remaining)
         } else {
