@@ -265,8 +265,9 @@ impl ClusterAutoscaler<'_> {
         for (g, state) in model.asgs.iter().enumerate() {
             let ready =
                 state.nodes.iter().filter(|&&n| model.cluster.nodes[n].phase == NodePhase::Ready).count() as u32;
-            for _ in 0..state.desired.saturating_sub(ready) {
-                upcoming.push(Bin::template(model, g));
+            let missing = state.desired.saturating_sub(ready) as usize;
+            if missing > 0 {
+                upcoming.extend(std::iter::repeat_n(Bin::template(model, g), missing));
             }
         }
         pack(&mut shapes, &mut upcoming, None, 0, accepts);
