@@ -4,8 +4,8 @@
 //! instance or node is built once, when its simulated node appears); during the
 //! invocation the ports answer from it and record Ballast's calls, which are returned
 //! as calls on the model. Ballast's own state (pool record, dedup, leases, the events
-//! on their way to it, the forwarder's debounce) persists in between. The pool is the
-//! scenario's, by the name its config gives it.
+//! on their way to it, the forwarder's debounce) persists in between. The pools are the
+//! scenario's, by the names its config gives them.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -46,10 +46,10 @@ pub struct Bridge {
     delay_ms: u64,
     inbox: Vec<(u64, Event)>,
     next_id: u64,
-    /// The pool's name in Ballast's config.
-    pool: String,
-    /// When the forwarder last reported unschedulable pods.
-    last_unschedulable_sent: Option<u64>,
+    /// The pools' names in Ballast's config, in the scenario's order.
+    pools: Vec<String>,
+    /// Per pool: when the forwarder last reported its unschedulable pods.
+    last_unschedulable_sent: Vec<Option<u64>>,
     pub invocations: u32,
     /// Rebalance recommendations sent (some followed by no interruption).
     pub rebalances_sent: u32,
@@ -60,7 +60,8 @@ pub struct Bridge {
 /// What one invocation of Ballast did.
 pub struct Invocation {
     pub calls: Vec<Call>,
-    pub headroom: Option<HeadroomDecision>,
+    /// Each planned pool's headroom decision, by the pool's index.
+    pub headroom: Vec<(usize, HeadroomDecision)>,
 }
 
 pub fn instance_id(node: NodeId) -> String {
@@ -101,8 +102,8 @@ impl Bridge {
             delay_ms: sc.delivery_delay.0.as_millis() as u64,
             inbox: Vec::new(),
             next_id: 0,
-            pool: sc.pool().name.clone(),
-            last_unschedulable_sent: None,
+            pools: pool_names(sc),
+            last_unschedulable_sent: vec![None; sc.pools().len()],
             invocations: 0,
             rebalances_sent: 0,
             launch_failures_sent: 0,
@@ -159,25 +160,29 @@ impl Bridge {
     }
 
     /// After a scheduling pass the forwarder reports the workload pods it left
-    /// unschedulable in the pool, at most once a minute.
-    pub fn scheduling_pass_done(&mut self, model: &Model, now: u64) -> Option<(u64, Ev)> {
+    /// unschedulable in each pool, at most once a minute per pool.
+    pub fn scheduling_pass_done(&mut self, model: &Model, now: u64) -> Vec<(u64, Ev)> {
+        let mut sent = Vec::new();
         if model.cluster.pending_workload == 0 {
-            return None;
+            return sent;
         }
-        let due = self.last_unschedulable_sent.is_none_or(|t| now >= t + MINUTE);
-        let count = if due { model.pool_workload().pending } else { 0 };
-        if count == 0 {
-            return None;
+        for pool in 0..self.pools.len() {
+            let due = self.last_unschedulable_sent[pool].is_none_or(|t| now >= t + MINUTE);
+            let count = if due { model.pool_workload(pool).pending } else { 0 };
+            if count == 0 {
+                continue;
+            }
+            self.last_unschedulable_sent[pool] = Some(now);
+            let detail = PodsUnschedulableDetail {
+                pool: self.pools[pool].clone(),
+                count,
+                cpu_millis: 0,
+                memory_bytes: 0,
+                oldest_pending_since: self.time(now),
+            };
+            sent.push(self.send(now, "ballast.kubernetes", "Pods Unschedulable", Signal::PodsUnschedulable(detail)));
         }
-        self.last_unschedulable_sent = Some(now);
-        let detail = PodsUnschedulableDetail {
-            pool: self.pool.clone(),
-            count,
-            cpu_millis: 0,
-            memory_bytes: 0,
-            oldest_pending_since: self.time(now),
-        };
-        Some(self.send(now, "ballast.kubernetes", "Pods Unschedulable", Signal::PodsUnschedulable(detail)))
+        sent
     }
 
     /// The schedule function's rate(1 minute) reconcile (invoked directly, no queue).
@@ -209,10 +214,18 @@ impl Bridge {
         self.clock.set(self.time(now));
         self.invocations += 1;
         let outcome = self.runtime.block_on(self.reconciler.handle(batch));
-        let headroom = outcome.pools.iter().find_map(|p| p.plan.headroom);
+        let headroom = outcome
+            .pools
+            .iter()
+            .filter_map(|p| Some((self.pools.iter().position(|n| *n == p.plan.pool)?, p.plan.headroom?)))
+            .collect();
         let recorded = std::mem::take(&mut self.ports.view().calls);
         Invocation { calls: calls_on_model(model, recorded), headroom }
     }
+}
+
+fn pool_names(sc: &Scenario) -> Vec<String> {
+    sc.pools().iter().map(|p| p.name.clone()).collect()
 }
 
 /// A change Ballast made through its ports, as they recorded it.
@@ -223,7 +236,7 @@ enum PortCall {
     Cordon { node: String },
     Uncordon { node: String },
     Drain { node: String },
-    SetHeadroom { replicas: u32 },
+    SetHeadroom { pool: usize, replicas: u32 },
 }
 
 /// How long a failed launch stays in an ASG's scaling activities.
@@ -251,9 +264,10 @@ struct View {
     node_ids: Vec<NodeId>,
     /// Scratch: a simulated node's position in the list being rebuilt.
     position: Vec<usize>,
-    pool: String,
-    demand: Option<Demand>,
-    headroom_replicas: Option<u32>,
+    /// Per pool, in the scenario's order: its name, its demand and its pause pods.
+    pools: Vec<String>,
+    demand: Vec<Option<Demand>>,
+    headroom_replicas: Vec<Option<u32>>,
     records: BTreeMap<String, Versioned<PoolRecord>>,
     leases: BTreeMap<String, (String, DateTime<Utc>)>,
     seen: BTreeSet<String>,
@@ -315,9 +329,9 @@ impl View {
             nodes: Vec::new(),
             node_ids: Vec::new(),
             position: Vec::new(),
-            pool: sc.pool().name.clone(),
-            demand: None,
-            headroom_replicas: None,
+            pools: pool_names(sc),
+            demand: vec![None; sc.pools().len()],
+            headroom_replicas: vec![None; sc.pools().len()],
             records: BTreeMap::new(),
             leases: BTreeMap::new(),
             seen: BTreeSet::new(),
@@ -397,14 +411,21 @@ impl View {
             node.state.unschedulable = simulated.cordoned;
             node.pods = simulated.pods.len() as u32;
         }
-        let workload = model.pool_workload();
-        self.demand = Some(Demand {
-            cpu_millis: workload.cpu,
-            memory_bytes: workload.mem,
-            pods: workload.pods,
-            observed_at: time(now),
-        });
-        self.headroom_replicas = Some(model.pause_target);
+        for pool in 0..self.pools.len() {
+            let workload = model.pool_workload(pool);
+            self.demand[pool] = Some(Demand {
+                cpu_millis: workload.cpu,
+                memory_bytes: workload.mem,
+                pods: workload.pods,
+                observed_at: time(now),
+            });
+            self.headroom_replicas[pool] = Some(model.pause_targets[pool]);
+        }
+    }
+
+    /// The index of the pool a port call names; `None` for a pool the scenario lacks.
+    fn pool_index(&self, pool: &PoolConfig) -> Option<usize> {
+        self.pools.iter().position(|n| *n == pool.name)
     }
 
     fn asg_mut(&mut self, name: &str) -> Option<&mut ObservedAsg> {
@@ -516,21 +537,21 @@ impl Cluster for SimPorts {
 
     async fn headroom_replicas(&self, pool: &PoolConfig) -> Result<Option<u32>, PortError> {
         let view = self.view();
-        Ok(if pool.name == view.pool { view.headroom_replicas } else { None })
+        Ok(view.pool_index(pool).and_then(|p| view.headroom_replicas[p]))
     }
 
     async fn set_headroom_replicas(&self, pool: &PoolConfig, replicas: u32) -> Result<(), PortError> {
         let mut view = self.view();
-        if pool.name == view.pool {
-            view.headroom_replicas = Some(replicas);
-            view.calls.push(PortCall::SetHeadroom { replicas });
+        if let Some(p) = view.pool_index(pool) {
+            view.headroom_replicas[p] = Some(replicas);
+            view.calls.push(PortCall::SetHeadroom { pool: p, replicas });
         }
         Ok(())
     }
 
     async fn pool_demand(&self, pool: &PoolConfig, _now: DateTime<Utc>) -> Result<Option<Demand>, PortError> {
         let view = self.view();
-        Ok(if pool.name == view.pool { view.demand } else { None })
+        Ok(view.pool_index(pool).and_then(|p| view.demand[p]))
     }
 
     async fn cordon(&self, node: &str) -> Result<(), PortError> {
@@ -632,7 +653,7 @@ fn calls_on_model(model: &Model, recorded: Vec<PortCall>) -> Vec<Call> {
             PortCall::Uncordon { node } => node_of_name(&node).filter(known).map(|node| Call::Uncordon { node }),
             // No PodDisruptionBudget in the model: every pod is evicted.
             PortCall::Drain { node } => node_of_name(&node).filter(known).map(|node| Call::Evict { node }),
-            PortCall::SetHeadroom { replicas } => Some(Call::SetPauseReplicas { replicas }),
+            PortCall::SetHeadroom { pool, replicas } => Some(Call::SetPauseReplicas { pool, replicas }),
         })
         .collect()
 }

@@ -40,8 +40,8 @@ pub struct Engine<'s> {
     /// With `Strategy::Ballast` only.
     pub ballast: Option<Bridge>,
     pub metrics: Metrics,
-    /// With `Strategy::StaticOverprovisioning`: the pause pods' fixed replicas.
-    static_replicas: Option<u32>,
+    /// With `Strategy::StaticOverprovisioning`: each pool's fixed pause pods.
+    static_replicas: Option<Vec<u32>>,
     /// Scratch: what the call being carried out started.
     effects: Vec<Effect>,
     /// Groups whose launch failed while Ballast's own calls were carried out (the bridge
@@ -51,15 +51,18 @@ pub struct Engine<'s> {
 
 impl<'s> Engine<'s> {
     pub fn new(sc: &'s Scenario, strategy: Strategy, seed: u64) -> Self {
-        let pool = sc.pool();
-        let pause = PausePods {
-            cpu: pool.headroom.pod_cpu_millis,
-            mem: pool.headroom.pod_memory_bytes,
-            priority: match strategy {
-                Strategy::StaticOverprovisioning => sc.static_overprovisioning.priority,
-                Strategy::ClusterAutoscaler | Strategy::Ballast => pool.headroom.priority_class.value,
-            },
-        };
+        let pause = sc
+            .pools()
+            .iter()
+            .map(|pool| PausePods {
+                cpu: pool.headroom.pod_cpu_millis,
+                mem: pool.headroom.pod_memory_bytes,
+                priority: match strategy {
+                    Strategy::StaticOverprovisioning => sc.static_overprovisioning.priority,
+                    Strategy::ClusterAutoscaler | Strategy::Ballast => pool.headroom.priority_class.value,
+                },
+            })
+            .collect();
         Engine {
             sc,
             now: 0,
@@ -74,7 +77,7 @@ impl<'s> Engine<'s> {
             ballast: (strategy == Strategy::Ballast).then(|| Bridge::new(sc)),
             metrics: Metrics::new(sc),
             static_replicas: (strategy == Strategy::StaticOverprovisioning)
-                .then_some(sc.static_overprovisioning.replicas),
+                .then(|| sc.static_overprovisioning.replicas.clone()),
             effects: Vec::new(),
             failed_while_delivering: Vec::new(),
         }
@@ -121,8 +124,10 @@ impl<'s> Engine<'s> {
         self.model.warm_start(self.now, &self.market, &mut self.effects);
         self.effects_started();
         self.apply(self.workload.tick(self.now));
-        if let Some(replicas) = self.static_replicas {
-            self.apply(vec![Call::SetPauseReplicas { replicas }]);
+        if let Some(replicas) = self.static_replicas.clone() {
+            let calls =
+                replicas.into_iter().enumerate().map(|(pool, replicas)| Call::SetPauseReplicas { pool, replicas });
+            self.apply(calls.collect());
         }
         self.schedule_pass();
         for (i, batch) in self.sc.batches.iter().enumerate() {
@@ -154,9 +159,9 @@ impl<'s> Engine<'s> {
                     return;
                 }
                 let warning = matches!(ev, Ev::Warning(_));
-                // Ballast handles the signals of its pool's nodes itself; the rest (and all
+                // Ballast handles the signals of its pools' nodes itself; the rest (and all
                 // of them without Ballast) go to what the cluster runs.
-                let in_pool = self.sc.groups[self.model.cluster.nodes[id].group].in_pool;
+                let in_pool = self.sc.groups[self.model.cluster.nodes[id].group].in_pool();
                 if let Some(b) = self.ballast.as_mut().filter(|_| in_pool) {
                     let (at, ev) = if warning { b.spot_warning(id, now) } else { b.rebalance(id, now) };
                     self.at(at, ev);
@@ -261,8 +266,8 @@ impl<'s> Engine<'s> {
         for batch in bridge.due_batches(self.now) {
             // Each invocation sees what the previous one's calls did.
             let invocation = bridge.invoke(batch, &self.model, self.now);
-            if let Some(decision) = invocation.headroom {
-                self.metrics.headroom_decided(decision);
+            for (pool, decision) in invocation.headroom {
+                self.metrics.headroom_decided(pool, decision);
             }
             self.apply(invocation.calls);
             // A launch its own call started that failed: the ASG's EventBridge rule sends
@@ -303,8 +308,10 @@ impl<'s> Engine<'s> {
         if let Some(at) = placement.wake_at {
             self.at(at, Ev::NomineeReady);
         }
-        if let Some((at, ev)) = self.ballast.as_mut().and_then(|b| b.scheduling_pass_done(&self.model, now)) {
-            self.at(at, ev);
+        if let Some(b) = self.ballast.as_mut() {
+            for (at, ev) in b.scheduling_pass_done(&self.model, now) {
+                self.at(at, ev);
+            }
         }
     }
 }

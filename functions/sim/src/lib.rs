@@ -68,18 +68,20 @@ impl HeadroomKnob {
     }
 }
 
-/// The scenario with one of Ballast's headroom settings at `value` (for `--sweep`).
-/// A min above the max lifts the max with it, as the planner reads them.
+/// The scenario with one of Ballast's headroom settings at `value` in every pool (for
+/// `--sweep`). A min above the max lifts the max with it, as the planner reads them.
 pub fn with_headroom(scenario: &Scenario, knob: HeadroomKnob, value: u32) -> Scenario {
     let mut s = scenario.clone();
-    let headroom = &mut s.pool_mut().headroom;
-    match knob {
-        HeadroomKnob::Percent => {
-            headroom.percent = value;
-            headroom.schedules.clear();
+    for pool in s.pools_mut() {
+        let headroom = &mut pool.headroom;
+        match knob {
+            HeadroomKnob::Percent => {
+                headroom.percent = value;
+                headroom.schedules.clear();
+            }
+            HeadroomKnob::Min => headroom.min = value,
+            HeadroomKnob::Max => headroom.max = value,
         }
-        HeadroomKnob::Min => headroom.min = value,
-        HeadroomKnob::Max => headroom.max = value,
     }
     s
 }

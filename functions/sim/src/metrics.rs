@@ -36,12 +36,13 @@ pub struct Metrics {
     /// (time, on-demand desired) at each change.
     od_desired: Vec<(u64, u32)>,
     spot_failures: Vec<u64>,
-    /// Ballast's pool's on-demand group (where fallback shows), if it has one.
-    od_group: Option<usize>,
+    /// The on-demand groups of Ballast's pools (where fallback shows).
+    od_groups: Vec<usize>,
     peak_pods: u32,
-    /// Ballast's latest headroom decision, and for how long the pause pods were held
-    /// at `headroom.max` (below what the percent asks) or at `headroom.min` (above it).
-    headroom: Option<HeadroomDecision>,
+    /// Ballast's latest headroom decision per pool, and for how long some pool's pause
+    /// pods were held at `headroom.max` (below what the percent asks) or at
+    /// `headroom.min` (above it).
+    headroom: Vec<Option<HeadroomDecision>>,
     headroom_decided_ms: f64,
     held_at_max_ms: f64,
     held_at_min_ms: f64,
@@ -49,7 +50,7 @@ pub struct Metrics {
 
 impl Metrics {
     pub fn new(sc: &Scenario) -> Self {
-        let od_group = sc.pool_on_demand_group();
+        let od_groups = sc.pool_on_demand_groups();
         Metrics {
             last: 0,
             waits_ms: Vec::new(),
@@ -61,11 +62,11 @@ impl Metrics {
             spare_weighted: 0.0,
             spare_time: 0.0,
             series: Vec::new(),
-            od_desired: vec![(0, od_group.map_or(0, |g| sc.groups[g].initial))],
+            od_desired: vec![(0, od_groups.iter().map(|&g| sc.groups[g].initial).sum())],
             spot_failures: Vec::new(),
-            od_group,
+            od_groups,
             peak_pods: 0,
-            headroom: None,
+            headroom: vec![None; sc.pools().len()],
             headroom_decided_ms: 0.0,
             held_at_max_ms: 0.0,
             held_at_min_ms: 0.0,
@@ -92,17 +93,19 @@ impl Metrics {
                 self.spare_weighted += spare * dt;
                 self.spare_time += dt;
             }
-            if let Some(decision) = self.headroom {
+            if self.headroom.iter().any(Option::is_some) {
                 self.headroom_decided_ms += dt;
-                match decision.clamped() {
-                    Ordering::Less => self.held_at_max_ms += dt,
-                    Ordering::Greater => self.held_at_min_ms += dt,
-                    Ordering::Equal => {}
+                let clamped = |way: Ordering| self.headroom.iter().flatten().any(|d| d.clamped() == way);
+                if clamped(Ordering::Less) {
+                    self.held_at_max_ms += dt;
+                }
+                if clamped(Ordering::Greater) {
+                    self.held_at_min_ms += dt;
                 }
             }
         }
         self.last = to;
-        let od = self.od_group.map_or(0, |g| groups[g].desired);
+        let od: u32 = self.od_groups.iter().map(|&g| groups[g].desired).sum();
         if self.od_desired.last().is_none_or(|(_, d)| *d != od) {
             self.od_desired.push((to, od));
         }
@@ -116,8 +119,8 @@ impl Metrics {
         }
     }
 
-    pub fn headroom_decided(&mut self, decision: HeadroomDecision) {
-        self.headroom = Some(decision);
+    pub fn headroom_decided(&mut self, pool: usize, decision: HeadroomDecision) {
+        self.headroom[pool] = Some(decision);
     }
 
     pub fn spot_launch_failed(&mut self, at: u64) {
@@ -125,7 +128,7 @@ impl Metrics {
     }
 
     pub fn sample(&mut self, now: u64, model: &Model) {
-        let (cluster, groups, sc, headroom) = (&model.cluster, &model.asgs, model.sc, model.pause_target);
+        let (cluster, groups, sc, headroom) = (&model.cluster, &model.asgs, model.sc, model.pause_total());
         self.peak_pods = self.peak_pods.max(cluster.workload_pods);
         let count = |market: Market| -> u32 {
             groups

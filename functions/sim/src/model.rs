@@ -60,8 +60,9 @@ pub enum Call {
     Evict {
         node: NodeId,
     },
-    /// The pause pods' Deployment scaled.
+    /// A pool's pause pods' Deployment scaled.
     SetPauseReplicas {
+        pool: usize,
         replicas: u32,
     },
     /// A workload Deployment scaled (its ReplicaSet removes pending pods first).
@@ -112,7 +113,7 @@ pub struct PausePods {
     pub priority: i32,
 }
 
-/// What the forwarder reports of Ballast's pool.
+/// What the forwarder reports of one of Ballast's pools.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PoolWorkload {
     pub cpu: u64,
@@ -127,16 +128,18 @@ pub struct Model<'s> {
     /// One per scenario group, in order.
     pub asgs: Vec<Asg>,
     deployment_pods: Vec<Vec<PodId>>,
-    pause_pods: Vec<PodId>,
-    pub pause_target: u32,
-    pause: PausePods,
+    /// Per Ballast pool: its pause pods, how many it asked for, and their shape.
+    pause_pods: Vec<Vec<PodId>>,
+    pub pause_targets: Vec<u32>,
+    pause: Vec<PausePods>,
     /// The scheduler's candidate nodes, rebuilt when a node's schedulability changed.
     schedulable: Vec<NodeId>,
     schedulable_dirty: bool,
 }
 
 impl<'s> Model<'s> {
-    pub fn new(sc: &'s Scenario, pause: PausePods) -> Self {
+    /// `pause`: each pool's pause pods, in the order of the scenario's pools.
+    pub fn new(sc: &'s Scenario, pause: Vec<PausePods>) -> Self {
         let asgs = sc
             .groups
             .iter()
@@ -151,8 +154,8 @@ impl<'s> Model<'s> {
             ),
             asgs,
             deployment_pods: vec![Vec::new(); sc.deployments.len()],
-            pause_pods: Vec::new(),
-            pause_target: 0,
+            pause_pods: vec![Vec::new(); pause.len()],
+            pause_targets: vec![0; pause.len()],
             pause,
             schedulable: Vec::new(),
             schedulable_dirty: true,
@@ -207,7 +210,7 @@ impl<'s> Model<'s> {
             Call::Evict { node } => {
                 self.cluster.evict_all(node, now);
             }
-            Call::SetPauseReplicas { replicas } => self.set_pause_replicas(replicas, now),
+            Call::SetPauseReplicas { pool, replicas } => self.set_pause_replicas(pool, replicas, now),
             Call::ScaleDeployment { deployment, replicas } => self.scale_deployment(deployment, replicas, now),
             Call::CreatePod { kind, class, cpu, mem, priority } => {
                 self.cluster.create_pod(kind, class, cpu, mem, priority, now);
@@ -235,12 +238,18 @@ impl<'s> Model<'s> {
         self.cluster.schedule(now, &self.schedulable)
     }
 
-    /// Ballast's pool's workload as the forwarder counts it: pods bound to the pool's
+    /// All the pause pods the pools asked for.
+    pub fn pause_total(&self) -> u32 {
+        self.pause_targets.iter().sum()
+    }
+
+    /// A Ballast pool's workload as the forwarder counts it: pods bound to the pool's
     /// nodes and pending pods whose placement fits one of its groups. When every group
     /// is in the pool that is all of it (the cluster's running totals).
-    pub fn pool_workload(&self) -> PoolWorkload {
+    pub fn pool_workload(&self, pool: usize) -> PoolWorkload {
         let c = &self.cluster;
-        if self.sc.groups.iter().all(|g| g.in_pool) {
+        let of_pool = |g: usize| self.sc.groups[g].pool == Some(pool);
+        if (0..self.sc.groups.len()).all(of_pool) {
             return PoolWorkload {
                 cpu: c.workload_cpu,
                 mem: c.workload_mem,
@@ -248,13 +257,12 @@ impl<'s> Model<'s> {
                 pending: c.pending_workload,
             };
         }
-        let in_pool =
-            |class: usize| self.sc.accepts[class].iter().zip(&self.sc.groups).any(|(takes, g)| *takes && g.in_pool);
+        let fits_pool = |class: usize| self.sc.accepts[class].iter().enumerate().any(|(g, takes)| *takes && of_pool(g));
         let mut w = PoolWorkload::default();
         for pod in c.pods.iter().filter(|p| p.alive && p.is_workload()) {
             let counted = match pod.node {
-                Some(n) => self.sc.groups[c.nodes[n].group].in_pool,
-                None => in_pool(pod.class),
+                Some(n) => of_pool(c.nodes[n].group),
+                None => fits_pool(pod.class),
             };
             if counted {
                 w.cpu += pod.cpu;
@@ -266,21 +274,18 @@ impl<'s> Model<'s> {
         w
     }
 
-    fn set_pause_replicas(&mut self, replicas: u32, now: u64) {
-        self.pause_target = replicas;
-        while self.pause_pods.len() < replicas as usize {
-            // Class 0: the pool's node selector and tolerations.
-            let PausePods { cpu, mem, priority } = self.pause;
-            let id = self.cluster.create_pod(PodKind::Pause, 0, cpu, mem, priority, now);
-            self.pause_pods.push(id);
+    fn set_pause_replicas(&mut self, pool: usize, replicas: u32, now: u64) {
+        self.pause_targets[pool] = replicas;
+        let pods = &mut self.pause_pods[pool];
+        while pods.len() < replicas as usize {
+            // Class `pool`: the pool's node selector and tolerations.
+            let PausePods { cpu, mem, priority } = self.pause[pool];
+            let id = self.cluster.create_pod(PodKind::Pause, pool, cpu, mem, priority, now);
+            pods.push(id);
         }
-        while self.pause_pods.len() > replicas as usize {
-            let index = self
-                .pause_pods
-                .iter()
-                .rposition(|p| self.cluster.pods[*p].node.is_none())
-                .unwrap_or(self.pause_pods.len() - 1);
-            let pod = self.pause_pods.swap_remove(index);
+        while pods.len() > replicas as usize {
+            let index = pods.iter().rposition(|p| self.cluster.pods[*p].node.is_none()).unwrap_or(pods.len() - 1);
+            let pod = pods.swap_remove(index);
             self.cluster.delete_pod(pod);
         }
     }

@@ -68,7 +68,7 @@ struct Raw {
     #[serde(default)]
     cluster_autoscaler: CaSpec,
     #[serde(default)]
-    static_overprovisioning: StaticSpec,
+    static_overprovisioning: RawStatic,
     #[serde(default)]
     interruption_handling: InterruptionHandling,
     ballast: RawBallast,
@@ -124,10 +124,13 @@ struct RawGroup {
     /// Pods per node (EKS sets it from the ENIs of the type; 110 is kubelet's default).
     #[serde(default = "default_max_pods")]
     max_pods: u32,
-    /// Whether the group is in Ballast's pool (`false`: a group only cluster-autoscaler
-    /// manages, e.g. a stable on-demand group for other workloads).
+    /// Whether the group is in one of Ballast's pools (`false`: a group only
+    /// cluster-autoscaler manages, e.g. a stable on-demand group for other workloads).
     #[serde(default = "yes")]
     ballast: bool,
+    /// Which of Ballast's pools (by name) the group is in; needed when there are several.
+    #[serde(default)]
+    pool: Option<String>,
     /// The ASG carries cluster-autoscaler's `node-template` tags (resources, labels,
     /// taints): its scale-from-zero template is then the real node's allocatable and
     /// `max_pods`; without them the AWS provider takes the instance type's capacity and
@@ -453,17 +456,33 @@ pub enum InterruptionHandling {
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct StaticSpec {
-    /// Fixed pause pods (the same size as Ballast's).
-    pub replicas: u32,
-    /// Their priority; below cluster-autoscaler's cutoff (-10) they never bring a node.
-    pub priority: i32,
+struct RawStatic {
+    replicas: RawReplicas,
+    priority: i32,
 }
 
-impl Default for StaticSpec {
+impl Default for RawStatic {
     fn default() -> Self {
-        StaticSpec { replicas: 0, priority: -10 }
+        RawStatic { replicas: RawReplicas::Each(0), priority: -10 }
     }
+}
+
+/// Static overprovisioning's replicas: one count for every pool, or one per pool name.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+enum RawReplicas {
+    Each(u32),
+    PerPool(BTreeMap<String, u32>),
+}
+
+/// The static-overprovisioning baseline: a fixed pause-pod Deployment in each pool.
+#[derive(Debug, Clone)]
+pub struct StaticSpec {
+    /// Fixed pause pods per pool, in the order of `Scenario::ballast.pools` (the same
+    /// size as that pool's Ballast pause pods).
+    pub replicas: Vec<u32>,
+    /// Their priority; below cluster-autoscaler's cutoff (-10) they never bring a node.
+    pub priority: i32,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -474,6 +493,9 @@ struct RawBallast {
     /// A `ballast.yaml` pool without `spot_asgs` and `on_demand_asg` (they come from `node_groups`).
     #[serde(default)]
     pool: Value,
+    /// Several such pools, each named; node groups say which they are in (`pool:`).
+    #[serde(default)]
+    pools: Vec<Value>,
 }
 
 fn two_seconds() -> HumanDuration {
@@ -505,8 +527,8 @@ pub struct Group {
     pub labels: BTreeMap<String, String>,
     pub taints: Vec<Taint>,
     pub max_pods: u32,
-    /// In Ballast's pool.
-    pub in_pool: bool,
+    /// The Ballast pool it is in (an index into `Scenario::ballast.pools`).
+    pub pool: Option<usize>,
     /// Carries CA's node-template tags (see `RawGroup::node_template_tags`).
     pub template_tagged: bool,
 }
@@ -526,6 +548,12 @@ impl Group {
             mem: it.capacity_memory_bytes.saturating_sub(sc.daemonset_mem),
             pods: 110u32.saturating_sub(sc.daemonset_pods),
         }
+    }
+}
+
+impl Group {
+    pub fn in_pool(&self) -> bool {
+        self.pool.is_some()
     }
 }
 
@@ -576,7 +604,8 @@ pub struct Scenario {
     pub daemonset_mem: u64,
     pub daemonset_pods: u32,
     /// The distinct placements of the scenario's pods; `accepts[class][group]`: whether
-    /// the group's nodes take that class. Class 0 is the pause pods' (Ballast's pool).
+    /// the group's nodes take that class. Class `p` (below the number of Ballast's pools)
+    /// is pool `p`'s pause pods'.
     pub classes: Vec<Placement>,
     pub accepts: Vec<Vec<bool>>,
     pub nodes: NodeTiming,
@@ -588,7 +617,7 @@ pub struct Scenario {
     pub static_overprovisioning: StaticSpec,
     pub interruption_handling: InterruptionHandling,
     pub delivery_delay: HumanDuration,
-    /// Ballast's config for the one simulated pool, named `sim`.
+    /// Ballast's config: the scenario's pools (one, named `sim` unless named).
     pub ballast: Config,
 }
 
@@ -605,19 +634,21 @@ impl Scenario {
         validate(raw)
     }
 
-    /// Ballast's config of the simulated pool (the scenario builds exactly one).
-    pub fn pool(&self) -> &PoolConfig {
-        &self.ballast.pools[0]
+    /// Ballast's config of the simulated pools, in order (a group's `pool` indexes it).
+    pub fn pools(&self) -> &[PoolConfig] {
+        &self.ballast.pools
     }
 
     /// The same, to change (`--sweep`).
-    pub fn pool_mut(&mut self) -> &mut PoolConfig {
-        &mut self.ballast.pools[0]
+    pub fn pools_mut(&mut self) -> &mut [PoolConfig] {
+        &mut self.ballast.pools
     }
 
-    /// The on-demand group of Ballast's pool, if it has one.
-    pub fn pool_on_demand_group(&self) -> Option<usize> {
-        self.groups.iter().position(|g| g.in_pool && g.market == Market::OnDemand)
+    /// The on-demand groups of Ballast's pools (where fallback shows), one per pool at most.
+    pub fn pool_on_demand_groups(&self) -> Vec<usize> {
+        (0..self.groups.len())
+            .filter(|&g| self.groups[g].in_pool() && self.groups[g].market == Market::OnDemand)
+            .collect()
     }
 
     /// A node of `instance_type` as workload pods see it (DaemonSets taken off).
@@ -655,6 +686,8 @@ fn range(r: &[HumanDuration; 2], path: &str) -> Result<(), ScenarioError> {
 }
 
 fn validate(raw: Raw) -> Result<Scenario, ScenarioError> {
+    let raw_pools = RawPools::new(&raw.ballast)?;
+    let pool_names = raw_pools.names()?;
     let time_zone: Tz = raw
         .time_zone
         .parse()
@@ -722,6 +755,7 @@ fn validate(raw: Raw) -> Result<Scenario, ScenarioError> {
         if groups.iter().any(|o: &Group| o.name == g.name) {
             return Err(field(format!("{path}.name"), format!("duplicate group `{}`", g.name)));
         }
+        let pool = group_pool(g, &pool_names, &path)?;
         groups.push(Group {
             name: g.name.clone(),
             market: g.market,
@@ -733,19 +767,22 @@ fn validate(raw: Raw) -> Result<Scenario, ScenarioError> {
             labels: g.labels.clone(),
             taints: g.taints.clone(),
             max_pods: g.max_pods,
-            in_pool: g.ballast,
+            pool,
             template_tagged: g.node_template_tags,
         });
     }
     expander_priorities(&raw.cluster_autoscaler, &mut groups)?;
-    if groups.iter().filter(|g| g.in_pool && g.market == Market::OnDemand).count() > 1 {
-        return Err(field(
-            "node_groups",
-            "Ballast's pool takes at most one on-demand group (mark others `ballast: false`)",
-        ));
-    }
-    if !groups.iter().any(|g| g.in_pool && g.market == Market::Spot) {
-        return Err(field("node_groups", "need at least one spot group in Ballast's pool"));
+    for (p, name) in pool_names.iter().enumerate() {
+        let of_pool = |market: Market| groups.iter().filter(|g| g.pool == Some(p) && g.market == market).count();
+        if of_pool(Market::OnDemand) > 1 {
+            return Err(field(
+                "node_groups",
+                format!("Ballast's pool `{name}` takes at most one on-demand group (mark others `ballast: false`)"),
+            ));
+        }
+        if of_pool(Market::Spot) == 0 {
+            return Err(field("node_groups", format!("need at least one spot group in Ballast's pool `{name}`")));
+        }
     }
     let (mut daemonset_cpu, mut daemonset_mem) = (0, 0);
     for (i, d) in raw.daemonsets.iter().enumerate() {
@@ -768,15 +805,16 @@ fn validate(raw: Raw) -> Result<Scenario, ScenarioError> {
             }
         }
     }
-    // Class 0 is the pause pods', set once Ballast's pool is known.
-    let mut classes = vec![Placement::default()];
+    // The first classes are the pools' pause pods', set once Ballast's pools are known.
+    let pause_classes = pool_names.len();
+    let mut classes = vec![Placement::default(); pause_classes];
     let mut class_of = |node_selector: &BTreeMap<String, String>, tolerations: &[Toleration], path: String| {
         let placement = Placement { node_selector: node_selector.clone(), tolerations: tolerations.to_vec() };
         if !groups.iter().any(|g| placement.fits(&g.labels, &g.taints)) {
             return Err(field(path, "fits no node group (node selector or taints): its pods would never run"));
         }
-        Ok(match classes.iter().skip(1).position(|c| *c == placement) {
-            Some(k) => k + 1,
+        Ok(match classes.iter().skip(pause_classes).position(|c| *c == placement) {
+            Some(k) => k + pause_classes,
             None => {
                 classes.push(placement);
                 classes.len() - 1
@@ -846,15 +884,17 @@ fn validate(raw: Raw) -> Result<Scenario, ScenarioError> {
             return Err(field(format!("spot.storms[{i}].fraction"), "must be between 0 and 1"));
         }
     }
-    let ballast = ballast_config(&raw.ballast.pool, &groups)?;
-    let pool = &ballast.pools[0];
-    classes[0] = Placement { node_selector: pool.node_selector.clone(), tolerations: pool.tolerations.clone() };
-    if !groups.iter().any(|g| g.in_pool && classes[0].fits(&g.labels, &g.taints)) {
-        return Err(field(
-            "ballast.pool",
-            "its pause pods (node_selector, tolerations) fit none of the pool's node groups",
-        ));
+    let ballast = ballast_config(&raw_pools, &groups)?;
+    for (p, pool) in ballast.pools.iter().enumerate() {
+        classes[p] = Placement { node_selector: pool.node_selector.clone(), tolerations: pool.tolerations.clone() };
+        if !groups.iter().any(|g| g.pool == Some(p) && classes[p].fits(&g.labels, &g.taints)) {
+            return Err(field(
+                raw_pools.path(p),
+                "its pause pods (node_selector, tolerations) fit none of the pool's node groups",
+            ));
+        }
     }
+    let static_overprovisioning = static_spec(raw.static_overprovisioning, &pool_names)?;
     let accepts: Vec<Vec<bool>> =
         classes.iter().map(|c| groups.iter().map(|g| c.fits(&g.labels, &g.taints)).collect()).collect();
     Ok(Scenario {
@@ -877,7 +917,7 @@ fn validate(raw: Raw) -> Result<Scenario, ScenarioError> {
         batches,
         spot: raw.spot,
         ca: raw.cluster_autoscaler,
-        static_overprovisioning: raw.static_overprovisioning,
+        static_overprovisioning,
         interruption_handling: raw.interruption_handling,
         delivery_delay: raw.ballast.delivery_delay,
         ballast,
@@ -911,38 +951,133 @@ fn expander_priorities(ca: &CaSpec, groups: &mut [Group]) -> Result<(), Scenario
     Ok(())
 }
 
-/// Builds a whole `ballast.yaml` around the scenario's pool settings and validates it
-/// with the production config code.
-fn ballast_config(pool: &Value, groups: &[Group]) -> Result<Config, ScenarioError> {
-    let mut pool_map = match pool {
-        Value::Mapping(m) => m.clone(),
-        Value::Null => Default::default(),
-        _ => return Err(field("ballast.pool", "expected a mapping of pool settings")),
-    };
-    for reserved in ["spot_asgs", "on_demand_asg"] {
-        if pool_map.contains_key(reserved) {
-            return Err(field(format!("ballast.pool.{reserved}"), "is set by the simulator from node_groups"));
+/// Ballast's pool settings as the scenario gives them: `ballast.pool` (one pool) or
+/// `ballast.pools` (several, each named).
+struct RawPools {
+    pools: Vec<Value>,
+    /// Given as the list `ballast.pools`.
+    listed: bool,
+}
+
+impl RawPools {
+    fn new(raw: &RawBallast) -> Result<RawPools, ScenarioError> {
+        match (raw.pools.is_empty(), raw.pool.is_null()) {
+            (true, _) => Ok(RawPools { pools: vec![raw.pool.clone()], listed: false }),
+            (false, true) => Ok(RawPools { pools: raw.pools.clone(), listed: true }),
+            (false, false) => Err(field("ballast", "give pool (one pool) or pools (several), not both")),
         }
     }
-    // The pool's name is the scenario's to give, as in ballast.yaml; `sim` if it does not.
-    if !pool_map.contains_key("name") {
-        pool_map.insert("name".into(), "sim".into());
+
+    /// Where pool `p`'s settings are in the scenario.
+    fn path(&self, p: usize) -> String {
+        if self.listed {
+            format!("ballast.pools[{p}]")
+        } else {
+            "ballast.pool".into()
+        }
     }
-    let spot: Vec<Value> =
-        groups.iter().filter(|g| g.in_pool && g.market == Market::Spot).map(|g| Value::from(g.name.clone())).collect();
-    pool_map.insert("spot_asgs".into(), Value::Sequence(spot));
-    // None: a spot-only pool.
-    if let Some(od) = groups.iter().find(|g| g.in_pool && g.market == Market::OnDemand) {
-        pool_map.insert("on_demand_asg".into(), od.name.clone().into());
+
+    /// The pools' names: each listed pool names itself; a single pool may, else `sim`.
+    fn names(&self) -> Result<Vec<String>, ScenarioError> {
+        let mut names: Vec<String> = Vec::new();
+        for (p, pool) in self.pools.iter().enumerate() {
+            let name = match pool.get("name") {
+                Some(Value::String(name)) => name.clone(),
+                Some(_) => return Err(field(format!("{}.name", self.path(p)), "expected a string")),
+                None if self.listed => {
+                    return Err(field(format!("{}.name", self.path(p)), "name each of several pools"))
+                }
+                None => "sim".into(),
+            };
+            if names.contains(&name) {
+                return Err(field(format!("{}.name", self.path(p)), format!("duplicate pool `{name}`")));
+            }
+            names.push(name);
+        }
+        Ok(names)
+    }
+}
+
+/// The Ballast pool of a node group: none with `ballast: false`; the one it names; or
+/// the only pool.
+fn group_pool(g: &RawGroup, pool_names: &[String], path: &str) -> Result<Option<usize>, ScenarioError> {
+    match (&g.pool, g.ballast) {
+        (Some(_), false) => Err(field(format!("{path}.pool"), "a group with `ballast: false` is in no pool")),
+        (None, false) => Ok(None),
+        (Some(name), true) => match pool_names.iter().position(|n| n == name) {
+            Some(p) => Ok(Some(p)),
+            None => Err(field(
+                format!("{path}.pool"),
+                format!("`{name}` is not one of Ballast's pools ({})", pool_names.join(", ")),
+            )),
+        },
+        (None, true) if pool_names.len() == 1 => Ok(Some(0)),
+        (None, true) => Err(field(
+            format!("{path}.pool"),
+            format!("name one of Ballast's pools ({}) or set `ballast: false`", pool_names.join(", ")),
+        )),
+    }
+}
+
+fn static_spec(raw: RawStatic, pool_names: &[String]) -> Result<StaticSpec, ScenarioError> {
+    let replicas = match raw.replicas {
+        RawReplicas::Each(n) => vec![n; pool_names.len()],
+        RawReplicas::PerPool(map) => {
+            if let Some(unknown) = map.keys().find(|k| !pool_names.contains(k)) {
+                return Err(field(
+                    format!("static_overprovisioning.replicas.{unknown}"),
+                    format!("is not one of Ballast's pools ({})", pool_names.join(", ")),
+                ));
+            }
+            pool_names.iter().map(|n| map.get(n).copied().unwrap_or(0)).collect()
+        }
+    };
+    Ok(StaticSpec { replicas, priority: raw.priority })
+}
+
+/// Builds a whole `ballast.yaml` around the scenario's pool settings and validates it
+/// with the production config code.
+fn ballast_config(raw: &RawPools, groups: &[Group]) -> Result<Config, ScenarioError> {
+    let mut pools = Vec::new();
+    for (p, pool) in raw.pools.iter().enumerate() {
+        let path = raw.path(p);
+        let mut pool_map = match pool {
+            Value::Mapping(m) => m.clone(),
+            Value::Null => Default::default(),
+            _ => return Err(field(path, "expected a mapping of pool settings")),
+        };
+        for reserved in ["spot_asgs", "on_demand_asg"] {
+            if pool_map.contains_key(reserved) {
+                return Err(field(format!("{path}.{reserved}"), "is set by the simulator from node_groups"));
+            }
+        }
+        // The pool's name is the scenario's to give, as in ballast.yaml; `sim` if it does not.
+        if !pool_map.contains_key("name") {
+            pool_map.insert("name".into(), "sim".into());
+        }
+        let of_pool = |market: Market| groups.iter().filter(move |g| g.pool == Some(p) && g.market == market);
+        let spot: Vec<Value> = of_pool(Market::Spot).map(|g| Value::from(g.name.clone())).collect();
+        pool_map.insert("spot_asgs".into(), Value::Sequence(spot));
+        // None: a spot-only pool.
+        if let Some(od) = of_pool(Market::OnDemand).next() {
+            pool_map.insert("on_demand_asg".into(), od.name.clone().into());
+        }
+        pools.push(Value::Mapping(pool_map));
     }
     let mut top = serde_yaml_ng::Mapping::new();
     top.insert("cluster".into(), "sim".into());
     top.insert("region".into(), "eu-west-1".into());
     top.insert("account".into(), "000000000000".into());
     top.insert("state_table".into(), "ballast-sim".into());
-    top.insert("pools".into(), Value::Sequence(vec![Value::Mapping(pool_map)]));
+    top.insert("pools".into(), Value::Sequence(pools));
     Config::from_value(Value::Mapping(top)).map_err(|errors| {
         let first = &errors.0[0];
-        field(first.path.replacen("pools[0]", "ballast.pool", 1), first.message.clone())
+        let message = first.message.clone();
+        // `pools[P]...` in ballast.yaml is where the scenario gave pool P.
+        let at = first.path.strip_prefix("pools[").and_then(|rest| {
+            let (p, tail) = rest.split_once(']')?;
+            Some(format!("{}{tail}", raw.path(p.parse().ok()?)))
+        });
+        field(at.unwrap_or_else(|| first.path.clone()), message)
     })
 }

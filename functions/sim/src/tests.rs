@@ -250,7 +250,7 @@ fn strategies_on_one_seed_face_the_same_market_slot_by_slot() {
     sc.nodes.boot =
         [ballast_core::units::HumanDuration::from_secs(40), ballast_core::units::HumanDuration::from_secs(80)];
     sc.spot.interruptions_per_node_hour = 0.4;
-    sc.pool_mut().headroom.percent = 10;
+    sc.pools_mut()[0].headroom.percent = 10;
     let first_of_initial = |strategy| {
         let mut sim = Engine::new(&sc, strategy, 7);
         sim.run(&mut no_progress());
@@ -580,7 +580,7 @@ fn signals_for_groups_outside_ballasts_pool_go_to_the_clusters_handler() {
     let text = include_str!("../../../events/scenarios/batch-from-zero.yaml")
         .replace("name: stable-on-demand, market: on-demand", "name: stable-spot, market: spot");
     let sc = Scenario::from_yaml(&text).unwrap();
-    assert!(!sc.groups[1].in_pool);
+    assert!(!sc.groups[1].in_pool());
     let mut sim = started(&sc, Strategy::Ballast, 1, MINUTE);
     let node = sim.model.asgs[1].nodes[0];
     assert!(!sim.model.cluster.nodes[node].pods.is_empty());
@@ -647,15 +647,15 @@ fn a_mixed_instances_group_launches_the_next_type_when_the_first_has_no_capacity
 #[test]
 fn ballast_runs_a_spot_only_pool_beside_a_group_it_does_not_manage() {
     let sc = pools("", "", BATCH);
-    let pool = sc.pool();
+    let pool = &sc.pools()[0];
     assert_eq!(pool.on_demand_asg, None, "spot-only: no on-demand group in the pool");
     assert_eq!(pool.name, "batch", "named by the scenario; nothing assumes a name");
     assert_eq!(pool.spot_asgs.len(), 1);
     let with_headroom = with_headroom(&sc, HeadroomKnob::Percent, 50);
     let sim = started(&with_headroom, Strategy::Ballast, 1, 10 * MINUTE);
-    let workload = sim.model.pool_workload();
+    let workload = sim.model.pool_workload(0);
     assert_eq!((workload.pods, workload.cpu), (5, 5000), "the pool's demand is the batch jobs, not web");
-    assert_eq!(sim.model.pause_target, 3, "50% of 5 CPU at 1 CPU per pause pod");
+    assert_eq!(sim.model.pause_targets[0], 3, "50% of 5 CPU at 1 CPU per pause pod");
     assert_eq!(sim.model.asgs[1].desired, 2, "Ballast never touches the stable group");
     assert_eq!(sim.model.cluster.pending_workload, 0);
 }

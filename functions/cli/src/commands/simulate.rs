@@ -259,7 +259,6 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
                 )?
             );
         } else {
-            let cfg = &scenario.pool().headroom;
             println!(
                 "scenario {} — Ballast {} sweep, {} seed(s) from {}, means",
                 scenario.name,
@@ -267,13 +266,17 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
                 seeds.len(),
                 args.seed
             );
-            println!(
-                "otherwise as the scenario sets it: headroom {}%{}, min {}, max {}\n",
-                cfg.percent,
-                if cfg.schedules.is_empty() { "" } else { " with schedules" },
-                cfg.min,
-                cfg.max
-            );
+            let pools = scenario.pools();
+            let settings: Vec<String> = pools
+                .iter()
+                .map(|pool| {
+                    let cfg = &pool.headroom;
+                    let named = if pools.len() > 1 { format!("pool {}: ", pool.name) } else { String::new() };
+                    let schedules = if cfg.schedules.is_empty() { "" } else { " with schedules" };
+                    format!("{named}headroom {}%{schedules}, min {}, max {}", cfg.percent, cfg.min, cfg.max)
+                })
+                .collect();
+            println!("otherwise as the scenario sets it: {}\n", settings.join("; "));
             println!(
                 "{:>16} {:>10} {:>16} {:>11} {:>12} {:>12}",
                 knob.key(),
