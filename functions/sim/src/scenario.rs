@@ -21,6 +21,7 @@ pub const BUILT_IN: &[(&str, &str)] = &[
     ("batch-from-zero", include_str!("../../../events/scenarios/batch-from-zero.yaml")),
     ("ml-watermark", include_str!("../../../events/scenarios/ml-watermark.yaml")),
     ("priority-fallback", include_str!("../../../events/scenarios/priority-fallback.yaml")),
+    ("two-pools", include_str!("../../../events/scenarios/two-pools.yaml")),
 ];
 
 #[derive(Debug, thiserror::Error)]

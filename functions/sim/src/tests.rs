@@ -724,3 +724,111 @@ fn a_failed_launch_of_ballasts_own_surge_reaches_ballast_at_once() {
     sim.run_until(40 * MINUTE + 5 * SECOND, &mut no_progress());
     assert!(sim.model.asgs[1].desired > 0, "the surge went to on-demand within 5 s");
 }
+
+const HOUR: u64 = 60 * MINUTE;
+
+/// Every pause pod on a node sits on a node of its own pool.
+fn assert_pause_pods_in_their_pools(sim: &Engine) {
+    let c = &sim.model.cluster;
+    for node in c.nodes.iter().filter(|n| n.phase != crate::cluster::NodePhase::Gone) {
+        for &p in &node.pods {
+            if c.pods[p].kind == crate::cluster::PodKind::Pause {
+                assert_eq!(sim.model.sc.groups[node.group].pool, Some(c.pods[p].class), "pause pod {p}");
+            }
+        }
+    }
+}
+
+/// Several Ballast pools in one run: each keeps its own pause pods on its own nodes and
+/// reports its own demand; a spot capacity loss moves only the pool it hits to
+/// on-demand, and that pool alone comes back.
+#[test]
+fn two_pools_keep_their_own_headroom_and_fall_back_apart() {
+    let sc = Scenario::built_in("two-pools").unwrap();
+    let names: Vec<&str> = sc.pools().iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["services", "batch"]);
+    let group = |name: &str| sc.groups.iter().position(|g| g.name == name).unwrap();
+    let (services_od, batch_od) = (group("services-on-demand"), group("batch-on-demand"));
+    let mut sim = started(&sc, Strategy::Ballast, 42, 8 * HOUR + 10 * MINUTE);
+    assert!(sim.model.pause_targets.iter().all(|&t| t > 0), "{:?}", sim.model.pause_targets);
+    assert_pause_pods_in_their_pools(&sim);
+    // The forwarder's demand per pool splits the cluster's workload between them.
+    let (services, batch) = (sim.model.pool_workload(0), sim.model.pool_workload(1));
+    assert_eq!(services.pods + batch.pods, sim.model.cluster.workload_pods);
+    assert!(services.pods > 0 && batch.pods > 0, "{services:?} {batch:?}");
+    assert_eq!((sim.model.asgs[services_od].desired, sim.model.asgs[batch_od].desired), (0, 0), "on spot");
+    // 08:15: the services pool's spot types go; its next scale-up fails on spot.
+    sim.run_until(8 * HOUR + 40 * MINUTE, &mut no_progress());
+    assert!(sim.model.asgs[services_od].desired > 0, "the services pool fell back");
+    assert_eq!(sim.model.asgs[batch_od].desired, 0, "the batch pool did not");
+    // 14:00: the batch pool's; the services pool is back on spot by then.
+    sim.run_until(14 * HOUR + 10 * MINUTE, &mut no_progress());
+    assert_eq!(sim.model.asgs[services_od].desired, 0, "the services pool returned to spot");
+    assert!(sim.model.asgs[batch_od].desired > 0, "the batch pool fell back");
+    assert_pause_pods_in_their_pools(&sim);
+    sim.run_until(16 * HOUR, &mut no_progress());
+    assert_eq!(sim.model.asgs[batch_od].desired, 0, "the batch pool returned to spot");
+}
+
+/// A spot warning for a node of the second pool reaches Ballast, which drains it in that
+/// pool and leaves the other pool's groups as they were.
+#[test]
+fn a_warning_in_one_pool_is_handled_in_that_pool() {
+    let sc = Scenario::built_in("two-pools").unwrap();
+    let batch_spot = sc.groups.iter().position(|g| g.name == "batch-spot").unwrap();
+    let mut sim = started(&sc, Strategy::Ballast, 42, HOUR + 5 * MINUTE);
+    let node = *sim.model.asgs[batch_spot].nodes.first().expect("the 01:00 jobs brought batch nodes");
+    let desired_before: Vec<u32> = sim.model.asgs.iter().map(|a| a.desired).collect();
+    sim.at(sim.now, Ev::Warning(node));
+    let at = sim.now;
+    sim.run_until(at + 5 * SECOND, &mut no_progress());
+    assert!(sim.model.cluster.nodes[node].cordoned, "Ballast drained it");
+    for (g, a) in sim.model.asgs.iter().enumerate() {
+        if sc.groups[g].pool == Some(0) {
+            assert_eq!(a.desired, desired_before[g], "{} untouched", sc.groups[g].name);
+        }
+    }
+}
+
+/// Static overprovisioning takes one count for every pool or one per pool; a sweep sets
+/// every pool.
+#[test]
+fn static_replicas_and_sweeps_apply_per_pool() {
+    let sc = Scenario::built_in("two-pools").unwrap();
+    assert_eq!(sc.static_overprovisioning.replicas, [8, 3]);
+    let sim = started(&sc, Strategy::StaticOverprovisioning, 1, MINUTE);
+    assert_eq!(sim.model.pause_targets, [8, 3]);
+    let text = include_str!("../../../events/scenarios/two-pools.yaml");
+    let each = Scenario::from_yaml(&text.replace("replicas: { services: 8, batch: 3 }", "replicas: 2")).unwrap();
+    assert_eq!(each.static_overprovisioning.replicas, [2, 2]);
+    let swept = with_headroom(&sc, HeadroomKnob::Max, 5);
+    assert!(swept.pools().iter().all(|p| p.headroom.max == 5));
+}
+
+#[test]
+fn several_pools_are_checked() {
+    let text = include_str!("../../../events/scenarios/two-pools.yaml");
+    let err = |yaml: String| Scenario::from_yaml(&yaml).unwrap_err().to_string();
+    let unnamed_group = err(text.replacen("}, pool: services }", "} }", 1));
+    assert!(
+        unnamed_group.starts_with("node_groups[0].pool: name one of Ballast's pools (services, batch)"),
+        "{unnamed_group}"
+    );
+    let unknown = err(text.replacen("}, pool: services }", "}, pool: service }", 1));
+    assert!(unknown.starts_with("node_groups[0].pool: `service` is not one of Ballast's pools"), "{unknown}");
+    let unnamed_pool = err(text.replace("    - name: batch\n      node_selector", "    - node_selector"));
+    assert!(unnamed_pool.starts_with("ballast.pools[1]"), "{unnamed_pool}");
+    let duplicate = err(text.replace("    - name: batch\n", "    - name: services\n"));
+    assert!(duplicate.starts_with("ballast.pools[1].name: duplicate pool `services`"), "{duplicate}");
+    let no_spot = err(text.replace("market: spot,      instance_types", "market: on-demand, instance_types"));
+    assert!(no_spot.contains("pool `batch`"), "{no_spot}");
+    let static_unknown = err(text.replace("{ services: 8, batch: 3 }", "{ services: 8, batches: 3 }"));
+    assert!(static_unknown.starts_with("static_overprovisioning.replicas.batches"), "{static_unknown}");
+    let pause_selector = "node_selector: { pool: batch }\n      tolerations: [{ key: pool, operator: Equal, value: batch, effect: NoSchedule }]\n      headroom";
+    let misplaced = err(text.replace(pause_selector, &pause_selector.replace("pool: batch }", "pool: gpu }")));
+    assert!(misplaced.starts_with("ballast.pools[1]: its pause pods"), "{misplaced}");
+    let invalid = err(text.replace("min: 1, max: 8", "min: 9, max: 8"));
+    assert!(invalid.starts_with("ballast.pools[1].headroom"), "{invalid}");
+    let not_both = err(text.replace("ballast:\n  pools:", "ballast:\n  pool: { name: x }\n  pools:"));
+    assert!(not_both.starts_with("ballast: give pool (one pool) or pools (several), not both"), "{not_both}");
+}
