@@ -55,6 +55,8 @@ pub struct Bridge {
     pub rebalances_sent: u32,
     /// Launch failure events sent (EC2 Instance Launch Unsuccessful).
     pub launch_failures_sent: u32,
+    /// Per pool: the forwarder's Pods Unschedulable reports sent.
+    pub unschedulable_reports: Vec<u32>,
 }
 
 /// What one invocation of Ballast did.
@@ -107,6 +109,7 @@ impl Bridge {
             invocations: 0,
             rebalances_sent: 0,
             launch_failures_sent: 0,
+            unschedulable_reports: vec![0; sc.pools().len()],
         }
     }
 
@@ -173,6 +176,7 @@ impl Bridge {
                 continue;
             }
             self.last_unschedulable_sent[pool] = Some(now);
+            self.unschedulable_reports[pool] += 1;
             let detail = PodsUnschedulableDetail {
                 pool: self.pools[pool].clone(),
                 count,
@@ -226,6 +230,16 @@ impl Bridge {
 
 fn pool_names(sc: &Scenario) -> Vec<String> {
     sc.pools().iter().map(|p| p.name.clone()).collect()
+}
+
+#[cfg(test)]
+impl Bridge {
+    /// Each pool's demand as Ballast's cluster port would answer it now.
+    pub fn observed_demand(&self, model: &Model, now: u64) -> Vec<Option<Demand>> {
+        let mut view = self.ports.view();
+        view.sync(model, now, self.start);
+        view.demand.clone()
+    }
 }
 
 /// A change Ballast made through its ports, as they recorded it.

@@ -246,7 +246,7 @@ impl<'s> Engine<'s> {
                 Effect::Booting { node, ready_at } => self.at(ready_at, Ev::NodeReady(node)),
                 Effect::LaunchFailed { group } => {
                     let now = self.now;
-                    self.metrics.spot_launch_failed(now);
+                    self.metrics.spot_launch_failed(self.sc, group, now);
                     let asg = &self.sc.groups[group].name;
                     match self.ballast.as_mut() {
                         Some(b) => {

@@ -33,11 +33,9 @@ pub struct Metrics {
     spare_weighted: f64,
     spare_time: f64,
     pub series: Vec<Sample>,
-    /// (time, on-demand desired) at each change.
-    od_desired: Vec<(u64, u32)>,
-    spot_failures: Vec<u64>,
-    /// The on-demand groups of Ballast's pools (where fallback shows).
-    od_groups: Vec<usize>,
+    /// Per Ballast pool, where its fallback shows: its on-demand group's (time, desired)
+    /// at each change, its spot groups' failed launches, and its spot instance types.
+    pools: Vec<PoolFallback>,
     peak_pods: u32,
     /// Ballast's latest headroom decision per pool, and for how long some pool's pause
     /// pods were held at `headroom.max` (below what the percent asks) or at
@@ -46,11 +44,44 @@ pub struct Metrics {
     headroom_decided_ms: f64,
     held_at_max_ms: f64,
     held_at_min_ms: f64,
+    /// The same per pool: (decided, held at max, held at min).
+    pool_held_ms: Vec<[f64; 3]>,
+}
+
+#[derive(Debug)]
+struct PoolFallback {
+    name: String,
+    on_demand: Option<usize>,
+    od_desired: Vec<(u64, u32)>,
+    spot_failures: Vec<u64>,
+    spot_types: Vec<String>,
 }
 
 impl Metrics {
     pub fn new(sc: &Scenario) -> Self {
-        let od_groups = sc.pool_on_demand_groups();
+        let pools = sc
+            .pools()
+            .iter()
+            .enumerate()
+            .map(|(p, config)| {
+                let of_pool = |g: &&crate::scenario::Group| g.pool == Some(p);
+                let on_demand = (0..sc.groups.len())
+                    .find(|&g| sc.groups[g].pool == Some(p) && sc.groups[g].market == Market::OnDemand);
+                PoolFallback {
+                    name: config.name.clone(),
+                    on_demand,
+                    od_desired: vec![(0, on_demand.map_or(0, |g| sc.groups[g].initial))],
+                    spot_failures: Vec::new(),
+                    spot_types: sc
+                        .groups
+                        .iter()
+                        .filter(of_pool)
+                        .filter(|g| g.market == Market::Spot)
+                        .flat_map(|g| g.instance_types.iter().cloned())
+                        .collect(),
+                }
+            })
+            .collect();
         Metrics {
             last: 0,
             waits_ms: Vec::new(),
@@ -62,14 +93,13 @@ impl Metrics {
             spare_weighted: 0.0,
             spare_time: 0.0,
             series: Vec::new(),
-            od_desired: vec![(0, od_groups.iter().map(|&g| sc.groups[g].initial).sum())],
-            spot_failures: Vec::new(),
-            od_groups,
+            pools,
             peak_pods: 0,
             headroom: vec![None; sc.pools().len()],
             headroom_decided_ms: 0.0,
             held_at_max_ms: 0.0,
             held_at_min_ms: 0.0,
+            pool_held_ms: vec![[0.0; 3]; sc.pools().len()],
         }
     }
 
@@ -102,12 +132,24 @@ impl Metrics {
                 if clamped(Ordering::Greater) {
                     self.held_at_min_ms += dt;
                 }
+                for (held, decision) in self.pool_held_ms.iter_mut().zip(&self.headroom) {
+                    if let Some(d) = decision {
+                        held[0] += dt;
+                        match d.clamped() {
+                            Ordering::Less => held[1] += dt,
+                            Ordering::Greater => held[2] += dt,
+                            Ordering::Equal => {}
+                        }
+                    }
+                }
             }
         }
         self.last = to;
-        let od: u32 = self.od_groups.iter().map(|&g| groups[g].desired).sum();
-        if self.od_desired.last().is_none_or(|(_, d)| *d != od) {
-            self.od_desired.push((to, od));
+        for pool in &mut self.pools {
+            let od = pool.on_demand.map_or(0, |g| groups[g].desired);
+            if pool.od_desired.last().is_none_or(|(_, d)| *d != od) {
+                pool.od_desired.push((to, od));
+            }
         }
     }
 
@@ -123,8 +165,11 @@ impl Metrics {
         self.headroom[pool] = Some(decision);
     }
 
-    pub fn spot_launch_failed(&mut self, at: u64) {
-        self.spot_failures.push(at);
+    /// A spot launch of `group` failed; it counts for the pool the group is in.
+    pub fn spot_launch_failed(&mut self, sc: &Scenario, group: usize, at: u64) {
+        if let Some(p) = sc.groups[group].pool {
+            self.pools[p].spot_failures.push(at);
+        }
     }
 
     pub fn sample(&mut self, now: u64, model: &Model) {
@@ -202,58 +247,86 @@ impl Metrics {
             peak_pods: self.peak_pods,
             headroom_held_at_max_pct: share(self.held_at_max_ms),
             headroom_held_at_min_pct: share(self.held_at_min_ms),
+            headroom_by_pool: if self.pools.len() > 1 {
+                self.pools
+                    .iter()
+                    .zip(&self.pool_held_ms)
+                    .map(|(pool, [decided, max, min])| {
+                        let share = |ms: f64| (*decided > 0.0).then(|| 100.0 * ms / decided);
+                        PoolHeadroom {
+                            pool: pool.name.clone(),
+                            held_at_max_pct: share(*max),
+                            held_at_min_pct: share(*min),
+                        }
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            },
             series: self.series.clone(),
         }
     }
 
-    /// For each capacity-loss window: from the first failed spot launch to the first
-    /// on-demand increase; from the window's end to on-demand back at its level before.
-    /// Means over the windows where it happened; `None` when it never did.
+    /// For each pool with an on-demand group and each capacity-loss window of its spot
+    /// instance types: from the pool's first failed spot launch in the window to its first
+    /// on-demand increase; from the window's end to its on-demand back at its level
+    /// before. Means over the (pool, window) pairs where it happened; `None` when it
+    /// never did (or, for the return, when some pool was not back by the end).
     fn loss_reaction(&self, sc: &Scenario) -> (Option<f64>, Option<f64>) {
-        let mut windows: Vec<(u64, u64)> = sc
-            .spot
-            .capacity_losses
-            .iter()
-            .map(|l| {
-                let s = l.at.0.as_millis() as u64;
-                (s, s + l.duration.0.as_millis() as u64)
-            })
-            .collect();
-        windows.sort_unstable();
-        let mut merged: Vec<(u64, u64)> = Vec::new();
-        for (s, e) in windows {
-            match merged.last_mut() {
-                Some(last) if s <= last.1 => last.1 = last.1.max(e),
-                _ => merged.push((s, e)),
-            }
-        }
-        let desired_at =
-            |t: u64| self.od_desired.iter().take_while(|(at, _)| *at <= t).last().map(|(_, d)| *d).unwrap_or(0);
         let mut reaction = Vec::new();
         let mut recovery = Vec::new();
-        for (start, end) in merged {
-            let Some(&failed) = self.spot_failures.iter().find(|&&f| f >= start && f < end) else { continue };
-            let before = desired_at(failed);
-            if let Some((t, _)) = self.od_desired.iter().find(|(t, d)| *t >= failed && *d > before) {
-                reaction.push((t - failed) as f64 / 1000.0);
+        let mut never_back = false;
+        for pool in self.pools.iter().filter(|p| p.on_demand.is_some()) {
+            let mut windows: Vec<(u64, u64)> = sc
+                .spot
+                .capacity_losses
+                .iter()
+                .filter(|l| pool.spot_types.contains(&l.instance_type))
+                .map(|l| {
+                    let s = l.at.0.as_millis() as u64;
+                    (s, s + l.duration.0.as_millis() as u64)
+                })
+                .collect();
+            windows.sort_unstable();
+            let mut merged: Vec<(u64, u64)> = Vec::new();
+            for (s, e) in windows {
+                match merged.last_mut() {
+                    Some(last) if s <= last.1 => last.1 = last.1.max(e),
+                    _ => merged.push((s, e)),
+                }
             }
-            let baseline = desired_at(start.saturating_sub(1));
-            let high = self.od_desired.iter().any(|(t, d)| *t >= start && *t < end && *d > baseline);
-            if high && end < self.last {
-                let back = if desired_at(end) <= baseline {
-                    Some(end)
-                } else {
-                    self.od_desired.iter().find(|(t, d)| *t >= end && *d <= baseline).map(|(t, _)| *t)
-                };
-                if let Some(t) = back {
-                    recovery.push((t - end) as f64 / 1000.0);
-                } else {
-                    return (mean(&reaction), None);
+            let series = &pool.od_desired;
+            let desired_at = |t: u64| series.iter().take_while(|(at, _)| *at <= t).last().map(|(_, d)| *d).unwrap_or(0);
+            for (start, end) in merged {
+                let Some(&failed) = pool.spot_failures.iter().find(|&&f| f >= start && f < end) else { continue };
+                let before = desired_at(failed);
+                if let Some((t, _)) = series.iter().find(|(t, d)| *t >= failed && *d > before) {
+                    reaction.push((t - failed) as f64 / 1000.0);
+                }
+                let baseline = desired_at(start.saturating_sub(1));
+                let high = series.iter().any(|(t, d)| *t >= start && *t < end && *d > baseline);
+                if high && end < self.last {
+                    let back = if desired_at(end) <= baseline {
+                        Some(end)
+                    } else {
+                        series.iter().find(|(t, d)| *t >= end && *d <= baseline).map(|(t, _)| *t)
+                    };
+                    match back {
+                        Some(t) => recovery.push((t - end) as f64 / 1000.0),
+                        None => never_back = true,
+                    }
                 }
             }
         }
-        (mean(&reaction), mean(&recovery))
+        (mean(&reaction), if never_back { None } else { mean(&recovery) })
     }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PoolHeadroom {
+    pub pool: String,
+    pub held_at_max_pct: Option<f64>,
+    pub held_at_min_pct: Option<f64>,
 }
 
 fn mean(values: &[f64]) -> Option<f64> {
@@ -291,6 +364,10 @@ pub struct Report {
     pub headroom_held_at_max_pct: Option<f64>,
     /// The same for `headroom.min` holding them above it.
     pub headroom_held_at_min_pct: Option<f64>,
+    /// With several pools: the same per pool (the two above count a moment in which any
+    /// pool was held).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub headroom_by_pool: Vec<PoolHeadroom>,
     #[serde(skip)]
     pub series: Vec<Sample>,
 }

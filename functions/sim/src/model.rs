@@ -244,8 +244,9 @@ impl<'s> Model<'s> {
     }
 
     /// A Ballast pool's workload as the forwarder counts it: pods bound to the pool's
-    /// nodes and pending pods whose placement fits one of its groups. When every group
-    /// is in the pool that is all of it (the cluster's running totals).
+    /// nodes, and pending pods whose placement fits it first (`Scenario::class_pool`:
+    /// a pending pod counts in one pool only). When every group is in the pool that is
+    /// all of it (the cluster's running totals).
     pub fn pool_workload(&self, pool: usize) -> PoolWorkload {
         let c = &self.cluster;
         let of_pool = |g: usize| self.sc.groups[g].pool == Some(pool);
@@ -257,12 +258,11 @@ impl<'s> Model<'s> {
                 pending: c.pending_workload,
             };
         }
-        let fits_pool = |class: usize| self.sc.accepts[class].iter().enumerate().any(|(g, takes)| *takes && of_pool(g));
         let mut w = PoolWorkload::default();
         for pod in c.pods.iter().filter(|p| p.alive && p.is_workload()) {
             let counted = match pod.node {
                 Some(n) => of_pool(c.nodes[n].group),
-                None => fits_pool(pod.class),
+                None => self.sc.class_pool[pod.class] == Some(pool),
             };
             if counted {
                 w.cpu += pod.cpu;

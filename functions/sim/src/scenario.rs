@@ -496,7 +496,7 @@ struct RawBallast {
     pool: Value,
     /// Several such pools, each named; node groups say which they are in (`pool:`).
     #[serde(default)]
-    pools: Vec<Value>,
+    pools: Option<Vec<Value>>,
 }
 
 fn two_seconds() -> HumanDuration {
@@ -609,6 +609,10 @@ pub struct Scenario {
     /// is pool `p`'s pause pods'.
     pub classes: Vec<Placement>,
     pub accepts: Vec<Vec<bool>>,
+    /// `class_pool[class]`: the Ballast pool a pending pod of that class counts in, as
+    /// the forwarder and the cluster adapter count it: the first pool, in config order,
+    /// that it fits (here: with a group that takes it).
+    pub class_pool: Vec<Option<usize>>,
     pub nodes: NodeTiming,
     pub scheduler: SchedulerSpec,
     pub deployments: Vec<Deployment>,
@@ -894,10 +898,29 @@ fn validate(raw: Raw) -> Result<Scenario, ScenarioError> {
                 "its pause pods (node_selector, tolerations) fit none of the pool's node groups",
             ));
         }
+        // Headroom held on another pool's nodes (or a group Ballast does not manage) is
+        // headroom the pool does not have.
+        if let Some(other) = groups.iter().find(|g| g.pool != Some(p) && classes[p].fits(&g.labels, &g.taints)) {
+            let whose = match other.pool {
+                Some(o) => format!("of pool `{}`", pool_names[o]),
+                None => "outside Ballast's pools".into(),
+            };
+            return Err(field(
+                raw_pools.path(p),
+                format!(
+                    "its pause pods (node_selector, tolerations) also fit node group `{}` {whose}: give the pool a node_selector only its groups' labels match",
+                    other.name
+                ),
+            ));
+        }
     }
     let static_overprovisioning = static_spec(raw.static_overprovisioning, &pool_names)?;
     let accepts: Vec<Vec<bool>> =
         classes.iter().map(|c| groups.iter().map(|g| c.fits(&g.labels, &g.taints)).collect()).collect();
+    let class_pool = accepts
+        .iter()
+        .map(|takes| (0..pool_names.len()).find(|&p| groups.iter().zip(takes).any(|(g, &t)| t && g.pool == Some(p))))
+        .collect();
     Ok(Scenario {
         name: raw.name,
         description: raw.description,
@@ -912,6 +935,7 @@ fn validate(raw: Raw) -> Result<Scenario, ScenarioError> {
         daemonset_pods,
         classes,
         accepts,
+        class_pool,
         nodes: raw.nodes,
         scheduler: raw.scheduler,
         deployments,
@@ -962,10 +986,11 @@ struct RawPools {
 
 impl RawPools {
     fn new(raw: &RawBallast) -> Result<RawPools, ScenarioError> {
-        match (raw.pools.is_empty(), raw.pool.is_null()) {
-            (true, _) => Ok(RawPools { pools: vec![raw.pool.clone()], listed: false }),
-            (false, true) => Ok(RawPools { pools: raw.pools.clone(), listed: true }),
-            (false, false) => Err(field("ballast", "give pool (one pool) or pools (several), not both")),
+        match (&raw.pools, raw.pool.is_null()) {
+            (None, _) => Ok(RawPools { pools: vec![raw.pool.clone()], listed: false }),
+            (Some(pools), _) if pools.is_empty() => Err(field("ballast.pools", "list at least one pool")),
+            (Some(pools), true) => Ok(RawPools { pools: pools.clone(), listed: true }),
+            (Some(_), false) => Err(field("ballast", "give pool (one pool) or pools (several), not both")),
         }
     }
 

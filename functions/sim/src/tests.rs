@@ -768,13 +768,19 @@ fn two_pools_keep_their_own_headroom_and_fall_back_apart() {
     assert_pause_pods_in_their_pools(&sim);
     sim.run_until(16 * HOUR, &mut no_progress());
     assert_eq!(sim.model.asgs[batch_od].desired, 0, "the batch pool returned to spot");
+    // The forwarder reported each pool's unschedulable pods (the ramp's, the jobs').
+    let reports = &sim.ballast.as_ref().unwrap().unschedulable_reports;
+    assert!(reports.iter().all(|&n| n > 0), "{reports:?}");
 }
 
 /// A spot warning for a node of the second pool reaches Ballast, which drains it in that
-/// pool and leaves the other pool's groups as they were.
+/// pool and leaves the other pool's groups as they were. No interruption handler runs
+/// beside it: only Ballast can have cordoned the node.
 #[test]
 fn a_warning_in_one_pool_is_handled_in_that_pool() {
-    let sc = Scenario::built_in("two-pools").unwrap();
+    let text = include_str!("../../../events/scenarios/two-pools.yaml")
+        .replace("interruption_handling: node-termination-handler", "interruption_handling: none");
+    let sc = Scenario::from_yaml(&text).unwrap();
     let batch_spot = sc.groups.iter().position(|g| g.name == "batch-spot").unwrap();
     let mut sim = started(&sc, Strategy::Ballast, 42, HOUR + 5 * MINUTE);
     let node = *sim.model.asgs[batch_spot].nodes.first().expect("the 01:00 jobs brought batch nodes");
@@ -788,6 +794,13 @@ fn a_warning_in_one_pool_is_handled_in_that_pool() {
             assert_eq!(a.desired, desired_before[g], "{} untouched", sc.groups[g].name);
         }
     }
+    // The same warning without Ballast and without a handler: nobody cordons it.
+    let mut alone = started(&sc, Strategy::ClusterAutoscaler, 42, HOUR + 5 * MINUTE);
+    let node = *alone.model.asgs[batch_spot].nodes.first().unwrap();
+    alone.at(alone.now, Ev::Warning(node));
+    let at = alone.now;
+    alone.run_until(at + 5 * SECOND, &mut no_progress());
+    assert!(!alone.model.cluster.nodes[node].cordoned);
 }
 
 /// Static overprovisioning takes one count for every pool or one per pool; a sweep sets
@@ -821,7 +834,21 @@ fn several_pools_are_checked() {
     let duplicate = err(text.replace("    - name: batch\n", "    - name: services\n"));
     assert!(duplicate.starts_with("ballast.pools[1].name: duplicate pool `services`"), "{duplicate}");
     let no_spot = err(text.replace("market: spot,      instance_types", "market: on-demand, instance_types"));
-    assert!(no_spot.contains("pool `batch`"), "{no_spot}");
+    assert!(no_spot.contains("Ballast's pool `batch` takes at most one on-demand group"), "{no_spot}");
+    let no_spot = err(text
+        .replace("market: spot,      instance_types", "market: on-demand, instance_types")
+        .replace("NoSchedule }], pool: batch }\n\ndaemonsets", "NoSchedule }], ballast: false }\n\ndaemonsets"));
+    assert!(no_spot.contains("need at least one spot group in Ballast's pool `batch`"), "{no_spot}");
+    let empty = err(text.split("ballast:\n  pools:").next().unwrap().to_string() + "ballast:\n  pools: []\n");
+    assert!(empty.starts_with("ballast.pools: list at least one pool"), "{empty}");
+    let elsewhere = err(text.replace(
+        "    - name: batch\n      node_selector: { pool: batch }\n",
+        "    - name: batch\n      node_selector: {}\n",
+    ));
+    assert!(
+        elsewhere.starts_with("ballast.pools[1]: its pause pods (node_selector, tolerations) also fit node group `services-spot-m6i` of pool `services`"),
+        "{elsewhere}"
+    );
     let static_unknown = err(text.replace("{ services: 8, batch: 3 }", "{ services: 8, batches: 3 }"));
     assert!(static_unknown.starts_with("static_overprovisioning.replicas.batches"), "{static_unknown}");
     let pause_selector = "node_selector: { pool: batch }\n      tolerations: [{ key: pool, operator: Equal, value: batch, effect: NoSchedule }]\n      headroom";
@@ -831,4 +858,124 @@ fn several_pools_are_checked() {
     assert!(invalid.starts_with("ballast.pools[1].headroom"), "{invalid}");
     let not_both = err(text.replace("ballast:\n  pools:", "ballast:\n  pool: { name: x }\n  pools:"));
     assert!(not_both.starts_with("ballast: give pool (one pool) or pools (several), not both"), "{not_both}");
+}
+
+/// Two untainted pools whose groups both take a Deployment with no node selector.
+fn overlapping_pools_yaml() -> String {
+    r#"
+name: overlap
+start: 2026-11-16T23:00:00Z
+duration: 2h
+time_zone: UTC
+availability_zones: [az-a, az-b]
+instance_types:
+  c.xlarge: { cpu: "4", memory: 16Gi, on_demand_price: 0.2, spot_price: 0.08 }
+node_groups:
+  - { name: a-spot, market: spot, instance_type: c.xlarge, min: 0, max: 20, initial: 1, labels: { pool: a }, pool: a }
+  - { name: a-od, market: on-demand, instance_type: c.xlarge, min: 0, max: 20, initial: 0, labels: { pool: a }, pool: a }
+  - { name: b-spot, market: spot, instance_type: c.xlarge, min: 0, max: 20, initial: 1, labels: { pool: b }, pool: b }
+  - { name: b-od, market: on-demand, instance_type: c.xlarge, min: 0, max: 20, initial: 0, labels: { pool: b }, pool: b }
+nodes: { boot: [45s, 45s], network_attach: [0s, 0s] }
+workload:
+  deployments:
+    - { name: web, cpu: "1", memory: 1Gi, min_replicas: 30, peak_replicas: 30, curve: flat }
+spot:
+  interruptions_per_node_hour: 0
+ballast:
+  pools:
+    - { name: a, node_selector: { pool: a }, headroom: { percent: 10, min: 0, max: 50, pod_cpu: "1", pod_memory: 1Gi } }
+    - { name: b, node_selector: { pool: b }, headroom: { percent: 10, min: 0, max: 50, pod_cpu: "1", pod_memory: 1Gi } }
+"#
+    .into()
+}
+
+/// A pending pod that fits two pools counts in the first, as the forwarder and the
+/// cluster adapter count it (`PoolMatcher::pending_pod_pool`): the pools' demands add up
+/// to the cluster's workload, and the second pool's is only what runs on its nodes.
+#[test]
+fn a_pending_pod_that_fits_two_pools_counts_in_the_first() {
+    let sc = Scenario::from_yaml(&overlapping_pools_yaml()).unwrap_or_else(|e| panic!("{e}"));
+    let mut sim = started(&sc, Strategy::Ballast, 1, 0);
+    for until in [0, 30 * SECOND, 10 * MINUTE] {
+        sim.run_until(until, &mut no_progress());
+        let (a, b) = (sim.model.pool_workload(0), sim.model.pool_workload(1));
+        let c = &sim.model.cluster;
+        assert_eq!(a.pending + b.pending, c.pending_workload, "at {until} ms");
+        assert_eq!(b.pending, 0, "pending pods count in pool a, the first they fit");
+        assert_eq!((a.cpu + b.cpu, a.pods + b.pods), (c.workload_cpu, c.workload_pods), "at {until} ms");
+        let bound_to_b: u64 = c
+            .nodes
+            .iter()
+            .filter(|n| sc.groups[n.group].pool == Some(1))
+            .flat_map(|n| &n.pods)
+            .map(|&p| &c.pods[p])
+            .filter(|p| p.is_workload())
+            .map(|p| p.cpu)
+            .sum();
+        assert_eq!(b.cpu, bound_to_b);
+        // What Ballast's cluster port answers for each pool is that pool's count.
+        let observed = sim.ballast.as_ref().unwrap().observed_demand(&sim.model, sim.now);
+        let seen: Vec<(u64, u32)> = observed.iter().map(|d| d.map_or((0, 0), |d| (d.cpu_millis, d.pods))).collect();
+        assert_eq!(seen, [(a.cpu, a.pods), (b.cpu, b.pods)]);
+    }
+    assert!(sim.model.cluster.pending_workload == 0, "all placed by 10 min");
+}
+
+/// Fallback figures are per pool: each pool's reaction and return are measured on its
+/// own on-demand group, its own failed launches and the losses of its own instance types,
+/// then averaged; another pool's on-demand nodes are not its baseline.
+#[test]
+fn fallback_figures_are_measured_per_pool() {
+    let text = include_str!("../../../events/scenarios/two-pools.yaml")
+        .replace(
+            "{ instance_type: c6i.xlarge,  at: 14h,    for: 1h }",
+            "{ instance_type: c6i.xlarge,  at: 9h 5m, for: 1h }",
+        )
+        .replace(
+            "{ instance_type: c5.xlarge,   at: 14h,    for: 1h }",
+            "{ instance_type: c5.xlarge,   at: 9h 5m, for: 1h }",
+        );
+    let sc = Scenario::from_yaml(&text).unwrap();
+    let group = |name: &str| sc.groups.iter().position(|g| g.name == name).unwrap();
+    let (services_od, batch_od) = (group("services-on-demand"), group("batch-on-demand"));
+    let (services_spot, batch_spot) = (group("services-spot-m6i"), group("batch-spot"));
+    let pause = vec![crate::model::PausePods { cpu: 1000, mem: 1 << 30, priority: -10 }; 2];
+    let mut model = crate::model::Model::new(&sc, pause);
+    let mut m = crate::metrics::Metrics::new(&sc);
+    let set = |m: &mut crate::metrics::Metrics, model: &mut crate::model::Model, t: u64, g: usize, d: u32| {
+        m.advance(t, model);
+        model.asgs[g].desired = d;
+        m.advance(t, model);
+    };
+    // services: loss 08:15–09:00; fails at 08:16, on-demand 5 s later, back at 09:20.
+    m.advance(8 * HOUR + 16 * MINUTE, &model);
+    m.spot_launch_failed(&sc, services_spot, 8 * HOUR + 16 * MINUTE);
+    set(&mut m, &mut model, 8 * HOUR + 16 * MINUTE + 5 * SECOND, services_od, 5);
+    // batch: loss 09:05–10:05; fails at 09:06, on-demand 65 s later, back at 10:30.
+    m.advance(9 * HOUR + 6 * MINUTE, &model);
+    m.spot_launch_failed(&sc, batch_spot, 9 * HOUR + 6 * MINUTE);
+    set(&mut m, &mut model, 9 * HOUR + 7 * MINUTE + 5 * SECOND, batch_od, 3);
+    set(&mut m, &mut model, 9 * HOUR + 20 * MINUTE, services_od, 0);
+    set(&mut m, &mut model, 10 * HOUR + 30 * MINUTE, batch_od, 0);
+    m.advance(24 * HOUR, &model);
+    let report = m.report(&sc, "ballast", 0, 0);
+    // (5 s + 65 s) / 2; services back 20 min after its loss, batch 25 min after its own.
+    assert_eq!(report.spot_loss_to_on_demand_s, Some(35.0));
+    assert_eq!(report.return_to_spot_s, Some(22.5 * 60.0));
+}
+
+/// With several pools the report says which pool `headroom.min`/`max` held.
+#[test]
+fn headroom_held_is_reported_per_pool() {
+    let sc = Scenario::built_in("two-pools").unwrap();
+    let r = simulate(&sc, Strategy::Ballast, 42, &mut no_progress());
+    let names: Vec<&str> = r.headroom_by_pool.iter().map(|p| p.pool.as_str()).collect();
+    assert_eq!(names, ["services", "batch"]);
+    let (services, batch) = (&r.headroom_by_pool[0], &r.headroom_by_pool[1]);
+    // The batch pool is idle most of the day: its one pause pod (min 1) is above 20 % of nothing.
+    assert!(batch.held_at_min_pct.unwrap() > 30.0, "{batch:?}");
+    assert!(services.held_at_min_pct.unwrap() < batch.held_at_min_pct.unwrap(), "{services:?}");
+    assert!(r.headroom_held_at_min_pct.unwrap() >= batch.held_at_min_pct.unwrap());
+    let one = simulate(&Scenario::built_in("business-day").unwrap(), Strategy::Ballast, 42, &mut no_progress());
+    assert!(one.headroom_by_pool.is_empty(), "one pool: the figures above are its own");
 }

@@ -201,6 +201,32 @@ fn print_table(scenario: &Scenario, seeds: &[u64], runs: &[Vec<Report>]) {
         }
         println!();
     }
+    // With several pools, the two rows above count a moment in which any pool was held;
+    // each pool's share follows.
+    let pools = scenario.pools();
+    if pools.len() > 1 {
+        let percent = |v: f64| format!("{v:.1}%");
+        for (i, pool) in pools.iter().enumerate() {
+            for (bound, at_max) in [("max", true), ("min", false)] {
+                print!("{:<22}", format!("  at {bound}, {}", pool.name));
+                for reports in runs {
+                    let values: Vec<Option<f64>> = reports
+                        .iter()
+                        .map(|r| {
+                            let p = r.headroom_by_pool.get(i)?;
+                            if at_max {
+                                p.held_at_max_pct
+                            } else {
+                                p.held_at_min_pct
+                            }
+                        })
+                        .collect();
+                    print!("{:>width$}", cell(&values, &percent));
+                }
+                println!();
+            }
+        }
+    }
 }
 
 /// Mean and standard deviation of what the runs measured (`None`s left out).
