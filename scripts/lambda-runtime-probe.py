@@ -1,7 +1,9 @@
 """Measures a Lambda function binary's start: serves the Lambda Runtime API on
 127.0.0.1, starts the binary, and reports the init duration (process start to its
 first `invocation/next`, which is when Lambda's INIT phase ends), the invocation's
-duration and result, and the process's peak RSS (VmHWM). Used by scripts/bench-package."""
+duration and result, and the process's peak RSS (VmHWM). With BALLAST_PROBE_COLD=1 the
+binary is dropped from the page cache first, as on a Lambda cold start. Used by
+scripts/bench-package."""
 import json, os, subprocess, sys, threading, time
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
@@ -44,6 +46,34 @@ server = HTTPServer(("127.0.0.1", 0), Api)
 threading.Thread(target=server.serve_forever, daemon=True).start()
 env = dict(os.environ, AWS_LAMBDA_RUNTIME_API=f"127.0.0.1:{server.server_port}",
            AWS_LAMBDA_FUNCTION_NAME="bench", AWS_LAMBDA_FUNCTION_MEMORY_SIZE="128", AWS_LAMBDA_FUNCTION_VERSION="$LATEST")
+def resident_share(path):
+    """The share of the file's pages in the page cache (mincore(2))."""
+    import ctypes, mmap
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        # Private and writable only so ctypes can take its address; nothing is written.
+        m = mmap.mmap(f.fileno(), size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+    libc = ctypes.CDLL(None, use_errno=True)
+    pages = (size + mmap.PAGESIZE - 1) // mmap.PAGESIZE
+    vec = (ctypes.c_ubyte * pages)()
+    first = ctypes.c_char.from_buffer(m)
+    rc = libc.mincore(ctypes.c_void_p(ctypes.addressof(first)), ctypes.c_size_t(size), vec)
+    del first
+    m.close()
+    if rc != 0:
+        raise OSError(ctypes.get_errno(), "mincore")
+    return sum(v & 1 for v in vec) / pages
+
+cold = os.environ.get("BALLAST_PROBE_COLD") == "1"
+if cold:
+    # A cold start as Lambda's: the binary is not in the page cache. Dropping its clean
+    # pages (no process maps it) makes the kernel read it from disk again at exec.
+    fd = os.open(binary, os.O_RDONLY)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    os.close(fd)
+resident_at_start = resident_share(binary)
+if cold and resident_at_start > 0.01:
+    sys.exit(f"{binary}: {resident_at_start:.0%} still in the page cache after dropping it")
 start = time.monotonic()
 # BALLAST_PROBE_WRAPPER (e.g. "valgrind --tool=massif") runs the binary under a tool.
 wrapper = os.environ.get("BALLAST_PROBE_WRAPPER", "").split()
@@ -71,6 +101,8 @@ print(json.dumps({
     "peak_rss_mb": round(peak_kb / 1024, 1),
     "rss_anon_mb": round(anon_kb / 1024, 1),
     "rss_file_mb": round(file_kb / 1024, 1),
+    "cold": cold,
+    "resident_at_start_pct": round(100 * resident_at_start, 1),
     "result": kind,
     "body": body[:200],
 }))
