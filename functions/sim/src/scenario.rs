@@ -286,6 +286,9 @@ struct RawBatch {
     name: String,
     /// Offsets from the start (`9h 30m`).
     at: Vec<HumanDuration>,
+    /// Repeats the `at` offsets every this long (`1d`) until the end; absent: once.
+    #[serde(default)]
+    every: Option<HumanDuration>,
     jobs: u32,
     cpu: String,
     memory: String,
@@ -581,6 +584,8 @@ pub struct Deployment {
 #[derive(Debug, Clone)]
 pub struct Batch {
     pub name: String,
+    /// When its jobs are created, from the start: the `at` offsets, repeated `every`
+    /// period until the end of the run.
     pub at: Vec<HumanDuration>,
     pub jobs: u32,
     pub cpu_millis: u64,
@@ -846,9 +851,27 @@ fn validate(raw: Raw) -> Result<Scenario, ScenarioError> {
     for (i, b) in raw.workload.batch.iter().enumerate() {
         let path = format!("workload.batch[{i}]");
         range(&b.duration, &format!("{path}.duration"))?;
+        let mut at = b.at.clone();
+        if let Some(every) = b.every {
+            if every.0.is_zero() {
+                return Err(field(format!("{path}.every"), "must be longer than zero"));
+            }
+            if let Some(late) = b.at.iter().find(|a| a.0 >= every.0) {
+                return Err(field(
+                    format!("{path}.at"),
+                    format!("{late} is not within one period (`every: {every}`): give offsets inside the period"),
+                ));
+            }
+            let mut period = every.0;
+            while period < raw.duration.0 {
+                at.extend(b.at.iter().map(|a| HumanDuration(a.0 + period)));
+                period += every.0;
+            }
+            at.retain(|a| a.0 < raw.duration.0);
+        }
         batches.push(Batch {
             name: b.name.clone(),
-            at: b.at.clone(),
+            at,
             jobs: b.jobs,
             cpu_millis: quantity(parse_cpu_millis, &b.cpu, format!("{path}.cpu"))?,
             memory_bytes: quantity(parse_memory_bytes, &b.memory, format!("{path}.memory"))?,

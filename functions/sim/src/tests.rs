@@ -979,3 +979,23 @@ fn headroom_held_is_reported_per_pool() {
     let one = simulate(&Scenario::built_in("business-day").unwrap(), Strategy::Ballast, 42, &mut no_progress());
     assert!(one.headroom_by_pool.is_empty(), "one pool: the figures above are its own");
 }
+
+/// A batch with `every: 1d` repeats its offsets each day until the end; offsets must lie
+/// within the period; without `every` a batch runs once, as before.
+#[test]
+fn a_batch_repeats_every_period_until_the_end() {
+    let week = |batch: &str| {
+        Scenario::from_yaml(&tiny_yaml("", batch).replace("duration: 2h", "duration: 3d 12h"))
+            .map(|sc| sc.batches[0].at.iter().map(|a| a.0.as_secs() / 3600).collect::<Vec<_>>())
+    };
+    let b = "{ name: b, at: [9h, 13h], every: 1d, jobs: 1, cpu: '1', memory: 1Gi, duration: [1m, 1m] }";
+    assert_eq!(week(b).unwrap(), [9, 13, 33, 37, 57, 61, 81]);
+    let once = "{ name: b, at: [9h, 13h], jobs: 1, cpu: '1', memory: 1Gi, duration: [1m, 1m] }";
+    assert_eq!(week(once).unwrap(), [9, 13]);
+    let late = week(&b.replace("[9h, 13h]", "[25h]")).unwrap_err().to_string();
+    assert!(late.starts_with("workload.batch[0].at: 1day 1h is not within one period (`every: 1day`)"), "{late}");
+    // Each repetition brings its jobs.
+    let sc = Scenario::from_yaml(&tiny_yaml("", b).replace("duration: 2h", "duration: 2d")).unwrap();
+    let r = simulate(&sc, Strategy::ClusterAutoscaler, 1, &mut no_progress());
+    assert_eq!(r.pods_started, 4);
+}
