@@ -81,7 +81,14 @@ proc = subprocess.Popen(wrapper + [binary], env=env, stdout=subprocess.DEVNULL, 
 state["done"].wait(300 if wrapper else 60)
 time.sleep(2 if wrapper else 0.05)
 peak_kb, anon_kb, file_kb = 0, 0, 0
+read_bytes, major_faults = None, None
 try:
+    # What the process read from storage (not the page cache) and its major faults: a
+    # cold start must have read its binary.
+    for line in open(f"/proc/{proc.pid}/io"):
+        if line.startswith("read_bytes:"):
+            read_bytes = int(line.split()[1])
+    major_faults = int(open(f"/proc/{proc.pid}/stat").read().rsplit(")", 1)[1].split()[9])
     for line in open(f"/proc/{proc.pid}/status"):
         if line.startswith("VmHWM:"):
             peak_kb = int(line.split()[1])
@@ -102,7 +109,11 @@ print(json.dumps({
     "rss_anon_mb": round(anon_kb / 1024, 1),
     "rss_file_mb": round(file_kb / 1024, 1),
     "cold": cold,
+    "read_mb": round(read_bytes / 1e6, 1) if read_bytes is not None else None,
+    "major_faults": major_faults,
     "resident_at_start_pct": round(100 * resident_at_start, 1),
     "result": kind,
     "body": body[:200],
 }))
+if cold and not read_bytes and not major_faults:
+    sys.exit(f"{binary}: a cold start that read nothing from storage (read_bytes 0, no major fault)")
