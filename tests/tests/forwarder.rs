@@ -222,6 +222,20 @@ async fn forwarder_events_follow_the_cluster_across_an_api_server_restart() {
     let errors = sample(&metrics, "ballast_forwarder_watch_errors_total{resource=\"pods\"}")
         + sample(&metrics, "ballast_forwarder_watch_errors_total{resource=\"nodes\"}");
     assert!(errors >= 1.0, "the restart broke the watches");
+    // A pod the scheduler binds: its wait from creation to binding is in the pool's histogram.
+    assert!(!metrics.contains_key("ballast_forwarder_pool_first_start_wait_seconds_count{pool=\"general\"}"));
+    pods.create(&PostParams::default(), &pod("scheduled", None, "100m")).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let waits = loop {
+        let metrics = scrape(metrics_addr).await;
+        if let Some(count) = metrics.get("ballast_forwarder_pool_first_start_wait_seconds_count{pool=\"general\"}") {
+            break (*count, sample(&metrics, "ballast_forwarder_pool_first_start_wait_seconds_sum{pool=\"general\"}"));
+        }
+        assert!(Instant::now() < deadline, "no first-start wait for the scheduled pod: {metrics:#?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(waits.0, 1.0, "one pod scheduled");
+    assert!((0.0..30.0).contains(&waits.1), "{waits:?}");
     let rss = sample(&metrics, "ballast_forwarder_resident_memory_bytes");
     assert!(rss > 1e6 && rss <= sample(&metrics, "ballast_forwarder_resident_memory_peak_bytes"), "{rss}");
 

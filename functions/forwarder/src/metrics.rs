@@ -7,6 +7,7 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
 use crate::bus::Delivery;
@@ -43,6 +44,7 @@ pub struct Metrics {
     pool_cpu: Family<PoolLabel, Gauge>,
     pool_memory: Family<PoolLabel, Gauge>,
     pool_unschedulable: Family<PoolLabel, Gauge>,
+    pool_first_start_wait: Family<PoolLabel, Histogram, fn() -> Histogram>,
     tracked_pods: Gauge,
     tracked_nodes: Gauge,
     resident: Gauge,
@@ -57,6 +59,12 @@ impl Default for Metrics {
 
 fn resource(kind: Kind) -> ResourceLabel {
     ResourceLabel { resource: if kind == Kind::Pods { "pods" } else { "nodes" }.to_string() }
+}
+
+/// Buckets around the waits a headroom target is written in (a few seconds) up to a
+/// node's boot and more.
+fn wait_histogram() -> Histogram {
+    Histogram::new([0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0])
 }
 
 fn gauge(v: u64) -> i64 {
@@ -80,6 +88,7 @@ impl Metrics {
             pool_cpu: Family::default(),
             pool_memory: Family::default(),
             pool_unschedulable: Family::default(),
+            pool_first_start_wait: Family::new_with_constructor(wait_histogram),
             tracked_pods: Gauge::default(),
             tracked_nodes: Gauge::default(),
             resident: Gauge::default(),
@@ -117,6 +126,12 @@ impl Metrics {
             "pool_unschedulable_pods",
             "The pool's workload pods the scheduler could not place",
             m.pool_unschedulable.clone(),
+        );
+        registry.register_with_unit(
+            "pool_first_start_wait",
+            "How long the pool's new workload pods waited, from creation to the scheduler binding them",
+            Unit::Seconds,
+            m.pool_first_start_wait.clone(),
         );
         registry.register(
             "tracked_pods",
@@ -163,6 +178,11 @@ impl Metrics {
     pub fn relisted(&self, kind: Kind, total: u32) {
         let counter = self.relists.get_or_create(&resource(kind));
         counter.inc_by(u64::from(total).saturating_sub(counter.get()));
+    }
+
+    /// A workload pod of `pool` was bound `seconds` after its creation.
+    pub fn first_start(&self, pool: &str, seconds: f64) {
+        self.pool_first_start_wait.get_or_create(&PoolLabel { pool: pool.to_string() }).observe(seconds);
     }
 
     /// Per-pool gauges from the totals, in the config's pool order.

@@ -203,6 +203,47 @@ pools:
         assert_eq!((d.cpu_millis, d.memory_bytes, d.pods, d.nodes), (1000, 1 << 30, 1, 1));
     }
 
+    /// `pod` created at `created` and, with `scheduled`, bound by the scheduler then.
+    fn scheduled_pod(uid: u32, created: &str, scheduled: Option<&str>) -> Pod {
+        let mut p = pod(uid, scheduled.map(|_| "n1"), "1");
+        p.metadata.creation_timestamp = serde_json::from_value(json!(created)).unwrap();
+        if let Some(at) = scheduled {
+            p.status = serde_json::from_value(json!({ "phase": "Pending", "conditions": [{ "type": "PodScheduled",
+                "status": "True", "lastTransitionTime": at }] }))
+            .unwrap();
+        }
+        p
+    }
+
+    #[test]
+    fn a_pods_first_start_wait_counts_once_for_its_pool() {
+        let mut s = state();
+        s.begin_list(crate::state::Kind::Nodes);
+        s.apply_node(&node("n1", true));
+        s.end_list(crate::state::Kind::Nodes);
+        s.begin_list(crate::state::Kind::Pods);
+        // Bound before the forwarder started: not a wait it saw.
+        s.apply_pod(&scheduled_pod(1, "2027-01-15T07:00:00Z", Some("2027-01-15T07:00:03Z")));
+        s.end_list(crate::state::Kind::Pods);
+        assert!(s.take_first_start_waits().is_empty());
+        // Pending, then bound 7.5 s after its creation.
+        s.apply_pod(&scheduled_pod(2, "2027-01-15T08:00:00Z", None));
+        assert!(s.take_first_start_waits().is_empty(), "still pending");
+        s.apply_pod(&scheduled_pod(2, "2027-01-15T08:00:00Z", Some("2027-01-15T08:00:07.5Z")));
+        assert_eq!(s.take_first_start_waits(), [(0, 7.5)]);
+        // Seen bound again (a status update, a relist): counted once.
+        s.apply_pod(&scheduled_pod(2, "2027-01-15T08:00:00Z", Some("2027-01-15T08:00:07.5Z")));
+        s.begin_list(crate::state::Kind::Pods);
+        s.apply_pod(&scheduled_pod(2, "2027-01-15T08:00:00Z", Some("2027-01-15T08:00:07.5Z")));
+        s.end_list(crate::state::Kind::Pods);
+        assert!(s.take_first_start_waits().is_empty());
+        // New since the first list and first seen bound: counted.
+        s.apply_pod(&scheduled_pod(3, "2027-01-15T09:00:00Z", Some("2027-01-15T09:00:01Z")));
+        // Given its node at creation (no scheduler, no PodScheduled condition): not counted.
+        s.apply_pod(&pod(4, Some("n1"), "1"));
+        assert_eq!(s.take_first_start_waits(), [(0, 1.0)]);
+    }
+
     #[test]
     fn demand_is_debounced_and_a_heartbeat_repeats_it() {
         let mut s = synced();

@@ -144,6 +144,9 @@ impl Forwarder {
                         self.state.unreadable_pods = 0;
                     }
                     self.health.tick(now.timestamp(), synced);
+                    for (pool, seconds) in self.state.take_first_start_waits() {
+                        self.metrics.first_start(self.state.pool_name(pool), seconds);
+                    }
                     self.observe();
                     if !out.is_empty() {
                         for event in &out {

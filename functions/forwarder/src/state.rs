@@ -25,6 +25,9 @@ type NodeId = u32;
 const NO_NODE: NodeId = NodeId::MAX;
 const NO_POOL: PoolId = PoolId::MAX;
 
+/// First-start waits held between two takes, at most.
+const MAX_WAITS_HELD: usize = 65_536;
+
 /// 24 bytes: what the totals need of a pod, and nothing else.
 #[derive(Debug, Clone, Copy)]
 struct PodRecord {
@@ -107,6 +110,9 @@ pub struct ClusterState {
     node_changes: Vec<NodeLifecycleDetail>,
     /// Pods whose requests could not be read (counted, then logged by the caller).
     pub unreadable_pods: u64,
+    /// First-start waits seen since the last take: (pool, seconds from the pod's creation
+    /// to the scheduler binding it).
+    first_start_waits: Vec<(PoolId, f64)>,
 }
 
 impl ClusterState {
@@ -127,6 +133,7 @@ impl ClusterState {
             nodes_synced: false,
             node_changes: Vec::new(),
             unreadable_pods: 0,
+            first_start_waits: Vec::new(),
         }
     }
 
@@ -219,6 +226,9 @@ impl ClusterState {
             }
         };
         let node = pods::node_name(pod).map(|name| self.intern_node(name));
+        if let Some(bound) = node {
+            self.note_first_start(key, bound, pod);
+        }
         let pending_pool = match node {
             Some(_) => None,
             None => {
@@ -243,6 +253,29 @@ impl ClusterState {
                 generation: self.pod_generation,
             },
         );
+    }
+
+    /// A workload pod seen bound: if it was pending when last seen (or is new since the
+    /// first list), its wait from creation to the scheduler's binding counts for the
+    /// pool of its node (or the pool it was pending for). Pods bound when the forwarder
+    /// started, and pods given a node at creation (no scheduling), are not counted.
+    fn note_first_start(&mut self, key: u128, bound: NodeId, pod: &Pod) {
+        let previous = self.pods.get(&key);
+        if !self.pods_synced || previous.is_some_and(|p| p.node().is_some()) {
+            return;
+        }
+        let Some(pool) = self.nodes[bound as usize].pool.or_else(|| previous.and_then(PodRecord::pending_pool)) else {
+            return;
+        };
+        // Taken every tick; the cap only bounds memory if nobody takes them.
+        if let Some(wait) = pods::first_start_wait(pod).filter(|_| self.first_start_waits.len() < MAX_WAITS_HELD) {
+            self.first_start_waits.push((pool, wait.as_secs_f64()));
+        }
+    }
+
+    /// The first-start waits seen since the last call.
+    pub fn take_first_start_waits(&mut self) -> Vec<(PoolId, f64)> {
+        std::mem::take(&mut self.first_start_waits)
     }
 
     pub fn delete_pod(&mut self, pod: &Pod) {

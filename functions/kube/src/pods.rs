@@ -144,6 +144,23 @@ pub fn unschedulable_since(pod: &Pod) -> Option<DateTime<Utc>> {
     condition.last_transition_time.as_ref().or(pod.metadata.creation_timestamp.as_ref()).and_then(|t| to_chrono(t.0))
 }
 
+/// How long a bound pod waited to be scheduled: from its creation to its PodScheduled
+/// condition turning True (the API server sets it at binding). `None` without both
+/// times, e.g. a pod created with its node already set.
+pub fn first_start_wait(pod: &Pod) -> Option<std::time::Duration> {
+    let created = to_chrono(pod.metadata.creation_timestamp.as_ref()?.0)?;
+    let scheduled = pod
+        .status
+        .as_ref()?
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == "PodScheduled" && c.status == "True")?
+        .last_transition_time
+        .as_ref()?;
+    (to_chrono(scheduled.0)? - created).to_std().ok()
+}
+
 /// k8s-openapi's timestamps are jiff's; Ballast's core speaks chrono.
 pub fn to_chrono(t: k8s_openapi::jiff::Timestamp) -> Option<DateTime<Utc>> {
     DateTime::from_timestamp(t.as_second(), u32::try_from(t.subsec_nanosecond()).unwrap_or(0))
