@@ -11,7 +11,7 @@ functions' IAM role maps to through the EKS access entry. It checks the form, no
 signature (that would need STS).
 
 Usage: lambda-bench-env.py MOTO_PORT WEBHOOK_PORT APISERVER_URL CA_FILE READY_FILE
-Writes READY_FILE (three spot instances' ids, one a line: one per interruption run) when both serve, and appends each
+Writes READY_FILE (four spot instances' ids, one a line: one per interruption run, the fourth for the arm64 run) when both serve, and appends each
 review's verdict to READY_FILE.reviews; runs until killed."""
 import base64, json, sys, threading, time, urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -94,7 +94,7 @@ asg.create_auto_scaling_group(
     AutoScalingGroupName="bench-od", MinSize=0, MaxSize=20, DesiredCapacity=1,
     AvailabilityZones=["eu-west-1a"], Tags=tag("bench-od"), LaunchTemplate={"LaunchTemplateName": "bench"})
 groups = asg.describe_auto_scaling_groups(AutoScalingGroupNames=["bench-spot"])["AutoScalingGroups"]
-instances = [i["InstanceId"] for i in groups[0]["Instances"]][:3]
+instances = [i["InstanceId"] for i in groups[0]["Instances"]][:4]
 
 boto3.client("eks", **kw).create_cluster(
     name=CLUSTER, roleArn=f"arn:aws:iam::{ACCOUNT}:role/eks", resourcesVpcConfig={"subnetIds": []})

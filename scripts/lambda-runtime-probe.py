@@ -68,7 +68,10 @@ cold = os.environ.get("BALLAST_PROBE_COLD") == "1"
 if cold:
     # A cold start as Lambda's: the binary is not in the page cache. Dropping its clean
     # pages (no process maps it) makes the kernel read it from disk again at exec.
+    # A freshly linked binary's pages are dirty until written back, and dirty pages are
+    # not dropped: write them first.
     fd = os.open(binary, os.O_RDONLY)
+    os.fsync(fd)
     os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
     os.close(fd)
 resident_at_start = resident_share(binary)
@@ -102,6 +105,13 @@ finally:
     proc.wait()
     server.shutdown()
 kind, body = state["response"] or ("none", "")
+try:
+    # Records or events the function reports as failed (an SQS batch's
+    # batchItemFailures, a direct invocation's errors); None for a body not JSON.
+    answer = json.loads(body)
+    failed = len(answer.get("batchItemFailures") or []) + len(answer.get("errors") or [])
+except (ValueError, AttributeError):
+    failed = None
 print(json.dumps({
     "init_ms": round((state["init_end"] - start) * 1000, 1) if state["init_end"] else None,
     "invoke_ms": round((state["finished"] - state["invoked"]) * 1000, 1) if state.get("finished") else None,
@@ -113,6 +123,7 @@ print(json.dumps({
     "major_faults": major_faults,
     "resident_at_start_pct": round(100 * resident_at_start, 1),
     "result": kind,
+    "failed": failed,
     "body": body[:200],
 }))
 if cold and not read_bytes and not major_faults:

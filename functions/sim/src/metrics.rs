@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::cluster::{Cluster, NodePhase};
 use crate::model::Model;
-use crate::scenario::{Market, Scenario};
+use crate::scenario::{pool_groups, Market, Scenario};
 
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct Sample {
@@ -64,20 +64,14 @@ impl Metrics {
             .iter()
             .enumerate()
             .map(|(p, config)| {
-                let of_pool = |g: &&crate::scenario::Group| g.pool == Some(p);
-                let on_demand = (0..sc.groups.len())
-                    .find(|&g| sc.groups[g].pool == Some(p) && sc.groups[g].market == Market::OnDemand);
+                let on_demand = pool_groups(&sc.groups, p, Market::OnDemand).next();
                 PoolFallback {
                     name: config.name.clone(),
-                    on_demand,
-                    od_desired: vec![(0, on_demand.map_or(0, |g| sc.groups[g].initial))],
+                    on_demand: on_demand.map(|(g, _)| g),
+                    od_desired: vec![(0, on_demand.map_or(0, |(_, g)| g.initial))],
                     spot_failures: Vec::new(),
-                    spot_types: sc
-                        .groups
-                        .iter()
-                        .filter(of_pool)
-                        .filter(|g| g.market == Market::Spot)
-                        .flat_map(|g| g.instance_types.iter().cloned())
+                    spot_types: pool_groups(&sc.groups, p, Market::Spot)
+                        .flat_map(|(_, g)| g.instance_types.iter().cloned())
                         .collect(),
                 }
             })

@@ -561,6 +561,11 @@ impl Group {
     }
 }
 
+/// The groups of Ballast's pool `pool` in `market`, with their indexes.
+pub fn pool_groups(groups: &[Group], pool: usize, market: Market) -> impl Iterator<Item = (usize, &Group)> {
+    groups.iter().enumerate().filter(move |(_, g)| g.pool == Some(pool) && g.market == market)
+}
+
 /// What a node offers to workload pods.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NodeShape {
@@ -652,13 +657,6 @@ impl Scenario {
     /// The same, to change (`--sweep`).
     pub fn pools_mut(&mut self) -> &mut [PoolConfig] {
         &mut self.ballast.pools
-    }
-
-    /// The on-demand groups of Ballast's pools (where fallback shows), one per pool at most.
-    pub fn pool_on_demand_groups(&self) -> Vec<usize> {
-        (0..self.groups.len())
-            .filter(|&g| self.groups[g].in_pool() && self.groups[g].market == Market::OnDemand)
-            .collect()
     }
 
     /// A node of `instance_type` as workload pods see it (DaemonSets taken off).
@@ -783,14 +781,13 @@ fn validate(raw: Raw) -> Result<Scenario, ScenarioError> {
     }
     expander_priorities(&raw.cluster_autoscaler, &mut groups)?;
     for (p, name) in pool_names.iter().enumerate() {
-        let of_pool = |market: Market| groups.iter().filter(|g| g.pool == Some(p) && g.market == market).count();
-        if of_pool(Market::OnDemand) > 1 {
+        if pool_groups(&groups, p, Market::OnDemand).count() > 1 {
             return Err(field(
                 "node_groups",
                 format!("Ballast's pool `{name}` takes at most one on-demand group (mark others `ballast: false`)"),
             ));
         }
-        if of_pool(Market::Spot) == 0 {
+        if pool_groups(&groups, p, Market::Spot).next().is_none() {
             return Err(field("node_groups", format!("need at least one spot group in Ballast's pool `{name}`")));
         }
     }
@@ -1104,11 +1101,10 @@ fn ballast_config(raw: &RawPools, groups: &[Group]) -> Result<Config, ScenarioEr
         if !pool_map.contains_key("name") {
             pool_map.insert("name".into(), "sim".into());
         }
-        let of_pool = |market: Market| groups.iter().filter(move |g| g.pool == Some(p) && g.market == market);
-        let spot: Vec<Value> = of_pool(Market::Spot).map(|g| Value::from(g.name.clone())).collect();
+        let spot: Vec<Value> = pool_groups(groups, p, Market::Spot).map(|(_, g)| Value::from(g.name.clone())).collect();
         pool_map.insert("spot_asgs".into(), Value::Sequence(spot));
         // None: a spot-only pool.
-        if let Some(od) = of_pool(Market::OnDemand).next() {
+        if let Some((_, od)) = pool_groups(groups, p, Market::OnDemand).next() {
             pool_map.insert("on_demand_asg".into(), od.name.clone().into());
         }
         pools.push(Value::Mapping(pool_map));
