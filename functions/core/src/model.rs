@@ -242,6 +242,9 @@ pub struct PoolRecord {
     /// uncordon leaves no node cordoned.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub uncordon: Vec<String>,
+    /// What a wait target's headroom is learned from (see `learn`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub learned: Option<crate::learn::History>,
 }
 
 fn is_zero(n: &u64) -> bool {

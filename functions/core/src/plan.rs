@@ -27,10 +27,13 @@ pub struct Plan {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HeadroomDecision {
     pub percent: u32,
-    /// Pause pods the percent alone would give.
+    /// Pause pods the percent alone (or the learned size) asks for, before the clamp.
     pub wanted: u32,
     /// After clamping to `[min, max]`.
     pub replicas: u32,
+    /// `wanted` is the wait target's learned size, not the percent's.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub learned: bool,
 }
 
 impl HeadroomDecision {

@@ -174,6 +174,29 @@ pub struct HeadroomConfig {
     /// Extra percent while a recent interruption is within `boost_for`.
     pub interruption_boost: u32,
     pub boost_for: HumanDuration,
+    /// Headroom learned from a wait objective instead of a fixed percentage.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target: Option<WaitTarget>,
+}
+
+/// "A new workload pod of the pool starts within `wait_p95`, 95 times in 100": the
+/// headroom is learned from the pool's history (see `planner::learn`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct WaitTarget {
+    /// First-start wait (creation to scheduled) of the pool's workload pods, 95th percentile.
+    pub wait_p95: HumanDuration,
+    /// How much history the learned size draws on (whole days, at most 28).
+    pub history: HumanDuration,
+    /// `percent` is also a floor under the learned size (not only what is used until
+    /// there is enough history). Written `percent` makes it one unless `floor: false`.
+    pub floor: bool,
+}
+
+impl WaitTarget {
+    /// Days of history kept, at least one.
+    pub fn history_days(&self) -> usize {
+        (self.history.0.as_secs().div_ceil(86_400) as usize).max(1)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -295,6 +318,7 @@ impl Default for HeadroomConfig {
             schedules: Vec::new(),
             interruption_boost: 0,
             boost_for: HumanDuration::from_secs(1800),
+            target: None,
         }
     }
 }
@@ -697,7 +721,9 @@ fn read_headroom(value: &Value, path: &str, issues: &mut Issues) -> Option<Headr
     let before = issues.0.len();
     let d = HeadroomConfig::default();
     let mut f = Fields::of(value, path, issues);
+    let percent_written = f.raw("percent").is_some_and(|v| !v.is_null());
     let percent = f.or("percent", d.percent, issues);
+    let target_value = f.raw("target").cloned();
     let cpu = f.raw("pod_cpu");
     let memory = f.raw("pod_memory");
     let min = f.or("min", d.min, issues);
@@ -767,6 +793,10 @@ fn read_headroom(value: &Value, path: &str, issues: &mut Issues) -> Option<Headr
     if interruption_boost > MAX_PERCENT {
         issues.push(p("interruption_boost"), format!("{interruption_boost} is above {MAX_PERCENT}%"));
     }
+    let target = match target_value {
+        None | Some(Value::Null) => None,
+        Some(v) => read_target(&v, &p("target"), percent_written, issues),
+    };
     (issues.0.len() == before).then_some(HeadroomConfig {
         percent,
         pod_cpu_millis,
@@ -779,7 +809,36 @@ fn read_headroom(value: &Value, path: &str, issues: &mut Issues) -> Option<Headr
         schedules,
         interruption_boost,
         boost_for,
+        target,
     })
+}
+
+/// The shortest and longest wait objective taken: below a second is below what the
+/// forwarder measures to; above an hour is no headroom question.
+const TARGET_WAIT_RANGE: (u64, u64) = (1, 3600);
+/// History is kept per day of the ring; four weeks bound the state record's size.
+const MAX_HISTORY_DAYS: u64 = 28;
+
+fn read_target(value: &Value, path: &str, percent_written: bool, issues: &mut Issues) -> Option<WaitTarget> {
+    let before = issues.0.len();
+    let mut f = Fields::of(value, path, issues);
+    let wait_p95: Option<HumanDuration> = f.required("wait_p95", issues);
+    let history: HumanDuration = f.or("history", HumanDuration::from_secs(14 * 86_400), issues);
+    let floor: bool = f.or("floor", percent_written, issues);
+    let p = |key: &str| walk::join(path, key);
+    f.finish(issues);
+    if let Some(wait) = wait_p95 {
+        let secs = wait.0.as_secs_f64();
+        let (lo, hi) = TARGET_WAIT_RANGE;
+        if secs < lo as f64 || secs > hi as f64 {
+            issues.push(p("wait_p95"), format!("{wait} is outside {lo}s..{}m", hi / 60));
+        }
+    }
+    let days = history.0.as_secs_f64() / 86_400.0;
+    if !(1.0..=MAX_HISTORY_DAYS as f64).contains(&days) {
+        issues.push(p("history"), format!("{history} is outside 1d..{MAX_HISTORY_DAYS}d"));
+    }
+    (issues.0.len() == before).then_some(WaitTarget { wait_p95: wait_p95?, history, floor })
 }
 
 /// A quantity that must be more than zero (0 when it is not, after reporting why). As in

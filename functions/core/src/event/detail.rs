@@ -184,6 +184,38 @@ pub struct NodeLifecycleDetail {
     pub condition: NodeCondition,
 }
 
+/// The first-start waits of the pool's workload pods that were scheduled within one
+/// window (creation to the scheduler's binding), as the forwarder measured them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PoolWaitsDetail {
+    pub pool: String,
+    pub window_start: DateTime<Utc>,
+    pub window_end: DateTime<Utc>,
+    /// Pods scheduled in the window.
+    pub pods: u32,
+    pub p95_seconds: f64,
+    pub max_seconds: f64,
+}
+
+impl PoolWaitsDetail {
+    pub(super) fn check(&self) -> Result<(), super::EventError> {
+        let bad = |field: &'static str, why: String| Err(super::EventError::field(field, why));
+        if self.window_end < self.window_start {
+            return bad("detail.window_end", format!("{} is before window_start", self.window_end.to_rfc3339()));
+        }
+        for (field, value) in [("detail.p95_seconds", self.p95_seconds), ("detail.max_seconds", self.max_seconds)] {
+            if !value.is_finite() || value < 0.0 {
+                return bad(field, format!("{value} is not a wait in seconds"));
+            }
+        }
+        if self.p95_seconds > self.max_seconds {
+            return bad("detail.p95_seconds", format!("{} is above max_seconds ({})", self.p95_seconds, self.max_seconds));
+        }
+        Ok(())
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum CapacityType {

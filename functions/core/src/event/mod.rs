@@ -13,7 +13,7 @@ use crate::units::HumanDuration;
 use detail::*;
 pub use detail::{
     CapacityType, InstanceAction, InstanceState, NodeCondition, NodeLifecycleDetail, PodsUnschedulableDetail,
-    PoolDemandDetail,
+    PoolDemandDetail, PoolWaitsDetail,
 };
 
 /// The deployment's own account and region: events from elsewhere are rejected.
@@ -65,6 +65,7 @@ pub enum Signal {
     PoolDemand(PoolDemandDetail),
     PodsUnschedulable(PodsUnschedulableDetail),
     NodeLifecycle(NodeLifecycleDetail),
+    PoolWaits(PoolWaitsDetail),
     /// A valid event that is not Ballast's to act on (a closed Health event, one that
     /// names only dedicated hosts): noted, never dead-lettered.
     Ignored {
@@ -416,6 +417,12 @@ fn signal_for(source: &str, detail_type: &str, detail: Value, resources: &[Strin
             instance_id(d.instance_id.clone(), "detail.instance_id")?;
             Signal::NodeLifecycle(d)
         }
+        ("ballast.kubernetes", "Pool Waits Measured") => {
+            let d: PoolWaitsDetail = typed(object_detail(detail)?, "detail")?;
+            non_empty(d.pool.clone(), "detail.pool")?;
+            d.check()?;
+            Signal::PoolWaits(d)
+        }
         _ => {
             return Err(EventError::Unknown { event_source: source.to_string(), detail_type: detail_type.to_string() });
         }
@@ -484,6 +491,7 @@ impl Signal {
             Signal::PoolDemand(d) => Some(&d.pool),
             Signal::PodsUnschedulable(d) => Some(&d.pool),
             Signal::NodeLifecycle(d) => Some(&d.pool),
+            Signal::PoolWaits(d) => Some(&d.pool),
             _ => None,
         }
     }

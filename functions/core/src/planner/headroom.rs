@@ -4,7 +4,10 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::Work;
-use crate::config::HeadroomConfig;
+use chrono::Timelike;
+
+use crate::config::{HeadroomConfig, WaitTarget};
+use crate::learn::{Basis, Prediction, SLOT_MINUTES};
 use crate::model::{Demand, DisruptionKind, PoolRecord};
 use crate::plan::{ActionKind, HeadroomDecision};
 use crate::units::{format_cpu_millis, format_memory_bytes};
@@ -60,25 +63,96 @@ pub fn headroom_replicas(cfg: &HeadroomConfig, demand: &Demand, percent: u32) ->
     (raw, raw.clamp(cfg.min, cfg.max.max(cfg.min)))
 }
 
+/// Pause pods that hold `cpu_millis` and `memory_bytes` of room.
+fn pods_for(cfg: &HeadroomConfig, cpu_millis: f64, memory_bytes: f64) -> u32 {
+    let per = |room: f64, pod: u64| (room / pod.max(1) as f64).ceil();
+    let pods = per(cpu_millis, cfg.pod_cpu_millis).max(per(memory_bytes, cfg.pod_memory_bytes)).max(0.0);
+    if pods >= f64::from(u32::MAX) {
+        u32::MAX
+    } else {
+        pods as u32
+    }
+}
+
+/// When a target `max` does not let through is told again.
+const UNMET_REPORT_EVERY: chrono::Duration = chrono::Duration::hours(1);
+
 impl Work<'_> {
     pub(super) fn headroom(&mut self) {
         let cfg = &self.cfg.headroom;
         // The freshest demand wins: the forwarder's event or the reconcile's own count.
         let demand = [self.record.demand, self.observed.demand].into_iter().flatten().max_by_key(|d| d.observed_at);
+        let prediction = match cfg.target {
+            Some(target) => {
+                let days = target.history_days();
+                let history = self.record.learned.get_or_insert_with(Default::default);
+                history.observe(self.observed, demand, self.now, days);
+                history.predict(self.now, days)
+            }
+            None => {
+                self.record.learned = None;
+                None
+            }
+        };
         let Some(demand) = demand else {
             self.note("no demand known yet (no forwarder event, no pod listing): headroom unchanged");
             return;
         };
         let (percent, source, boosted) = headroom_percent(cfg, &self.record, self.now);
-        let (raw, replicas) = headroom_replicas(cfg, &demand, percent);
-        self.headroom = Some(HeadroomDecision { percent, wanted: raw, replicas });
+        let by_percent = headroom_replicas(cfg, &demand, percent);
+        let learned = match (&source, prediction, cfg.target) {
+            (PercentSource::Override { .. }, _, _) | (_, None, _) | (_, _, None) => None,
+            (_, Some(p), Some(target)) => Some((p, target)),
+        };
+        let (raw, replicas, reason) = match learned {
+            None => {
+                let (raw, replicas) = by_percent;
+                (raw, replicas, self.percent_reason(percent, &source, boosted, &demand, raw, replicas))
+            }
+            Some((p, target)) => {
+                let room = pods_for(cfg, p.cpu_millis as f64 * p.correction, p.memory_bytes as f64 * p.correction);
+                let boost = if boosted { headroom_replicas(cfg, &demand, cfg.interruption_boost).0 } else { 0 };
+                let floor = if target.floor { headroom_replicas(cfg, &demand, percent.saturating_sub(if boosted { cfg.interruption_boost } else { 0 })).0 } else { 0 };
+                let raw = room.saturating_add(boost).max(floor);
+                let replicas = raw.clamp(cfg.min, cfg.max.max(cfg.min));
+                let reason = self.learned_reason(&p, target, room, boost, floor, raw, replicas);
+                if raw > replicas && raw > cfg.max {
+                    self.report_unmet(target, raw);
+                }
+                (raw, replicas, reason)
+            }
+        };
+        self.headroom = Some(HeadroomDecision { percent, wanted: raw, replicas, learned: learned.is_some() });
         if self.observed.headroom_replicas == Some(replicas) {
             return;
         }
-        let why = match &source {
+        self.act(
+            ActionKind::SetHeadroomReplicas {
+                namespace: cfg.namespace.clone(),
+                from: self.observed.headroom_replicas,
+                to: replicas,
+            },
+            reason,
+        );
+    }
+
+    fn percent_reason(
+        &self,
+        percent: u32,
+        source: &PercentSource,
+        boosted: bool,
+        demand: &Demand,
+        raw: u32,
+        replicas: u32,
+    ) -> String {
+        let cfg = &self.cfg.headroom;
+        let why = match source {
             PercentSource::Override { until } => format!("override until {}", until.format("%Y-%m-%dT%H:%MZ")),
             PercentSource::Schedule { cron, time_zone, fired_at } => {
                 format!("schedule `{cron}` ({time_zone}) fired {}", fired_at.format("%Y-%m-%dT%H:%MZ"))
+            }
+            PercentSource::Default if cfg.target.is_some() => {
+                "default, until the wait target has an hour of history".into()
             }
             PercentSource::Default => "default".into(),
         };
@@ -89,21 +163,90 @@ impl Work<'_> {
         };
         let clamp =
             if raw != replicas { format!(", clamped from {raw} to [{}, {}]", cfg.min, cfg.max) } else { String::new() };
-        let reason = format!(
+        format!(
             "headroom {percent}% ({why}{boost}) of {} CPU / {} requested by {} pods, at {} CPU / {} per pause pod: {replicas} replicas{clamp}",
             format_cpu_millis(demand.cpu_millis),
             format_memory_bytes(demand.memory_bytes),
             demand.pods,
             format_cpu_millis(cfg.pod_cpu_millis),
             format_memory_bytes(cfg.pod_memory_bytes),
-        );
-        self.act(
-            ActionKind::SetHeadroomReplicas {
-                namespace: cfg.namespace.clone(),
-                from: self.observed.headroom_replicas,
-                to: replicas,
-            },
-            reason,
-        );
+        )
     }
+
+    #[allow(clippy::too_many_arguments)]
+    fn learned_reason(
+        &self,
+        p: &Prediction,
+        target: WaitTarget,
+        room: u32,
+        boost: u32,
+        floor: u32,
+        raw: u32,
+        replicas: u32,
+    ) -> String {
+        let cfg = &self.cfg.headroom;
+        let when = match p.basis {
+            Basis::TimeOfWeek { weeks } => {
+                format!("on {}s {} ({weeks} weeks)", p.from.format("%A"), window(p))
+            }
+            Basis::TimeOfDay { days } => format!("daily {} ({days} days)", window(p)),
+            Basis::LastHour => "in the last hour (no past day yet)".into(),
+        };
+        let lead = format!(
+            "{} s ({})",
+            p.lead.num_seconds(),
+            if p.lead_observed { "node launch to Ready, observed" } else { "assumed: no launch seen to Ready yet" }
+        );
+        let measured = match self.record.learned.as_ref().and_then(|h| h.waits) {
+            Some(w) => format!(
+                "measured p95 wait {:.1} s over {} pods (to {})",
+                w.p95_ms as f64 / 1000.0,
+                w.pods,
+                w.window_end.format("%H:%MZ")
+            ),
+            None => "no wait measured yet".into(),
+        };
+        let mut extra = String::new();
+        if p.correction != 1.0 {
+            extra += &format!(" × {:.2} from measured waits", p.correction);
+        }
+        if boost > 0 {
+            extra += &format!(", +{boost} after a recent interruption");
+        }
+        if floor > room.saturating_add(boost) {
+            extra += &format!(", held at the {}% floor ({floor})", cfg.percent);
+        }
+        let clamp =
+            if raw != replicas { format!(", clamped from {raw} to [{}, {}]", cfg.min, cfg.max) } else { String::new() };
+        format!(
+            "{replicas} pause pods{clamp}: p95 rise of {} CPU / {} within {lead} {when}: {room} pods{extra}; {measured}, target {}",
+            format_cpu_millis(p.cpu_millis),
+            format_memory_bytes(p.memory_bytes),
+            target.wait_p95,
+        )
+    }
+
+    fn report_unmet(&mut self, target: WaitTarget, needed: u32) {
+        let history = self.record.learned.get_or_insert_with(Default::default);
+        if history.unmet_reported_at.is_some_and(|at| self.now - at < UNMET_REPORT_EVERY) {
+            return;
+        }
+        history.unmet_reported_at = Some(self.now);
+        self.note(format!(
+            "wait target p95 ≤ {} cannot be met within headroom.max: it needs {needed} pause pods, max is {} (told once an hour)",
+            target.wait_p95, self.cfg.headroom.max
+        ));
+    }
+}
+
+/// The slots a prediction covers, in UTC.
+fn window(p: &Prediction) -> String {
+    let slot = |t: DateTime<Utc>| {
+        let minutes = (t.hour() * 60 + t.minute()) as i64 / SLOT_MINUTES * SLOT_MINUTES;
+        (minutes / 60, minutes % 60)
+    };
+    let (h0, m0) = slot(p.from);
+    let (h1, m1) = slot(p.to);
+    let end = h1 * 60 + m1 + SLOT_MINUTES;
+    format!("{h0:02}:{m0:02}–{:02}:{:02}Z", (end / 60) % 24, end % 60)
 }

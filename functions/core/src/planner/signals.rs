@@ -6,6 +6,7 @@ use chrono::Duration;
 use super::Work;
 use crate::config::RebalancePolicy;
 use crate::event::{Event, LaunchError, Signal};
+use crate::learn::WaitsSeen;
 use crate::model::{
     ActivityStatus, Demand, Disruption, DisruptionKind, HeadroomOverride, Interruption, InterruptionCause,
     LifecycleState, Market, PendingLifecycleAction, ReportedLaunchError, Unavailable, UnschedulableSeen,
@@ -147,6 +148,18 @@ impl Work<'_> {
                         observed_at: d.observed_at,
                     });
                 }
+            }
+            Signal::PoolWaits(w) => {
+                let Some(target) = self.cfg.headroom.target else {
+                    return;
+                };
+                let seen = WaitsSeen {
+                    window_end: w.window_end,
+                    pods: w.pods,
+                    p95_ms: (w.p95_seconds * 1000.0).round() as u64,
+                };
+                let target_ms = target.wait_p95.0.as_millis() as u64;
+                self.record.learned.get_or_insert_with(Default::default).measured(seen, target_ms);
             }
             Signal::PodsUnschedulable(u) => {
                 if self.record.unschedulable.as_ref().is_none_or(|old| old.observed_at < event.time) {

@@ -1,0 +1,326 @@
+//! What headroom a wait target takes, learned from the pool's own history.
+//!
+//! Pause pods absorb the pods that arrive while new capacity is on its way: a node takes
+//! the pool's *lead time* from launch to Ready, so the room needed is how much demand
+//! rises within one lead time. That rise has a shape by time of day (a Monday 09:00
+//! ramp), so it is kept per 15-minute slot of each day, in a ring of at most
+//! `target.history` days: bounded space, never raw events. The prediction for the
+//! coming window is the 95th percentile over past days of the largest rise in the
+//! window's slots (by time of week once two weeks show the slot, else by time of day),
+//! and never less than what rose in the last lead times. What the forwarder measures
+//! corrects it: up quickly when the pool's p95 first-start wait was above target, down
+//! slowly when it was met with evidence.
+//!
+//! Everything here is pure: observations in, a prediction with its reasons out.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use chrono::{DateTime, Duration, NaiveDate, Timelike, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::model::{Demand, ObservedPool};
+
+pub const SLOT_MINUTES: i64 = 15;
+pub const SLOTS_PER_DAY: usize = (24 * 60 / SLOT_MINUTES) as usize;
+/// The lead time assumed until a launch has been seen through to Ready: EKS nodes of
+/// current AMIs are Ready two to three minutes after launch.
+pub const ASSUMED_LEAD: Duration = Duration::seconds(180);
+/// How long the learner must have watched before its prediction replaces `percent`.
+pub const MIN_HISTORY: Duration = Duration::hours(1);
+/// Launch-to-Ready samples kept (the newest).
+const LEAD_SAMPLES: usize = 20;
+/// Launches followed at once; more (a 500-node scale-up) add nothing to the estimate.
+const MAX_LAUNCHING: usize = 256;
+/// A launch not Ready within this is a failed one, not a slow one.
+const LAUNCH_GIVE_UP: Duration = Duration::hours(1);
+/// Looks further apart than this cannot date a launch (Ballast reconciles each minute).
+const MAX_LOOK_GAP: Duration = Duration::minutes(5);
+/// Demand samples kept for the rise within one lead time.
+const MAX_RECENT: usize = 64;
+/// Bounds of the correction from measured waits, in thousandths.
+const CORRECTION_RANGE: (u32, u32) = (250, 8000);
+const CORRECTION_UP: f64 = 1.5;
+const CORRECTION_DOWN: f64 = 0.98;
+/// A window with fewer started pods than this is no evidence that room can shrink.
+const MIN_PODS_TO_SHRINK: u32 = 10;
+
+/// The learner's memory, kept in the pool record.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct History {
+    /// When the learner first observed the pool.
+    pub since: Option<DateTime<Utc>>,
+    /// Largest rise within one lead time ending in each slot, per day (UTC), oldest first.
+    pub days: Vec<DayRises>,
+    /// Demand samples of the last lead time, and the last one before it.
+    pub recent: Vec<DemandSample>,
+    /// Launch-to-Ready times seen, in seconds, newest last.
+    pub lead_secs: Vec<u32>,
+    /// Instances launching: when Ballast first saw each without a Ready node (`None`:
+    /// seen first at a look that cannot tell when it launched).
+    pub launching: BTreeMap<String, Option<DateTime<Utc>>>,
+    /// The last observation taken in.
+    pub last_look: Option<DateTime<Utc>>,
+    /// Correction from measured waits, in thousandths (0: none yet, i.e. 1000).
+    pub correction_permille: u32,
+    /// The last wait measurement taken in.
+    pub waits: Option<WaitsSeen>,
+    /// When a target that `max` does not let through was last reported.
+    pub unmet_reported_at: Option<DateTime<Utc>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DayRises {
+    pub date: NaiveDate,
+    /// Per slot, `None` where nothing was observed.
+    pub cpu_millis: Vec<Option<u32>>,
+    pub memory_mib: Vec<Option<u32>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DemandSample {
+    pub at: DateTime<Utc>,
+    pub cpu_millis: u64,
+    pub memory_bytes: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WaitsSeen {
+    pub window_end: DateTime<Utc>,
+    pub pods: u32,
+    pub p95_ms: u64,
+}
+
+/// Where a prediction comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Basis {
+    /// The same weekday's slots, over this many weeks.
+    TimeOfWeek { weeks: usize },
+    /// The same slots of every day, over this many days.
+    TimeOfDay { days: usize },
+    /// No past day shows these slots: what rose in the last hour.
+    LastHour,
+}
+
+/// The room the coming window needs, before the correction.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Prediction {
+    pub cpu_millis: u64,
+    pub memory_bytes: u64,
+    pub basis: Basis,
+    pub lead: Duration,
+    /// Whether `lead` was observed or is [`ASSUMED_LEAD`].
+    pub lead_observed: bool,
+    /// The window the room is for.
+    pub from: DateTime<Utc>,
+    pub to: DateTime<Utc>,
+    /// The correction from measured waits.
+    pub correction: f64,
+}
+
+fn slot_of(at: DateTime<Utc>) -> usize {
+    ((at.hour() * 60 + at.minute()) as i64 / SLOT_MINUTES) as usize
+}
+
+fn mib(bytes: u64) -> u32 {
+    u32::try_from(bytes.div_ceil(1 << 20)).unwrap_or(u32::MAX)
+}
+
+/// Nearest-rank quantile of non-empty `values`.
+fn quantile(mut values: Vec<u32>, q: f64) -> u32 {
+    values.sort_unstable();
+    let rank = ((q * values.len() as f64).ceil() as usize).clamp(1, values.len());
+    values[rank - 1]
+}
+
+impl History {
+    pub fn correction(&self) -> f64 {
+        match self.correction_permille {
+            0 => 1.0,
+            p => f64::from(p) / 1000.0,
+        }
+    }
+
+    /// The lead time: the 95th percentile of the launches seen, or the assumed one.
+    pub fn lead(&self) -> (Duration, bool) {
+        if self.lead_secs.is_empty() {
+            return (ASSUMED_LEAD, false);
+        }
+        (Duration::seconds(i64::from(quantile(self.lead_secs.clone(), 0.95))), true)
+    }
+
+    /// Takes in one reconcile's observation: the freshest demand and the pool's
+    /// instances and nodes. `history_days` bounds the ring.
+    pub fn observe(&mut self, observed: &ObservedPool, demand: Option<Demand>, now: DateTime<Utc>, history_days: usize) {
+        self.since.get_or_insert(now);
+        // An instance first seen after a long gap (or at the first look) may have
+        // launched any time before: its lead time is unknown.
+        let start_known = self.last_look.is_some_and(|last| now - last <= MAX_LOOK_GAP);
+        self.last_look = Some(now);
+        self.follow_launches(observed, now, start_known);
+        // The freshest demand known is the demand now: a flat stretch without forwarder
+        // events is a stretch of no rise, not one of no data.
+        if let Some(d) = demand {
+            self.sample(DemandSample { at: now, cpu_millis: d.cpu_millis, memory_bytes: d.memory_bytes });
+        }
+        let keep_from = now.date_naive() - Duration::days(history_days as i64);
+        self.days.retain(|d| d.date >= keep_from);
+    }
+
+    fn follow_launches(&mut self, observed: &ObservedPool, now: DateTime<Utc>, start_known: bool) {
+        let ready: BTreeSet<&str> =
+            observed.nodes.iter().filter(|n| n.ready).map(|n| n.instance_id.as_str()).collect();
+        let live: BTreeSet<&str> = observed
+            .asgs()
+            .flat_map(|a| a.instances.iter())
+            .filter(|i| i.lifecycle_state.is_live())
+            .map(|i| i.id.as_str())
+            .collect();
+        let mut done = Vec::new();
+        self.launching.retain(|id, seen| {
+            if ready.contains(id.as_str()) {
+                if let Some(seen) = seen {
+                    done.push((now - *seen).num_seconds().max(0));
+                }
+                return false;
+            }
+            live.contains(id.as_str()) && seen.is_none_or(|seen| now - seen < LAUNCH_GIVE_UP)
+        });
+        for secs in done {
+            self.lead_secs.push(u32::try_from(secs).unwrap_or(u32::MAX));
+        }
+        let excess = self.lead_secs.len().saturating_sub(LEAD_SAMPLES);
+        self.lead_secs.drain(..excess);
+        for id in live {
+            if self.launching.len() >= MAX_LAUNCHING {
+                break;
+            }
+            if !ready.contains(id) && !self.launching.contains_key(id) {
+                self.launching.insert(id.to_string(), start_known.then_some(now));
+            }
+        }
+    }
+
+    /// A demand sample: the rise since the lowest demand within one lead time goes
+    /// into the sample's slot.
+    fn sample(&mut self, s: DemandSample) {
+        if self.recent.last().is_some_and(|last| last.at >= s.at) {
+            return;
+        }
+        let (lead, _) = self.lead();
+        let start = s.at - lead;
+        // The last sample at or before the window's start is the demand at its start.
+        let before = self.recent.iter().rposition(|r| r.at <= start).unwrap_or(0);
+        self.recent.drain(..before);
+        let floor = |f: fn(&DemandSample) -> u64| self.recent.iter().map(f).min().unwrap_or(f(&s)).min(f(&s));
+        let rise_cpu = s.cpu_millis - floor(|r| r.cpu_millis);
+        let rise_mem = s.memory_bytes - floor(|r| r.memory_bytes);
+        self.recent.push(s);
+        let excess = self.recent.len().saturating_sub(MAX_RECENT);
+        self.recent.drain(..excess);
+        let date = s.at.date_naive();
+        let day = match self.days.iter().position(|d| d.date == date) {
+            Some(i) => &mut self.days[i],
+            None => {
+                let fresh = DayRises { date, cpu_millis: vec![None; SLOTS_PER_DAY], memory_mib: vec![None; SLOTS_PER_DAY] };
+                let at = self.days.partition_point(|d| d.date < date);
+                self.days.insert(at, fresh);
+                &mut self.days[at]
+            }
+        };
+        let slot = slot_of(s.at);
+        let cpu = u32::try_from(rise_cpu).unwrap_or(u32::MAX);
+        day.cpu_millis[slot] = Some(day.cpu_millis[slot].map_or(cpu, |old| old.max(cpu)));
+        day.memory_mib[slot] = Some(day.memory_mib[slot].map_or(mib(rise_mem), |old| old.max(mib(rise_mem))));
+    }
+
+    /// The largest rise recorded in the slots covering `[from, to]`, if any slot has data.
+    fn largest_rise(&self, from: DateTime<Utc>, to: DateTime<Utc>) -> Option<(u32, u32)> {
+        let mut found: Option<(u32, u32)> = None;
+        let mut at = from;
+        loop {
+            let date = at.date_naive();
+            if let Some(day) = self.days.iter().find(|d| d.date == date) {
+                let slot = slot_of(at);
+                if let (Some(c), Some(m)) = (day.cpu_millis[slot], day.memory_mib[slot]) {
+                    found = Some(found.map_or((c, m), |(fc, fm)| (fc.max(c), fm.max(m))));
+                }
+            }
+            if at >= to {
+                break;
+            }
+            at = (at + Duration::minutes(SLOT_MINUTES)).min(to);
+        }
+        found
+    }
+
+    /// The room the window from `now` needs: rises that complete within two lead times
+    /// (room placed now is refilled by the nodes it makes cluster-autoscaler launch one
+    /// lead time later). `None` until the learner has watched [`MIN_HISTORY`].
+    pub fn predict(&self, now: DateTime<Utc>, history_days: usize) -> Option<Prediction> {
+        let since = self.since?;
+        if now - since < MIN_HISTORY {
+            return None;
+        }
+        let (lead, lead_observed) = self.lead();
+        let to = now + lead * 2;
+        let past = |k: i64| self.largest_rise(now - Duration::days(k), to - Duration::days(k));
+        let weeks: Vec<(u32, u32)> =
+            (1..=history_days as i64 / 7).filter_map(|w| past(7 * w)).collect();
+        let days: Vec<(u32, u32)> = (1..=history_days as i64).filter_map(past).collect();
+        let (seasonal, basis) = if weeks.len() >= 2 {
+            (Some(weeks.as_slice()), Basis::TimeOfWeek { weeks: weeks.len() })
+        } else if !days.is_empty() {
+            (Some(days.as_slice()), Basis::TimeOfDay { days: days.len() })
+        } else {
+            (None, Basis::LastHour)
+        };
+        // What rose lately is still in force: the last two lead times with a seasonal
+        // basis, the last hour without one.
+        let lately = if seasonal.is_some() { lead * 2 } else { Duration::hours(1) };
+        let recent = self.largest_rise(now - lately, now).unwrap_or((0, 0));
+        let (cpu, mem) = match seasonal {
+            Some(values) => (
+                quantile(values.iter().map(|v| v.0).collect(), 0.95).max(recent.0),
+                quantile(values.iter().map(|v| v.1).collect(), 0.95).max(recent.1),
+            ),
+            None => recent,
+        };
+        Some(Prediction {
+            cpu_millis: u64::from(cpu),
+            memory_bytes: u64::from(mem) << 20,
+            basis,
+            lead,
+            lead_observed,
+            from: now,
+            to,
+            correction: self.correction(),
+        })
+    }
+
+    /// Takes in the forwarder's measurement of a window's first-start waits: room grows
+    /// by half when the window's p95 missed the target, shrinks by 2 % when it met it
+    /// over enough pods. Returns false for a window not newer than the last one.
+    pub fn measured(&mut self, waits: WaitsSeen, target_ms: u64) -> bool {
+        if self.waits.is_some_and(|w| w.window_end >= waits.window_end) {
+            return false;
+        }
+        self.waits = Some(waits);
+        if waits.pods == 0 {
+            return true;
+        }
+        let factor = if waits.p95_ms > target_ms {
+            CORRECTION_UP
+        } else if waits.pods >= MIN_PODS_TO_SHRINK {
+            CORRECTION_DOWN
+        } else {
+            return true;
+        };
+        let (lo, hi) = CORRECTION_RANGE;
+        self.correction_permille = ((self.correction() * factor * 1000.0).round() as u32).clamp(lo, hi);
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests;

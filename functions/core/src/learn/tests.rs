@@ -1,0 +1,223 @@
+use chrono::{TimeZone, Weekday};
+use proptest::prelude::*;
+
+use super::*;
+use crate::model::{AsgInstance, LifecycleState, Market, NodeState, ObservedAsg};
+
+/// Monday 2026-11-02 00:00 UTC.
+fn monday() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 11, 2, 0, 0, 0).unwrap()
+}
+
+fn empty_pool() -> ObservedPool {
+    ObservedPool { spot: vec![], on_demand: None, nodes: vec![], headroom_replicas: None, demand: None }
+}
+
+fn demand_at(cpu_millis: u64, at: DateTime<Utc>) -> Demand {
+    Demand { cpu_millis, memory_bytes: cpu_millis << 20, pods: 1, observed_at: at }
+}
+
+/// Observes the pool each minute from `from` for `minutes`, demand given by `cpu_at`.
+fn watch(h: &mut History, from: DateTime<Utc>, minutes: i64, days: usize, cpu_at: impl Fn(DateTime<Utc>) -> u64) {
+    for m in 0..minutes {
+        let now = from + Duration::minutes(m);
+        h.observe(&empty_pool(), Some(demand_at(cpu_at(now), now)), now, days);
+    }
+}
+
+/// 10 CPU, rising to 40 CPU over 09:00–09:05 (on the days `ramps` allows), back at 17:00.
+fn ramp_at_nine(ramps: impl Fn(Weekday) -> bool) -> impl Fn(DateTime<Utc>) -> u64 {
+    move |t| {
+        let minutes = i64::from(t.hour() * 60 + t.minute());
+        if !ramps(t.weekday()) || !(9 * 60..17 * 60).contains(&minutes) {
+            return 10_000;
+        }
+        10_000 + 6_000 * (minutes - 9 * 60 + 1).min(5) as u64
+    }
+}
+
+use chrono::Datelike;
+
+#[test]
+fn a_rise_within_one_lead_time_goes_into_its_slot() {
+    let mut h = History::default();
+    let t0 = monday() + Duration::hours(9);
+    for (minute, cpu) in [(0, 10_000), (1, 14_000), (2, 20_000), (10, 20_000)] {
+        let now = t0 + Duration::minutes(minute);
+        h.observe(&empty_pool(), Some(demand_at(cpu, now)), now, 14);
+    }
+    let day = &h.days[0];
+    // 09:00–09:15: 10 CPU more within the assumed 180 s lead time; 10 minutes later
+    // nothing rose, which does not lower the slot's largest rise.
+    assert_eq!(day.cpu_millis[36], Some(10_000));
+    assert_eq!(day.memory_mib[36], Some(10_000));
+    assert_eq!(day.cpu_millis[35], None, "nothing observed in 08:45–09:00");
+    // A rise spread over more than one lead time counts only the part within one.
+    let mut slow = History::default();
+    watch(&mut slow, t0, 20, 14, |t| 10_000 + 1_000 * (t - t0).num_minutes() as u64);
+    assert_eq!(slow.days[0].cpu_millis[36], Some(3_000), "1 CPU a minute, 3 minutes of lead time");
+}
+
+#[test]
+fn a_daily_ramp_is_met_with_room_placed_before_it() {
+    let mut h = History::default();
+    let days = 14;
+    watch(&mut h, monday(), 2 * 24 * 60 + 8 * 60 + 55, days, ramp_at_nine(|_| true));
+    // Wednesday 08:55: the 09:00 ramp of Monday and Tuesday is ahead (within 2 lead times).
+    let now = monday() + Duration::days(2) + Duration::minutes(8 * 60 + 55);
+    let p = h.predict(now, days).expect("two days watched");
+    assert_eq!(p.basis, Basis::TimeOfDay { days: 2 });
+    assert_eq!(p.cpu_millis, 18_000, "three minutes of a 6 CPU/min ramp");
+    assert!(!p.lead_observed);
+    // 03:00: nothing rises then.
+    let night = monday() + Duration::days(2) + Duration::hours(3);
+    let mut at_night = History::default();
+    watch(&mut at_night, monday(), 2 * 24 * 60 + 3 * 60, days, ramp_at_nine(|_| true));
+    let p = at_night.predict(night, days).unwrap();
+    assert_eq!((p.cpu_millis, p.basis), (0, Basis::TimeOfDay { days: 2 }));
+}
+
+#[test]
+fn a_weekly_ramp_is_learned_by_time_of_week_once_two_weeks_show_it() {
+    let mut h = History::default();
+    let days = 14;
+    let mondays = ramp_at_nine(|d| d == Weekday::Mon);
+    // Two weeks and a day: Tuesday 2026-11-17, 08:55.
+    let watched = (15 * 24 + 8) * 60 + 55;
+    watch(&mut h, monday(), watched, days, &mondays);
+    let tuesday = monday() + Duration::minutes(watched);
+    let p = h.predict(tuesday, days).unwrap();
+    assert_eq!((p.basis, p.cpu_millis), (Basis::TimeOfWeek { weeks: 2 }, 0), "Tuesdays are quiet");
+    // The Monday before: the ramp is ahead.
+    let mut m = History::default();
+    let watched = (14 * 24 + 8) * 60 + 55;
+    watch(&mut m, monday(), watched, days, &mondays);
+    let p = m.predict(monday() + Duration::minutes(watched), days).unwrap();
+    assert_eq!((p.basis, p.cpu_millis), (Basis::TimeOfWeek { weeks: 2 }, 18_000));
+    // One week of history: by time of day, the Monday ramp is one day in seven, above the
+    // 5 % the target leaves: Tuesday keeps room for it.
+    let mut one = History::default();
+    let watched = (8 * 24 + 8) * 60 + 55;
+    watch(&mut one, monday(), watched, 7, &mondays);
+    let p = one.predict(monday() + Duration::minutes(watched), 7).unwrap();
+    assert_eq!((p.basis, p.cpu_millis), (Basis::TimeOfDay { days: 7 }, 18_000));
+}
+
+#[test]
+fn too_little_history_predicts_nothing_and_then_the_last_hour() {
+    let mut h = History::default();
+    watch(&mut h, monday() + Duration::hours(9), 59, 14, |t| 10_000 + 500 * u64::from(t.minute()));
+    assert_eq!(h.predict(monday() + Duration::minutes(9 * 60 + 58), 14), None, "under an hour watched");
+    watch(&mut h, monday() + Duration::minutes(9 * 60 + 59), 10, 14, |_| 40_000);
+    let p = h.predict(monday() + Duration::minutes(10 * 60 + 8), 14).unwrap();
+    assert_eq!(p.basis, Basis::LastHour);
+    assert_eq!(p.cpu_millis, 40_000 - (10_000 + 500 * 56), "the jump at 09:59 within one lead time");
+}
+
+fn launching_pool(ready: &[(&str, bool)]) -> ObservedPool {
+    let instances = ready
+        .iter()
+        .map(|(id, _)| AsgInstance {
+            id: id.to_string(),
+            lifecycle_state: LifecycleState::Pending,
+            availability_zone: String::new(),
+            instance_type: String::new(),
+            market: Market::Spot,
+        })
+        .collect();
+    ObservedPool {
+        spot: vec![ObservedAsg {
+            name: "spot".into(),
+            tags: Default::default(),
+            desired: ready.len() as u32,
+            min: 0,
+            max: 10,
+            instances,
+            activities: vec![],
+        }],
+        nodes: ready
+            .iter()
+            .map(|(id, r)| NodeState { name: format!("n-{id}"), instance_id: id.to_string(), ready: *r, unschedulable: false })
+            .collect(),
+        ..empty_pool()
+    }
+}
+
+#[test]
+fn the_lead_time_is_launch_to_ready_as_observed() {
+    let mut h = History::default();
+    let t0 = monday();
+    // At the first look, i-old is already launching: when it launched is unknown.
+    h.observe(&launching_pool(&[("i-old", false)]), None, t0, 14);
+    h.observe(&launching_pool(&[("i-old", false), ("i-new", false)]), None, t0 + Duration::seconds(30), 14);
+    h.observe(&launching_pool(&[("i-old", true), ("i-new", true)]), None, t0 + Duration::seconds(160), 14);
+    assert_eq!(h.lead_secs, vec![130]);
+    assert_eq!(h.lead(), (Duration::seconds(130), true));
+    assert!(h.launching.is_empty());
+    // A launch that leaves the ASG before Ready is forgotten, not counted.
+    h.observe(&launching_pool(&[("i-gone", false)]), None, t0 + Duration::seconds(200), 14);
+    h.observe(&empty_pool(), None, t0 + Duration::seconds(260), 14);
+    assert!(h.launching.is_empty());
+    assert_eq!(h.lead_secs, vec![130]);
+    // The 95th percentile of what was seen: one slow launch in twenty is the 5 % the
+    // target leaves out; two are not.
+    h.lead_secs = (0..19).map(|_| 100).chain([300]).collect();
+    assert_eq!(h.lead().0, Duration::seconds(100));
+    h.lead_secs = (0..18).map(|_| 100).chain([300, 300]).collect();
+    assert_eq!(h.lead().0, Duration::seconds(300));
+}
+
+#[test]
+fn measured_waits_correct_up_quickly_and_down_slowly() {
+    let mut h = History::default();
+    let end = |m: i64| monday() + Duration::minutes(m);
+    let waits = |m: i64, pods: u32, p95_ms: u64| WaitsSeen { window_end: end(m), pods, p95_ms };
+    assert!(h.measured(waits(5, 30, 25_000), 10_000));
+    assert_eq!(h.correction(), 1.5, "missed: half as much room again");
+    assert!(!h.measured(waits(5, 30, 1_000), 10_000), "the same window twice counts once");
+    assert!(!h.measured(waits(4, 30, 1_000), 10_000), "an older window is ignored");
+    assert!(h.measured(waits(10, 30, 4_000), 10_000));
+    assert_eq!(h.correction(), 1.47);
+    assert!(h.measured(waits(15, 3, 4_000), 10_000));
+    assert_eq!(h.correction(), 1.47, "three pods are no evidence to shrink on");
+    for m in 0..20 {
+        h.measured(waits(20 + 5 * m, 1, 60_000), 10_000);
+    }
+    assert_eq!(h.correction(), 8.0, "bounded above");
+    for m in 0..400 {
+        h.measured(waits(200 + 5 * m, 50, 0), 10_000);
+    }
+    assert_eq!(h.correction(), 0.25, "bounded below");
+}
+
+proptest! {
+    /// Whatever is observed, for however long, the learner's memory stays within its
+    /// bounds (the state record it lives in is read and written each reconcile).
+    #[test]
+    fn the_history_stays_bounded(
+        steps in proptest::collection::vec((1i64..240, 0u64..2_000_000, 0u8..4), 1..400),
+        days in 1usize..=28,
+    ) {
+        let mut h = History::default();
+        let mut now = monday();
+        let ids: Vec<String> = (0..300).map(|i| format!("i-{i:08x}")).collect();
+        for (gap_minutes, cpu, nodes) in steps {
+            now += Duration::minutes(gap_minutes * 7);
+            let ready = |i: usize| (i + usize::from(nodes)) % 3 == 0;
+            let pool = launching_pool(&ids.iter().enumerate().map(|(i, id)| (id.as_str(), ready(i))).collect::<Vec<_>>());
+            h.observe(&pool, Some(demand_at(cpu, now)), now, days);
+            h.measured(WaitsSeen { window_end: now, pods: u32::from(nodes) * 5, p95_ms: cpu % 30_000 }, 10_000);
+            prop_assert!(h.days.len() <= days + 1);
+            prop_assert!(h.recent.len() <= MAX_RECENT);
+            prop_assert!(h.lead_secs.len() <= LEAD_SAMPLES);
+            prop_assert!(h.launching.len() <= MAX_LAUNCHING);
+            let (lo, hi) = CORRECTION_RANGE;
+            prop_assert!((lo..=hi).contains(&h.correction_permille) || h.correction_permille == 0);
+            if let Some(p) = h.predict(now, days) {
+                prop_assert!(p.cpu_millis <= 2_000_000);
+            }
+        }
+        let size = serde_json::to_vec(&h).unwrap().len();
+        prop_assert!(size < 48 * 1024, "{size} bytes");
+    }
+}
