@@ -134,6 +134,7 @@ async fn forwarder_events_follow_the_cluster_across_an_api_server_restart() {
         heartbeat: Duration::from_secs(600),
         threshold_percent: 5,
         unschedulable_every: Duration::from_millis(500),
+        waits_every: Duration::from_secs(2),
     };
     let mut forwarder = Forwarder::new(client, Arc::new(EventBridgeBus::new(&sdk, BUS)), &config, timing);
     forwarder.tick = Duration::from_millis(200);
@@ -236,6 +237,12 @@ async fn forwarder_events_follow_the_cluster_across_an_api_server_restart() {
     };
     assert_eq!(waits.0, 1.0, "one pod scheduled");
     assert!((0.0..30.0).contains(&waits.1), "{waits:?}");
+    // The same wait, summed up for the functions (a wait target's correction).
+    let measured = inbox
+        .expect("the pool's waits", |t, d| t == "Pool Waits Measured" && d["pool"] == "general" && d["pods"] == 1)
+        .await;
+    let p95 = measured["p95_seconds"].as_f64().unwrap();
+    assert!((p95 - waits.1).abs() < 1e-9 && measured["max_seconds"] == measured["p95_seconds"], "{measured}");
     let rss = sample(&metrics, "ballast_forwarder_resident_memory_bytes");
     assert!(rss > 1e6 && rss <= sample(&metrics, "ballast_forwarder_resident_memory_peak_bytes"), "{rss}");
 

@@ -109,6 +109,23 @@ fn config_check_accepts_the_example_and_lists_every_problem() {
 }
 
 #[test]
+fn config_check_explains_how_each_pools_headroom_is_sized() {
+    let out = ballast(&["config", "check", "functions/cli/tests/data/wait-target.yaml"]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    let text = stdout(&out);
+    for expected in [
+        "web headroom: learned for a first-start wait of at most 10s at p95 from up to 7 day(s) of history",
+        "10% of the workload requests until an hour of history (not a floor: `floor: false` or percent not written)",
+        "batch headroom: learned for a first-start wait of at most 1m at p95 from up to 14 day(s) of history",
+        "5% of the workload requests until an hour of history, and as a floor under the learned size",
+    ] {
+        assert!(text.contains(expected), "{expected:?} not in {text}");
+    }
+    let example = stdout(&ballast(&["config", "check", "ballast.example.yaml"]));
+    assert!(example.contains("general headroom: 10% of the pool's workload requests (2 schedule(s) change it when they fire); +10% for 30m after a spot interruption; within [1, 40] pause pods of 1 CPU / 2Gi; a headroom override event wins while it lasts"), "{example}");
+}
+
+#[test]
 fn config_check_holds_the_config_to_the_functions_rbac_and_timeout() {
     let ok = ballast(&[
         "config",

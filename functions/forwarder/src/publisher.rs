@@ -1,22 +1,24 @@
-//! When the forwarder speaks: the three events of EVENTS.md, debounced so that churn
-//! does not become a flood. Pure: the caller passes the state and the time.
+//! When the forwarder speaks: its four events (demand, unschedulable pods, node
+//! lifecycle, each pool's first-start waits per window), debounced so that churn does
+//! not become a flood. Pure: the caller passes the state and the time.
 
 use std::time::Duration;
 
-use ballast_core::event::{NodeLifecycleDetail, PodsUnschedulableDetail, PoolDemandDetail};
+use ballast_core::event::{NodeLifecycleDetail, PodsUnschedulableDetail, PoolDemandDetail, PoolWaitsDetail};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::state::{ClusterState, PoolTotals};
+use crate::state::{ClusterState, PoolId, PoolTotals};
 
 pub const SOURCE: &str = "ballast.kubernetes";
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum Outgoing {
     PoolDemand(PoolDemandDetail),
     PodsUnschedulable(PodsUnschedulableDetail),
     NodeLifecycle(NodeLifecycleDetail),
+    PoolWaits(PoolWaitsDetail),
 }
 
 impl Outgoing {
@@ -25,6 +27,7 @@ impl Outgoing {
             Outgoing::PoolDemand(_) => "Pool Demand Changed",
             Outgoing::PodsUnschedulable(_) => "Pods Unschedulable",
             Outgoing::NodeLifecycle(_) => "Node Lifecycle",
+            Outgoing::PoolWaits(_) => "Pool Waits Measured",
         }
     }
 
@@ -43,6 +46,9 @@ pub struct Timing {
     pub threshold_percent: u32,
     /// At most one unschedulable event per pool within this window (the first is at once).
     pub unschedulable_every: Duration,
+    /// The window over which first-start waits are summed up per pool (a wait target's
+    /// correction is taken from each).
+    pub waits_every: Duration,
 }
 
 impl Default for Timing {
@@ -52,6 +58,7 @@ impl Default for Timing {
             heartbeat: Duration::from_secs(300),
             threshold_percent: 5,
             unschedulable_every: Duration::from_secs(5),
+            waits_every: Duration::from_secs(300),
         }
     }
 }
@@ -67,7 +74,13 @@ pub struct Publisher {
     demand: Vec<Option<Sent<PoolTotals>>>,
     /// The newest unschedulable-since already reported, per pool.
     unschedulable: Vec<Option<Sent<DateTime<Utc>>>>,
+    /// Per pool: the first-start waits (seconds) of the window open since `Sent::at`.
+    waits: Vec<Option<Sent<Vec<f64>>>>,
 }
+
+/// Waits held per pool and window: a scale-up of this many pods within five minutes is
+/// measured well enough by them.
+const MAX_WAITS_PER_WINDOW: usize = 16_384;
 
 fn moved(now: &PoolTotals, then: &PoolTotals, percent: u32) -> bool {
     let beyond = |a: u64, b: u64| a.abs_diff(b).saturating_mul(100) > b.saturating_mul(u64::from(percent));
@@ -78,7 +91,18 @@ fn moved(now: &PoolTotals, then: &PoolTotals, percent: u32) -> bool {
 
 impl Publisher {
     pub fn new(timing: Timing, pools: usize) -> Publisher {
-        Publisher { timing, demand: vec![None; pools], unschedulable: vec![None; pools] }
+        Publisher { timing, demand: vec![None; pools], unschedulable: vec![None; pools], waits: vec![None; pools] }
+    }
+
+    /// Takes in first-start waits (pool, seconds) measured since the last call.
+    pub fn waits_measured(&mut self, waits: &[(PoolId, f64)], now: DateTime<Utc>) {
+        for &(pool, seconds) in waits {
+            let Some(slot) = self.waits.get_mut(usize::from(pool)) else { continue };
+            let window = slot.get_or_insert_with(|| Sent { what: Vec::new(), at: now });
+            if window.what.len() < MAX_WAITS_PER_WINDOW {
+                window.what.push(seconds);
+            }
+        }
     }
 
     /// What to publish now.
@@ -109,6 +133,27 @@ impl Publisher {
                     observed_at: now,
                 }));
             }
+        }
+        for (pool, window) in self.waits.iter_mut().enumerate() {
+            let Some(open) = window.as_mut() else { continue };
+            if elapsed(open.at) < self.timing.waits_every {
+                continue;
+            }
+            let mut waits = std::mem::take(&mut open.what);
+            let window_start = std::mem::replace(&mut open.at, now);
+            if waits.is_empty() {
+                continue;
+            }
+            waits.sort_unstable_by(f64::total_cmp);
+            let rank = ((0.95 * waits.len() as f64).ceil() as usize).clamp(1, waits.len());
+            out.push(Outgoing::PoolWaits(PoolWaitsDetail {
+                pool: state.pool_name(pool as u16).to_string(),
+                window_start,
+                window_end: now,
+                pods: waits.len() as u32,
+                p95_seconds: waits[rank - 1],
+                max_seconds: waits[waits.len() - 1],
+            }));
         }
         for (pool, stuck) in state.unschedulable().into_iter().enumerate() {
             let Some(stuck) = stuck else { continue };
@@ -184,6 +229,30 @@ pools:
         s.apply_pod(&pod(1, Some("n1"), "1"));
         s.end_list(crate::state::Kind::Pods);
         s
+    }
+
+    #[test]
+    fn each_pools_first_start_waits_are_summed_up_once_a_window() {
+        let mut s = synced();
+        let mut p = Publisher::new(Timing::default(), 1);
+        let waits_of = |out: Vec<Outgoing>| -> Vec<PoolWaitsDetail> {
+            out.into_iter().filter_map(|o| if let Outgoing::PoolWaits(w) = o { Some(w) } else { None }).collect()
+        };
+        assert!(waits_of(p.tick(&mut s, at(0))).is_empty(), "no pod started: nothing to say");
+        // 20 pods: 19 quick ones and one that waited for a node.
+        let waits: Vec<(PoolId, f64)> = (0..19).map(|i| (0, 1.0 + f64::from(i) / 10.0)).chain([(0, 95.0)]).collect();
+        p.waits_measured(&waits, at(10));
+        assert!(waits_of(p.tick(&mut s, at(200))).is_empty(), "the window is still open");
+        let out = waits_of(p.tick(&mut s, at(310)));
+        assert_eq!(out.len(), 1);
+        let w = &out[0];
+        assert_eq!((w.pool.as_str(), w.pods, w.window_start, w.window_end), ("general", 20, at(10), at(310)));
+        // Nearest rank: the 19th of 20 is the slowest quick one; the node wait is the max.
+        assert_eq!((w.p95_seconds, w.max_seconds), (2.8, 95.0));
+        assert!(waits_of(p.tick(&mut s, at(700))).is_empty(), "nothing started since");
+        p.waits_measured(&[(0, 3.0), (7, 1.0)], at(710));
+        let next = waits_of(p.tick(&mut s, at(1100)));
+        assert_eq!((next[0].pods, next[0].window_start, next[0].p95_seconds), (1, at(700), 3.0), "pool 7 is unknown");
     }
 
     #[test]

@@ -133,6 +133,11 @@ impl Forwarder {
                 _ = &mut shutdown => break,
                 _ = tick.tick() => {
                     let now = chrono::Utc::now();
+                    let waits = self.state.take_first_start_waits();
+                    for &(pool, seconds) in &waits {
+                        self.metrics.first_start(self.state.pool_name(pool), seconds);
+                    }
+                    publisher.waits_measured(&waits, now);
                     let out = publisher.tick(&mut self.state, now);
                     let synced = self.state.synced();
                     if synced && !was_synced {
@@ -144,9 +149,6 @@ impl Forwarder {
                         self.state.unreadable_pods = 0;
                     }
                     self.health.tick(now.timestamp(), synced);
-                    for (pool, seconds) in self.state.take_first_start_waits() {
-                        self.metrics.first_start(self.state.pool_name(pool), seconds);
-                    }
                     self.observe();
                     if !out.is_empty() {
                         for event in &out {

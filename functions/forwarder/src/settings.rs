@@ -12,7 +12,7 @@ use crate::publisher::Timing;
 #[derive(Debug, Clone, Parser)]
 #[command(
     name = "forwarder",
-    about = "Ballast's in-cluster forwarder: pool demand, unschedulable pods and node changes to EventBridge"
+    about = "Ballast's in-cluster forwarder: pool demand, unschedulable pods, node changes and first-start waits to EventBridge"
 )]
 pub struct Settings {
     /// Ballast's config (its pools' node selectors and tolerations decide pool membership).
@@ -33,6 +33,9 @@ pub struct Settings {
     /// At most one unschedulable event per pool within this window.
     #[arg(long, env = "BALLAST_UNSCHEDULABLE_EVERY", default_value = "5s")]
     pub unschedulable_every: HumanDuration,
+    /// The window each Pool Waits Measured event sums up (per pool, when pods started).
+    #[arg(long, env = "BALLAST_WAITS_EVERY", default_value = "5m")]
+    pub waits_every: HumanDuration,
     /// Where `/healthz`, `/readyz` and `/metrics` are served.
     #[arg(long, env = "BALLAST_HEALTH_ADDR", default_value = "0.0.0.0:8080")]
     pub health_addr: SocketAddr,
@@ -49,6 +52,7 @@ impl Settings {
             heartbeat: self.heartbeat.0,
             threshold_percent: self.threshold_percent,
             unschedulable_every: self.unschedulable_every.0,
+            waits_every: self.waits_every.0,
         }
     }
 }
@@ -62,6 +66,7 @@ mod tests {
         let s = Settings::try_parse_from(["forwarder", "--event-bus", "ballast-prod", "--debounce", "10s"]).unwrap();
         assert_eq!(s.timing().debounce, std::time::Duration::from_secs(10));
         assert_eq!(s.timing().heartbeat, std::time::Duration::from_secs(300));
+        assert_eq!(s.timing().waits_every, std::time::Duration::from_secs(300));
         let missing = Settings::try_parse_from(["forwarder"]);
         if std::env::var_os("BALLAST_EVENT_BUS").is_none() {
             assert!(missing.unwrap_err().to_string().contains("--event-bus"));

@@ -70,7 +70,7 @@ export const QUEUE_RULES: Record<string, events.EventPattern> = {
 
 export const FORWARDER_PATTERN: events.EventPattern = {
   source: ['ballast.kubernetes'],
-  detailType: ['Pool Demand Changed', 'Pods Unschedulable', 'Node Lifecycle'],
+  detailType: ['Pool Demand Changed', 'Pods Unschedulable', 'Node Lifecycle', 'Pool Waits Measured'],
 };
 
 const WORKSPACE = path.resolve(__dirname, '..', '..', '..', 'Cargo.toml');

@@ -127,6 +127,9 @@ pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
         if config.dry_run { ", dry_run" } else { "" },
         if args.rbac.is_some() { ", covered by the RBAC" } else { "" },
     ));
+    for pool in &config.pools {
+        say(format!("  {} headroom: {}", pool.name, pool.headroom.explain()));
+    }
     for warning in &warnings {
         say(format!("warning: {warning}"));
     }

@@ -199,6 +199,45 @@ impl WaitTarget {
     }
 }
 
+impl HeadroomConfig {
+    /// How the headroom settings combine, in a sentence (`ballast config check`).
+    pub fn explain(&self) -> String {
+        let schedules = match self.schedules.len() {
+            0 => String::new(),
+            n => format!(" ({n} schedule(s) change it when they fire)"),
+        };
+        let boost = if self.interruption_boost > 0 {
+            format!("; +{}% for {} after a spot interruption", self.interruption_boost, self.boost_for)
+        } else {
+            String::new()
+        };
+        let pods = format!(
+            "within [{}, {}] pause pods of {} CPU / {}",
+            self.min,
+            self.max,
+            format_cpu_millis(self.pod_cpu_millis),
+            format_memory_bytes(self.pod_memory_bytes)
+        );
+        match &self.target {
+            None => format!(
+                "{}% of the pool's workload requests{schedules}{boost}; {pods}; a headroom override event wins while it lasts",
+                self.percent
+            ),
+            Some(t) => format!(
+                "learned for a first-start wait of at most {} at p95 from up to {} day(s) of history: room for the demand \
+                 that rises within one node launch-to-Ready time, by time of day (by time of week once two weeks show it), \
+                 raised when measured waits miss the target and lowered slowly when they meet it; {}% of the workload \
+                 requests{schedules} until an hour of history{}{boost}; {pods}; a headroom override event wins while it lasts; \
+                 a target that max does not let through is logged once an hour",
+                t.wait_p95,
+                t.history_days(),
+                self.percent,
+                if t.floor { ", and as a floor under the learned size" } else { " (not a floor: `floor: false` or percent not written)" },
+            ),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PriorityClassConfig {
@@ -836,7 +875,9 @@ fn read_target(value: &Value, path: &str, percent_written: bool, issues: &mut Is
     }
     let days = history.0.as_secs_f64() / 86_400.0;
     if !(1.0..=MAX_HISTORY_DAYS as f64).contains(&days) {
-        issues.push(p("history"), format!("{history} is outside 1d..{MAX_HISTORY_DAYS}d"));
+        let secs = history.0.as_secs();
+        let written = if secs % 86_400 == 0 { format!("{}d", secs / 86_400) } else { history.to_string() };
+        issues.push(p("history"), format!("{written} is outside 1d..{MAX_HISTORY_DAYS}d"));
     }
     (issues.0.len() == before).then_some(WaitTarget { wait_p95: wait_p95?, history, floor })
 }

@@ -352,3 +352,31 @@ fn a_pool_without_an_on_demand_asg_is_spot_only() {
     let errors = issues(&minimal_with("").replace("on_demand_asg: od", "on_demand_asg: ''"));
     assert!(errors.iter().any(|e| e.starts_with("pools[0].on_demand_asg")), "{errors:?}");
 }
+
+#[test]
+fn a_wait_target_is_read_with_its_floor_and_bounds() {
+    let with_target = |headroom: &str| Config::from_yaml(&minimal_with(headroom));
+    let cfg = with_target("    headroom:\n      percent: 5\n      target: { wait_p95: 10s }\n").unwrap();
+    let target = cfg.pools[0].headroom.target.unwrap();
+    assert_eq!((target.wait_p95.0.as_secs(), target.history_days(), target.floor), (10, 14, true), "percent written: a floor");
+    let cfg = with_target("    headroom:\n      target: { wait_p95: 30s, history: 7d }\n").unwrap();
+    let target = cfg.pools[0].headroom.target.unwrap();
+    assert_eq!((target.history_days(), target.floor), (7, false), "percent not written: only until there is history");
+    let cfg = with_target("    headroom:\n      percent: 5\n      target: { wait_p95: 10s, floor: false }\n").unwrap();
+    assert!(!cfg.pools[0].headroom.target.unwrap().floor);
+    // The effective config reads back the same.
+    let printed = serde_yaml_ng::to_string(&cfg).unwrap();
+    assert_eq!(Config::from_yaml(&printed).unwrap(), cfg, "{printed}");
+    for (headroom, expected) in [
+        ("target: { history: 7d }", "pools[0].headroom.target.wait_p95: is required"),
+        ("target: { wait_p95: 0s }", "pools[0].headroom.target.wait_p95: 0s is outside 1s..60m"),
+        ("target: { wait_p95: 2h }", "pools[0].headroom.target.wait_p95: 2h is outside 1s..60m"),
+        ("target: { wait_p95: 10s, history: 1h }", "pools[0].headroom.target.history: 1h is outside 1d..28d"),
+        ("target: { wait_p95: 10s, history: 60d }", "pools[0].headroom.target.history: 60d is outside 1d..28d"),
+        ("target: { wait_p95: 10s, p99: 1s }", "pools[0].headroom.target.p99: unknown field; expected one of: wait_p95, history, floor"),
+        ("target: 10s", "pools[0].headroom.target: expected a mapping"),
+    ] {
+        let all = issues(&minimal_with(&format!("    headroom:\n      {headroom}\n")));
+        assert!(all.iter().any(|i| i.starts_with(expected)), "{headroom}: {all:?}");
+    }
+}

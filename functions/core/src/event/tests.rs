@@ -106,6 +106,8 @@ fn lifecycle_health_schedule_and_forwarder() {
     assert_eq!(u.count, 7);
     let Signal::NodeLifecycle(n) = ok("forwarder-node-lifecycle.json") else { panic!() };
     assert_eq!((n.capacity_type, n.condition), (CapacityType::Spot, NodeCondition::NotReady));
+    let Signal::PoolWaits(w) = ok("forwarder-pool-waits-measured.json") else { panic!() };
+    assert_eq!((w.pool.as_str(), w.pods, w.p95_seconds, w.max_seconds), ("general", 42, 7.8, 61.2));
 }
 
 #[test]
@@ -215,13 +217,14 @@ fn invalid_fixtures_name_the_field() {
         ("demand-negative-cpu.json", Some("detail.cpu_millis"), "invalid value: integer `-5`"),
         ("lifecycle-launching.json", Some("detail.LifecycleTransition"), "EC2_INSTANCE_LAUNCHING"),
         ("missing-id.json", Some("id"), "is required"),
+        ("pool-waits-p95-above-max.json", Some("detail.p95_seconds"), "90 is above max_seconds (61.2)"),
     ] {
         let err = fixture(&format!("invalid/{file}")).expect_err(file);
         assert_eq!(err.field_name(), field, "{file}: {err}");
         assert!(err.to_string().contains(reason), "{file}: `{err}` should mention `{reason}`");
     }
     let listed = std::fs::read_dir(events_dir().join("invalid")).unwrap().count();
-    assert_eq!(listed, 14, "every invalid fixture has an expectation here");
+    assert_eq!(listed, 15, "every invalid fixture has an expectation here");
 }
 
 #[test]

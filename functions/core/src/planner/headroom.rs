@@ -112,10 +112,11 @@ impl Work<'_> {
             Some((p, target)) => {
                 let room = pods_for(cfg, p.cpu_millis as f64 * p.correction, p.memory_bytes as f64 * p.correction);
                 let boost = if boosted { headroom_replicas(cfg, &demand, cfg.interruption_boost).0 } else { 0 };
-                let floor = if target.floor { headroom_replicas(cfg, &demand, percent.saturating_sub(if boosted { cfg.interruption_boost } else { 0 })).0 } else { 0 };
+                let base = if boosted { percent.saturating_sub(cfg.interruption_boost) } else { percent };
+                let floor = if target.floor { headroom_replicas(cfg, &demand, base).0 } else { 0 };
                 let raw = room.saturating_add(boost).max(floor);
                 let replicas = raw.clamp(cfg.min, cfg.max.max(cfg.min));
-                let reason = self.learned_reason(&p, target, room, boost, floor, raw, replicas);
+                let reason = self.learned_reason(&p, target, [room, boost, floor], base, raw, replicas);
                 if raw > replicas && raw > cfg.max {
                     self.report_unmet(target, raw);
                 }
@@ -151,10 +152,11 @@ impl Work<'_> {
             PercentSource::Schedule { cron, time_zone, fired_at } => {
                 format!("schedule `{cron}` ({time_zone}) fired {}", fired_at.format("%Y-%m-%dT%H:%MZ"))
             }
-            PercentSource::Default if cfg.target.is_some() => {
-                "default, until the wait target has an hour of history".into()
-            }
             PercentSource::Default => "default".into(),
+        };
+        let why = match (source, cfg.target) {
+            (PercentSource::Override { .. }, _) | (_, None) => why,
+            (_, Some(_)) => format!("{why}, until the wait target has an hour of history"),
         };
         let boost = if boosted {
             format!(" incl. +{}% after a recent interruption", cfg.interruption_boost)
@@ -173,14 +175,12 @@ impl Work<'_> {
         )
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn learned_reason(
         &self,
         p: &Prediction,
         target: WaitTarget,
-        room: u32,
-        boost: u32,
-        floor: u32,
+        [room, boost, floor]: [u32; 3],
+        base_percent: u32,
         raw: u32,
         replicas: u32,
     ) -> String {
@@ -214,7 +214,7 @@ impl Work<'_> {
             extra += &format!(", +{boost} after a recent interruption");
         }
         if floor > room.saturating_add(boost) {
-            extra += &format!(", held at the {}% floor ({floor})", cfg.percent);
+            extra += &format!(", held at the {base_percent}% floor ({floor})");
         }
         let clamp =
             if raw != replicas { format!(", clamped from {raw} to [{}, {}]", cfg.min, cfg.max) } else { String::new() };

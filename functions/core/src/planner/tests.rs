@@ -1469,3 +1469,166 @@ fn an_owed_lower_whose_raise_a_later_move_carried_on_names_what_it_leaves() {
     assert_eq!(desired(&p, "spot-b"), None, "its slots are filled: {:#?}", p.actions);
     assert_eq!(named_surplus(&p), 2, "{:?}", p.notes);
 }
+
+// ---- headroom from a wait target ----
+
+fn target_config(floor: Option<bool>) -> Config {
+    let floor = floor.map(|f| format!(", floor: {f}")).unwrap_or_default();
+    with(|c| {
+        c.replace("      boost_for: 30m\n", &format!("      boost_for: 30m\n      target: {{ wait_p95: 10s, history: 14d{floor} }}\n"))
+    })
+}
+
+/// Wednesday 2026-11-18 08:55 UTC, after two days with a 09:00 ramp from 10 to 40 CPU
+/// (6 CPU a minute), observed each minute since Monday 00:00.
+fn ramp_history() -> (crate::learn::History, DateTime<Utc>) {
+    let monday = Utc.with_ymd_and_hms(2026, 11, 16, 0, 0, 0).unwrap();
+    let cpu_at = |t: DateTime<Utc>| {
+        let minutes = (t - t.duration_trunc(Duration::days(1)).unwrap()).num_minutes();
+        if (9 * 60..17 * 60).contains(&minutes) {
+            10_000 + 6_000 * (minutes - 9 * 60 + 1).min(5) as u64
+        } else {
+            10_000
+        }
+    };
+    let mut history = crate::learn::History::default();
+    let minutes = 2 * 24 * 60 + 8 * 60 + 55;
+    for m in 0..minutes {
+        let at = monday + Duration::minutes(m);
+        let d = Demand { cpu_millis: cpu_at(at), memory_bytes: 1 << 30, pods: 10, observed_at: at };
+        history.observe(&pool((2, 2), (0, 0), (0, 0)), Some(d), at, 14);
+    }
+    (history, monday + Duration::minutes(minutes))
+}
+
+use chrono::DurationRound;
+
+fn learned_plan(cfg: &Config, record: &PoolRecord, events: &[Event], at: DateTime<Utc>) -> Plan {
+    let mut observed = pool((2, 2), (0, 0), (0, 0));
+    observed.demand = Some(Demand { cpu_millis: 10_000, memory_bytes: 1 << 30, pods: 10, observed_at: at });
+    observed.headroom_replicas = Some(1);
+    run(cfg, record, &observed, events, at)
+}
+
+fn headroom_action(p: &Plan) -> Option<(u32, &str)> {
+    p.actions.iter().find_map(|a| match a.kind {
+        ActionKind::SetHeadroomReplicas { to, .. } => Some((to, a.reason.as_str())),
+        _ => None,
+    })
+}
+
+#[test]
+fn a_wait_target_places_room_before_a_daily_ramp_and_says_why() {
+    let cfg = target_config(None);
+    let (history, at) = ramp_history();
+    let record = PoolRecord { learned: Some(history), ..Default::default() };
+    let p = learned_plan(&cfg, &record, &[], at);
+    let (to, reason) = headroom_action(&p).expect("headroom raised before the ramp");
+    // 18 CPU rise within the assumed 180 s lead time, at 1 CPU per pause pod.
+    assert_eq!(to, 18, "{reason}");
+    assert!(p.headroom.unwrap().learned);
+    for words in [
+        "18 pause pods: p95 rise of 18 CPU",
+        "within 180 s (assumed: no launch seen to Ready yet) daily 08:45–09:15Z (2 days)",
+        "no wait measured yet, target 10s",
+    ] {
+        assert!(reason.contains(words), "{words:?} not in {reason:?}");
+    }
+    // At 03:00 nothing rises: the floor (10 % of 10 CPU, percent was written) holds.
+    let (quiet, at3) = {
+        let (mut h, at) = ramp_history();
+        let night = at + Duration::hours(18) + Duration::minutes(5);
+        for m in 0..(18 * 60 + 5) {
+            let t = at + Duration::minutes(m);
+            let d = Demand { cpu_millis: 10_000, memory_bytes: 1 << 30, pods: 10, observed_at: t };
+            h.observe(&pool((2, 2), (0, 0), (0, 0)), Some(d), t, 14);
+        }
+        (h, night)
+    };
+    let record = PoolRecord { learned: Some(quiet.clone()), ..Default::default() };
+    let p = learned_plan(&cfg, &record, &[], at3);
+    assert_eq!(p.headroom.unwrap().replicas, 1, "{:?}", p.actions);
+    let floored = learned_plan(&cfg, &PoolRecord { learned: Some(quiet), ..Default::default() }, &[], at3);
+    assert!(floored.headroom.unwrap().learned);
+}
+
+#[test]
+fn the_floor_is_the_written_percent_unless_turned_off() {
+    let (history, at) = ramp_history();
+    // 08:55 on a Wednesday is 09:55 in Paris: the 07:00 schedule is in force, made 250 %.
+    let record = PoolRecord { learned: Some(history), ..Default::default() };
+    let high = |floor| {
+        let mut cfg = target_config(floor);
+        cfg.pools[0].headroom.schedules[0].percent = 250;
+        cfg
+    };
+    let floored = learned_plan(&high(None), &record, &[], at);
+    let (to, reason) = headroom_action(&floored).unwrap();
+    assert_eq!(to, 25, "250 % of 10 CPU is above the 18 learned: {reason}");
+    assert!(reason.contains("held at the 250% floor (25)"), "{reason}");
+    let free = learned_plan(&high(Some(false)), &record, &[], at);
+    assert_eq!(headroom_action(&free).unwrap().0, 18);
+}
+
+#[test]
+fn percent_is_used_until_an_hour_of_history_and_an_override_wins_over_the_target() {
+    let cfg = target_config(None);
+    let fresh = learned_plan(&cfg, &PoolRecord::default(), &[], now());
+    let (_, reason) = headroom_action(&fresh).unwrap();
+    assert!(reason.contains("until the wait target has an hour of history"), "{reason}");
+    assert!(!fresh.headroom.unwrap().learned);
+    assert_eq!(fresh.record.learned.as_ref().unwrap().since, Some(now()), "learning starts at once");
+    let (history, at) = ramp_history();
+    let record = PoolRecord {
+        learned: Some(history),
+        headroom_override: Some(HeadroomOverride { percent: 50, until: at + Duration::hours(1), set_at: at }),
+        ..Default::default()
+    };
+    let p = learned_plan(&cfg, &record, &[], at);
+    let (to, reason) = headroom_action(&p).unwrap();
+    assert_eq!(to, 5, "50 % of 10 CPU: {reason}");
+    assert!(reason.contains("override until"), "{reason}");
+    // Without a target the history is dropped, not kept growing.
+    let plain = learned_plan(&config(), &PoolRecord { learned: record.learned.clone(), ..Default::default() }, &[], at);
+    assert_eq!(plain.record.learned, None);
+}
+
+#[test]
+fn a_missed_wait_raises_the_room_and_a_target_above_max_is_told_once_an_hour() {
+    let cfg = target_config(None);
+    let (history, at) = ramp_history();
+    let record = PoolRecord { learned: Some(history), ..Default::default() };
+    let waits = |end: DateTime<Utc>, p95: f64| {
+        event(
+            Signal::PoolWaits(crate::event::PoolWaitsDetail {
+                pool: "p".into(),
+                window_start: end - Duration::minutes(5),
+                window_end: end,
+                pods: 40,
+                p95_seconds: p95,
+                max_seconds: p95 * 2.0,
+            }),
+            end,
+        )
+    };
+    let p = learned_plan(&cfg, &record, &[waits(at, 24.0)], at);
+    let (to, reason) = headroom_action(&p).unwrap();
+    assert_eq!(to, 27, "18 × 1.5: {reason}");
+    assert!(reason.contains("× 1.50 from measured waits") && reason.contains("measured p95 wait 24.0 s over 40 pods"));
+    // max 20 does not let 27 through: told once, then not again within the hour.
+    let mut capped = cfg.clone();
+    capped.pools[0].headroom.max = 20;
+    let told = |p: &Plan| p.notes.iter().any(|n| n.contains("cannot be met within headroom.max: it needs 27 pause pods, max is 20"));
+    let first = learned_plan(&capped, &record, &[waits(at, 24.0)], at);
+    assert_eq!(first.headroom.unwrap().replicas, 20);
+    assert!(told(&first), "{:?}", first.notes);
+    let again = learned_plan(&capped, &first.record, &[], at + Duration::minutes(30));
+    assert!(!told(&again));
+    let mut an_hour_on = again.record.clone();
+    an_hour_on.learned.as_mut().unwrap().unmet_reported_at = Some(at - Duration::minutes(61));
+    let later = learned_plan(&capped, &an_hour_on, &[], at);
+    assert!(later.notes.iter().any(|n| n.contains("cannot be met within headroom.max")), "{:?}", later.notes);
+    // Waits of a pool without a target change nothing.
+    let plain = learned_plan(&config(), &PoolRecord::default(), &[waits(at, 24.0)], at);
+    assert_eq!(plain.record.learned, None);
+}
