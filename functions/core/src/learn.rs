@@ -25,8 +25,6 @@ pub const SLOTS_PER_DAY: usize = (24 * 60 / SLOT_MINUTES) as usize;
 /// The lead time assumed until a launch has been seen through to Ready: EKS nodes of
 /// current AMIs are Ready two to three minutes after launch.
 pub const ASSUMED_LEAD: Duration = Duration::seconds(180);
-/// How long the learner must have watched before its prediction replaces `percent`.
-pub const MIN_HISTORY: Duration = Duration::hours(1);
 /// Launch-to-Ready samples kept (the newest).
 const LEAD_SAMPLES: usize = 20;
 /// Launches followed at once; more (a 500-node scale-up) add nothing to the estimate.
@@ -67,6 +65,8 @@ pub struct History {
     pub waits: Option<WaitsSeen>,
     /// When a target that `max` does not let through was last reported.
     pub unmet_reported_at: Option<DateTime<Utc>>,
+    /// The largest burst that made waits miss the target (see [`Prediction::missed`]).
+    pub missed: Rise,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -86,6 +86,7 @@ pub struct DemandSample {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WaitsSeen {
+    pub window_start: DateTime<Utc>,
     pub window_end: DateTime<Utc>,
     pub pods: u32,
     pub p95_ms: u64,
@@ -98,16 +99,36 @@ pub enum Basis {
     TimeOfWeek { weeks: usize },
     /// The same slots of every day, over this many days.
     TimeOfDay { days: usize },
-    /// No past day shows these slots: what rose in the last hour.
-    LastHour,
 }
 
-/// The room the coming window needs, before the correction.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Prediction {
+/// An amount of demand: CPU and memory requests.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rise {
     pub cpu_millis: u64,
     pub memory_bytes: u64,
-    pub basis: Basis,
+}
+
+impl Rise {
+    pub fn max(self, other: Rise) -> Rise {
+        Rise { cpu_millis: self.cpu_millis.max(other.cpu_millis), memory_bytes: self.memory_bytes.max(other.memory_bytes) }
+    }
+
+    fn of((cpu, mib): (u32, u32)) -> Rise {
+        Rise { cpu_millis: u64::from(cpu), memory_bytes: u64::from(mib) << 20 }
+    }
+}
+
+/// What the coming window needs room for, and why.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Prediction {
+    /// The rise past days show for this window; `None`: no past day shows it yet (too
+    /// little history: `percent` is used).
+    pub seasonal: Option<(Rise, Basis)>,
+    /// What rose in the last two lead times (a ramp under way goes on).
+    pub recent: Rise,
+    /// The largest burst that made a window's waits miss the target, kept (and let go
+    /// slowly while waits meet it): bursts that come at no fixed time.
+    pub missed: Rise,
     pub lead: Duration,
     /// Whether `lead` was observed or is [`ASSUMED_LEAD`].
     pub lead_observed: bool,
@@ -116,6 +137,14 @@ pub struct Prediction {
     pub to: DateTime<Utc>,
     /// The correction from measured waits.
     pub correction: f64,
+}
+
+impl Prediction {
+    /// The room the learned part asks for, corrected.
+    pub fn room(&self) -> (f64, f64) {
+        let rise = self.seasonal.map_or(Rise::default(), |(r, _)| r).max(self.recent).max(self.missed);
+        (rise.cpu_millis as f64 * self.correction, rise.memory_bytes as f64 * self.correction)
+    }
 }
 
 fn slot_of(at: DateTime<Utc>) -> usize {
@@ -256,51 +285,40 @@ impl History {
 
     /// The room the window from `now` needs: rises that complete within two lead times
     /// (room placed now is refilled by the nodes it makes cluster-autoscaler launch one
-    /// lead time later). `None` until the learner has watched [`MIN_HISTORY`].
-    pub fn predict(&self, now: DateTime<Utc>, history_days: usize) -> Option<Prediction> {
-        let since = self.since?;
-        if now - since < MIN_HISTORY {
-            return None;
-        }
+    /// lead time later).
+    pub fn predict(&self, now: DateTime<Utc>, history_days: usize) -> Prediction {
         let (lead, lead_observed) = self.lead();
         let to = now + lead * 2;
         let past = |k: i64| self.largest_rise(now - Duration::days(k), to - Duration::days(k));
-        let weeks: Vec<(u32, u32)> =
-            (1..=history_days as i64 / 7).filter_map(|w| past(7 * w)).collect();
+        let weeks: Vec<(u32, u32)> = (1..=history_days as i64 / 7).filter_map(|w| past(7 * w)).collect();
         let days: Vec<(u32, u32)> = (1..=history_days as i64).filter_map(past).collect();
-        let (seasonal, basis) = if weeks.len() >= 2 {
-            (Some(weeks.as_slice()), Basis::TimeOfWeek { weeks: weeks.len() })
-        } else if !days.is_empty() {
-            (Some(days.as_slice()), Basis::TimeOfDay { days: days.len() })
+        let (values, basis) = if weeks.len() >= 2 {
+            (weeks.as_slice(), Basis::TimeOfWeek { weeks: weeks.len() })
         } else {
-            (None, Basis::LastHour)
+            (days.as_slice(), Basis::TimeOfDay { days: days.len() })
         };
-        // What rose lately is still in force: the last two lead times with a seasonal
-        // basis, the last hour without one.
-        let lately = if seasonal.is_some() { lead * 2 } else { Duration::hours(1) };
-        let recent = self.largest_rise(now - lately, now).unwrap_or((0, 0));
-        let (cpu, mem) = match seasonal {
-            Some(values) => (
-                quantile(values.iter().map(|v| v.0).collect(), 0.95).max(recent.0),
-                quantile(values.iter().map(|v| v.1).collect(), 0.95).max(recent.1),
-            ),
-            None => recent,
-        };
-        Some(Prediction {
-            cpu_millis: u64::from(cpu),
-            memory_bytes: u64::from(mem) << 20,
-            basis,
+        let seasonal = (!values.is_empty()).then(|| {
+            let q = |f: fn(&(u32, u32)) -> u32| quantile(values.iter().map(f).collect(), 0.95);
+            (Rise::of((q(|v| v.0), q(|v| v.1))), basis)
+        });
+        let recent = self.largest_rise(now - lead * 2, now).map(Rise::of).unwrap_or_default();
+        Prediction {
+            seasonal,
+            recent,
+            missed: self.missed,
             lead,
             lead_observed,
             from: now,
             to,
             correction: self.correction(),
-        })
+        }
     }
 
-    /// Takes in the forwarder's measurement of a window's first-start waits: room grows
-    /// by half when the window's p95 missed the target, shrinks by 2 % when it met it
-    /// over enough pods. Returns false for a window not newer than the last one.
+    /// Takes in the forwarder's measurement of a window's first-start waits. A window
+    /// whose p95 missed the target grows the room by half and keeps the burst it came
+    /// with (the largest rise within the window and one lead time before it); one that
+    /// met it over enough pods lets both go by 2 %. Returns false for a window not newer
+    /// than the last one.
     pub fn measured(&mut self, waits: WaitsSeen, target_ms: u64) -> bool {
         if self.waits.is_some_and(|w| w.window_end >= waits.window_end) {
             return false;
@@ -310,8 +328,14 @@ impl History {
             return true;
         }
         let factor = if waits.p95_ms > target_ms {
+            let (lead, _) = self.lead();
+            if let Some(burst) = self.largest_rise(waits.window_start - lead, waits.window_end) {
+                self.missed = self.missed.max(Rise::of(burst));
+            }
             CORRECTION_UP
         } else if waits.pods >= MIN_PODS_TO_SHRINK {
+            let shrink = |v: u64| (v as f64 * CORRECTION_DOWN) as u64;
+            self.missed = Rise { cpu_millis: shrink(self.missed.cpu_millis), memory_bytes: shrink(self.missed.memory_bytes) };
             CORRECTION_DOWN
         } else {
             return true;

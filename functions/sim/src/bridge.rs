@@ -14,7 +14,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use ballast_core::config::PoolConfig;
 use ballast_core::event::{
-    CapacityError, Event, InstanceAction, LaunchError, LaunchFailure, PodsUnschedulableDetail, Signal,
+    CapacityError, Event, InstanceAction, LaunchError, LaunchFailure, PodsUnschedulableDetail, PoolWaitsDetail,
+    Signal,
 };
 use ballast_core::model::{
     ActivityStatus, AsgInstance, AsgSize, Demand, LifecycleState, Market as CoreMarket, NodeState, ObservedAsg,
@@ -57,7 +58,15 @@ pub struct Bridge {
     pub launch_failures_sent: u32,
     /// Per pool: the forwarder's Pods Unschedulable reports sent.
     pub unschedulable_reports: Vec<u32>,
+    /// Per pool: the first-start waits (ms) of the forwarder's open window, and when it
+    /// opened.
+    waits: Vec<(u64, Vec<u64>)>,
+    /// Per pool: the forwarder's Pool Waits Measured events sent.
+    pub waits_reports: Vec<u32>,
 }
+
+/// The forwarder's window for Pool Waits Measured (its `BALLAST_WAITS_EVERY` default).
+const WAITS_EVERY: u64 = 5 * MINUTE;
 
 /// What one invocation of Ballast did.
 pub struct Invocation {
@@ -110,7 +119,47 @@ impl Bridge {
             rebalances_sent: 0,
             launch_failures_sent: 0,
             unschedulable_reports: vec![0; sc.pools().len()],
+            waits: vec![(0, Vec::new()); sc.pools().len()],
+            waits_reports: vec![0; sc.pools().len()],
         }
+    }
+
+    /// A workload pod was bound: the forwarder counts its wait (creation to binding) in
+    /// the pool of its node.
+    pub fn pod_started(&mut self, pool: Option<usize>, waited_ms: u64) {
+        if let Some((_, waits)) = pool.and_then(|p| self.waits.get_mut(p)) {
+            waits.push(waited_ms);
+        }
+    }
+
+    /// The forwarder sums up each pool's window of waits once it is `WAITS_EVERY` old,
+    /// as it does in the cluster (a pool where no pod started says nothing).
+    pub fn waits_due(&mut self, now: u64) -> Vec<(u64, Ev)> {
+        let mut sent = Vec::new();
+        for pool in 0..self.waits.len() {
+            let (opened, waits) = &mut self.waits[pool];
+            if now < *opened + WAITS_EVERY {
+                continue;
+            }
+            let window_start = std::mem::replace(opened, now);
+            let mut waits = std::mem::take(waits);
+            if waits.is_empty() {
+                continue;
+            }
+            waits.sort_unstable();
+            let rank = ((0.95 * waits.len() as f64).ceil() as usize).clamp(1, waits.len());
+            let detail = PoolWaitsDetail {
+                pool: self.pools[pool].clone(),
+                window_start: self.time(window_start),
+                window_end: self.time(now),
+                pods: waits.len() as u32,
+                p95_seconds: waits[rank - 1] as f64 / 1000.0,
+                max_seconds: waits[waits.len() - 1] as f64 / 1000.0,
+            };
+            self.waits_reports[pool] += 1;
+            sent.push(self.send(now, "ballast.kubernetes", "Pool Waits Measured", Signal::PoolWaits(detail)));
+        }
+        sent
     }
 
     fn time(&self, ms: u64) -> DateTime<Utc> {

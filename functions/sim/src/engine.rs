@@ -207,6 +207,9 @@ impl<'s> Engine<'s> {
             Ev::BallastTick => {
                 if let Some(b) = self.ballast.as_mut() {
                     b.scheduled_reconcile(now);
+                    for (at, ev) in b.waits_due(now) {
+                        self.at(at, ev);
+                    }
                 }
                 self.deliver_to_ballast();
                 self.at(now + TICK, Ev::BallastTick);
@@ -301,6 +304,11 @@ impl<'s> Engine<'s> {
         for (pod, waited) in placement.started {
             // Bound once by now: this was its first start.
             self.metrics.pod_started(waited, self.model.cluster.pods[pod].generation == 1);
+            if let Some(b) = self.ballast.as_mut() {
+                let node = self.model.cluster.pods[pod].node;
+                let pool = node.and_then(|n| self.sc.groups[self.model.cluster.nodes[n].group].pool);
+                b.pod_started(pool, waited);
+            }
             if let Some((at, ev)) = self.workload.pod_started(&self.model, pod, now) {
                 self.at(at, ev);
             }

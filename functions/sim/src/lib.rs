@@ -22,6 +22,8 @@ mod strategy;
 mod time;
 mod workload;
 
+use ballast_core::config::WaitTarget;
+use ballast_core::units::HumanDuration;
 use serde::Serialize;
 
 pub use metrics::{Report, Sample};
@@ -40,8 +42,11 @@ pub fn simulate(scenario: &Scenario, strategy: Strategy, seed: u64, progress: &m
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum HeadroomKnob {
-    /// `headroom.percent`, then fixed all day (schedules cleared).
+    /// `headroom.percent`, then fixed all day (schedules and a wait target cleared).
     Percent,
+    /// `headroom.target.wait_p95`, in seconds (history as the scenario sets it, else
+    /// 14 days; percent only until there is history, not a floor).
+    Target,
     /// `headroom.min`: the fewest pause pods.
     Min,
     /// `headroom.max`: the most pause pods.
@@ -55,6 +60,7 @@ impl HeadroomKnob {
             HeadroomKnob::Percent => "headroom.percent",
             HeadroomKnob::Min => "headroom.min",
             HeadroomKnob::Max => "headroom.max",
+            HeadroomKnob::Target => "headroom.target.wait_p95",
         }
     }
 
@@ -63,6 +69,7 @@ impl HeadroomKnob {
             "headroom" | "headroom.percent" => Some(HeadroomKnob::Percent),
             "headroom.min" => Some(HeadroomKnob::Min),
             "headroom.max" => Some(HeadroomKnob::Max),
+            "target" | "headroom.target" | "headroom.target.wait_p95" => Some(HeadroomKnob::Target),
             _ => None,
         }
     }
@@ -78,6 +85,13 @@ pub fn with_headroom(scenario: &Scenario, knob: HeadroomKnob, value: u32) -> Sce
             HeadroomKnob::Percent => {
                 headroom.percent = value;
                 headroom.schedules.clear();
+                headroom.target = None;
+            }
+            HeadroomKnob::Target => {
+                let history = headroom.target.map_or(HumanDuration::from_secs(14 * 86_400), |t| t.history);
+                let floor = headroom.target.is_some_and(|t| t.floor);
+                headroom.target =
+                    Some(WaitTarget { wait_p95: HumanDuration::from_secs(u64::from(value)), history, floor });
             }
             HeadroomKnob::Min => headroom.min = value,
             HeadroomKnob::Max => headroom.max = value,

@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use crate::metrics::Report;
 
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct SweepPoint {
     /// The setting varied (`headroom.percent`, `headroom.min` or `headroom.max`).
     pub setting: &'static str,
@@ -19,6 +19,15 @@ pub struct SweepPoint {
     pub held_at_max_pct: f64,
     /// Share of the run in which `headroom.min` held them above it.
     pub held_at_min_pct: f64,
+    /// Each seed's own figures (the means above are over these).
+    pub runs: Vec<SweepRun>,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SweepRun {
+    pub seed: u64,
+    pub cost: f64,
+    pub pod_wait_p95_s: f64,
 }
 
 #[derive(Debug, thiserror::Error)]

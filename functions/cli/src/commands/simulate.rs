@@ -32,7 +32,8 @@ pub struct SimulateArgs {
     strategy: Option<StrategyArg>,
     /// Vary one of Ballast's headroom settings: cost against p95 wait, and how long
     /// `headroom.max`/`min` held the pause pods. SETTING is `headroom` (the percent,
-    /// fixed all day), `headroom.min` or `headroom.max`; e.g. `headroom=0:50:5`.
+    /// fixed all day), `headroom.min`, `headroom.max` or `target` (the wait target,
+    /// learned headroom); e.g. `headroom=0:50:5`, `target=5s:60s:5s`.
     #[arg(long, value_name = "SETTING=FROM:TO:STEP")]
     sweep: Option<String>,
 }
@@ -73,12 +74,26 @@ fn parse_sweep(spec: &str) -> anyhow::Result<(HeadroomKnob, Vec<u32>)> {
         bail!("--sweep: expected SETTING=FROM:TO:STEP, e.g. headroom=0:50:5, got `{spec}`")
     };
     let Some(knob) = HeadroomKnob::parse(key) else {
-        bail!("--sweep: `{key}` is not a setting it can vary (headroom, headroom.min, headroom.max)")
+        bail!("--sweep: `{key}` is not a setting it can vary (headroom, headroom.min, headroom.max, target)")
     };
-    let parts: Vec<u32> = range
-        .split(':')
-        .map(|p| p.parse::<u32>().with_context(|| format!("--sweep: `{p}` is not a whole number")))
-        .collect::<anyhow::Result<_>>()?;
+    let number = |p: &str| -> anyhow::Result<u32> {
+        if knob != HeadroomKnob::Target {
+            return p.parse::<u32>().with_context(|| format!("--sweep: `{p}` is not a whole number"));
+        }
+        // A wait: a duration in whole seconds (`5s`, `1m`), or a plain number of seconds.
+        let secs = match p.parse::<u32>() {
+            Ok(n) => u64::from(n),
+            Err(_) => {
+                let d = p.parse::<ballast_core::units::HumanDuration>().map_err(|e| anyhow::anyhow!("--sweep: `{p}`: {e}"))?;
+                if d.0.subsec_nanos() != 0 {
+                    bail!("--sweep: `{p}` is not a whole number of seconds");
+                }
+                d.0.as_secs()
+            }
+        };
+        u32::try_from(secs).with_context(|| format!("--sweep: `{p}` is too long"))
+    };
+    let parts: Vec<u32> = range.split(':').map(number).collect::<anyhow::Result<_>>()?;
     let [from, to, step] = parts[..] else { bail!("--sweep: expected three numbers FROM:TO:STEP, got `{range}`") };
     if step == 0 || from > to || to > 10_000 {
         bail!("--sweep: need FROM <= TO <= 10000 and STEP > 0");
@@ -275,6 +290,11 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
                 mean_spare_capacity_pct: mean(runs, |r| r.mean_spare_capacity_pct),
                 held_at_max_pct: mean(runs, |r| r.headroom_held_at_max_pct.unwrap_or(0.0)),
                 held_at_min_pct: mean(runs, |r| r.headroom_held_at_min_pct.unwrap_or(0.0)),
+                runs: runs
+                    .iter()
+                    .zip(&seeds)
+                    .map(|(r, &seed)| ballast_sim::plot::SweepRun { seed, cost: r.cost, pod_wait_p95_s: r.pod_wait_p95_s })
+                    .collect(),
             })
             .collect();
         if args.json {
@@ -313,7 +333,11 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
                 "held at min"
             );
             for p in &points {
-                let value = if knob == HeadroomKnob::Percent { format!("{}%", p.value) } else { p.value.to_string() };
+                let value = match knob {
+                    HeadroomKnob::Percent => format!("{}%", p.value),
+                    HeadroomKnob::Target => format!("{}s", p.value),
+                    _ => p.value.to_string(),
+                };
                 println!(
                     "{value:>16} {:>10} {:>16} {:>10.1}% {:>11.1}% {:>11.1}%",
                     format!("${:.2}", p.cost),

@@ -65,16 +65,18 @@ fn a_daily_ramp_is_met_with_room_placed_before_it() {
     watch(&mut h, monday(), 2 * 24 * 60 + 8 * 60 + 55, days, ramp_at_nine(|_| true));
     // Wednesday 08:55: the 09:00 ramp of Monday and Tuesday is ahead (within 2 lead times).
     let now = monday() + Duration::days(2) + Duration::minutes(8 * 60 + 55);
-    let p = h.predict(now, days).expect("two days watched");
-    assert_eq!(p.basis, Basis::TimeOfDay { days: 2 });
-    assert_eq!(p.cpu_millis, 18_000, "three minutes of a 6 CPU/min ramp");
+    let p = h.predict(now, days);
+    let (rise, basis) = p.seasonal.expect("two days watched");
+    assert_eq!(basis, Basis::TimeOfDay { days: 2 });
+    assert_eq!(rise.cpu_millis, 18_000, "three minutes of a 6 CPU/min ramp");
     assert!(!p.lead_observed);
+    assert_eq!(p.room().0, 18_000.0);
     // 03:00: nothing rises then.
     let night = monday() + Duration::days(2) + Duration::hours(3);
     let mut at_night = History::default();
     watch(&mut at_night, monday(), 2 * 24 * 60 + 3 * 60, days, ramp_at_nine(|_| true));
-    let p = at_night.predict(night, days).unwrap();
-    assert_eq!((p.cpu_millis, p.basis), (0, Basis::TimeOfDay { days: 2 }));
+    let (rise, basis) = at_night.predict(night, days).seasonal.unwrap();
+    assert_eq!((rise.cpu_millis, basis), (0, Basis::TimeOfDay { days: 2 }));
 }
 
 #[test]
@@ -86,32 +88,33 @@ fn a_weekly_ramp_is_learned_by_time_of_week_once_two_weeks_show_it() {
     let watched = (15 * 24 + 8) * 60 + 55;
     watch(&mut h, monday(), watched, days, &mondays);
     let tuesday = monday() + Duration::minutes(watched);
-    let p = h.predict(tuesday, days).unwrap();
-    assert_eq!((p.basis, p.cpu_millis), (Basis::TimeOfWeek { weeks: 2 }, 0), "Tuesdays are quiet");
+    let (rise, basis) = h.predict(tuesday, days).seasonal.unwrap();
+    assert_eq!((basis, rise.cpu_millis), (Basis::TimeOfWeek { weeks: 2 }, 0), "Tuesdays are quiet");
     // The Monday before: the ramp is ahead.
     let mut m = History::default();
     let watched = (14 * 24 + 8) * 60 + 55;
     watch(&mut m, monday(), watched, days, &mondays);
-    let p = m.predict(monday() + Duration::minutes(watched), days).unwrap();
-    assert_eq!((p.basis, p.cpu_millis), (Basis::TimeOfWeek { weeks: 2 }, 18_000));
+    let (rise, basis) = m.predict(monday() + Duration::minutes(watched), days).seasonal.unwrap();
+    assert_eq!((basis, rise.cpu_millis), (Basis::TimeOfWeek { weeks: 2 }, 18_000));
     // One week of history: by time of day, the Monday ramp is one day in seven, above the
     // 5 % the target leaves: Tuesday keeps room for it.
     let mut one = History::default();
     let watched = (8 * 24 + 8) * 60 + 55;
     watch(&mut one, monday(), watched, 7, &mondays);
-    let p = one.predict(monday() + Duration::minutes(watched), 7).unwrap();
-    assert_eq!((p.basis, p.cpu_millis), (Basis::TimeOfDay { days: 7 }, 18_000));
+    let (rise, basis) = one.predict(monday() + Duration::minutes(watched), 7).seasonal.unwrap();
+    assert_eq!((basis, rise.cpu_millis), (Basis::TimeOfDay { days: 7 }, 18_000));
 }
 
 #[test]
-fn too_little_history_predicts_nothing_and_then_the_last_hour() {
+fn the_first_day_has_no_seasonal_rise_but_sees_what_rises_now() {
     let mut h = History::default();
-    watch(&mut h, monday() + Duration::hours(9), 59, 14, |t| 10_000 + 500 * u64::from(t.minute()));
-    assert_eq!(h.predict(monday() + Duration::minutes(9 * 60 + 58), 14), None, "under an hour watched");
-    watch(&mut h, monday() + Duration::minutes(9 * 60 + 59), 10, 14, |_| 40_000);
-    let p = h.predict(monday() + Duration::minutes(10 * 60 + 8), 14).unwrap();
-    assert_eq!(p.basis, Basis::LastHour);
-    assert_eq!(p.cpu_millis, 40_000 - (10_000 + 500 * 56), "the jump at 09:59 within one lead time");
+    watch(&mut h, monday() + Duration::hours(9), 60, 14, |t| 10_000 + 500 * u64::from(t.minute()));
+    let p = h.predict(monday() + Duration::minutes(9 * 60 + 59), 14);
+    assert_eq!(p.seasonal, None, "no past day: too little history");
+    assert_eq!(p.recent.cpu_millis, 1_500, "0.5 CPU a minute, within one lead time of 3 minutes");
+    watch(&mut h, monday() + Duration::minutes(10 * 60), 30, 14, |_| 40_000);
+    let later = h.predict(monday() + Duration::minutes(10 * 60 + 29), 14);
+    assert_eq!(later.recent, Rise::default(), "the jump at 10:00 is more than two lead times ago");
 }
 
 fn launching_pool(ready: &[(&str, bool)]) -> ObservedPool {
@@ -171,7 +174,8 @@ fn the_lead_time_is_launch_to_ready_as_observed() {
 fn measured_waits_correct_up_quickly_and_down_slowly() {
     let mut h = History::default();
     let end = |m: i64| monday() + Duration::minutes(m);
-    let waits = |m: i64, pods: u32, p95_ms: u64| WaitsSeen { window_end: end(m), pods, p95_ms };
+    let waits =
+        |m: i64, pods: u32, p95_ms: u64| WaitsSeen { window_start: end(m - 5), window_end: end(m), pods, p95_ms };
     assert!(h.measured(waits(5, 30, 25_000), 10_000));
     assert_eq!(h.correction(), 1.5, "missed: half as much room again");
     assert!(!h.measured(waits(5, 30, 1_000), 10_000), "the same window twice counts once");
@@ -190,6 +194,25 @@ fn measured_waits_correct_up_quickly_and_down_slowly() {
     assert_eq!(h.correction(), 0.25, "bounded below");
 }
 
+#[test]
+fn a_burst_that_missed_the_target_is_kept_and_let_go_slowly() {
+    let mut h = History::default();
+    let t0 = monday() + Duration::hours(9);
+    // Flat at 90 CPU, then 20 CPU of jobs at 09:00:30.
+    watch(&mut h, t0 - Duration::minutes(30), 31, 14, |t| if t > t0 { 110_000 } else { 90_000 });
+    watch(&mut h, t0 + Duration::minutes(1), 10, 14, |_| 110_000);
+    let window = WaitsSeen { window_start: t0, window_end: t0 + Duration::minutes(5), pods: 20, p95_ms: 90_000 };
+    h.measured(window, 10_000);
+    assert_eq!(h.missed.cpu_millis, 20_000, "the burst the waits came with");
+    let p = h.predict(t0 + Duration::hours(4), 14);
+    assert_eq!((p.recent, p.missed.cpu_millis), (Rise::default(), 20_000), "held hours later, when nothing rises");
+    assert_eq!(p.room().0, 30_000.0, "× 1.5 from the miss");
+    // A window that met the target over 20 pods lets it go by 2 %.
+    let met = WaitsSeen { window_start: t0 + Duration::hours(4), window_end: t0 + Duration::minutes(245), pods: 20, p95_ms: 2_000 };
+    h.measured(met, 10_000);
+    assert_eq!(h.missed.cpu_millis, 19_600);
+}
+
 proptest! {
     /// Whatever is observed, for however long, the learner's memory stays within its
     /// bounds (the state record it lives in is read and written each reconcile).
@@ -206,16 +229,17 @@ proptest! {
             let ready = |i: usize| (i + usize::from(nodes)) % 3 == 0;
             let pool = launching_pool(&ids.iter().enumerate().map(|(i, id)| (id.as_str(), ready(i))).collect::<Vec<_>>());
             h.observe(&pool, Some(demand_at(cpu, now)), now, days);
-            h.measured(WaitsSeen { window_end: now, pods: u32::from(nodes) * 5, p95_ms: cpu % 30_000 }, 10_000);
+            let window = WaitsSeen { window_start: now - Duration::minutes(5), window_end: now, pods: u32::from(nodes) * 5, p95_ms: cpu % 30_000 };
+            h.measured(window, 10_000);
             prop_assert!(h.days.len() <= days + 1);
             prop_assert!(h.recent.len() <= MAX_RECENT);
             prop_assert!(h.lead_secs.len() <= LEAD_SAMPLES);
             prop_assert!(h.launching.len() <= MAX_LAUNCHING);
             let (lo, hi) = CORRECTION_RANGE;
             prop_assert!((lo..=hi).contains(&h.correction_permille) || h.correction_permille == 0);
-            if let Some(p) = h.predict(now, days) {
-                prop_assert!(p.cpu_millis <= 2_000_000);
-            }
+            let p = h.predict(now, days);
+            prop_assert!(p.seasonal.is_none_or(|(r, _)| r.cpu_millis <= 2_000_000));
+            prop_assert!(p.missed.cpu_millis <= 2_000_000 && p.recent.cpu_millis <= 2_000_000);
         }
         let size = serde_json::to_vec(&h).unwrap().len();
         prop_assert!(size < 48 * 1024, "{size} bytes");

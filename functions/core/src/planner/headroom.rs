@@ -7,7 +7,7 @@ use super::Work;
 use chrono::Timelike;
 
 use crate::config::{HeadroomConfig, WaitTarget};
-use crate::learn::{Basis, Prediction, SLOT_MINUTES};
+use crate::learn::{Basis, Prediction, Rise, SLOT_MINUTES};
 use crate::model::{Demand, DisruptionKind, PoolRecord};
 use crate::plan::{ActionKind, HeadroomDecision};
 use crate::units::{format_cpu_millis, format_memory_bytes};
@@ -87,7 +87,7 @@ impl Work<'_> {
                 let days = target.history_days();
                 let history = self.record.learned.get_or_insert_with(Default::default);
                 history.observe(self.observed, demand, self.now, days);
-                history.predict(self.now, days)
+                Some((history.predict(self.now, days), target))
             }
             None => {
                 self.record.learned = None;
@@ -99,31 +99,42 @@ impl Work<'_> {
             return;
         };
         let (percent, source, boosted) = headroom_percent(cfg, &self.record, self.now);
-        let by_percent = headroom_replicas(cfg, &demand, percent);
-        let learned = match (&source, prediction, cfg.target) {
-            (PercentSource::Override { .. }, _, _) | (_, None, _) | (_, _, None) => None,
-            (_, Some(p), Some(target)) => Some((p, target)),
-        };
-        let (raw, replicas, reason) = match learned {
+        // An override is what the operator says now: it wins over the target.
+        let prediction = prediction.filter(|_| !matches!(source, PercentSource::Override { .. }));
+        let (raw, replicas, learned, reason) = match prediction {
             None => {
-                let (raw, replicas) = by_percent;
-                (raw, replicas, self.percent_reason(percent, &source, boosted, &demand, raw, replicas))
+                let (raw, replicas) = headroom_replicas(cfg, &demand, percent);
+                (raw, replicas, false, self.percent_reason(percent, &source, boosted, &demand, raw, replicas))
             }
             Some((p, target)) => {
-                let room = pods_for(cfg, p.cpu_millis as f64 * p.correction, p.memory_bytes as f64 * p.correction);
+                let (cpu, memory) = p.room();
+                let room = pods_for(cfg, cpu, memory);
                 let boost = if boosted { headroom_replicas(cfg, &demand, cfg.interruption_boost).0 } else { 0 };
                 let base = if boosted { percent.saturating_sub(cfg.interruption_boost) } else { percent };
-                let floor = if target.floor { headroom_replicas(cfg, &demand, base).0 } else { 0 };
-                let raw = room.saturating_add(boost).max(floor);
+                let by_base = headroom_replicas(cfg, &demand, base).0;
+                let learned = p.seasonal.is_some();
+                let raw = if learned {
+                    room.saturating_add(boost).max(if target.floor { by_base } else { 0 })
+                } else {
+                    // Too little history: the percent, raised (never lowered) by what
+                    // waits measured, and room for what rises now or missed lately.
+                    let corrected = (f64::from(by_base) * p.correction.max(1.0)).ceil() as u32;
+                    corrected.max(room).saturating_add(boost)
+                };
                 let replicas = raw.clamp(cfg.min, cfg.max.max(cfg.min));
-                let reason = self.learned_reason(&p, target, [room, boost, floor], base, raw, replicas);
-                if raw > replicas && raw > cfg.max {
+                let reason = if learned {
+                    self.learned_reason(&p, target, [room, boost, by_base], base, raw, replicas)
+                } else {
+                    let percent_part = self.percent_reason(percent, &source, boosted, &demand, raw, replicas);
+                    format!("{percent_part}; {}", self.bootstrap_reason(&p, target, room))
+                };
+                if raw > cfg.max {
                     self.report_unmet(target, raw);
                 }
-                (raw, replicas, reason)
+                (raw, replicas, learned, reason)
             }
         };
-        self.headroom = Some(HeadroomDecision { percent, wanted: raw, replicas, learned: learned.is_some() });
+        self.headroom = Some(HeadroomDecision { percent, wanted: raw, replicas, learned });
         if self.observed.headroom_replicas == Some(replicas) {
             return;
         }
@@ -156,7 +167,7 @@ impl Work<'_> {
         };
         let why = match (source, cfg.target) {
             (PercentSource::Override { .. }, _) | (_, None) => why,
-            (_, Some(_)) => format!("{why}, until the wait target has an hour of history"),
+            (_, Some(_)) => format!("{why}, until a past day shows this time of day"),
         };
         let boost = if boosted {
             format!(" incl. +{}% after a recent interruption", cfg.interruption_boost)
@@ -175,6 +186,43 @@ impl Work<'_> {
         )
     }
 
+    /// What the target adds while the percent is in force.
+    fn bootstrap_reason(&self, p: &Prediction, target: WaitTarget, room: u32) -> String {
+        let mut parts = Vec::new();
+        if p.correction > 1.0 {
+            parts.push(format!("percent × {:.2} from measured waits", p.correction));
+        }
+        if room > 0 {
+            parts.push(format!("{room} pods for {}", self.rises(p)));
+        }
+        let adds = if parts.is_empty() { String::new() } else { format!(": {}", parts.join(", ")) };
+        format!("wait target {}{adds}; {}", target.wait_p95, self.measured())
+    }
+
+    /// The recent and missed rises that count, in words.
+    fn rises(&self, p: &Prediction) -> String {
+        let mut said = Vec::new();
+        if p.recent.cpu_millis > 0 || p.recent.memory_bytes > 0 {
+            said.push(format!("{} rising now", rise(p.recent)));
+        }
+        if p.missed.cpu_millis > 0 || p.missed.memory_bytes > 0 {
+            said.push(format!("a burst of {} that missed the target lately", rise(p.missed)));
+        }
+        said.join(" and ")
+    }
+
+    fn measured(&self) -> String {
+        match self.record.learned.as_ref().and_then(|h| h.waits) {
+            Some(w) => format!(
+                "measured p95 wait {:.1} s over {} pods (to {})",
+                w.p95_ms as f64 / 1000.0,
+                w.pods,
+                w.window_end.format("%H:%MZ")
+            ),
+            None => "no wait measured yet".into(),
+        }
+    }
+
     fn learned_reason(
         &self,
         p: &Prediction,
@@ -185,43 +233,37 @@ impl Work<'_> {
         replicas: u32,
     ) -> String {
         let cfg = &self.cfg.headroom;
-        let when = match p.basis {
-            Basis::TimeOfWeek { weeks } => {
-                format!("on {}s {} ({weeks} weeks)", p.from.format("%A"), window(p))
-            }
+        let Some((seasonal, basis)) = p.seasonal else { return String::new() };
+        let when = match basis {
+            Basis::TimeOfWeek { weeks } => format!("on {}s {} ({weeks} weeks)", p.from.format("%A"), window(p)),
             Basis::TimeOfDay { days } => format!("daily {} ({days} days)", window(p)),
-            Basis::LastHour => "in the last hour (no past day yet)".into(),
         };
         let lead = format!(
             "{} s ({})",
             p.lead.num_seconds(),
             if p.lead_observed { "node launch to Ready, observed" } else { "assumed: no launch seen to Ready yet" }
         );
-        let measured = match self.record.learned.as_ref().and_then(|h| h.waits) {
-            Some(w) => format!(
-                "measured p95 wait {:.1} s over {} pods (to {})",
-                w.p95_ms as f64 / 1000.0,
-                w.pods,
-                w.window_end.format("%H:%MZ")
-            ),
-            None => "no wait measured yet".into(),
-        };
         let mut extra = String::new();
+        let others = self.rises(p);
+        if !others.is_empty() {
+            extra += &format!(" (or {others}, the larger)");
+        }
         if p.correction != 1.0 {
             extra += &format!(" × {:.2} from measured waits", p.correction);
         }
+        extra += &format!(": {room} pods");
         if boost > 0 {
             extra += &format!(", +{boost} after a recent interruption");
         }
-        if floor > room.saturating_add(boost) {
+        if target.floor && floor > room.saturating_add(boost) {
             extra += &format!(", held at the {base_percent}% floor ({floor})");
         }
         let clamp =
             if raw != replicas { format!(", clamped from {raw} to [{}, {}]", cfg.min, cfg.max) } else { String::new() };
         format!(
-            "{replicas} pause pods{clamp}: p95 rise of {} CPU / {} within {lead} {when}: {room} pods{extra}; {measured}, target {}",
-            format_cpu_millis(p.cpu_millis),
-            format_memory_bytes(p.memory_bytes),
+            "{replicas} pause pods{clamp}: p95 rise of {} within {lead} {when}{extra}; {}, target {}",
+            rise(seasonal),
+            self.measured(),
             target.wait_p95,
         )
     }
@@ -237,6 +279,10 @@ impl Work<'_> {
             target.wait_p95, self.cfg.headroom.max
         ));
     }
+}
+
+fn rise(r: Rise) -> String {
+    format!("{} CPU / {}", format_cpu_millis(r.cpu_millis), format_memory_bytes(r.memory_bytes))
 }
 
 /// The slots a prediction covers, in UTC.

@@ -154,6 +154,7 @@ impl Work<'_> {
                     return;
                 };
                 let seen = WaitsSeen {
+                    window_start: w.window_start,
                     window_end: w.window_end,
                     pods: w.pods,
                     p95_ms: (w.p95_seconds * 1000.0).round() as u64,

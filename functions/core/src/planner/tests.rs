@@ -1571,12 +1571,29 @@ fn the_floor_is_the_written_percent_unless_turned_off() {
 }
 
 #[test]
-fn percent_is_used_until_an_hour_of_history_and_an_override_wins_over_the_target() {
+fn percent_is_used_until_a_past_day_shows_the_time_and_an_override_wins_over_the_target() {
     let cfg = target_config(None);
     let fresh = learned_plan(&cfg, &PoolRecord::default(), &[], now());
-    let (_, reason) = headroom_action(&fresh).unwrap();
-    assert!(reason.contains("until the wait target has an hour of history"), "{reason}");
+    let (to, reason) = headroom_action(&fresh).unwrap();
+    assert_eq!(to, 3, "25 % (the schedule in force) of 10 CPU: {reason}");
+    assert!(reason.contains("until a past day shows this time of day") && reason.ends_with("; wait target 10s; no wait measured yet"), "{reason}");
     assert!(!fresh.headroom.unwrap().learned);
+    // Waits that missed raise the percent's room, never lower it.
+    let missed = event(
+        Signal::PoolWaits(crate::event::PoolWaitsDetail {
+            pool: "p".into(),
+            window_start: now() - Duration::minutes(5),
+            window_end: now(),
+            pods: 12,
+            p95_seconds: 70.0,
+            max_seconds: 80.0,
+        }),
+        now(),
+    );
+    let raised = learned_plan(&cfg, &fresh.record, &[missed], now() + Duration::minutes(1));
+    let (to, reason) = headroom_action(&raised).unwrap();
+    assert_eq!(to, 5, "ceil(3 × 1.5): {reason}");
+    assert!(reason.contains("percent × 1.50 from measured waits") && reason.contains("measured p95 wait 70.0 s over 12 pods"), "{reason}");
     assert_eq!(fresh.record.learned.as_ref().unwrap().since, Some(now()), "learning starts at once");
     let (history, at) = ramp_history();
     let record = PoolRecord {
