@@ -33,10 +33,18 @@ const MAX_LAUNCHING: usize = 256;
 const LAUNCH_GIVE_UP: Duration = Duration::hours(1);
 /// Looks further apart than this cannot date a launch (Ballast reconciles each minute).
 const MAX_LOOK_GAP: Duration = Duration::minutes(5);
+/// Decisions of room held kept (a decision a minute over 30 minutes, with margin).
+const MAX_HELD: usize = 64;
+/// From a pending pod to the ASG's launch: cluster-autoscaler's default scan interval.
+pub const CA_REACTION: Duration = Duration::seconds(10);
 /// Demand samples kept for the rise within one lead time.
 const MAX_RECENT: usize = 64;
 /// Bounds of the correction from measured waits, in thousandths.
-const CORRECTION_RANGE: (u32, u32) = (250, 8000);
+/// Never below 1: the rise is what arrives; less room than that is a miss foretold.
+const CORRECTION_RANGE: (u32, u32) = (1000, 4000);
+/// A missed burst kept is halved every this long unless another miss renews it: room for
+/// bursts at no fixed time, not for one long gone (a daily burst is the seasonal part's).
+const MISSED_HALF_LIFE_HOURS: f64 = 12.0;
 const CORRECTION_UP: f64 = 1.5;
 const CORRECTION_DOWN: f64 = 0.98;
 /// A window with fewer started pods than this is no evidence that room can shrink.
@@ -54,6 +62,10 @@ pub struct History {
     pub recent: Vec<DemandSample>,
     /// Launch-to-Ready times seen, in seconds, newest last.
     pub lead_secs: Vec<u32>,
+    /// The longest wait of each window that missed the target, in seconds, newest last:
+    /// how long a pod without room waits for a node, as pods see it (cluster-autoscaler's
+    /// reaction, the launch, Ready, the scheduler).
+    pub missed_waits_secs: Vec<u32>,
     /// Instances launching: when Ballast first saw each without a Ready node (`None`:
     /// seen first at a look that cannot tell when it launched).
     pub launching: BTreeMap<String, Option<DateTime<Utc>>>,
@@ -65,8 +77,22 @@ pub struct History {
     pub waits: Option<WaitsSeen>,
     /// When a target that `max` does not let through was last reported.
     pub unmet_reported_at: Option<DateTime<Utc>>,
-    /// The largest burst that made waits miss the target (see [`Prediction::missed`]).
+    /// The largest burst that made waits miss the target (see [`Prediction::missed`]),
+    /// as of `missed_at`.
     pub missed: Rise,
+    pub missed_at: Option<DateTime<Utc>>,
+    /// The room the pause pods held at each recent decision (the last lead times and a
+    /// window), and whether `headroom.max` held them below what was asked.
+    pub held: Vec<Held>,
+    /// The wait the target allows: rises are taken over the lead time less this.
+    pub allowed_wait_ms: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Held {
+    pub at: DateTime<Utc>,
+    pub room: Rise,
+    pub at_max: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -90,6 +116,8 @@ pub struct WaitsSeen {
     pub window_end: DateTime<Utc>,
     pub pods: u32,
     pub p95_ms: u64,
+    #[serde(default)]
+    pub max_ms: u64,
 }
 
 /// Where a prediction comes from.
@@ -126,12 +154,16 @@ pub struct Prediction {
     pub seasonal: Option<(Rise, Basis)>,
     /// What rose in the last two lead times (a ramp under way goes on).
     pub recent: Rise,
-    /// The largest burst that made a window's waits miss the target, kept (and let go
-    /// slowly while waits meet it): bursts that come at no fixed time.
+    /// The largest burst that made a window's waits miss the target, kept (halved every
+    /// 12 h unless renewed): room for the next burst of the first day.
     pub missed: Rise,
     pub lead: Duration,
     /// Whether `lead` was observed or is [`ASSUMED_LEAD`].
     pub lead_observed: bool,
+    /// How long a pod without room waits for a node (see [`History::node_wait`]).
+    pub node_wait: Duration,
+    /// The span rises are taken over (see [`History::absorb_span`]).
+    pub absorb: Duration,
     /// The window the room is for.
     pub from: DateTime<Utc>,
     pub to: DateTime<Utc>,
@@ -140,9 +172,13 @@ pub struct Prediction {
 }
 
 impl Prediction {
-    /// The room the learned part asks for, corrected.
+    /// The room the learned part asks for, corrected. A missed burst counts only while
+    /// no past day shows the window: once one does, that burst is in its rise.
     pub fn room(&self) -> (f64, f64) {
-        let rise = self.seasonal.map_or(Rise::default(), |(r, _)| r).max(self.recent).max(self.missed);
+        let rise = match self.seasonal {
+            Some((seasonal, _)) => seasonal.max(self.recent),
+            None => self.recent.max(self.missed),
+        };
         (rise.cpu_millis as f64 * self.correction, rise.memory_bytes as f64 * self.correction)
     }
 }
@@ -163,6 +199,54 @@ fn quantile(mut values: Vec<u32>, q: f64) -> u32 {
 }
 
 impl History {
+    /// The missed burst as it stands at `now`, halved every [`MISSED_HALF_LIFE_HOURS`].
+    pub fn missed_at(&self, now: DateTime<Utc>) -> Rise {
+        let Some(at) = self.missed_at else { return self.missed };
+        let hours = (now - at).num_seconds().max(0) as f64 / 3600.0;
+        let keep = 0.5f64.powf(hours / MISSED_HALF_LIFE_HOURS);
+        let scale = |v: u64| (v as f64 * keep) as u64;
+        Rise { cpu_millis: scale(self.missed.cpu_millis), memory_bytes: scale(self.missed.memory_bytes) }
+    }
+
+    /// What the pause pods hold from `at` (read by the measurements of the windows after).
+    pub fn held(&mut self, at: DateTime<Utc>, room: Rise, at_max: bool) {
+        if self.held.last().is_some_and(|h| h.room == room && h.at_max == at_max) {
+            return;
+        }
+        let keep_from = at - self.lead().0 - Duration::minutes(15);
+        let first_kept = self.held.iter().rposition(|h| h.at <= keep_from).unwrap_or(0);
+        self.held.drain(..first_kept);
+        self.held.push(Held { at, room, at_max });
+        let excess = self.held.len().saturating_sub(MAX_HELD);
+        self.held.drain(..excess);
+    }
+
+    /// The least room held over `[from, to]`, and whether max held it down then.
+    fn least_held(&self, from: DateTime<Utc>, to: DateTime<Utc>) -> (Rise, bool) {
+        let start = self.held.iter().rposition(|h| h.at <= from).unwrap_or(0);
+        let during = self.held[start..].iter().filter(|h| h.at <= to);
+        during.fold((Rise { cpu_millis: u64::MAX, memory_bytes: u64::MAX }, false), |(least, max), h| {
+            (Rise { cpu_millis: least.cpu_millis.min(h.room.cpu_millis), memory_bytes: least.memory_bytes.min(h.room.memory_bytes) }, max || h.at_max)
+        })
+    }
+
+    /// How long a pod without room waits for a node: cluster-autoscaler's reaction and the
+    /// lead time, or, when longer, the median of what pods waited in windows that missed.
+    pub fn node_wait(&self) -> Duration {
+        let launched = self.lead().0 + CA_REACTION;
+        if self.missed_waits_secs.is_empty() {
+            return launched;
+        }
+        launched.max(Duration::seconds(i64::from(quantile(self.missed_waits_secs.clone(), 0.5))))
+    }
+
+    /// The span a rise is taken over: what arrives within it waits longer than the target
+    /// allows unless room holds it (the node wait less the allowed wait; nothing needs
+    /// room when a new node comes within the wait).
+    pub fn absorb_span(&self) -> Duration {
+        (self.node_wait() - Duration::milliseconds(self.allowed_wait_ms as i64)).max(Duration::zero())
+    }
+
     pub fn correction(&self) -> f64 {
         match self.correction_permille {
             0 => 1.0,
@@ -236,12 +320,13 @@ impl History {
         if self.recent.last().is_some_and(|last| last.at >= s.at) {
             return;
         }
-        let (lead, _) = self.lead();
-        let start = s.at - lead;
+        let start = s.at - self.absorb_span();
         // The last sample at or before the window's start is the demand at its start.
         let before = self.recent.iter().rposition(|r| r.at <= start).unwrap_or(0);
         self.recent.drain(..before);
-        let floor = |f: fn(&DemandSample) -> u64| self.recent.iter().map(f).min().unwrap_or(f(&s)).min(f(&s));
+        // No span (a new node comes within the allowed wait): nothing needs room.
+        let within = if start < s.at { self.recent.as_slice() } else { &[] };
+        let floor = |f: fn(&DemandSample) -> u64| within.iter().map(f).min().unwrap_or(f(&s)).min(f(&s));
         let rise_cpu = s.cpu_millis - floor(|r| r.cpu_millis);
         let rise_mem = s.memory_bytes - floor(|r| r.memory_bytes);
         self.recent.push(s);
@@ -305,9 +390,11 @@ impl History {
         Prediction {
             seasonal,
             recent,
-            missed: self.missed,
+            missed: self.missed_at(now),
             lead,
             lead_observed,
+            node_wait: self.node_wait(),
+            absorb: self.absorb_span(),
             from: now,
             to,
             correction: self.correction(),
@@ -315,10 +402,12 @@ impl History {
     }
 
     /// Takes in the forwarder's measurement of a window's first-start waits. A window
-    /// whose p95 missed the target grows the room by half and keeps the burst it came
-    /// with (the largest rise within the window and one lead time before it); one that
-    /// met it over enough pods lets both go by 2 %. Returns false for a window not newer
-    /// than the last one.
+    /// whose p95 missed the target tells one of two things: a burst larger than the room
+    /// held came (it is kept, see [`Prediction::missed`]), or the room held was as large
+    /// as what rose and pods still waited (the rise understates what is needed: the
+    /// correction grows by half). A miss while `headroom.max` held the pods down teaches
+    /// nothing more room could give. A window that met the target over enough pods lets
+    /// the correction go by 2 %. Returns false for a window not newer than the last one.
     pub fn measured(&mut self, waits: WaitsSeen, target_ms: u64) -> bool {
         if self.waits.is_some_and(|w| w.window_end >= waits.window_end) {
             return false;
@@ -328,14 +417,23 @@ impl History {
             return true;
         }
         let factor = if waits.p95_ms > target_ms {
+            self.missed_waits_secs.push(u32::try_from(waits.max_ms.div_ceil(1000)).unwrap_or(u32::MAX));
+            let excess = self.missed_waits_secs.len().saturating_sub(LEAD_SAMPLES);
+            self.missed_waits_secs.drain(..excess);
             let (lead, _) = self.lead();
-            if let Some(burst) = self.largest_rise(waits.window_start - lead, waits.window_end) {
-                self.missed = self.missed.max(Rise::of(burst));
+            let from = waits.window_start - lead;
+            let (held, held_at_max) = self.least_held(from, waits.window_end);
+            if held_at_max {
+                return true;
+            }
+            let burst = self.largest_rise(from, waits.window_end).map(Rise::of).unwrap_or_default();
+            if burst.cpu_millis > held.cpu_millis || burst.memory_bytes > held.memory_bytes {
+                self.missed = self.missed_at(waits.window_end).max(burst);
+                self.missed_at = Some(waits.window_end);
+                return true;
             }
             CORRECTION_UP
         } else if waits.pods >= MIN_PODS_TO_SHRINK {
-            let shrink = |v: u64| (v as f64 * CORRECTION_DOWN) as u64;
-            self.missed = Rise { cpu_millis: shrink(self.missed.cpu_millis), memory_bytes: shrink(self.missed.memory_bytes) };
             CORRECTION_DOWN
         } else {
             return true;

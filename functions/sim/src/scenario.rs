@@ -22,6 +22,7 @@ pub const BUILT_IN: &[(&str, &str)] = &[
     ("ml-watermark", include_str!("../../../events/scenarios/ml-watermark.yaml")),
     ("priority-fallback", include_str!("../../../events/scenarios/priority-fallback.yaml")),
     ("two-pools", include_str!("../../../events/scenarios/two-pools.yaml")),
+    ("week", include_str!("../../../events/scenarios/week.yaml")),
 ];
 
 #[derive(Debug, thiserror::Error)]

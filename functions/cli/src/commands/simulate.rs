@@ -11,7 +11,7 @@ use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 #[derive(Args)]
 pub struct SimulateArgs {
     /// A built-in scenario (business-day, steady, spot-heavy, no-spot, large, batch-from-zero,
-    /// ml-watermark, priority-fallback, two-pools) or a YAML file.
+    /// ml-watermark, priority-fallback, two-pools, week) or a YAML file.
     #[arg(default_value = ballast_sim::scenario::DEFAULT_NAME)]
     scenario: String,
     /// First random seed: the same seeds give identical output.

@@ -86,6 +86,7 @@ impl Work<'_> {
             Some(target) => {
                 let days = target.history_days();
                 let history = self.record.learned.get_or_insert_with(Default::default);
+                history.allowed_wait_ms = target.wait_p95.0.as_millis() as u64;
                 history.observe(self.observed, demand, self.now, days);
                 Some((history.predict(self.now, days), target))
             }
@@ -130,6 +131,13 @@ impl Work<'_> {
                 };
                 if raw > cfg.max {
                     self.report_unmet(target, raw);
+                }
+                let held = Rise {
+                    cpu_millis: u64::from(replicas) * cfg.pod_cpu_millis,
+                    memory_bytes: u64::from(replicas) * cfg.pod_memory_bytes,
+                };
+                if let Some(history) = self.record.learned.as_mut() {
+                    history.held(self.now, held, raw > replicas);
                 }
                 (raw, replicas, learned, reason)
             }
@@ -238,11 +246,20 @@ impl Work<'_> {
             Basis::TimeOfWeek { weeks } => format!("on {}s {} ({weeks} weeks)", p.from.format("%A"), window(p)),
             Basis::TimeOfDay { days } => format!("daily {} ({days} days)", window(p)),
         };
-        let lead = format!(
-            "{} s ({})",
-            p.lead.num_seconds(),
-            if p.lead_observed { "node launch to Ready, observed" } else { "assumed: no launch seen to Ready yet" }
-        );
+        let node_wait = p.node_wait.num_seconds();
+        let launched = (p.lead + crate::learn::CA_REACTION).num_seconds();
+        let lead = if node_wait > launched {
+            format!("{} s ({node_wait} s for a node, as pods that missed the target waited; − {} allowed)", p.absorb.num_seconds(), target.wait_p95)
+        } else {
+            format!(
+                "{} s ({} s node launch to Ready, {}; + {} s cluster-autoscaler; − {} allowed)",
+                p.absorb.num_seconds(),
+                p.lead.num_seconds(),
+                if p.lead_observed { "observed" } else { "assumed: no launch seen to Ready yet" },
+                crate::learn::CA_REACTION.num_seconds(),
+                target.wait_p95,
+            )
+        };
         let mut extra = String::new();
         let others = self.rises(p);
         if !others.is_empty() {

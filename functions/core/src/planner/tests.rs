@@ -1491,7 +1491,8 @@ fn ramp_history() -> (crate::learn::History, DateTime<Utc>) {
             10_000
         }
     };
-    let mut history = crate::learn::History::default();
+    // The 10 s target: rises over 180 s of assumed lead + 10 s of CA − 10 s allowed.
+    let mut history = crate::learn::History { allowed_wait_ms: 10_000, ..Default::default() };
     let minutes = 2 * 24 * 60 + 8 * 60 + 55;
     for m in 0..minutes {
         let at = monday + Duration::minutes(m);
@@ -1529,7 +1530,7 @@ fn a_wait_target_places_room_before_a_daily_ramp_and_says_why() {
     assert!(p.headroom.unwrap().learned);
     for words in [
         "18 pause pods: p95 rise of 18 CPU",
-        "within 180 s (assumed: no launch seen to Ready yet) daily 08:45–09:15Z (2 days)",
+        "within 180 s (180 s node launch to Ready, assumed: no launch seen to Ready yet; + 10 s cluster-autoscaler; − 10s allowed) daily 08:45–09:15Z (2 days)",
         "no wait measured yet, target 10s",
     ] {
         assert!(reason.contains(words), "{words:?} not in {reason:?}");
