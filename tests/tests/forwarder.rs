@@ -126,7 +126,13 @@ async fn forwarder_events_follow_the_cluster_across_an_api_server_restart() {
 
     let sdk = moto.sdk().await;
     let mut inbox = Inbox { inbox: EventInbox::create(&sdk, BUS).await, seen: Vec::new(), received: BTreeMap::new() };
-    let config = ballast_tests::example_config();
+    let mut config = ballast_tests::example_config();
+    // The general pool sizes its headroom from a wait target: its waits are published.
+    config.pools[0].headroom.target = Some(ballast_core::config::WaitTarget {
+        wait_p95: "10s".parse().unwrap(),
+        history: "14d".parse().unwrap(),
+        floor: true,
+    });
     // As the forwarder's ServiceAccount: the manifests' read-only RBAC must be enough.
     let client = plane.client(FORWARDER_TOKEN);
     let timing = Timing {

@@ -388,6 +388,37 @@ fn simulate_table_plot_and_sweep() {
 }
 
 #[test]
+fn simulate_sweeps_a_wait_target_and_plots_the_waits_against_it() {
+    let out = ballast(&["simulate", "week", "--seeds", "1", "--sweep", "target=10s:70s:30s", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let json: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let points = json["sweep"].as_array().unwrap();
+    let values: Vec<u64> = points.iter().map(|p| p["value"].as_u64().unwrap()).collect();
+    assert_eq!(values, [10, 40, 70]);
+    assert!(points
+        .iter()
+        .all(|p| p["setting"] == "headroom.target.wait_p95" && p["runs"].as_array().unwrap().len() == 1));
+    let bad = ballast(&["simulate", "week", "--sweep", "target=1500ms:3s:1s"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("`1500ms` is not a whole number of seconds"),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
+    let dir = std::env::temp_dir().join(format!("ballast-cli-target-plot-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let svg = dir.join("week.svg");
+    let plotted =
+        ballast(&["simulate", "week", "--seeds", "1", "--strategy", "ballast", "--plot", svg.to_str().unwrap()]);
+    assert!(plotted.status.success());
+    let text = std::fs::read_to_string(&svg).unwrap();
+    for expected in ["week: CA + Ballast, first-start wait", "target (p95)", "headroom pods"] {
+        assert!(text.contains(expected), "{expected} not in the plot");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn simulate_rejects_bad_input_with_a_reason() {
     let out = ballast(&["simulate", "nowhere"]);
     assert_eq!(out.status.code(), Some(2));

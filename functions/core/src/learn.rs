@@ -138,7 +138,10 @@ pub struct Rise {
 
 impl Rise {
     pub fn max(self, other: Rise) -> Rise {
-        Rise { cpu_millis: self.cpu_millis.max(other.cpu_millis), memory_bytes: self.memory_bytes.max(other.memory_bytes) }
+        Rise {
+            cpu_millis: self.cpu_millis.max(other.cpu_millis),
+            memory_bytes: self.memory_bytes.max(other.memory_bytes),
+        }
     }
 
     fn of((cpu, mib): (u32, u32)) -> Rise {
@@ -226,7 +229,13 @@ impl History {
         let start = self.held.iter().rposition(|h| h.at <= from).unwrap_or(0);
         let during = self.held[start..].iter().filter(|h| h.at <= to);
         during.fold((Rise { cpu_millis: u64::MAX, memory_bytes: u64::MAX }, false), |(least, max), h| {
-            (Rise { cpu_millis: least.cpu_millis.min(h.room.cpu_millis), memory_bytes: least.memory_bytes.min(h.room.memory_bytes) }, max || h.at_max)
+            (
+                Rise {
+                    cpu_millis: least.cpu_millis.min(h.room.cpu_millis),
+                    memory_bytes: least.memory_bytes.min(h.room.memory_bytes),
+                },
+                max || h.at_max,
+            )
         })
     }
 
@@ -264,7 +273,13 @@ impl History {
 
     /// Takes in one reconcile's observation: the freshest demand and the pool's
     /// instances and nodes. `history_days` bounds the ring.
-    pub fn observe(&mut self, observed: &ObservedPool, demand: Option<Demand>, now: DateTime<Utc>, history_days: usize) {
+    pub fn observe(
+        &mut self,
+        observed: &ObservedPool,
+        demand: Option<Demand>,
+        now: DateTime<Utc>,
+        history_days: usize,
+    ) {
         self.since.get_or_insert(now);
         // An instance first seen after a long gap (or at the first look) may have
         // launched any time before: its lead time is unknown.
@@ -281,8 +296,7 @@ impl History {
     }
 
     fn follow_launches(&mut self, observed: &ObservedPool, now: DateTime<Utc>, start_known: bool) {
-        let ready: BTreeSet<&str> =
-            observed.nodes.iter().filter(|n| n.ready).map(|n| n.instance_id.as_str()).collect();
+        let ready: BTreeSet<&str> = observed.nodes.iter().filter(|n| n.ready).map(|n| n.instance_id.as_str()).collect();
         let live: BTreeSet<&str> = observed
             .asgs()
             .flat_map(|a| a.instances.iter())
@@ -336,7 +350,8 @@ impl History {
         let day = match self.days.iter().position(|d| d.date == date) {
             Some(i) => &mut self.days[i],
             None => {
-                let fresh = DayRises { date, cpu_millis: vec![None; SLOTS_PER_DAY], memory_mib: vec![None; SLOTS_PER_DAY] };
+                let fresh =
+                    DayRises { date, cpu_millis: vec![None; SLOTS_PER_DAY], memory_mib: vec![None; SLOTS_PER_DAY] };
                 let at = self.days.partition_point(|d| d.date < date);
                 self.days.insert(at, fresh);
                 &mut self.days[at]

@@ -76,6 +76,8 @@ pub struct Publisher {
     unschedulable: Vec<Option<Sent<DateTime<Utc>>>>,
     /// Per pool: the first-start waits (seconds) of the window open since `Sent::at`.
     waits: Vec<Option<Sent<Vec<f64>>>>,
+    /// Per pool: whether its waits are published (only a pool with a wait target uses them).
+    waits_wanted: Vec<bool>,
 }
 
 /// Waits held per pool and window: a scale-up of this many pods within five minutes is
@@ -91,12 +93,27 @@ fn moved(now: &PoolTotals, then: &PoolTotals, percent: u32) -> bool {
 
 impl Publisher {
     pub fn new(timing: Timing, pools: usize) -> Publisher {
-        Publisher { timing, demand: vec![None; pools], unschedulable: vec![None; pools], waits: vec![None; pools] }
+        Publisher {
+            timing,
+            demand: vec![None; pools],
+            unschedulable: vec![None; pools],
+            waits: vec![None; pools],
+            waits_wanted: vec![true; pools],
+        }
+    }
+
+    /// Publishes waits only for the pools `wanted` marks (those with a wait target).
+    pub fn waits_only_for(mut self, wanted: Vec<bool>) -> Publisher {
+        self.waits_wanted = wanted;
+        self
     }
 
     /// Takes in first-start waits (pool, seconds) measured since the last call.
     pub fn waits_measured(&mut self, waits: &[(PoolId, f64)], now: DateTime<Utc>) {
         for &(pool, seconds) in waits {
+            if !self.waits_wanted.get(usize::from(pool)).copied().unwrap_or(false) {
+                continue;
+            }
             let Some(slot) = self.waits.get_mut(usize::from(pool)) else { continue };
             let window = slot.get_or_insert_with(|| Sent { what: Vec::new(), at: now });
             if window.what.len() < MAX_WAITS_PER_WINDOW {
@@ -253,6 +270,10 @@ pools:
         p.waits_measured(&[(0, 3.0), (7, 1.0)], at(710));
         let next = waits_of(p.tick(&mut s, at(1100)));
         assert_eq!((next[0].pods, next[0].window_start, next[0].p95_seconds), (1, at(700), 3.0), "pool 7 is unknown");
+        // A pool without a wait target: nothing to publish.
+        let mut quiet = Publisher::new(Timing::default(), 1).waits_only_for(vec![false]);
+        quiet.waits_measured(&waits, at(10));
+        assert!(waits_of(quiet.tick(&mut s, at(400))).is_empty());
     }
 
     #[test]

@@ -25,6 +25,8 @@ pub struct Forwarder {
     pub client: kube::Client,
     pub bus: Arc<dyn EventBus>,
     pub state: ClusterState,
+    /// Per pool: whether it has a wait target (only then are its waits published).
+    pub wait_targets: Vec<bool>,
     pub timing: Timing,
     pub health: Arc<Health>,
     pub metrics: Arc<Metrics>,
@@ -69,6 +71,7 @@ impl Forwarder {
             client,
             bus,
             state: ClusterState::new(PoolMatcher::new(&config.pools)),
+            wait_targets: config.pools.iter().map(|p| p.headroom.target.is_some()).collect(),
             timing,
             health: Arc::new(Health::default()),
             metrics: Arc::new(Metrics::new()),
@@ -121,7 +124,8 @@ impl Forwarder {
             }
             summary
         });
-        let mut publisher = Publisher::new(self.timing, self.state.pool_count());
+        let mut publisher =
+            Publisher::new(self.timing, self.state.pool_count()).waits_only_for(self.wait_targets.clone());
         let mut tick = tokio::time::interval(self.tick);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut watch_errors = 0u64;

@@ -14,8 +14,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use ballast_core::config::PoolConfig;
 use ballast_core::event::{
-    CapacityError, Event, InstanceAction, LaunchError, LaunchFailure, PodsUnschedulableDetail, PoolWaitsDetail,
-    Signal,
+    CapacityError, Event, InstanceAction, LaunchError, LaunchFailure, PodsUnschedulableDetail, PoolWaitsDetail, Signal,
 };
 use ballast_core::model::{
     ActivityStatus, AsgInstance, AsgSize, Demand, LifecycleState, Market as CoreMarket, NodeState, ObservedAsg,
@@ -63,6 +62,8 @@ pub struct Bridge {
     waits: Vec<(u64, Vec<u64>)>,
     /// Per pool: the forwarder's Pool Waits Measured events sent.
     pub waits_reports: Vec<u32>,
+    /// Per pool: whether it has a wait target (the forwarder publishes only those waits).
+    wait_targets: Vec<bool>,
 }
 
 /// The forwarder's window for Pool Waits Measured (its `BALLAST_WAITS_EVERY` default).
@@ -121,13 +122,15 @@ impl Bridge {
             unschedulable_reports: vec![0; sc.pools().len()],
             waits: vec![(0, Vec::new()); sc.pools().len()],
             waits_reports: vec![0; sc.pools().len()],
+            wait_targets: sc.pools().iter().map(|p| p.headroom.target.is_some()).collect(),
         }
     }
 
     /// A workload pod was bound: the forwarder counts its wait (creation to binding) in
     /// the pool of its node.
     pub fn pod_started(&mut self, pool: Option<usize>, waited_ms: u64) {
-        if let Some((_, waits)) = pool.and_then(|p| self.waits.get_mut(p)) {
+        let Some(pool) = pool.filter(|&p| self.wait_targets.get(p).copied().unwrap_or(false)) else { return };
+        if let Some((_, waits)) = self.waits.get_mut(pool) {
             waits.push(waited_ms);
         }
     }

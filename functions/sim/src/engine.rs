@@ -303,7 +303,7 @@ impl<'s> Engine<'s> {
         let placement = self.model.schedule(now);
         for (pod, waited) in placement.started {
             // Bound once by now: this was its first start.
-            self.metrics.pod_started(waited, self.model.cluster.pods[pod].generation == 1);
+            self.metrics.pod_started(now, waited, self.model.cluster.pods[pod].generation == 1);
             if let Some(b) = self.ballast.as_mut() {
                 let node = self.model.cluster.pods[pod].node;
                 let pool = node.and_then(|n| self.sc.groups[self.model.cluster.nodes[n].group].pool);

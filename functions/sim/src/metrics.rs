@@ -17,7 +17,14 @@ pub struct Sample {
     pub on_demand_nodes: u32,
     pub pending_pods: u32,
     pub headroom_pods: u32,
+    /// The p95 first-start wait of the pods that started in the last five minutes, in
+    /// milliseconds (`None`: none started), as the forwarder sums it up for a wait target.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recent_wait_p95_ms: Option<u64>,
 }
+
+/// The span of `Sample::recent_wait_p95_ms`.
+const RECENT_WAITS_MS: u64 = 5 * 60_000;
 
 #[derive(Debug)]
 pub struct Metrics {
@@ -26,6 +33,8 @@ pub struct Metrics {
     waits_ms: Vec<u64>,
     /// Waits of pods started again after a drain, a reclaim or a scale-down.
     replaced_waits_ms: Vec<u64>,
+    /// First starts of the last five minutes: (when, wait).
+    recent_starts: std::collections::VecDeque<(u64, u64)>,
     pending_pod_ms: f64,
     spot_node_ms: f64,
     od_node_ms: f64,
@@ -80,6 +89,7 @@ impl Metrics {
             last: 0,
             waits_ms: Vec::new(),
             replaced_waits_ms: Vec::new(),
+            recent_starts: std::collections::VecDeque::new(),
             pending_pod_ms: 0.0,
             spot_node_ms: 0.0,
             od_node_ms: 0.0,
@@ -147,9 +157,10 @@ impl Metrics {
         }
     }
 
-    pub fn pod_started(&mut self, waited_ms: u64, first_start: bool) {
+    pub fn pod_started(&mut self, now: u64, waited_ms: u64, first_start: bool) {
         if first_start {
             self.waits_ms.push(waited_ms);
+            self.recent_starts.push_back((now, waited_ms));
         } else {
             self.replaced_waits_ms.push(waited_ms);
         }
@@ -177,12 +188,19 @@ impl Metrics {
                 .map(|(_, s)| s.nodes.iter().filter(|&&n| cluster.nodes[n].phase == NodePhase::Ready).count() as u32)
                 .sum()
         };
+        while self.recent_starts.front().is_some_and(|(at, _)| at + RECENT_WAITS_MS <= now) {
+            self.recent_starts.pop_front();
+        }
+        let mut recent: Vec<u64> = self.recent_starts.iter().map(|(_, w)| *w).collect();
+        recent.sort_unstable();
+        let rank = ((0.95 * recent.len() as f64).ceil() as usize).clamp(1, recent.len().max(1));
         self.series.push(Sample {
             minute: (now / 60_000) as u32,
             spot_nodes: count(Market::Spot),
             on_demand_nodes: count(Market::OnDemand),
             pending_pods: cluster.pending_workload,
             headroom_pods: headroom,
+            recent_wait_p95_ms: recent.get(rank - 1).copied(),
         });
     }
 
@@ -191,7 +209,7 @@ impl Metrics {
         for pod in cluster.pending_pods() {
             let p = &cluster.pods[pod];
             if p.is_workload() {
-                self.pod_started(end - p.pending_since, p.generation == 0);
+                self.pod_started(end, end - p.pending_since, p.generation == 0);
             }
         }
     }

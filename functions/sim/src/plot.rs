@@ -44,12 +44,25 @@ fn err(path: &Path) -> impl Fn(String) -> PlotError + '_ {
 /// A plotted series: its label, colour and value per sample.
 type Line = (&'static str, RGBColor, fn(&crate::Sample) -> u32);
 
-/// One panel per strategy: spot and on-demand nodes, pending pods and headroom pods.
-pub fn timeline(path: &Path, scenario: &str, reports: &[Report]) -> Result<(), PlotError> {
+/// One panel per strategy: spot and on-demand nodes, pending pods and headroom pods;
+/// with a wait target, a second panel per strategy: the target and the p95 first-start
+/// wait of each five minutes.
+pub fn timeline(path: &Path, scenario: &str, reports: &[Report], target_s: Option<f64>) -> Result<(), PlotError> {
     let e = err(path);
-    let root = SVGBackend::new(path, (1000, 300 * reports.len() as u32)).into_drawing_area();
+    let rows = reports.len() * if target_s.is_some() { 2 } else { 1 };
+    let root = SVGBackend::new(path, (1000, 300 * rows as u32)).into_drawing_area();
     root.fill(&WHITE).map_err(|x| e(x.to_string()))?;
-    let panels = root.split_evenly((reports.len(), 1));
+    let all = root.split_evenly((rows, 1));
+    let (panels, wait_panels) = match target_s {
+        Some(_) => {
+            let (counts, waits): (Vec<_>, Vec<_>) = all.iter().enumerate().partition(|(i, _)| i % 2 == 0);
+            (
+                counts.into_iter().map(|(_, p)| p.clone()).collect::<Vec<_>>(),
+                waits.into_iter().map(|(_, p)| p.clone()).collect(),
+            )
+        }
+        None => (all, Vec::new()),
+    };
     let hours = reports.iter().flat_map(|r| r.series.last()).map(|s| f64::from(s.minute) / 60.0).fold(1.0, f64::max);
     let top = reports
         .iter()
@@ -91,6 +104,50 @@ pub fn timeline(path: &Path, scenario: &str, reports: &[Report]) -> Result<(), P
             .position(SeriesLabelPosition::UpperLeft)
             .draw()
             .map_err(|x| e(x.to_string()))?;
+    }
+    if let Some(target) = target_s {
+        let top = reports
+            .iter()
+            .flat_map(|r| r.series.iter())
+            .filter_map(|s| s.recent_wait_p95_ms)
+            .map(|ms| ms as f64 / 1000.0)
+            .fold(target, f64::max)
+            * 1.1;
+        for (panel, report) in wait_panels.iter().zip(reports) {
+            let mut chart = ChartBuilder::on(panel)
+                .caption(format!("{scenario}: {}, first-start wait", report.strategy), ("sans-serif", 18))
+                .margin(10)
+                .x_label_area_size(30)
+                .y_label_area_size(45)
+                .build_cartesian_2d(0f64..hours, 0f64..top)
+                .map_err(|x| e(x.to_string()))?;
+            chart.configure_mesh().x_desc("hours").y_desc("seconds").draw().map_err(|x| e(x.to_string()))?;
+            let target_color = RGBColor(148, 103, 189);
+            chart
+                .draw_series(LineSeries::new([(0.0, target), (hours, target)], target_color.stroke_width(2)))
+                .map_err(|x| e(x.to_string()))?
+                .label("target (p95)")
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], target_color.stroke_width(2)));
+            let wait_color = RGBColor(255, 127, 14);
+            chart
+                .draw_series(
+                    report
+                        .series
+                        .iter()
+                        .filter_map(|s| Some((f64::from(s.minute) / 60.0, s.recent_wait_p95_ms? as f64 / 1000.0)))
+                        .map(|point| Circle::new(point, 2, wait_color.filled())),
+                )
+                .map_err(|x| e(x.to_string()))?
+                .label("p95 wait of the last 5 minutes' starts")
+                .legend(move |(x, y)| Circle::new((x + 9, y), 3, wait_color.filled()));
+            chart
+                .configure_series_labels()
+                .background_style(WHITE.mix(0.8))
+                .border_style(BLACK)
+                .position(SeriesLabelPosition::UpperLeft)
+                .draw()
+                .map_err(|x| e(x.to_string()))?;
+        }
     }
     root.present().map_err(|x| e(x.to_string()))
 }

@@ -999,3 +999,50 @@ fn a_batch_repeats_every_period_until_the_end() {
     let r = simulate(&sc, Strategy::ClusterAutoscaler, 1, &mut no_progress());
     assert_eq!(r.pods_started, 4);
 }
+
+/// Tiny with report jobs each day at 09:00 (20 × 1 CPU, 10 minutes), over two days, and
+/// Ballast's headroom learned from a 10 s wait target.
+fn daily_bursts(target: &str) -> Scenario {
+    let yaml =
+        tiny_yaml("", "{ name: reports, at: [9h], every: 1d, jobs: 20, cpu: '1', memory: 1Gi, duration: [10m, 10m] }")
+            .replace("duration: 2h", "duration: 2d")
+            .replace(
+                "headroom: { percent: 0, min: 0, max: 10,",
+                &format!("headroom: {{ percent: 0, min: 0, max: 30, {target}"),
+            );
+    Scenario::from_yaml(&yaml).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn the_forwarder_sums_up_first_start_waits_every_five_minutes_where_pods_started() {
+    let sc = daily_bursts("target: { wait_p95: 10s },");
+    let sim = started(&sc, Strategy::Ballast, 1, 9 * 60 * MINUTE + 20 * MINUTE);
+    let bridge = sim.ballast.as_ref().unwrap();
+    // Only the burst's windows had pods start: a few reports, not one every 5 minutes.
+    assert!((1..=4).contains(&bridge.waits_reports[0]), "{:?}", bridge.waits_reports);
+    // Without a wait target nobody reads them: the forwarder does not publish them.
+    let plain = daily_bursts("");
+    let sim = started(&plain, Strategy::Ballast, 1, 9 * 60 * MINUTE + 20 * MINUTE);
+    assert_eq!(sim.ballast.as_ref().unwrap().waits_reports, [0]);
+}
+
+#[test]
+fn a_wait_target_learns_a_daily_burst_and_holds_room_only_around_it() {
+    let sc = daily_bursts("target: { wait_p95: 10s },");
+    let report = simulate(&sc, Strategy::Ballast, 1, &mut no_progress());
+    // Day 1: no room (percent 0, nothing rose yet), the burst waits for nodes; day 2: the
+    // room is placed before 09:00 from day 1's rise.
+    let day = |d: u32| report.series.iter().filter(move |s| s.minute / (24 * 60) == d);
+    let before_nine = |d: u32| day(d).find(|s| s.minute % (24 * 60) == 9 * 60 - 1).unwrap().headroom_pods;
+    assert_eq!(before_nine(0), 0, "nothing learned on the first morning");
+    assert!(before_nine(1) >= 20, "room for the 20 jobs before they come on day 2: {}", before_nine(1));
+    let night = |d: u32| day(d).find(|s| s.minute % (24 * 60) == 3 * 60).unwrap().headroom_pods;
+    assert_eq!(night(1), 0, "and none at 03:00, when nothing rises");
+    let waits = |d: u32| day(d).filter_map(|s| s.recent_wait_p95_ms).max().unwrap_or(0);
+    assert!(waits(0) > 30_000, "day 1's burst waited for nodes: {} ms", waits(0));
+    assert!(waits(1) <= 10_000, "day 2's did not: {} ms", waits(1));
+    // No static percentage can: the pool's demand before 09:00 is nothing, and so is
+    // any percentage of it.
+    let flat = simulate(&with_headroom(&sc, HeadroomKnob::Percent, 100), Strategy::Ballast, 1, &mut no_progress());
+    assert!(flat.pod_wait_p95_s > 10.0, "a percentage of no demand is no room: {}", flat.pod_wait_p95_s);
+}

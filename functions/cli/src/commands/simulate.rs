@@ -84,7 +84,9 @@ fn parse_sweep(spec: &str) -> anyhow::Result<(HeadroomKnob, Vec<u32>)> {
         let secs = match p.parse::<u32>() {
             Ok(n) => u64::from(n),
             Err(_) => {
-                let d = p.parse::<ballast_core::units::HumanDuration>().map_err(|e| anyhow::anyhow!("--sweep: `{p}`: {e}"))?;
+                let d = p
+                    .parse::<ballast_core::units::HumanDuration>()
+                    .map_err(|e| anyhow::anyhow!("--sweep: `{p}`: {e}"))?;
                 if d.0.subsec_nanos() != 0 {
                     bail!("--sweep: `{p}` is not a whole number of seconds");
                 }
@@ -293,7 +295,11 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
                 runs: runs
                     .iter()
                     .zip(&seeds)
-                    .map(|(r, &seed)| ballast_sim::plot::SweepRun { seed, cost: r.cost, pod_wait_p95_s: r.pod_wait_p95_s })
+                    .map(|(r, &seed)| ballast_sim::plot::SweepRun {
+                        seed,
+                        cost: r.cost,
+                        pod_wait_p95_s: r.pod_wait_p95_s,
+                    })
                     .collect(),
             })
             .collect();
@@ -400,7 +406,9 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
         if let Some(path) = &args.plot {
             // The timeline of the first seed's runs.
             let first: Vec<Report> = runs.iter().map(|r| r[0].clone()).collect();
-            ballast_sim::plot::timeline(path, &scenario.name, &first)?;
+            // With a wait target (the first pool's that has one), its panel.
+            let target = scenario.pools().iter().find_map(|p| p.headroom.target).map(|t| t.wait_p95.0.as_secs_f64());
+            ballast_sim::plot::timeline(path, &scenario.name, &first, target)?;
             eprintln!("wrote {}", path.display());
         }
     }

@@ -876,7 +876,7 @@ fn read_target(value: &Value, path: &str, percent_written: bool, issues: &mut Is
     let days = history.0.as_secs_f64() / 86_400.0;
     if !(1.0..=MAX_HISTORY_DAYS as f64).contains(&days) {
         let secs = history.0.as_secs();
-        let written = if secs % 86_400 == 0 { format!("{}d", secs / 86_400) } else { history.to_string() };
+        let written = if secs.is_multiple_of(86_400) { format!("{}d", secs / 86_400) } else { history.to_string() };
         issues.push(p("history"), format!("{written} is outside 1d..{MAX_HISTORY_DAYS}d"));
     }
     (issues.0.len() == before).then_some(WaitTarget { wait_p95: wait_p95?, history, floor })

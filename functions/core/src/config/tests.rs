@@ -358,7 +358,11 @@ fn a_wait_target_is_read_with_its_floor_and_bounds() {
     let with_target = |headroom: &str| Config::from_yaml(&minimal_with(headroom));
     let cfg = with_target("    headroom:\n      percent: 5\n      target: { wait_p95: 10s }\n").unwrap();
     let target = cfg.pools[0].headroom.target.unwrap();
-    assert_eq!((target.wait_p95.0.as_secs(), target.history_days(), target.floor), (10, 14, true), "percent written: a floor");
+    assert_eq!(
+        (target.wait_p95.0.as_secs(), target.history_days(), target.floor),
+        (10, 14, true),
+        "percent written: a floor"
+    );
     let cfg = with_target("    headroom:\n      target: { wait_p95: 30s, history: 7d }\n").unwrap();
     let target = cfg.pools[0].headroom.target.unwrap();
     assert_eq!((target.history_days(), target.floor), (7, false), "percent not written: only until there is history");
@@ -373,7 +377,10 @@ fn a_wait_target_is_read_with_its_floor_and_bounds() {
         ("target: { wait_p95: 2h }", "pools[0].headroom.target.wait_p95: 2h is outside 1s..60m"),
         ("target: { wait_p95: 10s, history: 1h }", "pools[0].headroom.target.history: 1h is outside 1d..28d"),
         ("target: { wait_p95: 10s, history: 60d }", "pools[0].headroom.target.history: 60d is outside 1d..28d"),
-        ("target: { wait_p95: 10s, p99: 1s }", "pools[0].headroom.target.p99: unknown field; expected one of: wait_p95, history, floor"),
+        (
+            "target: { wait_p95: 10s, p99: 1s }",
+            "pools[0].headroom.target.p99: unknown field; expected one of: wait_p95, history, floor",
+        ),
         ("target: 10s", "pools[0].headroom.target: expected a mapping"),
     ] {
         let all = issues(&minimal_with(&format!("    headroom:\n      {headroom}\n")));

@@ -210,7 +210,10 @@ impl PoolWaitsDetail {
             }
         }
         if self.p95_seconds > self.max_seconds {
-            return bad("detail.p95_seconds", format!("{} is above max_seconds ({})", self.p95_seconds, self.max_seconds));
+            return bad(
+                "detail.p95_seconds",
+                format!("{} is above max_seconds ({})", self.p95_seconds, self.max_seconds),
+            );
         }
         Ok(())
     }

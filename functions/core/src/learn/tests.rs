@@ -55,7 +55,11 @@ fn a_rise_within_one_lead_time_goes_into_its_slot() {
     // A rise spread over more than one lead time counts only the part within one.
     let mut slow = History::default();
     watch(&mut slow, t0, 20, 14, |t| 10_000 + 1_000 * (t - t0).num_minutes() as u64);
-    assert_eq!(slow.days[0].cpu_millis[36], Some(4_000), "1 CPU a minute over 180 s of lead and 10 s of CA, from the sample before");
+    assert_eq!(
+        slow.days[0].cpu_millis[36],
+        Some(4_000),
+        "1 CPU a minute over 180 s of lead and 10 s of CA, from the sample before"
+    );
 }
 
 #[test]
@@ -68,7 +72,10 @@ fn a_daily_ramp_is_met_with_room_placed_before_it() {
     let p = h.predict(now, days);
     let (rise, basis) = p.seasonal.expect("two days watched");
     assert_eq!(basis, Basis::TimeOfDay { days: 2 });
-    assert_eq!(rise.cpu_millis, 24_000, "four minutes of a 6 CPU/min ramp: the 190 s span reaches back to the sample before it");
+    assert_eq!(
+        rise.cpu_millis, 24_000,
+        "four minutes of a 6 CPU/min ramp: the 190 s span reaches back to the sample before it"
+    );
     assert!(!p.lead_observed);
     assert_eq!(p.room().0, 24_000.0);
     // 03:00: nothing rises then.
@@ -151,7 +158,12 @@ fn launching_pool(ready: &[(&str, bool)]) -> ObservedPool {
         }],
         nodes: ready
             .iter()
-            .map(|(id, r)| NodeState { name: format!("n-{id}"), instance_id: id.to_string(), ready: *r, unschedulable: false })
+            .map(|(id, r)| NodeState {
+                name: format!("n-{id}"),
+                instance_id: id.to_string(),
+                ready: *r,
+                unschedulable: false,
+            })
             .collect(),
         ..empty_pool()
     }
@@ -185,8 +197,13 @@ fn the_lead_time_is_launch_to_ready_as_observed() {
 fn measured_waits_correct_up_quickly_and_down_slowly() {
     let mut h = History::default();
     let end = |m: i64| monday() + Duration::minutes(m);
-    let waits =
-        |m: i64, pods: u32, p95_ms: u64| WaitsSeen { window_start: end(m - 5), window_end: end(m), pods, p95_ms, max_ms: p95_ms };
+    let waits = |m: i64, pods: u32, p95_ms: u64| WaitsSeen {
+        window_start: end(m - 5),
+        window_end: end(m),
+        pods,
+        p95_ms,
+        max_ms: p95_ms,
+    };
     assert!(h.measured(waits(5, 30, 25_000), 10_000));
     assert_eq!(h.correction(), 1.5, "missed: half as much room again");
     assert!(!h.measured(waits(5, 30, 1_000), 10_000), "the same window twice counts once");
@@ -218,7 +235,8 @@ fn a_burst_larger_than_the_room_is_kept_and_fades_and_a_miss_with_room_raises_th
     watch(&mut h, t0 - Duration::minutes(30), 31, 14, |t| if t > t0 { 110_000 } else { 90_000 });
     watch(&mut h, t0 + Duration::minutes(1), 10, 14, |_| 110_000);
     h.held(t0 - Duration::minutes(10), Rise { cpu_millis: 5_000, memory_bytes: 10 << 30 }, false);
-    let window = WaitsSeen { window_start: t0, window_end: t0 + Duration::minutes(5), pods: 20, p95_ms: 90_000, max_ms: 95_000 };
+    let window =
+        WaitsSeen { window_start: t0, window_end: t0 + Duration::minutes(5), pods: 20, p95_ms: 90_000, max_ms: 95_000 };
     h.measured(window, 10_000);
     assert_eq!((h.missed.cpu_millis, h.correction()), (20_000, 1.0), "a burst above the room: kept, not a correction");
     let p = h.predict(t0 + Duration::minutes(5), 14);
@@ -228,7 +246,13 @@ fn a_burst_larger_than_the_room_is_kept_and_fades_and_a_miss_with_room_raises_th
     assert_eq!(h.predict(t0 + Duration::minutes(5) + Duration::hours(24), 14).missed.cpu_millis, 5_000);
     // Room as large as the burst and pods still waited: the rise understates the need.
     h.held(t0 + Duration::minutes(1), Rise { cpu_millis: 20_000, memory_bytes: 40 << 30 }, false);
-    let again = WaitsSeen { window_start: t0 + Duration::minutes(5), window_end: t0 + Duration::minutes(10), pods: 20, p95_ms: 30_000, max_ms: 40_000 };
+    let again = WaitsSeen {
+        window_start: t0 + Duration::minutes(5),
+        window_end: t0 + Duration::minutes(10),
+        pods: 20,
+        p95_ms: 30_000,
+        max_ms: 40_000,
+    };
     h.measured(again, 10_000);
     assert_eq!(h.correction(), 1.5);
 }
@@ -236,11 +260,18 @@ fn a_burst_larger_than_the_room_is_kept_and_fades_and_a_miss_with_room_raises_th
 #[test]
 fn pods_that_waited_for_a_node_longer_than_the_lead_time_lengthen_the_span() {
     let mut h = History { allowed_wait_ms: 70_000, lead_secs: vec![60], ..Default::default() };
-    assert_eq!((h.node_wait(), h.absorb_span()), (Duration::seconds(70), Duration::zero()), "60 s launch + 10 s CA: no room");
+    assert_eq!(
+        (h.node_wait(), h.absorb_span()),
+        (Duration::seconds(70), Duration::zero()),
+        "60 s launch + 10 s CA: no room"
+    );
     let end = monday() + Duration::hours(2);
     for (i, max_ms) in [98_000, 101_000, 104_000].into_iter().enumerate() {
         let at = end + Duration::minutes(5 * i as i64);
-        h.measured(WaitsSeen { window_start: at - Duration::minutes(5), window_end: at, pods: 20, p95_ms: 95_000, max_ms }, 70_000);
+        h.measured(
+            WaitsSeen { window_start: at - Duration::minutes(5), window_end: at, pods: 20, p95_ms: 95_000, max_ms },
+            70_000,
+        );
     }
     assert_eq!(h.node_wait(), Duration::seconds(101), "the median of what pods waited");
     assert_eq!(h.absorb_span(), Duration::seconds(31));
@@ -259,7 +290,7 @@ proptest! {
         let ids: Vec<String> = (0..300).map(|i| format!("i-{i:08x}")).collect();
         for (gap_minutes, cpu, nodes) in steps {
             now += Duration::minutes(gap_minutes * 7);
-            let ready = |i: usize| (i + usize::from(nodes)) % 3 == 0;
+            let ready = |i: usize| (i + usize::from(nodes)).is_multiple_of(3);
             let pool = launching_pool(&ids.iter().enumerate().map(|(i, id)| (id.as_str(), ready(i))).collect::<Vec<_>>());
             h.observe(&pool, Some(demand_at(cpu, now)), now, days);
             let window = WaitsSeen { window_start: now - Duration::minutes(5), window_end: now, pods: u32::from(nodes) * 5, p95_ms: cpu % 30_000, max_ms: cpu % 90_000 };

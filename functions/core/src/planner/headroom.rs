@@ -249,7 +249,11 @@ impl Work<'_> {
         let node_wait = p.node_wait.num_seconds();
         let launched = (p.lead + crate::learn::CA_REACTION).num_seconds();
         let lead = if node_wait > launched {
-            format!("{} s ({node_wait} s for a node, as pods that missed the target waited; − {} allowed)", p.absorb.num_seconds(), target.wait_p95)
+            format!(
+                "{} s ({node_wait} s for a node, as pods that missed the target waited; − {} allowed)",
+                p.absorb.num_seconds(),
+                target.wait_p95
+            )
         } else {
             format!(
                 "{} s ({} s node launch to Ready, {}; + {} s cluster-autoscaler; − {} allowed)",

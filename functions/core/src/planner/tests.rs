@@ -1475,7 +1475,10 @@ fn an_owed_lower_whose_raise_a_later_move_carried_on_names_what_it_leaves() {
 fn target_config(floor: Option<bool>) -> Config {
     let floor = floor.map(|f| format!(", floor: {f}")).unwrap_or_default();
     with(|c| {
-        c.replace("      boost_for: 30m\n", &format!("      boost_for: 30m\n      target: {{ wait_p95: 10s, history: 14d{floor} }}\n"))
+        c.replace(
+            "      boost_for: 30m\n",
+            &format!("      boost_for: 30m\n      target: {{ wait_p95: 10s, history: 14d{floor} }}\n"),
+        )
     })
 }
 
@@ -1577,7 +1580,11 @@ fn percent_is_used_until_a_past_day_shows_the_time_and_an_override_wins_over_the
     let fresh = learned_plan(&cfg, &PoolRecord::default(), &[], now());
     let (to, reason) = headroom_action(&fresh).unwrap();
     assert_eq!(to, 3, "25 % (the schedule in force) of 10 CPU: {reason}");
-    assert!(reason.contains("until a past day shows this time of day") && reason.ends_with("; wait target 10s; no wait measured yet"), "{reason}");
+    assert!(
+        reason.contains("until a past day shows this time of day")
+            && reason.ends_with("; wait target 10s; no wait measured yet"),
+        "{reason}"
+    );
     assert!(!fresh.headroom.unwrap().learned);
     // Waits that missed raise the percent's room, never lower it.
     let missed = event(
@@ -1594,7 +1601,11 @@ fn percent_is_used_until_a_past_day_shows_the_time_and_an_override_wins_over_the
     let raised = learned_plan(&cfg, &fresh.record, &[missed], now() + Duration::minutes(1));
     let (to, reason) = headroom_action(&raised).unwrap();
     assert_eq!(to, 5, "ceil(3 × 1.5): {reason}");
-    assert!(reason.contains("percent × 1.50 from measured waits") && reason.contains("measured p95 wait 70.0 s over 12 pods"), "{reason}");
+    assert!(
+        reason.contains("percent × 1.50 from measured waits")
+            && reason.contains("measured p95 wait 70.0 s over 12 pods"),
+        "{reason}"
+    );
     assert_eq!(fresh.record.learned.as_ref().unwrap().since, Some(now()), "learning starts at once");
     let (history, at) = ramp_history();
     let record = PoolRecord {
@@ -1636,7 +1647,9 @@ fn a_missed_wait_raises_the_room_and_a_target_above_max_is_told_once_an_hour() {
     // max 20 does not let 27 through: told once, then not again within the hour.
     let mut capped = cfg.clone();
     capped.pools[0].headroom.max = 20;
-    let told = |p: &Plan| p.notes.iter().any(|n| n.contains("cannot be met within headroom.max: it needs 27 pause pods, max is 20"));
+    let told = |p: &Plan| {
+        p.notes.iter().any(|n| n.contains("cannot be met within headroom.max: it needs 27 pause pods, max is 20"))
+    };
     let first = learned_plan(&capped, &record, &[waits(at, 24.0)], at);
     assert_eq!(first.headroom.unwrap().replicas, 20);
     assert!(told(&first), "{:?}", first.notes);
