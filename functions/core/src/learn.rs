@@ -225,9 +225,13 @@ impl History {
     }
 
     /// The least room held over `[from, to]`, and whether max held it down then.
+    /// Nothing recorded over the span (no decision yet) is no room.
     fn least_held(&self, from: DateTime<Utc>, to: DateTime<Utc>) -> (Rise, bool) {
         let start = self.held.iter().rposition(|h| h.at <= from).unwrap_or(0);
-        let during = self.held[start..].iter().filter(|h| h.at <= to);
+        let mut during = self.held[start..].iter().filter(|h| h.at <= to).peekable();
+        if during.peek().is_none() {
+            return (Rise::default(), false);
+        }
         during.fold((Rise { cpu_millis: u64::MAX, memory_bytes: u64::MAX }, false), |(least, max), h| {
             (
                 Rise {
