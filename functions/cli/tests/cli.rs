@@ -115,9 +115,9 @@ fn config_check_explains_how_each_pools_headroom_is_sized() {
     let text = stdout(&out);
     for expected in [
         "web headroom: learned for a first-start wait of at most 10s at p95 from up to 7 day(s) of history",
-        "10% of the workload requests until an hour of history (not a floor: `floor: false` or percent not written)",
+        "10% of the workload requests until a past day shows the time of day (not a floor: `floor: false` or percent not written)",
         "batch headroom: learned for a first-start wait of at most 1m at p95 from up to 14 day(s) of history",
-        "5% of the workload requests until an hour of history, and as a floor under the learned size",
+        "5% of the workload requests until a past day shows the time of day, and as a floor under the learned size",
     ] {
         assert!(text.contains(expected), "{expected:?} not in {text}");
     }

@@ -49,6 +49,8 @@ const CORRECTION_UP: f64 = 1.5;
 const CORRECTION_DOWN: f64 = 0.98;
 /// A window with fewer started pods than this is no evidence that room can shrink.
 const MIN_PODS_TO_SHRINK: u32 = 10;
+/// Nor, with fewer than this, that it must grow.
+const MIN_PODS_TO_RAISE: u32 = 3;
 
 /// The learner's memory, kept in the pool record.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -66,9 +68,8 @@ pub struct History {
     /// how long a pod without room waits for a node, as pods see it (cluster-autoscaler's
     /// reaction, the launch, Ready, the scheduler).
     pub missed_waits_secs: Vec<u32>,
-    /// Instances launching: when Ballast first saw each without a Ready node (`None`:
-    /// seen first at a look that cannot tell when it launched).
-    pub launching: BTreeMap<String, Option<DateTime<Utc>>>,
+    /// Instances launching (no node registered when first seen), by id.
+    pub launching: BTreeMap<String, Launch>,
     /// The last observation taken in.
     pub last_look: Option<DateTime<Utc>>,
     /// Correction from measured waits, in thousandths (0: none yet, i.e. 1000).
@@ -93,6 +94,19 @@ pub struct Held {
     pub at: DateTime<Utc>,
     pub room: Rise,
     pub at_max: bool,
+    /// An override decided it: what waits then measure says nothing of the learning.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub overridden: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Launch {
+    /// When Ballast first saw it.
+    pub seen: DateTime<Utc>,
+    /// Whether that look can date the launch (the look before it was a minute or so
+    /// earlier); an instance first seen at the first look or after a gap is followed
+    /// only so that it is not taken for a new one later.
+    pub timed: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -211,34 +225,48 @@ impl History {
         Rise { cpu_millis: scale(self.missed.cpu_millis), memory_bytes: scale(self.missed.memory_bytes) }
     }
 
+    /// A new wait target: the rises were taken over the old one's span, and the
+    /// correction and missed bursts judged against it; the lead times stay true.
+    pub fn retarget(&mut self, allowed_wait_ms: u64) {
+        *self = History {
+            since: self.since,
+            lead_secs: std::mem::take(&mut self.lead_secs),
+            launching: std::mem::take(&mut self.launching),
+            last_look: self.last_look,
+            allowed_wait_ms,
+            ..History::default()
+        };
+    }
+
     /// What the pause pods hold from `at` (read by the measurements of the windows after).
-    pub fn held(&mut self, at: DateTime<Utc>, room: Rise, at_max: bool) {
-        if self.held.last().is_some_and(|h| h.room == room && h.at_max == at_max) {
+    pub fn held(&mut self, at: DateTime<Utc>, room: Rise, at_max: bool, overridden: bool) {
+        if self.held.last().is_some_and(|h| h.room == room && h.at_max == at_max && h.overridden == overridden) {
             return;
         }
         let keep_from = at - self.lead().0 - Duration::minutes(15);
         let first_kept = self.held.iter().rposition(|h| h.at <= keep_from).unwrap_or(0);
         self.held.drain(..first_kept);
-        self.held.push(Held { at, room, at_max });
+        self.held.push(Held { at, room, at_max, overridden });
         let excess = self.held.len().saturating_sub(MAX_HELD);
         self.held.drain(..excess);
     }
 
     /// The least room held over `[from, to]`, and whether max held it down then.
-    /// Nothing recorded over the span (no decision yet) is no room.
+    /// Nothing recorded over the span (no decision yet) is no room. Also whether, at
+    /// some point of it, `max` held the pods down or an override decided them.
     fn least_held(&self, from: DateTime<Utc>, to: DateTime<Utc>) -> (Rise, bool) {
         let start = self.held.iter().rposition(|h| h.at <= from).unwrap_or(0);
         let mut during = self.held[start..].iter().filter(|h| h.at <= to).peekable();
         if during.peek().is_none() {
             return (Rise::default(), false);
         }
-        during.fold((Rise { cpu_millis: u64::MAX, memory_bytes: u64::MAX }, false), |(least, max), h| {
+        during.fold((Rise { cpu_millis: u64::MAX, memory_bytes: u64::MAX }, false), |(least, not_ours), h| {
             (
                 Rise {
                     cpu_millis: least.cpu_millis.min(h.room.cpu_millis),
                     memory_bytes: least.memory_bytes.min(h.room.memory_bytes),
                 },
-                max || h.at_max,
+                not_ours || h.at_max || h.overridden,
             )
         })
     }
@@ -250,7 +278,10 @@ impl History {
         if self.missed_waits_secs.is_empty() {
             return launched;
         }
-        launched.max(Duration::seconds(i64::from(quantile(self.missed_waits_secs.clone(), 0.5))))
+        // At most three times the launch: a pod held by something else (a volume, an
+        // affinity) is no measure of how long a node takes.
+        let waited = Duration::seconds(i64::from(quantile(self.missed_waits_secs.clone(), 0.5)));
+        launched.max(waited.min(launched * 3))
     }
 
     /// The span a rise is taken over: what arrives within it waits longer than the target
@@ -267,12 +298,14 @@ impl History {
         }
     }
 
-    /// The lead time: the 95th percentile of the launches seen, or the assumed one.
+    /// The lead time: the 95th percentile of the launches seen (their median while
+    /// fewer than five: one odd launch is not the pool's lead time), or the assumed one.
     pub fn lead(&self) -> (Duration, bool) {
         if self.lead_secs.is_empty() {
             return (ASSUMED_LEAD, false);
         }
-        (Duration::seconds(i64::from(quantile(self.lead_secs.clone(), 0.95))), true)
+        let q = if self.lead_secs.len() < 5 { 0.5 } else { 0.95 };
+        (Duration::seconds(i64::from(quantile(self.lead_secs.clone(), q))), true)
     }
 
     /// Takes in one reconcile's observation: the freshest demand and the pool's
@@ -287,9 +320,9 @@ impl History {
         self.since.get_or_insert(now);
         // An instance first seen after a long gap (or at the first look) may have
         // launched any time before: its lead time is unknown.
-        let start_known = self.last_look.is_some_and(|last| now - last <= MAX_LOOK_GAP);
+        let looked_lately = self.last_look.is_some_and(|last| now - last <= MAX_LOOK_GAP);
         self.last_look = Some(now);
-        self.follow_launches(observed, now, start_known);
+        self.follow_launches(observed, now, looked_lately);
         // The freshest demand known is the demand now: a flat stretch without forwarder
         // events is a stretch of no rise, not one of no data.
         if let Some(d) = demand {
@@ -299,8 +332,11 @@ impl History {
         self.days.retain(|d| d.date >= keep_from);
     }
 
-    fn follow_launches(&mut self, observed: &ObservedPool, now: DateTime<Utc>, start_known: bool) {
+    /// `looked_lately`: the last look was within [`MAX_LOOK_GAP`], so an instance first
+    /// seen now launched since it, and a node seen Ready now became Ready since it.
+    fn follow_launches(&mut self, observed: &ObservedPool, now: DateTime<Utc>, looked_lately: bool) {
         let ready: BTreeSet<&str> = observed.nodes.iter().filter(|n| n.ready).map(|n| n.instance_id.as_str()).collect();
+        let registered: BTreeSet<&str> = observed.nodes.iter().map(|n| n.instance_id.as_str()).collect();
         let live: BTreeSet<&str> = observed
             .asgs()
             .flat_map(|a| a.instances.iter())
@@ -308,14 +344,16 @@ impl History {
             .map(|i| i.id.as_str())
             .collect();
         let mut done = Vec::new();
-        self.launching.retain(|id, seen| {
+        self.launching.retain(|id, launch| {
+            let fresh = now - launch.seen < LAUNCH_GIVE_UP;
             if ready.contains(id.as_str()) {
-                if let Some(seen) = seen {
-                    done.push((now - *seen).num_seconds().max(0));
+                // Counted only when both ends are known to within a look.
+                if launch.timed && fresh && looked_lately {
+                    done.push((now - launch.seen).num_seconds().max(0));
                 }
                 return false;
             }
-            live.contains(id.as_str()) && seen.is_none_or(|seen| now - seen < LAUNCH_GIVE_UP)
+            live.contains(id.as_str()) && fresh
         });
         for secs in done {
             self.lead_secs.push(u32::try_from(secs).unwrap_or(u32::MAX));
@@ -326,8 +364,10 @@ impl History {
             if self.launching.len() >= MAX_LAUNCHING {
                 break;
             }
-            if !ready.contains(id) && !self.launching.contains_key(id) {
-                self.launching.insert(id.to_string(), start_known.then_some(now));
+            // Only an instance whose node has not even registered is launching: a known
+            // node that is not Ready (a kubelet restart, a partition) is no launch.
+            if !registered.contains(id) && !self.launching.contains_key(id) {
+                self.launching.insert(id.to_string(), Launch { seen: now, timed: looked_lately });
             }
         }
     }
@@ -361,6 +401,9 @@ impl History {
                 &mut self.days[at]
             }
         };
+        // A record of another shape (read back from the store) is brought to this one.
+        day.cpu_millis.resize(SLOTS_PER_DAY, None);
+        day.memory_mib.resize(SLOTS_PER_DAY, None);
         let slot = slot_of(s.at);
         let cpu = u32::try_from(rise_cpu).unwrap_or(u32::MAX);
         day.cpu_millis[slot] = Some(day.cpu_millis[slot].map_or(cpu, |old| old.max(cpu)));
@@ -375,14 +418,16 @@ impl History {
             let date = at.date_naive();
             if let Some(day) = self.days.iter().find(|d| d.date == date) {
                 let slot = slot_of(at);
-                if let (Some(c), Some(m)) = (day.cpu_millis[slot], day.memory_mib[slot]) {
+                if let (Some(Some(c)), Some(Some(m))) = (day.cpu_millis.get(slot), day.memory_mib.get(slot)) {
+                    let (c, m) = (*c, *m);
                     found = Some(found.map_or((c, m), |(fc, fm)| (fc.max(c), fm.max(m))));
                 }
             }
             if at >= to {
                 break;
             }
-            at = (at + Duration::minutes(SLOT_MINUTES)).min(to);
+            let Some(next) = at.checked_add_signed(Duration::minutes(SLOT_MINUTES)) else { break };
+            at = next.min(to);
         }
         found
     }
@@ -425,7 +470,8 @@ impl History {
     /// held came (it is kept, see [`Prediction::missed`]), or the room held was as large
     /// as what rose and pods still waited (the rise understates what is needed: the
     /// correction grows by half). A miss while `headroom.max` held the pods down teaches
-    /// nothing more room could give. A window that met the target over enough pods lets
+    /// nothing more room could give, and a miss under an override nothing the learning
+    /// decided. A window that met the target over enough pods lets
     /// the correction go by 2 %. Returns false for a window not newer than the last one.
     pub fn measured(&mut self, waits: WaitsSeen, target_ms: u64) -> bool {
         if self.waits.is_some_and(|w| w.window_end >= waits.window_end) {
@@ -436,13 +482,18 @@ impl History {
             return true;
         }
         let factor = if waits.p95_ms > target_ms {
+            // A window of one or two pods says little about the pool: a pod may wait for
+            // reasons no room would change.
+            if waits.pods < MIN_PODS_TO_RAISE {
+                return true;
+            }
             self.missed_waits_secs.push(u32::try_from(waits.max_ms.div_ceil(1000)).unwrap_or(u32::MAX));
             let excess = self.missed_waits_secs.len().saturating_sub(LEAD_SAMPLES);
             self.missed_waits_secs.drain(..excess);
             let (lead, _) = self.lead();
-            let from = waits.window_start - lead;
-            let (held, held_at_max) = self.least_held(from, waits.window_end);
-            if held_at_max {
+            let Some(from) = waits.window_start.checked_sub_signed(lead) else { return true };
+            let (held, not_ours) = self.least_held(from, waits.window_end);
+            if not_ours {
                 return true;
             }
             let burst = self.largest_rise(from, waits.window_end).map(Rise::of).unwrap_or_default();

@@ -158,19 +158,8 @@ impl Publisher {
             }
             let mut waits = std::mem::take(&mut open.what);
             let window_start = std::mem::replace(&mut open.at, now);
-            if waits.is_empty() {
-                continue;
-            }
-            waits.sort_unstable_by(f64::total_cmp);
-            let rank = ((0.95 * waits.len() as f64).ceil() as usize).clamp(1, waits.len());
-            out.push(Outgoing::PoolWaits(PoolWaitsDetail {
-                pool: state.pool_name(pool as u16).to_string(),
-                window_start,
-                window_end: now,
-                pods: waits.len() as u32,
-                p95_seconds: waits[rank - 1],
-                max_seconds: waits[waits.len() - 1],
-            }));
+            let pool_name = state.pool_name(pool as u16);
+            out.extend(PoolWaitsDetail::summing(pool_name, window_start, now, &mut waits).map(Outgoing::PoolWaits));
         }
         for (pool, stuck) in state.unschedulable().into_iter().enumerate() {
             let Some(stuck) = stuck else { continue };

@@ -145,20 +145,9 @@ impl Bridge {
                 continue;
             }
             let window_start = std::mem::replace(opened, now);
-            let mut waits = std::mem::take(waits);
-            if waits.is_empty() {
-                continue;
-            }
-            waits.sort_unstable();
-            let rank = ((0.95 * waits.len() as f64).ceil() as usize).clamp(1, waits.len());
-            let detail = PoolWaitsDetail {
-                pool: self.pools[pool].clone(),
-                window_start: self.time(window_start),
-                window_end: self.time(now),
-                pods: waits.len() as u32,
-                p95_seconds: waits[rank - 1] as f64 / 1000.0,
-                max_seconds: waits[waits.len() - 1] as f64 / 1000.0,
-            };
+            let mut seconds: Vec<f64> = std::mem::take(waits).into_iter().map(|ms| ms as f64 / 1000.0).collect();
+            let (start, end) = (self.time(window_start), self.time(now));
+            let Some(detail) = PoolWaitsDetail::summing(&self.pools[pool], start, end, &mut seconds) else { continue };
             self.waits_reports[pool] += 1;
             sent.push(self.send(now, "ballast.kubernetes", "Pool Waits Measured", Signal::PoolWaits(detail)));
         }

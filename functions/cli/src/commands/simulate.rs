@@ -96,6 +96,11 @@ fn parse_sweep(spec: &str) -> anyhow::Result<(HeadroomKnob, Vec<u32>)> {
         u32::try_from(secs).with_context(|| format!("--sweep: `{p}` is too long"))
     };
     let parts: Vec<u32> = range.split(':').map(number).collect::<anyhow::Result<_>>()?;
+    if knob == HeadroomKnob::Target && parts.first().is_some_and(|&from| from == 0)
+        || parts.get(1).is_some_and(|&to| knob == HeadroomKnob::Target && to > 3600)
+    {
+        bail!("--sweep: a wait target is 1s to 60m, as in ballast.yaml");
+    }
     let [from, to, step] = parts[..] else { bail!("--sweep: expected three numbers FROM:TO:STEP, got `{range}`") };
     if step == 0 || from > to || to > 10_000 {
         bail!("--sweep: need FROM <= TO <= 10000 and STEP > 0");

@@ -227,7 +227,7 @@ impl HeadroomConfig {
                 "learned for a first-start wait of at most {} at p95 from up to {} day(s) of history: room for the demand \
                  that rises within one node launch-to-Ready time, by time of day (by time of week once two weeks show it), \
                  raised when measured waits miss the target and lowered slowly when they meet it; {}% of the workload \
-                 requests{schedules} until an hour of history{}{boost}; {pods}; a headroom override event wins while it lasts; \
+                 requests{schedules} until a past day shows the time of day{}{boost}; {pods}; a headroom override event wins while it lasts; \
                  a target that max does not let through is logged once an hour",
                 t.wait_p95,
                 t.history_days(),

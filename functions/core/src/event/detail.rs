@@ -199,10 +199,37 @@ pub struct PoolWaitsDetail {
 }
 
 impl PoolWaitsDetail {
+    /// A window's summary of first-start waits (seconds, in any order), as the forwarder
+    /// publishes it: the count, the nearest-rank p95 and the max; `None` for no waits.
+    pub fn summing(
+        pool: &str,
+        window_start: DateTime<Utc>,
+        window_end: DateTime<Utc>,
+        waits: &mut [f64],
+    ) -> Option<PoolWaitsDetail> {
+        if waits.is_empty() {
+            return None;
+        }
+        waits.sort_unstable_by(f64::total_cmp);
+        let rank = ((0.95 * waits.len() as f64).ceil() as usize).clamp(1, waits.len());
+        Some(PoolWaitsDetail {
+            pool: pool.to_string(),
+            window_start,
+            window_end,
+            pods: u32::try_from(waits.len()).unwrap_or(u32::MAX),
+            p95_seconds: waits[rank - 1],
+            max_seconds: waits[waits.len() - 1],
+        })
+    }
+
     pub(super) fn check(&self) -> Result<(), super::EventError> {
         let bad = |field: &'static str, why: String| Err(super::EventError::field(field, why));
         if self.window_end < self.window_start {
             return bad("detail.window_end", format!("{} is before window_start", self.window_end.to_rfc3339()));
+        }
+        // The forwarder's windows are minutes long; a longer one is not its.
+        if self.window_end - self.window_start > chrono::Duration::hours(1) {
+            return bad("detail.window_start", "the window is longer than an hour".into());
         }
         for (field, value) in [("detail.p95_seconds", self.p95_seconds), ("detail.max_seconds", self.max_seconds)] {
             if !value.is_finite() || value < 0.0 {

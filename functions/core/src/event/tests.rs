@@ -228,6 +228,16 @@ fn invalid_fixtures_name_the_field() {
 }
 
 #[test]
+fn a_pool_waits_window_longer_than_an_hour_is_not_the_forwarders() {
+    let mut v: Value =
+        serde_json::from_slice(&std::fs::read(events_dir().join("forwarder-pool-waits-measured.json")).unwrap())
+            .unwrap();
+    v["detail"]["window_start"] = "0001-01-01T00:00:00Z".into();
+    let err = parse_event(&serde_json::to_vec(&v).unwrap(), None).unwrap_err();
+    assert_eq!(err.field_name(), Some("detail.window_start"), "{err}");
+}
+
+#[test]
 fn origin_is_optional() {
     let bytes = std::fs::read(events_dir().join("invalid/foreign-account.json")).unwrap();
     assert!(parse_event(&bytes, None).is_ok(), "without an origin the account is not checked");

@@ -135,7 +135,8 @@ fn the_first_day_has_no_seasonal_rise_but_sees_what_rises_now() {
     assert_eq!(later.recent, Rise::default(), "the jump at 10:00 is more than two lead times ago");
 }
 
-fn launching_pool(ready: &[(&str, bool)]) -> ObservedPool {
+/// A pool of launching instances: `(id, None)` has no node yet, `(id, Some(ready))` has one.
+fn launching_pool(ready: &[(&str, Option<bool>)]) -> ObservedPool {
     let instances = ready
         .iter()
         .map(|(id, _)| AsgInstance {
@@ -158,11 +159,13 @@ fn launching_pool(ready: &[(&str, bool)]) -> ObservedPool {
         }],
         nodes: ready
             .iter()
-            .map(|(id, r)| NodeState {
-                name: format!("n-{id}"),
-                instance_id: id.to_string(),
-                ready: *r,
-                unschedulable: false,
+            .filter_map(|(id, r)| {
+                Some(NodeState {
+                    name: format!("n-{id}"),
+                    instance_id: id.to_string(),
+                    ready: (*r)?,
+                    unschedulable: false,
+                })
             })
             .collect(),
         ..empty_pool()
@@ -173,18 +176,29 @@ fn launching_pool(ready: &[(&str, bool)]) -> ObservedPool {
 fn the_lead_time_is_launch_to_ready_as_observed() {
     let mut h = History::default();
     let t0 = monday();
-    // At the first look, i-old is already launching: when it launched is unknown.
-    h.observe(&launching_pool(&[("i-old", false)]), None, t0, 14);
-    h.observe(&launching_pool(&[("i-old", false), ("i-new", false)]), None, t0 + Duration::seconds(30), 14);
-    h.observe(&launching_pool(&[("i-old", true), ("i-new", true)]), None, t0 + Duration::seconds(160), 14);
-    assert_eq!(h.lead_secs, vec![130]);
+    // At the first look, i-old is already launching: when it launched is unknown. i-node
+    // has a node that is not Ready: a known node (a kubelet restart), not a launch.
+    h.observe(&launching_pool(&[("i-old", None), ("i-node", Some(false))]), None, t0, 14);
+    let both = [("i-old", None), ("i-node", Some(false)), ("i-new", None)];
+    h.observe(&launching_pool(&both), None, t0 + Duration::seconds(30), 14);
+    let ready = [("i-old", Some(true)), ("i-node", Some(true)), ("i-new", Some(true))];
+    h.observe(&launching_pool(&ready), None, t0 + Duration::seconds(160), 14);
+    assert_eq!(h.lead_secs, vec![130], "i-new only");
     assert_eq!(h.lead(), (Duration::seconds(130), true));
     assert!(h.launching.is_empty());
     // A launch that leaves the ASG before Ready is forgotten, not counted.
-    h.observe(&launching_pool(&[("i-gone", false)]), None, t0 + Duration::seconds(200), 14);
+    h.observe(&launching_pool(&[("i-gone", None)]), None, t0 + Duration::seconds(200), 14);
     h.observe(&empty_pool(), None, t0 + Duration::seconds(260), 14);
     assert!(h.launching.is_empty());
     assert_eq!(h.lead_secs, vec![130]);
+    // A launch whose Ready is seen only after a long gap between looks (Ballast stopped)
+    // is not timed: it became Ready any time in the gap.
+    h.observe(&launching_pool(&[("i-late", None)]), None, t0 + Duration::seconds(300), 14);
+    h.observe(&launching_pool(&[("i-late", Some(true))]), None, t0 + Duration::hours(3), 14);
+    assert_eq!(h.lead_secs, vec![130]);
+    // While fewer than five were timed, one odd launch is not the lead time.
+    h.lead_secs = vec![100, 110, 900];
+    assert_eq!(h.lead().0, Duration::seconds(110));
     // The 95th percentile of what was seen: one slow launch in twenty is the 5 % the
     // target leaves out; two are not.
     h.lead_secs = (0..19).map(|_| 100).chain([300]).collect();
@@ -212,8 +226,10 @@ fn measured_waits_correct_up_quickly_and_down_slowly() {
     assert_eq!(h.correction(), 1.47);
     assert!(h.measured(waits(15, 3, 4_000), 10_000));
     assert_eq!(h.correction(), 1.47, "three pods are no evidence to shrink on");
+    h.measured(waits(18, 2, 60_000), 10_000);
+    assert_eq!(h.correction(), 1.47, "two pods that waited are no evidence to grow on");
     for m in 0..20 {
-        h.measured(waits(20 + 5 * m, 1, 60_000), 10_000);
+        h.measured(waits(20 + 5 * m, 5, 60_000), 10_000);
     }
     assert_eq!(h.correction(), 4.0, "bounded above");
     for m in 0..400 {
@@ -222,7 +238,7 @@ fn measured_waits_correct_up_quickly_and_down_slowly() {
     assert_eq!(h.correction(), 1.0, "never below the rise itself");
     // A miss while headroom.max held the pods down: more room was not to be had.
     let before = h.correction();
-    h.held(end(2990), Rise::default(), true);
+    h.held(end(2990), Rise::default(), true, false);
     h.measured(waits(3000, 50, 60_000), 10_000);
     assert_eq!(h.correction(), before);
 }
@@ -234,7 +250,7 @@ fn a_burst_larger_than_the_room_is_kept_and_fades_and_a_miss_with_room_raises_th
     // Flat at 90 CPU, then 20 CPU of jobs at 09:00:30, with 5 CPU of room held.
     watch(&mut h, t0 - Duration::minutes(30), 31, 14, |t| if t > t0 { 110_000 } else { 90_000 });
     watch(&mut h, t0 + Duration::minutes(1), 10, 14, |_| 110_000);
-    h.held(t0 - Duration::minutes(10), Rise { cpu_millis: 5_000, memory_bytes: 10 << 30 }, false);
+    h.held(t0 - Duration::minutes(10), Rise { cpu_millis: 5_000, memory_bytes: 10 << 30 }, false, false);
     let window =
         WaitsSeen { window_start: t0, window_end: t0 + Duration::minutes(5), pods: 20, p95_ms: 90_000, max_ms: 95_000 };
     h.measured(window, 10_000);
@@ -245,7 +261,7 @@ fn a_burst_larger_than_the_room_is_kept_and_fades_and_a_miss_with_room_raises_th
     assert_eq!(h.predict(t0 + Duration::minutes(5) + Duration::hours(12), 14).missed.cpu_millis, 10_000);
     assert_eq!(h.predict(t0 + Duration::minutes(5) + Duration::hours(24), 14).missed.cpu_millis, 5_000);
     // Room as large as the burst and pods still waited: the rise understates the need.
-    h.held(t0 + Duration::minutes(1), Rise { cpu_millis: 20_000, memory_bytes: 40 << 30 }, false);
+    h.held(t0 + Duration::minutes(1), Rise { cpu_millis: 20_000, memory_bytes: 40 << 30 }, false, false);
     let again = WaitsSeen {
         window_start: t0 + Duration::minutes(5),
         window_end: t0 + Duration::minutes(10),
@@ -277,6 +293,32 @@ fn pods_that_waited_for_a_node_longer_than_the_lead_time_lengthen_the_span() {
     assert_eq!(h.absorb_span(), Duration::seconds(31));
 }
 
+#[test]
+fn windows_at_the_ends_of_time_do_not_panic() {
+    let mut h = History::default();
+    watch(&mut h, monday(), 10, 14, |_| 10_000);
+    h.held(monday(), Rise::default(), false, false);
+    let start = DateTime::<Utc>::MIN_UTC;
+    let window = WaitsSeen {
+        window_start: start,
+        window_end: start + Duration::minutes(5),
+        pods: 20,
+        p95_ms: 60_000,
+        max_ms: 60_000,
+    };
+    assert!(h.measured(window, 10_000));
+    let end = DateTime::<Utc>::MAX_UTC;
+    let later = WaitsSeen {
+        window_start: end - Duration::minutes(5),
+        window_end: end,
+        pods: 20,
+        p95_ms: 60_000,
+        max_ms: 60_000,
+    };
+    assert!(h.measured(later, 10_000));
+    let _ = h.predict(monday() + Duration::minutes(10), 14);
+}
+
 proptest! {
     /// Whatever is observed, for however long, the learner's memory stays within its
     /// bounds (the state record it lives in is read and written each reconcile).
@@ -290,7 +332,11 @@ proptest! {
         let ids: Vec<String> = (0..300).map(|i| format!("i-{i:08x}")).collect();
         for (gap_minutes, cpu, nodes) in steps {
             now += Duration::minutes(gap_minutes * 7);
-            let ready = |i: usize| (i + usize::from(nodes)).is_multiple_of(3);
+            let ready = |i: usize| match (i + usize::from(nodes)) % 3 {
+                0 => Some(true),
+                1 => Some(false),
+                _ => None,
+            };
             let pool = launching_pool(&ids.iter().enumerate().map(|(i, id)| (id.as_str(), ready(i))).collect::<Vec<_>>());
             h.observe(&pool, Some(demand_at(cpu, now)), now, days);
             let window = WaitsSeen { window_start: now - Duration::minutes(5), window_end: now, pods: u32::from(nodes) * 5, p95_ms: cpu % 30_000, max_ms: cpu % 90_000 };

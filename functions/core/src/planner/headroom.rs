@@ -86,7 +86,11 @@ impl Work<'_> {
             Some(target) => {
                 let days = target.history_days();
                 let history = self.record.learned.get_or_insert_with(Default::default);
-                history.allowed_wait_ms = target.wait_p95.0.as_millis() as u64;
+                let allowed_ms = target.wait_p95.0.as_millis() as u64;
+                if history.allowed_wait_ms != allowed_ms {
+                    // Rises were taken over the old target's span: start again.
+                    history.retarget(allowed_ms);
+                }
                 history.observe(self.observed, demand, self.now, days);
                 Some((history.predict(self.now, days), target))
             }
@@ -130,18 +134,21 @@ impl Work<'_> {
                     format!("{percent_part}; {}", self.bootstrap_reason(&p, target, room))
                 };
                 if raw > cfg.max {
-                    self.report_unmet(target, raw);
-                }
-                let held = Rise {
-                    cpu_millis: u64::from(replicas) * cfg.pod_cpu_millis,
-                    memory_bytes: u64::from(replicas) * cfg.pod_memory_bytes,
-                };
-                if let Some(history) = self.record.learned.as_mut() {
-                    history.held(self.now, held, raw > replicas);
+                    self.report_unmet(target, raw, learned);
                 }
                 (raw, replicas, learned, reason)
             }
         };
+        // What the pause pods hold from now, whatever decided it (an override too): the
+        // next wait measurements are judged against it.
+        if let Some(history) = self.record.learned.as_mut() {
+            let held = Rise {
+                cpu_millis: u64::from(replicas).saturating_mul(cfg.pod_cpu_millis),
+                memory_bytes: u64::from(replicas).saturating_mul(cfg.pod_memory_bytes),
+            };
+            let overridden = matches!(source, PercentSource::Override { .. });
+            history.held(self.now, held, raw > replicas, overridden);
+        }
         self.headroom = Some(HeadroomDecision { percent, wanted: raw, replicas, learned });
         if self.observed.headroom_replicas == Some(replicas) {
             return;
@@ -265,9 +272,8 @@ impl Work<'_> {
             )
         };
         let mut extra = String::new();
-        let others = self.rises(p);
-        if !others.is_empty() {
-            extra += &format!(" (or {others}, the larger)");
+        if p.recent.cpu_millis > seasonal.cpu_millis || p.recent.memory_bytes > seasonal.memory_bytes {
+            extra += &format!(" (or {} rising now, the larger)", rise(p.recent));
         }
         if p.correction != 1.0 {
             extra += &format!(" × {:.2} from measured waits", p.correction);
@@ -289,15 +295,20 @@ impl Work<'_> {
         )
     }
 
-    fn report_unmet(&mut self, target: WaitTarget, needed: u32) {
+    fn report_unmet(&mut self, target: WaitTarget, needed: u32, learned: bool) {
         let history = self.record.learned.get_or_insert_with(Default::default);
         if history.unmet_reported_at.is_some_and(|at| self.now - at < UNMET_REPORT_EVERY) {
             return;
         }
         history.unmet_reported_at = Some(self.now);
+        let what = if learned {
+            format!("wait target p95 ≤ {}", target.wait_p95)
+        } else {
+            "percent (in force until a past day shows this time)".into()
+        };
         self.note(format!(
-            "wait target p95 ≤ {} cannot be met within headroom.max: it needs {needed} pause pods, max is {} (told once an hour)",
-            target.wait_p95, self.cfg.headroom.max
+            "{what} cannot be met within headroom.max: it needs {needed} pause pods, max is {} (told once an hour)",
+            self.cfg.headroom.max
         ));
     }
 }

@@ -237,6 +237,15 @@ impl<'a> Work<'a> {
                 d.observed_at = self.now;
             }
         }
+        if let Signal::PoolWaits(w) = &mut event.signal {
+            if w.window_end > horizon {
+                // A window from a clock ahead ends now: a far-future end would hold back
+                // every later window.
+                let length = w.window_end - w.window_start;
+                w.window_end = self.now;
+                w.window_start = self.now - length;
+            }
+        }
         if let Signal::LaunchUnsuccessful(f) = &mut event.signal {
             if f.at.is_some_and(|at| at > horizon) {
                 f.at = Some(self.now);

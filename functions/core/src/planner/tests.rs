@@ -1538,7 +1538,8 @@ fn a_wait_target_places_room_before_a_daily_ramp_and_says_why() {
     ] {
         assert!(reason.contains(words), "{words:?} not in {reason:?}");
     }
-    // At 03:00 nothing rises: the floor (10 % of 10 CPU, percent was written) holds.
+    // At 03:00 (04:00 in Paris: the 5 % schedule) nothing rises: with min 0, the floor
+    // (5 % of 10 CPU: 1 pod, percent was written) holds, and without it nothing does.
     let (quiet, at3) = {
         let (mut h, at) = ramp_history();
         let night = at + Duration::hours(18) + Duration::minutes(5);
@@ -1549,11 +1550,79 @@ fn a_wait_target_places_room_before_a_daily_ramp_and_says_why() {
         }
         (h, night)
     };
-    let record = PoolRecord { learned: Some(quiet.clone()), ..Default::default() };
-    let p = learned_plan(&cfg, &record, &[], at3);
-    assert_eq!(p.headroom.unwrap().replicas, 1, "{:?}", p.actions);
-    let floored = learned_plan(&cfg, &PoolRecord { learned: Some(quiet), ..Default::default() }, &[], at3);
-    assert!(floored.headroom.unwrap().learned);
+    let record = PoolRecord { learned: Some(quiet), ..Default::default() };
+    let with_min_0 = |floor| {
+        let mut cfg = target_config(floor);
+        cfg.pools[0].headroom.min = 0;
+        cfg
+    };
+    let floored = learned_plan(&with_min_0(None), &record, &[], at3).headroom.unwrap();
+    assert_eq!((floored.replicas, floored.learned), (1, true));
+    let free = learned_plan(&with_min_0(Some(false)), &record, &[], at3).headroom.unwrap();
+    assert_eq!((free.replicas, free.learned), (0, true));
+}
+
+fn waits_event(end: DateTime<Utc>, pods: u32, p95: f64) -> Event {
+    event(
+        Signal::PoolWaits(crate::event::PoolWaitsDetail {
+            pool: "p".into(),
+            window_start: end - Duration::minutes(5),
+            window_end: end,
+            pods,
+            p95_seconds: p95,
+            max_seconds: p95 * 2.0,
+        }),
+        end,
+    )
+}
+
+#[test]
+fn waits_missed_under_an_override_do_not_grow_the_learned_room() {
+    let cfg = target_config(None);
+    let (history, at) = ramp_history();
+    // The operator holds the headroom at 0 % for an hour; pods miss meanwhile.
+    let record = PoolRecord {
+        learned: Some(history),
+        headroom_override: Some(HeadroomOverride { percent: 0, until: at + Duration::hours(1), set_at: at }),
+        ..Default::default()
+    };
+    let first = learned_plan(&cfg, &record, &[], at);
+    assert_eq!(first.headroom.unwrap().replicas, 1, "0 %, held up by min 1");
+    let mut record = first.record;
+    for k in 1..=4 {
+        let t = at + Duration::minutes(5 * k);
+        record = learned_plan(&cfg, &record, &[waits_event(t, 30, 60.0)], t).record;
+    }
+    let learned = record.learned.as_ref().unwrap();
+    assert_eq!(learned.correction(), 1.0, "the room held was the override's, not the rise's");
+}
+
+#[test]
+fn a_window_from_a_clock_ahead_is_taken_as_ending_now_and_later_windows_still_count() {
+    let cfg = target_config(None);
+    let (history, at) = ramp_history();
+    let record = PoolRecord { learned: Some(history), ..Default::default() };
+    let ahead = waits_event(Utc.with_ymd_and_hms(9999, 12, 31, 0, 0, 0).unwrap(), 30, 2.0);
+    let p = learned_plan(&cfg, &record, &[ahead], at);
+    assert_eq!(p.record.learned.as_ref().unwrap().waits.unwrap().window_end, at);
+    let next =
+        learned_plan(&cfg, &p.record, &[waits_event(at + Duration::minutes(5), 30, 3.0)], at + Duration::minutes(5));
+    assert_eq!(next.record.learned.as_ref().unwrap().waits.unwrap().p95_ms, 3_000);
+}
+
+#[test]
+fn a_new_target_starts_the_learning_again_but_keeps_the_lead_times() {
+    let (mut history, at) = ramp_history();
+    history.lead_secs = vec![90, 95];
+    history.correction_permille = 2_000;
+    let record = PoolRecord { learned: Some(history), ..Default::default() };
+    let mut cfg = target_config(None);
+    cfg.pools[0].headroom.target.as_mut().unwrap().wait_p95 = "30s".parse().unwrap();
+    let p = learned_plan(&cfg, &record, &[], at);
+    let learned = p.record.learned.as_ref().unwrap();
+    assert_eq!((learned.allowed_wait_ms, learned.correction(), learned.lead_secs.clone()), (30_000, 1.0, vec![90, 95]));
+    assert!(learned.days.iter().all(|d| d.date == at.date_naive()), "only what was seen since");
+    assert!(!p.headroom.unwrap().learned, "no past day under the new target: percent");
 }
 
 #[test]
