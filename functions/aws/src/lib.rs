@@ -19,12 +19,65 @@ pub use state::DynamoStore;
 
 use aws_config::retry::RetryConfig;
 use aws_config::{BehaviorVersion, SdkConfig};
+use std::path::PathBuf;
 
 /// The SDK configuration from the environment (region, credentials, and
-/// `AWS_ENDPOINT_URL` for a local emulator), with standard retries.
+/// `AWS_ENDPOINT_URL` for a local emulator), with standard retries, trusting the
+/// system's CA bundle file (see [`trust_bundle`]).
 pub async fn sdk_config() -> SdkConfig {
-    aws_config::defaults(BehaviorVersion::latest())
-        .retry_config(RetryConfig::standard().with_max_attempts(3))
-        .load()
-        .await
+    let loader =
+        aws_config::defaults(BehaviorVersion::latest()).retry_config(RetryConfig::standard().with_max_attempts(3));
+    match https_client(trust_bundle(std::env::var_os("SSL_CERT_FILE").map(PathBuf::from))) {
+        Some(client) => loader.http_client(client).load().await,
+        None => loader.load().await,
+    }
+}
+
+/// CA bundle files, the first found wins: Amazon Linux's (the Lambda runtime's), then
+/// Debian's and Alpine's.
+const CA_BUNDLES: [&str; 2] = ["/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/certs/ca-certificates.crt"];
+
+/// The CA bundle the SDK trusts: `SSL_CERT_FILE` if it names a file, else the system's
+/// bundle file. One file read at start: the SDK's own native-roots loading also scans
+/// the certificate directory (Debian's holds ~150 files), about 10 ms of a cold start.
+pub fn trust_bundle(ssl_cert_file: Option<PathBuf>) -> Option<Vec<u8>> {
+    ssl_cert_file
+        .into_iter()
+        .chain(CA_BUNDLES.map(PathBuf::from))
+        .find(|p| p.is_file())
+        .and_then(|p| std::fs::read(p).ok())
+}
+
+/// An HTTPS client trusting only `bundle` (`None`: none given, the SDK's default).
+pub fn https_client(bundle: Option<Vec<u8>>) -> Option<aws_smithy_runtime_api::client::http::SharedHttpClient> {
+    use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode, TlsContext, TrustStore};
+    let trust = TrustStore::empty().with_native_roots(false).with_pem_certificate(bundle?);
+    let context = TlsContext::builder().with_trust_store(trust).build().ok()?;
+    Some(
+        aws_smithy_http_client::Builder::new()
+            .tls_provider(tls::Provider::Rustls(CryptoMode::AwsLc))
+            .tls_context(context)
+            .build_https(),
+    )
+}
+
+#[cfg(test)]
+mod trust_tests {
+    use super::*;
+
+    #[test]
+    fn the_bundle_is_ssl_cert_file_when_it_names_a_file_else_the_systems() {
+        let dir = std::env::temp_dir().join(format!("ballast-trust-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let own = dir.join("own.pem");
+        std::fs::write(&own, b"not really a bundle").unwrap();
+        assert_eq!(trust_bundle(Some(own)).as_deref(), Some(&b"not really a bundle"[..]));
+        let system = CA_BUNDLES.iter().find(|p| std::path::Path::new(p).is_file()).map(|p| std::fs::read(p).unwrap());
+        assert_eq!(trust_bundle(Some(dir.join("missing.pem"))), system, "a missing file falls through");
+        assert_eq!(trust_bundle(Some(PathBuf::new())), system, "an empty SSL_CERT_FILE too");
+        assert!(https_client(None).is_none(), "no bundle: the SDK's own default");
+        assert!(system.is_some(), "this machine has a CA bundle where the functions look");
+        assert!(https_client(system).is_some());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
