@@ -48,10 +48,15 @@ pub fn trust_bundle(ssl_cert_file: Option<PathBuf>) -> Option<Vec<u8>> {
         .and_then(|p| std::fs::read(p).ok())
 }
 
-/// An HTTPS client trusting only `bundle` (`None`: none given, the SDK's default).
+/// An HTTPS client trusting only `bundle`'s usable certificates (`None`: no bundle, or
+/// none usable in it: the SDK's default).
 pub fn https_client(bundle: Option<Vec<u8>>) -> Option<aws_smithy_runtime_api::client::http::SharedHttpClient> {
     use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode, TlsContext, TrustStore};
-    let trust = TrustStore::empty().with_native_roots(false).with_pem_certificate(bundle?);
+    let roots = usable_roots(&bundle?);
+    if roots.is_empty() {
+        return None;
+    }
+    let trust = TrustStore::empty().with_native_roots(false).with_pem_certificate(roots);
     let context = TlsContext::builder().with_trust_store(trust).build().ok()?;
     Some(
         aws_smithy_http_client::Builder::new()
@@ -59,6 +64,29 @@ pub fn https_client(bundle: Option<Vec<u8>>) -> Option<aws_smithy_runtime_api::c
             .tls_context(context)
             .build_https(),
     )
+}
+
+/// The bundle's certificates rustls takes as trust anchors, as PEM. The SDK's TLS setup
+/// panics on one it cannot take (where native-roots loading skips it), so a bundle with an
+/// odd entry must not reach it as it is.
+pub fn usable_roots(bundle: &[u8]) -> Vec<u8> {
+    use base64::Engine;
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::CertificateDer;
+    let mut out = Vec::new();
+    for der in CertificateDer::pem_slice_iter(bundle).flatten() {
+        if rustls::RootCertStore::empty().add(der.clone()).is_err() {
+            continue;
+        }
+        let text = base64::engine::general_purpose::STANDARD.encode(der.as_ref());
+        out.extend_from_slice(b"-----BEGIN CERTIFICATE-----\n");
+        for line in text.as_bytes().chunks(64) {
+            out.extend_from_slice(line);
+            out.push(b'\n');
+        }
+        out.extend_from_slice(b"-----END CERTIFICATE-----\n");
+    }
+    out
 }
 
 #[cfg(test)]
@@ -76,8 +104,16 @@ mod trust_tests {
         assert_eq!(trust_bundle(Some(dir.join("missing.pem"))), system, "a missing file falls through");
         assert_eq!(trust_bundle(Some(PathBuf::new())), system, "an empty SSL_CERT_FILE too");
         assert!(https_client(None).is_none(), "no bundle: the SDK's own default");
+        assert!(https_client(Some(b"not really a bundle".to_vec())).is_none(), "nothing usable: the default too");
         assert!(system.is_some(), "this machine has a CA bundle where the functions look");
-        assert!(https_client(system).is_some());
+        let system = system.unwrap();
+        let kept = usable_roots(&system);
+        assert!(kept.len() > 100_000, "Debian's bundle is ~150 roots: {} bytes kept", kept.len());
+        // An entry rustls cannot take is left out, not passed on to panic in the SDK.
+        let mut odd = system.clone();
+        odd.extend_from_slice(b"-----BEGIN CERTIFICATE-----\nMIIBAAAA\n-----END CERTIFICATE-----\n");
+        assert_eq!(usable_roots(&odd), kept);
+        assert!(https_client(Some(odd)).is_some());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
