@@ -416,6 +416,13 @@ impl Harness {
         if spot_only {
             let pool = config.pools.iter_mut().find(|p| p.name == POOL).unwrap();
             pool.on_demand_asg = None;
+            // Its headroom learned from a wait target: the learner's state rides through
+            // the same crashes, ambiguous calls and cluster-autoscaler moves.
+            pool.headroom.target = Some(ballast_core::config::WaitTarget {
+                wait_p95: "10s".parse().unwrap(),
+                history: "14d".parse().unwrap(),
+                floor: true,
+            });
         }
         let reconciler = Reconciler {
             config: Arc::new(config),
@@ -747,7 +754,8 @@ proptest! {
         ..ProptestConfig::default()
     })]
 
-    /// The same faults on a spot-only pool (no `on_demand_asg`): its capacity is never
+    /// The same faults on a spot-only pool (no `on_demand_asg`, headroom from a wait
+    /// target): its capacity is never
     /// lost, and the on-demand ASG it does not own is never touched.
     #[test]
     fn a_spot_only_pool_never_costs_capacity_either(steps in prop::collection::vec(step(), 1..12)) {

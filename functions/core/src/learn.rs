@@ -56,9 +56,8 @@ const MIN_PODS_TO_RAISE: u32 = 3;
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct History {
-    /// When the learner first observed the pool.
-    pub since: Option<DateTime<Utc>>,
-    /// Largest rise within one lead time ending in each slot, per day (UTC), oldest first.
+    /// Largest rise within the absorb span (see `absorb_span`) ending in each slot, per
+    /// day (UTC), oldest first.
     pub days: Vec<DayRises>,
     /// Demand samples of the last lead time, and the last one before it.
     pub recent: Vec<DemandSample>,
@@ -229,7 +228,6 @@ impl History {
     /// correction and missed bursts judged against it; the lead times stay true.
     pub fn retarget(&mut self, allowed_wait_ms: u64) {
         *self = History {
-            since: self.since,
             lead_secs: std::mem::take(&mut self.lead_secs),
             launching: std::mem::take(&mut self.launching),
             last_look: self.last_look,
@@ -317,7 +315,6 @@ impl History {
         now: DateTime<Utc>,
         history_days: usize,
     ) {
-        self.since.get_or_insert(now);
         // An instance first seen after a long gap (or at the first look) may have
         // launched any time before: its lead time is unknown.
         let looked_lately = self.last_look.is_some_and(|last| now - last <= MAX_LOOK_GAP);

@@ -44,6 +44,34 @@ fn err(path: &Path) -> impl Fn(String) -> PlotError + '_ {
 /// A plotted series: its label, colour and value per sample.
 type Line = (&'static str, RGBColor, fn(&crate::Sample) -> u32);
 
+type Panel<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
+
+/// A panel's chart: hours across, `y_desc` up to `top`.
+fn hourly_chart<'a, 'b>(
+    panel: &'a Panel<'b>,
+    caption: String,
+    hours: f64,
+    top: f64,
+    y_desc: &str,
+) -> Result<
+    ChartContext<
+        'a,
+        SVGBackend<'b>,
+        Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+    >,
+    String,
+> {
+    let mut chart = ChartBuilder::on(panel)
+        .caption(caption, ("sans-serif", 18))
+        .margin(10)
+        .x_label_area_size(30)
+        .y_label_area_size(45)
+        .build_cartesian_2d(0f64..hours, 0f64..top)
+        .map_err(|x| x.to_string())?;
+    chart.configure_mesh().x_desc("hours").y_desc(y_desc).draw().map_err(|x| x.to_string())?;
+    Ok(chart)
+}
+
 /// One panel per strategy: spot and on-demand nodes, pending pods and headroom pods;
 /// with a wait target, a second panel per strategy: the target and the p95 first-start
 /// wait of each five minutes.
@@ -79,14 +107,8 @@ pub fn timeline(path: &Path, scenario: &str, reports: &[Report], target_s: Optio
         ("headroom pods", RGBColor(44, 160, 44), |s| s.headroom_pods),
     ];
     for (panel, report) in panels.iter().zip(reports) {
-        let mut chart = ChartBuilder::on(panel)
-            .caption(format!("{scenario}: {}", report.strategy), ("sans-serif", 18))
-            .margin(10)
-            .x_label_area_size(30)
-            .y_label_area_size(45)
-            .build_cartesian_2d(0f64..hours, 0f64..top)
-            .map_err(|x| e(x.to_string()))?;
-        chart.configure_mesh().x_desc("hours").y_desc("count").draw().map_err(|x| e(x.to_string()))?;
+        let mut chart =
+            hourly_chart(panel, format!("{scenario}: {}", report.strategy), hours, top, "count").map_err(&e)?;
         for (label, color, value) in lines {
             chart
                 .draw_series(LineSeries::new(
@@ -114,14 +136,8 @@ pub fn timeline(path: &Path, scenario: &str, reports: &[Report], target_s: Optio
             .fold(target, f64::max)
             * 1.1;
         for (panel, report) in wait_panels.iter().zip(reports) {
-            let mut chart = ChartBuilder::on(panel)
-                .caption(format!("{scenario}: {}, first-start wait", report.strategy), ("sans-serif", 18))
-                .margin(10)
-                .x_label_area_size(30)
-                .y_label_area_size(45)
-                .build_cartesian_2d(0f64..hours, 0f64..top)
-                .map_err(|x| e(x.to_string()))?;
-            chart.configure_mesh().x_desc("hours").y_desc("seconds").draw().map_err(|x| e(x.to_string()))?;
+            let caption = format!("{scenario}: {}, first-start wait", report.strategy);
+            let mut chart = hourly_chart(panel, caption, hours, top, "seconds").map_err(&e)?;
             let target_color = RGBColor(148, 103, 189);
             chart
                 .draw_series(LineSeries::new([(0.0, target), (hours, target)], target_color.stroke_width(2)))

@@ -1675,7 +1675,7 @@ fn percent_is_used_until_a_past_day_shows_the_time_and_an_override_wins_over_the
             && reason.contains("measured p95 wait 70.0 s over 12 pods"),
         "{reason}"
     );
-    assert_eq!(fresh.record.learned.as_ref().unwrap().since, Some(now()), "learning starts at once");
+    assert_eq!(fresh.record.learned.as_ref().unwrap().last_look, Some(now()), "learning starts at once");
     let (history, at) = ramp_history();
     let record = PoolRecord {
         learned: Some(history),
