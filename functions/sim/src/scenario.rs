@@ -673,6 +673,30 @@ impl Scenario {
     pub fn end_ms(&self) -> u64 {
         self.duration.0.as_millis() as u64
     }
+
+    /// The scenario's span run `times` in a row: its batches, spot capacity losses and
+    /// storms come again each span (deployments follow the clock already), so a one-day
+    /// scenario becomes a week of such days, with its weekend, for what learns from
+    /// history. The first span counts like every other in the figures.
+    pub fn repeated(&self, times: u32) -> Scenario {
+        let span = self.duration.0;
+        // Span by span, so that offsets stay in order.
+        let again = |k: u32, at: HumanDuration| HumanDuration(at.0 + span * k);
+        let mut out = self.clone();
+        out.duration = HumanDuration(span * times.max(1));
+        for (batch, given) in out.batches.iter_mut().zip(&self.batches) {
+            batch.at = (0..times).flat_map(|k| given.at.iter().map(move |&at| again(k, at))).collect();
+        }
+        out.spot.capacity_losses = (0..times)
+            .flat_map(|k| {
+                self.spot.capacity_losses.iter().map(move |l| CapacityLoss { at: again(k, l.at), ..l.clone() })
+            })
+            .collect();
+        out.spot.storms = (0..times)
+            .flat_map(|k| self.spot.storms.iter().map(move |s| Storm { at: again(k, s.at), ..s.clone() }))
+            .collect();
+        out
+    }
 }
 
 fn quantity(

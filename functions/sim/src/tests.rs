@@ -1,5 +1,7 @@
 //! The model honours known facts about cluster-autoscaler and the scheduler.
 
+use ballast_core::units::HumanDuration;
+
 use crate::engine::Engine;
 use crate::event::Ev;
 use crate::scenario::Scenario;
@@ -998,6 +1000,33 @@ fn a_batch_repeats_every_period_until_the_end() {
     let sc = Scenario::from_yaml(&tiny_yaml("", b).replace("duration: 2h", "duration: 2d")).unwrap();
     let r = simulate(&sc, Strategy::ClusterAutoscaler, 1, &mut no_progress());
     assert_eq!(r.pods_started, 4);
+}
+
+/// `--repeat`: the span runs again, with its batches, capacity losses and storms, each
+/// time; the first span is unchanged.
+#[test]
+fn a_repeated_scenario_runs_its_span_again_with_its_batches_and_spot_events() {
+    let day = Scenario::built_in("spot-heavy").unwrap();
+    let week = day.repeated(7);
+    assert_eq!(week.duration.0, day.duration.0 * 7);
+    let hours = |at: &[HumanDuration]| at.iter().map(|a| a.0.as_secs() / 3600).collect::<Vec<_>>();
+    assert_eq!(hours(&day.batches[0].at), hours(&week.batches[0].at[..day.batches[0].at.len()]));
+    assert_eq!(week.batches[0].at.len(), 7 * day.batches[0].at.len());
+    assert_eq!(
+        hours(&week.batches[0].at[day.batches[0].at.len()..][..1]),
+        [24 + day.batches[0].at[0].0.as_secs() / 3600]
+    );
+    assert_eq!(week.spot.capacity_losses.len(), 7 * day.spot.capacity_losses.len());
+    assert_eq!(week.spot.storms.len(), 7 * day.spot.storms.len());
+    let last = week.spot.storms.last().unwrap();
+    assert_eq!(last.at.0, day.spot.storms.last().unwrap().at.0 + day.duration.0 * 6);
+    assert_eq!(day.repeated(1).duration.0, day.duration.0);
+    // Every day brings its jobs: three times the pods of one day, near enough.
+    let steady = Scenario::built_in("steady").unwrap();
+    let one = simulate(&steady, Strategy::ClusterAutoscaler, 3, &mut no_progress());
+    let three = simulate(&steady.repeated(3), Strategy::ClusterAutoscaler, 3, &mut no_progress());
+    // Each later day brings its 60 report jobs.
+    assert!(three.pods_started >= one.pods_started + 2 * 60, "{} vs {}", three.pods_started, one.pods_started);
 }
 
 /// Tiny with report jobs each day at 09:00 (20 × 1 CPU, 10 minutes), over two days, and

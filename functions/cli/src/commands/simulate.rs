@@ -36,6 +36,11 @@ pub struct SimulateArgs {
     /// learned headroom); e.g. `headroom=0:50:5`, `target=5s:60s:5s`.
     #[arg(long, value_name = "SETTING=FROM:TO:STEP")]
     sweep: Option<String>,
+    /// Run the scenario's span N times in a row (a one-day scenario becomes N days: its
+    /// batches, spot capacity losses and storms come again each day): what learns from
+    /// history (`headroom.target`) has some. The first span counts in every figure.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=60))]
+    repeat: u32,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -264,6 +269,7 @@ fn summary(runs: &[Report]) -> serde_json::Value {
 
 pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
     let scenario = load(&args.scenario)?;
+    let scenario = if args.repeat > 1 { scenario.repeated(args.repeat) } else { scenario };
     let seeds: Vec<u64> = (0..args.seeds).map(|k| args.seed.wrapping_add(k)).collect();
     let started = Instant::now();
     if let Some(spec) = &args.sweep {
