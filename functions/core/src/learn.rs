@@ -47,7 +47,8 @@ const CORRECTION_RANGE: (u32, u32) = (1000, 4000);
 const MISSED_HALF_LIFE_HOURS: f64 = 12.0;
 const CORRECTION_UP: f64 = 1.5;
 const CORRECTION_DOWN: f64 = 0.98;
-/// A window with fewer started pods than this is no evidence that room can shrink.
+/// A window with fewer started pods than this is, on its own, no evidence that room can
+/// shrink (windows of fewer are pooled, see [`History::measured`]).
 const MIN_PODS_TO_SHRINK: u32 = 10;
 /// Nor, with fewer than this, that it must grow.
 const MIN_PODS_TO_RAISE: u32 = 3;
@@ -86,6 +87,15 @@ pub struct History {
     pub held: Vec<Held>,
     /// The wait the target allows: rises are taken over the lead time less this.
     pub allowed_wait_ms: u64,
+    /// Windows of too few pods to judge alone, pooled (see [`History::measured`]).
+    pub few: FewPods,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FewPods {
+    pub pods: u32,
+    /// How many of the pooled windows missed the target.
+    pub missed_windows: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -96,6 +106,20 @@ pub struct Held {
     /// An override decided it: what waits then measure says nothing of the learning.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub overridden: bool,
+    /// The seasonal prediction decided it (not the percent, while history was short).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub seasonal: bool,
+}
+
+/// What decided the room held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DecidedBy {
+    /// The percent, while no past day showed the time (raised by what was learned).
+    Percent,
+    /// The rise past days show for the window.
+    Seasonal,
+    /// An operator's override.
+    Override,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -131,6 +155,13 @@ pub struct WaitsSeen {
     pub p95_ms: u64,
     #[serde(default)]
     pub max_ms: u64,
+}
+
+/// The room held over a span, as [`History::held_over`] sums it up.
+struct HeldOver {
+    least: Rise,
+    not_ours: bool,
+    seasonal: bool,
 }
 
 /// Where a prediction comes from.
@@ -237,35 +268,37 @@ impl History {
     }
 
     /// What the pause pods hold from `at` (read by the measurements of the windows after).
-    pub fn held(&mut self, at: DateTime<Utc>, room: Rise, at_max: bool, overridden: bool) {
-        if self.held.last().is_some_and(|h| h.room == room && h.at_max == at_max && h.overridden == overridden) {
+    pub fn held(&mut self, at: DateTime<Utc>, room: Rise, at_max: bool, by: DecidedBy) {
+        let (overridden, seasonal) = (by == DecidedBy::Override, by == DecidedBy::Seasonal);
+        let next = Held { at, room, at_max, overridden, seasonal };
+        if self.held.last().is_some_and(|h| Held { at, ..*h } == next) {
             return;
         }
         let keep_from = at - self.lead().0 - Duration::minutes(15);
         let first_kept = self.held.iter().rposition(|h| h.at <= keep_from).unwrap_or(0);
         self.held.drain(..first_kept);
-        self.held.push(Held { at, room, at_max, overridden });
+        self.held.push(next);
         let excess = self.held.len().saturating_sub(MAX_HELD);
         self.held.drain(..excess);
     }
 
-    /// The least room held over `[from, to]`, and whether max held it down then.
-    /// Nothing recorded over the span (no decision yet) is no room. Also whether, at
-    /// some point of it, `max` held the pods down or an override decided them.
-    fn least_held(&self, from: DateTime<Utc>, to: DateTime<Utc>) -> (Rise, bool) {
+    /// The least room held over `[from, to]` (nothing recorded over the span, no
+    /// decision yet, is no room), whether at some point of it `max` held the pods down or
+    /// an override decided them, and whether the seasonal prediction decided all of it.
+    fn held_over(&self, from: DateTime<Utc>, to: DateTime<Utc>) -> HeldOver {
         let start = self.held.iter().rposition(|h| h.at <= from).unwrap_or(0);
         let mut during = self.held[start..].iter().filter(|h| h.at <= to).peekable();
         if during.peek().is_none() {
-            return (Rise::default(), false);
+            return HeldOver { least: Rise::default(), not_ours: false, seasonal: false };
         }
-        during.fold((Rise { cpu_millis: u64::MAX, memory_bytes: u64::MAX }, false), |(least, not_ours), h| {
-            (
-                Rise {
-                    cpu_millis: least.cpu_millis.min(h.room.cpu_millis),
-                    memory_bytes: least.memory_bytes.min(h.room.memory_bytes),
-                },
-                not_ours || h.at_max || h.overridden,
-            )
+        let most = Rise { cpu_millis: u64::MAX, memory_bytes: u64::MAX };
+        during.fold(HeldOver { least: most, not_ours: false, seasonal: true }, |over, h| HeldOver {
+            least: Rise {
+                cpu_millis: over.least.cpu_millis.min(h.room.cpu_millis),
+                memory_bytes: over.least.memory_bytes.min(h.room.memory_bytes),
+            },
+            not_ours: over.not_ours || h.at_max || h.overridden,
+            seasonal: over.seasonal && h.seasonal,
         })
     }
 
@@ -463,13 +496,16 @@ impl History {
     }
 
     /// Takes in the forwarder's measurement of a window's first-start waits. A window
-    /// whose p95 missed the target tells one of two things: a burst larger than the room
-    /// held came (it is kept, see [`Prediction::missed`]), or the room held was as large
-    /// as what rose and pods still waited (the rise understates what is needed: the
-    /// correction grows by half). A miss while `headroom.max` held the pods down teaches
+    /// whose p95 missed the target while the percent was in force tells one of two
+    /// things: a burst larger than the room held came (it is kept, see
+    /// [`Prediction::missed`]), or the room held was as large as what rose and pods
+    /// still waited (the rise understates what is needed: the correction grows by half).
+    /// While the seasonal prediction was in force, any miss means it was short: the
+    /// correction grows by half. A miss while `headroom.max` held the pods down teaches
     /// nothing more room could give, and a miss under an override nothing the learning
-    /// decided. A window that met the target over enough pods lets
-    /// the correction go by 2 %. Returns false for a window not newer than the last one.
+    /// decided. A window that met the target over enough pods lets the correction go by
+    /// 2 %. Windows of few pods are pooled and judged together once they hold enough.
+    /// Returns false for a window not newer than the last one.
     pub fn measured(&mut self, waits: WaitsSeen, target_ms: u64) -> bool {
         if self.waits.is_some_and(|w| w.window_end >= waits.window_end) {
             return false;
@@ -478,32 +514,49 @@ impl History {
         if waits.pods == 0 {
             return true;
         }
-        let factor = if waits.p95_ms > target_ms {
-            // A window of one or two pods says little about the pool: a pod may wait for
-            // reasons no room would change.
-            if waits.pods < MIN_PODS_TO_RAISE {
+        let missed = waits.p95_ms > target_ms;
+        let missed = if waits.pods >= MIN_PODS_TO_SHRINK || missed && waits.pods >= MIN_PODS_TO_RAISE {
+            missed
+        } else {
+            // A window of a few pods says little alone (a pod may wait for reasons no room
+            // would change), but a slow ramp is made of such windows: they are pooled until
+            // they hold as many pods as one window that counts, and judged together.
+            self.few.pods += waits.pods;
+            self.few.missed_windows += u32::from(missed);
+            if self.few.pods < MIN_PODS_TO_SHRINK {
                 return true;
             }
+            let few = std::mem::take(&mut self.few);
+            match few.missed_windows {
+                0 => false,
+                // Two or more, and more than the 5 % of pods a p95 lets wait.
+                n if n >= 2 && n * 20 > few.pods => true,
+                _ => return true,
+            }
+        };
+        let factor = if missed {
             self.missed_waits_secs.push(u32::try_from(waits.max_ms.div_ceil(1000)).unwrap_or(u32::MAX));
             let excess = self.missed_waits_secs.len().saturating_sub(LEAD_SAMPLES);
             self.missed_waits_secs.drain(..excess);
             let (lead, _) = self.lead();
             let Some(from) = waits.window_start.checked_sub_signed(lead) else { return true };
-            let (held, not_ours) = self.least_held(from, waits.window_end);
-            if not_ours {
+            let held = self.held_over(from, waits.window_end);
+            if held.not_ours {
                 return true;
             }
             let burst = self.largest_rise(from, waits.window_end).map(Rise::of).unwrap_or_default();
-            if burst.cpu_millis > held.cpu_millis || burst.memory_bytes > held.memory_bytes {
+            let above = burst.cpu_millis > held.least.cpu_millis || burst.memory_bytes > held.least.memory_bytes;
+            // Under the percent a burst above the room is one nobody foresaw: it is kept
+            // for the rest of the first day. Under the seasonal prediction it is one the
+            // past days understated: more room for every window, as for any other miss.
+            if above && !held.seasonal {
                 self.missed = self.missed_at(waits.window_end).max(burst);
                 self.missed_at = Some(waits.window_end);
                 return true;
             }
             CORRECTION_UP
-        } else if waits.pods >= MIN_PODS_TO_SHRINK {
-            CORRECTION_DOWN
         } else {
-            return true;
+            CORRECTION_DOWN
         };
         let (lo, hi) = CORRECTION_RANGE;
         self.correction_permille = ((self.correction() * factor * 1000.0).round() as u32).clamp(lo, hi);

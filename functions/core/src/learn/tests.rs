@@ -238,7 +238,7 @@ fn measured_waits_correct_up_quickly_and_down_slowly() {
     assert_eq!(h.correction(), 1.0, "never below the rise itself");
     // A miss while headroom.max held the pods down: more room was not to be had.
     let before = h.correction();
-    h.held(end(2990), Rise::default(), true, false);
+    h.held(end(2990), Rise::default(), true, DecidedBy::Percent);
     h.measured(waits(3000, 50, 60_000), 10_000);
     assert_eq!(h.correction(), before);
 }
@@ -250,7 +250,7 @@ fn a_burst_larger_than_the_room_is_kept_and_fades_and_a_miss_with_room_raises_th
     // Flat at 90 CPU, then 20 CPU of jobs at 09:00:30, with 5 CPU of room held.
     watch(&mut h, t0 - Duration::minutes(30), 31, 14, |t| if t > t0 { 110_000 } else { 90_000 });
     watch(&mut h, t0 + Duration::minutes(1), 10, 14, |_| 110_000);
-    h.held(t0 - Duration::minutes(10), Rise { cpu_millis: 5_000, memory_bytes: 10 << 30 }, false, false);
+    h.held(t0 - Duration::minutes(10), Rise { cpu_millis: 5_000, memory_bytes: 10 << 30 }, false, DecidedBy::Percent);
     let window =
         WaitsSeen { window_start: t0, window_end: t0 + Duration::minutes(5), pods: 20, p95_ms: 90_000, max_ms: 95_000 };
     h.measured(window, 10_000);
@@ -261,7 +261,7 @@ fn a_burst_larger_than_the_room_is_kept_and_fades_and_a_miss_with_room_raises_th
     assert_eq!(h.predict(t0 + Duration::minutes(5) + Duration::hours(12), 14).missed.cpu_millis, 10_000);
     assert_eq!(h.predict(t0 + Duration::minutes(5) + Duration::hours(24), 14).missed.cpu_millis, 5_000);
     // Room as large as the burst and pods still waited: the rise understates the need.
-    h.held(t0 + Duration::minutes(1), Rise { cpu_millis: 20_000, memory_bytes: 40 << 30 }, false, false);
+    h.held(t0 + Duration::minutes(1), Rise { cpu_millis: 20_000, memory_bytes: 40 << 30 }, false, DecidedBy::Percent);
     let again = WaitsSeen {
         window_start: t0 + Duration::minutes(5),
         window_end: t0 + Duration::minutes(10),
@@ -271,6 +271,61 @@ fn a_burst_larger_than_the_room_is_kept_and_fades_and_a_miss_with_room_raises_th
     };
     h.measured(again, 10_000);
     assert_eq!(h.correction(), 1.5);
+}
+
+/// A slow ramp starts a pod or two per window: alone each says little, pooled they are
+/// as much evidence as one busy window.
+#[test]
+fn windows_of_a_few_pods_are_judged_together() {
+    let mut h = History::default();
+    let at = |m: i64| monday() + Duration::hours(8) + Duration::minutes(m);
+    let waits = |m: i64, pods: u32, p95_ms: u64| WaitsSeen {
+        window_start: at(m - 5),
+        window_end: at(m),
+        pods,
+        p95_ms,
+        max_ms: p95_ms,
+    };
+    h.held(at(-30), Rise { cpu_millis: 3_000, memory_bytes: 12 << 30 }, false, DecidedBy::Seasonal);
+    for (k, wait_ms) in [20_000, 1_000, 22_000, 1_000].into_iter().enumerate() {
+        h.measured(waits(5 * (k as i64 + 1), 2, wait_ms), 10_000);
+        assert_eq!(h.correction(), 1.0, "{} pods pooled: not judged yet", 2 * (k + 1));
+    }
+    h.measured(waits(25, 2, 1_000), 10_000);
+    assert_eq!(h.correction(), 1.5, "10 pods, 2 windows missed: more than 5 % waited");
+    assert_eq!(h.few, FewPods::default(), "judged: the pool starts again");
+    // One odd pod among ten is no pattern; ten that all met are evidence to shrink.
+    for k in 0..5 {
+        h.measured(waits(30 + 5 * k, 2, if k == 0 { 60_000 } else { 1_000 }), 10_000);
+    }
+    assert_eq!(h.correction(), 1.5);
+    for k in 0..5 {
+        h.measured(waits(60 + 5 * k, 2, 1_000), 10_000);
+    }
+    assert_eq!(h.correction(), 1.47);
+}
+
+/// Under the seasonal prediction a burst above the room is the prediction falling short:
+/// every window gets more room, not only the rest of the day.
+#[test]
+fn a_miss_under_the_seasonal_prediction_raises_the_correction() {
+    let mut h = History::default();
+    let t0 = monday() + Duration::days(1) + Duration::hours(9);
+    watch(&mut h, t0 - Duration::minutes(30), 31, 14, |t| if t > t0 { 110_000 } else { 90_000 });
+    watch(&mut h, t0 + Duration::minutes(1), 10, 14, |_| 110_000);
+    h.held(t0 - Duration::minutes(10), Rise { cpu_millis: 5_000, memory_bytes: 10 << 30 }, false, DecidedBy::Seasonal);
+    let window =
+        WaitsSeen { window_start: t0, window_end: t0 + Duration::minutes(5), pods: 20, p95_ms: 90_000, max_ms: 95_000 };
+    h.measured(window, 10_000);
+    assert_eq!((h.missed.cpu_millis, h.correction()), (0, 1.5));
+    // A span the percent decided in part is the percent's: the burst is kept instead.
+    let mut h2 = History { held: vec![], ..h.clone() };
+    h2.correction_permille = 0;
+    h2.waits = None;
+    h2.held(t0 - Duration::minutes(10), Rise { cpu_millis: 5_000, memory_bytes: 10 << 30 }, false, DecidedBy::Seasonal);
+    h2.held(t0 - Duration::minutes(1), Rise { cpu_millis: 6_000, memory_bytes: 12 << 30 }, false, DecidedBy::Percent);
+    h2.measured(window, 10_000);
+    assert_eq!((h2.missed.cpu_millis, h2.correction()), (20_000, 1.0));
 }
 
 #[test]
@@ -297,7 +352,7 @@ fn pods_that_waited_for_a_node_longer_than_the_lead_time_lengthen_the_span() {
 fn windows_at_the_ends_of_time_do_not_panic() {
     let mut h = History::default();
     watch(&mut h, monday(), 10, 14, |_| 10_000);
-    h.held(monday(), Rise::default(), false, false);
+    h.held(monday(), Rise::default(), false, DecidedBy::Percent);
     let start = DateTime::<Utc>::MIN_UTC;
     let window = WaitsSeen {
         window_start: start,

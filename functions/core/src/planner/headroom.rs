@@ -7,7 +7,7 @@ use super::Work;
 use chrono::Timelike;
 
 use crate::config::{HeadroomConfig, WaitTarget};
-use crate::learn::{Basis, Prediction, Rise, SLOT_MINUTES};
+use crate::learn::{Basis, DecidedBy, Prediction, Rise, SLOT_MINUTES};
 use crate::model::{Demand, DisruptionKind, PoolRecord};
 use crate::plan::{ActionKind, HeadroomDecision};
 use crate::units::{format_cpu_millis, format_memory_bytes};
@@ -146,8 +146,12 @@ impl Work<'_> {
                 cpu_millis: u64::from(replicas).saturating_mul(cfg.pod_cpu_millis),
                 memory_bytes: u64::from(replicas).saturating_mul(cfg.pod_memory_bytes),
             };
-            let overridden = matches!(source, PercentSource::Override { .. });
-            history.held(self.now, held, raw > replicas, overridden);
+            let by = match (&source, learned) {
+                (PercentSource::Override { .. }, _) => DecidedBy::Override,
+                (_, true) => DecidedBy::Seasonal,
+                (_, false) => DecidedBy::Percent,
+            };
+            history.held(self.now, held, raw > replicas, by);
         }
         self.headroom = Some(HeadroomDecision { percent, wanted: raw, replicas, learned });
         if self.observed.headroom_replicas == Some(replicas) {
