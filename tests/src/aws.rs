@@ -312,16 +312,20 @@ impl Deployment {
         let queue_url = self.queue("ballast-test-events", &[(QueueAttributeName::RedrivePolicy, redrive)]).await;
         let queue_arn = self.queue_arn(&queue_url).await;
         let events = aws_sdk_eventbridge::Client::new(&self.sdk);
-        for (rule, source, detail_type) in [
-            ("spot-interruption", "aws.ec2", "EC2 Spot Instance Interruption Warning"),
-            ("rebalance", "aws.ec2", "EC2 Instance Rebalance Recommendation"),
-            ("state-change", "aws.ec2", "EC2 Instance State-change Notification"),
-            ("launch-unsuccessful", "aws.autoscaling", "EC2 Instance Launch Unsuccessful"),
-            ("lifecycle", "aws.autoscaling", "EC2 Instance-terminate Lifecycle Action"),
-            ("health", "aws.health", "AWS Health Event"),
+        for (rule, source, detail_types) in [
+            ("spot-interruption", "aws.ec2", &["EC2 Spot Instance Interruption Warning"][..]),
+            ("rebalance", "aws.ec2", &["EC2 Instance Rebalance Recommendation"]),
+            ("state-change", "aws.ec2", &["EC2 Instance State-change Notification"]),
+            (
+                "launch-unsuccessful",
+                "aws.autoscaling",
+                &["EC2 Instance Launch Unsuccessful", "EC2 Instance Launch Successful"],
+            ),
+            ("lifecycle", "aws.autoscaling", &["EC2 Instance-terminate Lifecycle Action"]),
+            ("health", "aws.health", &["AWS Health Event"]),
         ] {
             let name = format!("ballast-test-{rule}");
-            let pattern = serde_json::json!({ "source": [source], "detail-type": [detail_type] }).to_string();
+            let pattern = serde_json::json!({ "source": [source], "detail-type": detail_types }).to_string();
             events.put_rule().name(&name).event_pattern(pattern).send().await.expect("rule");
             events
                 .put_targets()

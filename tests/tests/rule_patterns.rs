@@ -29,7 +29,8 @@ fn expected(rule_kind: &str, fixture: &str) -> bool {
         "spot-interruption" => fixture.starts_with("spot-interruption-"),
         "rebalance" => fixture.starts_with("rebalance-"),
         "state-change" => loss.iter().any(|l| fixture.starts_with(l)),
-        "launch-unsuccessful" => fixture.starts_with("launch-unsuccessful-"),
+        // Launch outcomes, failed and successful.
+        "launch-unsuccessful" => fixture.starts_with("launch-"),
         "lifecycle" => fixture.starts_with("lifecycle-"),
         "health" => fixture.starts_with("health-"),
         "forwarder" => fixture.starts_with("forwarder-"),

@@ -362,6 +362,31 @@ impl History {
         self.days.retain(|d| d.date >= keep_from);
     }
 
+    /// The ASG's own record of a launch's start (its Launch Successful event): it dates
+    /// the launch better than the look that first saw the instance. The caller passes
+    /// only an instance whose node is not Ready (a late event starts nothing).
+    pub fn launch_started(&mut self, instance_id: &str, started: DateTime<Utc>) {
+        if let Some(launch) = self.launching.get_mut(instance_id) {
+            launch.seen = launch.seen.min(started);
+            launch.timed = true;
+        } else if self.launching.len() < MAX_LAUNCHING {
+            self.launching.insert(instance_id.to_string(), Launch { seen: started, timed: true });
+        }
+    }
+
+    /// A node became Ready at `at`, as the forwarder saw it (its Node Lifecycle event):
+    /// a launch followed ends here, to the second rather than at the next look.
+    pub fn node_ready(&mut self, instance_id: &str, at: DateTime<Utc>) {
+        let Some(launch) = self.launching.get(instance_id).copied() else { return };
+        if !launch.timed || at < launch.seen || at - launch.seen >= LAUNCH_GIVE_UP {
+            return;
+        }
+        self.launching.remove(instance_id);
+        self.lead_secs.push(u32::try_from((at - launch.seen).num_seconds()).unwrap_or(u32::MAX));
+        let excess = self.lead_secs.len().saturating_sub(LEAD_SAMPLES);
+        self.lead_secs.drain(..excess);
+    }
+
     /// `looked_lately`: the last look was within [`MAX_LOOK_GAP`], so an instance first
     /// seen now launched since it, and a node seen Ready now became Ready since it.
     fn follow_launches(&mut self, observed: &ObservedPool, now: DateTime<Utc>, looked_lately: bool) {

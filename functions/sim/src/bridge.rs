@@ -14,7 +14,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use ballast_core::config::PoolConfig;
 use ballast_core::event::{
-    CapacityError, Event, InstanceAction, LaunchError, LaunchFailure, PodsUnschedulableDetail, PoolWaitsDetail, Signal,
+    CapacityError, CapacityType, Event, InstanceAction, LaunchError, LaunchFailure, NodeCondition, NodeLifecycleDetail,
+    PodsUnschedulableDetail, PoolWaitsDetail, Signal,
 };
 use ballast_core::model::{
     ActivityStatus, AsgInstance, AsgSize, Demand, LifecycleState, Market as CoreMarket, NodeState, ObservedAsg,
@@ -65,6 +66,9 @@ pub struct Bridge {
     /// Per pool: whether it has a wait target (the forwarder publishes only those waits).
     wait_targets: Vec<bool>,
 }
+
+/// From a launch's start to its instance running, when Auto Scaling reports it.
+const INSTANCE_RUNNING_AFTER: u64 = 34_000;
 
 /// The forwarder's window for Pool Waits Measured (its `BALLAST_WAITS_EVERY` default).
 const WAITS_EVERY: u64 = 5 * MINUTE;
@@ -188,6 +192,28 @@ impl Bridge {
         )
     }
 
+    /// The ASG launched a node of a pool: Auto Scaling sends Launch Successful once the
+    /// instance runs (AWS's sample: 34 s after the launch started), with the start.
+    pub fn launched(&mut self, asg: &str, node: NodeId, now: u64, ready_at: u64) -> (u64, Ev) {
+        let signal =
+            Signal::LaunchSuccessful { asg: asg.into(), instance_id: instance_id(node), started: self.time(now) };
+        let running = (now + INSTANCE_RUNNING_AFTER).min(ready_at);
+        self.send(running, "aws.autoscaling", "EC2 Instance Launch Successful", signal)
+    }
+
+    /// A pool's node became Ready: the forwarder reports it (Node Lifecycle).
+    pub fn node_ready(&mut self, pool: usize, node: NodeId, spot: bool, now: u64) -> (u64, Ev) {
+        let detail = NodeLifecycleDetail {
+            pool: self.pools[pool].clone(),
+            node: node_name(node),
+            provider_id: format!("aws:///{}", instance_id(node)),
+            instance_id: instance_id(node),
+            capacity_type: if spot { CapacityType::Spot } else { CapacityType::OnDemand },
+            condition: NodeCondition::Ready,
+        };
+        self.send(now, "ballast.kubernetes", "Node Lifecycle", Signal::NodeLifecycle(detail))
+    }
+
     pub fn launch_failed(&mut self, asg: &str, now: u64) -> (u64, Ev) {
         self.launch_failures_sent += 1;
         let failure = LaunchFailure {
@@ -276,6 +302,11 @@ fn pool_names(sc: &Scenario) -> Vec<String> {
 #[cfg(test)]
 impl Bridge {
     /// Each pool's demand as Ballast's cluster port would answer it now.
+    /// A pool's record as Ballast last saved it.
+    pub fn record(&self, pool: usize) -> Option<PoolRecord> {
+        self.ports.view().records.get(&self.pools[pool]).map(|r| r.value.clone())
+    }
+
     pub fn observed_demand(&self, model: &Model, now: u64) -> Vec<Option<Demand>> {
         let mut view = self.ports.view();
         view.sync(model, now, self.start);

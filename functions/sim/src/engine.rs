@@ -150,6 +150,12 @@ impl<'s> Engine<'s> {
         match ev {
             Ev::NodeReady(id) => {
                 if self.model.node_ready(id) {
+                    let node = &self.model.cluster.nodes[id];
+                    let (pool, spot) = (self.sc.groups[node.group].pool, node.spot);
+                    if let Some((b, pool)) = self.ballast.as_mut().zip(pool) {
+                        let (at, ev) = b.node_ready(pool, id, spot, now);
+                        self.at(at, ev);
+                    }
                     self.apply(self.handlers.node_ready(&self.model, id));
                 }
             }
@@ -246,7 +252,14 @@ impl<'s> Engine<'s> {
     fn effects_started(&mut self) {
         for i in 0..self.effects.len() {
             match self.effects[i] {
-                Effect::Booting { node, ready_at } => self.at(ready_at, Ev::NodeReady(node)),
+                Effect::Booting { node, ready_at } => {
+                    self.at(ready_at, Ev::NodeReady(node));
+                    let group = &self.sc.groups[self.model.cluster.nodes[node].group];
+                    if let Some(b) = self.ballast.as_mut().filter(|_| group.in_pool()) {
+                        let (at, ev) = b.launched(&group.name, node, self.now, ready_at);
+                        self.at(at, ev);
+                    }
+                }
                 Effect::LaunchFailed { group } => {
                     let now = self.now;
                     self.metrics.spot_launch_failed(self.sc, group, now);

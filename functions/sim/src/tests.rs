@@ -1055,6 +1055,19 @@ fn the_forwarder_sums_up_first_start_waits_every_five_minutes_where_pods_started
     assert_eq!(sim.ballast.as_ref().unwrap().waits_reports, [0]);
 }
 
+/// The simulator sends what AWS and the forwarder send about a launch: Auto Scaling's
+/// Launch Successful (with its start) and the forwarder's Node Lifecycle Ready. The
+/// learner times the pool's lead from them: the 45 s boot of tiny's nodes, to the second.
+#[test]
+fn the_lead_time_is_learned_from_launch_and_node_ready_events() {
+    let sc = daily_bursts("target: { wait_p95: 10s },");
+    let sim = started(&sc, Strategy::Ballast, 1, 9 * 60 * MINUTE + 20 * MINUTE);
+    let record = sim.ballast.as_ref().unwrap().record(0).unwrap();
+    let learned = record.learned.unwrap();
+    assert!(!learned.lead_secs.is_empty(), "the burst launched nodes");
+    assert!(learned.lead_secs.iter().all(|&s| s == 45), "{:?}", learned.lead_secs);
+}
+
 #[test]
 fn a_wait_target_learns_a_daily_burst_and_holds_room_only_around_it() {
     let sc = daily_bursts("target: { wait_p95: 10s },");

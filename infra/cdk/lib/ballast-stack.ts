@@ -55,7 +55,12 @@ export const QUEUE_RULES: Record<string, events.EventPattern> = {
     detailType: ['EC2 Instance State-change Notification'],
     detail: { state: ['stopping', 'stopped', 'shutting-down', 'terminated'] },
   },
-  'launch-unsuccessful': { source: ['aws.autoscaling'], detailType: ['EC2 Instance Launch Unsuccessful'] },
+  // Failures drive the fallback; successes date each launch, for the lead time a wait
+  // target learns (one rule: the same source, the same queue).
+  'launch-unsuccessful': {
+    source: ['aws.autoscaling'],
+    detailType: ['EC2 Instance Launch Unsuccessful', 'EC2 Instance Launch Successful'],
+  },
   lifecycle: {
     source: ['aws.autoscaling'],
     detailType: ['EC2 Instance-terminate Lifecycle Action'],

@@ -53,9 +53,11 @@ impl InstanceState {
     }
 }
 
+/// An Auto Scaling launch activity's detail: the same shape for a launch that failed and
+/// one that succeeded.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "PascalCase")]
-pub(super) struct LaunchUnsuccessfulDetail {
+pub(super) struct LaunchActivityDetail {
     pub status_code: String,
     pub auto_scaling_group_name: String,
     pub activity_id: String,

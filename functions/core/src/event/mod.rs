@@ -49,6 +49,13 @@ pub enum Signal {
         state: InstanceState,
     },
     LaunchUnsuccessful(LaunchFailure),
+    /// An instance the ASG launched: when the launch started, to time the pool's lead
+    /// from launch to Ready.
+    LaunchSuccessful {
+        asg: String,
+        instance_id: String,
+        started: DateTime<Utc>,
+    },
     TerminateLifecycleAction(LifecycleAction),
     ScheduledChange {
         event_type_code: String,
@@ -319,7 +326,7 @@ fn signal_for(source: &str, detail_type: &str, detail: Value, resources: &[Strin
             }
         }
         ("aws.autoscaling", "EC2 Instance Launch Unsuccessful") => {
-            let d: LaunchUnsuccessfulDetail = typed(object_detail(detail)?, "detail")?;
+            let d: LaunchActivityDetail = typed(object_detail(detail)?, "detail")?;
             if d.status_code != "Failed" && d.status_code != "Cancelled" {
                 return Err(EventError::field(
                     "detail.StatusCode",
@@ -338,6 +345,22 @@ fn signal_for(source: &str, detail_type: &str, detail: Value, resources: &[Strin
                 error,
                 at: d.end_time.or(d.start_time),
             })
+        }
+        ("aws.autoscaling", "EC2 Instance Launch Successful") => {
+            let d: LaunchActivityDetail = typed(object_detail(detail)?, "detail")?;
+            if d.status_code == "Failed" || d.status_code == "Cancelled" {
+                return Err(EventError::field(
+                    "detail.StatusCode",
+                    format!("`{}` is the status of an unsuccessful launch", d.status_code),
+                ));
+            }
+            Signal::LaunchSuccessful {
+                asg: non_empty(d.auto_scaling_group_name, "detail.AutoScalingGroupName")?,
+                instance_id: instance_id(d.ec2_instance_id, "detail.EC2InstanceId")?,
+                started: d.start_time.ok_or_else(|| {
+                    EventError::field("detail.StartTime", "missing: the launch cannot be timed without it")
+                })?,
+            }
         }
         ("aws.autoscaling", "EC2 Instance-terminate Lifecycle Action") => {
             let d: LifecycleActionDetail = typed(object_detail(detail)?, "detail")?;
@@ -477,7 +500,8 @@ impl Signal {
         match self {
             Signal::SpotInterruption { instance_id, .. }
             | Signal::RebalanceRecommendation { instance_id }
-            | Signal::InstanceStateChange { instance_id, .. } => vec![instance_id],
+            | Signal::InstanceStateChange { instance_id, .. }
+            | Signal::LaunchSuccessful { instance_id, .. } => vec![instance_id],
             Signal::TerminateLifecycleAction(a) => vec![&a.instance_id],
             Signal::ScheduledChange { instance_ids, .. } => instance_ids.iter().map(String::as_str).collect(),
             _ => Vec::new(),
@@ -500,6 +524,7 @@ impl Signal {
     pub fn named_asg(&self) -> Option<&str> {
         match self {
             Signal::LaunchUnsuccessful(f) => Some(&f.asg),
+            Signal::LaunchSuccessful { asg, .. } => Some(asg),
             Signal::TerminateLifecycleAction(a) => Some(&a.asg),
             _ => None,
         }

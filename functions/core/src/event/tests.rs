@@ -200,6 +200,22 @@ fn every_fixture_parses_and_routes() {
     assert!(count >= 28, "expected every kind and variant, found {count}");
 }
 
+/// AWS's documented sample of a successful launch: the instance, its ASG and when the
+/// launch started (not when the event was sent, 34 s later).
+#[test]
+fn a_successful_launch_is_dated_by_its_start() {
+    let Signal::LaunchSuccessful { asg, instance_id, started } = ok("launch-successful.json") else {
+        panic!("not a successful launch")
+    };
+    assert_eq!((asg.as_str(), instance_id.as_str()), ("sampleLuanchSucASG", "i-b188560f"));
+    assert_eq!(started, "2015-11-11T21:31:13.671Z".parse::<DateTime<Utc>>().unwrap());
+    let mut v: Value =
+        serde_json::from_slice(&std::fs::read(events_dir().join("launch-successful.json")).unwrap()).unwrap();
+    v["detail"]["StatusCode"] = "Failed".into();
+    let err = parse_event(&serde_json::to_vec(&v).unwrap(), None).unwrap_err();
+    assert_eq!(err.field_name(), Some("detail.StatusCode"), "{err}");
+}
+
 #[test]
 fn invalid_fixtures_name_the_field() {
     for (file, field, reason) in [
@@ -218,13 +234,14 @@ fn invalid_fixtures_name_the_field() {
         ("lifecycle-launching.json", Some("detail.LifecycleTransition"), "EC2_INSTANCE_LAUNCHING"),
         ("missing-id.json", Some("id"), "is required"),
         ("pool-waits-p95-above-max.json", Some("detail.p95_seconds"), "90 is above max_seconds (61.2)"),
+        ("launch-successful-no-start-time.json", Some("detail.StartTime"), "cannot be timed"),
     ] {
         let err = fixture(&format!("invalid/{file}")).expect_err(file);
         assert_eq!(err.field_name(), field, "{file}: {err}");
         assert!(err.to_string().contains(reason), "{file}: `{err}` should mention `{reason}`");
     }
     let listed = std::fs::read_dir(events_dir().join("invalid")).unwrap().count();
-    assert_eq!(listed, 15, "every invalid fixture has an expectation here");
+    assert_eq!(listed, 16, "every invalid fixture has an expectation here");
 }
 
 #[test]

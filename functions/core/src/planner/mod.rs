@@ -251,6 +251,9 @@ impl<'a> Work<'a> {
                 f.at = Some(self.now);
             }
         }
+        if let Signal::LaunchSuccessful { started, .. } = &mut event.signal {
+            *started = (*started).min(self.now);
+        }
         event
     }
 

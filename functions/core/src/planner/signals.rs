@@ -5,7 +5,7 @@ use chrono::Duration;
 
 use super::Work;
 use crate::config::RebalancePolicy;
-use crate::event::{Event, LaunchError, Signal};
+use crate::event::{Event, LaunchError, NodeCondition, Signal};
 use crate::learn::WaitsSeen;
 use crate::model::{
     ActivityStatus, Demand, Disruption, DisruptionKind, HeadroomOverride, Interruption, InterruptionCause,
@@ -83,6 +83,23 @@ impl Work<'_> {
                         kind: DisruptionKind::UnplannedLoss,
                     });
                     self.note(format!("spot instance {instance_id} of {} lost without warning ({state:?})", asg.name));
+                }
+            }
+            // Both ends of a launch, dated by the events themselves (the reconcile's looks
+            // date them only to within a look): the lead time a wait target learns.
+            Signal::LaunchSuccessful { instance_id, started, .. } => {
+                // A node already Ready makes the event a late one: nothing to time. One that
+                // registered but is not Ready yet is still launching (kubelet registers
+                // before the CNI makes it Ready).
+                let ready = self.observed.nodes.iter().any(|n| &n.instance_id == instance_id && n.ready);
+                if self.cfg.headroom.target.is_some() && self.observed.asg_of_instance(instance_id).is_some() && !ready
+                {
+                    self.record.learned.get_or_insert_with(Default::default).launch_started(instance_id, *started);
+                }
+            }
+            Signal::NodeLifecycle(n) if n.condition == NodeCondition::Ready => {
+                if let Some(history) = self.record.learned.as_mut().filter(|_| self.cfg.headroom.target.is_some()) {
+                    history.node_ready(&n.instance_id, event.time);
                 }
             }
             Signal::InstanceStateChange { .. } | Signal::Reconcile | Signal::NodeLifecycle(_) => {}

@@ -1732,3 +1732,51 @@ fn a_missed_wait_raises_the_room_and_a_target_above_max_is_told_once_an_hour() {
     let plain = learned_plan(&config(), &PoolRecord::default(), &[waits(at, 24.0)], at);
     assert_eq!(plain.record.learned, None);
 }
+
+/// The lead time from the events that date both ends of a launch: the ASG's Launch
+/// Successful (its StartTime) and the forwarder's Node Lifecycle Ready, to the second,
+/// where the reconcile's looks date them only to within a minute. A late launch event for
+/// a node already registered starts nothing.
+#[test]
+fn a_launch_is_timed_from_its_launch_event_to_its_node_ready_event() {
+    let cfg = target_config(None);
+    let at = Utc.with_ymd_and_hms(2026, 11, 18, 8, 0, 0).unwrap();
+    let mut observed = pool((2, 3), (0, 0), (0, 0));
+    observed.demand = Some(Demand { cpu_millis: 10_000, memory_bytes: 1 << 30, pods: 10, observed_at: at });
+    let launched = observed.spot[0].instances[2].id.clone();
+    // Its kubelet registered the node; the CNI has not made it Ready yet.
+    observed.nodes.iter_mut().filter(|n| n.instance_id == launched).for_each(|n| n.ready = false);
+    let launch = event(
+        Signal::LaunchSuccessful {
+            asg: "spot-a".into(),
+            instance_id: launched.clone(),
+            started: at - Duration::seconds(37),
+        },
+        at,
+    );
+    let first = run(&cfg, &PoolRecord::default(), &observed, std::slice::from_ref(&launch), at);
+    let history = first.record.learned.as_ref().unwrap();
+    assert_eq!(history.launching[&launched].seen, at - Duration::seconds(37), "dated by the event, not the look");
+    let ready_at = at + Duration::seconds(121);
+    let ready = event(
+        Signal::NodeLifecycle(crate::event::NodeLifecycleDetail {
+            pool: "p".into(),
+            node: format!("node-{launched}"),
+            provider_id: format!("aws:///eu-west-1a/{launched}"),
+            instance_id: launched.clone(),
+            capacity_type: crate::event::CapacityType::Spot,
+            condition: crate::event::NodeCondition::Ready,
+        }),
+        ready_at,
+    );
+    // The next reconcile comes a minute after Ready and sees the node: the event decides.
+    let mut later = observed.clone();
+    later.nodes = pool((2, 3), (0, 0), (0, 0)).nodes;
+    let second = run(&cfg, &first.record, &later, &[ready], ready_at + Duration::seconds(60));
+    let history = second.record.learned.as_ref().unwrap();
+    assert_eq!(history.lead_secs, [158], "37 s before the first look to 121 s after it");
+    assert!(!history.launching.contains_key(&launched));
+    // The same launch event again, late: the node is Ready, nothing is followed.
+    let third = run(&cfg, &second.record, &later, &[launch], ready_at + Duration::seconds(120));
+    assert!(!third.record.learned.as_ref().unwrap().launching.contains_key(&launched));
+}
