@@ -33,7 +33,10 @@ use std::time::Duration as StdDuration;
 
 use async_trait::async_trait;
 use ballast_core::config::PoolConfig;
-use ballast_core::event::{CapacityError, Event, InstanceAction, InstanceState, LaunchError, LaunchFailure, Signal};
+use ballast_core::event::{
+    CapacityError, CapacityType, Event, InstanceAction, InstanceState, LaunchError, LaunchFailure, NodeCondition,
+    NodeLifecycleDetail, PoolWaitsDetail, Signal,
+};
 use ballast_core::memory::{InMemory, World};
 use ballast_core::model::{AsgSize, Demand, LifecycleState, Market, NodeState, ObservedAsg, PoolRecord};
 use ballast_core::plan::LifecycleRef;
@@ -333,6 +336,21 @@ enum Kind {
     CapacityError {
         group: usize,
     },
+    /// What a wait target learns from: the ASG's Launch Successful for a live instance
+    /// (maybe late, its node long Ready), the forwarder's Node Lifecycle Ready, and its
+    /// Pool Waits Measured window (maybe a late or repeated one).
+    Launched {
+        pick: usize,
+        secs_ago: u32,
+    },
+    NodeReady {
+        pick: usize,
+    },
+    Waits {
+        pods: u32,
+        p95_secs: u32,
+        mins_ago: u32,
+    },
     Tick,
 }
 
@@ -352,6 +370,9 @@ fn step() -> impl Strategy<Value = Step> {
         4 => any::<usize>().prop_map(|pick| Kind::Warning { pick }),
         2 => (any::<usize>(), any::<bool>()).prop_map(|(pick, state_change)| Kind::Reclaim { pick, state_change }),
         2 => (0usize..2).prop_map(|group| Kind::CapacityError { group }),
+        1 => (any::<usize>(), 0u32..600).prop_map(|(pick, secs_ago)| Kind::Launched { pick, secs_ago }),
+        1 => any::<usize>().prop_map(|pick| Kind::NodeReady { pick }),
+        1 => (0u32..40, 0u32..200, 0u32..30).prop_map(|(pods, p95_secs, mins_ago)| Kind::Waits { pods, p95_secs, mins_ago }),
         3 => Just(Kind::Tick),
     ];
     let fault = prop_oneof![
@@ -503,6 +524,37 @@ impl Harness {
                 error: LaunchError::Capacity(CapacityError::NoSpotCapacity),
                 at: Some(self.now()),
             }),
+            Kind::Launched { pick: n, secs_ago } => {
+                let id = pick(*n)?;
+                let asg = self.ports.memory.world().asgs.iter().find(|a| a.instance(&id).is_some())?.name.clone();
+                Signal::LaunchSuccessful {
+                    asg,
+                    instance_id: id,
+                    started: self.now() - Duration::seconds(i64::from(*secs_ago)),
+                }
+            }
+            Kind::NodeReady { pick: n } => {
+                let id = pick(*n)?;
+                Signal::NodeLifecycle(NodeLifecycleDetail {
+                    pool: POOL.into(),
+                    node: format!("node-{id}"),
+                    provider_id: format!("aws:///eu-west-1a/{id}"),
+                    instance_id: id,
+                    capacity_type: CapacityType::Spot,
+                    condition: NodeCondition::Ready,
+                })
+            }
+            Kind::Waits { pods, p95_secs, mins_ago } => {
+                let end = self.now() - Duration::minutes(i64::from(*mins_ago));
+                Signal::PoolWaits(PoolWaitsDetail {
+                    pool: POOL.into(),
+                    window_start: end - Duration::minutes(5),
+                    window_end: end,
+                    pods: *pods,
+                    p95_seconds: f64::from(*p95_secs),
+                    max_seconds: f64::from(*p95_secs) * 1.5,
+                })
+            }
             Kind::Tick => Signal::Reconcile,
         };
         Some(self.event(signal))
@@ -555,6 +607,17 @@ impl Harness {
         );
         for d in &record.disruptions {
             prop_assert!(self.disrupted.contains(&d.instance_id), "{at}: {} counted as an interruption", d.instance_id);
+        }
+        if let Some(learned) = &record.learned {
+            // Bounded whatever arrives, late or repeated: the record must fit DynamoDB's item.
+            let size = serde_json::to_vec(learned).unwrap().len();
+            prop_assert!(size < 48_000, "{at}: the learned history is {size} bytes");
+            prop_assert!((0..=4_000).contains(&learned.correction_permille), "{at}: {}", learned.correction_permille);
+            prop_assert!(
+                learned.lead_secs.len() <= 20 && learned.lead_secs.iter().all(|&s| s < 3600),
+                "{at}: {:?}",
+                learned.lead_secs
+            );
         }
         Ok(())
     }
