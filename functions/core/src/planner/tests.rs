@@ -1780,3 +1780,40 @@ fn a_launch_is_timed_from_its_launch_event_to_its_node_ready_event() {
     let third = run(&cfg, &second.record, &later, &[launch], ready_at + Duration::seconds(120));
     assert!(!third.record.learned.as_ref().unwrap().launching.contains_key(&launched));
 }
+
+/// A dry run changes no pause pods: what the waits measure is the room the cluster holds,
+/// so that is what the learner judges them against, never its own unapplied decision.
+#[test]
+fn a_dry_run_judges_waits_against_the_pause_pods_the_cluster_runs() {
+    let mut cfg = target_config(None);
+    cfg.dry_run = true;
+    let (history, at) = ramp_history();
+    // Wednesday's ramp comes as on the days before: 6 CPU a minute from 09:00.
+    let plan_at = |record: &PoolRecord, events: &[Event], t: DateTime<Utc>| {
+        let minutes = (t - at).num_minutes() - 5;
+        let cpu = 10_000 + 6_000 * minutes.clamp(0, 5) as u64;
+        let mut observed = pool((2, 2), (0, 0), (0, 0));
+        observed.demand = Some(Demand { cpu_millis: cpu, memory_bytes: cpu << 20, pods: 10, observed_at: t });
+        observed.headroom_replicas = Some(1);
+        run(&cfg, record, &observed, events, t)
+    };
+    let p = plan_at(&PoolRecord { learned: Some(history), ..Default::default() }, &[], at);
+    assert!(p.headroom.unwrap().replicas > 1, "a live run would hold more");
+    let held = p.record.learned.as_ref().unwrap().held.last().copied().unwrap();
+    assert_eq!(held.room.cpu_millis, cfg.pools[0].headroom.pod_cpu_millis, "one pod's room: what runs");
+    assert!(!held.seasonal && !held.at_max);
+    let mut record = p.record;
+    for m in 1..=15 {
+        let t = at + Duration::minutes(m);
+        let waits = if m % 5 == 0 { vec![waits_event(t, 30, 60.0)] } else { vec![] };
+        record = plan_at(&record, &waits, t).record;
+    }
+    // Pods waited: the ramp was above the one pod, which the prediction never set.
+    let learned = record.learned.as_ref().unwrap();
+    assert_eq!(learned.correction(), 1.0, "no sign the prediction was short");
+    assert!(
+        learned.missed.cpu_millis >= 18_000,
+        "the ramp (three minutes of it) is kept as a burst that missed: {:?}",
+        learned.missed
+    );
+}
