@@ -205,6 +205,37 @@ fn plan_prints_the_fallback_for_a_capacity_error() {
     assert_eq!(plan["record"]["fallback_units"], 2);
 }
 
+/// Every launch in the account comes by the launch rule; only a pool with a wait target
+/// reads one. Without one it is ignored before anything is described.
+#[test]
+fn plan_ignores_a_successful_launch_unless_a_pool_has_a_wait_target() {
+    let plan = |config: &str| {
+        let out = ballast(&[
+            "plan",
+            "--config",
+            config,
+            "--state",
+            "events/states/steady.json",
+            "--event",
+            "events/launch-successful.json",
+        ]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let v = plan("ballast.example.yaml");
+    assert_eq!(v["plans"], serde_json::json!([]));
+    let why = v["unrouted"][0]["why"].as_str().unwrap();
+    assert!(why.starts_with("ignored: a successful launch only times a wait target's lead"), "{why}");
+    let dir = scratch("launch");
+    let with_target = dir.join("ballast.yaml");
+    let example = std::fs::read_to_string(root().join("ballast.example.yaml")).unwrap();
+    std::fs::write(&with_target, example.replace("# target: { wait_p95", "target: { wait_p95")).unwrap();
+    let v = plan(with_target.to_str().unwrap());
+    let why = v["unrouted"][0]["why"].as_str().unwrap();
+    assert_eq!(why, "ASG sampleLuanchSucASG is in none of the configured pools", "AWS's sample names its own ASG");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 #[test]
 fn plan_is_stable_and_failback_starts_from_the_shipped_state() {
     let args = [

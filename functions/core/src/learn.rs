@@ -52,6 +52,8 @@ const CORRECTION_DOWN: f64 = 0.98;
 const MIN_PODS_TO_SHRINK: u32 = 10;
 /// Nor, with fewer than this, that it must grow.
 const MIN_PODS_TO_RAISE: u32 = 3;
+/// Windows of few pods are pooled over this long at most.
+const FEW_POOLED_OVER: Duration = Duration::hours(1);
 
 /// The learner's memory, kept in the pool record.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -89,6 +91,9 @@ pub struct History {
     pub allowed_wait_ms: u64,
     /// Windows of too few pods to judge alone, pooled (see [`History::measured`]).
     pub few: FewPods,
+    /// When the correction was last raised: windows that began before the raised room
+    /// could be in place say nothing of it (one shortfall raises it once).
+    pub raised_at: Option<DateTime<Utc>>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -96,6 +101,10 @@ pub struct FewPods {
     pub pods: u32,
     /// How many of the pooled windows missed the target.
     pub missed_windows: u32,
+    /// The start of the first window pooled: the pool is judged over all of them.
+    pub since: Option<DateTime<Utc>>,
+    /// The longest wait of the windows that missed.
+    pub max_missed_ms: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -109,6 +118,9 @@ pub struct Held {
     /// The seasonal prediction decided it (not the percent, while history was short).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub seasonal: bool,
+    /// In a dry run, the room decided but not applied (`room` is what the cluster runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided: Option<Rise>,
 }
 
 /// What decided the room held.
@@ -157,9 +169,19 @@ pub struct WaitsSeen {
     pub max_ms: u64,
 }
 
+/// A measured span to learn from: one window, or pooled windows of few pods.
+struct Judged {
+    missed: bool,
+    start: DateTime<Utc>,
+    end: DateTime<Utc>,
+    /// The longest wait in it (of the windows that missed, when pooled).
+    max_ms: u64,
+}
+
 /// The room held over a span, as [`History::held_over`] sums it up.
 struct HeldOver {
     least: Rise,
+    decided: Rise,
     not_ours: bool,
     seasonal: bool,
 }
@@ -268,9 +290,10 @@ impl History {
     }
 
     /// What the pause pods hold from `at` (read by the measurements of the windows after).
-    pub fn held(&mut self, at: DateTime<Utc>, room: Rise, at_max: bool, by: DecidedBy) {
+    /// `decided`: in a dry run, the room decided but not applied (`room`: what runs).
+    pub fn held(&mut self, at: DateTime<Utc>, room: Rise, at_max: bool, by: DecidedBy, decided: Option<Rise>) {
         let (overridden, seasonal) = (by == DecidedBy::Override, by == DecidedBy::Seasonal);
-        let next = Held { at, room, at_max, overridden, seasonal };
+        let next = Held { at, room, at_max, overridden, seasonal, decided };
         if self.held.last().is_some_and(|h| Held { at, ..*h } == next) {
             return;
         }
@@ -283,20 +306,24 @@ impl History {
     }
 
     /// The least room held over `[from, to]` (nothing recorded over the span, no
-    /// decision yet, is no room), whether at some point of it `max` held the pods down or
-    /// an override decided them, and whether the seasonal prediction decided all of it.
+    /// decision yet, is no room) and the least decided (the same but in a dry run),
+    /// whether at some point of it `max` held the pods down or an override decided them,
+    /// and whether the seasonal prediction decided all of it.
     fn held_over(&self, from: DateTime<Utc>, to: DateTime<Utc>) -> HeldOver {
         let start = self.held.iter().rposition(|h| h.at <= from).unwrap_or(0);
         let mut during = self.held[start..].iter().filter(|h| h.at <= to).peekable();
         if during.peek().is_none() {
-            return HeldOver { least: Rise::default(), not_ours: false, seasonal: false };
+            return HeldOver { least: Rise::default(), decided: Rise::default(), not_ours: false, seasonal: false };
         }
         let most = Rise { cpu_millis: u64::MAX, memory_bytes: u64::MAX };
-        during.fold(HeldOver { least: most, not_ours: false, seasonal: true }, |over, h| HeldOver {
-            least: Rise {
-                cpu_millis: over.least.cpu_millis.min(h.room.cpu_millis),
-                memory_bytes: over.least.memory_bytes.min(h.room.memory_bytes),
-            },
+        let least = |a: Rise, b: Rise| Rise {
+            cpu_millis: a.cpu_millis.min(b.cpu_millis),
+            memory_bytes: a.memory_bytes.min(b.memory_bytes),
+        };
+        let start = HeldOver { least: most, decided: most, not_ours: false, seasonal: true };
+        during.fold(start, |over, h| HeldOver {
+            least: least(over.least, h.room),
+            decided: least(over.decided, h.decided.unwrap_or(h.room)),
             not_ours: over.not_ours || h.at_max || h.overridden,
             seasonal: over.seasonal && h.seasonal,
         })
@@ -540,45 +567,61 @@ impl History {
             return true;
         }
         let missed = waits.p95_ms > target_ms;
-        let missed = if waits.pods >= MIN_PODS_TO_SHRINK || missed && waits.pods >= MIN_PODS_TO_RAISE {
-            missed
+        let judged = if waits.pods >= MIN_PODS_TO_SHRINK || missed && waits.pods >= MIN_PODS_TO_RAISE {
+            Judged { missed, start: waits.window_start, end: waits.window_end, max_ms: waits.max_ms }
         } else {
             // A window of a few pods says little alone (a pod may wait for reasons no room
-            // would change), but a slow ramp is made of such windows: they are pooled until
-            // they hold as many pods as one window that counts, and judged together.
+            // would change), but a slow ramp is made of such windows: they are pooled (over
+            // an hour at most) until they hold as many pods as a window that counts, and
+            // judged together, over the span they cover.
+            if self.few.since.is_some_and(|since| waits.window_end - since > FEW_POOLED_OVER) {
+                self.few = FewPods::default();
+            }
+            let since = *self.few.since.get_or_insert(waits.window_start);
             self.few.pods += waits.pods;
-            self.few.missed_windows += u32::from(missed);
+            if missed {
+                self.few.missed_windows += 1;
+                self.few.max_missed_ms = self.few.max_missed_ms.max(waits.max_ms);
+            }
             if self.few.pods < MIN_PODS_TO_SHRINK {
                 return true;
             }
             let few = std::mem::take(&mut self.few);
-            match few.missed_windows {
-                0 => false,
-                // Two or more, and more than the 5 % of pods a p95 lets wait.
-                n if n >= 2 && n * 20 > few.pods => true,
-                _ => return true,
+            // One window that missed among them is one odd pod, no pattern.
+            if few.missed_windows == 1 {
+                return true;
             }
+            Judged { missed: few.missed_windows > 1, start: since, end: waits.window_end, max_ms: few.max_missed_ms }
         };
-        let factor = if missed {
-            self.missed_waits_secs.push(u32::try_from(waits.max_ms.div_ceil(1000)).unwrap_or(u32::MAX));
+        let factor = if judged.missed {
+            self.missed_waits_secs.push(u32::try_from(judged.max_ms.div_ceil(1000)).unwrap_or(u32::MAX));
             let excess = self.missed_waits_secs.len().saturating_sub(LEAD_SAMPLES);
             self.missed_waits_secs.drain(..excess);
             let (lead, _) = self.lead();
-            let Some(from) = waits.window_start.checked_sub_signed(lead) else { return true };
-            let held = self.held_over(from, waits.window_end);
+            let Some(from) = judged.start.checked_sub_signed(lead) else { return true };
+            let held = self.held_over(from, judged.end);
             if held.not_ours {
                 return true;
             }
-            let burst = self.largest_rise(from, waits.window_end).map(Rise::of).unwrap_or_default();
-            let above = burst.cpu_millis > held.least.cpu_millis || burst.memory_bytes > held.least.memory_bytes;
+            let burst = self.largest_rise(from, judged.end).map(Rise::of).unwrap_or_default();
+            let above = |room: Rise| burst.cpu_millis > room.cpu_millis || burst.memory_bytes > room.memory_bytes;
             // Under the percent a burst above the room is one nobody foresaw: it is kept
-            // for the rest of the first day. Under the seasonal prediction it is one the
-            // past days understated: more room for every window, as for any other miss.
-            if above && !held.seasonal {
-                self.missed = self.missed_at(waits.window_end).max(burst);
-                self.missed_at = Some(waits.window_end);
+            // for the rest of the first day (in a dry run, only one above the room decided:
+            // what a live run would have missed). Under the seasonal prediction it is one
+            // the past days understated: more room for every window, as for any other miss.
+            if above(held.least) && !held.seasonal {
+                if above(held.decided) {
+                    self.missed = self.missed_at(judged.end).max(burst);
+                    self.missed_at = Some(judged.end);
+                }
                 return true;
             }
+            // The room raised last time is in place one lead time later: what waited
+            // before then is the same shortfall, already answered.
+            if self.raised_at.is_some_and(|raised| judged.start < raised + lead) {
+                return true;
+            }
+            self.raised_at = Some(judged.end);
             CORRECTION_UP
         } else {
             CORRECTION_DOWN

@@ -240,6 +240,14 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                 unrouted.push(Unrouted { event_id: event.id.clone(), why: format!("ignored: {why}") });
                 continue;
             }
+            // Every launch in the account comes by the launch rule: only a pool with a wait
+            // target reads one, so without one nothing is described or reconciled for it.
+            let for_targets_only = matches!(event.signal, Signal::LaunchSuccessful { .. });
+            if for_targets_only && !self.config.pools.iter().any(|p| p.headroom.target.is_some()) {
+                let why = "ignored: a successful launch only times a wait target's lead, and no pool has one";
+                unrouted.push(Unrouted { event_id: event.id.clone(), why: why.into() });
+                continue;
+            }
             if event.signal == Signal::Reconcile {
                 pools.extend(self.config.pools.iter().map(|p| p.name.clone()));
             } else if let Some(name) = event.signal.named_pool() {
@@ -284,6 +292,9 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                         }
                     }
                 }
+            }
+            if for_targets_only {
+                pools.retain(|p| self.config.pool(p).is_some_and(|c| c.headroom.target.is_some()));
             }
             if pools.is_empty() {
                 let about = match (event.signal.named_asg(), event.signal.instance_ids().first()) {

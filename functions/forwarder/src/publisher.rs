@@ -124,7 +124,12 @@ impl Publisher {
 
     /// What to publish now.
     pub fn tick(&mut self, state: &mut ClusterState, now: DateTime<Utc>) -> Vec<Outgoing> {
-        let mut out: Vec<Outgoing> = state.take_node_changes().into_iter().map(Outgoing::NodeLifecycle).collect();
+        // Stamped now, a tick after the watch saw it: a retried send keeps the time.
+        let mut out: Vec<Outgoing> = state
+            .take_node_changes()
+            .into_iter()
+            .map(|change| Outgoing::NodeLifecycle(NodeLifecycleDetail { observed_at: Some(now), ..change }))
+            .collect();
         if !state.synced() {
             // Half-listed totals would be wrong, not early.
             return out;

@@ -388,6 +388,7 @@ impl ClusterState {
             instance_id: instance.to_string(),
             capacity_type: node.capacity_type,
             condition,
+            observed_at: None,
         });
     }
 

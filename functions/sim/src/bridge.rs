@@ -210,6 +210,7 @@ impl Bridge {
             instance_id: instance_id(node),
             capacity_type: if spot { CapacityType::Spot } else { CapacityType::OnDemand },
             condition: NodeCondition::Ready,
+            observed_at: Some(self.time(now)),
         };
         self.send(now, "ballast.kubernetes", "Node Lifecycle", Signal::NodeLifecycle(detail))
     }
@@ -301,12 +302,12 @@ fn pool_names(sc: &Scenario) -> Vec<String> {
 
 #[cfg(test)]
 impl Bridge {
-    /// Each pool's demand as Ballast's cluster port would answer it now.
     /// A pool's record as Ballast last saved it.
     pub fn record(&self, pool: usize) -> Option<PoolRecord> {
         self.ports.view().records.get(&self.pools[pool]).map(|r| r.value.clone())
     }
 
+    /// Each pool's demand as Ballast's cluster port would answer it now.
     pub fn observed_demand(&self, model: &Model, now: u64) -> Vec<Option<Demand>> {
         let mut view = self.ports.view();
         view.sync(model, now, self.start);

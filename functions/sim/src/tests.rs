@@ -1073,11 +1073,13 @@ fn a_wait_target_learns_a_daily_burst_and_holds_room_only_around_it() {
     let sc = daily_bursts("target: { wait_p95: 10s },");
     let report = simulate(&sc, Strategy::Ballast, 1, &mut no_progress());
     // Day 1: no room (percent 0, nothing rose yet), the burst waits for nodes; day 2: the
-    // room is placed before 09:00 from day 1's rise.
+    // room is placed before 09:00 from day 1's rise, two lead times (2 × 45 s boots, as
+    // the launch and Ready events timed them) ahead.
     let day = |d: u32| report.series.iter().filter(move |s| s.minute / (24 * 60) == d);
-    let before_nine = |d: u32| day(d).find(|s| s.minute % (24 * 60) == 9 * 60 - 1).unwrap().headroom_pods;
-    assert_eq!(before_nine(0), 0, "nothing learned on the first morning");
-    assert!(before_nine(1) >= 20, "room for the 20 jobs before they come on day 2: {}", before_nine(1));
+    let at = |d: u32, minute: u32| day(d).find(|s| s.minute % (24 * 60) == minute).unwrap().headroom_pods;
+    assert_eq!(at(0, 9 * 60), 0, "nothing learned on the first morning");
+    assert_eq!(at(1, 9 * 60 - 3), 0, "not yet on day 2 at 08:57: {}", at(1, 9 * 60 - 3));
+    assert!(at(1, 9 * 60) >= 20, "room for the 20 jobs as they come on day 2: {}", at(1, 9 * 60));
     let night = |d: u32| day(d).find(|s| s.minute % (24 * 60) == 3 * 60).unwrap().headroom_pods;
     assert_eq!(night(1), 0, "and none at 03:00, when nothing rises");
     let waits = |d: u32| day(d).filter_map(|s| s.recent_wait_p95_ms).max().unwrap_or(0);

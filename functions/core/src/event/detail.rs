@@ -184,6 +184,10 @@ pub struct NodeLifecycleDetail {
     pub instance_id: String,
     pub capacity_type: CapacityType,
     pub condition: NodeCondition,
+    /// When the forwarder saw the change (the envelope's time is when it was sent, later
+    /// after a retry). Older forwarders leave it out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_at: Option<DateTime<Utc>>,
 }
 
 /// The first-start waits of the pool's workload pods that were scheduled within one

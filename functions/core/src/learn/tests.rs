@@ -238,7 +238,7 @@ fn measured_waits_correct_up_quickly_and_down_slowly() {
     assert_eq!(h.correction(), 1.0, "never below the rise itself");
     // A miss while headroom.max held the pods down: more room was not to be had.
     let before = h.correction();
-    h.held(end(2990), Rise::default(), true, DecidedBy::Percent);
+    h.held(end(2990), Rise::default(), true, DecidedBy::Percent, None);
     h.measured(waits(3000, 50, 60_000), 10_000);
     assert_eq!(h.correction(), before);
 }
@@ -250,7 +250,13 @@ fn a_burst_larger_than_the_room_is_kept_and_fades_and_a_miss_with_room_raises_th
     // Flat at 90 CPU, then 20 CPU of jobs at 09:00:30, with 5 CPU of room held.
     watch(&mut h, t0 - Duration::minutes(30), 31, 14, |t| if t > t0 { 110_000 } else { 90_000 });
     watch(&mut h, t0 + Duration::minutes(1), 10, 14, |_| 110_000);
-    h.held(t0 - Duration::minutes(10), Rise { cpu_millis: 5_000, memory_bytes: 10 << 30 }, false, DecidedBy::Percent);
+    h.held(
+        t0 - Duration::minutes(10),
+        Rise { cpu_millis: 5_000, memory_bytes: 10 << 30 },
+        false,
+        DecidedBy::Percent,
+        None,
+    );
     let window =
         WaitsSeen { window_start: t0, window_end: t0 + Duration::minutes(5), pods: 20, p95_ms: 90_000, max_ms: 95_000 };
     h.measured(window, 10_000);
@@ -261,7 +267,13 @@ fn a_burst_larger_than_the_room_is_kept_and_fades_and_a_miss_with_room_raises_th
     assert_eq!(h.predict(t0 + Duration::minutes(5) + Duration::hours(12), 14).missed.cpu_millis, 10_000);
     assert_eq!(h.predict(t0 + Duration::minutes(5) + Duration::hours(24), 14).missed.cpu_millis, 5_000);
     // Room as large as the burst and pods still waited: the rise understates the need.
-    h.held(t0 + Duration::minutes(1), Rise { cpu_millis: 20_000, memory_bytes: 40 << 30 }, false, DecidedBy::Percent);
+    h.held(
+        t0 + Duration::minutes(1),
+        Rise { cpu_millis: 20_000, memory_bytes: 40 << 30 },
+        false,
+        DecidedBy::Percent,
+        None,
+    );
     let again = WaitsSeen {
         window_start: t0 + Duration::minutes(5),
         window_end: t0 + Duration::minutes(10),
@@ -286,14 +298,15 @@ fn windows_of_a_few_pods_are_judged_together() {
         p95_ms,
         max_ms: p95_ms,
     };
-    h.held(at(-30), Rise { cpu_millis: 3_000, memory_bytes: 12 << 30 }, false, DecidedBy::Seasonal);
+    h.held(at(-30), Rise { cpu_millis: 3_000, memory_bytes: 12 << 30 }, false, DecidedBy::Seasonal, None);
     for (k, wait_ms) in [20_000, 1_000, 22_000, 1_000].into_iter().enumerate() {
         h.measured(waits(5 * (k as i64 + 1), 2, wait_ms), 10_000);
         assert_eq!(h.correction(), 1.0, "{} pods pooled: not judged yet", 2 * (k + 1));
     }
     h.measured(waits(25, 2, 1_000), 10_000);
-    assert_eq!(h.correction(), 1.5, "10 pods, 2 windows missed: more than 5 % waited");
+    assert_eq!(h.correction(), 1.5, "10 pods, 2 windows missed: judged as one missed window");
     assert_eq!(h.few, FewPods::default(), "judged: the pool starts again");
+    assert_eq!(h.missed_waits_secs, [22], "the longest wait of the windows that missed, not the last window's");
     // One odd pod among ten is no pattern; ten that all met are evidence to shrink.
     for k in 0..5 {
         h.measured(waits(30 + 5 * k, 2, if k == 0 { 60_000 } else { 1_000 }), 10_000);
@@ -303,6 +316,28 @@ fn windows_of_a_few_pods_are_judged_together() {
         h.measured(waits(60 + 5 * k, 2, 1_000), 10_000);
     }
     assert_eq!(h.correction(), 1.47);
+    // Pods an hour apart are no ramp: an old pool is dropped, not judged with new windows.
+    h.measured(waits(100, 2, 60_000), 10_000);
+    h.measured(waits(105, 2, 60_000), 10_000);
+    h.measured(waits(200, 2, 1_000), 10_000);
+    assert_eq!((h.few.pods, h.few.missed_windows), (2, 0), "{:?}", h.few);
+}
+
+/// A burst the room falls short of makes every window miss until the nodes come: one
+/// shortfall, one raise (not one per window, compounding).
+#[test]
+fn one_shortfall_raises_the_correction_once() {
+    let mut h = History { lead_secs: vec![180], ..Default::default() };
+    let at = |m: i64| monday() + Duration::hours(9) + Duration::minutes(m);
+    h.held(at(-10), Rise { cpu_millis: 20_000, memory_bytes: 40 << 30 }, false, DecidedBy::Seasonal, None);
+    let miss =
+        |m: i64| WaitsSeen { window_start: at(m - 5), window_end: at(m), pods: 30, p95_ms: 60_000, max_ms: 90_000 };
+    for m in [5, 10] {
+        h.measured(miss(m), 10_000);
+    }
+    assert_eq!(h.correction(), 1.5, "the 09:05–09:10 window began before the raised room was in place");
+    h.measured(miss(15), 10_000);
+    assert_eq!(h.correction(), 2.25, "09:10–09:15 began a lead time after: still short");
 }
 
 /// Under the seasonal prediction a burst above the room is the prediction falling short:
@@ -313,7 +348,13 @@ fn a_miss_under_the_seasonal_prediction_raises_the_correction() {
     let t0 = monday() + Duration::days(1) + Duration::hours(9);
     watch(&mut h, t0 - Duration::minutes(30), 31, 14, |t| if t > t0 { 110_000 } else { 90_000 });
     watch(&mut h, t0 + Duration::minutes(1), 10, 14, |_| 110_000);
-    h.held(t0 - Duration::minutes(10), Rise { cpu_millis: 5_000, memory_bytes: 10 << 30 }, false, DecidedBy::Seasonal);
+    h.held(
+        t0 - Duration::minutes(10),
+        Rise { cpu_millis: 5_000, memory_bytes: 10 << 30 },
+        false,
+        DecidedBy::Seasonal,
+        None,
+    );
     let window =
         WaitsSeen { window_start: t0, window_end: t0 + Duration::minutes(5), pods: 20, p95_ms: 90_000, max_ms: 95_000 };
     h.measured(window, 10_000);
@@ -322,8 +363,20 @@ fn a_miss_under_the_seasonal_prediction_raises_the_correction() {
     let mut h2 = History { held: vec![], ..h.clone() };
     h2.correction_permille = 0;
     h2.waits = None;
-    h2.held(t0 - Duration::minutes(10), Rise { cpu_millis: 5_000, memory_bytes: 10 << 30 }, false, DecidedBy::Seasonal);
-    h2.held(t0 - Duration::minutes(1), Rise { cpu_millis: 6_000, memory_bytes: 12 << 30 }, false, DecidedBy::Percent);
+    h2.held(
+        t0 - Duration::minutes(10),
+        Rise { cpu_millis: 5_000, memory_bytes: 10 << 30 },
+        false,
+        DecidedBy::Seasonal,
+        None,
+    );
+    h2.held(
+        t0 - Duration::minutes(1),
+        Rise { cpu_millis: 6_000, memory_bytes: 12 << 30 },
+        false,
+        DecidedBy::Percent,
+        None,
+    );
     h2.measured(window, 10_000);
     assert_eq!((h2.missed.cpu_millis, h2.correction()), (20_000, 1.0));
 }
@@ -352,7 +405,7 @@ fn pods_that_waited_for_a_node_longer_than_the_lead_time_lengthen_the_span() {
 fn windows_at_the_ends_of_time_do_not_panic() {
     let mut h = History::default();
     watch(&mut h, monday(), 10, 14, |_| 10_000);
-    h.held(monday(), Rise::default(), false, DecidedBy::Percent);
+    h.held(monday(), Rise::default(), false, DecidedBy::Percent, None);
     let start = DateTime::<Utc>::MIN_UTC;
     let window = WaitsSeen {
         window_start: start,

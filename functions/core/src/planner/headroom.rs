@@ -141,21 +141,22 @@ impl Work<'_> {
         };
         // What the pause pods hold from now, whatever decided it (an override too): the
         // next wait measurements are judged against it. A dry run changes nothing: the
-        // pods the cluster runs are what the waits measure.
-        let held_replicas = if self.input.dry_run { self.observed.headroom_replicas.unwrap_or(0) } else { replicas };
+        // pods the cluster runs are what the waits measure, beside what was decided.
+        let room = |replicas: u32| Rise {
+            cpu_millis: u64::from(replicas).saturating_mul(cfg.pod_cpu_millis),
+            memory_bytes: u64::from(replicas).saturating_mul(cfg.pod_memory_bytes),
+        };
+        let dry_run = self.input.dry_run;
+        let running = if dry_run { self.observed.headroom_replicas.unwrap_or(0) } else { replicas };
         if let Some(history) = self.record.learned.as_mut() {
-            let held = Rise {
-                cpu_millis: u64::from(held_replicas).saturating_mul(cfg.pod_cpu_millis),
-                memory_bytes: u64::from(held_replicas).saturating_mul(cfg.pod_memory_bytes),
-            };
             // In a dry run the prediction decided nothing the cluster holds: a burst above
             // the room there is no sign the prediction was short.
-            let by = match (&source, learned && !self.input.dry_run) {
+            let by = match (&source, learned && !dry_run) {
                 (PercentSource::Override { .. }, _) => DecidedBy::Override,
                 (_, true) => DecidedBy::Seasonal,
                 (_, false) => DecidedBy::Percent,
             };
-            history.held(self.now, held, raw > replicas && !self.input.dry_run, by);
+            history.held(self.now, room(running), raw > replicas && !dry_run, by, dry_run.then(|| room(replicas)));
         }
         self.headroom = Some(HeadroomDecision { percent, wanted: raw, replicas, learned });
         if self.observed.headroom_replicas == Some(replicas) {

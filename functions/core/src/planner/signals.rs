@@ -99,7 +99,8 @@ impl Work<'_> {
             }
             Signal::NodeLifecycle(n) if n.condition == NodeCondition::Ready => {
                 if let Some(history) = self.record.learned.as_mut().filter(|_| self.cfg.headroom.target.is_some()) {
-                    history.node_ready(&n.instance_id, event.time);
+                    // When the forwarder saw it, not when it was sent; never ahead of now.
+                    history.node_ready(&n.instance_id, n.observed_at.unwrap_or(event.time).min(self.now));
                 }
             }
             Signal::InstanceStateChange { .. } | Signal::Reconcile | Signal::NodeLifecycle(_) => {}
