@@ -443,6 +443,7 @@ impl Harness {
                 wait_p95: "10s".parse().unwrap(),
                 history: "14d".parse().unwrap(),
                 floor: true,
+                time_zone: "Europe/Paris".parse().unwrap(),
             });
         }
         let reconciler = Reconciler {

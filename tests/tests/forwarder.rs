@@ -132,6 +132,7 @@ async fn forwarder_events_follow_the_cluster_across_an_api_server_restart() {
         wait_p95: "10s".parse().unwrap(),
         history: "14d".parse().unwrap(),
         floor: true,
+        time_zone: "UTC".parse().unwrap(),
     });
     // As the forwarder's ServiceAccount: the manifests' read-only RBAC must be enough.
     let client = plane.client(FORWARDER_TOKEN);

@@ -15,7 +15,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use chrono::{DateTime, Duration, NaiveDate, Timelike, Utc};
+use chrono::{DateTime, Duration, NaiveDate, TimeZone, Timelike, Utc};
+use chrono_tz::Tz;
 use serde::{Deserialize, Serialize};
 
 use crate::model::{Demand, ObservedPool};
@@ -89,6 +90,10 @@ pub struct History {
     pub held: Vec<Held>,
     /// The wait the target allows: rises are taken over the lead time less this.
     pub allowed_wait_ms: u64,
+    /// The time zone days and slots are counted in (IANA name; empty: UTC), so that a
+    /// 09:00 ramp stays in its slot across daylight saving changes.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub time_zone: String,
     /// Windows of too few pods to judge alone, pooled (see [`History::measured`]).
     pub few: FewPods,
     /// When the correction was last raised: windows that began before the raised room
@@ -252,8 +257,10 @@ impl Prediction {
     }
 }
 
-fn slot_of(at: DateTime<Utc>) -> usize {
-    ((at.hour() * 60 + at.minute()) as i64 / SLOT_MINUTES) as usize
+/// The local date and 15-minute slot of an instant in `tz`.
+fn day_slot(at: DateTime<Utc>, tz: Tz) -> (NaiveDate, usize) {
+    let local = at.with_timezone(&tz);
+    (local.date_naive(), ((local.hour() * 60 + local.minute()) as i64 / SLOT_MINUTES) as usize)
 }
 
 fn mib(bytes: u64) -> u32 {
@@ -268,6 +275,20 @@ fn quantile(mut values: Vec<u32>, q: f64) -> u32 {
 }
 
 impl History {
+    fn tz(&self) -> Tz {
+        self.time_zone.parse().unwrap_or(Tz::UTC)
+    }
+
+    /// The same local time `days` days before `at` (the later instant where that local
+    /// time is skipped or repeated by a daylight saving change).
+    fn days_before(&self, at: DateTime<Utc>, days: i64) -> Option<DateTime<Utc>> {
+        let tz = self.tz();
+        let local = at.with_timezone(&tz).naive_local().checked_sub_signed(Duration::days(days))?;
+        let found = tz.from_local_datetime(&local);
+        let found = found.latest().or_else(|| tz.from_local_datetime(&(local + Duration::hours(1))).latest())?;
+        Some(found.with_timezone(&Utc))
+    }
+
     /// The missed burst as it stands at `now`, halved every [`MISSED_HALF_LIFE_HOURS`].
     pub fn missed_at(&self, now: DateTime<Utc>) -> Rise {
         let Some(at) = self.missed_at else { return self.missed };
@@ -279,12 +300,14 @@ impl History {
 
     /// A new wait target: the rises were taken over the old one's span, and the
     /// correction and missed bursts judged against it; the lead times stay true.
-    pub fn retarget(&mut self, allowed_wait_ms: u64) {
+    /// So is one in another time zone: its days and slots are counted elsewhere.
+    pub fn retarget(&mut self, allowed_wait_ms: u64, time_zone: &str) {
         *self = History {
             lead_secs: std::mem::take(&mut self.lead_secs),
             launching: std::mem::take(&mut self.launching),
             last_look: self.last_look,
             allowed_wait_ms,
+            time_zone: time_zone.to_string(),
             ..History::default()
         };
     }
@@ -385,7 +408,7 @@ impl History {
         if let Some(d) = demand {
             self.sample(DemandSample { at: now, cpu_millis: d.cpu_millis, memory_bytes: d.memory_bytes });
         }
-        let keep_from = now.date_naive() - Duration::days(history_days as i64);
+        let keep_from = day_slot(now, self.tz()).0 - Duration::days(history_days as i64);
         self.days.retain(|d| d.date >= keep_from);
     }
 
@@ -472,7 +495,7 @@ impl History {
         self.recent.push(s);
         let excess = self.recent.len().saturating_sub(MAX_RECENT);
         self.recent.drain(..excess);
-        let date = s.at.date_naive();
+        let (date, slot) = day_slot(s.at, self.tz());
         let day = match self.days.iter().position(|d| d.date == date) {
             Some(i) => &mut self.days[i],
             None => {
@@ -486,7 +509,6 @@ impl History {
         // A record of another shape (read back from the store) is brought to this one.
         day.cpu_millis.resize(SLOTS_PER_DAY, None);
         day.memory_mib.resize(SLOTS_PER_DAY, None);
-        let slot = slot_of(s.at);
         let cpu = u32::try_from(rise_cpu).unwrap_or(u32::MAX);
         day.cpu_millis[slot] = Some(day.cpu_millis[slot].map_or(cpu, |old| old.max(cpu)));
         day.memory_mib[slot] = Some(day.memory_mib[slot].map_or(mib(rise_mem), |old| old.max(mib(rise_mem))));
@@ -496,10 +518,10 @@ impl History {
     fn largest_rise(&self, from: DateTime<Utc>, to: DateTime<Utc>) -> Option<(u32, u32)> {
         let mut found: Option<(u32, u32)> = None;
         let mut at = from;
+        let tz = self.tz();
         loop {
-            let date = at.date_naive();
+            let (date, slot) = day_slot(at, tz);
             if let Some(day) = self.days.iter().find(|d| d.date == date) {
-                let slot = slot_of(at);
                 if let (Some(Some(c)), Some(Some(m))) = (day.cpu_millis.get(slot), day.memory_mib.get(slot)) {
                     let (c, m) = (*c, *m);
                     found = Some(found.map_or((c, m), |(fc, fm)| (fc.max(c), fm.max(m))));
@@ -520,7 +542,9 @@ impl History {
     pub fn predict(&self, now: DateTime<Utc>, history_days: usize) -> Prediction {
         let (lead, lead_observed) = self.lead();
         let to = now + lead * 2;
-        let past = |k: i64| self.largest_rise(now - Duration::days(k), to - Duration::days(k));
+        // The same local times k days before (a daylight saving change between moves them
+        // an hour in UTC, not in the pool's day).
+        let past = |k: i64| self.largest_rise(self.days_before(now, k)?, self.days_before(to, k)?);
         let weeks: Vec<(u32, u32)> = (1..=history_days as i64 / 7).filter_map(|w| past(7 * w)).collect();
         let days: Vec<(u32, u32)> = (1..=history_days as i64).filter_map(past).collect();
         let (values, basis) = if weeks.len() >= 2 {

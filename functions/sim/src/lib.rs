@@ -90,8 +90,10 @@ pub fn with_headroom(scenario: &Scenario, knob: HeadroomKnob, value: u32) -> Sce
             HeadroomKnob::Target => {
                 let history = headroom.target.map_or(HumanDuration::from_secs(14 * 86_400), |t| t.history);
                 let floor = headroom.target.is_some_and(|t| t.floor);
-                headroom.target =
-                    Some(WaitTarget { wait_p95: HumanDuration::from_secs(u64::from(value)), history, floor });
+                // The scenario's own days unless its target says otherwise.
+                let time_zone = headroom.target.map_or(scenario.time_zone, |t| t.time_zone);
+                let wait_p95 = HumanDuration::from_secs(u64::from(value));
+                headroom.target = Some(WaitTarget { wait_p95, history, floor, time_zone });
             }
             HeadroomKnob::Min => headroom.min = value,
             HeadroomKnob::Max => headroom.max = value,

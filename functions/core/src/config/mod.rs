@@ -190,6 +190,14 @@ pub struct WaitTarget {
     /// `percent` is also a floor under the learned size (not only what is used until
     /// there is enough history). Written `percent` makes it one unless `floor: false`.
     pub floor: bool,
+    /// The time zone the pool's days are counted in: a ramp at 09:00 local stays at
+    /// 09:00 across daylight saving changes.
+    #[serde(serialize_with = "tz_name")]
+    pub time_zone: Tz,
+}
+
+fn tz_name<S: serde::Serializer>(tz: &Tz, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(tz.name())
 }
 
 impl WaitTarget {
@@ -225,12 +233,13 @@ impl HeadroomConfig {
             ),
             Some(t) => format!(
                 "learned for a first-start wait of at most {} at p95 from up to {} day(s) of history: room for the demand \
-                 that rises within one node launch-to-Ready time, by time of day (by time of week once two weeks show it), \
+                 that rises within one node launch-to-Ready time, by time of day in {} (by time of week once two weeks show it), \
                  raised when measured waits miss the target and lowered slowly when they meet it; {}% of the workload \
                  requests{schedules} until a past day shows the time of day{}{boost}; {pods}; a headroom override event wins while it lasts; \
                  a target that max does not let through is logged once an hour",
                 t.wait_p95,
                 t.history_days(),
+                t.time_zone.name(),
                 self.percent,
                 if t.floor { ", and as a floor under the learned size" } else { " (not a floor: `floor: false` or percent not written)" },
             ),
@@ -864,8 +873,15 @@ fn read_target(value: &Value, path: &str, percent_written: bool, issues: &mut Is
     let wait_p95: Option<HumanDuration> = f.required("wait_p95", issues);
     let history: HumanDuration = f.or("history", HumanDuration::from_secs(14 * 86_400), issues);
     let floor: bool = f.or("floor", percent_written, issues);
+    let tz_text: String = f.or("time_zone", Tz::UTC.name().to_string(), issues);
     let p = |key: &str| walk::join(path, key);
     f.finish(issues);
+    let time_zone = tz_text.parse::<Tz>().map_err(|_| {
+        issues.push(
+            p("time_zone"),
+            format!("`{tz_text}` is not an IANA time zone (e.g. Europe/Paris, America/New_York, UTC)"),
+        )
+    });
     if let Some(wait) = wait_p95 {
         let secs = wait.0.as_secs_f64();
         let (lo, hi) = TARGET_WAIT_RANGE;
@@ -879,7 +895,8 @@ fn read_target(value: &Value, path: &str, percent_written: bool, issues: &mut Is
         let written = if secs.is_multiple_of(86_400) { format!("{}d", secs / 86_400) } else { history.to_string() };
         issues.push(p("history"), format!("{written} is outside 1d..{MAX_HISTORY_DAYS}d"));
     }
-    (issues.0.len() == before).then_some(WaitTarget { wait_p95: wait_p95?, history, floor })
+    let time_zone = time_zone.ok()?;
+    (issues.0.len() == before).then_some(WaitTarget { wait_p95: wait_p95?, history, floor, time_zone })
 }
 
 /// A quantity that must be more than zero (0 when it is not, after reporting why). As in

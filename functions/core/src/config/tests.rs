@@ -368,6 +368,11 @@ fn a_wait_target_is_read_with_its_floor_and_bounds() {
     assert_eq!((target.history_days(), target.floor), (7, false), "percent not written: only until there is history");
     let cfg = with_target("    headroom:\n      percent: 5\n      target: { wait_p95: 10s, floor: false }\n").unwrap();
     assert!(!cfg.pools[0].headroom.target.unwrap().floor);
+    assert_eq!(cfg.pools[0].headroom.target.unwrap().time_zone, chrono_tz::Tz::UTC, "days in UTC unless said");
+    let cfg = with_target("    headroom:\n      target: { wait_p95: 10s, time_zone: Europe/Paris }\n").unwrap();
+    assert_eq!(cfg.pools[0].headroom.target.unwrap().time_zone, chrono_tz::Tz::Europe__Paris);
+    let printed = serde_yaml_ng::to_string(&cfg).unwrap();
+    assert_eq!(Config::from_yaml(&printed).unwrap(), cfg, "{printed}");
     // The effective config reads back the same.
     let printed = serde_yaml_ng::to_string(&cfg).unwrap();
     assert_eq!(Config::from_yaml(&printed).unwrap(), cfg, "{printed}");
@@ -379,7 +384,11 @@ fn a_wait_target_is_read_with_its_floor_and_bounds() {
         ("target: { wait_p95: 10s, history: 60d }", "pools[0].headroom.target.history: 60d is outside 1d..28d"),
         (
             "target: { wait_p95: 10s, p99: 1s }",
-            "pools[0].headroom.target.p99: unknown field; expected one of: wait_p95, history, floor",
+            "pools[0].headroom.target.p99: unknown field; expected one of: wait_p95, history, floor, time_zone",
+        ),
+        (
+            "target: { wait_p95: 10s, time_zone: Paris }",
+            "pools[0].headroom.target.time_zone: `Paris` is not an IANA time zone",
         ),
         ("target: 10s", "pools[0].headroom.target: expected a mapping"),
     ] {

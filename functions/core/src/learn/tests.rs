@@ -464,3 +464,34 @@ proptest! {
         prop_assert!(size < 48 * 1024, "{size} bytes");
     }
 }
+
+/// Days and slots are the pool's local ones: a ramp at 09:00 in Paris is at 07:00 UTC in
+/// summer time and 08:00 UTC after the change (Sunday 2026-10-25), on weekdays. Counted in Paris time it keeps
+/// its slot, and the morning after the change still has room placed before it; counted in
+/// UTC the room would come an hour early.
+#[test]
+fn a_local_ramp_keeps_its_slot_across_a_daylight_saving_change() {
+    let paris: Tz = "Europe/Paris".parse().unwrap();
+    let ramp_at_nine_paris = move |t: DateTime<Utc>| {
+        let local = t.with_timezone(&paris);
+        let minutes = i64::from(local.hour() * 60 + local.minute());
+        let weekday = !matches!(local.weekday(), Weekday::Sat | Weekday::Sun);
+        if !weekday || !(9 * 60..17 * 60).contains(&minutes) {
+            return 10_000;
+        }
+        10_000 + 6_000 * (minutes - 9 * 60 + 1).min(5) as u64
+    };
+    let from = Utc.with_ymd_and_hms(2026, 10, 20, 0, 0, 0).unwrap();
+    // Monday 26 October, 08:55 in Paris (07:55 UTC): the first weekday after the change.
+    let before_ramp = Utc.with_ymd_and_hms(2026, 10, 26, 7, 55, 0).unwrap();
+    let minutes = (before_ramp - from).num_minutes();
+    let learned = |zone: &str| {
+        let mut h = History { allowed_wait_ms: 10_000, time_zone: zone.into(), ..Default::default() };
+        watch(&mut h, from, minutes, 14, ramp_at_nine_paris);
+        h.predict(before_ramp, 14)
+    };
+    let local = learned("Europe/Paris");
+    assert!(local.seasonal.unwrap().0.cpu_millis >= 18_000, "{local:?}");
+    let utc = learned("");
+    assert_eq!(utc.seasonal.unwrap().0.cpu_millis, 0, "in UTC the past ramps were at 07:00, an hour before: {utc:?}");
+}

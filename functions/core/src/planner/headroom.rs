@@ -87,9 +87,12 @@ impl Work<'_> {
                 let days = target.history_days();
                 let history = self.record.learned.get_or_insert_with(Default::default);
                 let allowed_ms = target.wait_p95.0.as_millis() as u64;
-                if history.allowed_wait_ms != allowed_ms {
-                    // Rises were taken over the old target's span: start again.
-                    history.retarget(allowed_ms);
+                let zone = target.time_zone.name();
+                let zone = if zone == "UTC" { "" } else { zone };
+                if history.allowed_wait_ms != allowed_ms || history.time_zone != zone {
+                    // Rises were taken over the old target's span, or counted in another
+                    // time zone's days: start again.
+                    history.retarget(allowed_ms, zone);
                 }
                 history.observe(self.observed, demand, self.now, days);
                 Some((history.predict(self.now, days), target))
@@ -259,8 +262,12 @@ impl Work<'_> {
         let cfg = &self.cfg.headroom;
         let Some((seasonal, basis)) = p.seasonal else { return String::new() };
         let when = match basis {
-            Basis::TimeOfWeek { weeks } => format!("on {}s {} ({weeks} weeks)", p.from.format("%A"), window(p)),
-            Basis::TimeOfDay { days } => format!("daily {} ({days} days)", window(p)),
+            Basis::TimeOfWeek { weeks } => format!(
+                "on {}s {} ({weeks} weeks)",
+                p.from.with_timezone(&target.time_zone).format("%A"),
+                window(p, target.time_zone)
+            ),
+            Basis::TimeOfDay { days } => format!("daily {} ({days} days)", window(p, target.time_zone)),
         };
         let node_wait = p.node_wait.num_seconds();
         let launched = (p.lead + crate::learn::CA_REACTION).num_seconds();
@@ -326,14 +333,16 @@ fn rise(r: Rise) -> String {
     format!("{} CPU / {}", format_cpu_millis(r.cpu_millis), format_memory_bytes(r.memory_bytes))
 }
 
-/// The slots a prediction covers, in UTC.
-fn window(p: &Prediction) -> String {
+/// The slots a prediction covers, in the target's time zone (`Z` for UTC).
+fn window(p: &Prediction, tz: chrono_tz::Tz) -> String {
     let slot = |t: DateTime<Utc>| {
+        let t = t.with_timezone(&tz);
         let minutes = (t.hour() * 60 + t.minute()) as i64 / SLOT_MINUTES * SLOT_MINUTES;
         (minutes / 60, minutes % 60)
     };
     let (h0, m0) = slot(p.from);
     let (h1, m1) = slot(p.to);
     let end = h1 * 60 + m1 + SLOT_MINUTES;
-    format!("{h0:02}:{m0:02}–{:02}:{:02}Z", (end / 60) % 24, end % 60)
+    let zone = if tz == chrono_tz::Tz::UTC { "Z".to_string() } else { format!(" {}", tz.name()) };
+    format!("{h0:02}:{m0:02}–{:02}:{:02}{zone}", (end / 60) % 24, end % 60)
 }
