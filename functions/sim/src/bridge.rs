@@ -194,15 +194,26 @@ impl Bridge {
 
     /// The ASG launched a node of a pool: Auto Scaling sends Launch Successful once the
     /// instance runs (AWS's sample: 34 s after the launch started), with the start.
-    pub fn launched(&mut self, asg: &str, node: NodeId, now: u64, ready_at: u64) -> (u64, Ev) {
+    /// While no pool has a wait target Ballast drops it before any call (see
+    /// `Reconciler::route`): an invocation that changes nothing, which is not simulated.
+    pub fn launched(&mut self, asg: &str, node: NodeId, now: u64, ready_at: u64) -> Option<(u64, Ev)> {
+        if !self.wait_targets.iter().any(|&t| t) {
+            return None;
+        }
         let signal =
             Signal::LaunchSuccessful { asg: asg.into(), instance_id: instance_id(node), started: self.time(now) };
         let running = (now + INSTANCE_RUNNING_AFTER).min(ready_at);
-        self.send(running, "aws.autoscaling", "EC2 Instance Launch Successful", signal)
+        Some(self.send(running, "aws.autoscaling", "EC2 Instance Launch Successful", signal))
     }
 
-    /// A pool's node became Ready: the forwarder reports it (Node Lifecycle).
-    pub fn node_ready(&mut self, pool: usize, node: NodeId, spot: bool, now: u64) -> (u64, Ev) {
+    /// A pool's node became Ready: the forwarder reports it (Node Lifecycle). Only for a
+    /// pool with a wait target, which times its launches by it: elsewhere the event only
+    /// brings the pool's next reconcile forward, and a thousand-node day of them would
+    /// cost the simulator more than the rest of Ballast (`scripts/bench-simulate`).
+    pub fn node_ready(&mut self, pool: usize, node: NodeId, spot: bool, now: u64) -> Option<(u64, Ev)> {
+        if !self.wait_targets.get(pool).copied().unwrap_or(false) {
+            return None;
+        }
         let detail = NodeLifecycleDetail {
             pool: self.pools[pool].clone(),
             node: node_name(node),
@@ -212,7 +223,7 @@ impl Bridge {
             condition: NodeCondition::Ready,
             observed_at: Some(self.time(now)),
         };
-        self.send(now, "ballast.kubernetes", "Node Lifecycle", Signal::NodeLifecycle(detail))
+        Some(self.send(now, "ballast.kubernetes", "Node Lifecycle", Signal::NodeLifecycle(detail)))
     }
 
     pub fn launch_failed(&mut self, asg: &str, now: u64) -> (u64, Ev) {

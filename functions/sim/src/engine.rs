@@ -153,8 +153,9 @@ impl<'s> Engine<'s> {
                     let node = &self.model.cluster.nodes[id];
                     let (pool, spot) = (self.sc.groups[node.group].pool, node.spot);
                     if let Some((b, pool)) = self.ballast.as_mut().zip(pool) {
-                        let (at, ev) = b.node_ready(pool, id, spot, now);
-                        self.at(at, ev);
+                        if let Some((at, ev)) = b.node_ready(pool, id, spot, now) {
+                            self.at(at, ev);
+                        }
                     }
                     self.apply(self.handlers.node_ready(&self.model, id));
                 }
@@ -256,8 +257,9 @@ impl<'s> Engine<'s> {
                     self.at(ready_at, Ev::NodeReady(node));
                     let group = &self.sc.groups[self.model.cluster.nodes[node].group];
                     if let Some(b) = self.ballast.as_mut().filter(|_| group.in_pool()) {
-                        let (at, ev) = b.launched(&group.name, node, self.now, ready_at);
-                        self.at(at, ev);
+                        if let Some((at, ev)) = b.launched(&group.name, node, self.now, ready_at) {
+                            self.at(at, ev);
+                        }
                     }
                 }
                 Effect::LaunchFailed { group } => {
