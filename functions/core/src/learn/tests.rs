@@ -243,22 +243,22 @@ fn measured_waits_correct_up_quickly_and_down_slowly() {
     assert_eq!(h.correction(), before);
 }
 
-#[test]
-fn a_burst_larger_than_the_room_is_kept_and_fades_and_a_miss_with_room_raises_the_correction() {
+/// Flat at 90 CPU, then 20 CPU of jobs at 09:00:30 on `day`, with 5 CPU of room held
+/// (decided `by`) from 08:50; and the 09:00–09:05 window, whose pods waited 90 s.
+fn burst_at_nine(day: DateTime<Utc>, by: DecidedBy) -> (History, DateTime<Utc>, WaitsSeen) {
     let mut h = History::default();
-    let t0 = monday() + Duration::hours(9);
-    // Flat at 90 CPU, then 20 CPU of jobs at 09:00:30, with 5 CPU of room held.
+    let t0 = day + Duration::hours(9);
     watch(&mut h, t0 - Duration::minutes(30), 31, 14, |t| if t > t0 { 110_000 } else { 90_000 });
     watch(&mut h, t0 + Duration::minutes(1), 10, 14, |_| 110_000);
-    h.held(
-        t0 - Duration::minutes(10),
-        Rise { cpu_millis: 5_000, memory_bytes: 10 << 30 },
-        false,
-        DecidedBy::Percent,
-        None,
-    );
+    h.held(t0 - Duration::minutes(10), Rise { cpu_millis: 5_000, memory_bytes: 10 << 30 }, false, by, None);
     let window =
         WaitsSeen { window_start: t0, window_end: t0 + Duration::minutes(5), pods: 20, p95_ms: 90_000, max_ms: 95_000 };
+    (h, t0, window)
+}
+
+#[test]
+fn a_burst_larger_than_the_room_is_kept_and_fades_and_a_miss_with_room_raises_the_correction() {
+    let (mut h, t0, window) = burst_at_nine(monday(), DecidedBy::Percent);
     h.measured(window, 10_000);
     assert_eq!((h.missed.cpu_millis, h.correction()), (20_000, 1.0), "a burst above the room: kept, not a correction");
     let p = h.predict(t0 + Duration::minutes(5), 14);
@@ -344,19 +344,7 @@ fn one_shortfall_raises_the_correction_once() {
 /// every window gets more room, not only the rest of the day.
 #[test]
 fn a_miss_under_the_seasonal_prediction_raises_the_correction() {
-    let mut h = History::default();
-    let t0 = monday() + Duration::days(1) + Duration::hours(9);
-    watch(&mut h, t0 - Duration::minutes(30), 31, 14, |t| if t > t0 { 110_000 } else { 90_000 });
-    watch(&mut h, t0 + Duration::minutes(1), 10, 14, |_| 110_000);
-    h.held(
-        t0 - Duration::minutes(10),
-        Rise { cpu_millis: 5_000, memory_bytes: 10 << 30 },
-        false,
-        DecidedBy::Seasonal,
-        None,
-    );
-    let window =
-        WaitsSeen { window_start: t0, window_end: t0 + Duration::minutes(5), pods: 20, p95_ms: 90_000, max_ms: 95_000 };
+    let (mut h, t0, window) = burst_at_nine(monday() + Duration::days(1), DecidedBy::Seasonal);
     h.measured(window, 10_000);
     assert_eq!((h.missed.cpu_millis, h.correction()), (0, 1.5));
     // A span the percent decided in part is the percent's: the burst is kept instead.
