@@ -449,6 +449,37 @@ fn simulate_sweeps_a_wait_target_and_plots_the_waits_against_it() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// `--set headroom=0` before a target sweep: the learner with no percent to start from.
+/// On `ml-watermark` (20 % until a past day shows the time) the first day then holds
+/// only what the learner asks for, and costs less.
+#[test]
+fn simulate_sets_a_headroom_setting_before_the_sweep() {
+    let cost = |extra: &[&str]| {
+        let mut args = vec!["simulate", "ml-watermark", "--seeds", "1", "--sweep", "target=30s:30s:1s", "--json"];
+        args.extend_from_slice(extra);
+        let out = ballast(&args);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let json: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+        json["sweep"][0]["cost"].as_f64().unwrap()
+    };
+    let (with_percent, without) = (cost(&[]), cost(&["--set", "headroom=0"]));
+    assert!(without < with_percent, "no percent to start from: {without} vs {with_percent} with 20 %");
+    for (bad, reason) in [
+        ("headroom", "expected SETTING=VALUE"),
+        ("target=0s", "a wait target is 1s to 60m"),
+        ("headroom.boost=1", "`headroom.boost` is not a setting it can vary"),
+        ("headroom.max=lots", "`lots` is not a whole number"),
+    ] {
+        let out = ballast(&["simulate", "steady", "--set", bad]);
+        assert_eq!(out.status.code(), Some(2), "--set {bad}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(reason),
+            "--set {bad}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
 #[test]
 fn simulate_rejects_bad_input_with_a_reason() {
     let out = ballast(&["simulate", "nowhere"]);

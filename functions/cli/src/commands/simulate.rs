@@ -36,6 +36,12 @@ pub struct SimulateArgs {
     /// learned headroom); e.g. `headroom=0:50:5`, `target=5s:60s:5s`.
     #[arg(long, value_name = "SETTING=FROM:TO:STEP")]
     sweep: Option<String>,
+    /// Set one of the settings `--sweep` varies, in every Ballast pool, before any sweep
+    /// (repeatable, applied in order). `headroom=0` fixes the percent and clears
+    /// schedules and a wait target, so `--set headroom=0 --sweep target=10s:90s:10s`
+    /// learns with no percent to start from.
+    #[arg(long = "set", value_name = "SETTING=VALUE")]
+    set: Vec<String>,
     /// Run the scenario's span N times in a row (a one-day scenario becomes N days: its
     /// batches, spot capacity losses and storms come again each day): what learns from
     /// history (`headroom.target`) has some. The first span counts in every figure.
@@ -74,43 +80,53 @@ fn load(name: &str) -> anyhow::Result<Scenario> {
     Scenario::built_in(name).map_err(|e| super::Unusable::Usage(e.to_string()).into())
 }
 
+fn parse_knob(flag: &str, key: &str) -> anyhow::Result<HeadroomKnob> {
+    HeadroomKnob::parse(key).with_context(|| {
+        format!("{flag}: `{key}` is not a setting it can vary (headroom, headroom.min, headroom.max, target)")
+    })
+}
+
+/// A value of `knob`: a whole number, or for a wait target whole seconds (`5s`, `1m`, `90`).
+fn parse_value(flag: &str, knob: HeadroomKnob, p: &str) -> anyhow::Result<u32> {
+    if knob != HeadroomKnob::Target {
+        return p.parse::<u32>().with_context(|| format!("{flag}: `{p}` is not a whole number"));
+    }
+    let secs = match p.parse::<u32>() {
+        Ok(n) => u64::from(n),
+        Err(_) => {
+            let d =
+                p.parse::<ballast_core::units::HumanDuration>().map_err(|e| anyhow::anyhow!("{flag}: `{p}`: {e}"))?;
+            if d.0.subsec_nanos() != 0 {
+                bail!("{flag}: `{p}` is not a whole number of seconds");
+            }
+            d.0.as_secs()
+        }
+    };
+    if !(1..=3600).contains(&secs) {
+        bail!("{flag}: a wait target is 1s to 60m, as in ballast.yaml");
+    }
+    u32::try_from(secs).with_context(|| format!("{flag}: `{p}` is too long"))
+}
+
 fn parse_sweep(spec: &str) -> anyhow::Result<(HeadroomKnob, Vec<u32>)> {
     let Some((key, range)) = spec.split_once('=') else {
         bail!("--sweep: expected SETTING=FROM:TO:STEP, e.g. headroom=0:50:5, got `{spec}`")
     };
-    let Some(knob) = HeadroomKnob::parse(key) else {
-        bail!("--sweep: `{key}` is not a setting it can vary (headroom, headroom.min, headroom.max, target)")
-    };
-    let number = |p: &str| -> anyhow::Result<u32> {
-        if knob != HeadroomKnob::Target {
-            return p.parse::<u32>().with_context(|| format!("--sweep: `{p}` is not a whole number"));
-        }
-        // A wait: a duration in whole seconds (`5s`, `1m`), or a plain number of seconds.
-        let secs = match p.parse::<u32>() {
-            Ok(n) => u64::from(n),
-            Err(_) => {
-                let d = p
-                    .parse::<ballast_core::units::HumanDuration>()
-                    .map_err(|e| anyhow::anyhow!("--sweep: `{p}`: {e}"))?;
-                if d.0.subsec_nanos() != 0 {
-                    bail!("--sweep: `{p}` is not a whole number of seconds");
-                }
-                d.0.as_secs()
-            }
-        };
-        u32::try_from(secs).with_context(|| format!("--sweep: `{p}` is too long"))
-    };
-    let parts: Vec<u32> = range.split(':').map(number).collect::<anyhow::Result<_>>()?;
-    if knob == HeadroomKnob::Target && parts.first().is_some_and(|&from| from == 0)
-        || parts.get(1).is_some_and(|&to| knob == HeadroomKnob::Target && to > 3600)
-    {
-        bail!("--sweep: a wait target is 1s to 60m, as in ballast.yaml");
-    }
+    let knob = parse_knob("--sweep", key)?;
+    let parts: Vec<u32> = range.split(':').map(|p| parse_value("--sweep", knob, p)).collect::<anyhow::Result<_>>()?;
     let [from, to, step] = parts[..] else { bail!("--sweep: expected three numbers FROM:TO:STEP, got `{range}`") };
     if step == 0 || from > to || to > 10_000 {
         bail!("--sweep: need FROM <= TO <= 10000 and STEP > 0");
     }
     Ok((knob, (from..=to).step_by(step as usize).collect()))
+}
+
+fn parse_set(spec: &str) -> anyhow::Result<(HeadroomKnob, u32)> {
+    let Some((key, value)) = spec.split_once('=') else {
+        bail!("--set: expected SETTING=VALUE, e.g. headroom=0 or target=30s, got `{spec}`")
+    };
+    let knob = parse_knob("--set", key)?;
+    Ok((knob, parse_value("--set", knob, value)?))
 }
 
 /// One simulation to run.
@@ -270,6 +286,12 @@ fn summary(runs: &[Report]) -> serde_json::Value {
 pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
     let scenario = load(&args.scenario)?;
     let scenario = if args.repeat > 1 { scenario.repeated(args.repeat) } else { scenario };
+    let mut scenario = scenario;
+    for spec in &args.set {
+        // A malformed --set is a usage error, like any other bad argument.
+        let (knob, value) = parse_set(spec).map_err(|e| super::Unusable::Usage(format!("{e:#}")))?;
+        scenario = with_headroom(&scenario, knob, value);
+    }
     let seeds: Vec<u64> = (0..args.seeds).map(|k| args.seed.wrapping_add(k)).collect();
     let started = Instant::now();
     if let Some(spec) = &args.sweep {
