@@ -34,8 +34,9 @@ const MAX_LAUNCHING: usize = 256;
 const LAUNCH_GIVE_UP: Duration = Duration::hours(1);
 /// Looks further apart than this cannot date a launch (Ballast reconciles each minute).
 const MAX_LOOK_GAP: Duration = Duration::minutes(5);
-/// Decisions of room held kept (a decision a minute over 30 minutes, with margin).
-const MAX_HELD: usize = 64;
+/// Decisions of room held kept (one per change; a change a minute over pooled windows'
+/// hour and a lead time, with margin).
+const MAX_HELD: usize = 96;
 /// From a pending pod to the ASG's launch: cluster-autoscaler's default scan interval.
 pub const CA_REACTION: Duration = Duration::seconds(10);
 /// Demand samples kept for the rise within one lead time.
@@ -162,6 +163,16 @@ pub struct DemandSample {
     pub at: DateTime<Utc>,
     pub cpu_millis: u64,
     pub memory_bytes: u64,
+    /// The earliest time it stands for, when earlier samples it undercut were dropped
+    /// (see [`History::sample`]); `at` otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<DateTime<Utc>>,
+}
+
+impl DemandSample {
+    fn since(&self) -> DateTime<Utc> {
+        self.since.unwrap_or(self.at)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -187,7 +198,10 @@ struct Judged {
 struct HeldOver {
     least: Rise,
     decided: Rise,
+    /// `max` held the pods down or an override decided them at some point.
     not_ours: bool,
+    /// An override decided them at some point.
+    overridden: bool,
     seasonal: bool,
 }
 
@@ -320,7 +334,8 @@ impl History {
         if self.held.last().is_some_and(|h| Held { at, ..*h } == next) {
             return;
         }
-        let keep_from = at - self.lead().0 - Duration::minutes(15);
+        // Kept over the longest span a measurement covers (pooled windows of few pods).
+        let keep_from = at - self.lead().0 - FEW_POOLED_OVER - Duration::minutes(15);
         let first_kept = self.held.iter().rposition(|h| h.at <= keep_from).unwrap_or(0);
         self.held.drain(..first_kept);
         self.held.push(next);
@@ -336,18 +351,25 @@ impl History {
         let start = self.held.iter().rposition(|h| h.at <= from).unwrap_or(0);
         let mut during = self.held[start..].iter().filter(|h| h.at <= to).peekable();
         if during.peek().is_none() {
-            return HeldOver { least: Rise::default(), decided: Rise::default(), not_ours: false, seasonal: false };
+            return HeldOver {
+                least: Rise::default(),
+                decided: Rise::default(),
+                not_ours: false,
+                overridden: false,
+                seasonal: false,
+            };
         }
         let most = Rise { cpu_millis: u64::MAX, memory_bytes: u64::MAX };
         let least = |a: Rise, b: Rise| Rise {
             cpu_millis: a.cpu_millis.min(b.cpu_millis),
             memory_bytes: a.memory_bytes.min(b.memory_bytes),
         };
-        let start = HeldOver { least: most, decided: most, not_ours: false, seasonal: true };
+        let start = HeldOver { least: most, decided: most, not_ours: false, overridden: false, seasonal: true };
         during.fold(start, |over, h| HeldOver {
             least: least(over.least, h.room),
             decided: least(over.decided, h.decided.unwrap_or(h.room)),
             not_ours: over.not_ours || h.at_max || h.overridden,
+            overridden: over.overridden || h.overridden,
             seasonal: over.seasonal && h.seasonal,
         })
     }
@@ -406,7 +428,7 @@ impl History {
         // The freshest demand known is the demand now: a flat stretch without forwarder
         // events is a stretch of no rise, not one of no data.
         if let Some(d) = demand {
-            self.sample(DemandSample { at: now, cpu_millis: d.cpu_millis, memory_bytes: d.memory_bytes });
+            self.sample(DemandSample { at: now, cpu_millis: d.cpu_millis, memory_bytes: d.memory_bytes, since: None });
         }
         let keep_from = day_slot(now, self.tz()).0 - Duration::days(history_days as i64);
         self.days.retain(|d| d.date >= keep_from);
@@ -484,17 +506,41 @@ impl History {
             return;
         }
         let start = s.at - self.absorb_span();
-        // The last sample at or before the window's start is the demand at its start.
-        let before = self.recent.iter().rposition(|r| r.at <= start).unwrap_or(0);
+        // The last sample standing for a time at or before the window's start is the
+        // demand at its start.
+        let before = self.recent.iter().rposition(|r| r.since() <= start).unwrap_or(0);
         self.recent.drain(..before);
         // No span (a new node comes within the allowed wait): nothing needs room.
         let within = if start < s.at { self.recent.as_slice() } else { &[] };
         let floor = |f: fn(&DemandSample) -> u64| within.iter().map(f).min().unwrap_or(f(&s)).min(f(&s));
         let rise_cpu = s.cpu_millis - floor(|r| r.cpu_millis);
         let rise_mem = s.memory_bytes - floor(|r| r.memory_bytes);
+        // The samples just before this one that it undercuts in CPU and memory are no
+        // window's low any more (a window holding them holds it): it stands for their time
+        // instead. So reconciles every few seconds at a flat demand keep one sample, and
+        // the span's start is not pushed out by their number.
+        let mut s = s;
+        while let Some(last) =
+            self.recent.last().filter(|l| l.cpu_millis >= s.cpu_millis && l.memory_bytes >= s.memory_bytes)
+        {
+            s.since = Some(last.since());
+            self.recent.pop();
+        }
         self.recent.push(s);
-        let excess = self.recent.len().saturating_sub(MAX_RECENT);
-        self.recent.drain(..excess);
+        // Still too many (a steady ramp: each sample a low): the two neighbours standing
+        // for the shortest time become one, at the lower of the two from the earlier time,
+        // so a span may start a little lower (more room), never with its low dropped.
+        while self.recent.len() > MAX_RECENT {
+            let merged_span = |i: usize| self.recent[i + 2].since() - self.recent[i].since();
+            let Some(i) = (0..self.recent.len() - 2).min_by_key(|&i| merged_span(i)) else { break };
+            let (first, second) = (self.recent[i], self.recent.remove(i + 1));
+            self.recent[i] = DemandSample {
+                at: second.at,
+                cpu_millis: first.cpu_millis.min(second.cpu_millis),
+                memory_bytes: first.memory_bytes.min(second.memory_bytes),
+                since: Some(first.since()),
+            };
+        }
         let (date, slot) = day_slot(s.at, self.tz());
         let day = match self.days.iter().position(|d| d.date == date) {
             Some(i) => &mut self.days[i],
@@ -512,6 +558,21 @@ impl History {
         let cpu = u32::try_from(rise_cpu).unwrap_or(u32::MAX);
         day.cpu_millis[slot] = Some(day.cpu_millis[slot].map_or(cpu, |old| old.max(cpu)));
         day.memory_mib[slot] = Some(day.memory_mib[slot].map_or(mib(rise_mem), |old| old.max(mib(rise_mem))));
+    }
+
+    /// What rose within the absorb span up to the newest demand sample (none if that is
+    /// older than the span): a ramp under way goes on, and a rise longer ago than that has
+    /// the nodes it made cluster-autoscaler launch.
+    fn rise_now(&self, now: DateTime<Utc>) -> Rise {
+        let span = self.absorb_span();
+        let Some(last) = self.recent.last().filter(|l| now - l.at < span) else { return Rise::default() };
+        let start = last.at - span;
+        let from = self.recent.iter().rposition(|r| r.since() <= start).unwrap_or(0);
+        let low = |f: fn(&DemandSample) -> u64| self.recent[from..].iter().map(f).min().unwrap_or(0);
+        Rise {
+            cpu_millis: last.cpu_millis - low(|r| r.cpu_millis),
+            memory_bytes: last.memory_bytes - low(|r| r.memory_bytes),
+        }
     }
 
     /// The largest rise recorded in the slots covering `[from, to]`, if any slot has data.
@@ -556,7 +617,7 @@ impl History {
             let q = |f: fn(&(u32, u32)) -> u32| quantile(values.iter().map(f).collect(), 0.95);
             (Rise::of((q(|v| v.0), q(|v| v.1))), basis)
         });
-        let recent = self.largest_rise(now - lead * 2, now).map(Rise::of).unwrap_or_default();
+        let recent = self.rise_now(now);
         Prediction {
             seasonal,
             recent,
@@ -617,13 +678,13 @@ impl History {
             }
             Judged { missed: few.missed_windows > 1, start: since, end: waits.window_end, max_ms: few.max_missed_ms }
         };
+        let (lead, _) = self.lead();
+        let Some(from) = judged.start.checked_sub_signed(lead) else { return true };
+        let held = self.held_over(from, judged.end);
         let factor = if judged.missed {
             self.missed_waits_secs.push(u32::try_from(judged.max_ms.div_ceil(1000)).unwrap_or(u32::MAX));
             let excess = self.missed_waits_secs.len().saturating_sub(LEAD_SAMPLES);
             self.missed_waits_secs.drain(..excess);
-            let (lead, _) = self.lead();
-            let Some(from) = judged.start.checked_sub_signed(lead) else { return true };
-            let held = self.held_over(from, judged.end);
             if held.not_ours {
                 return true;
             }
@@ -647,6 +708,9 @@ impl History {
             }
             self.raised_at = Some(judged.end);
             CORRECTION_UP
+        } else if held.overridden {
+            // Met under an override's room: no sign the learned room was more than needed.
+            return true;
         } else {
             CORRECTION_DOWN
         };

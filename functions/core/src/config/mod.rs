@@ -231,18 +231,33 @@ impl HeadroomConfig {
                 "{}% of the pool's workload requests{schedules}{boost}; {pods}; a headroom override event wins while it lasts",
                 self.percent
             ),
-            Some(t) => format!(
-                "learned for a first-start wait of at most {} at p95 from up to {} day(s) of history: room for the demand \
-                 that rises within one node launch-to-Ready time, by time of day in {} (by time of week once two weeks show it), \
-                 raised when measured waits miss the target and lowered slowly when they meet it; {}% of the workload \
-                 requests{schedules} until a past day shows the time of day{}{boost}; {pods}; a headroom override event wins while it lasts; \
-                 a target that max does not let through is logged once an hour",
-                t.wait_p95,
-                t.history_days(),
-                t.time_zone.name(),
-                self.percent,
-                if t.floor { ", and as a floor under the learned size" } else { " (not a floor: `floor: false` or percent not written)" },
-            ),
+            Some(t) => {
+                // No percent and no schedule: the first day is the learner's alone.
+                let first_day = if self.percent == 0 && self.schedules.is_empty() {
+                    "until a past day shows the time of day, only what rises now and bursts that missed \
+                     the target (percent 0: no room held in advance beyond `min`)"
+                        .to_string()
+                } else {
+                    format!(
+                        "{}% of the workload requests{schedules} until a past day shows the time of day{}",
+                        self.percent,
+                        if t.floor {
+                            ", and as a floor under the learned size"
+                        } else {
+                            " (not a floor: `floor: false` or percent not written)"
+                        }
+                    )
+                };
+                format!(
+                    "learned for a first-start wait of at most {} at p95 from up to {} day(s) of history: room for the demand \
+                     that rises within one node launch-to-Ready time, by time of day in {} (by time of week once two weeks show it), \
+                     raised when measured waits miss the target and lowered slowly when they meet it; {first_day}{boost}; {pods}; \
+                     a headroom override event wins while it lasts; a target that max does not let through is logged once an hour",
+                    t.wait_p95,
+                    t.history_days(),
+                    t.time_zone.name(),
+                )
+            }
         }
     }
 }

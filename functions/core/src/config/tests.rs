@@ -369,6 +369,16 @@ fn a_wait_target_is_read_with_its_floor_and_bounds() {
     let cfg = with_target("    headroom:\n      percent: 5\n      target: { wait_p95: 10s, floor: false }\n").unwrap();
     assert!(!cfg.pools[0].headroom.target.unwrap().floor);
     assert_eq!(cfg.pools[0].headroom.target.unwrap().time_zone, chrono_tz::Tz::UTC, "days in UTC unless said");
+    let explained = |headroom: &str| with_target(headroom).unwrap().pools[0].headroom.explain();
+    let bare = explained("    headroom:\n      percent: 0\n      target: { wait_p95: 10s }\n");
+    assert!(bare.contains("only what rises now and bursts that missed the target (percent 0"), "{bare}");
+    let scheduled = explained(
+        "    headroom:\n      percent: 0\n      schedules: [{cron: '0 7 * * *', percent: 20}]\n      target: { wait_p95: 10s }\n",
+    );
+    assert!(
+        scheduled.contains("0% of the workload requests (1 schedule(s) change it when they fire) until a past day"),
+        "{scheduled}"
+    );
     let cfg = with_target("    headroom:\n      target: { wait_p95: 10s, time_zone: Europe/Paris }\n").unwrap();
     assert_eq!(cfg.pools[0].headroom.target.unwrap().time_zone, chrono_tz::Tz::Europe__Paris);
     let printed = serde_yaml_ng::to_string(&cfg).unwrap();

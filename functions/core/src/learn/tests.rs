@@ -130,9 +130,40 @@ fn the_first_day_has_no_seasonal_rise_but_sees_what_rises_now() {
     let p = h.predict(monday() + Duration::minutes(9 * 60 + 59), 14);
     assert_eq!(p.seasonal, None, "no past day: too little history");
     assert_eq!(p.recent.cpu_millis, 2_000, "0.5 CPU a minute over the 190 s span, from the sample before it");
-    watch(&mut h, monday() + Duration::minutes(10 * 60), 30, 14, |_| 40_000);
-    let later = h.predict(monday() + Duration::minutes(10 * 60 + 29), 14);
-    assert_eq!(later.recent, Rise::default(), "the jump at 10:00 is more than two lead times ago");
+    watch(&mut h, monday() + Duration::minutes(10 * 60), 3, 14, |_| 60_000);
+    let jumped = h.predict(monday() + Duration::minutes(10 * 60 + 2), 14);
+    assert_eq!(jumped.recent.cpu_millis, 21_000, "at 10:02 the span starts at 09:58:50, at 39 CPU: the jump is in it");
+    watch(&mut h, monday() + Duration::minutes(10 * 60 + 3), 2, 14, |_| 60_000);
+    let later = h.predict(monday() + Duration::minutes(10 * 60 + 4), 14);
+    assert_eq!(later.recent, Rise::default(), "at 10:04 the jump is older than the span: its nodes have come");
+}
+
+/// A scale-up reconciles every few seconds (each launch, state change and node Ready is an
+/// event): the span's low must survive however many samples follow it.
+#[test]
+fn the_rise_is_taken_from_the_spans_low_however_often_demand_is_sampled() {
+    let mut h = History::default();
+    let start = monday() + Duration::hours(9);
+    // 190 s span (assumed lead 180 s + 10 s, no wait allowed); a sample every 2 s, the
+    // demand rising 100 m each time for a minute, then flat: 95 samples in one span.
+    for i in 0..95 {
+        let now = start + Duration::seconds(2 * i);
+        let cpu = 10_000 + 100 * (i.min(30) as u64);
+        h.observe(&empty_pool(), Some(demand_at(cpu, now)), now, 14);
+    }
+    let now = start + Duration::seconds(188);
+    assert_eq!(h.predict(now, 14).recent.cpu_millis, 3_000, "from the 10 CPU low at 09:00:00");
+    assert!(h.recent.len() <= 64, "bounded: {}", h.recent.len());
+    // A steady ramp keeps every sample a low: thinned, the rise still starts at the low.
+    let mut ramp = History::default();
+    for i in 0..200 {
+        let now = start + Duration::seconds(i);
+        ramp.observe(&empty_pool(), Some(demand_at(10_000 + 10 * i as u64, now)), now, 14);
+    }
+    let now = start + Duration::seconds(199);
+    let rise = ramp.predict(now, 14).recent.cpu_millis;
+    assert!((1_900..=1_990).contains(&rise), "10 m a second over the 190 s span, or from a little before it: {rise}");
+    assert!(ramp.recent.len() <= 64);
 }
 
 /// A pool of launching instances: `(id, None)` has no node yet, `(id, Some(ready))` has one.
@@ -241,6 +272,54 @@ fn measured_waits_correct_up_quickly_and_down_slowly() {
     h.held(end(2990), Rise::default(), true, DecidedBy::Percent, None);
     h.measured(waits(3000, 50, 60_000), 10_000);
     assert_eq!(h.correction(), before);
+}
+
+/// An override's room meeting the target says nothing of the learned room: the
+/// correction stays; `max` holding the pods down and the target met all the same is
+/// evidence the learned room asked too much: it shrinks.
+#[test]
+fn windows_met_under_an_override_leave_the_correction_alone() {
+    let at = |m: i64| monday() + Duration::minutes(m);
+    let met = |m: i64| WaitsSeen { window_start: at(m - 5), window_end: at(m), pods: 30, p95_ms: 1_000, max_ms: 2_000 };
+    let mut h = History { correction_permille: 2_000, ..Default::default() };
+    let room = Rise { cpu_millis: 100_000, memory_bytes: 200 << 30 };
+    h.held(at(0), room, false, DecidedBy::Override, None);
+    for m in 1..=24 {
+        h.measured(met(5 * m), 10_000);
+    }
+    assert_eq!(h.correction(), 2.0, "two hours of an override's windows");
+    h.held(at(125), room, true, DecidedBy::Seasonal, None);
+    h.measured(met(135), 10_000);
+    assert_eq!(h.correction(), 1.96, "met under max: the learned room was more than needed");
+}
+
+/// Pooled windows of few pods span up to an hour: what decided the room at their
+/// start is still known when they are judged.
+#[test]
+fn pooled_windows_are_judged_against_the_room_held_over_their_whole_span() {
+    let at = |m: i64| monday() + Duration::minutes(m);
+    let mut h = History { allowed_wait_ms: 10_000, ..Default::default() };
+    watch(&mut h, at(0), 70, 14, |_| 10_000);
+    // An override decides the room for the first ten minutes, the percent after.
+    h.held(at(0), Rise::default(), false, DecidedBy::Override, None);
+    for m in 10..70 {
+        h.held(at(m), Rise { cpu_millis: 1_000 * m as u64, memory_bytes: 0 }, false, DecidedBy::Percent, None);
+    }
+    // Windows of one pod each 5 minutes from 00:05, two of them missed (the first under
+    // the override): judged together once they hold 10 pods, at 00:50.
+    for (i, m) in (5..=60).step_by(5).enumerate() {
+        let missed = m == 5 || m == 30;
+        let waits = WaitsSeen {
+            window_start: at(m - 5),
+            window_end: at(m),
+            pods: 1,
+            p95_ms: if missed { 60_000 } else { 1_000 },
+            max_ms: if missed { 60_000 } else { 1_000 },
+        };
+        h.measured(waits, 10_000);
+        assert_eq!(h.few.pods == 0, i == 9, "judged at the tenth window");
+    }
+    assert_eq!(h.correction(), 1.0, "the override at the span's start: nothing the learning decided");
 }
 
 /// Flat at 90 CPU, then 20 CPU of jobs at 09:00:30 on `day`, with 5 CPU of room held
