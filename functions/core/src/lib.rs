@@ -5,6 +5,7 @@
 
 pub mod config;
 pub mod event;
+pub mod forwarder;
 pub mod learn;
 #[cfg(feature = "test-doubles")]
 pub mod memory;

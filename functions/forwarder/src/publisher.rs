@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use ballast_core::event::{NodeLifecycleDetail, PodsUnschedulableDetail, PoolDemandDetail, PoolWaitsDetail};
+use ballast_core::forwarder::{DemandTiming, Requests};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
@@ -53,10 +54,11 @@ pub struct Timing {
 
 impl Default for Timing {
     fn default() -> Self {
+        let demand = DemandTiming::default();
         Timing {
-            debounce: Duration::from_secs(30),
-            heartbeat: Duration::from_secs(300),
-            threshold_percent: 5,
+            debounce: demand.debounce,
+            heartbeat: demand.heartbeat,
+            threshold_percent: demand.threshold_percent,
             unschedulable_every: Duration::from_secs(5),
             waits_every: Duration::from_secs(300),
         }
@@ -84,11 +86,8 @@ pub struct Publisher {
 /// measured well enough by them.
 const MAX_WAITS_PER_WINDOW: usize = 16_384;
 
-fn moved(now: &PoolTotals, then: &PoolTotals, percent: u32) -> bool {
-    let beyond = |a: u64, b: u64| a.abs_diff(b).saturating_mul(100) > b.saturating_mul(u64::from(percent));
-    beyond(now.cpu_millis, then.cpu_millis)
-        || beyond(now.memory_bytes, then.memory_bytes)
-        || beyond(u64::from(now.pods), u64::from(then.pods))
+fn requests(totals: &PoolTotals) -> Requests {
+    Requests { cpu_millis: totals.cpu_millis, memory_bytes: totals.memory_bytes, pods: totals.pods }
 }
 
 impl Publisher {
@@ -136,14 +135,13 @@ impl Publisher {
         }
         let elapsed = |at: DateTime<Utc>| (now - at).to_std().unwrap_or_default();
         for (pool, totals) in state.totals().into_iter().enumerate() {
-            let due = match &self.demand[pool] {
-                None => true,
-                Some(last) => {
-                    elapsed(last.at) >= self.timing.heartbeat
-                        || (elapsed(last.at) >= self.timing.debounce
-                            && moved(&totals, &last.what, self.timing.threshold_percent))
-                }
+            let demand = DemandTiming {
+                debounce: self.timing.debounce,
+                heartbeat: self.timing.heartbeat,
+                threshold_percent: self.timing.threshold_percent,
             };
+            let last = self.demand[pool].as_ref().map(|last| (requests(&last.what), elapsed(last.at)));
+            let due = demand.due(last.as_ref().map(|(r, ago)| (r, *ago)), &requests(&totals));
             if due {
                 self.demand[pool] = Some(Sent { what: totals, at: now });
                 out.push(Outgoing::PoolDemand(PoolDemandDetail {

@@ -15,8 +15,9 @@ use async_trait::async_trait;
 use ballast_core::config::PoolConfig;
 use ballast_core::event::{
     CapacityError, CapacityType, Event, InstanceAction, LaunchError, LaunchFailure, NodeCondition, NodeLifecycleDetail,
-    PodsUnschedulableDetail, PoolWaitsDetail, Signal,
+    PodsUnschedulableDetail, PoolDemandDetail, PoolWaitsDetail, Signal,
 };
+use ballast_core::forwarder::{DemandTiming, Requests};
 use ballast_core::model::{
     ActivityStatus, AsgInstance, AsgSize, Demand, LifecycleState, Market as CoreMarket, NodeState, ObservedAsg,
     PoolRecord, ScalingActivity,
@@ -65,6 +66,14 @@ pub struct Bridge {
     pub waits_reports: Vec<u32>,
     /// Per pool: whether it has a wait target (the forwarder publishes only those waits).
     wait_targets: Vec<bool>,
+    /// Per pool: the demand the forwarder last published, and when.
+    demand_sent: Vec<Option<(Requests, u64)>>,
+    /// When the forwarder's next look at demand is scheduled (its one-second tick, only
+    /// where a move or a heartbeat falls due).
+    demand_look_at: Option<u64>,
+    /// Per pool: when the forwarder published its demand (newest last).
+    #[cfg(test)]
+    pub demand_published: Vec<Vec<u64>>,
 }
 
 /// From a launch's start to its instance running, when Auto Scaling reports it.
@@ -127,6 +136,10 @@ impl Bridge {
             waits: vec![(0, Vec::new()); sc.pools().len()],
             waits_reports: vec![0; sc.pools().len()],
             wait_targets: sc.pools().iter().map(|p| p.headroom.target.is_some()).collect(),
+            demand_sent: vec![None; sc.pools().len()],
+            demand_look_at: None,
+            #[cfg(test)]
+            demand_published: vec![Vec::new(); sc.pools().len()],
         }
     }
 
@@ -154,6 +167,50 @@ impl Bridge {
             let Some(detail) = PoolWaitsDetail::summing(&self.pools[pool], start, end, &mut seconds) else { continue };
             self.waits_reports[pool] += 1;
             sent.push(self.send(now, "ballast.kubernetes", "Pool Waits Measured", Signal::PoolWaits(detail)));
+        }
+        sent
+    }
+
+    /// The forwarder's Pool Demand Changed for each pool whose demand moved by more than
+    /// its threshold since it last spoke, once the debounce is over, or whose heartbeat
+    /// is due: by the forwarder's own rule. Also returns the next look, when one falls due.
+    pub fn demand_due(&mut self, model: &Model, now: u64) -> Vec<(u64, Ev)> {
+        let timing = DemandTiming::default();
+        let mut sent = Vec::new();
+        let mut next_look = u64::MAX;
+        for pool in 0..self.pools.len() {
+            let w = model.pool_workload(pool);
+            let requests = Requests { cpu_millis: w.cpu, memory_bytes: w.mem, pods: w.pods };
+            let last = self.demand_sent[pool].map(|(then, at)| (then, Duration::from_millis(now.saturating_sub(at))));
+            let last = last.as_ref().map(|(then, ago)| (then, *ago));
+            if !timing.due(last, &requests) {
+                next_look = next_look.min(now + timing.due_in(last, &requests).as_millis() as u64);
+                continue;
+            }
+            self.demand_sent[pool] = Some((requests, now));
+            #[cfg(test)]
+            self.demand_published[pool].push(now);
+            next_look = next_look.min(now + timing.heartbeat.as_millis() as u64);
+            let nodes = model
+                .cluster
+                .nodes
+                .iter()
+                .filter(|n| n.phase != NodePhase::Gone && model.sc.groups[n.group].pool == Some(pool))
+                .count();
+            let detail = PoolDemandDetail {
+                pool: self.pools[pool].clone(),
+                cpu_millis: w.cpu,
+                memory_bytes: w.mem,
+                pods: w.pods,
+                nodes: u32::try_from(nodes).unwrap_or(u32::MAX),
+                observed_at: self.time(now),
+            };
+            sent.push(self.send(now, "ballast.kubernetes", "Pool Demand Changed", Signal::PoolDemand(detail)));
+        }
+        // One look scheduled at a time: the earliest any pool needs.
+        if next_look < u64::MAX && self.demand_look_at.is_none_or(|at| at <= now || at > next_look) {
+            self.demand_look_at = Some(next_look);
+            sent.push((next_look, Ev::ForwarderLook));
         }
         sent
     }

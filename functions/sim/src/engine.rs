@@ -222,6 +222,7 @@ impl<'s> Engine<'s> {
                 self.at(now + TICK, Ev::BallastTick);
             }
             Ev::BallastDeliver => self.deliver_to_ballast(),
+            Ev::ForwarderLook => self.forwarder_looks(),
             Ev::SchedulePass => {
                 self.pass_due = None;
                 self.schedule_pass();
@@ -333,6 +334,17 @@ impl<'s> Engine<'s> {
         }
         if let Some(b) = self.ballast.as_mut() {
             for (at, ev) in b.scheduling_pass_done(&self.model, now) {
+                self.at(at, ev);
+            }
+        }
+        self.forwarder_looks();
+    }
+
+    /// The forwarder's look at each pool's demand (after a scheduling pass: pods came,
+    /// went or moved).
+    fn forwarder_looks(&mut self) {
+        if let Some(b) = self.ballast.as_mut() {
+            for (at, ev) in b.demand_due(&self.model, self.now) {
                 self.at(at, ev);
             }
         }

@@ -19,6 +19,8 @@ pub enum Ev {
     Sample,
     BallastTick,
     BallastDeliver,
+    /// The forwarder looks at each pool's demand (a move past its debounce, a heartbeat).
+    ForwarderLook,
     /// kube-scheduler's pass, a cycle after what made it due.
     SchedulePass,
     /// A nominated pod's victims are gone: a pass binds it.

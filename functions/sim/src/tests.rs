@@ -1090,3 +1090,18 @@ fn a_wait_target_learns_a_daily_burst_and_holds_room_only_around_it() {
     let flat = simulate(&with_headroom(&sc, HeadroomKnob::Percent, 100), Strategy::Ballast, 1, &mut no_progress());
     assert!(flat.pod_wait_p95_s > 10.0, "a percentage of no demand is no room: {}", flat.pod_wait_p95_s);
 }
+
+/// The forwarder's Pool Demand Changed reaches the simulated Ballast by the forwarder's
+/// own rule: never twice within the debounce, at least every heartbeat, and sooner when
+/// the morning ramp moves demand.
+#[test]
+fn the_forwarder_publishes_demand_with_its_debounce_and_heartbeat() {
+    let sc = Scenario::built_in("business-day").unwrap();
+    let sim = started(&sc, Strategy::Ballast, 1, 12 * 60 * MINUTE);
+    let published = &sim.ballast.as_ref().unwrap().demand_published[0];
+    let gaps: Vec<u64> = published.windows(2).map(|w| w[1] - w[0]).collect();
+    assert!(published.first() == Some(&0), "the first at once: {published:?}");
+    assert!(gaps.iter().all(|&g| g >= 30 * SECOND), "debounced: {gaps:?}");
+    assert!(gaps.iter().all(|&g| g <= 5 * MINUTE), "a heartbeat at least every 5 minutes: {gaps:?}");
+    assert!(gaps.iter().any(|&g| g < 5 * MINUTE), "demand moved: some sooner than the heartbeat: {gaps:?}");
+}
