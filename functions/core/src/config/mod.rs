@@ -250,12 +250,17 @@ impl HeadroomConfig {
                 };
                 format!(
                     "learned for a first-start wait of at most {} at p95 from up to {} day(s) of history: room for the demand \
-                     that rises within one node launch-to-Ready time, by time of day in {} (by time of week once two weeks show it), \
+                     that rises within one node launch-to-Ready time, by time of day in {}{weekly}, \
                      raised when measured waits miss the target and lowered slowly when they meet it; {first_day}{boost}; {pods}; \
                      a headroom override event wins while it lasts; a target that max does not let through is logged once an hour",
                     t.wait_p95,
                     t.history_days(),
                     t.time_zone.name(),
+                    weekly = if t.history_days() >= 14 {
+                        " (by time of week once two weeks show it)"
+                    } else {
+                        " (history under 14 days: never by time of week)"
+                    },
                 )
             }
         }

@@ -370,6 +370,9 @@ fn a_wait_target_is_read_with_its_floor_and_bounds() {
     assert!(!cfg.pools[0].headroom.target.unwrap().floor);
     assert_eq!(cfg.pools[0].headroom.target.unwrap().time_zone, chrono_tz::Tz::UTC, "days in UTC unless said");
     let explained = |headroom: &str| with_target(headroom).unwrap().pools[0].headroom.explain();
+    let short = explained("    headroom:\n      target: { wait_p95: 10s, history: 7d }\n");
+    assert!(short.contains("(history under 14 days: never by time of week)"), "{short}");
+    assert!(explained("    headroom:\n      target: { wait_p95: 10s }\n").contains("by time of week once two weeks"));
     let bare = explained("    headroom:\n      percent: 0\n      target: { wait_p95: 10s }\n");
     assert!(bare.contains("only what rises now and bursts that missed the target (percent 0"), "{bare}");
     let scheduled = explained(

@@ -240,12 +240,17 @@ impl Work<'_> {
 
     fn measured(&self) -> String {
         match self.record.learned.as_ref().and_then(|h| h.waits) {
-            Some(w) => format!(
-                "measured p95 wait {:.1} s over {} pods (to {})",
-                w.p95_ms as f64 / 1000.0,
-                w.pods,
-                w.window_end.format("%H:%MZ")
-            ),
+            Some(w) => {
+                // The last window with pods may be yesterday's: its date says so.
+                let shape =
+                    if self.now - w.window_end > chrono::Duration::hours(1) { "%Y-%m-%d %H:%MZ" } else { "%H:%MZ" };
+                format!(
+                    "measured p95 wait {:.1} s over {} pods (to {})",
+                    w.p95_ms as f64 / 1000.0,
+                    w.pods,
+                    w.window_end.format(shape)
+                )
+            }
             None => "no wait measured yet".into(),
         }
     }

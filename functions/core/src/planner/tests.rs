@@ -1521,6 +1521,29 @@ fn headroom_action(p: &Plan) -> Option<(u32, &str)> {
     })
 }
 
+/// The interruption boost adds to the learned room (a recent interruption is a sign more
+/// capacity may go), and says so.
+#[test]
+fn the_interruption_boost_adds_to_the_learned_room() {
+    let cfg = target_config(Some(false));
+    let (history, at) = ramp_history();
+    let mut record = PoolRecord { learned: Some(history), ..Default::default() };
+    let plain = learned_plan(&cfg, &record, &[], at).headroom.unwrap();
+    record.disruptions.push(Disruption {
+        instance_id: "i-1".into(),
+        asg: "spot-a".into(),
+        at: at - Duration::minutes(10),
+        kind: DisruptionKind::InterruptionWarning,
+    });
+    let p = learned_plan(&cfg, &record, &[], at);
+    let boosted = p.headroom.unwrap();
+    // 10 % more of the 10 CPU demand: one pause pod.
+    assert_eq!((plain.replicas, boosted.replicas), (18, 19));
+    assert!(boosted.learned);
+    let (_, reason) = headroom_action(&p).unwrap();
+    assert!(reason.contains("18 pods, +1 after a recent interruption"), "{reason}");
+}
+
 #[test]
 fn a_wait_target_places_room_before_a_daily_ramp_and_says_why() {
     let cfg = target_config(None);
@@ -1713,6 +1736,16 @@ fn a_missed_wait_raises_the_room_and_a_target_above_max_is_told_once_an_hour() {
     let (to, reason) = headroom_action(&p).unwrap();
     assert_eq!(to, 27, "18 × 1.5: {reason}");
     assert!(reason.contains("× 1.50 from measured waits") && reason.contains("measured p95 wait 24.0 s over 40 pods"));
+    assert!(reason.contains(&format!("(to {})", at.format("%H:%MZ"))), "{reason}");
+    // The next morning, before any window with pods: the last one measured is dated.
+    let learned = PoolRecord { learned: p.record.learned.clone(), ..Default::default() };
+    let next_morning = at + Duration::hours(20);
+    let mut observed = pool((2, 2), (0, 0), (0, 0));
+    observed.demand = Some(Demand { cpu_millis: 10_000, memory_bytes: 1 << 30, pods: 10, observed_at: next_morning });
+    observed.headroom_replicas = Some(5);
+    let next_day = run(&cfg, &learned, &observed, &[], next_morning);
+    let (_, reason) = headroom_action(&next_day).expect("5 pause pods lowered");
+    assert!(reason.contains(&format!("(to {})", at.format("%Y-%m-%d %H:%MZ"))), "{reason}");
     // max 20 does not let 27 through: told once, then not again within the hour.
     let mut capped = cfg.clone();
     capped.pools[0].headroom.max = 20;
