@@ -7,9 +7,9 @@
 //! `target.history` days: bounded space, never raw events. The prediction for the
 //! coming window is the 95th percentile over past days of the largest rise in the
 //! window's slots (by time of week once two weeks show the slot, else by time of day),
-//! and never less than what rose in the last lead times. What the forwarder measures
-//! corrects it: up quickly when the pool's p95 first-start wait was above target, down
-//! slowly when it was met with evidence.
+//! and never less than what rose within the span up to the newest demand. What the
+//! forwarder measures corrects it: up quickly when the pool's p95 first-start wait was
+//! above target, down slowly when it was met with evidence.
 //!
 //! Everything here is pure: observations in, a prediction with its reasons out.
 
@@ -62,9 +62,10 @@ const FEW_POOLED_OVER: Duration = Duration::hours(1);
 #[serde(default)]
 pub struct History {
     /// Largest rise within the absorb span (see `absorb_span`) ending in each slot, per
-    /// day (UTC), oldest first.
+    /// day (in `time_zone`), oldest first.
     pub days: Vec<DayRises>,
-    /// Demand samples of the last lead time, and the last one before it.
+    /// Demand samples of the last absorb span and the last one before it: only the lows
+    /// (see [`History::sample`]), at most 64.
     pub recent: Vec<DemandSample>,
     /// Launch-to-Ready times seen, in seconds, newest last.
     pub lead_secs: Vec<u32>,
@@ -240,7 +241,7 @@ pub struct Prediction {
     /// The rise past days show for this window; `None`: no past day shows it yet (too
     /// little history: `percent` is used).
     pub seasonal: Option<(Rise, Basis)>,
-    /// What rose in the last two lead times (a ramp under way goes on).
+    /// What rose within the absorb span up to the newest demand (a ramp under way goes on).
     pub recent: Rise,
     /// The largest burst that made a window's waits miss the target, kept (halved every
     /// 12 h unless renewed): room for the next burst of the first day.
