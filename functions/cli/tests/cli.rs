@@ -469,6 +469,7 @@ fn simulate_sets_a_headroom_setting_before_the_sweep() {
         ("target=0s", "a wait target is 1s to 60m"),
         ("headroom.boost=1", "`headroom.boost` is not a setting it can vary"),
         ("headroom.max=lots", "`lots` is not a whole number"),
+        ("headroom.max=20000", "20000 is above 10000"),
     ] {
         let out = ballast(&["simulate", "steady", "--set", bad]);
         assert_eq!(out.status.code(), Some(2), "--set {bad}");
@@ -478,6 +479,9 @@ fn simulate_sets_a_headroom_setting_before_the_sweep() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+    let out = ballast(&["simulate", "steady", "--set", "target=30s", "--sweep", "headroom=0:20:10"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no effect under --sweep headroom"));
 }
 
 #[test]

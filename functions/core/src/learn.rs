@@ -34,12 +34,12 @@ const MAX_LAUNCHING: usize = 256;
 const LAUNCH_GIVE_UP: Duration = Duration::hours(1);
 /// Looks further apart than this cannot date a launch (Ballast reconciles each minute).
 const MAX_LOOK_GAP: Duration = Duration::minutes(5);
-/// Decisions of room held kept (one per change; a change a minute over pooled windows'
-/// hour and a lead time, with margin).
+/// Decisions of room held kept (one per change; over the bound, neighbours merge).
 const MAX_HELD: usize = 96;
 /// From a pending pod to the ASG's launch: cluster-autoscaler's default scan interval.
 pub const CA_REACTION: Duration = Duration::seconds(10);
-/// Demand samples kept for the rise within one lead time.
+/// Demand samples kept for the rise within the absorb span (lows only; over the bound,
+/// neighbours merge).
 const MAX_RECENT: usize = 64;
 /// Bounds of the correction from measured waits, in thousandths.
 /// Never below 1: the rise is what arrives; less room than that is a miss foretold.
@@ -87,8 +87,9 @@ pub struct History {
     /// as of `missed_at`.
     pub missed: Rise,
     pub missed_at: Option<DateTime<Utc>>,
-    /// The room the pause pods held at each recent decision (the last lead times and a
-    /// window), and whether `headroom.max` held them below what was asked.
+    /// The room the pause pods held at each recent decision (over the last lead time, an
+    /// hour of pooled windows and a window), and whether `headroom.max` held them below
+    /// what was asked.
     pub held: Vec<Held>,
     /// The wait the target allows: rises are taken over the lead time less this.
     pub allowed_wait_ms: u64,
@@ -340,8 +341,30 @@ impl History {
         let first_kept = self.held.iter().rposition(|h| h.at <= keep_from).unwrap_or(0);
         self.held.drain(..first_kept);
         self.held.push(next);
-        let excess = self.held.len().saturating_sub(MAX_HELD);
-        self.held.drain(..excess);
+        // Over the bound (decisions changing every few seconds in a scale-up), the two
+        // neighbours holding for the shortest time become one that says the least of both:
+        // the lower room, `max` or an override if either, seasonal only if both. The span
+        // stays covered; what it is judged against errs towards not raising on a miss.
+        while self.held.len() > MAX_HELD {
+            let lasted = |i: usize| self.held[i + 2].at - self.held[i].at;
+            let Some(i) = (0..self.held.len() - 2).min_by_key(|&i| lasted(i)) else { break };
+            let (first, second) = (self.held[i], self.held.remove(i + 1));
+            let least = |a: Rise, b: Rise| Rise {
+                cpu_millis: a.cpu_millis.min(b.cpu_millis),
+                memory_bytes: a.memory_bytes.min(b.memory_bytes),
+            };
+            self.held[i] = Held {
+                at: first.at,
+                room: least(first.room, second.room),
+                at_max: first.at_max || second.at_max,
+                overridden: first.overridden || second.overridden,
+                seasonal: first.seasonal && second.seasonal,
+                decided: match (first.decided, second.decided) {
+                    (None, None) => None,
+                    (a, b) => Some(least(a.unwrap_or(first.room), b.unwrap_or(second.room))),
+                },
+            };
+        }
     }
 
     /// The least room held over `[from, to]` (nothing recorded over the span, no

@@ -126,7 +126,11 @@ fn parse_set(spec: &str) -> anyhow::Result<(HeadroomKnob, u32)> {
         bail!("--set: expected SETTING=VALUE, e.g. headroom=0 or target=30s, got `{spec}`")
     };
     let knob = parse_knob("--set", key)?;
-    Ok((knob, parse_value("--set", knob, value)?))
+    let value = parse_value("--set", knob, value)?;
+    if value > 10_000 {
+        bail!("--set: {value} is above 10000, as --sweep allows");
+    }
+    Ok((knob, value))
 }
 
 /// One simulation to run.
@@ -287,16 +291,20 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
     let scenario = load(&args.scenario)?;
     let scenario = if args.repeat > 1 { scenario.repeated(args.repeat) } else { scenario };
     let mut scenario = scenario;
+    let sweep =
+        args.sweep.as_deref().map(parse_sweep).transpose().map_err(|e| super::Unusable::Usage(format!("{e:#}")))?;
     for spec in &args.set {
         // A malformed --set is a usage error, like any other bad argument.
         let (knob, value) = parse_set(spec).map_err(|e| super::Unusable::Usage(format!("{e:#}")))?;
+        if knob == HeadroomKnob::Target && sweep.as_ref().is_some_and(|(k, _)| *k == HeadroomKnob::Percent) {
+            let why = "--set target has no effect under --sweep headroom: a fixed percent clears the wait target";
+            return Err(super::Unusable::Usage(why.into()).into());
+        }
         scenario = with_headroom(&scenario, knob, value);
     }
     let seeds: Vec<u64> = (0..args.seeds).map(|k| args.seed.wrapping_add(k)).collect();
     let started = Instant::now();
-    if let Some(spec) = &args.sweep {
-        // A malformed --sweep is a usage error, like any other bad argument.
-        let (knob, values) = parse_sweep(spec).map_err(|e| super::Unusable::Usage(format!("{e:#}")))?;
+    if let Some((knob, values)) = sweep {
         let scenarios: Vec<Scenario> = values.iter().map(|v| with_headroom(&scenario, knob, *v)).collect();
         let jobs = scenarios
             .iter()

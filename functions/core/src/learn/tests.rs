@@ -320,6 +320,26 @@ fn pooled_windows_are_judged_against_the_room_held_over_their_whole_span() {
         assert_eq!(h.few.pods == 0, i == 9, "judged at the tenth window");
     }
     assert_eq!(h.correction(), 1.0, "the override at the span's start: nothing the learning decided");
+    // The same with a decision every 20 s (a scale-up): more than the record keeps, yet
+    // the override at its start is still known.
+    let mut busy = History { allowed_wait_ms: 10_000, ..Default::default() };
+    watch(&mut busy, at(0), 70, 14, |_| 10_000);
+    busy.held(at(0), Rise::default(), false, DecidedBy::Override, None);
+    for k in 30..210u64 {
+        let room = Rise { cpu_millis: 1_000 * (k % 7 + 1), memory_bytes: 0 };
+        busy.held(at(0) + Duration::seconds(20 * k as i64), room, false, DecidedBy::Percent, None);
+    }
+    assert!(busy.held.len() <= 96, "bounded: {}", busy.held.len());
+    assert!(busy.held[0].overridden && busy.held[0].at == at(0), "{:?}", busy.held[0]);
+    for (i, m) in (5..=50).step_by(5).enumerate() {
+        let p95_ms = if m == 5 || m == 30 { 60_000 } else { 1_000 };
+        busy.measured(
+            WaitsSeen { window_start: at(m - 5), window_end: at(m), pods: 1, p95_ms, max_ms: p95_ms },
+            10_000,
+        );
+        assert_eq!(busy.few.pods == 0, i == 9);
+    }
+    assert_eq!(busy.correction(), 1.0);
 }
 
 /// Flat at 90 CPU, then 20 CPU of jobs at 09:00:30 on `day`, with 5 CPU of room held
