@@ -550,6 +550,49 @@ proptest! {
         let size = serde_json::to_vec(&h).unwrap().len();
         prop_assert!(size < 48 * 1024, "{size} bytes");
     }
+
+    /// Reconciles seconds apart (a scale-up's events), CPU and memory moving apart: the
+    /// bounded records never say less than the full ones would. The rise now is at least
+    /// the rise over the span from every sample; the room held over a span is at most
+    /// the least held, with `max` or an override noted if any decision had them.
+    #[test]
+    fn the_bounded_records_never_understate_the_full_ones(
+        steps in proptest::collection::vec((1i64..40, 0u64..64, 0u64..64, 0u64..8, 0u8..4), 1..600),
+    ) {
+        let mut h = History { allowed_wait_ms: 10_000, ..Default::default() };
+        let span = h.absorb_span();
+        let mut now = monday();
+        let mut samples: Vec<(DateTime<Utc>, u64, u64)> = Vec::new();
+        let mut decisions: Vec<Held> = Vec::new();
+        for (gap_seconds, cpu, mem, room, flags) in steps {
+            now += Duration::seconds(gap_seconds);
+            let (cpu, mem) = (cpu * 1_000, mem << 30);
+            h.observe(&empty_pool(), Some(Demand { cpu_millis: cpu, memory_bytes: mem, pods: 1, observed_at: now }), now, 14);
+            samples.push((now, cpu, mem));
+            let start = now - span;
+            let from = samples.iter().rposition(|(at, ..)| *at <= start).unwrap_or(0);
+            let low = |f: fn(&(DateTime<Utc>, u64, u64)) -> u64| samples[from..].iter().map(f).min().unwrap();
+            let rise = h.predict(now, 14).recent;
+            prop_assert!(rise.cpu_millis >= cpu - low(|s| s.1), "cpu {} < {}", rise.cpu_millis, cpu - low(|s| s.1));
+            prop_assert!(rise.memory_bytes >= mem - low(|s| s.2));
+            prop_assert!(h.recent.windows(2).all(|w| w[0].since() <= w[1].since() && w[0].at < w[1].at));
+            prop_assert!(h.recent.len() <= MAX_RECENT);
+
+            let room = Rise { cpu_millis: room * 1_000, memory_bytes: 0 };
+            let by = [DecidedBy::Percent, DecidedBy::Seasonal, DecidedBy::Override, DecidedBy::Seasonal][usize::from(flags)];
+            h.held(now, room, flags == 3, by, None);
+            decisions.push(Held { at: now, room, at_max: flags == 3, overridden: flags == 2, seasonal: flags != 0 && flags != 2, decided: None });
+            prop_assert!(h.held.len() <= MAX_HELD);
+            let from = now - Duration::minutes(30);
+            let full_start = decisions.iter().rposition(|d| d.at <= from).unwrap_or(0);
+            let full: Vec<&Held> = decisions[full_start..].iter().collect();
+            let kept = h.held_over(from, now);
+            prop_assert!(kept.least.cpu_millis <= full.iter().map(|d| d.room.cpu_millis).min().unwrap());
+            prop_assert!(kept.not_ours || !full.iter().any(|d| d.at_max || d.overridden));
+            prop_assert!(kept.overridden || !full.iter().any(|d| d.overridden));
+            prop_assert!(!kept.seasonal || full.iter().all(|d| d.seasonal));
+        }
+    }
 }
 
 /// Days and slots are the pool's local ones: a ramp at 09:00 in Paris is at 07:00 UTC in
