@@ -54,6 +54,9 @@ const CORRECTION_DOWN: f64 = 0.98;
 const MIN_PODS_TO_SHRINK: u32 = 10;
 /// Nor, with fewer than this, that it must grow.
 const MIN_PODS_TO_RAISE: u32 = 3;
+/// Windows kept for the last hour's measured waits (twelve of the forwarder's five
+/// minutes, with margin for a shorter `BALLAST_WAITS_EVERY`).
+const MAX_HOUR_WINDOWS: usize = 24;
 /// Windows of few pods are pooled over this long at most.
 const FEW_POOLED_OVER: Duration = Duration::hours(1);
 
@@ -81,6 +84,9 @@ pub struct History {
     pub correction_permille: u32,
     /// The last wait measurement taken in.
     pub waits: Option<WaitsSeen>,
+    /// The windows with pods of the hour up to the last one (for the plan's reasons).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub last_hour: Vec<WaitsSeen>,
     /// When a target that `max` does not let through was last reported.
     pub unmet_reported_at: Option<DateTime<Utc>>,
     /// The largest burst that made waits miss the target (see [`Prediction::missed`]),
@@ -303,6 +309,18 @@ impl History {
         let found = tz.from_local_datetime(&local);
         let found = found.latest().or_else(|| tz.from_local_datetime(&(local + Duration::hours(1))).latest())?;
         Some(found.with_timezone(&Utc))
+    }
+
+    /// The waits measured over the hour before `now`: a bound on their p95 (no window's
+    /// p95 above it, so at most 5 % of all their pods waited longer), the pods, the
+    /// windows and the end of the last one. `None` when no window with pods ended in it.
+    pub fn waits_last_hour(&self, now: DateTime<Utc>) -> Option<(u64, u32, usize, DateTime<Utc>)> {
+        let within: Vec<&WaitsSeen> =
+            self.last_hour.iter().filter(|w| w.window_end <= now && now - w.window_end <= Duration::hours(1)).collect();
+        let last = within.iter().map(|w| w.window_end).max()?;
+        let p95 = within.iter().map(|w| w.p95_ms).max()?;
+        let pods = within.iter().map(|w| w.pods).fold(0u32, u32::saturating_add);
+        Some((p95, pods, within.len(), last))
     }
 
     /// The missed burst as it stands at `now`, halved every [`MISSED_HALF_LIFE_HOURS`].
@@ -675,6 +693,12 @@ impl History {
         if waits.pods == 0 {
             return true;
         }
+        if let Some(hour_from) = waits.window_end.checked_sub_signed(Duration::hours(1)) {
+            self.last_hour.retain(|w| w.window_end > hour_from);
+        }
+        self.last_hour.push(waits);
+        let excess = self.last_hour.len().saturating_sub(MAX_HOUR_WINDOWS);
+        self.last_hour.drain(..excess);
         let missed = waits.p95_ms > target_ms;
         let judged = if waits.pods >= MIN_PODS_TO_SHRINK || missed && waits.pods >= MIN_PODS_TO_RAISE {
             Judged { missed, start: waits.window_start, end: waits.window_end, max_ms: waits.max_ms }

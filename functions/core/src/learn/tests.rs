@@ -274,6 +274,29 @@ fn measured_waits_correct_up_quickly_and_down_slowly() {
     assert_eq!(h.correction(), before);
 }
 
+/// The plan's reasons quote the last hour's waits: no window's p95 above the bound, so
+/// at most 5 % of all their pods waited longer; older windows drop out.
+#[test]
+fn the_last_hours_waits_are_bounded_by_their_windows_p95() {
+    let at = |m: i64| monday() + Duration::minutes(m);
+    let window = |m: i64, pods: u32, p95_ms: u64| WaitsSeen {
+        window_start: at(m - 5),
+        window_end: at(m),
+        pods,
+        p95_ms,
+        max_ms: p95_ms,
+    };
+    let mut h = History::default();
+    h.measured(window(5, 12, 9_000), 10_000);
+    h.measured(window(50, 20, 4_000), 10_000);
+    h.measured(window(60, 8, 6_000), 10_000);
+    assert_eq!(h.waits_last_hour(at(62)), Some((9_000, 40, 3, at(60))));
+    h.measured(window(70, 10, 1_000), 10_000);
+    assert_eq!(h.waits_last_hour(at(70)), Some((6_000, 38, 3, at(70))), "the 00:05 window is over an hour old");
+    assert_eq!(h.waits_last_hour(at(200)), None, "nothing within the hour");
+    assert!(h.last_hour.len() <= 3);
+}
+
 /// An override's room meeting the target says nothing of the learned room: the
 /// correction stays; `max` holding the pods down and the target met all the same is
 /// evidence the learned room asked too much: it shrinks.

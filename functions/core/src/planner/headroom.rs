@@ -239,18 +239,23 @@ impl Work<'_> {
     }
 
     fn measured(&self) -> String {
-        match self.record.learned.as_ref().and_then(|h| h.waits) {
-            Some(w) => {
-                // The last window with pods may be yesterday's: its date says so.
-                let shape =
-                    if self.now - w.window_end > chrono::Duration::hours(1) { "%Y-%m-%d %H:%MZ" } else { "%H:%MZ" };
-                format!(
-                    "measured p95 wait {:.1} s over {} pods (to {})",
-                    w.p95_ms as f64 / 1000.0,
-                    w.pods,
-                    w.window_end.format(shape)
-                )
-            }
+        let Some(history) = self.record.learned.as_ref() else { return "no wait measured yet".into() };
+        if let Some((p95_ms, pods, windows, last)) = history.waits_last_hour(self.now) {
+            let windows = if windows == 1 { "1 window".to_string() } else { format!("{windows} windows") };
+            return format!(
+                "measured p95 wait last hour ≤ {:.1} s over {pods} pods ({windows}, to {})",
+                p95_ms as f64 / 1000.0,
+                last.format("%H:%MZ")
+            );
+        }
+        match history.waits {
+            // The last window with pods is over an hour old, maybe yesterday's: dated.
+            Some(w) => format!(
+                "last measured p95 wait {:.1} s over {} pods (to {})",
+                w.p95_ms as f64 / 1000.0,
+                w.pods,
+                w.window_end.format("%Y-%m-%d %H:%MZ")
+            ),
             None => "no wait measured yet".into(),
         }
     }

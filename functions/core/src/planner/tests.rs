@@ -1695,7 +1695,7 @@ fn percent_is_used_until_a_past_day_shows_the_time_and_an_override_wins_over_the
     assert_eq!(to, 5, "ceil(3 × 1.5): {reason}");
     assert!(
         reason.contains("percent × 1.50 from measured waits")
-            && reason.contains("measured p95 wait 70.0 s over 12 pods"),
+            && reason.contains("measured p95 wait last hour ≤ 70.0 s over 12 pods (1 window"),
         "{reason}"
     );
     assert_eq!(fresh.record.learned.as_ref().unwrap().last_look, Some(now()), "learning starts at once");
@@ -1735,8 +1735,9 @@ fn a_missed_wait_raises_the_room_and_a_target_above_max_is_told_once_an_hour() {
     let p = learned_plan(&cfg, &record, &[waits(at, 24.0)], at);
     let (to, reason) = headroom_action(&p).unwrap();
     assert_eq!(to, 27, "18 × 1.5: {reason}");
-    assert!(reason.contains("× 1.50 from measured waits") && reason.contains("measured p95 wait 24.0 s over 40 pods"));
-    assert!(reason.contains(&format!("(to {})", at.format("%H:%MZ"))), "{reason}");
+    assert!(reason.contains("× 1.50 from measured waits"), "{reason}");
+    let measured = format!("measured p95 wait last hour ≤ 24.0 s over 40 pods (1 window, to {})", at.format("%H:%MZ"));
+    assert!(reason.contains(&measured), "{reason}");
     // The next morning, before any window with pods: the last one measured is dated.
     let learned = PoolRecord { learned: p.record.learned.clone(), ..Default::default() };
     let next_morning = at + Duration::hours(20);
@@ -1745,7 +1746,8 @@ fn a_missed_wait_raises_the_room_and_a_target_above_max_is_told_once_an_hour() {
     observed.headroom_replicas = Some(5);
     let next_day = run(&cfg, &learned, &observed, &[], next_morning);
     let (_, reason) = headroom_action(&next_day).expect("5 pause pods lowered");
-    assert!(reason.contains(&format!("(to {})", at.format("%Y-%m-%d %H:%MZ"))), "{reason}");
+    let last = format!("last measured p95 wait 24.0 s over 40 pods (to {})", at.format("%Y-%m-%d %H:%MZ"));
+    assert!(reason.contains(&last), "{reason}");
     // max 20 does not let 27 through: told once, then not again within the hour.
     let mut capped = cfg.clone();
     capped.pools[0].headroom.max = 20;
