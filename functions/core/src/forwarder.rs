@@ -1,6 +1,6 @@
-//! When the in-cluster forwarder publishes a pool's demand (`Pool Demand Changed`). The
-//! forwarder and the simulator's stand-in for it both ask here, so the simulated one
-//! speaks when the real one would.
+//! When the in-cluster forwarder publishes a pool's demand (`Pool Demand Changed`) and its
+//! unschedulable pods (`Pods Unschedulable`). The forwarder and the simulator's stand-in
+//! for it both ask here, so the simulated one speaks when the real one would.
 
 use std::time::Duration;
 
@@ -64,6 +64,30 @@ impl DemandTiming {
     }
 }
 
+/// How often a pool's unschedulable pods are reported: at once for the first, then for
+/// pods newly unschedulable, at most once per `every`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UnschedulableTiming {
+    pub every: Duration,
+}
+
+impl Default for UnschedulableTiming {
+    fn default() -> Self {
+        UnschedulableTiming { every: Duration::from_secs(5) }
+    }
+}
+
+impl UnschedulableTiming {
+    /// Whether a report is due: `newest` is when the newest unschedulable pod became so,
+    /// `last` the newest already reported and how long ago.
+    pub fn due<T: PartialOrd>(&self, last: Option<(&T, Duration)>, newest: &T) -> bool {
+        match last {
+            None => true,
+            Some((reported, ago)) => newest > reported && ago >= self.every,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -84,5 +108,15 @@ mod tests {
         assert!(timing.due(Some((&then, s(300))), &then), "heartbeat");
         let fewer = Requests { pods: 9, ..then };
         assert!(timing.due(Some((&then, s(30))), &fewer), "pods count too: 10 % fewer");
+    }
+
+    #[test]
+    fn unschedulable_pods_are_reported_when_new_at_most_every_five_seconds() {
+        let timing = UnschedulableTiming::default();
+        let s = Duration::from_secs;
+        assert!(timing.due(None, &100), "the first at once");
+        assert!(!timing.due(Some((&100, s(60))), &100), "the same pods again: no");
+        assert!(!timing.due(Some((&100, s(4))), &101), "a new one within 5 s waits");
+        assert!(timing.due(Some((&100, s(5))), &101));
     }
 }

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use ballast_core::event::{NodeLifecycleDetail, PodsUnschedulableDetail, PoolDemandDetail, PoolWaitsDetail};
-use ballast_core::forwarder::{DemandTiming, Requests};
+use ballast_core::forwarder::{DemandTiming, Requests, UnschedulableTiming};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
@@ -59,7 +59,7 @@ impl Default for Timing {
             debounce: demand.debounce,
             heartbeat: demand.heartbeat,
             threshold_percent: demand.threshold_percent,
-            unschedulable_every: Duration::from_secs(5),
+            unschedulable_every: UnschedulableTiming::default().every,
             waits_every: Duration::from_secs(300),
         }
     }
@@ -166,10 +166,9 @@ impl Publisher {
         }
         for (pool, stuck) in state.unschedulable().into_iter().enumerate() {
             let Some(stuck) = stuck else { continue };
-            let due = match &self.unschedulable[pool] {
-                None => true,
-                Some(last) => stuck.newest_since > last.what && elapsed(last.at) >= self.timing.unschedulable_every,
-            };
+            let rule = UnschedulableTiming { every: self.timing.unschedulable_every };
+            let due =
+                rule.due(self.unschedulable[pool].as_ref().map(|l| (&l.what, elapsed(l.at))), &stuck.newest_since);
             if due {
                 self.unschedulable[pool] = Some(Sent { what: stuck.newest_since, at: now });
                 out.push(Outgoing::PodsUnschedulable(PodsUnschedulableDetail {

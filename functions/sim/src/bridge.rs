@@ -17,7 +17,7 @@ use ballast_core::event::{
     CapacityError, CapacityType, Event, InstanceAction, LaunchError, LaunchFailure, NodeCondition, NodeLifecycleDetail,
     PodsUnschedulableDetail, PoolDemandDetail, PoolWaitsDetail, Signal,
 };
-use ballast_core::forwarder::{DemandTiming, Requests};
+use ballast_core::forwarder::{DemandTiming, Requests, UnschedulableTiming};
 use ballast_core::model::{
     ActivityStatus, AsgInstance, AsgSize, Demand, LifecycleState, Market as CoreMarket, NodeState, ObservedAsg,
     PoolRecord, ScalingActivity,
@@ -28,7 +28,7 @@ use ballast_core::reconcile::Reconciler;
 use ballast_core::snapshot::pool_asgs;
 use chrono::{DateTime, Utc};
 
-use crate::cluster::{NodeId, NodePhase};
+use crate::cluster::{NodeId, NodePhase, PodId};
 use crate::event::Ev;
 use crate::model::{Call, Model};
 use crate::scenario::{Market, Scenario};
@@ -50,8 +50,10 @@ pub struct Bridge {
     next_id: u64,
     /// The pools' names in Ballast's config, in the scenario's order.
     pools: Vec<String>,
-    /// Per pool: when the forwarder last reported its unschedulable pods.
-    last_unschedulable_sent: Vec<Option<u64>>,
+    /// Per pool: when its newest unschedulable workload pod became so.
+    newest_unschedulable: Vec<Option<u64>>,
+    /// Per pool: the newest unschedulable pod the forwarder reported, and when.
+    unschedulable_sent: Vec<Option<(u64, u64)>>,
     pub invocations: u32,
     /// Rebalance recommendations sent (some followed by no interruption).
     pub rebalances_sent: u32,
@@ -74,6 +76,9 @@ pub struct Bridge {
     /// Per pool: when the forwarder published its demand (newest last).
     #[cfg(test)]
     pub demand_published: Vec<Vec<u64>>,
+    /// Per pool: when the forwarder reported unschedulable pods (newest last).
+    #[cfg(test)]
+    pub unschedulable_published: Vec<Vec<u64>>,
 }
 
 /// From a launch's start to its instance running, when Auto Scaling reports it.
@@ -128,7 +133,8 @@ impl Bridge {
             inbox: Vec::new(),
             next_id: 0,
             pools: pool_names(sc),
-            last_unschedulable_sent: vec![None; sc.pools().len()],
+            newest_unschedulable: vec![None; sc.pools().len()],
+            unschedulable_sent: vec![None; sc.pools().len()],
             invocations: 0,
             rebalances_sent: 0,
             launch_failures_sent: 0,
@@ -140,6 +146,8 @@ impl Bridge {
             demand_look_at: None,
             #[cfg(test)]
             demand_published: vec![Vec::new(); sc.pools().len()],
+            #[cfg(test)]
+            unschedulable_published: vec![Vec::new(); sc.pools().len()],
         }
     }
 
@@ -171,13 +179,15 @@ impl Bridge {
         sent
     }
 
-    /// The forwarder's Pool Demand Changed for each pool whose demand moved by more than
-    /// its threshold since it last spoke, once the debounce is over, or whose heartbeat
-    /// is due: by the forwarder's own rule. Also returns the next look, when one falls due.
-    pub fn demand_due(&mut self, model: &Model, now: u64) -> Vec<(u64, Ev)> {
+    /// The forwarder's look (its one-second tick, where something falls due): Pods
+    /// Unschedulable as [`Bridge::unschedulable_due`] says, and Pool Demand Changed for
+    /// each pool whose demand moved by more than its threshold since it last spoke, once
+    /// the debounce is over, or whose heartbeat is due, by the forwarder's own rule. Also
+    /// returns the next look, when one falls due.
+    pub fn forwarder_look(&mut self, model: &Model, now: u64) -> Vec<(u64, Ev)> {
         let timing = DemandTiming::default();
-        let mut sent = Vec::new();
-        let mut next_look = u64::MAX;
+        let (mut sent, unschedulable_look) = self.unschedulable_due(model, now);
+        let mut next_look = unschedulable_look.unwrap_or(u64::MAX);
         for pool in 0..self.pools.len() {
             let w = model.pool_workload(pool);
             let requests = Requests { cpu_millis: w.cpu, memory_bytes: w.mem, pods: w.pods };
@@ -298,20 +308,41 @@ impl Bridge {
         self.send(now, "aws.autoscaling", "EC2 Instance Launch Unsuccessful", Signal::LaunchUnsuccessful(failure))
     }
 
-    /// After a scheduling pass the forwarder reports the workload pods it left
-    /// unschedulable in each pool, at most once a minute per pool.
-    pub fn scheduling_pass_done(&mut self, model: &Model, now: u64) -> Vec<(u64, Ev)> {
-        let mut sent = Vec::new();
-        if model.cluster.pending_workload == 0 {
-            return sent;
+    /// A scheduling pass marked these workload pods unschedulable: the forwarder sees
+    /// their `PodScheduled=False` now (reported at its next look).
+    pub fn scheduling_pass_done(&mut self, model: &Model, now: u64, newly_unschedulable: &[PodId]) {
+        for &pod in newly_unschedulable {
+            if let Some(pool) = model.sc.class_pool[model.cluster.pods[pod].class] {
+                self.newest_unschedulable[pool] = Some(now);
+            }
         }
+    }
+
+    /// The forwarder's Pods Unschedulable for each pool with pods newly unschedulable, by
+    /// its own rule (at once for the first, then at most every 5 s); returns the events
+    /// and, when a report waits out the 5 s, when to look again.
+    fn unschedulable_due(&mut self, model: &Model, now: u64) -> (Vec<(u64, Ev)>, Option<u64>) {
+        let rule = UnschedulableTiming::default();
+        let (mut sent, mut look) = (Vec::new(), None);
         for pool in 0..self.pools.len() {
-            let due = self.last_unschedulable_sent[pool].is_none_or(|t| now >= t + MINUTE);
-            let count = if due { model.pool_workload(pool).pending } else { 0 };
+            let Some(newest) = self.newest_unschedulable[pool] else { continue };
+            let last = self.unschedulable_sent[pool].map(|(reported, at)| (reported, Duration::from_millis(now - at)));
+            if !rule.due(last.as_ref().map(|(r, ago)| (r, *ago)), &newest) {
+                // Newer pods wait out the 5 s since the last report.
+                if let Some((_, at)) = self.unschedulable_sent[pool].filter(|(reported, _)| newest > *reported) {
+                    let at = at + rule.every.as_millis() as u64;
+                    look = Some(look.map_or(at, |l: u64| l.min(at)));
+                }
+                continue;
+            }
+            // Placed meanwhile: nothing to report (the forwarder lists none either).
+            let count = model.pool_workload(pool).pending;
             if count == 0 {
                 continue;
             }
-            self.last_unschedulable_sent[pool] = Some(now);
+            self.unschedulable_sent[pool] = Some((newest, now));
+            #[cfg(test)]
+            self.unschedulable_published[pool].push(now);
             self.unschedulable_reports[pool] += 1;
             let detail = PodsUnschedulableDetail {
                 pool: self.pools[pool].clone(),
@@ -322,7 +353,7 @@ impl Bridge {
             };
             sent.push(self.send(now, "ballast.kubernetes", "Pods Unschedulable", Signal::PodsUnschedulable(detail)));
         }
-        sent
+        (sent, look)
     }
 
     /// The schedule function's rate(1 minute) reconcile (invoked directly, no queue).

@@ -163,6 +163,8 @@ pub struct Placement {
     pub preempted: u32,
     /// When the earliest nominated pod's victims are gone: the next pass to run.
     pub wake_at: Option<u64>,
+    /// Workload pods this pass marked unschedulable for the first time.
+    pub newly_unschedulable: Vec<PodId>,
 }
 
 #[derive(Debug, Default)]
@@ -429,7 +431,7 @@ impl Cluster {
                 continue;
             }
             if failed.iter().any(|&(c, m, p, k)| cpu >= c && mem >= m && priority <= p && class == k) {
-                self.pods[id].unschedulable = true;
+                self.mark_unschedulable(id, &mut placement);
                 continue;
             }
             let target = schedulable.iter().copied().find(|&n| {
@@ -441,12 +443,20 @@ impl Cluster {
                 Some(n) => self.start(key, n, now, &mut placement),
                 None if priority > PAUSE_PRIORITY && self.preempt_for(id, schedulable, now, &mut placement) => {}
                 None => {
-                    self.pods[id].unschedulable = true;
+                    self.mark_unschedulable(id, &mut placement);
                     failed.push((cpu, mem, priority, class));
                 }
             }
         }
         placement
+    }
+
+    fn mark_unschedulable(&mut self, id: PodId, placement: &mut Placement) {
+        let pod = &mut self.pods[id];
+        if !pod.unschedulable && pod.is_workload() {
+            placement.newly_unschedulable.push(id);
+        }
+        pod.unschedulable = true;
     }
 
     fn start(&mut self, key: (Reverse<i32>, u64, PodId), node_id: NodeId, now: u64, placement: &mut Placement) {

@@ -333,18 +333,16 @@ impl<'s> Engine<'s> {
             self.at(at, Ev::NomineeReady);
         }
         if let Some(b) = self.ballast.as_mut() {
-            for (at, ev) in b.scheduling_pass_done(&self.model, now) {
-                self.at(at, ev);
-            }
+            b.scheduling_pass_done(&self.model, now, &placement.newly_unschedulable);
         }
         self.forwarder_looks();
     }
 
-    /// The forwarder's look at each pool's demand (after a scheduling pass: pods came,
-    /// went or moved).
+    /// The forwarder's look at each pool's pods (after a scheduling pass: pods came, went,
+    /// moved or found no room).
     fn forwarder_looks(&mut self) {
         if let Some(b) = self.ballast.as_mut() {
-            for (at, ev) in b.demand_due(&self.model, self.now) {
+            for (at, ev) in b.forwarder_look(&self.model, self.now) {
                 self.at(at, ev);
             }
         }

@@ -1105,3 +1105,17 @@ fn the_forwarder_publishes_demand_with_its_debounce_and_heartbeat() {
     assert!(gaps.iter().all(|&g| g <= 5 * MINUTE), "a heartbeat at least every 5 minutes: {gaps:?}");
     assert!(gaps.iter().any(|&g| g < 5 * MINUTE), "demand moved: some sooner than the heartbeat: {gaps:?}");
 }
+
+/// Pods Unschedulable by the forwarder's rule: at once for the first pods, then only for
+/// pods newly unschedulable, at most every 5 s; pods that stay pending are not reported
+/// again.
+#[test]
+fn the_forwarder_reports_unschedulable_pods_when_new_at_most_every_five_seconds() {
+    // No headroom: each job waits for a node. Jobs at 65 s, 67 s and 69 s, then 80 s.
+    let sc = tiny("", "{ name: b, at: [65s, 67s, 69s, 80s], jobs: 1, cpu: '3', memory: 1Gi, duration: [1h, 1h] }");
+    let sim = started(&sc, Strategy::Ballast, 1, 5 * MINUTE);
+    let published = &sim.ballast.as_ref().unwrap().unschedulable_published[0];
+    let seconds: Vec<f64> = published.iter().map(|&t| t as f64 / 1000.0).collect();
+    // Each a scheduler cycle (200 ms) after the job; 67 s and 69 s wait out the 5 s.
+    assert_eq!(seconds, [65.2, 70.2, 80.2], "{seconds:?}");
+}
