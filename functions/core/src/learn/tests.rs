@@ -17,6 +17,13 @@ fn demand_at(cpu_millis: u64, at: DateTime<Utc>) -> Demand {
     Demand { cpu_millis, memory_bytes: cpu_millis << 20, pods: 1, observed_at: at }
 }
 
+/// The forwarder's five-minute window ending `m` minutes after Monday 00:00: `pods`
+/// started, the p95 (and the longest) wait `p95_ms`.
+fn five_minutes_to(m: i64, pods: u32, p95_ms: u64) -> WaitsSeen {
+    let end = monday() + Duration::minutes(m);
+    WaitsSeen { window_start: end - Duration::minutes(5), window_end: end, pods, p95_ms, max_ms: p95_ms }
+}
+
 /// Observes the pool each minute from `from` for `minutes`, demand given by `cpu_at`.
 fn watch(h: &mut History, from: DateTime<Utc>, minutes: i64, days: usize, cpu_at: impl Fn(DateTime<Utc>) -> u64) {
     for m in 0..minutes {
@@ -242,13 +249,7 @@ fn the_lead_time_is_launch_to_ready_as_observed() {
 fn measured_waits_correct_up_quickly_and_down_slowly() {
     let mut h = History::default();
     let end = |m: i64| monday() + Duration::minutes(m);
-    let waits = |m: i64, pods: u32, p95_ms: u64| WaitsSeen {
-        window_start: end(m - 5),
-        window_end: end(m),
-        pods,
-        p95_ms,
-        max_ms: p95_ms,
-    };
+    let waits = five_minutes_to;
     assert!(h.measured(waits(5, 30, 25_000), 10_000));
     assert_eq!(h.correction(), 1.5, "missed: half as much room again");
     assert!(!h.measured(waits(5, 30, 1_000), 10_000), "the same window twice counts once");
@@ -279,13 +280,7 @@ fn measured_waits_correct_up_quickly_and_down_slowly() {
 #[test]
 fn the_last_hours_waits_are_bounded_by_their_windows_p95() {
     let at = |m: i64| monday() + Duration::minutes(m);
-    let window = |m: i64, pods: u32, p95_ms: u64| WaitsSeen {
-        window_start: at(m - 5),
-        window_end: at(m),
-        pods,
-        p95_ms,
-        max_ms: p95_ms,
-    };
+    let window = five_minutes_to;
     let mut h = History::default();
     h.measured(window(5, 12, 9_000), 10_000);
     h.measured(window(50, 20, 4_000), 10_000);
