@@ -42,22 +42,22 @@ impl Requests {
 impl DemandTiming {
     /// Whether `now` is published, given what was published last and how long ago
     /// (`None`: nothing yet, so at once).
-    pub fn due(&self, last: Option<(&Requests, Duration)>, now: &Requests) -> bool {
+    pub fn due(&self, last: Option<(Requests, Duration)>, now: &Requests) -> bool {
         match last {
             None => true,
             Some((then, ago)) => {
-                ago >= self.heartbeat || (ago >= self.debounce && now.moved_from(then, self.threshold_percent))
+                ago >= self.heartbeat || (ago >= self.debounce && now.moved_from(&then, self.threshold_percent))
             }
         }
     }
 
     /// How long until it is due if nothing changes: a move waits out the debounce, no
     /// move the heartbeat.
-    pub fn due_in(&self, last: Option<(&Requests, Duration)>, now: &Requests) -> Duration {
+    pub fn due_in(&self, last: Option<(Requests, Duration)>, now: &Requests) -> Duration {
         match last {
             None => Duration::ZERO,
             Some((then, ago)) => {
-                let wait = if now.moved_from(then, self.threshold_percent) { self.debounce } else { self.heartbeat };
+                let wait = if now.moved_from(&then, self.threshold_percent) { self.debounce } else { self.heartbeat };
                 wait.saturating_sub(ago)
             }
         }
@@ -80,7 +80,7 @@ impl Default for UnschedulableTiming {
 impl UnschedulableTiming {
     /// Whether a report is due: `newest` is when the newest unschedulable pod became so,
     /// `last` the newest already reported and how long ago.
-    pub fn due<T: PartialOrd>(&self, last: Option<(&T, Duration)>, newest: &T) -> bool {
+    pub fn due<T: PartialOrd>(&self, last: Option<(T, Duration)>, newest: T) -> bool {
         match last {
             None => true,
             Some((reported, ago)) => newest > reported && ago >= self.every,
@@ -99,24 +99,24 @@ mod tests {
         let up = Requests { cpu_millis: 10_600, ..then };
         let s = Duration::from_secs;
         assert!(timing.due(None, &then), "the first at once");
-        assert!(!timing.due(Some((&then, s(10))), &up), "within the debounce");
-        assert_eq!(timing.due_in(Some((&then, s(10))), &up), s(20));
-        assert!(timing.due(Some((&then, s(30))), &up), "6 % after the debounce");
+        assert!(!timing.due(Some((then, s(10))), &up), "within the debounce");
+        assert_eq!(timing.due_in(Some((then, s(10))), &up), s(20));
+        assert!(timing.due(Some((then, s(30))), &up), "6 % after the debounce");
         let little = Requests { cpu_millis: 10_500, ..then };
-        assert!(!timing.due(Some((&then, s(100))), &little), "5 % is not more than 5 %");
-        assert_eq!(timing.due_in(Some((&then, s(100))), &little), s(200));
-        assert!(timing.due(Some((&then, s(300))), &then), "heartbeat");
+        assert!(!timing.due(Some((then, s(100))), &little), "5 % is not more than 5 %");
+        assert_eq!(timing.due_in(Some((then, s(100))), &little), s(200));
+        assert!(timing.due(Some((then, s(300))), &then), "heartbeat");
         let fewer = Requests { pods: 9, ..then };
-        assert!(timing.due(Some((&then, s(30))), &fewer), "pods count too: 10 % fewer");
+        assert!(timing.due(Some((then, s(30))), &fewer), "pods count too: 10 % fewer");
     }
 
     #[test]
     fn unschedulable_pods_are_reported_when_new_at_most_every_five_seconds() {
         let timing = UnschedulableTiming::default();
         let s = Duration::from_secs;
-        assert!(timing.due(None, &100), "the first at once");
-        assert!(!timing.due(Some((&100, s(60))), &100), "the same pods again: no");
-        assert!(!timing.due(Some((&100, s(4))), &101), "a new one within 5 s waits");
-        assert!(timing.due(Some((&100, s(5))), &101));
+        assert!(timing.due(None, 100), "the first at once");
+        assert!(!timing.due(Some((100, s(60))), 100), "the same pods again: no");
+        assert!(!timing.due(Some((100, s(4))), 101), "a new one within 5 s waits");
+        assert!(timing.due(Some((100, s(5))), 101));
     }
 }

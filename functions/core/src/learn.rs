@@ -237,6 +237,13 @@ impl Rise {
         }
     }
 
+    pub fn min(self, other: Rise) -> Rise {
+        Rise {
+            cpu_millis: self.cpu_millis.min(other.cpu_millis),
+            memory_bytes: self.memory_bytes.min(other.memory_bytes),
+        }
+    }
+
     fn of((cpu, mib): (u32, u32)) -> Rise {
         Rise { cpu_millis: u64::from(cpu), memory_bytes: u64::from(mib) << 20 }
     }
@@ -276,6 +283,23 @@ impl Prediction {
             None => self.recent.max(self.missed),
         };
         (rise.cpu_millis as f64 * self.correction, rise.memory_bytes as f64 * self.correction)
+    }
+}
+
+/// Keeps `records` (oldest first, each standing from its `start` to the next one's) within
+/// `bound`: the two neighbours standing for the shortest time become one, as `merge` says
+/// (so that it understates nothing the pair said). The newest is never merged.
+fn merge_shortest<T: Copy>(
+    records: &mut Vec<T>,
+    bound: usize,
+    start: fn(&T) -> DateTime<Utc>,
+    merge: impl Fn(T, T) -> T,
+) {
+    while records.len() > bound.max(2) {
+        let lasted = |i: usize| start(&records[i + 2]) - start(&records[i]);
+        let Some(i) = (0..records.len() - 2).min_by_key(|&i| lasted(i)) else { break };
+        let second = records.remove(i + 1);
+        records[i] = merge(records[i], second);
     }
 }
 
@@ -363,26 +387,22 @@ impl History {
         // neighbours holding for the shortest time become one that says the least of both:
         // the lower room, `max` or an override if either, seasonal only if both. The span
         // stays covered; what it is judged against errs towards not raising on a miss.
-        while self.held.len() > MAX_HELD {
-            let lasted = |i: usize| self.held[i + 2].at - self.held[i].at;
-            let Some(i) = (0..self.held.len() - 2).min_by_key(|&i| lasted(i)) else { break };
-            let (first, second) = (self.held[i], self.held.remove(i + 1));
-            let least = |a: Rise, b: Rise| Rise {
-                cpu_millis: a.cpu_millis.min(b.cpu_millis),
-                memory_bytes: a.memory_bytes.min(b.memory_bytes),
-            };
-            self.held[i] = Held {
+        merge_shortest(
+            &mut self.held,
+            MAX_HELD,
+            |h| h.at,
+            |first, second| Held {
                 at: first.at,
-                room: least(first.room, second.room),
+                room: first.room.min(second.room),
                 at_max: first.at_max || second.at_max,
                 overridden: first.overridden || second.overridden,
                 seasonal: first.seasonal && second.seasonal,
                 decided: match (first.decided, second.decided) {
                     (None, None) => None,
-                    (a, b) => Some(least(a.unwrap_or(first.room), b.unwrap_or(second.room))),
+                    (a, b) => Some(a.unwrap_or(first.room).min(b.unwrap_or(second.room))),
                 },
-            };
-        }
+            },
+        );
     }
 
     /// The least room held over `[from, to]` (nothing recorded over the span, no
@@ -402,14 +422,10 @@ impl History {
             };
         }
         let most = Rise { cpu_millis: u64::MAX, memory_bytes: u64::MAX };
-        let least = |a: Rise, b: Rise| Rise {
-            cpu_millis: a.cpu_millis.min(b.cpu_millis),
-            memory_bytes: a.memory_bytes.min(b.memory_bytes),
-        };
         let start = HeldOver { least: most, decided: most, not_ours: false, overridden: false, seasonal: true };
         during.fold(start, |over, h| HeldOver {
-            least: least(over.least, h.room),
-            decided: least(over.decided, h.decided.unwrap_or(h.room)),
+            least: over.least.min(h.room),
+            decided: over.decided.min(h.decided.unwrap_or(h.room)),
             not_ours: over.not_ours || h.at_max || h.overridden,
             overridden: over.overridden || h.overridden,
             seasonal: over.seasonal && h.seasonal,
@@ -572,17 +588,12 @@ impl History {
         // Still too many (a steady ramp: each sample a low): the two neighbours standing
         // for the shortest time become one, at the lower of the two from the earlier time,
         // so a span may start a little lower (more room), never with its low dropped.
-        while self.recent.len() > MAX_RECENT {
-            let merged_span = |i: usize| self.recent[i + 2].since() - self.recent[i].since();
-            let Some(i) = (0..self.recent.len() - 2).min_by_key(|&i| merged_span(i)) else { break };
-            let (first, second) = (self.recent[i], self.recent.remove(i + 1));
-            self.recent[i] = DemandSample {
-                at: second.at,
-                cpu_millis: first.cpu_millis.min(second.cpu_millis),
-                memory_bytes: first.memory_bytes.min(second.memory_bytes),
-                since: Some(first.since()),
-            };
-        }
+        merge_shortest(&mut self.recent, MAX_RECENT, DemandSample::since, |first, second| DemandSample {
+            at: second.at,
+            cpu_millis: first.cpu_millis.min(second.cpu_millis),
+            memory_bytes: first.memory_bytes.min(second.memory_bytes),
+            since: Some(first.since()),
+        });
         let (date, slot) = day_slot(s.at, self.tz());
         let day = match self.days.iter().position(|d| d.date == date) {
             Some(i) => &mut self.days[i],

@@ -65,6 +65,17 @@ impl Default for Timing {
     }
 }
 
+impl Timing {
+    /// The shared rule for demand events (the simulator's forwarder follows it too).
+    fn demand(&self) -> DemandTiming {
+        DemandTiming { debounce: self.debounce, heartbeat: self.heartbeat, threshold_percent: self.threshold_percent }
+    }
+
+    fn unschedulable(&self) -> UnschedulableTiming {
+        UnschedulableTiming { every: self.unschedulable_every }
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Sent<T> {
     what: T,
@@ -135,13 +146,8 @@ impl Publisher {
         }
         let elapsed = |at: DateTime<Utc>| (now - at).to_std().unwrap_or_default();
         for (pool, totals) in state.totals().into_iter().enumerate() {
-            let demand = DemandTiming {
-                debounce: self.timing.debounce,
-                heartbeat: self.timing.heartbeat,
-                threshold_percent: self.timing.threshold_percent,
-            };
             let last = self.demand[pool].as_ref().map(|last| (requests(&last.what), elapsed(last.at)));
-            let due = demand.due(last.as_ref().map(|(r, ago)| (r, *ago)), &requests(&totals));
+            let due = self.timing.demand().due(last, &requests(&totals));
             if due {
                 self.demand[pool] = Some(Sent { what: totals, at: now });
                 out.push(Outgoing::PoolDemand(PoolDemandDetail {
@@ -166,9 +172,8 @@ impl Publisher {
         }
         for (pool, stuck) in state.unschedulable().into_iter().enumerate() {
             let Some(stuck) = stuck else { continue };
-            let rule = UnschedulableTiming { every: self.timing.unschedulable_every };
-            let due =
-                rule.due(self.unschedulable[pool].as_ref().map(|l| (&l.what, elapsed(l.at))), &stuck.newest_since);
+            let last = self.unschedulable[pool].as_ref().map(|l| (l.what, elapsed(l.at)));
+            let due = self.timing.unschedulable().due(last, stuck.newest_since);
             if due {
                 self.unschedulable[pool] = Some(Sent { what: stuck.newest_since, at: now });
                 out.push(Outgoing::PodsUnschedulable(PodsUnschedulableDetail {

@@ -70,9 +70,9 @@ pub struct Bridge {
     wait_targets: Vec<bool>,
     /// Per pool: the demand the forwarder last published, and when.
     demand_sent: Vec<Option<(Requests, u64)>>,
-    /// When the forwarder's next look at demand is scheduled (its one-second tick, only
-    /// where a move or a heartbeat falls due).
-    demand_look_at: Option<u64>,
+    /// When the forwarder's next look is scheduled (its one-second tick, only where a
+    /// report, a move or a heartbeat falls due).
+    look_at: Option<u64>,
     /// Per pool: when the forwarder published its demand (newest last).
     #[cfg(test)]
     pub demand_published: Vec<Vec<u64>>,
@@ -143,7 +143,7 @@ impl Bridge {
             waits_reports: vec![0; sc.pools().len()],
             wait_targets: sc.pools().iter().map(|p| p.headroom.target.is_some()).collect(),
             demand_sent: vec![None; sc.pools().len()],
-            demand_look_at: None,
+            look_at: None,
             #[cfg(test)]
             demand_published: vec![Vec::new(); sc.pools().len()],
             #[cfg(test)]
@@ -192,7 +192,6 @@ impl Bridge {
             let w = model.pool_workload(pool);
             let requests = Requests { cpu_millis: w.cpu, memory_bytes: w.mem, pods: w.pods };
             let last = self.demand_sent[pool].map(|(then, at)| (then, Duration::from_millis(now.saturating_sub(at))));
-            let last = last.as_ref().map(|(then, ago)| (then, *ago));
             if !timing.due(last, &requests) {
                 next_look = next_look.min(now + timing.due_in(last, &requests).as_millis() as u64);
                 continue;
@@ -218,8 +217,8 @@ impl Bridge {
             sent.push(self.send(now, "ballast.kubernetes", "Pool Demand Changed", Signal::PoolDemand(detail)));
         }
         // One look scheduled at a time: the earliest any pool needs.
-        if next_look < u64::MAX && self.demand_look_at.is_none_or(|at| at <= now || at > next_look) {
-            self.demand_look_at = Some(next_look);
+        if next_look < u64::MAX && self.look_at.is_none_or(|at| at <= now || at > next_look) {
+            self.look_at = Some(next_look);
             sent.push((next_look, Ev::ForwarderLook));
         }
         sent
@@ -327,7 +326,7 @@ impl Bridge {
         for pool in 0..self.pools.len() {
             let Some(newest) = self.newest_unschedulable[pool] else { continue };
             let last = self.unschedulable_sent[pool].map(|(reported, at)| (reported, Duration::from_millis(now - at)));
-            if !rule.due(last.as_ref().map(|(r, ago)| (r, *ago)), &newest) {
+            if !rule.due(last, newest) {
                 // Newer pods wait out the 5 s since the last report.
                 if let Some((_, at)) = self.unschedulable_sent[pool].filter(|(reported, _)| newest > *reported) {
                     let at = at + rule.every.as_millis() as u64;
@@ -335,9 +334,11 @@ impl Bridge {
                 }
                 continue;
             }
-            // Placed meanwhile: nothing to report (the forwarder lists none either).
+            // Placed meanwhile: nothing to report, and no unschedulable pod left whose time
+            // a later report could carry (the forwarder's newest is of the pods it lists).
             let count = model.pool_workload(pool).pending;
             if count == 0 {
+                self.newest_unschedulable[pool] = None;
                 continue;
             }
             self.unschedulable_sent[pool] = Some((newest, now));
