@@ -289,8 +289,7 @@ fn summary(runs: &[Report]) -> serde_json::Value {
 
 pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
     let scenario = load(&args.scenario)?;
-    let scenario = if args.repeat > 1 { scenario.repeated(args.repeat) } else { scenario };
-    let mut scenario = scenario;
+    let mut scenario = if args.repeat > 1 { scenario.repeated(args.repeat) } else { scenario };
     let sweep =
         args.sweep.as_deref().map(parse_sweep).transpose().map_err(|e| super::Unusable::Usage(format!("{e:#}")))?;
     for spec in &args.set {
