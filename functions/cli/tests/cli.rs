@@ -492,6 +492,12 @@ fn simulate_rejects_bad_input_with_a_reason() {
     let out = ballast(&["simulate", "--sweep", "headroom=5:1:1"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("FROM <= TO"));
+    // A step of nothing is a step, not a wait target out of bounds.
+    let out = ballast(&["simulate", "--sweep", "target=10s:90s:0s"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("STEP > 0"), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = ballast(&["simulate", "--sweep", "target=0s:90s:10s"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("`0s`: a wait target is 1s to 60m"));
     let out = ballast(&["simulate", "--sweep", "headroom.boost=1:2:1"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("`headroom.boost` is not a setting it can vary"));

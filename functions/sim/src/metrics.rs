@@ -29,8 +29,9 @@ const RECENT_WAITS_MS: u64 = 5 * 60_000;
 #[derive(Debug)]
 pub struct Metrics {
     last: u64,
-    /// Waits of pods starting for the first time (what a new workload pod feels).
-    waits_ms: Vec<u64>,
+    /// Waits of pods starting for the first time (what a new workload pod feels), with
+    /// when they started.
+    first_starts: Vec<(u64, u64)>,
     /// Waits of pods started again after a drain, a reclaim or a scale-down.
     replaced_waits_ms: Vec<u64>,
     /// First starts of the last five minutes: (when, wait).
@@ -87,7 +88,7 @@ impl Metrics {
             .collect();
         Metrics {
             last: 0,
-            waits_ms: Vec::new(),
+            first_starts: Vec::new(),
             replaced_waits_ms: Vec::new(),
             recent_starts: std::collections::VecDeque::new(),
             pending_pod_ms: 0.0,
@@ -159,7 +160,7 @@ impl Metrics {
 
     pub fn pod_started(&mut self, now: u64, waited_ms: u64, first_start: bool) {
         if first_start {
-            self.waits_ms.push(waited_ms);
+            self.first_starts.push((now, waited_ms));
             self.recent_starts.push_back((now, waited_ms));
         } else {
             self.replaced_waits_ms.push(waited_ms);
@@ -193,14 +194,13 @@ impl Metrics {
         }
         let mut recent: Vec<u64> = self.recent_starts.iter().map(|(_, w)| *w).collect();
         recent.sort_unstable();
-        let rank = ((0.95 * recent.len() as f64).ceil() as usize).clamp(1, recent.len().max(1));
         self.series.push(Sample {
             minute: (now / 60_000) as u32,
             spot_nodes: count(Market::Spot),
             on_demand_nodes: count(Market::OnDemand),
             pending_pods: cluster.pending_workload,
             headroom_pods: headroom,
-            recent_wait_p95_ms: recent.get(rank - 1).copied(),
+            recent_wait_p95_ms: nearest_rank(&recent, 0.95),
         });
     }
 
@@ -221,17 +221,11 @@ impl Metrics {
         interruptions: u32,
         ballast_invocations: u32,
     ) -> Report {
-        let mut waits = self.waits_ms.clone();
+        let mut waits: Vec<u64> = self.first_starts.iter().map(|(_, w)| *w).collect();
         waits.sort_unstable();
         let mut replaced = self.replaced_waits_ms.clone();
         replaced.sort_unstable();
-        let pct = |waits: &[u64], q: f64| -> f64 {
-            if waits.is_empty() {
-                return 0.0;
-            }
-            let rank = ((q * waits.len() as f64).ceil() as usize).clamp(1, waits.len());
-            waits[rank - 1] as f64 / 1000.0
-        };
+        let pct = |waits: &[u64], q: f64| nearest_rank(waits, q).map_or(0.0, |w| w as f64 / 1000.0);
         let (to_on_demand, back_to_spot) = self.loss_reaction(sc);
         let share = |ms: f64| (self.headroom_decided_ms > 0.0).then(|| 100.0 * ms / self.headroom_decided_ms);
         Report {
@@ -240,6 +234,7 @@ impl Metrics {
             pod_wait_p95_s: pct(&waits, 0.95),
             pod_wait_max_s: waits.last().map(|w| *w as f64 / 1000.0).unwrap_or(0.0),
             pods_started: waits.len(),
+            window_wait_p95_s: self.window_wait_p95_s(),
             replaced_wait_p95_s: pct(&replaced, 0.95),
             pods_replaced: replaced.len(),
             pending_pod_seconds: self.pending_pod_ms / 1000.0,
@@ -277,6 +272,22 @@ impl Metrics {
             },
             series: self.series.clone(),
         }
+    }
+
+    /// The p95 first-start wait of each five-minute window from the run's start in which
+    /// pods started, oldest first.
+    fn window_wait_p95_s(&self) -> Vec<f64> {
+        let mut windows: std::collections::BTreeMap<u64, Vec<u64>> = std::collections::BTreeMap::new();
+        for (at, waited) in &self.first_starts {
+            windows.entry(at / RECENT_WAITS_MS).or_default().push(*waited);
+        }
+        windows
+            .into_values()
+            .filter_map(|mut waits| {
+                waits.sort_unstable();
+                nearest_rank(&waits, 0.95).map(|w| w as f64 / 1000.0)
+            })
+            .collect()
     }
 
     /// For each pool with an on-demand group and each capacity-loss window of its spot
@@ -341,6 +352,12 @@ pub struct PoolHeadroom {
     pub held_at_min_pct: Option<f64>,
 }
 
+/// Nearest-rank quantile of sorted `values` (`None`: none).
+fn nearest_rank(values: &[u64], q: f64) -> Option<u64> {
+    let rank = ((q * values.len() as f64).ceil() as usize).clamp(1, values.len().max(1));
+    values.get(rank - 1).copied()
+}
+
 fn mean(values: &[f64]) -> Option<f64> {
     (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
 }
@@ -354,6 +371,10 @@ pub struct Report {
     pub pod_wait_p95_s: f64,
     pub pod_wait_max_s: f64,
     pub pods_started: usize,
+    /// The p95 first-start wait of each five-minute window of the run (counted from its
+    /// start) in which pods started, oldest first: the view a wait target's forwarder
+    /// has, window by window (a run's p95 can be met while a morning's windows wait long).
+    pub window_wait_p95_s: Vec<f64>,
     /// Waits of pods started again after their node went.
     pub replaced_wait_p95_s: f64,
     pub pods_replaced: usize,

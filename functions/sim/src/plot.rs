@@ -28,6 +28,9 @@ pub struct SweepRun {
     pub seed: u64,
     pub cost: f64,
     pub pod_wait_p95_s: f64,
+    /// The p95 first-start wait of each five-minute window with starts (see
+    /// [`Report::window_wait_p95_s`]).
+    pub window_wait_p95_s: Vec<f64>,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -966,6 +966,32 @@ fn fallback_figures_are_measured_per_pool() {
     assert_eq!(report.return_to_spot_s, Some(22.5 * 60.0));
 }
 
+/// The windowed view: each five-minute window with first starts gets its own p95, so a
+/// run's p95 within target can show the windows that were not; re-placements and windows
+/// without starts are not in it, and pods still pending at the end count as of the end.
+#[test]
+fn first_start_waits_are_also_reported_per_five_minute_window() {
+    let sc = Scenario::built_in("business-day").unwrap();
+    let mut m = crate::metrics::Metrics::new(&sc);
+    // 00:00–00:05: twenty pods, one of them slow: the window's p95 is the 19th wait.
+    for k in 0..20 {
+        m.pod_started(k * 10 * SECOND, if k == 7 { 90 * SECOND } else { (k + 1) * SECOND }, true);
+    }
+    // 00:10–00:15: one slow pod and a re-placement (not a first start).
+    m.pod_started(11 * MINUTE, 45 * SECOND, true);
+    m.pod_started(12 * MINUTE, 300 * SECOND, false);
+    // 00:15–00:20: only a re-placement; 00:20–00:25: three quick pods.
+    m.pod_started(16 * MINUTE, 300 * SECOND, false);
+    for k in 0..3 {
+        m.pod_started(21 * MINUTE + k * SECOND, 2 * SECOND, true);
+    }
+    let r = m.report(&sc, "ballast", 0, 0);
+    assert_eq!(r.window_wait_p95_s, [20.0, 45.0, 2.0]);
+    // The run has one p95 for all 24 first starts.
+    assert_eq!(r.pod_wait_p95_s, 45.0);
+    assert_eq!(r.pods_started, 24);
+}
+
 /// With several pools the report says which pool `headroom.min`/`max` held.
 #[test]
 fn headroom_held_is_reported_per_pool() {

@@ -87,7 +87,18 @@ fn parse_knob(flag: &str, key: &str) -> anyhow::Result<HeadroomKnob> {
 }
 
 /// A value of `knob`: a whole number, or for a wait target whole seconds (`5s`, `1m`, `90`).
+/// A setting's value: a whole number, or for a wait target seconds or a duration, within
+/// what ballast.yaml allows.
 fn parse_value(flag: &str, knob: HeadroomKnob, p: &str) -> anyhow::Result<u32> {
+    let value = parse_amount(flag, knob, p)?;
+    if knob == HeadroomKnob::Target && !(1..=3600).contains(&value) {
+        bail!("{flag}: `{p}`: a wait target is 1s to 60m, as in ballast.yaml");
+    }
+    Ok(value)
+}
+
+/// The same without the bounds (a sweep's step is no target).
+fn parse_amount(flag: &str, knob: HeadroomKnob, p: &str) -> anyhow::Result<u32> {
     if knob != HeadroomKnob::Target {
         return p.parse::<u32>().with_context(|| format!("{flag}: `{p}` is not a whole number"));
     }
@@ -102,9 +113,6 @@ fn parse_value(flag: &str, knob: HeadroomKnob, p: &str) -> anyhow::Result<u32> {
             d.0.as_secs()
         }
     };
-    if !(1..=3600).contains(&secs) {
-        bail!("{flag}: a wait target is 1s to 60m, as in ballast.yaml");
-    }
     u32::try_from(secs).with_context(|| format!("{flag}: `{p}` is too long"))
 }
 
@@ -113,8 +121,10 @@ fn parse_sweep(spec: &str) -> anyhow::Result<(HeadroomKnob, Vec<u32>)> {
         bail!("--sweep: expected SETTING=FROM:TO:STEP, e.g. headroom=0:50:5, got `{spec}`")
     };
     let knob = parse_knob("--sweep", key)?;
-    let parts: Vec<u32> = range.split(':').map(|p| parse_value("--sweep", knob, p)).collect::<anyhow::Result<_>>()?;
+    let parts: Vec<&str> = range.split(':').collect();
     let [from, to, step] = parts[..] else { bail!("--sweep: expected three numbers FROM:TO:STEP, got `{range}`") };
+    let (from, to) = (parse_value("--sweep", knob, from)?, parse_value("--sweep", knob, to)?);
+    let step = parse_amount("--sweep", knob, step)?;
     if step == 0 || from > to || to > 10_000 {
         bail!("--sweep: need FROM <= TO <= 10000 and STEP > 0");
     }
@@ -339,6 +349,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
                         seed,
                         cost: r.cost,
                         pod_wait_p95_s: r.pod_wait_p95_s,
+                        window_wait_p95_s: r.window_wait_p95_s.clone(),
                     })
                     .collect(),
             })
