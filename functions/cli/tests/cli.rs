@@ -497,6 +497,7 @@ fn simulate_rejects_bad_input_with_a_reason() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("STEP > 0"), "{}", String::from_utf8_lossy(&out.stderr));
     let out = ballast(&["simulate", "--sweep", "target=0s:90s:10s"]);
+    assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("`0s`: a wait target is 1s to 60m"));
     let out = ballast(&["simulate", "--sweep", "headroom.boost=1:2:1"]);
     assert_eq!(out.status.code(), Some(2));

@@ -204,12 +204,13 @@ impl Metrics {
         });
     }
 
-    /// Pods still pending at the end count with the wait they have so far.
+    /// Pods still pending at the end count with the wait they have so far, in the run's
+    /// last window (the end itself would open a window after the run).
     pub fn finish(&mut self, cluster: &Cluster, end: u64) {
         for pod in cluster.pending_pods() {
             let p = &cluster.pods[pod];
             if p.is_workload() {
-                self.pod_started(end, end - p.pending_since, p.generation == 0);
+                self.pod_started(end.saturating_sub(1), end - p.pending_since, p.generation == 0);
             }
         }
     }
@@ -371,9 +372,11 @@ pub struct Report {
     pub pod_wait_p95_s: f64,
     pub pod_wait_max_s: f64,
     pub pods_started: usize,
-    /// The p95 first-start wait of each five-minute window of the run (counted from its
-    /// start) in which pods started, oldest first: the view a wait target's forwarder
-    /// has, window by window (a run's p95 can be met while a morning's windows wait long).
+    /// The p95 first-start wait of each five-minute window of the run (`[k·5m, (k+1)·5m)`
+    /// from its start) in which pods started, oldest first; pods still pending at the end
+    /// are in the last. All pools together and first starts only, like the figures above,
+    /// so close to but not what the forwarder measures per pool for a wait target: a run's
+    /// p95 can be met while the windows of a morning ramp wait long.
     pub window_wait_p95_s: Vec<f64>,
     /// Waits of pods started again after their node went.
     pub replaced_wait_p95_s: f64,

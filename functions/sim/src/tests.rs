@@ -968,7 +968,7 @@ fn fallback_figures_are_measured_per_pool() {
 
 /// The windowed view: each five-minute window with first starts gets its own p95, so a
 /// run's p95 within target can show the windows that were not; re-placements and windows
-/// without starts are not in it, and pods still pending at the end count as of the end.
+/// without starts are not in it, and pods still pending at the end count in the last window.
 #[test]
 fn first_start_waits_are_also_reported_per_five_minute_window() {
     let sc = Scenario::built_in("business-day").unwrap();
@@ -985,11 +985,20 @@ fn first_start_waits_are_also_reported_per_five_minute_window() {
     for k in 0..3 {
         m.pod_started(21 * MINUTE + k * SECOND, 2 * SECOND, true);
     }
+    // One pod starts on the 00:25 boundary: the window from 00:25.
+    m.pod_started(25 * MINUTE, 3 * SECOND, true);
     let r = m.report(&sc, "ballast", 0, 0);
-    assert_eq!(r.window_wait_p95_s, [20.0, 45.0, 2.0]);
-    // The run has one p95 for all 24 first starts.
+    assert_eq!(r.window_wait_p95_s, [20.0, 45.0, 2.0, 3.0]);
+    // The run has one p95 for all 25 first starts.
     assert_eq!(r.pod_wait_p95_s, 45.0);
-    assert_eq!(r.pods_started, 24);
+    assert_eq!(r.pods_started, 25);
+    // A pod still pending when the run ends at 00:30 counts in the last window (00:25–00:30),
+    // not in one that would begin at the end.
+    let mut cluster = crate::cluster::Cluster::new(-10, 2000, vec![vec![true]]);
+    cluster.create_pod(crate::cluster::PodKind::Deployment(0), 0, 100, 1 << 20, 0, 28 * MINUTE);
+    m.finish(&cluster, 30 * MINUTE);
+    let r = m.report(&sc, "ballast", 0, 0);
+    assert_eq!(r.window_wait_p95_s, [20.0, 45.0, 2.0, 120.0]);
 }
 
 /// With several pools the report says which pool `headroom.min`/`max` held.

@@ -86,9 +86,8 @@ fn parse_knob(flag: &str, key: &str) -> anyhow::Result<HeadroomKnob> {
     })
 }
 
-/// A value of `knob`: a whole number, or for a wait target whole seconds (`5s`, `1m`, `90`).
-/// A setting's value: a whole number, or for a wait target seconds or a duration, within
-/// what ballast.yaml allows.
+/// A value of `knob`: a whole number, or for a wait target whole seconds (`5s`, `1m`, `90`)
+/// within what ballast.yaml allows.
 fn parse_value(flag: &str, knob: HeadroomKnob, p: &str) -> anyhow::Result<u32> {
     let value = parse_amount(flag, knob, p)?;
     if knob == HeadroomKnob::Target && !(1..=3600).contains(&value) {
