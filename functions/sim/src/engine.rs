@@ -318,11 +318,11 @@ impl<'s> Engine<'s> {
         let now = self.now;
         let placement = self.model.schedule(now);
         for (pod, waited) in placement.started {
+            let node = self.model.cluster.pods[pod].node;
+            let pool = node.and_then(|n| self.sc.groups[self.model.cluster.nodes[n].group].pool);
             // Bound once by now: this was its first start.
-            self.metrics.pod_started(now, waited, self.model.cluster.pods[pod].generation == 1);
+            self.metrics.pod_started(now, waited, self.model.cluster.pods[pod].generation == 1, pool);
             if let Some(b) = self.ballast.as_mut() {
-                let node = self.model.cluster.pods[pod].node;
-                let pool = node.and_then(|n| self.sc.groups[self.model.cluster.nodes[n].group].pool);
                 b.pod_started(pool, waited);
             }
             if let Some((at, ev)) = self.workload.pod_started(&self.model, pod, now) {

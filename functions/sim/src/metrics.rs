@@ -32,6 +32,10 @@ pub struct Metrics {
     /// Waits of pods starting for the first time (what a new workload pod feels), with
     /// when they started.
     first_starts: Vec<(u64, u64)>,
+    /// The same per Ballast pool (the pool of the node each started on).
+    pool_first_waits_ms: Vec<Vec<u64>>,
+    /// Each node group's pool, if any.
+    group_pool: Vec<Option<usize>>,
     /// Waits of pods started again after a drain, a reclaim or a scale-down.
     replaced_waits_ms: Vec<u64>,
     /// First starts of the last five minutes: (when, wait).
@@ -89,6 +93,8 @@ impl Metrics {
         Metrics {
             last: 0,
             first_starts: Vec::new(),
+            pool_first_waits_ms: vec![Vec::new(); sc.pools().len()],
+            group_pool: sc.groups.iter().map(|g| g.pool).collect(),
             replaced_waits_ms: Vec::new(),
             recent_starts: std::collections::VecDeque::new(),
             pending_pod_ms: 0.0,
@@ -158,8 +164,12 @@ impl Metrics {
         }
     }
 
-    pub fn pod_started(&mut self, now: u64, waited_ms: u64, first_start: bool) {
+    /// A workload pod started after `waited_ms`, on a node of `pool` (if in one).
+    pub fn pod_started(&mut self, now: u64, waited_ms: u64, first_start: bool, pool: Option<usize>) {
         if first_start {
+            if let Some(waits) = pool.and_then(|p| self.pool_first_waits_ms.get_mut(p)) {
+                waits.push(waited_ms);
+            }
             self.first_starts.push((now, waited_ms));
             self.recent_starts.push_back((now, waited_ms));
         } else {
@@ -205,12 +215,20 @@ impl Metrics {
     }
 
     /// Pods still pending at the end count with the wait they have so far, in the run's
-    /// last window (the end itself would open a window after the run).
+    /// last window (the end itself would open a window after the run), and in the pool
+    /// whose groups alone could take them.
     pub fn finish(&mut self, cluster: &Cluster, end: u64) {
         for pod in cluster.pending_pods() {
             let p = &cluster.pods[pod];
             if p.is_workload() {
-                self.pod_started(end.saturating_sub(1), end - p.pending_since, p.generation == 0);
+                let mut pools = cluster.accepts[p.class]
+                    .iter()
+                    .zip(&self.group_pool)
+                    .filter(|(accepts, _)| **accepts)
+                    .map(|(_, pool)| *pool);
+                let first = pools.next().flatten();
+                let pool = first.filter(|_| pools.all(|other| other == first));
+                self.pod_started(end.saturating_sub(1), end - p.pending_since, p.generation == 0, pool);
             }
         }
     }
@@ -255,6 +273,23 @@ impl Metrics {
             peak_pods: self.peak_pods,
             headroom_held_at_max_pct: share(self.held_at_max_ms),
             headroom_held_at_min_pct: share(self.held_at_min_ms),
+            waits_by_pool: if self.pools.len() > 1 {
+                self.pools
+                    .iter()
+                    .zip(&self.pool_first_waits_ms)
+                    .map(|(pool, waits)| {
+                        let mut waits = waits.clone();
+                        waits.sort_unstable();
+                        PoolWaits {
+                            pool: pool.name.clone(),
+                            pods_started: waits.len(),
+                            pod_wait_p95_s: pct(&waits, 0.95),
+                        }
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            },
             headroom_by_pool: if self.pools.len() > 1 {
                 self.pools
                     .iter()
@@ -346,6 +381,15 @@ impl Metrics {
     }
 }
 
+/// One pool's first-start waits: those of pods that started on its nodes (or, still
+/// pending at the end, could start only there).
+#[derive(Debug, Clone, Serialize)]
+pub struct PoolWaits {
+    pub pool: String,
+    pub pods_started: usize,
+    pub pod_wait_p95_s: f64,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct PoolHeadroom {
     pub pool: String,
@@ -400,6 +444,9 @@ pub struct Report {
     pub headroom_held_at_max_pct: Option<f64>,
     /// The same for `headroom.min` holding them above it.
     pub headroom_held_at_min_pct: Option<f64>,
+    /// With several pools: the first starts per pool (each pool's wait target is its own).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub waits_by_pool: Vec<PoolWaits>,
     /// With several pools: the same per pool (the two above count a moment in which any
     /// pool was held).
     #[serde(skip_serializing_if = "Vec::is_empty")]

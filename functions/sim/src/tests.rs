@@ -975,18 +975,18 @@ fn first_start_waits_are_also_reported_per_five_minute_window() {
     let mut m = crate::metrics::Metrics::new(&sc);
     // 00:00–00:05: twenty pods, one of them slow: the window's p95 is the 19th wait.
     for k in 0..20 {
-        m.pod_started(k * 10 * SECOND, if k == 7 { 90 * SECOND } else { (k + 1) * SECOND }, true);
+        m.pod_started(k * 10 * SECOND, if k == 7 { 90 * SECOND } else { (k + 1) * SECOND }, true, None);
     }
     // 00:10–00:15: one slow pod and a re-placement (not a first start).
-    m.pod_started(11 * MINUTE, 45 * SECOND, true);
-    m.pod_started(12 * MINUTE, 300 * SECOND, false);
+    m.pod_started(11 * MINUTE, 45 * SECOND, true, None);
+    m.pod_started(12 * MINUTE, 300 * SECOND, false, None);
     // 00:15–00:20: only a re-placement; 00:20–00:25: three quick pods.
-    m.pod_started(16 * MINUTE, 300 * SECOND, false);
+    m.pod_started(16 * MINUTE, 300 * SECOND, false, None);
     for k in 0..3 {
-        m.pod_started(21 * MINUTE + k * SECOND, 2 * SECOND, true);
+        m.pod_started(21 * MINUTE + k * SECOND, 2 * SECOND, true, None);
     }
     // One pod starts on the 00:25 boundary: the window from 00:25.
-    m.pod_started(25 * MINUTE, 3 * SECOND, true);
+    m.pod_started(25 * MINUTE, 3 * SECOND, true, None);
     let r = m.report(&sc, "ballast", 0, 0);
     assert_eq!(r.window_wait_p95_s, [20.0, 45.0, 2.0, 3.0]);
     // The run has one p95 for all 25 first starts.
@@ -999,6 +999,37 @@ fn first_start_waits_are_also_reported_per_five_minute_window() {
     m.finish(&cluster, 30 * MINUTE);
     let r = m.report(&sc, "ballast", 0, 0);
     assert_eq!(r.window_wait_p95_s, [20.0, 45.0, 2.0, 120.0]);
+}
+
+/// With several pools each pool's first starts are also measured apart (a wait target is
+/// per pool): together they are all the run's, and the run's p95 lies between theirs.
+#[test]
+fn first_start_waits_are_reported_per_pool() {
+    let sc = Scenario::built_in("two-pools").unwrap();
+    let r = simulate(&sc, Strategy::Ballast, 42, &mut no_progress());
+    let names: Vec<&str> = r.waits_by_pool.iter().map(|p| p.pool.as_str()).collect();
+    assert_eq!(names, ["services", "batch"]);
+    assert!(r.waits_by_pool.iter().all(|p| p.pods_started > 0), "{:?}", r.waits_by_pool);
+    assert_eq!(r.waits_by_pool.iter().map(|p| p.pods_started).sum::<usize>(), r.pods_started);
+    let p95s: Vec<f64> = r.waits_by_pool.iter().map(|p| p.pod_wait_p95_s).collect();
+    let (low, high) = (p95s[0].min(p95s[1]), p95s[0].max(p95s[1]));
+    assert!(low <= r.pod_wait_p95_s && r.pod_wait_p95_s <= high, "{p95s:?} vs {}", r.pod_wait_p95_s);
+    assert_ne!(p95s[0], p95s[1], "the pools wait differently: {p95s:?}");
+    let one = simulate(&Scenario::built_in("business-day").unwrap(), Strategy::Ballast, 42, &mut no_progress());
+    assert!(one.waits_by_pool.is_empty(), "one pool: the figures above are its own");
+    // A pod still pending at the end counts in the pool whose groups alone could take it;
+    // one that either pool could take, in neither (but in the run's figures).
+    let mut m = crate::metrics::Metrics::new(&sc);
+    let batch_only: Vec<bool> = sc.groups.iter().map(|g| g.pool == Some(1)).collect();
+    let anywhere = vec![true; sc.groups.len()];
+    let mut cluster = crate::cluster::Cluster::new(-10, 2000, vec![batch_only, anywhere]);
+    cluster.create_pod(crate::cluster::PodKind::Deployment(0), 0, 100, 1 << 20, 0, 10 * MINUTE);
+    cluster.create_pod(crate::cluster::PodKind::Deployment(0), 1, 100, 1 << 20, 0, 15 * MINUTE);
+    m.finish(&cluster, 20 * MINUTE);
+    let r = m.report(&sc, "ballast", 0, 0);
+    let by_pool: Vec<(usize, f64)> = r.waits_by_pool.iter().map(|p| (p.pods_started, p.pod_wait_p95_s)).collect();
+    assert_eq!(by_pool, [(0, 0.0), (1, 600.0)]);
+    assert_eq!(r.pods_started, 2);
 }
 
 /// With several pools the report says which pool `headroom.min`/`max` held.

@@ -349,6 +349,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
                         cost: r.cost,
                         pod_wait_p95_s: r.pod_wait_p95_s,
                         window_wait_p95_s: r.window_wait_p95_s.clone(),
+                        pool_wait_p95_s: r.waits_by_pool.iter().map(|p| p.pod_wait_p95_s).collect(),
                     })
                     .collect(),
             })
