@@ -34,8 +34,8 @@ pub struct Metrics {
     first_starts: Vec<(u64, u64)>,
     /// The same per Ballast pool (the pool of the node each started on).
     pool_first_waits_ms: Vec<Vec<u64>>,
-    /// Each node group's pool, if any.
-    group_pool: Vec<Option<usize>>,
+    /// The pool a pending pod of each class counts in (`Scenario::class_pool`).
+    class_pool: Vec<Option<usize>>,
     /// Waits of pods started again after a drain, a reclaim or a scale-down.
     replaced_waits_ms: Vec<u64>,
     /// First starts of the last five minutes: (when, wait).
@@ -94,7 +94,7 @@ impl Metrics {
             last: 0,
             first_starts: Vec::new(),
             pool_first_waits_ms: vec![Vec::new(); sc.pools().len()],
-            group_pool: sc.groups.iter().map(|g| g.pool).collect(),
+            class_pool: sc.class_pool.clone(),
             replaced_waits_ms: Vec::new(),
             recent_starts: std::collections::VecDeque::new(),
             pending_pod_ms: 0.0,
@@ -215,19 +215,13 @@ impl Metrics {
     }
 
     /// Pods still pending at the end count with the wait they have so far, in the run's
-    /// last window (the end itself would open a window after the run), and in the pool
-    /// whose groups alone could take them.
+    /// last window (the end itself would open a window after the run), and in the pool a
+    /// pending pod of their class counts in, as the forwarder counts it.
     pub fn finish(&mut self, cluster: &Cluster, end: u64) {
         for pod in cluster.pending_pods() {
             let p = &cluster.pods[pod];
             if p.is_workload() {
-                let mut pools = cluster.accepts[p.class]
-                    .iter()
-                    .zip(&self.group_pool)
-                    .filter(|(accepts, _)| **accepts)
-                    .map(|(_, pool)| *pool);
-                let first = pools.next().flatten();
-                let pool = first.filter(|_| pools.all(|other| other == first));
+                let pool = self.class_pool.get(p.class).copied().flatten();
                 self.pod_started(end.saturating_sub(1), end - p.pending_since, p.generation == 0, pool);
             }
         }
@@ -283,7 +277,7 @@ impl Metrics {
                         PoolWaits {
                             pool: pool.name.clone(),
                             pods_started: waits.len(),
-                            pod_wait_p95_s: pct(&waits, 0.95),
+                            pod_wait_p95_s: nearest_rank(&waits, 0.95).map(|w| w as f64 / 1000.0),
                         }
                     })
                     .collect()
@@ -381,13 +375,16 @@ impl Metrics {
     }
 }
 
-/// One pool's first-start waits: those of pods that started on its nodes (or, still
-/// pending at the end, could start only there).
+/// One pool's first-start waits: those of pods that started on its nodes, or, still
+/// pending at the end, would count in it as pending (first starts only, like the run's
+/// figures; the simulated forwarder also counts pods started again after a drain, which
+/// in a cluster are new pods).
 #[derive(Debug, Clone, Serialize)]
 pub struct PoolWaits {
     pub pool: String,
     pub pods_started: usize,
-    pub pod_wait_p95_s: f64,
+    /// `None`: no pod started in it.
+    pub pod_wait_p95_s: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -32,9 +32,10 @@ pub struct SweepRun {
     /// [`Report::window_wait_p95_s`]).
     pub window_wait_p95_s: Vec<f64>,
     /// With several pools, each pool's p95 first-start wait, in the scenario's order (see
-    /// [`Report::waits_by_pool`]): each pool's wait target is its own.
+    /// [`Report::waits_by_pool`]; `None`: no pod started in it): each pool's wait target
+    /// is its own.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub pool_wait_p95_s: Vec<f64>,
+    pub pool_wait_p95_s: Vec<Option<f64>>,
 }
 
 #[derive(Debug, thiserror::Error)]
