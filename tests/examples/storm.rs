@@ -101,6 +101,12 @@ async fn main() {
     println!("  messages reported failed (redelivered) {failures}");
     println!("  final desired: spot {spot_desired}, on-demand {od_desired} (started 1100 + 1)");
     println!("  wall time {:.1}s (moto, debug build)", elapsed.as_secs_f64());
+    let terminated = count("TerminateInstanceInAutoScalingGroup");
+    let total = if spot_desired + od_desired == 1100 + 1 { "unchanged" } else { "changed" };
+    println!(
+        "row: at most {max_sets_per_asg} `SetDesiredCapacity` per ASG per batch; {terminated} `TerminateInstanceInAutoScalingGroup`, {}; {still_there} lost; total desired {total}",
+        if terminated == WARNINGS { "each instance exactly once" } else { "not one per warning" }
+    );
     assert!(max_sets_per_asg <= 1, "more than one SetDesiredCapacity per ASG in a batch");
     assert_eq!(still_there, 0, "an interrupted instance was lost");
     assert_eq!(count("TerminateInstanceInAutoScalingGroup"), WARNINGS, "each instance terminated exactly once");
