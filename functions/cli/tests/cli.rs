@@ -523,7 +523,8 @@ fn the_readme_shows_what_simulate_prints() {
 
 /// The README's benchmark table shows what the scripts last printed: each script that
 /// writes `benchmarks/<script>.txt` ends it with `row: ` and the result cell of its README
-/// row (`| `scripts/<script>` | what | result |`).
+/// row (`| `scripts/<script>` | what | result |`; `benchmarks/<script>.<part>.txt` for a
+/// row `| `scripts/<script>` (<part>) | ...`), and no row of the table is without its file.
 #[test]
 fn the_readme_benchmark_rows_come_from_the_scripts() {
     let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
@@ -534,14 +535,20 @@ fn the_readme_benchmark_rows_come_from_the_scripts() {
         .collect();
     files.sort();
     let mut wrong = Vec::new();
+    let mut rows_with_files = Vec::new();
     for file in &files {
-        let script = file.file_stem().unwrap().to_str().unwrap();
+        let stem = file.file_stem().unwrap().to_str().unwrap();
         let text = std::fs::read_to_string(file).unwrap();
         let Some(printed) = text.lines().next_back().and_then(|l| l.strip_prefix("row: ")) else {
             wrong.push(format!("{}: the last line is not `row: ...`", file.display()));
             continue;
         };
-        let prefix = format!("| `scripts/{script}` |");
+        let prefix = match stem.split_once('.') {
+            Some((script, part)) => format!("| `scripts/{script}` ({part}) |"),
+            None => format!("| `scripts/{stem}` |"),
+        };
+        rows_with_files.push(prefix.clone());
+        let script = stem;
         let Some(line) = readme.lines().find(|l| l.starts_with(&prefix)) else {
             wrong.push(format!("README.md has no benchmark row for scripts/{script}"));
             continue;
@@ -551,8 +558,33 @@ fn the_readme_benchmark_rows_come_from_the_scripts() {
             wrong.push(format!("scripts/{script}: README shows\n  {shown}\nthe script printed\n  {printed}"));
         }
     }
+    let table = readme.split("## Benchmarks").nth(1).expect("README.md has a Benchmarks section");
+    let table = table.split("\n## ").next().unwrap();
+    for row in table.lines().filter(|l| l.starts_with("| `scripts/")) {
+        if !rows_with_files.iter().any(|prefix| row.starts_with(prefix.as_str())) {
+            wrong.push(format!("no benchmarks/*.txt behind the README row {}", row.split(" | ").next().unwrap()));
+        }
+    }
     assert!(files.len() >= 3, "benchmarks/ holds the figures of bench-package, bench-forwarder and bench-simulate");
     assert!(wrong.is_empty(), "update the README's benchmark rows from benchmarks/*.txt:\n{}", wrong.join("\n"));
+}
+
+/// The figures of the README's wait-target paragraph (every decimal in it) are read off
+/// `benchmarks/report-wait-target.txt`, which `scripts/report-wait-target` writes.
+#[test]
+fn the_readme_wait_target_figures_come_from_the_report() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let report = std::fs::read_to_string(root().join("benchmarks/report-wait-target.txt")).unwrap();
+    let start = readme.find("**Headroom from a wait target.**").expect("the wait-target paragraph");
+    let paragraph = &readme[start..start + readme[start..].find("\n\n").unwrap()];
+    let decimals: Vec<&str> = paragraph
+        .split(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .map(|t| t.trim_matches('.'))
+        .filter(|t| t.contains('.') && t.split('.').all(|d| !d.is_empty()))
+        .collect();
+    assert!(decimals.len() >= 5, "the paragraph quotes the report: {decimals:?}");
+    let missing: Vec<&&str> = decimals.iter().filter(|d| !report.contains(**d)).collect();
+    assert!(missing.is_empty(), "README wait-target figures not in the report: {missing:?}");
 }
 
 fn ballast_env(args: &[&str], env: &[(&str, &str)]) -> Output {
