@@ -90,6 +90,8 @@ pub type MotoApp = App<AwsAutoscaling, MirrorCluster, DynamoStore, FixedClock, S
 pub struct Deployment {
     pub sdk: SdkConfig,
     pub autoscaling: aws_sdk_autoscaling::Client,
+    /// The same interceptors but no injected faults: the mirrored cluster's reads.
+    pub cluster_view: aws_sdk_autoscaling::Client,
     pub sqs: aws_sdk_sqs::Client,
     pub dlq_url: String,
     pub recorder: Recorder,
@@ -174,6 +176,10 @@ impl Deployment {
         let mut builder = aws_sdk_autoscaling::config::Builder::from(&sdk)
             .interceptor(recorder.clone())
             .interceptor(unlaunched.clone());
+        // The mirrored cluster's reads stand in for Kubernetes: they meet no injected fault
+        // (a fault there is not one of Ballast's calls, and counting them would shift where
+        // Ballast's own calls fail).
+        let cluster_view = aws_sdk_autoscaling::Client::from_conf(builder.clone().build());
         if let Some(faults) = &faults {
             builder = builder.interceptor(faults.clone());
         }
@@ -253,7 +259,7 @@ impl Deployment {
         if let Some(faults) = &faults {
             faults.enable();
         }
-        Deployment { sdk, autoscaling, sqs, dlq_url, recorder, unlaunched, clock: FixedClock::new(now) }
+        Deployment { sdk, autoscaling, cluster_view, sqs, dlq_url, recorder, unlaunched, clock: FixedClock::new(now) }
     }
 
     pub fn app(&self, config: Config) -> (MotoApp, MirrorCluster) {
@@ -262,13 +268,13 @@ impl Deployment {
 
     /// The app as function `function` runs it, its AWS calls made with `sdk` (e.g. with
     /// the function's own credentials, so moto's request log tells its calls apart). The
-    /// mirrored cluster reads through the deployment's own client: those are not the
-    /// function's calls.
+    /// mirrored cluster reads through the deployment's own client, without its faults:
+    /// those are not the function's calls.
     pub fn app_as(&self, config: Config, function: &'static str, sdk: &SdkConfig) -> (MotoApp, MirrorCluster) {
         let functions_autoscaling =
             if std::ptr::eq(sdk, &self.sdk) { self.autoscaling.clone() } else { aws_sdk_autoscaling::Client::new(sdk) };
         let autoscaling = AwsAutoscaling::from_clients(functions_autoscaling, aws_sdk_ec2::Client::new(sdk));
-        let mirror = AwsAutoscaling::from_clients(self.autoscaling.clone(), aws_sdk_ec2::Client::new(&self.sdk));
+        let mirror = AwsAutoscaling::from_clients(self.cluster_view.clone(), aws_sdk_ec2::Client::new(&self.sdk));
         let cluster = MirrorCluster {
             autoscaling: mirror,
             cordoned: Default::default(),
