@@ -537,18 +537,17 @@ fn the_readme_benchmark_rows_come_from_the_scripts() {
     let mut wrong = Vec::new();
     let mut rows_with_files = Vec::new();
     for file in &files {
-        let stem = file.file_stem().unwrap().to_str().unwrap();
+        let script = file.file_stem().unwrap().to_str().unwrap();
         let text = std::fs::read_to_string(file).unwrap();
         let Some(printed) = text.lines().next_back().and_then(|l| l.strip_prefix("row: ")) else {
             wrong.push(format!("{}: the last line is not `row: ...`", file.display()));
             continue;
         };
-        let prefix = match stem.split_once('.') {
-            Some((script, part)) => format!("| `scripts/{script}` ({part}) |"),
-            None => format!("| `scripts/{stem}` |"),
+        let prefix = match script.split_once('.') {
+            Some((name, part)) => format!("| `scripts/{name}` ({part}) |"),
+            None => format!("| `scripts/{script}` |"),
         };
         rows_with_files.push(prefix.clone());
-        let script = stem;
         let Some(line) = readme.lines().find(|l| l.starts_with(&prefix)) else {
             wrong.push(format!("README.md has no benchmark row for scripts/{script}"));
             continue;

@@ -313,11 +313,10 @@ fn mib(bytes: u64) -> u32 {
     u32::try_from(bytes.div_ceil(1 << 20)).unwrap_or(u32::MAX)
 }
 
-/// Nearest-rank quantile of non-empty `values`.
+/// Nearest-rank quantile of `values` (0 for none).
 fn quantile(mut values: Vec<u32>, q: f64) -> u32 {
     values.sort_unstable();
-    let rank = ((q * values.len() as f64).ceil() as usize).clamp(1, values.len());
-    values[rank - 1]
+    crate::quantile::nearest_rank(&values, q).unwrap_or_default()
 }
 
 impl History {

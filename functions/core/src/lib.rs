@@ -13,6 +13,7 @@ pub mod model;
 pub mod plan;
 pub mod planner;
 pub mod ports;
+pub mod quantile;
 pub mod reconcile;
 pub mod snapshot;
 pub mod units;

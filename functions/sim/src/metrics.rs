@@ -4,6 +4,7 @@
 use std::cmp::Ordering;
 
 use ballast_core::plan::HeadroomDecision;
+use ballast_core::quantile::nearest_rank;
 use serde::Serialize;
 
 use crate::cluster::{Cluster, NodePhase};
@@ -29,11 +30,8 @@ const RECENT_WAITS_MS: u64 = 5 * 60_000;
 #[derive(Debug)]
 pub struct Metrics {
     last: u64,
-    /// Waits of pods starting for the first time (what a new workload pod feels), with
-    /// when they started.
-    first_starts: Vec<(u64, u64)>,
-    /// The same per Ballast pool (the pool of the node each started on).
-    pool_first_waits_ms: Vec<Vec<u64>>,
+    /// Pods starting for the first time (what a new workload pod feels).
+    first_starts: Vec<FirstStart>,
     /// The pool a pending pod of each class counts in (`Scenario::class_pool`).
     class_pool: Vec<Option<usize>>,
     /// Waits of pods started again after a drain, a reclaim or a scale-down.
@@ -93,7 +91,6 @@ impl Metrics {
         Metrics {
             last: 0,
             first_starts: Vec::new(),
-            pool_first_waits_ms: vec![Vec::new(); sc.pools().len()],
             class_pool: sc.class_pool.clone(),
             replaced_waits_ms: Vec::new(),
             recent_starts: std::collections::VecDeque::new(),
@@ -167,10 +164,7 @@ impl Metrics {
     /// A workload pod started after `waited_ms`, on a node of `pool` (if in one).
     pub fn pod_started(&mut self, now: u64, waited_ms: u64, first_start: bool, pool: Option<usize>) {
         if first_start {
-            if let Some(waits) = pool.and_then(|p| self.pool_first_waits_ms.get_mut(p)) {
-                waits.push(waited_ms);
-            }
-            self.first_starts.push((now, waited_ms));
+            self.first_starts.push(FirstStart { at: now, waited_ms, pool });
             self.recent_starts.push_back((now, waited_ms));
         } else {
             self.replaced_waits_ms.push(waited_ms);
@@ -234,8 +228,7 @@ impl Metrics {
         interruptions: u32,
         ballast_invocations: u32,
     ) -> Report {
-        let mut waits: Vec<u64> = self.first_starts.iter().map(|(_, w)| *w).collect();
-        waits.sort_unstable();
+        let waits = self.first_waits(|_| true);
         let mut replaced = self.replaced_waits_ms.clone();
         replaced.sort_unstable();
         let pct = |waits: &[u64], q: f64| nearest_rank(waits, q).map_or(0.0, |w| w as f64 / 1000.0);
@@ -270,10 +263,9 @@ impl Metrics {
             waits_by_pool: if self.pools.len() > 1 {
                 self.pools
                     .iter()
-                    .zip(&self.pool_first_waits_ms)
-                    .map(|(pool, waits)| {
-                        let mut waits = waits.clone();
-                        waits.sort_unstable();
+                    .enumerate()
+                    .map(|(p, pool)| {
+                        let waits = self.first_waits(|s| s.pool == Some(p));
                         PoolWaits {
                             pool: pool.name.clone(),
                             pods_started: waits.len(),
@@ -304,12 +296,19 @@ impl Metrics {
         }
     }
 
+    /// The first-start waits of the pods `which` takes, sorted.
+    fn first_waits(&self, which: impl Fn(&FirstStart) -> bool) -> Vec<u64> {
+        let mut waits: Vec<u64> = self.first_starts.iter().filter(|s| which(s)).map(|s| s.waited_ms).collect();
+        waits.sort_unstable();
+        waits
+    }
+
     /// The p95 first-start wait of each five-minute window from the run's start in which
     /// pods started, oldest first.
     fn window_wait_p95_s(&self) -> Vec<f64> {
         let mut windows: std::collections::BTreeMap<u64, Vec<u64>> = std::collections::BTreeMap::new();
-        for (at, waited) in &self.first_starts {
-            windows.entry(at / RECENT_WAITS_MS).or_default().push(*waited);
+        for start in &self.first_starts {
+            windows.entry(start.at / RECENT_WAITS_MS).or_default().push(start.waited_ms);
         }
         windows
             .into_values()
@@ -394,10 +393,12 @@ pub struct PoolHeadroom {
     pub held_at_min_pct: Option<f64>,
 }
 
-/// Nearest-rank quantile of sorted `values` (`None`: none).
-fn nearest_rank(values: &[u64], q: f64) -> Option<u64> {
-    let rank = ((q * values.len() as f64).ceil() as usize).clamp(1, values.len().max(1));
-    values.get(rank - 1).copied()
+/// A workload pod's first start: when, after how long, in which pool (if any).
+#[derive(Debug, Clone, Copy)]
+struct FirstStart {
+    at: u64,
+    waited_ms: u64,
+    pool: Option<usize>,
 }
 
 fn mean(values: &[f64]) -> Option<f64> {

@@ -1001,12 +1001,18 @@ fn first_start_waits_are_also_reported_per_five_minute_window() {
     assert_eq!(r.window_wait_p95_s, [20.0, 45.0, 2.0, 120.0]);
 }
 
+/// `two-pools` with Ballast, seed 42.
+fn two_pools_with_ballast() -> (Scenario, crate::Report) {
+    let sc = Scenario::built_in("two-pools").unwrap();
+    let r = simulate(&sc, Strategy::Ballast, 42, &mut no_progress());
+    (sc, r)
+}
+
 /// With several pools each pool's first starts are also measured apart (a wait target is
 /// per pool): here the pools split the run's pods, so the run's p95 lies between theirs.
 #[test]
 fn first_start_waits_are_reported_per_pool() {
-    let sc = Scenario::built_in("two-pools").unwrap();
-    let r = simulate(&sc, Strategy::Ballast, 42, &mut no_progress());
+    let (sc, r) = two_pools_with_ballast();
     let names: Vec<&str> = r.waits_by_pool.iter().map(|p| p.pool.as_str()).collect();
     assert_eq!(names, ["services", "batch"]);
     assert!(r.waits_by_pool.iter().all(|p| p.pods_started > 0), "{:?}", r.waits_by_pool);
@@ -1034,8 +1040,7 @@ fn first_start_waits_are_reported_per_pool() {
 /// With several pools the report says which pool `headroom.min`/`max` held.
 #[test]
 fn headroom_held_is_reported_per_pool() {
-    let sc = Scenario::built_in("two-pools").unwrap();
-    let r = simulate(&sc, Strategy::Ballast, 42, &mut no_progress());
+    let (_, r) = two_pools_with_ballast();
     let names: Vec<&str> = r.headroom_by_pool.iter().map(|p| p.pool.as_str()).collect();
     assert_eq!(names, ["services", "batch"]);
     let (services, batch) = (&r.headroom_by_pool[0], &r.headroom_by_pool[1]);

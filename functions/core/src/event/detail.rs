@@ -213,17 +213,14 @@ impl PoolWaitsDetail {
         window_end: DateTime<Utc>,
         waits: &mut [f64],
     ) -> Option<PoolWaitsDetail> {
-        if waits.is_empty() {
-            return None;
-        }
         waits.sort_unstable_by(f64::total_cmp);
-        let rank = ((0.95 * waits.len() as f64).ceil() as usize).clamp(1, waits.len());
+        let p95_seconds = crate::quantile::nearest_rank(waits, 0.95)?;
         Some(PoolWaitsDetail {
             pool: pool.to_string(),
             window_start,
             window_end,
             pods: u32::try_from(waits.len()).unwrap_or(u32::MAX),
-            p95_seconds: waits[rank - 1],
+            p95_seconds,
             max_seconds: waits[waits.len() - 1],
         })
     }
