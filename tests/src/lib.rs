@@ -4,6 +4,7 @@
 
 pub mod aws;
 pub mod emulator;
+pub mod fault_run;
 pub mod iam;
 pub mod kube;
 pub mod moto;

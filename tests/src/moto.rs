@@ -207,10 +207,13 @@ impl Intercept for Unlaunched {
 }
 
 /// Turns a share of responses into 503 Throttling (query protocol), deterministically:
-/// every `every`-th call fails.
+/// every `every`-th call fails, or, with a seed, each call fails with odds 1 in `every`
+/// (a hash of the seed and the call's number), so failures do not fall in step with a
+/// retry's calls.
 #[derive(Debug, Clone)]
 pub struct Faults {
     pub every: usize,
+    pub seed: Option<u64>,
     pub count: Arc<Mutex<(usize, usize)>>,
     /// Off during setup: only Ballast's calls meet faults.
     pub enabled: Arc<std::sync::atomic::AtomicBool>,
@@ -218,7 +221,24 @@ pub struct Faults {
 
 impl Faults {
     pub fn every(every: usize) -> Self {
-        Faults { every, count: Arc::new(Mutex::new((0, 0))), enabled: Default::default() }
+        Faults { every, seed: None, count: Arc::new(Mutex::new((0, 0))), enabled: Default::default() }
+    }
+
+    pub fn one_in(every: usize, seed: u64) -> Self {
+        Faults { seed: Some(seed), ..Faults::every(every) }
+    }
+
+    fn fails(&self, call: usize) -> bool {
+        match self.seed {
+            None => call.is_multiple_of(self.every),
+            // SplitMix64: a well-mixed hash of (seed, call), reproducible across runs.
+            Some(seed) => {
+                let mut z = seed ^ (call as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+                z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+                (z ^ (z >> 31)).is_multiple_of(self.every as u64)
+            }
+        }
     }
 
     pub fn enable(&self) {
@@ -247,7 +267,7 @@ impl Intercept for Faults {
         }
         let mut count = self.count.lock().expect("faults");
         count.0 += 1;
-        if !count.0.is_multiple_of(self.every) {
+        if !self.fails(count.0) {
             return Ok(());
         }
         count.1 += 1;

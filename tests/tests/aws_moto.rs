@@ -474,3 +474,23 @@ async fn each_function_takes_only_its_own_sources() {
     let taken = cluster_events.direct(demand).await.unwrap();
     assert!(taken.invalid.is_empty(), "{taken:?}");
 }
+
+/// Auto Scaling calls answered 503 after moto carried them out, 1 in 10 at random: at
+/// rest the pool never holds less than the clean run, and what it holds above it is no
+/// more than the surplus Ballast named (metric `SurplusNamed`). With seed 1 a raise of
+/// ten fallback units lands and loses its answer; Ballast makes it again (doubts go to
+/// surplus, never loss) and names the ten. `scripts/bench-aws` (faults) runs more seeds.
+#[tokio::test]
+async fn answers_lost_after_the_call_landed_leave_named_surplus_never_less_capacity() {
+    use ballast_tests::fault_run::{interruptions_then_capacity_error, problems};
+    use ballast_tests::moto::Faults;
+    let Some(clean) = interruptions_then_capacity_error(None).await else { return };
+    assert_eq!(clean.surplus_named, 0, "the clean run named surplus");
+    assert!(problems(&clean.state, &clean).is_empty());
+    for seed in [1, 2] {
+        let run = interruptions_then_capacity_error(Some(Faults::one_in(10, seed))).await.expect("moto");
+        assert!(run.injected > 0, "seed {seed}: no fault injected");
+        let wrong = problems(&clean.state, &run);
+        assert!(wrong.is_empty(), "seed {seed}: {wrong:?} ({:?} against {:?})", run.state, clean.state);
+    }
+}

@@ -714,7 +714,12 @@ impl Harness {
         }
         // A run that stopped part-way still says (and logs) what it left to cluster-autoscaler.
         let stopped = outcome.failures.iter().filter_map(|(e, _)| e.plan());
-        outcome.pools.iter().map(|p| &p.plan).chain(stopped).flat_map(|p| p.notes.clone()).collect()
+        let plans: Vec<_> = outcome.pools.iter().map(|p| &p.plan).chain(stopped).collect();
+        for plan in &plans {
+            // The count the metric and the summary carry is the one the notes say.
+            assert_eq!(i64::from(plan.surplus_named()), left_to_ca(&plan.notes), "{:?}", plan.notes);
+        }
+        plans.iter().flat_map(|p| p.notes.clone()).collect()
     }
 
     fn settle(&mut self, lost: bool) {

@@ -352,7 +352,7 @@ fn the_dashboard_shows_what_operators_need_from_metrics_the_functions_emit() {
                 wrong.push(format!("the dashboard names `{name}`, which no function emits"));
             }
         }
-        for needed in ["FallbackUnits", "HeadroomReplicas", "ApiErrors", "ReconcileDuration"]
+        for needed in ["FallbackUnits", "HeadroomReplicas", "ApiErrors", "ReconcileDuration", "SurplusNamed"]
             .iter()
             .chain(DECISION_METRICS.iter())
         {

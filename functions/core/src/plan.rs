@@ -1,5 +1,7 @@
 //! The planner's output: actions, each with the reason a human would give.
 
+use std::collections::BTreeMap;
+
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
@@ -21,6 +23,11 @@ pub struct Plan {
     /// no demand is known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub headroom: Option<HeadroomDecision>,
+    /// Instances this plan leaves to cluster-autoscaler's scale-down as possible surplus,
+    /// per ASG (doubts settled toward surplus; each is also said in a note). Counted, so
+    /// a metric and a test can hold Ballast to what it named.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub surplus: BTreeMap<String, u32>,
 }
 
 /// The headroom the pool's percent asks for and what `headroom.min`/`max` let through.
@@ -50,6 +57,11 @@ pub const LOG_ITEMS: usize = 40;
 const LOG_TEXT: usize = 400;
 
 impl Plan {
+    /// Instances named as possible surplus, all ASGs together.
+    pub fn surplus_named(&self) -> u32 {
+        self.surplus.values().sum()
+    }
+
     /// The actions that change something outside Ballast's own record.
     pub fn effects(&self) -> impl Iterator<Item = &Action> {
         self.actions.iter().filter(|a| !matches!(a.kind, ActionKind::RecordState))
@@ -98,6 +110,8 @@ impl Plan {
             "more_actions": more,
             "notes": self.notes.iter().take(LOG_ITEMS).map(|n| clip(n)).collect::<Vec<_>>(),
             "more_notes": self.notes.len().saturating_sub(LOG_ITEMS),
+            // Never clipped: the notes that say why may be.
+            "surplus": self.surplus,
             "headroom": self.headroom,
             "record": {
                 "fallback_units": record.fallback_units,

@@ -54,6 +54,10 @@ pub struct Summary {
     pub duplicates: Vec<String>,
     pub invalid: Vec<String>,
     pub errors: Vec<String>,
+    /// Instances left to cluster-autoscaler as possible surplus, per ASG, dry runs aside.
+    /// A plan that stopped part-way counts too: its record write came first and may have
+    /// landed even if reported failed (then its retry may name the same again).
+    pub surplus: BTreeMap<String, u32>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -106,6 +110,16 @@ where
         let elapsed = started.elapsed().as_millis() as u64;
         let now = self.reconciler.clock.now().timestamp_millis();
         let mut errors_by_pool: BTreeMap<String, u32> = BTreeMap::new();
+        let mut surplus: BTreeMap<String, u32> = BTreeMap::new();
+        let mut surplus_by_pool: BTreeMap<String, u32> = BTreeMap::new();
+        let in_force =
+            outcome.pools.iter().map(|p| &p.plan).chain(outcome.failures.iter().filter_map(|(e, _)| e.plan()));
+        for plan in in_force.filter(|p| !p.dry_run) {
+            for (asg, n) in &plan.surplus {
+                *surplus.entry(asg.clone()).or_default() += n;
+            }
+            *surplus_by_pool.entry(plan.pool.clone()).or_default() += plan.surplus_named();
+        }
         let mut batch_errors = 0;
         for (err, _) in &outcome.failures {
             match err.pool() {
@@ -128,10 +142,12 @@ where
             // stays within CloudWatch's event size.
             info!(function = self.function, pool = %plan.pool, dry_run = plan.dry_run, plan = %plan.log_line(), "plan");
             let errors = errors_by_pool.remove(&plan.pool).unwrap_or(0);
-            (self.metrics)(&emf(self.function, Some(plan), &plan.pool, errors, elapsed, now));
+            let named = surplus_by_pool.remove(&plan.pool).unwrap_or(0);
+            (self.metrics)(&emf(self.function, Some(plan), &plan.pool, errors, named, elapsed, now));
         }
         for (pool, errors) in errors_by_pool {
-            (self.metrics)(&emf(self.function, None, &pool, errors, elapsed, now));
+            let named = surplus_by_pool.remove(&pool).unwrap_or(0);
+            (self.metrics)(&emf(self.function, None, &pool, errors, named, elapsed, now));
         }
         for u in &outcome.unrouted {
             info!(function = self.function, event_id = %u.event_id, why = %u.why, "event concerns no pool");
@@ -151,6 +167,7 @@ where
             duplicates: outcome.duplicates.clone(),
             invalid,
             errors: outcome.failures.iter().map(|(e, _)| e.to_string()).collect(),
+            surplus,
         }
     }
 

@@ -17,8 +17,8 @@ pub const DECISION_METRICS: [&str; 8] = [
 
 /// Every other metric the functions emit (namespace `Ballast`); the templates' dashboards
 /// may name only these and [`DECISION_METRICS`] (tests/tests/wiring.rs).
-pub const OTHER_METRICS: [&str; 6] =
-    ["Decisions", "FallbackUnits", "HeadroomReplicas", "ApiErrors", "ReconcileDuration", "BatchErrors"];
+pub const OTHER_METRICS: [&str; 7] =
+    ["Decisions", "FallbackUnits", "HeadroomReplicas", "ApiErrors", "ReconcileDuration", "BatchErrors", "SurplusNamed"];
 
 /// Counts of each kind of decision, by metric name.
 fn decisions(plan: &Plan) -> Vec<(&'static str, u32)> {
@@ -56,12 +56,15 @@ pub fn emf_batch_errors(function: &str, api_errors: u32, timestamp_ms: i64) -> V
     })
 }
 
-/// The EMF document for one pool's reconcile.
+/// The EMF document for one pool's reconcile. `surplus_named`: instances its plan left
+/// to cluster-autoscaler as possible surplus (also a plan that stopped part-way, which
+/// has no `plan` here).
 pub fn emf(
     function: &str,
     plan: Option<&Plan>,
     pool: &str,
     api_errors: u32,
+    surplus_named: u32,
     duration_ms: u64,
     timestamp_ms: i64,
 ) -> Value {
@@ -86,6 +89,7 @@ pub fn emf(
         }
     }
     put("ApiErrors", json!(api_errors), "Count");
+    put("SurplusNamed", json!(surplus_named), "Count");
     put("ReconcileDuration", json!(duration_ms), "Milliseconds");
     let mut doc = json!({
         "_aws": {
@@ -124,8 +128,9 @@ mod tests {
             notes: vec![],
             record: PoolRecord { fallback_units: 3, ..Default::default() },
             headroom: None,
+            surplus: [("b".to_string(), 2)].into(),
         };
-        let doc = emf("interruption", Some(&plan), "general", 1, 42, 1_700_000_000_000);
+        let doc = emf("interruption", Some(&plan), "general", 1, plan.surplus_named(), 42, 1_700_000_000_000);
         assert_eq!(doc["_aws"]["Timestamp"], 1_700_000_000_000i64);
         assert_eq!(doc["_aws"]["CloudWatchMetrics"][0]["Namespace"], "Ballast");
         assert_eq!(doc["Pool"], "general");
@@ -135,6 +140,7 @@ mod tests {
         assert_eq!(doc["HeadroomReplicas"], 7);
         assert_eq!(doc["FallbackUnits"], 3);
         assert_eq!(doc["ApiErrors"], 1);
+        assert_eq!(doc["SurplusNamed"], 2);
         assert_eq!(doc["ReconcileDuration"], 42);
         // Every declared metric has its value at the top level, as EMF requires, and is
         // one the dashboards know.

@@ -488,7 +488,7 @@ export class BallastStack extends Stack {
     return topic;
   }
 
-  /** Decisions by kind, fallback units, headroom replicas, API errors, reconcile duration, dead letters. */
+  /** Decisions by kind, fallback units, headroom replicas, API errors, reconcile duration, dead letters, surplus named. */
   private dashboard(prefix: string, deadLetters: sqs.IQueue): void {
     const search = (dimensions: string, metric: string, stat: string, period: number) =>
       `SEARCH('{Ballast,${dimensions}} MetricName=${metric}', '${stat}', ${period})`;
@@ -517,6 +517,9 @@ export class BallastStack extends Stack {
           expression('duration', search('Pool,Function', '"ReconcileDuration"', 'Maximum', 300)),
         ]),
         widget(12, 12, 'Dead letters', 'Maximum', 300, [['AWS/SQS', 'ApproximateNumberOfMessagesVisible', 'QueueName', deadLetters.queueName]]),
+        widget(0, 18, 'Possible surplus left to cluster-autoscaler (instances)', 'Sum', 300, [
+          expression('surplus', search('Pool', '"SurplusNamed"', 'Sum', 300)),
+        ]),
       ],
     };
     new cloudwatch.CfnDashboard(this, 'Dashboard', { dashboardName: prefix, dashboardBody: this.toJsonString(body) });

@@ -106,6 +106,7 @@ struct Work<'a> {
     seq: u64,
     actions: Vec<Action>,
     notes: Vec<String>,
+    surplus: BTreeMap<String, u32>,
     headroom: Option<HeadroomDecision>,
 }
 
@@ -129,6 +130,7 @@ impl<'a> Work<'a> {
             seq: input.record.plans + 1,
             actions: Vec::new(),
             notes: Vec::new(),
+            surplus: BTreeMap::new(),
             headroom: None,
         }
     }
@@ -279,6 +281,7 @@ impl<'a> Work<'a> {
     fn leave_surplus(&mut self, asg: &str, count: u32, why: &str) {
         if count > 0 {
             self.note(format!("{why}: {count} {SURPLUS_NOTE} {asg}, which cluster-autoscaler removes if unneeded"));
+            *self.surplus.entry(asg.to_string()).or_default() += count;
         }
     }
 
@@ -362,6 +365,7 @@ impl<'a> Work<'a> {
             notes: self.notes,
             record: self.record,
             headroom: self.headroom,
+            surplus: self.surplus,
         }
     }
 }

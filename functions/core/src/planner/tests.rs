@@ -1237,12 +1237,15 @@ fn drain_blocked(plan: &Plan) -> PoolRecord {
     record
 }
 
-/// What the notes leave to cluster-autoscaler, in all ASGs.
+/// What the notes leave to cluster-autoscaler, in all ASGs; the plan counts the same.
 fn named_surplus(plan: &Plan) -> u32 {
-    plan.notes
+    let said = plan
+        .notes
         .iter()
         .filter_map(|n| n.split_once(SURPLUS_NOTE)?.0.trim_end().rsplit(' ').next()?.parse::<u32>().ok())
-        .sum()
+        .sum();
+    assert_eq!(plan.surplus_named(), said, "the plan's surplus count and its notes differ: {:?}", plan.notes);
+    said
 }
 
 #[test]
