@@ -56,7 +56,7 @@ async fn main() {
             s.total(),
             format!("{over:+}"),
             r.surplus_named,
-            r.lowest_total
+            r.lowest_total.as_ref().map_or("?".to_string(), |l| l.to_string())
         );
         problems.extend(problems_of(&clean, r).into_iter().map(|p| format!("{name}: {p}")));
     }
@@ -67,11 +67,11 @@ async fn main() {
     let injected: usize = faulty.iter().map(|(_, r)| r.injected).sum();
     let most_over = faulty.iter().map(|(_, r)| r.state.total() - clean.total()).max().unwrap_or(0);
     let same = faulty.iter().filter(|(_, r)| r.state == clean).count();
-    let lowest = faulty.iter().map(|(_, r)| r.lowest_total).min().unwrap_or(INITIAL_TOTAL);
+    let lowest = faulty.iter().filter_map(|(_, r)| r.lowest_total.clone().ok()).min().unwrap_or(INITIAL_TOTAL);
     println!(
         "row: {} faulty runs, {injected} faults injected: {same} at rest in the clean run's state, the others above it by \
          at most {most_over} instance(s), each within the surplus Ballast named (metric SurplusNamed); total desired \
-         never below its start ({INITIAL_TOTAL}; lowest {lowest})",
+         after every write (replayed from moto's requests) never below its start ({INITIAL_TOTAL}; lowest {lowest})",
         faulty.len()
     );
 }

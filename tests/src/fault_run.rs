@@ -3,6 +3,7 @@
 //! Scaling calls with 503 Throttling after moto carried them out.
 
 use std::cell::Cell;
+use std::collections::BTreeMap;
 
 use ballast_core::config::Config;
 use ballast_core::ports::StateStore;
@@ -31,7 +32,9 @@ pub struct Outcome {
     pub state: Final,
     pub injected: usize,
     pub redeliveries: usize,
-    pub lowest_total: i32,
+    /// The lowest total desired after any of Ballast's Auto Scaling writes, replayed from
+    /// the requests moto received (`Err`: the replay does not end where moto is).
+    pub lowest_total: Result<i32, String>,
     /// What the `SurplusNamed` metric summed over the run.
     pub surplus_named: u64,
 }
@@ -68,7 +71,9 @@ pub async fn interruptions_then_capacity_error(faults: Option<Faults>) -> Option
     app.metrics = count_surplus;
     SURPLUS_NAMED.with(|n| n.set(0));
     let (_, ids) = d.asg(SPOT).await;
-    let mut min_total = i32::MAX;
+    let mut sizes = Sizes::default();
+    sizes.look(&d).await;
+    let start_desired = sizes.desired.clone();
     let mut redeliveries = 0;
     // 30 interruptions in three batches, then a capacity error with two instances unlaunched,
     // then ticks of the schedule.
@@ -101,8 +106,7 @@ pub async fn interruptions_then_capacity_error(faults: Option<Faults>) -> Option
             redeliveries += failed.len();
             pending.insert(0, failed);
         }
-        let total = d.asg(SPOT).await.0 + d.asg(ON_DEMAND).await.0;
-        min_total = min_total.min(total);
+        sizes.look(&d).await;
         assert!(round < 39, "did not converge");
     }
     let (_, now_ids) = d.asg(SPOT).await;
@@ -115,6 +119,7 @@ pub async fn interruptions_then_capacity_error(faults: Option<Faults>) -> Option
     for _ in 0..20 {
         d.clock.advance(Duration::seconds(5));
         let (response, _) = app.interruption(sqs_batch(&batch)).await;
+        sizes.look(&d).await;
         if response.batch_item_failures.is_empty() {
             handled = true;
             break;
@@ -131,12 +136,12 @@ pub async fn interruptions_then_capacity_error(faults: Option<Faults>) -> Option
         });
         let mut attempts = 0;
         while app.direct(event.clone()).await.is_err() {
+            sizes.look(&d).await;
             attempts += 1;
             redeliveries += 1;
             assert!(attempts < 20, "tick did not succeed");
         }
-        let total = d.asg(SPOT).await.0 + d.asg(ON_DEMAND).await.0;
-        min_total = min_total.min(total);
+        sizes.look(&d).await;
     }
     let (spot_desired, spot_now) = d.asg(SPOT).await;
     let record = app.reconciler.store.load("general").await.unwrap().value;
@@ -151,9 +156,61 @@ pub async fn interruptions_then_capacity_error(faults: Option<Faults>) -> Option
         state,
         injected: faults.as_ref().map(|f| f.counts().1).unwrap_or(0),
         redeliveries,
-        lowest_total: min_total,
+        lowest_total: replay(&d.recorder.calls(), &start_desired, &sizes),
         surplus_named: SURPLUS_NAMED.with(Cell::get),
     })
+}
+
+/// Each ASG's desired size and which ASG each instance seen is in (for the replay).
+#[derive(Default)]
+struct Sizes {
+    desired: BTreeMap<String, i32>,
+    asg_of: BTreeMap<String, String>,
+}
+
+impl Sizes {
+    async fn look(&mut self, d: &Deployment) {
+        for asg in [SPOT, ON_DEMAND] {
+            let (desired, ids) = d.asg(asg).await;
+            self.desired.insert(asg.to_string(), desired);
+            self.asg_of.extend(ids.into_iter().map(|id| (id, asg.to_string())));
+        }
+    }
+}
+
+/// Replays the Auto Scaling requests moto received, in order (a call answered with an
+/// injected fault took effect too), from each ASG's desired size at the start: the
+/// lowest total desired after any write. The replay must end where moto is, or it
+/// misread a request (one moto refused, say) and proves nothing.
+fn replay(calls: &[String], start: &BTreeMap<String, i32>, now: &Sizes) -> Result<i32, String> {
+    let mut desired = start.clone();
+    let mut lowest: i32 = desired.values().sum();
+    for body in calls {
+        let field = |name: &str| body.split('&').find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='));
+        match field("Action").unwrap_or_default() {
+            "SetDesiredCapacity" => {
+                let asg = field("AutoScalingGroupName").ok_or_else(|| format!("no group in {body}"))?;
+                let to = field("DesiredCapacity")
+                    .and_then(|v| v.parse().ok())
+                    .ok_or_else(|| format!("no size in {body}"))?;
+                desired.insert(asg.to_string(), to);
+            }
+            "TerminateInstanceInAutoScalingGroup" => {
+                if field("ShouldDecrementDesiredCapacity") == Some("true") {
+                    let id = field("InstanceId").ok_or_else(|| format!("no instance in {body}"))?;
+                    let asg = now.asg_of.get(id).ok_or_else(|| format!("{id} was never seen in an ASG"))?;
+                    *desired.entry(asg.clone()).or_default() -= 1;
+                }
+            }
+            action if action.starts_with("Describe") || action.contains("LifecycleAction") => continue,
+            other => return Err(format!("an Auto Scaling write the replay does not know: {other}")),
+        }
+        lowest = lowest.min(desired.values().sum());
+    }
+    if desired != now.desired {
+        return Err(format!("the replay ends at {desired:?}, moto at {:?}", now.desired));
+    }
+    Ok(lowest)
 }
 
 /// What is wrong with a faulty run at rest, against the clean one: faults may leave
@@ -163,11 +220,12 @@ pub async fn interruptions_then_capacity_error(faults: Option<Faults>) -> Option
 pub fn problems(clean: &Final, run: &Outcome) -> Vec<String> {
     let s = &run.state;
     let over = s.total() - clean.total();
+    let lowest = match &run.lowest_total {
+        Ok(lowest) => *lowest,
+        Err(why) => return vec![format!("no replay of the writes: {why}")],
+    };
     let checks = [
-        (
-            run.lowest_total >= INITIAL_TOTAL,
-            format!("total desired fell to {}, below {INITIAL_TOTAL}", run.lowest_total),
-        ),
+        (lowest >= INITIAL_TOTAL, format!("total desired fell to {lowest}, below {INITIAL_TOTAL} (after a write)")),
         (s.interrupted_left == 0, format!("{} interrupted instances still running", s.interrupted_left)),
         (s.fallback_units <= MAX_ON_DEMAND, format!("{} fallback units, over max_on_demand", s.fallback_units)),
         (

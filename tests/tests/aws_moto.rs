@@ -486,11 +486,17 @@ async fn answers_lost_after_the_call_landed_leave_named_surplus_never_less_capac
     use ballast_tests::moto::Faults;
     let Some(clean) = interruptions_then_capacity_error(None).await else { return };
     assert_eq!(clean.surplus_named, 0, "the clean run named surplus");
-    assert!(problems(&clean.state, &clean).is_empty());
+    let wrong = problems(&clean.state, &clean);
+    assert!(wrong.is_empty(), "the clean run: {wrong:?}");
+    let mut most_over = 0;
     for seed in [1, 2] {
         let run = interruptions_then_capacity_error(Some(Faults::one_in(10, seed))).await.expect("moto");
         assert!(run.injected > 0, "seed {seed}: no fault injected");
         let wrong = problems(&clean.state, &run);
         assert!(wrong.is_empty(), "seed {seed}: {wrong:?} ({:?} against {:?})", run.state, clean.state);
+        most_over = most_over.max(run.state.total() - clean.state.total());
     }
+    // The path this test is for: if the calls shift so no seed re-makes a landed raise,
+    // pick seeds that do (`scripts/bench-aws` prints each seed's excess).
+    assert!(most_over > 0, "no seed left surplus: the ambiguous raise was not exercised");
 }

@@ -344,8 +344,9 @@ impl Autoscaling for ThrottledDescribe {
     }
 }
 
-/// A state store whose dedup lookup fails; the rest is in memory.
-struct FailingSeen(InMemory);
+/// A state store whose dedup lookup fails (`true`) or whose marking of handled events
+/// does (`false`); the rest is in memory.
+struct FailingSeen(InMemory, bool);
 
 #[async_trait::async_trait]
 impl StateStore for FailingSeen {
@@ -367,11 +368,17 @@ impl StateStore for FailingSeen {
     async fn release_lease(&self, pool: &str, owner: &str) -> Result<(), PortError> {
         self.0.release_lease(pool, owner).await
     }
-    async fn seen(&self, _: &[String]) -> Result<std::collections::BTreeSet<String>, PortError> {
+    async fn seen(&self, ids: &[String]) -> Result<std::collections::BTreeSet<String>, PortError> {
+        if !self.1 {
+            return self.0.seen(ids).await;
+        }
         Err(PortError::new(ErrorKind::Retryable, "BatchGetItem", "ProvisionedThroughputExceededException"))
     }
     async fn mark_seen(&self, ids: &[String], expires_at: DateTime<Utc>) -> Result<(), PortError> {
-        self.0.mark_seen(ids, expires_at).await
+        if self.1 {
+            return self.0.mark_seen(ids, expires_at).await;
+        }
+        Err(PortError::new(ErrorKind::Retryable, "BatchWriteItem", "ProvisionedThroughputExceededException"))
     }
 }
 
@@ -408,7 +415,7 @@ async fn a_batch_wide_failure_returns_every_event_for_a_retry() {
         config: Arc::new(config_with_dry_run(false)),
         autoscaling: memory.clone(),
         cluster: memory.clone(),
-        store: FailingSeen(memory.clone()),
+        store: FailingSeen(memory.clone(), true),
         clock: FixedClock::new(warning.time),
         owner: "test".into(),
     };
@@ -419,6 +426,46 @@ async fn a_batch_wide_failure_returns_every_event_for_a_retry() {
     ids.sort();
     assert_eq!(ids, all);
     assert!(memory.world().calls.is_empty(), "nothing applied");
+}
+
+#[tokio::test]
+async fn a_plan_applied_whole_whose_events_could_not_be_marked_handled_is_reported_with_its_plan() {
+    let warning = fixture("spot-interruption-terminate.json");
+    let memory = InMemory::new(state("steady.json"));
+    let reconciler = Reconciler {
+        config: Arc::new(config_with_dry_run(false)),
+        autoscaling: memory.clone(),
+        cluster: memory.clone(),
+        store: FailingSeen(memory.clone(), false),
+        clock: FixedClock::new(warning.time),
+        owner: "test".into(),
+    };
+    let out = reconciler.handle(vec![warning.clone()]).await;
+    assert_eq!(out.failures.len(), 1, "{:?}", out.pools);
+    let (err, ids) = &out.failures[0];
+    assert!(err.is_retryable(), "the event comes back: {err}");
+    assert_eq!(ids, &vec![warning.id.clone()]);
+    // The plan was applied whole; the error still carries it, so it is logged and its
+    // surplus counted (before, a plain port error lost both).
+    let plan = err.plan().expect("the applied plan travels with the error");
+    assert!(plan.effects().count() > 0, "{:?}", plan.actions);
+    let terminated = |m: &InMemory| m.world().calls.iter().filter(|c| matches!(c, Call::Terminate { .. })).count();
+    let applied = terminated(&memory);
+    assert!(applied > 0);
+    assert!(err.to_string().contains("the plan was applied"), "{err}");
+    // The retry takes the event again and changes nothing: the record says it was done.
+    let retry = Reconciler {
+        config: reconciler.config.clone(),
+        autoscaling: memory.clone(),
+        cluster: memory.clone(),
+        store: memory.clone(),
+        clock: FixedClock::new(warning.time),
+        owner: "test".into(),
+    }
+    .handle(vec![warning])
+    .await;
+    assert!(retry.failures.is_empty(), "{:?}", retry.failures.iter().map(|(e, _)| e.to_string()).collect::<Vec<_>>());
+    assert_eq!(terminated(&memory), applied, "not terminated twice");
 }
 
 /// A cluster whose cordon takes most of half the lease and whose drain takes its whole

@@ -70,6 +70,16 @@ pub enum ReconcileError {
         #[source]
         source: PortError,
     },
+    /// The plan was applied whole, but its events could not be marked handled: a retry
+    /// takes them again (harmless: the record says what was done), and the plan is
+    /// still logged and counted.
+    #[error("pool {pool}: the plan was applied, but its events could not be marked handled: {source}")]
+    MarkSeen {
+        pool: String,
+        plan: Box<Plan>,
+        #[source]
+        source: PortError,
+    },
     #[error("pool {pool}: the record changed under every one of {MAX_ATTEMPTS} attempts")]
     Contention { pool: String },
     /// A failure before the batch was split per pool: it concerns every event of it.
@@ -87,14 +97,16 @@ impl ReconcileError {
             ReconcileError::LeaseBusy { .. } | ReconcileError::Contention { .. } => true,
             ReconcileError::Port { source, .. }
             | ReconcileError::Apply { source, .. }
+            | ReconcileError::MarkSeen { source, .. }
             | ReconcileError::Batch { source, .. } => source.is_retryable(),
         }
     }
 
-    /// The plan whose apply stopped part-way, to log what it intended.
+    /// The plan whose apply stopped part-way, or was applied whole before the failure,
+    /// to log what it intended.
     pub fn plan(&self) -> Option<&Plan> {
         match self {
-            ReconcileError::Apply { plan, .. } => Some(plan),
+            ReconcileError::Apply { plan, .. } | ReconcileError::MarkSeen { plan, .. } => Some(plan),
             _ => None,
         }
     }
@@ -105,6 +117,7 @@ impl ReconcileError {
             ReconcileError::LeaseBusy { pool }
             | ReconcileError::Port { pool, .. }
             | ReconcileError::Apply { pool, .. }
+            | ReconcileError::MarkSeen { pool, .. }
             | ReconcileError::Contention { pool } => Some(pool),
             ReconcileError::Batch { .. } => None,
         }
@@ -427,7 +440,13 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                 Ok(applied) => {
                     let ids: Vec<String> = events.iter().map(|e| e.id.clone()).collect();
                     if !ids.is_empty() {
-                        self.store.mark_seen(&ids, now + DEDUP_FOR).await.map_err(ReconcileError::port(name))?;
+                        if let Err(source) = self.store.mark_seen(&ids, now + DEDUP_FOR).await {
+                            return Err(ReconcileError::MarkSeen {
+                                pool: name.to_string(),
+                                plan: Box::new(plan),
+                                source,
+                            });
+                        }
                     }
                     Ok(PoolOutcome { plan, applied })
                 }

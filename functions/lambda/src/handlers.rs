@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
 use ballast_core::event::{parse_event, parse_event_value, Event};
 use ballast_core::ports::{Autoscaling, Clock, Cluster, DeadLetters, StateStore};
-use ballast_core::reconcile::BatchOutcome;
+use ballast_core::reconcile::{BatchOutcome, ReconcileError};
 use serde::Serialize;
 use serde_json::Value;
 use tracing::{error, info, warn};
@@ -54,9 +54,10 @@ pub struct Summary {
     pub duplicates: Vec<String>,
     pub invalid: Vec<String>,
     pub errors: Vec<String>,
-    /// Instances left to cluster-autoscaler as possible surplus, per ASG, dry runs aside.
-    /// A plan that stopped part-way counts too: its record write came first and may have
-    /// landed even if reported failed (then its retry may name the same again).
+    /// Instances left to cluster-autoscaler as possible surplus, per ASG, dry runs aside
+    /// (their plans' `surplus` says what a live run would leave). A plan that stopped
+    /// part-way counts too: its record write came first and may have landed even if
+    /// reported failed (then its retry may name the same again).
     pub surplus: BTreeMap<String, u32>,
 }
 
@@ -130,7 +131,11 @@ where
             if let Some(plan) = err.plan() {
                 // What the run intended, notes included: the journal tells the next run
                 // what was done; the log tells the operator.
-                info!(function = self.function, pool = %plan.pool, dry_run = plan.dry_run, plan = %plan.log_line(), "plan (stopped part-way)");
+                let what = match err {
+                    ReconcileError::MarkSeen { .. } => "plan (applied; its events not marked handled)",
+                    _ => "plan (stopped part-way)",
+                };
+                info!(function = self.function, pool = %plan.pool, dry_run = plan.dry_run, plan = %plan.log_line(), "{what}");
             }
         }
         if batch_errors > 0 {

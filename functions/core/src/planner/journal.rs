@@ -64,10 +64,13 @@ impl Work<'_> {
                     // it was before the call (a run that died before it: the common case);
                     // elsewhere another writer may have moved it since, and lowering again
                     // could take the slots it asked for: taken as landed, and the slots it
-                    // would have removed are named as possible surplus.
+                    // would have removed are named as possible surplus. A raise is named
+                    // as possible surplus only if the ASG moved since the size read before
+                    // it: still there, it did not land (a throttled call, the common
+                    // case), unless another writer took back exactly as much meanwhile.
                     if raise {
                         raise_missed = true;
-                        if may_have_landed {
+                        if may_have_landed && observed.desired != *from {
                             let why = format!(
                                 "{asg} {from}->{to} (planned {}) may have landed though its answer was lost \
                                  (the ASG is at {} now); taken as not landed and made again",

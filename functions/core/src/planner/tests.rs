@@ -1125,6 +1125,21 @@ fn a_raise_whose_answer_was_lost_is_made_again_never_taken_from_cluster_autoscal
 }
 
 #[test]
+fn a_raise_refused_before_it_landed_is_made_again_and_names_no_surplus() {
+    let cfg = config();
+    let observed = pool((4, 4), (0, 0), (2, 2));
+    let warning = spot_warning(&observed, 0, InstanceAction::Terminate);
+    let p = run(&cfg, &PoolRecord::default(), &observed, &[warning], now());
+    // The surge was throttled: its answer is an error and the ASG is still at 4. A
+    // surplus named for it would set off the `SurplusNamed` metric at every throttle.
+    let record = journaled(&p, 0);
+    let retry = run(&cfg, &record, &observed, &[], now() + Duration::seconds(30));
+    assert_eq!(desired(&retry, "spot-a"), Some(5), "made again: {:#?}", retry.actions);
+    assert_eq!(named_surplus(&retry), 0, "{:?}", retry.notes);
+    assert!(retry.surplus.is_empty());
+}
+
+#[test]
 fn a_move_whose_giving_asg_refilled_is_withdrawn_from_the_receiving_one() {
     let (cfg, observed) = one_spot((6, 4), (2, 2));
     let p = run(&cfg, &PoolRecord::default(), &observed, &[capacity_error("spot-a", now())], now());
