@@ -166,6 +166,9 @@ pub async fn interruptions_then_capacity_error(faults: Option<Faults>) -> Option
 struct Sizes {
     desired: BTreeMap<String, i32>,
     asg_of: BTreeMap<String, String>,
+    /// The sizes at each look (between invocations), with how many requests the
+    /// recorder had seen by then.
+    looks: Vec<(usize, BTreeMap<String, i32>)>,
 }
 
 impl Sizes {
@@ -175,17 +178,28 @@ impl Sizes {
             self.desired.insert(asg.to_string(), desired);
             self.asg_of.extend(ids.into_iter().map(|id| (id, asg.to_string())));
         }
+        self.looks.push((d.recorder.calls().len(), self.desired.clone()));
     }
 }
 
 /// Replays the Auto Scaling requests moto received, in order (a call answered with an
 /// injected fault took effect too), from each ASG's desired size at the start: the
-/// lowest total desired after any write. The replay must end where moto is, or it
-/// misread a request (one moto refused, say) and proves nothing.
+/// lowest total desired after any write. The replay must pass through every size seen
+/// between invocations, or it misread a request (one moto refused, say) and proves
+/// nothing.
 fn replay(calls: &[String], start: &BTreeMap<String, i32>, now: &Sizes) -> Result<i32, String> {
     let mut desired = start.clone();
     let mut lowest: i32 = desired.values().sum();
-    for body in calls {
+    let check = |seen: usize, desired: &BTreeMap<String, i32>| -> Result<(), String> {
+        match now.looks.iter().find(|(at, looked)| *at == seen && looked != desired) {
+            Some((_, looked)) => {
+                Err(format!("after {seen} requests the replay is at {desired:?}, moto was at {looked:?}"))
+            }
+            None => Ok(()),
+        }
+    };
+    check(0, &desired)?;
+    for (index, body) in calls.iter().enumerate() {
         let field = |name: &str| body.split('&').find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='));
         match field("Action").unwrap_or_default() {
             "SetDesiredCapacity" => {
@@ -202,10 +216,11 @@ fn replay(calls: &[String], start: &BTreeMap<String, i32>, now: &Sizes) -> Resul
                     *desired.entry(asg.clone()).or_default() -= 1;
                 }
             }
-            action if action.starts_with("Describe") || action.contains("LifecycleAction") => continue,
+            action if action.starts_with("Describe") || action.contains("LifecycleAction") => {}
             other => return Err(format!("an Auto Scaling write the replay does not know: {other}")),
         }
         lowest = lowest.min(desired.values().sum());
+        check(index + 1, &desired)?;
     }
     if desired != now.desired {
         return Err(format!("the replay ends at {desired:?}, moto at {:?}", now.desired));

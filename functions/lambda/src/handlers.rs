@@ -152,7 +152,12 @@ where
         }
         for (pool, errors) in errors_by_pool {
             let named = surplus_by_pool.remove(&pool).unwrap_or(0);
-            (self.metrics)(&emf(self.function, None, &pool, errors, named, elapsed, now));
+            // A plan applied whole counts its decisions even if its events were not marked.
+            let applied = outcome.failures.iter().find_map(|(e, _)| match e {
+                ReconcileError::MarkSeen { plan, .. } if plan.pool == pool => Some(plan.as_ref()),
+                _ => None,
+            });
+            (self.metrics)(&emf(self.function, applied, &pool, errors, named, elapsed, now));
         }
         for u in &outcome.unrouted {
             info!(function = self.function, event_id = %u.event_id, why = %u.why, "event concerns no pool");

@@ -517,7 +517,7 @@ export class BallastStack extends Stack {
           expression('duration', search('Pool,Function', '"ReconcileDuration"', 'Maximum', 300)),
         ]),
         widget(12, 12, 'Dead letters', 'Maximum', 300, [['AWS/SQS', 'ApproximateNumberOfMessagesVisible', 'QueueName', deadLetters.queueName]]),
-        widget(0, 18, 'Possible surplus left to cluster-autoscaler (instances named, an upper bound)', 'Sum', 300, [
+        widget(0, 18, 'Possible surplus left to cluster-autoscaler (instances named)', 'Sum', 300, [
           expression('surplus', search('Pool', '"SurplusNamed"', 'Sum', 300)),
         ]),
       ],
