@@ -48,9 +48,18 @@ impl Work<'_> {
                     let Some(observed) = self.observed.asg(asg) else {
                         // The ASG left the pool (taken out of the config): a raise on it
                         // is as good as never landed, so the lowers it answered are not
-                        // finished as if it had.
+                        // finished as if it had. If it did land, what it added stays there,
+                        // no longer Ballast's to withdraw: named.
                         if to > from {
                             raise_missed = true;
+                            if may_have_landed {
+                                let why = format!(
+                                    "{asg} {from}->{to} (planned {}) may have landed though its answer was lost, and \
+                                     {asg} has left the pool's config since",
+                                    journal.planned_at.to_rfc3339()
+                                );
+                                self.leave_surplus(asg, to - from, &why);
+                            }
                             self.raise_never_landed(asg, *from, *to, &journal);
                         }
                         continue;

@@ -366,6 +366,21 @@ fn a_move_to_an_on_demand_asg_that_left_the_pool_is_not_finished_by_its_lower() 
     assert!(next.notes.iter().any(|n| n.contains("did not land")), "{:#?}", next.notes);
 }
 
+/// The same, but the raise on the on-demand ASG may have landed (its answer was lost):
+/// what it added is no longer Ballast's to withdraw, so it is named.
+#[test]
+fn a_raise_that_may_have_landed_on_an_asg_that_left_the_pool_is_named() {
+    let (cfg, observed) = one_spot((6, 4), (2, 2));
+    let p = run(&cfg, &PoolRecord::default(), &observed, &[capacity_error("spot-a", now())], now());
+    let cfg = Config { pools: vec![PoolConfig { on_demand_asg: None, ..cfg.pools[0].clone() }], ..cfg };
+    let mut later = observed.clone();
+    later.on_demand = None;
+    let next = run(&cfg, &journaled(&p, 0), &later, &[], now() + Duration::seconds(30));
+    assert_eq!(desired(&next, "spot-a"), None, "spot-a is not lowered\n{:#?}", next.actions);
+    assert_eq!(next.surplus.get("od"), Some(&2), "{:#?}", next.notes);
+    assert_eq!(named_surplus(&next), 2);
+}
+
 /// A failback step's victims when the on-demand ASG leaves the pool: uncordoned.
 #[test]
 fn failback_victims_are_released_when_the_on_demand_asg_leaves_the_pool() {
