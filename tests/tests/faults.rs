@@ -954,3 +954,32 @@ fn a_lower_in_doubt_finished_runs_later_takes_only_what_cluster_autoscaler_added
     ];
     run(steps, false).unwrap();
 }
+
+/// Found by `scripts/bench-faults` (seed 133022140322834), a planner-side bug: a move
+/// from a failing spot ASG planned 0->9 on the fallback ASG, cluster-autoscaler raised
+/// the fallback by 2 before the write, the rebased raise was clamped at the ASG's max
+/// (8 of 9) and the move's lower still took 9. A raise that no longer fits whole is now
+/// not made; the next run plans afresh (`rebase` in reconcile.rs).
+#[test]
+fn a_move_whose_raise_no_longer_fits_under_max_is_not_applied() {
+    let step = |kind, fault, ca, advance_secs, spot_capacity_lost| Step {
+        kind,
+        fault,
+        ca,
+        ca_after: CaMove::None,
+        advance_secs,
+        spot_capacity_lost,
+        pdb_blocks: false,
+    };
+    let w = || Kind::Warning { pick: 0 };
+    let steps = vec![
+        step(Kind::CapacityError { group: 0 }, Fault::None, CaMove::ScaleOut { asg: 1, by: 2 }, 0, true),
+        step(w(), Fault::None, CaMove::ScaleOut { asg: 0, by: 2 }, 127, true),
+        step(w(), Fault::Ambiguous(4), CaMove::None, 773, true),
+        step(w(), Fault::None, CaMove::None, 180, true),
+        step(w(), Fault::None, CaMove::ScaleOut { asg: 0, by: 2 }, 120, true),
+        step(Kind::NodeReady { pick: 0 }, Fault::None, CaMove::None, 180, true),
+        step(Kind::CapacityError { group: 0 }, Fault::None, CaMove::ScaleOut { asg: 1, by: 2 }, 120, false),
+    ];
+    run(steps, false).unwrap();
+}

@@ -531,7 +531,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         for call in journal.calls.iter().skip(position).take(run_len) {
             if let CapacityCall::SetDesired { asg, from, to, .. } = call {
                 let size = self.autoscaling.asg_size(asg).await?;
-                rebased.push((size.desired, size.shifted(i64::from(*to) - i64::from(*from))));
+                rebased.push((size.desired, rebase(asg, *from, *to, &size)?));
             }
         }
         let Some(journal) = run.record.journal.as_mut() else { return Ok(()) };
@@ -588,7 +588,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
             if size.desired == from {
                 return Ok((from, to));
             }
-            let target = size.shifted(i64::from(to) - i64::from(from));
+            let target = rebase(asg, from, to, &size)?;
             tracing::info!(
                 asg,
                 was = from,
@@ -786,6 +786,28 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
     }
 }
 
+/// A planned `from -> to` moved onto the ASG's size now. A raise that no longer fits
+/// whole under the ASG's max (another writer raised it meanwhile) is not made: the
+/// lowers and terminations it pays for would take more than it adds, so the run stops
+/// and the next one plans afresh from what is there.
+fn rebase(asg: &str, from: u32, to: u32, size: &crate::model::AsgSize) -> Result<u32, PortError> {
+    let delta = i64::from(to) - i64::from(from);
+    let target = size.shifted(delta);
+    let fits = i64::from(target) - i64::from(size.desired);
+    if delta > 0 && fits < delta {
+        return Err(PortError::new(
+            ErrorKind::Retryable,
+            "set_desired_capacity",
+            format!(
+                "{asg} is at {} now, not {from} as planned: only {fits} of the raise of {delta} fits under its max {}; \
+                 not made, the next run plans afresh",
+                size.desired, size.max
+            ),
+        ));
+    }
+    Ok(target)
+}
+
 /// The record as journaled, minus the intent of the actions from `failed_at` on that
 /// the journal does not cover: a lifecycle action not completed is planned again.
 fn unplan(plan: &Plan, failed_at: usize, mut record: PoolRecord) -> PoolRecord {
@@ -798,4 +820,26 @@ fn unplan(plan: &Plan, failed_at: usize, mut record: PoolRecord) -> PoolRecord {
         }
     }
     record
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rebase;
+    use crate::model::AsgSize;
+
+    #[test]
+    fn a_raise_that_no_longer_fits_under_max_is_not_made() {
+        let size = |desired| AsgSize { desired, min: 0, max: 10, live: desired };
+        // Where it was planned from: made as planned.
+        assert_eq!(rebase("fallback", 0, 9, &size(0)).unwrap(), 9);
+        // Another writer added 1 meanwhile: the raise still fits whole, on top.
+        assert_eq!(rebase("fallback", 0, 9, &size(1)).unwrap(), 10);
+        // Added 2: only 8 of 9 fit; the move's lower would take 9.
+        let err = rebase("fallback", 0, 9, &size(2)).unwrap_err();
+        assert!(err.is_retryable());
+        assert!(err.to_string().contains("only 8 of the raise of 9 fits under its max 10"), "{err}");
+        // A lower is rebased and floored (here at its live instances), never refused: it
+        // can only leave more.
+        assert_eq!(rebase("spot", 10, 1, &size(3)).unwrap(), 3);
+    }
 }
