@@ -901,6 +901,18 @@ fn the_spot_only_pools_learner_times_a_launch_through_the_harness() {
     }
 }
 
+/// A step of a sequence proptest once shrank to, replayed as found (no PDB blocks in any).
+fn replayed(
+    kind: Kind,
+    fault: Fault,
+    ca: CaMove,
+    ca_after: CaMove,
+    advance_secs: u32,
+    spot_capacity_lost: bool,
+) -> Step {
+    Step { kind, fault, ca, ca_after, advance_secs, spot_capacity_lost, pdb_blocks: false }
+}
+
 /// Found by `scripts/bench-faults` (seed 150897356623233): a lower on the fallback spot
 /// ASG lands and its run dies; the next run looks (the lower landed: not repeated) but
 /// dies before writing its record, and cluster-autoscaler raises the ASG by as much; the
@@ -909,15 +921,7 @@ fn the_spot_only_pools_learner_times_a_launch_through_the_harness() {
 /// cluster-autoscaler acted; the doubt stands until a run records its look.
 #[test]
 fn a_look_that_died_before_its_record_leaves_the_doubt_standing() {
-    let step = |kind, fault, ca, advance_secs, spot_capacity_lost| Step {
-        kind,
-        fault,
-        ca,
-        ca_after: CaMove::None,
-        advance_secs,
-        spot_capacity_lost,
-        pdb_blocks: false,
-    };
+    let step = |kind, fault, ca, advance_secs, lost| replayed(kind, fault, ca, CaMove::None, advance_secs, lost);
     let steps = vec![
         step(Kind::NodeReady { pick: 0 }, Fault::None, CaMove::ScaleOut { asg: 0, by: 1 }, 0, true),
         step(Kind::CapacityError { group: 1 }, Fault::None, CaMove::None, 0, false),
@@ -937,15 +941,7 @@ fn a_look_that_died_before_its_record_leaves_the_doubt_standing() {
 /// whenever the lower is finished.
 #[test]
 fn a_lower_in_doubt_finished_runs_later_takes_only_what_cluster_autoscaler_added() {
-    let step = |kind, fault, ca_after, advance_secs| Step {
-        kind,
-        fault,
-        ca: CaMove::None,
-        ca_after,
-        advance_secs,
-        spot_capacity_lost: true,
-        pdb_blocks: false,
-    };
+    let step = |kind, fault, ca_after, advance_secs| replayed(kind, fault, CaMove::None, ca_after, advance_secs, true);
     let steps = vec![
         step(Kind::Warning { pick: 0 }, Fault::None, CaMove::ScaleIn { asg: 0, pick: 0 }, 0),
         step(Kind::CapacityError { group: 1 }, Fault::None, CaMove::None, 0),
@@ -962,15 +958,7 @@ fn a_lower_in_doubt_finished_runs_later_takes_only_what_cluster_autoscaler_added
 /// not made; the next run plans afresh (`rebase` in reconcile.rs).
 #[test]
 fn a_move_whose_raise_no_longer_fits_under_max_is_not_applied() {
-    let step = |kind, fault, ca, advance_secs, spot_capacity_lost| Step {
-        kind,
-        fault,
-        ca,
-        ca_after: CaMove::None,
-        advance_secs,
-        spot_capacity_lost,
-        pdb_blocks: false,
-    };
+    let step = |kind, fault, ca, advance_secs, lost| replayed(kind, fault, ca, CaMove::None, advance_secs, lost);
     let w = || Kind::Warning { pick: 0 };
     let steps = vec![
         step(Kind::CapacityError { group: 0 }, Fault::None, CaMove::ScaleOut { asg: 1, by: 2 }, 0, true),
