@@ -79,14 +79,22 @@ impl Work<'_> {
                     // case), unless another writer took back exactly as much meanwhile.
                     if raise {
                         raise_missed = true;
+                        // Lowers owed on this ASG were netted into its raise (a withdrawal
+                        // and a move's receipt in one call): they are owed whatever the
+                        // raise did, so a raise not landed carries them on.
+                        let (by_owed, answers) = owed(asg, u32::MAX);
                         if may_have_landed && observed.desired != *from {
+                            // Landed, its net raise is made again; not landed, the lowers
+                            // netted into it are not made: either may be left over.
                             let why = format!(
                                 "{asg} {from}->{to} (planned {}) may have landed though its answer was lost \
                                  (the ASG is at {} now); taken as not landed and made again",
                                 journal.planned_at.to_rfc3339(),
                                 observed.desired
                             );
-                            self.leave_surplus(asg, to - from, &why);
+                            self.leave_surplus(asg, (to - from).max(by_owed), &why);
+                        } else if by_owed > 0 {
+                            lowers_left.push(OwedLower { asg: asg.clone(), by: by_owed, raised: answers });
                         }
                         self.raise_never_landed(asg, *from, *to, &journal);
                     } else if may_have_landed && observed.desired != *from {
@@ -171,7 +179,7 @@ impl Work<'_> {
                 self.adjust(
                     &asg_name,
                     -i64::from(n),
-                    format!("finish the move planned {}: its raise landed", journal.planned_at.to_rfc3339()),
+                    format!("finish the lower planned {}", journal.planned_at.to_rfc3339()),
                 );
                 self.owed.push(OwedLower { asg: asg_name.clone(), by: n, raised: answers.clone() });
             }

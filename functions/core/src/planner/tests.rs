@@ -1503,6 +1503,45 @@ fn an_owed_lower_whose_raise_a_later_move_carried_on_names_what_it_leaves() {
     assert_eq!(named_surplus(&p), 2, "{:?}", p.notes);
 }
 
+#[test]
+fn lowers_owed_inside_a_raise_that_did_not_land_are_still_made() {
+    // The last plan withdrew two replacements no longer needed from spot-a (its
+    // interrupted instances left on their own) and moved 3 from failing spot-b to it:
+    // one call, spot-a 2 -> 3. The run died before it. Spot-b filled since, so the move
+    // is not made again; the two withdrawals are owed whatever the raise did (found by
+    // bench-faults, seed 101570038781494: they were dropped with the raise).
+    let cfg = config();
+    let observed = pool((2, 0), (3, 3), (2, 2));
+    let withdrawal = || OwedLower { asg: "spot-a".into(), by: 1, raised: vec![("spot-a".into(), 0, 1)] };
+    let record = PoolRecord {
+        plans: 4,
+        journal: Some(Journal {
+            planned_at: now() - Duration::minutes(5),
+            seq: 4,
+            units_added: 0,
+            calls: vec![
+                CapacityCall::SetDesired { asg: "spot-a".into(), from: 2, to: 3, done: false },
+                CapacityCall::SetDesired { asg: "spot-b".into(), from: 3, to: 0, done: false },
+            ],
+            attempted: 0,
+            owed: vec![withdrawal(), withdrawal()],
+            moves: vec![Move { from: "spot-b".into(), to: "spot-a".into(), n: 3 }],
+        }),
+        ..PoolRecord::default()
+    };
+    let p = run(&cfg, &record, &observed, &[], now());
+    assert_eq!(desired(&p, "spot-a"), Some(0), "{:#?} {:?}", p.actions, p.notes);
+    assert_eq!(desired(&p, "spot-b"), None, "{:#?}", p.actions);
+    // Answered the same way when the raise may have landed (the ASG moved since): not
+    // lowered, and named, whichever it was.
+    let mut moved = observed.clone();
+    moved.spot[0].desired = 3;
+    let mut maybe = record.clone();
+    maybe.journal.as_mut().unwrap().attempted = 1;
+    let p = run(&cfg, &maybe, &moved, &[], now());
+    assert!(named_surplus(&p) >= 2, "{:?}", p.notes);
+}
+
 // ---- headroom from a wait target ----
 
 fn target_config(floor: Option<bool>) -> Config {
