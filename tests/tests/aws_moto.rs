@@ -222,6 +222,27 @@ async fn a_retryable_failure_is_a_partial_batch_failure_of_that_pool_only() {
 }
 
 #[tokio::test]
+async fn a_tick_while_another_run_holds_the_lease_succeeds_without_acting() {
+    // Scheduler ticks every minute; a drain holds the lease for minutes. A tick that
+    // failed would be retried, then dead-lettered (and the alarm would go off).
+    let Some(moto) = Moto::start() else { return };
+    let d = Deployment::create(&moto, 3, (0, 1), now()).await;
+    let (app, _) = d.app(config(false));
+    app.reconciler
+        .store
+        .acquire_lease("general", "someone-else", now(), std::time::Duration::from_secs(300))
+        .await
+        .unwrap();
+    let before = d.recorder.calls().len();
+    let summary = app.direct(fixture_json("scheduled-reconcile.json", |_| {})).await.expect("a covered tick succeeds");
+    assert_eq!(summary.covered, vec!["general".to_string()], "{summary:?}");
+    assert!(summary.errors.is_empty() && summary.pools.is_empty(), "{summary:?}");
+    let mutating: Vec<String> =
+        d.recorder.calls().into_iter().skip(before).filter(|c| !c.contains("Action=Describe")).collect();
+    assert!(mutating.is_empty(), "{mutating:?}");
+}
+
+#[tokio::test]
 async fn doctor_checks_the_wiring_and_says_how_to_fix_it() {
     use ballast_aws::doctor::{Doctor, Wiring};
     let Some(moto) = Moto::start() else { return };

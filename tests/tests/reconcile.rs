@@ -9,8 +9,8 @@ use ballast_core::model::AsgSize;
 use ballast_core::model::ObservedAsg;
 use ballast_core::model::PoolRecord;
 use ballast_core::plan::LifecycleRef;
-use ballast_core::ports::FixedClock;
 use ballast_core::ports::{Autoscaling, ErrorKind, PortError, StateStore, Versioned};
+use ballast_core::ports::{Clock, FixedClock};
 use ballast_core::reconcile::Applied;
 use ballast_core::reconcile::Reconciler;
 use ballast_tests::*;
@@ -112,6 +112,85 @@ async fn a_held_lease_makes_a_retryable_failure() {
     let out = d.reconciler.handle(vec![event]).await;
     assert!(out.failures.is_empty());
     assert!(!effects(&d).is_empty());
+}
+
+/// Another run holds the pool's lease (its drain, say) until `for_` from the event.
+fn held(d: &Deployment, at: DateTime<Utc>, for_: Duration) {
+    d.memory
+        .world()
+        .leases
+        .insert("general".into(), ballast_core::memory::Lease { owner: "other".into(), until: at + for_ });
+}
+
+#[tokio::test]
+async fn a_tick_meeting_a_held_lease_is_covered_by_its_holder_not_failed() {
+    // A schedule tick (rate 1 minute) during another run's five-minute drain: failing it
+    // would retry it and then dead-letter it, and the dead-letter alarm would go off for
+    // every long drain. The holder is reconciling the pool; the next tick comes anyway.
+    let tick = fixture("scheduled-reconcile.json");
+    let d = Deployment::new(config_with_dry_run(false), state("steady.json"), tick.time);
+    held(&d, tick.time, Duration::minutes(5));
+    let deadline = tick.time + Duration::minutes(15);
+    let out = d.reconciler.handle_until(vec![tick], Some(deadline)).await;
+    assert!(out.failures.is_empty(), "{:?}", out.failures);
+    assert!(out.pools.iter().all(|p| p.plan.pool != "general"), "nothing planned for the busy pool");
+    assert!(out.covered.contains(&"general".to_string()), "{:?}", out.covered);
+    assert_eq!(d.clock.now(), fixture("scheduled-reconcile.json").time, "a tick does not wait");
+    assert!(effects(&d).is_empty());
+}
+
+#[tokio::test]
+async fn an_event_meeting_a_held_lease_waits_for_it_within_the_deadline() {
+    // A spot warning while another run drains for four minutes: Lambda's or SQS's retry
+    // would come late (and spend a retry); the run polls until the lease is free and
+    // acts at once, with the deadline's time still ahead of it.
+    let warning = fixture("spot-interruption-terminate.json");
+    let d = Deployment::new(config_with_dry_run(false), state("steady.json"), warning.time);
+    held(&d, warning.time, Duration::minutes(4));
+    let out = d.reconciler.handle_until(vec![warning.clone()], Some(warning.time + Duration::minutes(15))).await;
+    assert!(out.failures.is_empty(), "{:?}", out.failures.iter().map(|f| f.0.to_string()).collect::<Vec<_>>());
+    assert_eq!(out.pools.len(), 1);
+    let waited = d.clock.now() - warning.time;
+    assert!(waited >= Duration::minutes(4) && waited < Duration::minutes(4) + Duration::seconds(3), "{waited}");
+    assert!(effects(&d).contains(&Call::Terminate { instance_id: "i-0a1b2c3d4e5f60001".into(), decrement: true }));
+    assert_eq!(d.memory.world().seen.len(), 1, "handled, marked seen");
+
+    // Too little time left to wait for it: a retryable failure, as before, without a
+    // wait that would leave the run no time of its own.
+    let d = Deployment::new(config_with_dry_run(false), state("steady.json"), warning.time);
+    held(&d, warning.time, Duration::minutes(4));
+    let out = d.reconciler.handle_until(vec![warning.clone()], Some(warning.time + Duration::minutes(3))).await;
+    assert_eq!(out.failures.len(), 1);
+    assert!(out.failures[0].0.is_retryable());
+    assert!(d.clock.now() < warning.time + Duration::minutes(3) - Duration::seconds(60), "{}", d.clock.now());
+    assert!(effects(&d).is_empty());
+}
+
+#[tokio::test]
+async fn a_busy_pool_waits_after_the_free_ones() {
+    // One batch, two pools: the busy one must not hold back the other's warning.
+    let general = fixture("spot-interruption-terminate.json");
+    let world = state("steady.json");
+    let batch_instance = world.asg("eks-batch-spot-c6").unwrap().instances[0].id.clone();
+    let mut batch = general.clone();
+    batch.id = "batch-warning".into();
+    batch.signal = ballast_core::event::Signal::SpotInterruption {
+        instance_id: batch_instance.clone(),
+        action: ballast_core::event::InstanceAction::Terminate,
+    };
+    let d = Deployment::new(config_with_dry_run(false), world, general.time);
+    held(&d, general.time, Duration::minutes(2));
+    let out = d.reconciler.handle_until(vec![general.clone(), batch], Some(general.time + Duration::minutes(15))).await;
+    assert!(out.failures.is_empty());
+    let order: Vec<&str> = out.pools.iter().map(|p| p.plan.pool.as_str()).collect();
+    assert_eq!(order, ["batch", "general"]);
+    let calls = effects(&d);
+    let batch_at =
+        calls.iter().position(|c| matches!(c, Call::Terminate { instance_id, .. } if *instance_id == batch_instance));
+    let general_at = calls
+        .iter()
+        .position(|c| matches!(c, Call::Terminate { instance_id, .. } if instance_id == "i-0a1b2c3d4e5f60001"));
+    assert!(batch_at.is_some() && batch_at < general_at, "{calls:?}");
 }
 
 #[tokio::test]

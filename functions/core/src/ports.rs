@@ -142,8 +142,11 @@ pub trait Redelivery: Send + Sync {
     async fn retry_in(&self, queue_arn: &str, receipt_handle: &str, after: Duration) -> Result<(), PortError>;
 }
 
+#[async_trait]
 pub trait Clock: Send + Sync {
     fn now(&self) -> DateTime<Utc>;
+    /// Waits `for_` (a busy lease's poll): real time in a function, simulated in tests.
+    async fn sleep(&self, for_: Duration);
 }
 
 /// A clock that says what it is told (the simulator's, `ballast plan`'s, the tests').
@@ -165,8 +168,14 @@ impl FixedClock {
     }
 }
 
+#[async_trait]
 impl Clock for FixedClock {
     fn now(&self) -> DateTime<Utc> {
         *self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Time moves on by as much, at once.
+    async fn sleep(&self, for_: Duration) {
+        self.advance(chrono::Duration::from_std(for_).unwrap_or(chrono::Duration::MAX));
     }
 }

@@ -158,6 +158,9 @@ pub struct BatchOutcome {
     pub duplicates: Vec<String>,
     /// Pools that failed, with the ids of the events that routed to them.
     pub failures: Vec<(ReconcileError, Vec<String>)>,
+    /// Pools whose only events were ticks while another run held the lease: that run
+    /// reconciles them now.
+    pub covered: Vec<String>,
 }
 
 pub struct Reconciler<A, C, S, K> {
@@ -200,15 +203,61 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                 return outcome;
             }
         };
+        // Pools whose lease another run holds wait until the rest are done, so one
+        // pool's long drain does not hold back another pool's spot warning.
+        let mut busy = Vec::new();
         for (pool, events) in routed {
             let Some(pool_cfg) = self.config.pool(&pool) else { continue };
             let ids: Vec<String> = events.iter().map(|e| e.id.clone()).collect();
             match self.reconcile(pool_cfg, &events, deadline).await {
                 Ok(result) => outcome.pools.push(result),
+                // The run holding the lease is reconciling the pool now: a tick adds
+                // nothing to it (and failing would retry, then dead-letter, a tick).
+                Err(ReconcileError::LeaseBusy { .. }) if events.iter().all(|e| e.signal == Signal::Reconcile) => {
+                    outcome.covered.push(pool)
+                }
+                Err(ReconcileError::LeaseBusy { .. }) if deadline.is_some() => busy.push((pool_cfg, events, ids)),
+                Err(err) => outcome.failures.push((err, ids)),
+            }
+        }
+        for (pool_cfg, events, ids) in busy {
+            match self.reconcile_when_free(pool_cfg, &events, deadline).await {
+                Ok(result) => outcome.pools.push(result),
                 Err(err) => outcome.failures.push((err, ids)),
             }
         }
         outcome
+    }
+
+    /// Waits for the pool's lease (polling, jittered) while the deadline leaves the run
+    /// its own time: a retry by Lambda or SQS comes minutes later, after a drain that
+    /// held the lease may well be over, and the events' last retry would be spent.
+    async fn reconcile_when_free(
+        &self,
+        pool: &PoolConfig,
+        events: &[Event],
+        deadline: Option<DateTime<Utc>>,
+    ) -> Result<PoolOutcome, ReconcileError> {
+        let Some(deadline) = deadline else { return self.reconcile(pool, events, None).await };
+        let mut polls: u64 = 0;
+        loop {
+            let pause = lease_poll(&self.owner, polls);
+            let pause_chrono = chrono::Duration::from_std(pause).unwrap_or(chrono::Duration::MAX);
+            if self.clock.now() + pause_chrono + KEPT_AFTER_LEASE_WAIT + DEADLINE_MARGIN > deadline {
+                return Err(ReconcileError::LeaseBusy { pool: pool.name.clone() });
+            }
+            self.clock.sleep(pause).await;
+            polls += 1;
+            match self.reconcile(pool, events, Some(deadline)).await {
+                Err(ReconcileError::LeaseBusy { .. }) => continue,
+                done => {
+                    if polls > 1 {
+                        tracing::info!(pool = %pool.name, polls, "the pool's lease was busy; got it after waiting");
+                    }
+                    return done;
+                }
+            }
+        }
     }
 
     /// Plans every pool the events concern, without a lease and without acting.
@@ -756,6 +805,18 @@ const LEASE_AFTER_DRAIN: Duration = Duration::from_secs(60);
 
 /// The lease outlasts one drain with room to spare; it is renewed while applying, and
 /// before drains so that it outlasts them.
+/// A wait for a busy lease ends this long before the deadline, for the run itself.
+const KEPT_AFTER_LEASE_WAIT: chrono::Duration = chrono::Duration::seconds(60);
+
+/// One to two seconds between tries for a busy lease, spread by the run's owner id so
+/// that runs waiting for the same pool do not try in step.
+fn lease_poll(owner: &str, poll: u64) -> Duration {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    (owner, poll).hash(&mut hasher);
+    Duration::from_millis(1_000 + hasher.finish() % 1_000)
+}
+
 pub fn lease_ttl(pool: &PoolConfig) -> Duration {
     pool.interruption.drain_timeout.0 + LEASE_AFTER_DRAIN * 2
 }

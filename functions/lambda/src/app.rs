@@ -38,9 +38,14 @@ pub fn metrics_to_stderr(doc: &serde_json::Value) {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SystemClock;
 
+#[async_trait::async_trait]
 impl Clock for SystemClock {
     fn now(&self) -> DateTime<Utc> {
         Utc::now()
+    }
+
+    async fn sleep(&self, for_: std::time::Duration) {
+        tokio::time::sleep(for_).await;
     }
 }
 

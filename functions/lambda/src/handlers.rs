@@ -54,6 +54,9 @@ pub struct Summary {
     pub duplicates: Vec<String>,
     pub invalid: Vec<String>,
     pub errors: Vec<String>,
+    /// Pools a tick found being reconciled by the run holding their lease.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub covered: Vec<String>,
     /// Instances left to cluster-autoscaler as possible surplus, per ASG, dry runs aside
     /// (their plans' `surplus` says what a live run would leave). A plan that stopped
     /// part-way counts too: its record write came first and may have landed even if
@@ -159,6 +162,9 @@ where
             });
             (self.metrics)(&emf(self.function, applied, &pool, errors, named, elapsed, now));
         }
+        for pool in &outcome.covered {
+            info!(function = self.function, pool = %pool, "tick skipped: the run holding the pool's lease is reconciling it");
+        }
         for u in &outcome.unrouted {
             info!(function = self.function, event_id = %u.event_id, why = %u.why, "event concerns no pool");
         }
@@ -177,6 +183,7 @@ where
             duplicates: outcome.duplicates.clone(),
             invalid,
             errors: outcome.failures.iter().map(|(e, _)| e.to_string()).collect(),
+            covered: outcome.covered.clone(),
             surplus,
         }
     }

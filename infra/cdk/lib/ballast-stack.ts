@@ -338,7 +338,9 @@ export class BallastStack extends Stack {
         maxConcurrency: INTERRUPTION_MAX_CONCURRENCY,
       }),
     );
-    const schedule = makeFunction('schedule', 1, [], {}, { retryAttempts: 1, maxEventAge: Duration.minutes(5) });
+    // Room for a tick (covered at once by a run holding the pool's lease) beside a draining
+    // run and an override waiting for the lease: a throttled tick would expire into the DLQ.
+    const schedule = makeFunction('schedule', 3, [], {}, { retryAttempts: 1, maxEventAge: Duration.minutes(5) });
     const clusterEvents = makeFunction('cluster-events', 2, [], {}, { retryAttempts: 2, maxEventAge: Duration.minutes(10) });
 
     // ---- the forwarder's bus ----
