@@ -182,6 +182,32 @@ async fn foreign_and_malformed_events_are_rejected_to_the_dead_letter_queue() {
 }
 
 #[tokio::test]
+async fn a_failure_no_retry_mends_is_dead_lettered_with_its_error_not_dropped() {
+    // The state table is misnamed (a deployment error): every reconcile fails with
+    // ResourceNotFoundException. Deleting the warning (the batch's answer before) or
+    // answering the tick with success would lose both unseen.
+    let Some(moto) = Moto::start() else { return };
+    let d = Deployment::create(&moto, 3, (0, 1), now()).await;
+    let mut broken = config(false);
+    broken.state_table = "ballast-no-such-table".into();
+    let (app, _) = d.app(broken);
+    let (_, ids) = d.asg(SPOT).await;
+    let warning = warning_for(&ids[0], "w-no-table");
+    let (response, summary) = app.interruption(sqs_batch(&[("m1".into(), warning.clone())])).await;
+    assert!(response.batch_item_failures.is_empty(), "not retried: a retry fails the same way");
+    assert_eq!(summary.errors.len(), 1, "{summary:?}");
+    let dead = d.dead_letters().await;
+    assert_eq!(dead.len(), 1, "kept in the dead-letter queue: {dead:?}");
+    assert_eq!(serde_json::from_str::<serde_json::Value>(&dead[0]).unwrap()["id"], "w-no-table");
+
+    let tick = fixture_json("scheduled-reconcile.json", |_| {});
+    let err = app.direct(tick).await.expect_err("a tick that cannot reconcile is a failed invocation");
+    assert!(matches!(err, ballast_lambda::handlers::HandlerError::Failed(_)), "{err}");
+    assert!(err.to_string().contains("ballast-no-such-table") || err.to_string().contains("ResourceNotFound"), "{err}");
+    assert!(d.recorder.of("TerminateInstanceInAutoScalingGroup").is_empty());
+}
+
+#[tokio::test]
 async fn dry_run_changes_nothing_in_moto() {
     let Some(moto) = Moto::start() else { return };
     let d = Deployment::create(&moto, 5, (0, 2), now()).await;

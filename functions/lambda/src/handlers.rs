@@ -2,7 +2,7 @@
 //! envelopes and reports as failed only the messages a retry can help; the schedule
 //! and cluster-events functions take one event each.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
@@ -79,12 +79,19 @@ pub struct PoolSummary {
 pub enum HandlerError {
     #[error("retry later: {0}")]
     Retryable(String),
+    /// A valid event whose reconcile failed in a way a retry does not mend (permissions,
+    /// a missing table or ASG): failed all the same, so that after the invoker's retries
+    /// it lands in the dead-letter queue with this error, for a replay once it is fixed,
+    /// rather than being answered with success and lost.
+    #[error("failed (a retry will not mend this; fix it and replay from the dead-letter queue): {0}")]
+    Failed(String),
 }
 
 impl From<HandlerError> for lambda_runtime::Diagnostic {
     fn from(err: HandlerError) -> Self {
         let error_type = match err {
             HandlerError::Retryable(_) => "Ballast.Retryable",
+            HandlerError::Failed(_) => "Ballast.Failed",
         };
         lambda_runtime::Diagnostic { error_type: error_type.into(), error_message: err.to_string() }
     }
@@ -190,7 +197,8 @@ where
 
     /// An SQS batch: malformed messages go to the dead-letter queue at once (a retry
     /// cannot mend them); the rest are grouped per pool and each pool is reconciled
-    /// once; only messages whose pool failed in a retryable way are reported failed.
+    /// once; messages whose pool failed in a retryable way are reported failed, those
+    /// whose pool failed in a way a retry does not mend go to the dead-letter queue.
     pub async fn interruption(&self, batch: SqsEvent) -> (SqsBatchResponse, Summary) {
         self.interruption_until(batch, None).await
     }
@@ -225,23 +233,39 @@ where
                 Err((field, err)) => {
                     warn!(function = self.function, message_id = %message_id, field = %field, error = %err, "malformed event");
                     invalid.push(format!("{message_id}: {err}"));
-                    let parked = match &self.dead_letters {
-                        Some(dlq) => dlq.send(body, &err).await.map_err(|e| e.to_string()),
-                        None => Err("no dead-letter queue configured".to_string()),
-                    };
-                    if let Err(why) = parked {
-                        // Left on the queue, the redrive policy moves it after maxReceiveCount.
-                        warn!(function = self.function, message_id = %message_id, why = %why, "could not dead-letter the message; leaving it to the redrive policy");
+                    if !self.dead_letter(&message_id, body, &err).await {
                         failed.push(message_id);
                     }
                 }
             }
         }
         let outcome = self.reconciler.handle_until(events, deadline).await;
+        let body_of: BTreeMap<String, &str> = batch
+            .records
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                (m.message_id.clone().unwrap_or_else(|| format!("#{i}")), m.body.as_deref().unwrap_or_default())
+            })
+            .collect();
+        let mut parked = BTreeSet::new();
         for (err, event_ids) in &outcome.failures {
+            let messages = event_ids.iter().flat_map(|id| messages_of.get(id).cloned().unwrap_or_default());
             if err.is_retryable() {
-                for id in event_ids {
-                    failed.extend(messages_of.get(id).cloned().unwrap_or_default());
+                failed.extend(messages);
+                continue;
+            }
+            // A retry cannot mend it, but deleting it would lose it unseen: kept in the
+            // dead-letter queue with the error (its alarm goes off), for a replay once fixed.
+            for message_id in messages {
+                if parked.contains(&message_id) {
+                    continue;
+                }
+                let body = body_of.get(&message_id).copied().unwrap_or_default();
+                if self.dead_letter(&message_id, body, &err.to_string()).await {
+                    parked.insert(message_id);
+                } else {
+                    failed.push(message_id);
                 }
             }
         }
@@ -259,6 +283,19 @@ where
             })
             .collect();
         (response, summary)
+    }
+
+    /// Sends a message to the dead-letter queue with why; false if it could not (left on
+    /// the queue, the redrive policy moves it there after maxReceiveCount).
+    async fn dead_letter(&self, message_id: &str, body: &str, why: &str) -> bool {
+        let parked = match &self.dead_letters {
+            Some(dlq) => dlq.send(body, why).await.map_err(|e| e.to_string()),
+            None => Err("no dead-letter queue configured".to_string()),
+        };
+        if let Err(e) = &parked {
+            warn!(function = self.function, message_id = %message_id, why = %e, "could not dead-letter the message; leaving it to the redrive policy");
+        }
+        parked.is_ok()
     }
 
     /// Each failed message comes back after [`retry_after`] its receive count, not after
@@ -286,8 +323,8 @@ where
     }
 
     /// One event (EventBridge target or Scheduler input). An invalid event is logged
-    /// and answered with success (a retry cannot mend it); a retryable failure is an
-    /// error so the invoker retries; a permanent one is logged.
+    /// and answered with success (a retry cannot mend it); a failed reconcile is an
+    /// error, retryable or not, so that it ends in the dead-letter queue if it lasts.
     pub async fn direct(&self, payload: Value) -> Result<Summary, HandlerError> {
         self.direct_until(payload, None).await
     }
@@ -318,9 +355,14 @@ where
         let outcome = self.reconciler.handle_until(vec![event], deadline).await;
         let retry =
             outcome.failures.iter().filter(|(e, _)| e.is_retryable()).map(|(e, _)| e.to_string()).collect::<Vec<_>>();
+        let permanent =
+            outcome.failures.iter().filter(|(e, _)| !e.is_retryable()).map(|(e, _)| e.to_string()).collect::<Vec<_>>();
         let summary = self.report(&outcome, started, Vec::new());
         if !retry.is_empty() {
             return Err(HandlerError::Retryable(retry.join("; ")));
+        }
+        if !permanent.is_empty() {
+            return Err(HandlerError::Failed(permanent.join("; ")));
         }
         Ok(summary)
     }
@@ -330,6 +372,13 @@ where
 mod tests {
     use super::{deadline_of, foreign_source, retry_after, INTERRUPTION_SOURCES};
     use std::time::Duration;
+
+    #[test]
+    fn the_invoker_sees_whether_a_retry_can_help() {
+        let kind = |e: super::HandlerError| lambda_runtime::Diagnostic::from(e).error_type;
+        assert_eq!(kind(super::HandlerError::Retryable("lease".into())), "Ballast.Retryable");
+        assert_eq!(kind(super::HandlerError::Failed("AccessDenied".into())), "Ballast.Failed");
+    }
 
     #[test]
     fn a_retry_backs_off_from_five_seconds_to_five_minutes() {
