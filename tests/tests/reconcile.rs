@@ -153,7 +153,8 @@ async fn an_event_meeting_a_held_lease_waits_for_it_within_the_deadline() {
     let waited = d.clock.now() - warning.time;
     assert!(waited >= Duration::minutes(4) && waited < Duration::minutes(4) + Duration::seconds(3), "{waited}");
     assert!(effects(&d).contains(&Call::Terminate { instance_id: "i-0a1b2c3d4e5f60001".into(), decrement: true }));
-    assert_eq!(d.memory.world().seen.len(), 1, "handled, marked seen");
+    let seen: Vec<String> = d.memory.world().seen.keys().cloned().collect();
+    assert_eq!(seen, [warning.id.clone(), format!("general#{}", warning.id)], "handled, as a whole and for its pool");
 
     // Too little time left to wait for it: a retryable failure, as before, without a
     // wait that would leave the run no time of its own.
@@ -191,6 +192,40 @@ async fn a_busy_pool_waits_after_the_free_ones() {
         .iter()
         .position(|c| matches!(c, Call::Terminate { instance_id, .. } if instance_id == "i-0a1b2c3d4e5f60001"));
     assert!(batch_at.is_some() && batch_at < general_at, "{calls:?}");
+}
+
+#[tokio::test]
+async fn an_event_for_two_pools_handled_for_one_is_still_retried_for_the_other() {
+    // An AWS Health scheduled change naming an instance of each pool; the general pool's
+    // lease is held, the batch pool's is free. The batch pool marks the event handled;
+    // the retry must still reach the general pool (it was taken as a duplicate before).
+    let mut health = fixture("health-scheduled-change.json");
+    let world = state("steady.json");
+    let general = world.asg("eks-general-spot-m6").unwrap().instances[0].id.clone();
+    let batch = world.asg("eks-batch-spot-c6").unwrap().instances[0].id.clone();
+    let ballast_core::event::Signal::ScheduledChange { instance_ids, .. } = &mut health.signal else {
+        panic!("{:?}", health.signal)
+    };
+    *instance_ids = vec![general.clone(), batch.clone()];
+    let d = Deployment::new(config_with_dry_run(false), world, health.time);
+    held(&d, health.time, Duration::minutes(1));
+    let first = d.reconciler.handle(vec![health.clone()]).await;
+    assert_eq!(first.pools.iter().map(|p| p.plan.pool.as_str()).collect::<Vec<_>>(), ["batch"]);
+    assert_eq!(first.failures.len(), 1);
+    assert!(first.failures[0].0.is_retryable());
+    d.clock.advance(Duration::minutes(2));
+    let retry = d.reconciler.handle(vec![health.clone()]).await;
+    assert!(retry.failures.is_empty(), "{:?}", retry.failures.iter().map(|f| f.0.to_string()).collect::<Vec<_>>());
+    assert_eq!(retry.pools.iter().map(|p| p.plan.pool.as_str()).collect::<Vec<_>>(), ["general"]);
+    assert_eq!(retry.duplicates, [health.id.clone()], "a duplicate for the batch pool only");
+    assert!(
+        effects(&d).iter().any(|c| matches!(c, Call::Cordon { node } if node.contains("10-0-0-10"))),
+        "{:?}",
+        effects(&d)
+    );
+    // Handled for both now: a third delivery does nothing.
+    let third = d.reconciler.handle(vec![health.clone()]).await;
+    assert!(third.pools.is_empty() && third.failures.is_empty());
 }
 
 #[tokio::test]

@@ -185,14 +185,20 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         let mut outcome = BatchOutcome::default();
         // A failure before the batch is split per pool concerns every event of it.
         let all_ids: Vec<String> = events.iter().map(|e| e.id.clone()).collect();
-        let (fresh, duplicates) = match self.drop_seen(events).await {
-            Ok(split) => split,
+        let (fresh, duplicates) = drop_repeats(events);
+        outcome.duplicates = duplicates;
+        // Handled for every pool it concerned: dropped before routing (the instance a
+        // redelivered warning names may have left its ASG since).
+        let fresh = match self.drop_handled(fresh).await {
+            Ok((fresh, handled)) => {
+                outcome.duplicates.extend(handled);
+                fresh
+            }
             Err(source) => {
                 outcome.failures.push((ReconcileError::Batch { stage: BatchStage::Dedup, source }, all_ids));
                 return outcome;
             }
         };
-        outcome.duplicates = duplicates;
         let routed = match self.route(fresh).await {
             Ok((routed, unrouted)) => {
                 outcome.unrouted = unrouted;
@@ -203,14 +209,32 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                 return outcome;
             }
         };
+        let routed = match self.drop_seen(routed).await {
+            Ok((routed, seen)) => {
+                for id in seen {
+                    if !outcome.duplicates.contains(&id) {
+                        outcome.duplicates.push(id);
+                    }
+                }
+                routed
+            }
+            Err(source) => {
+                outcome.failures.push((ReconcileError::Batch { stage: BatchStage::Dedup, source }, all_ids));
+                return outcome;
+            }
+        };
         // Pools whose lease another run holds wait until the rest are done, so one
         // pool's long drain does not hold back another pool's spot warning.
         let mut busy = Vec::new();
+        let mut handled: Vec<String> = Vec::new();
         for (pool, events) in routed {
             let Some(pool_cfg) = self.config.pool(&pool) else { continue };
             let ids: Vec<String> = events.iter().map(|e| e.id.clone()).collect();
             match self.reconcile(pool_cfg, &events, deadline).await {
-                Ok(result) => outcome.pools.push(result),
+                Ok(result) => {
+                    handled.extend(ids);
+                    outcome.pools.push(result)
+                }
                 // The run holding the lease is reconciling the pool now: a tick adds
                 // nothing to it (and failing would retry, then dead-letter, a tick).
                 Err(ReconcileError::LeaseBusy { .. }) if events.iter().all(|e| e.signal == Signal::Reconcile) => {
@@ -222,11 +246,32 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         }
         for (pool_cfg, events, ids) in busy {
             match self.reconcile_when_free(pool_cfg, &events, deadline).await {
-                Ok(result) => outcome.pools.push(result),
+                Ok(result) => {
+                    handled.extend(ids);
+                    outcome.pools.push(result)
+                }
                 Err(err) => outcome.failures.push((err, ids)),
             }
         }
+        // Each pool marked its events handled for itself; an event no pool failed is also
+        // marked handled as a whole. If that fails, the per-pool marks still hold.
+        let failed: BTreeSet<&String> = outcome.failures.iter().flat_map(|(_, ids)| ids).collect();
+        let whole: Vec<String> =
+            handled.iter().filter(|id| !failed.contains(id)).cloned().collect::<BTreeSet<_>>().into_iter().collect();
+        if !whole.is_empty() && !self.config.dry_run {
+            if let Err(e) = self.store.mark_seen(&whole, self.clock.now() + DEDUP_FOR).await {
+                tracing::warn!(error = %e, "could not mark the batch's events handled as a whole; each pool's mark holds");
+            }
+        }
         outcome
+    }
+
+    /// Drops the events handled for every pool they concerned.
+    async fn drop_handled(&self, events: Vec<Event>) -> Result<(Vec<Event>, Vec<String>), PortError> {
+        let ids: Vec<String> = events.iter().map(|e| e.id.clone()).collect();
+        let seen = if ids.is_empty() { BTreeSet::new() } else { self.store.seen(&ids).await? };
+        let (handled, fresh): (Vec<Event>, Vec<Event>) = events.into_iter().partition(|e| seen.contains(&e.id));
+        Ok((fresh, handled.into_iter().map(|e| e.id).collect()))
     }
 
     /// Waits for the pool's lease (polling, jittered) while the deadline leaves the run
@@ -274,17 +319,20 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         Ok((plans, unrouted))
     }
 
-    async fn drop_seen(&self, events: Vec<Event>) -> Result<(Vec<Event>, Vec<String>), PortError> {
-        let ids: Vec<String> = events.iter().map(|e| e.id.clone()).collect();
-        let seen = if ids.is_empty() { BTreeSet::new() } else { self.store.seen(&ids).await? };
-        let mut kept = Vec::new();
+    /// Drops the events already handled for their pool (marked per pool: an event for two
+    /// pools handled for one is still retried for the other).
+    async fn drop_seen(&self, routed: Routed) -> Result<(Routed, Vec<String>), PortError> {
+        let keys: Vec<String> =
+            routed.iter().flat_map(|(pool, events)| events.iter().map(move |e| seen_key(pool, &e.id))).collect();
+        let seen = if keys.is_empty() { BTreeSet::new() } else { self.store.seen(&keys).await? };
         let mut duplicates = Vec::new();
-        let mut in_batch = BTreeSet::new();
-        for event in events {
-            if seen.contains(&event.id) || !in_batch.insert(event.id.clone()) {
-                duplicates.push(event.id);
-            } else {
-                kept.push(event);
+        let mut kept = Routed::new();
+        for (pool, events) in routed {
+            let (old, fresh): (Vec<Event>, Vec<Event>) =
+                events.into_iter().partition(|e| seen.contains(&seen_key(&pool, &e.id)));
+            duplicates.extend(old.into_iter().map(|e| e.id));
+            if !fresh.is_empty() {
+                kept.insert(pool, fresh);
             }
         }
         Ok((kept, duplicates))
@@ -487,7 +535,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
             let mut run = Run { pool, key: &key, record: plan.record.clone(), version, deadline, lease };
             return match self.apply(&plan, &mut run).await {
                 Ok(applied) => {
-                    let ids: Vec<String> = events.iter().map(|e| e.id.clone()).collect();
+                    let ids: Vec<String> = events.iter().map(|e| seen_key(name, &e.id)).collect();
                     if !ids.is_empty() {
                         if let Err(source) = self.store.mark_seen(&ids, now + DEDUP_FOR).await {
                             return Err(ReconcileError::MarkSeen {
@@ -805,6 +853,21 @@ const LEASE_AFTER_DRAIN: Duration = Duration::from_secs(60);
 
 /// The lease outlasts one drain with room to spare; it is renewed while applying, and
 /// before drains so that it outlasts them.
+/// Events grouped by the pool they concern.
+type Routed = BTreeMap<String, Vec<Event>>;
+
+/// What marks an event handled for a pool.
+pub fn seen_key(pool: &str, event_id: &str) -> String {
+    format!("{pool}#{event_id}")
+}
+
+/// Drops the repeats within a batch (SQS delivers at least once).
+fn drop_repeats(events: Vec<Event>) -> (Vec<Event>, Vec<String>) {
+    let mut in_batch = BTreeSet::new();
+    let (kept, repeats): (Vec<Event>, Vec<Event>) = events.into_iter().partition(|e| in_batch.insert(e.id.clone()));
+    (kept, repeats.into_iter().map(|e| e.id).collect())
+}
+
 /// A wait for a busy lease ends this long before the deadline, for the run itself.
 const KEPT_AFTER_LEASE_WAIT: chrono::Duration = chrono::Duration::seconds(60);
 
