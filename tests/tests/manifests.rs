@@ -89,6 +89,9 @@ fn check_wiring(objects: &[Value]) -> (Value, Value, Value) {
     assert!(container["ports"].as_array().unwrap().iter().any(|p| p["containerPort"] == port), "{container}");
     let bind = settings["data"]["BALLAST_HEALTH_ADDR"].as_str().unwrap();
     assert!(bind.ends_with(&format!(":{port}")), "the forwarder binds {bind}, the annotation says {port}");
+    // An IPv6 cluster's kubelet probes the pod's IPv6 address.
+    let bind: std::net::SocketAddr = bind.parse().unwrap();
+    assert!(bind.ip() == std::net::Ipv6Addr::UNSPECIFIED, "{bind} takes no IPv6 probe");
     let service = find(objects, "Service", "ballast-forwarder-metrics");
     assert_eq!(service["spec"]["ports"][0]["port"], port);
     Config::from_yaml(config["data"]["ballast.yaml"].as_str().unwrap()).expect("the rendered config is valid");

@@ -53,7 +53,16 @@ pub async fn serve(
     health: Arc<Health>,
     metrics: Arc<Metrics>,
 ) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
-    let listener = TcpListener::bind(addr).await?;
+    let listener = match TcpListener::bind(addr).await {
+        Ok(listener) => listener,
+        // `[::]` (the default, for IPv6 clusters' probes; IPv4 too, dual-stack) on a node
+        // with IPv6 disabled: IPv4 alone, rather than a pod that never starts.
+        Err(e) if addr.ip() == std::net::Ipv6Addr::UNSPECIFIED => {
+            tracing::warn!(addr = %addr, error = %e, "cannot listen on IPv6; listening on IPv4 only");
+            TcpListener::bind((std::net::Ipv4Addr::UNSPECIFIED, addr.port())).await?
+        }
+        Err(e) => return Err(e),
+    };
     let bound = listener.local_addr()?;
     tracing::info!(addr = %bound, "health and metrics endpoint listening");
     Ok((
@@ -98,19 +107,43 @@ mod tests {
         assert_eq!(h.answer("/other", 1021).0, StatusCode::NOT_FOUND);
     }
 
+    async fn get(addr: SocketAddr, path: &str) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        stream.write_all(format!("GET {path} HTTP/1.0\r\n\r\n").as_bytes()).await.unwrap();
+        let mut page = String::new();
+        stream.read_to_string(&mut page).await.unwrap();
+        page
+    }
+
     #[tokio::test]
     async fn metrics_are_served_beside_the_probes_on_the_address_given() {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let (addr, server) =
             serve("127.0.0.1:0".parse().unwrap(), Arc::new(Health::default()), Arc::new(Metrics::new())).await.unwrap();
         assert!(addr.ip().is_loopback() && addr.port() != 0, "{addr}");
-        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-        stream.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").await.unwrap();
-        let mut page = String::new();
-        stream.read_to_string(&mut page).await.unwrap();
+        let page = get(addr, "/metrics").await;
         assert!(page.starts_with("HTTP/1.0 200"), "{page}");
         assert!(page.contains("application/openmetrics-text"), "{page}");
         assert!(page.contains("ballast_forwarder_events_dropped_total 0"), "{page}");
+        server.abort();
+    }
+
+    #[test]
+    fn the_default_address_takes_ipv6_probes() {
+        // An IPv6 EKS cluster's kubelet probes the pod's IPv6 address: `0.0.0.0` would
+        // never answer it, and the pod would never be Ready.
+        use clap::Parser;
+        let settings = crate::settings::Settings::try_parse_from(["forwarder", "--event-bus", "b"]).unwrap();
+        assert_eq!(settings.health_addr, "[::]:8080".parse::<SocketAddr>().unwrap());
+    }
+
+    #[tokio::test]
+    async fn probes_are_answered_over_ipv6() {
+        // The loopback stands for the pod's address (tests listen on loopback only).
+        let (addr, server) =
+            serve("[::1]:0".parse().unwrap(), Arc::new(Health::default()), Arc::new(Metrics::new())).await.unwrap();
+        assert!(addr.is_ipv6(), "{addr}");
+        assert!(get(addr, "/healthz").await.starts_with("HTTP/1.0 "), "answered");
         server.abort();
     }
 }

@@ -36,8 +36,9 @@ pub struct Settings {
     /// The window each Pool Waits Measured event sums up (per pool, when pods started).
     #[arg(long, env = "BALLAST_WAITS_EVERY", default_value = "5m")]
     pub waits_every: HumanDuration,
-    /// Where `/healthz`, `/readyz` and `/metrics` are served.
-    #[arg(long, env = "BALLAST_HEALTH_ADDR", default_value = "0.0.0.0:8080")]
+    /// Where `/healthz`, `/readyz` and `/metrics` are served: every address, IPv6 and
+    /// IPv4 (IPv4 alone where the node has IPv6 disabled).
+    #[arg(long, env = "BALLAST_HEALTH_ADDR", default_value = "[::]:8080")]
     pub health_addr: SocketAddr,
     /// Objects per list call (the initial list and relists are paged): a page is held
     /// whole in memory while it is read.
