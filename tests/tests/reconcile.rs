@@ -229,6 +229,32 @@ async fn an_event_for_two_pools_handled_for_one_is_still_retried_for_the_other()
 }
 
 #[tokio::test]
+async fn the_forwarders_demand_is_trusted_until_its_next_heartbeat_has_landed() {
+    // The forwarder publishes each pool's demand at least every 5 min (its heartbeat);
+    // the next one lands seconds after that. A tick between must not list every pod.
+    use ballast_core::forwarder::DemandTiming;
+    use ballast_core::model::Demand;
+    let tick = fixture("scheduled-reconcile.json");
+    let d = Deployment::new(config_with_dry_run(false), state("steady.json"), tick.time);
+    let pool = d.reconciler.config.pool("general").unwrap().clone();
+    let listed = d.memory.world().pools["general"].demand.expect("the world has pods to list");
+    let heartbeat = Duration::from_std(DemandTiming::default().heartbeat).unwrap();
+    for age in [heartbeat - Duration::seconds(30), heartbeat + Duration::seconds(20)] {
+        let forwarded = Demand { observed_at: tick.time - age, ..listed };
+        let record = PoolRecord { demand: Some(forwarded), ..PoolRecord::default() };
+        let observed = d.reconciler.observe(&pool, &record, &[], tick.time).await.unwrap();
+        assert_eq!(observed.demand, None, "{age}: the forwarder's demand is used, nothing listed");
+    }
+    // A forwarder silent for two heartbeats is not trusted: the pods are listed.
+    let record = PoolRecord {
+        demand: Some(Demand { observed_at: tick.time - heartbeat * 2, ..listed }),
+        ..PoolRecord::default()
+    };
+    let observed = d.reconciler.observe(&pool, &record, &[], tick.time).await.unwrap();
+    assert_eq!(observed.demand, Some(listed));
+}
+
+#[tokio::test]
 async fn no_room_to_surge_keeps_capacity() {
     let warning = fixture("spot-interruption-terminate.json");
     let mut world = state("steady.json");

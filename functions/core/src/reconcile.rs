@@ -15,8 +15,10 @@ use crate::plan::{Action, ActionKind, LifecycleRef, Plan};
 use crate::planner::{plan, PlanInput, CLOCK_SKEW};
 use crate::ports::{Autoscaling, Clock, Cluster, DrainReport, ErrorKind, PortError, StateStore, Versioned};
 
-/// A forwarder demand event younger than this spares the reconcile a pod listing.
-pub const DEMAND_FRESH_FOR: chrono::Duration = chrono::Duration::minutes(5);
+/// A forwarder demand event younger than this spares the reconcile a pod listing: the
+/// forwarder's heartbeat (5 min) and a minute for its delivery, so a tick just before the
+/// next heartbeat lands does not list every pod of the pool.
+pub const DEMAND_FRESH_FOR: chrono::Duration = chrono::Duration::minutes(6);
 /// How long handled event ids are remembered (EventBridge redelivers within hours).
 pub const DEDUP_FOR: chrono::Duration = chrono::Duration::hours(24);
 const MAX_ATTEMPTS: u32 = 3;
