@@ -142,6 +142,8 @@ struct SpecParts {
     containers: Vec<ContainerParts>,
     init_containers: Option<Vec<ContainerParts>>,
     overhead: Option<BTreeMap<String, Quantity>>,
+    /// Pod-level requests (PodLevelResources).
+    resources: Option<ResourcesParts>,
 }
 
 #[derive(Deserialize)]
@@ -204,6 +206,7 @@ impl<'de> Deserialize<'de> for SlimPod {
             containers: s.containers.into_iter().map(Container::from).collect(),
             init_containers: s.init_containers.map(|c| c.into_iter().map(Container::from).collect()),
             overhead: s.overhead,
+            resources: s.resources.map(|r| ResourceRequirements { requests: r.requests, ..Default::default() }),
             ..Default::default()
         });
         let status = parts.status.map(|s| PodStatus {
@@ -318,6 +321,15 @@ mod tests {
             requests.cpu_millis, 2010,
             "the init container's 2 CPU outweigh 250m + the 100m sidecar; + 10m overhead"
         );
+        // Pod-level requests (Kubernetes 1.34+) are kept by the slim pod too.
+        let mut pod_level = full_pod();
+        pod_level["spec"]["resources"] =
+            json!({ "requests": { "cpu": "3", "memory": "4Gi" }, "limits": { "cpu": "4" } });
+        let full_level: Pod = serde_json::from_value(pod_level.clone()).unwrap();
+        let slim_level: SlimPod = serde_json::from_value(pod_level).unwrap();
+        let r = pods::effective_requests(slim_level.0.spec.as_ref().unwrap()).unwrap();
+        assert_eq!(r, pods::effective_requests(full_level.spec.as_ref().unwrap()).unwrap());
+        assert_eq!((r.cpu_millis, r.memory_bytes), (3010, 4 << 30));
         assert_eq!(Placement::of(slim.spec.as_ref().unwrap()), Placement::of(full.spec.as_ref().unwrap()));
         assert_eq!(pods::unschedulable_since(slim), pods::unschedulable_since(&full));
         assert!(pods::unschedulable_since(slim).is_some());

@@ -91,7 +91,10 @@ pub struct RequestError {
 
 /// The requests the scheduler reserves for the pod: the larger of the containers' sum
 /// and the largest init container (init containers run one at a time), plus overhead.
-/// Sidecars (init containers that keep running) count with the containers.
+/// Sidecars (init containers that keep running) count with the containers. Pod-level
+/// requests (`spec.resources`, PodLevelResources: beta and on by default from 1.34)
+/// replace the containers' for each resource they name, as the scheduler's
+/// `PodRequests` does; overhead still adds.
 pub fn effective_requests(spec: &PodSpec) -> Result<Requests, RequestError> {
     let mut running = Requests::default();
     let mut init_peak = Requests::default();
@@ -108,7 +111,17 @@ pub fn effective_requests(spec: &PodSpec) -> Result<Requests, RequestError> {
         }
     }
     let overhead = quantities("overhead", spec.overhead.as_ref())?;
-    Ok(running.add(sidecars).max(init_peak).add(overhead))
+    let mut requests = running.add(sidecars).max(init_peak);
+    if let Some(pod_level) = spec.resources.as_ref().and_then(|r| r.requests.as_ref()) {
+        let named = quantities("pod", Some(pod_level))?;
+        if pod_level.contains_key("cpu") {
+            requests.cpu_millis = named.cpu_millis;
+        }
+        if pod_level.contains_key("memory") {
+            requests.memory_bytes = named.memory_bytes;
+        }
+    }
+    Ok(requests.add(overhead))
 }
 
 fn container_requests(name: &str, resources: Option<&ResourceRequirements>) -> Result<Requests, RequestError> {
@@ -200,6 +213,26 @@ mod tests {
         };
         let r = effective_requests(&spec).unwrap();
         assert_eq!(r, Requests { cpu_millis: 1010, memory_bytes: 256 << 20 });
+    }
+
+    #[test]
+    fn pod_level_requests_replace_the_containers_for_what_they_name() {
+        // PodLevelResources (beta, on by default from Kubernetes 1.34): the scheduler
+        // reserves the pod's own requests, not its containers' sum; overhead still adds.
+        let spec = PodSpec {
+            containers: vec![container("a", "250m", "128Mi"), container("b", "250m", "128Mi")],
+            resources: Some(ResourceRequirements {
+                requests: Some(BTreeMap::from([("cpu".to_string(), Quantity("2".to_string()))])),
+                ..Default::default()
+            }),
+            overhead: Some(BTreeMap::from([("cpu".to_string(), Quantity("10m".to_string()))])),
+            ..Default::default()
+        };
+        assert_eq!(effective_requests(&spec).unwrap(), Requests { cpu_millis: 2010, memory_bytes: 256 << 20 });
+        let mut bad = spec.clone();
+        bad.resources.as_mut().unwrap().requests.as_mut().unwrap().insert("memory".into(), Quantity("much".into()));
+        let err = effective_requests(&bad).unwrap_err().to_string();
+        assert!(err.starts_with("pod: resources.requests.memory = \"much\""), "{err}");
     }
 
     #[test]
