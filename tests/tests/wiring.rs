@@ -106,6 +106,49 @@ fn the_queue_keeps_a_message_through_every_redrive_and_the_dead_letter_queue_lon
 }
 
 #[test]
+fn every_name_fits_aws_limits_with_the_longest_cluster_name_allowed() {
+    use ballast_tests::templates::{sam_parameters, sam_translated};
+    let Some(raw) = sam_translated() else { return };
+    // The longest name ClusterName's pattern admits (`{0,N}` after the first character).
+    let pattern = text(&raw["Parameters"]["ClusterName"]["AllowedPattern"]);
+    let most: usize = pattern.rsplit_once(",").and_then(|(_, n)| n.split('}').next()?.parse().ok()).unwrap();
+    let longest = "c".repeat(most + 1);
+    let mut parameters = sam_parameters(true);
+    parameters.insert("ClusterName", Value::from(longest.clone()));
+    // A pool name as long as a cluster's, with the override schedule on.
+    parameters.insert("HeadroomOverrideCron", Value::from("cron(30 8 ? * MON-FRI *)"));
+    parameters.insert("HeadroomOverridePool", Value::from(longest.clone()));
+    let t = Template::render(&raw, &parameters);
+    let limits = [
+        ("AWS::Events::Rule", "Name", 64),
+        ("AWS::Scheduler::Schedule", "Name", 64),
+        ("AWS::Lambda::Function", "FunctionName", 64),
+        ("AWS::IAM::Role", "RoleName", 64),
+        ("AWS::SQS::Queue", "QueueName", 80),
+        ("AWS::SNS::Topic", "TopicName", 256),
+        ("AWS::CloudWatch::Alarm", "AlarmName", 255),
+        ("AWS::Logs::LogGroup", "LogGroupName", 512),
+    ];
+    let mut wrong = Vec::new();
+    let mut checked = 0;
+    for (kind, field, limit) in limits {
+        for (id, r) in t.of_kind(kind) {
+            let name = text(&r.properties[field]);
+            if name.is_empty() {
+                continue;
+            }
+            checked += 1;
+            assert!(name.contains(&longest), "{id}: {name} is not named after the cluster");
+            if name.len() > limit {
+                wrong.push(format!("{id} ({kind}): {field} {name} is {} characters, over {limit}", name.len()));
+            }
+        }
+    }
+    assert!(checked >= 15, "only {checked} names checked");
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+#[test]
 fn a_tick_is_never_throttled_behind_a_drain_and_a_waiting_override() {
     // A tick during a drain returns at once (the lease holder covers it), but only if it
     // can run: a slot for the draining run, one for a headroom override waiting for the

@@ -100,6 +100,14 @@ const DECISION_KINDS = [
 export class BallastStack extends Stack {
   constructor(scope: Construct, id: string, props: BallastProps) {
     super(scope, id, props);
+    // Every name is ballast-CLUSTER-SUFFIX; the longest (ballast-CLUSTER-launch-unsuccessful,
+    // an EventBridge rule) must fit AWS's 64 characters, as in the SAM template.
+    if (!/^[a-zA-Z0-9][a-zA-Z0-9-]{0,35}$/.test(props.clusterName)) {
+      throw new Error(
+        `clusterName ${JSON.stringify(props.clusterName)}: 1 to 36 letters, digits or hyphens, starting with a letter or digit ` +
+          '(it names every resource, ballast-CLUSTER-launch-unsuccessful the longest, within the 64 characters AWS allows)',
+      );
+    }
     const prefix = `ballast-${props.clusterName}`;
 
     // ---- configuration and state ----
@@ -421,7 +429,8 @@ export class BallastStack extends Stack {
     if (props.headroomOverride) {
       const o = props.headroomOverride;
       new scheduler.CfnSchedule(this, 'HeadroomOverrideSchedule', {
-        name: `${prefix}-headroom-${o.pool}`,
+        // One override: named without its pool, whose name would not always fit 64 characters.
+        name: `${prefix}-headroom`,
         scheduleExpression: o.cron,
         scheduleExpressionTimezone: o.timeZone,
         flexibleTimeWindow: { mode: 'OFF' },
