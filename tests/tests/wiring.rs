@@ -105,6 +105,75 @@ fn the_queue_keeps_a_message_through_every_redrive_and_the_dead_letter_queue_lon
     });
 }
 
+/// Evaluates a CloudFormation rule expression (the functions rules allow that the
+/// template uses) over parameters given as text, as CloudFormation does before a deploy.
+fn rule_value(raw: &Value, v: &Value, given: &std::collections::BTreeMap<&str, &str>) -> Value {
+    let param = |name: &str| -> Value {
+        let p = &raw["Parameters"][name];
+        let text = given.get(name).map(|s| s.to_string()).unwrap_or_else(|| text(&p["Default"]));
+        if text_of(&p["Type"]).contains("List") {
+            Value::from(text.split(',').map(str::to_string).collect::<Vec<_>>())
+        } else {
+            Value::from(text)
+        }
+    };
+    let args = |f: &str| v[f].as_array().cloned().unwrap_or_default();
+    let eval = |x: &Value| rule_value(raw, x, given);
+    let Some(key) = v.as_object().and_then(|o| o.keys().next().cloned()) else { return v.clone() };
+    match key.as_str() {
+        "Ref" => param(v["Ref"].as_str().unwrap()),
+        "Fn::Not" => Value::from(!eval(&args("Fn::Not")[0]).as_bool().unwrap()),
+        "Fn::And" => Value::from(args("Fn::And").iter().all(|x| eval(x).as_bool().unwrap())),
+        "Fn::Equals" => Value::from(eval(&args("Fn::Equals")[0]) == eval(&args("Fn::Equals")[1])),
+        "Fn::EachMemberEquals" => {
+            let a = args("Fn::EachMemberEquals");
+            let want = eval(&a[1]);
+            Value::from(eval(&a[0]).as_array().unwrap().iter().all(|m| *m == want))
+        }
+        other => panic!("a rule function this test does not evaluate: {other}"),
+    }
+}
+
+fn text_of(v: &Value) -> String {
+    v.as_str().unwrap_or_default().to_string()
+}
+
+/// The rules' assertions that fail for these parameters (their descriptions).
+fn failed_rules(raw: &Value, given: &std::collections::BTreeMap<&str, &str>) -> Vec<String> {
+    let mut failed = Vec::new();
+    for (_, rule) in raw["Rules"].as_object().into_iter().flatten() {
+        let applies = rule.get("RuleCondition").is_none_or(|c| rule_value(raw, c, given).as_bool().unwrap());
+        if !applies {
+            continue;
+        }
+        for a in rule["Assertions"].as_array().into_iter().flatten() {
+            if !rule_value(raw, &a["Assert"], given).as_bool().unwrap() {
+                failed.push(text_of(&a["AssertDescription"]));
+            }
+        }
+    }
+    failed
+}
+
+#[test]
+fn vpc_mode_is_refused_before_deploying_unless_it_is_whole() {
+    use ballast_tests::templates::{sam_translated, SECURITY_GROUPS, SUBNETS, VPC};
+    let Some(raw) = sam_translated() else { return };
+    let (subnets, groups) = (SUBNETS.join(","), SECURITY_GROUPS.join(","));
+    let (subnets, groups) = (subnets.as_str(), groups.as_str());
+    fn with<'a>(pairs: &[(&'a str, &'a str)]) -> std::collections::BTreeMap<&'a str, &'a str> {
+        pairs.iter().copied().collect()
+    }
+    assert!(failed_rules(&raw, &with(&[])).is_empty(), "no VPC: nothing to check");
+    let whole = with(&[("SubnetIds", subnets), ("SecurityGroupIds", groups), ("VpcId", VPC)]);
+    assert!(failed_rules(&raw, &whole).is_empty());
+    // Subnets without their VPC: the interface permissions would name vpc/ (none).
+    let no_vpc = failed_rules(&raw, &with(&[("SubnetIds", subnets), ("SecurityGroupIds", groups)]));
+    assert!(no_vpc.len() == 1 && no_vpc[0].contains("VpcId"), "{no_vpc:?}");
+    let no_groups = failed_rules(&raw, &with(&[("SubnetIds", subnets), ("VpcId", VPC)]));
+    assert!(no_groups.len() == 1 && no_groups[0].contains("SecurityGroupIds"), "{no_groups:?}");
+}
+
 #[test]
 fn every_name_fits_aws_limits_with_the_longest_cluster_name_allowed() {
     use ballast_tests::templates::{sam_parameters, sam_translated};

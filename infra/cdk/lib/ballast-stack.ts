@@ -108,6 +108,9 @@ export class BallastStack extends Stack {
           '(it names every resource, ballast-CLUSTER-launch-unsuccessful the longest, within the 64 characters AWS allows)',
       );
     }
+    if (props.subnetIds.length && (!props.vpcId || !props.securityGroupIds.length)) {
+      throw new Error('subnetIds needs vpcId (the VPC the subnets are in) and securityGroupIds');
+    }
     const prefix = `ballast-${props.clusterName}`;
 
     // ---- configuration and state ----
