@@ -260,3 +260,99 @@ async fn forwarder_events_follow_the_cluster_across_an_api_server_restart() {
     assert!(summary.relists as f64 >= relists, "the metric counts what the summary counts");
     server.abort();
 }
+
+/// An EventBridge whose PutEvents never answers (a blackholed connection).
+struct Hanging;
+
+#[async_trait::async_trait]
+impl ballast_forwarder::bus::EventBus for Hanging {
+    async fn put(
+        &self,
+        _events: &[ballast_forwarder::publisher::Outgoing],
+    ) -> Result<Vec<Option<String>>, ballast_core::ports::PortError> {
+        std::future::pending().await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hanging_event_bus_never_stops_the_watch_loop_or_its_probe() {
+    // The sender is stuck on its first call; each tick has demand to publish (a 200 ms
+    // heartbeat) and room for one batch. The loop used to wait for the sender: it stopped
+    // reading the watches and ticking the liveness probe, and the kubelet restarted the
+    // pod into a full relist, for an EventBridge outage.
+    let Some(plane) = ControlPlane::start(Parts::ApiServer).await else { return };
+    let admin = plane.client(ADMIN_TOKEN);
+    apply_manifests(&admin, "namespace.yaml", &["Namespace"]).await;
+    apply_manifests(&admin, "forwarder.yaml", &["ServiceAccount", "ClusterRole", "ClusterRoleBinding"]).await;
+    add_node(&admin, "general-1", &[("ballast.io/pool", "general")], "4", "16Gi").await;
+    let timing = Timing {
+        debounce: Duration::from_millis(100),
+        heartbeat: Duration::from_millis(200),
+        threshold_percent: 5,
+        unschedulable_every: Duration::from_millis(100),
+        waits_every: Duration::from_secs(60),
+    };
+    let config = ballast_tests::example_config();
+    let mut forwarder = Forwarder::new(plane.client(FORWARDER_TOKEN), Arc::new(Hanging), &config, timing);
+    forwarder.tick = Duration::from_millis(100);
+    forwarder.queue = 1;
+    let health = forwarder.health.clone();
+    let metrics = forwarder.metrics.clone();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(forwarder.run(async move {
+        let _ = stopped.await;
+    }));
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    // Alive means a tick within the last 2 s (the probe allows 30).
+    let now = chrono::Utc::now().timestamp();
+    assert_eq!(health.answer("/healthz", now + 28).0.as_u16(), 200, "the loop still ticks");
+    assert_eq!(health.answer("/readyz", now).0.as_u16(), 200, "and listed the cluster");
+    let text = metrics.encode();
+    let dropped: f64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("ballast_forwarder_events_dropped_total "))
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    assert!(dropped >= 10.0, "the ticks' events are dropped and counted while the sender is stuck: {dropped}");
+    // Stopping does not wait for the stuck call forever either (the real bus's timeouts
+    // bound it; this one never answers, so the run is aborted).
+    let _ = stop.send(());
+    running.abort();
+}
+
+#[tokio::test]
+async fn a_put_events_call_that_never_answers_gives_up() {
+    // A listener that accepts and never answers: the real SDK client, as the forwarder
+    // builds it, abandons the call within its timeouts instead of waiting forever.
+    use ballast_forwarder::bus::{EventBus, CALL_TIMEOUT};
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}", silent.local_addr().unwrap());
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((stream, _)) = silent.accept().await {
+            open.push(stream);
+        }
+    });
+    let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .endpoint_url(endpoint)
+        .region(aws_config::Region::new("eu-west-1"))
+        .credentials_provider(aws_sdk_dynamodb::config::Credentials::new("test", "test", None, None, "test"))
+        .load()
+        .await;
+    let bus = EventBridgeBus::new(&sdk, BUS);
+    let event = ballast_forwarder::publisher::Outgoing::PoolDemand(ballast_core::event::PoolDemandDetail {
+        pool: "general".into(),
+        cpu_millis: 1,
+        memory_bytes: 1,
+        pods: 1,
+        nodes: 1,
+        observed_at: chrono::Utc::now(),
+    });
+    let started = Instant::now();
+    let answer = tokio::time::timeout(CALL_TIMEOUT * 2, bus.put(&[event])).await;
+    let took = started.elapsed();
+    held.abort();
+    let err = answer.expect("the call gave up on its own").expect_err("no answer is an error");
+    assert!(err.is_retryable(), "{err}");
+    assert!(took <= CALL_TIMEOUT + Duration::from_secs(2), "{took:?}");
+}

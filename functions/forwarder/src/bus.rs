@@ -25,9 +25,20 @@ pub struct EventBridgeBus {
     bus: String,
 }
 
+/// A PutEvents attempt that has not answered by then is abandoned and retried; a call, its
+/// SDK retries included, gives up after [`CALL_TIMEOUT`]. Without them a hung connection
+/// would hold the sender, and every later event, forever.
+pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(5);
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(15);
+
 impl EventBridgeBus {
     pub fn new(sdk: &aws_config::SdkConfig, bus: impl Into<String>) -> EventBridgeBus {
-        EventBridgeBus { client: aws_sdk_eventbridge::Client::new(sdk), bus: bus.into() }
+        let timeouts = aws_config::timeout::TimeoutConfig::builder()
+            .operation_attempt_timeout(ATTEMPT_TIMEOUT)
+            .operation_timeout(CALL_TIMEOUT)
+            .build();
+        let config = aws_sdk_eventbridge::config::Builder::from(sdk).timeout_config(timeouts).build();
+        EventBridgeBus { client: aws_sdk_eventbridge::Client::from_conf(config), bus: bus.into() }
     }
 }
 

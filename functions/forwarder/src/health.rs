@@ -34,7 +34,7 @@ impl Health {
         self.synced.store(synced, Ordering::Relaxed);
     }
 
-    fn answer(&self, path: &str, now_secs: i64) -> (StatusCode, &'static str) {
+    pub fn answer(&self, path: &str, now_secs: i64) -> (StatusCode, &'static str) {
         let alive = now_secs - self.last_tick.load(Ordering::Relaxed) <= STALE_AFTER_SECS;
         match path {
             "/healthz" if alive => (StatusCode::OK, "ok\n"),

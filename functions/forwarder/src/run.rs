@@ -36,6 +36,9 @@ pub struct Forwarder {
     pub tick: Duration,
     /// First wait before a failed PutEvents entry is tried again.
     pub retry_backoff: Duration,
+    /// Batches waiting for the sender; when it is this far behind (EventBridge down or
+    /// hanging), a tick's events are dropped and counted, and the watch loop goes on.
+    pub queue: usize,
 }
 
 /// What the run did, for logs and tests.
@@ -78,6 +81,7 @@ impl Forwarder {
             page_size: 250,
             tick: Duration::from_secs(1),
             retry_backoff: Duration::from_millis(200),
+            queue: 256,
         }
     }
 
@@ -110,7 +114,8 @@ impl Forwarder {
         let node_config = watcher::Config::default().page_size(self.page_size);
         let mut nodes =
             watcher::watcher(Api::<SlimNode>::all(self.client.clone()), node_config).default_backoff().boxed();
-        let (tx, mut rx) = mpsc::channel::<Vec<Outgoing>>(256);
+        let (tx, mut rx) = mpsc::channel::<Vec<Outgoing>>(self.queue.max(1));
+        let mut unsent = 0usize;
         let bus = self.bus.clone();
         let backoff = self.retry_backoff;
         let metrics = self.metrics.clone();
@@ -158,8 +163,17 @@ impl Forwarder {
                         for event in &out {
                             tracing::info!(detail_type = event.detail_type(), detail = %event.detail_json(), "publishing");
                         }
-                        if tx.send(out).await.is_err() {
-                            break;
+                        // Never waits for the sender: a blocked loop would stop reading
+                        // the watches and ticking the liveness probe, and the kubelet would
+                        // restart the pod into a full relist, all for an EventBridge outage.
+                        match tx.try_send(out) {
+                            Ok(()) => {}
+                            Err(mpsc::error::TrySendError::Full(out)) => {
+                                tracing::error!(events = out.len(), "PutEvents far behind: events dropped");
+                                self.metrics.delivered(&crate::bus::Delivery { dropped: out.len(), ..Default::default() });
+                                unsent += out.len();
+                            }
+                            Err(mpsc::error::TrySendError::Closed(_)) => break,
                         }
                     }
                 }
@@ -183,6 +197,7 @@ impl Forwarder {
         }
         drop(tx);
         let mut summary = sender.await.unwrap_or_default();
+        summary.dropped += unsent;
         summary.watch_errors = watch_errors;
         summary.relists = self.state.relists();
         tracing::info!(published = summary.published, dropped = summary.dropped, "forwarder stopped");
