@@ -89,6 +89,22 @@ fn check_wiring(objects: &[Value]) -> (Value, Value, Value) {
     assert!(container["ports"].as_array().unwrap().iter().any(|p| p["containerPort"] == port), "{container}");
     let bind = settings["data"]["BALLAST_HEALTH_ADDR"].as_str().unwrap();
     assert!(bind.ends_with(&format!(":{port}")), "the forwarder binds {bind}, the annotation says {port}");
+    // Off spot where it can be: the preference excludes both spot labels.
+    let preferred = &pod["spec"]["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"];
+    let off_spot: Vec<(String, String)> = preferred
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|p| p["preference"]["matchExpressions"].as_array().cloned().unwrap_or_default())
+        .filter(|e| e["operator"] == "NotIn")
+        .flat_map(|e| {
+            let key = e["key"].as_str().unwrap_or_default().to_string();
+            e["values"].as_array().cloned().unwrap_or_default().into_iter().map(move |v| (key.clone(), v.to_string()))
+        })
+        .collect();
+    for (key, value) in [("eks.amazonaws.com/capacityType", "\"SPOT\""), ("karpenter.sh/capacity-type", "\"spot\"")] {
+        assert!(off_spot.contains(&(key.to_string(), value.to_string())), "{key} {value} not avoided: {preferred}");
+    }
     // An IPv6 cluster's kubelet probes the pod's IPv6 address.
     let bind: std::net::SocketAddr = bind.parse().unwrap();
     assert!(bind.ip() == std::net::Ipv6Addr::UNSPECIFIED, "{bind} takes no IPv6 probe");
