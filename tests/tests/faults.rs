@@ -64,9 +64,23 @@ enum Fault {
 #[derive(Debug, Clone, Copy)]
 enum CaMove {
     None,
-    ScaleOut { asg: usize, by: u32 },
-    ScaleIn { asg: usize, pick: usize },
-    RemoveIdleOnDemand { pick: usize },
+    ScaleOut {
+        asg: usize,
+        by: u32,
+    },
+    ScaleIn {
+        asg: usize,
+        pick: usize,
+    },
+    RemoveIdleOnDemand {
+        pick: usize,
+    },
+    /// A scale-up that failed (the ASG backed off): cluster-autoscaler deletes its
+    /// unfulfillable placeholders by setting the ASG to the instances it has, whoever
+    /// asked for the unfilled slots (cloudprovider/aws `DeleteInstances`).
+    DeleteUnfulfillable {
+        asg: usize,
+    },
 }
 
 #[derive(Default)]
@@ -131,6 +145,7 @@ impl Faulty {
         let scaled_in = ca_act(&mut self.memory.world(), m, &backed_off);
         let raised = size(name) - before;
         let mut st = self.st();
+        // Each slot cluster-autoscaler removed may have been a surplus Ballast left it.
         st.scale_ins += i64::from(scaled_in);
         if let Some(lowered) = name.and_then(|n| st.doubted.get_mut(n)) {
             let excused = raised.min(*lowered);
@@ -174,10 +189,10 @@ impl Faulty {
 }
 
 /// Carries out cluster-autoscaler's move; whether it scaled an ASG in.
-fn ca_act(world: &mut World, m: CaMove, backed_off: &BTreeSet<String>) -> bool {
+fn ca_act(world: &mut World, m: CaMove, backed_off: &BTreeSet<String>) -> u32 {
     let names: Vec<&str> = SPOT.iter().copied().chain([OD]).collect();
     match m {
-        CaMove::None => false,
+        CaMove::None => 0,
         CaMove::ScaleOut { asg, by } => {
             let name = names[asg % names.len()];
             if !backed_off.contains(name) {
@@ -185,10 +200,18 @@ fn ca_act(world: &mut World, m: CaMove, backed_off: &BTreeSet<String>) -> bool {
                     a.desired = (a.desired + by).min(a.max);
                 }
             }
-            false
+            0
         }
-        CaMove::ScaleIn { asg, pick } => scale_in(world, names[asg % names.len()], pick),
-        CaMove::RemoveIdleOnDemand { pick } => scale_in(world, OD, pick),
+        CaMove::ScaleIn { asg, pick } => u32::from(scale_in(world, names[asg % names.len()], pick)),
+        CaMove::RemoveIdleOnDemand { pick } => u32::from(scale_in(world, OD, pick)),
+        CaMove::DeleteUnfulfillable { asg } => {
+            let name = names[asg % names.len()];
+            let Some(a) = world.asg_mut(name).filter(|_| backed_off.contains(name)) else { return 0 };
+            let instances = (a.instances.len() as u32).max(a.min);
+            let deleted = a.desired.saturating_sub(instances);
+            a.desired -= deleted;
+            deleted
+        }
     }
 }
 
@@ -408,6 +431,7 @@ fn step() -> impl Strategy<Value = Step> {
         adversary => (0usize..3, 1u32..3).prop_map(|(asg, by)| CaMove::ScaleOut { asg, by }),
         adversary => (0usize..3, any::<usize>()).prop_map(|(asg, pick)| CaMove::ScaleIn { asg, pick }),
         adversary => any::<usize>().prop_map(|pick| CaMove::RemoveIdleOnDemand { pick }),
+        adversary => (0usize..3).prop_map(|asg| CaMove::DeleteUnfulfillable { asg }),
     ];
     (kind, fault, ca.clone(), ca, 0u32..900, prop::bool::weighted(0.3), prop::bool::weighted(0.2)).prop_map(
         |(kind, fault, ca, ca_after, advance_secs, lost, pdb_blocks)| Step {

@@ -616,6 +616,8 @@ struct SlowCluster {
     clock: FixedClock,
     cordon_takes: Duration,
     lease_left_at_drain: Arc<std::sync::Mutex<Vec<(Duration, std::time::Duration)>>>,
+    /// What another writer does to the world while the drain runs.
+    during_drain: Option<fn(&InMemory)>,
 }
 
 #[async_trait::async_trait]
@@ -651,6 +653,9 @@ impl ballast_core::ports::Cluster for SlowCluster {
         let now = *self.clock.0.lock().unwrap();
         let until = self.memory.world().leases.get("general").map(|l| l.until).unwrap_or(now);
         self.lease_left_at_drain.lock().unwrap().push((until - now, timeout));
+        if let Some(act) = self.during_drain {
+            act(&self.memory);
+        }
         self.clock.advance(Duration::from_std(timeout).unwrap());
         self.memory.drain(node, timeout).await
     }
@@ -675,6 +680,7 @@ async fn the_lease_outlasts_every_drain_it_covers() {
         // rule, and less left than the drain may take.
         cordon_takes: ttl / 2 - Duration::seconds(10),
         lease_left_at_drain: Arc::default(),
+        during_drain: None,
     };
     let reconciler = Reconciler {
         config: Arc::new(config),
@@ -694,4 +700,42 @@ async fn the_lease_outlasts_every_drain_it_covers() {
             "the lease had {left} left when a drain of up to {timeout:?} started"
         );
     }
+}
+
+#[tokio::test]
+async fn a_surge_cluster_autoscaler_deleted_as_unfulfillable_is_not_followed_by_a_decrement() {
+    // Spot is gone: the surge for i-...0001 stays an unfilled slot. While the node drains,
+    // cluster-autoscaler sees the ASG's scale-up failed and deletes its placeholders by
+    // setting the ASG to the instances it has (cloudprovider/aws DeleteInstances), which
+    // takes the surge's slot. Terminating with decrement as planned would then take the
+    // interrupted instance's own slot too: one instance lost for good.
+    let warning = fixture("spot-interruption-terminate.json");
+    let memory = InMemory::new(state("steady.json"));
+    let clock = FixedClock::new(warning.time);
+    let cluster = SlowCluster {
+        memory: memory.clone(),
+        clock: clock.clone(),
+        cordon_takes: Duration::zero(),
+        lease_left_at_drain: Arc::default(),
+        during_drain: Some(|memory: &InMemory| {
+            let mut world = memory.world();
+            let asg = world.asg_mut("eks-general-spot-m6").unwrap();
+            assert_eq!(asg.desired, 5, "surged, the slot unfilled");
+            asg.desired = asg.instances.len() as u32;
+        }),
+    };
+    let reconciler = Reconciler {
+        config: Arc::new(config_with_dry_run(false)),
+        autoscaling: memory.clone(),
+        cluster,
+        store: memory.clone(),
+        clock,
+        owner: "test".into(),
+    };
+    let out = reconciler.handle(vec![warning]).await;
+    assert!(out.failures.is_empty(), "{:?}", out.failures.iter().map(|f| f.0.to_string()).collect::<Vec<_>>());
+    let world = memory.world();
+    assert!(world.calls.contains(&Call::Terminate { instance_id: "i-0a1b2c3d4e5f60001".into(), decrement: false }));
+    let asg = world.asg("eks-general-spot-m6").unwrap();
+    assert_eq!(asg.desired, 4, "the interrupted instance's slot stays, for its replacement");
 }

@@ -723,11 +723,17 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         if decrement {
             // Never below the minimum: cluster-autoscaler may have lowered the ASG since.
             let size = self.autoscaling.asg_size(asg).await?;
-            if size.desired <= size.min {
+            let at_minimum = (size.desired <= size.min).then(|| format!("{asg} is at its minimum {}", size.min));
+            let why = match at_minimum {
+                Some(why) => Some(why),
+                None => self.raise_undone(run, instance_id).await?,
+            };
+            if let Some(why) = why {
                 if only_if_drained {
                     self.journal(run, is_call, mark_done).await?;
-                    return Ok(Applied::Skipped { why: format!("{asg} is at its minimum {}: not removed", size.min) });
+                    return Ok(Applied::Skipped { why: format!("{why}: not removed") });
                 }
+                tracing::warn!(instance_id, why = %why, "terminated without decrement: the ASG replaces it");
                 decrement = false;
                 self.journal(run, is_call, |c| {
                     if let CapacityCall::Terminate { decrement, .. } = c {
@@ -740,6 +746,58 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         self.autoscaling.terminate_instance(instance_id, decrement).await?;
         self.journal(run, is_call, mark_done).await?;
         Ok(Applied::Done)
+    }
+
+    /// Whether an ASG this plan raised has since been lowered below what the plan left
+    /// it at (its decrements counted): then the raise a terminate-with-decrement relies on
+    /// may be gone. Cluster-autoscaler does exactly that to a raise spot cannot fill: it
+    /// deletes the unfulfillable placeholders by setting the ASG to the instances it has,
+    /// taking the surge's slot; decrementing as well would take the interrupted
+    /// instance's own slot. Erring toward surplus: another writer's scale-in looks the same.
+    async fn raise_undone(&self, run: &Run<'_>, instance_id: &str) -> Result<Option<String>, PortError> {
+        let Some(journal) = run.record.journal.as_ref() else { return Ok(None) };
+        // A withdrawal takes back a raise no longer needed: nothing relies on it.
+        let withdraws = journal
+            .calls
+            .iter()
+            .any(|c| matches!(c, CapacityCall::Terminate { instance_id: i, withdraws: true, .. } if i == instance_id));
+        if withdraws {
+            return Ok(None);
+        }
+        let mut expected: BTreeMap<&str, u32> = BTreeMap::new();
+        for call in journal.calls.iter().filter(|c| c.done()) {
+            match call {
+                CapacityCall::SetDesired { asg, to, .. } => {
+                    expected.insert(asg, *to);
+                }
+                CapacityCall::Terminate { asg, decrement: true, .. } => {
+                    if let Some(size) = expected.get_mut(asg.as_str()) {
+                        *size = size.saturating_sub(1);
+                    }
+                }
+                CapacityCall::Terminate { .. } => {}
+            }
+        }
+        let raised: BTreeSet<&str> = journal
+            .calls
+            .iter()
+            .filter_map(|c| match c {
+                CapacityCall::SetDesired { asg, from, to, done: true } if to > from => Some(asg.as_str()),
+                _ => None,
+            })
+            .collect();
+        for asg in raised {
+            let Some(&want) = expected.get(asg) else { continue };
+            let size = self.autoscaling.asg_size(asg).await?;
+            if size.desired < want {
+                return Ok(Some(format!(
+                    "{asg}, raised by this plan, is at {} below the {want} it left (its unfilled slots deleted by \
+                     another writer, cluster-autoscaler's failed scale-up say)",
+                    size.desired
+                )));
+            }
+        }
+        Ok(None)
     }
 
     /// Carries out the plan's effects in order; stops at the first failure, since
