@@ -111,7 +111,11 @@ impl Work<'_> {
             return;
         }
         let ready_now = self.ready_nodes(asg);
-        let gained = ready_now.saturating_sub(step.ready_before).min(step.count);
+        // Nodes another writer's raise brought since (cluster-autoscaler's, for pending
+        // pods) are not the step's: taken to be Ready first, so on-demand is drained only
+        // for nodes the step itself brought.
+        let others_raise = asg.desired.saturating_sub(step.desired_before + step.count);
+        let gained = ready_now.saturating_sub(step.ready_before).saturating_sub(others_raise).min(step.count);
         let failing = self.failing.get(&asg_name).cloned();
         let timed_out = self.now - step.started_at >= self.cfg.fallback.spot_launch_grace.as_chrono();
         if gained >= step.count || failing.is_some() || timed_out {

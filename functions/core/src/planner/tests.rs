@@ -625,6 +625,37 @@ fn failback_surges_spot_first_then_drains_on_demand_when_ready() {
 }
 
 #[test]
+fn failback_counts_only_the_ready_nodes_its_own_raise_brought() {
+    // The step raised spot-a 2 -> 4; cluster-autoscaler raised it by 2 more for pending
+    // pods, and its two nodes are Ready first. They are not the step's: draining two
+    // on-demand nodes now would put their pods on nodes meant for the pending ones.
+    let cfg = config();
+    let (record, mut observed) = in_fallback();
+    let p = run(&cfg, &record, &observed, &[], now());
+    assert_eq!(desired(&p, "spot-a"), Some(4));
+    observed.spot[0] = asg("spot-a", 6, 6, 20, Market::Spot);
+    let ids: Vec<String> = observed.spot[0].instances.iter().map(|i| i.id.clone()).collect();
+    for (n, id) in ids.iter().enumerate() {
+        // The two already there and cluster-autoscaler's two are Ready; the step's are not.
+        observed.nodes.push(NodeState {
+            name: format!("node-{id}"),
+            instance_id: id.clone(),
+            ready: n < 4,
+            unschedulable: false,
+        });
+    }
+    let wait = run(&cfg, &applied(&p), &observed, &[], now() + Duration::minutes(1));
+    assert!(!kinds(&wait).contains(&"drain"), "{:#?} {:?}", wait.actions, wait.notes);
+    assert!(wait.notes.iter().any(|n| n.contains("waiting: 0 of 2")), "{:?}", wait.notes);
+    // All six Ready: now the step's two count.
+    for n in observed.nodes.iter_mut() {
+        n.ready = true;
+    }
+    let go = run(&cfg, &applied(&p), &observed, &[], now() + Duration::minutes(2));
+    assert_eq!(kinds(&go).iter().filter(|k| **k == "drain").count(), 2);
+}
+
+#[test]
 fn failed_failback_step_is_withdrawn_and_waits_to_retry() {
     let cfg = config();
     let (record, mut observed) = in_fallback();
