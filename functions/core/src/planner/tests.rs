@@ -1508,6 +1508,23 @@ fn a_moved_surge_orphaned_after_failback_never_takes_an_on_demand_instance_balla
     assert!(!od_lowered, "Ballast removes an on-demand instance it never added: {:#?} {:?}", last.actions, last.notes);
 }
 
+/// A record whose last plan (number 5, five minutes ago) journaled these calls.
+fn with_journal(calls: Vec<CapacityCall>, attempted: usize, owed: Vec<OwedLower>, moves: Vec<Move>) -> PoolRecord {
+    PoolRecord {
+        plans: 5,
+        journal: Some(Journal {
+            planned_at: now() - Duration::minutes(5),
+            seq: 5,
+            units_added: 0,
+            calls,
+            attempted,
+            owed,
+            moves,
+        }),
+        ..PoolRecord::default()
+    }
+}
+
 #[test]
 fn an_owed_lower_whose_raise_a_later_move_carried_on_names_what_it_leaves() {
     // An owed lower of spot-b answers spot-a's raise 3 -> 6. Since then spot-a failed and
@@ -1516,19 +1533,12 @@ fn an_owed_lower_whose_raise_a_later_move_carried_on_names_what_it_leaves() {
     // two instances it stood for are elsewhere now: named, not lost from sight.
     let cfg = config();
     let observed = pool((2, 2), (2, 2), (6, 6));
-    let record = PoolRecord {
-        plans: 5,
-        journal: Some(Journal {
-            planned_at: now() - Duration::minutes(5),
-            seq: 5,
-            units_added: 0,
-            calls: vec![CapacityCall::SetDesired { asg: "spot-b".into(), from: 2, to: 0, done: false }],
-            attempted: 1,
-            owed: vec![OwedLower { asg: "spot-b".into(), by: 2, raised: vec![("spot-a".into(), 3, 6)] }],
-            moves: Vec::new(),
-        }),
-        ..PoolRecord::default()
-    };
+    let record = with_journal(
+        vec![CapacityCall::SetDesired { asg: "spot-b".into(), from: 2, to: 0, done: false }],
+        1,
+        vec![OwedLower { asg: "spot-b".into(), by: 2, raised: vec![("spot-a".into(), 3, 6)] }],
+        Vec::new(),
+    );
     let p = run(&cfg, &record, &observed, &[], now());
     assert_eq!(desired(&p, "spot-b"), None, "its slots are filled: {:#?}", p.actions);
     assert_eq!(named_surplus(&p), 2, "{:?}", p.notes);
@@ -1544,22 +1554,15 @@ fn lowers_owed_inside_a_raise_that_did_not_land_are_still_made() {
     let cfg = config();
     let observed = pool((2, 0), (3, 3), (2, 2));
     let withdrawal = || OwedLower { asg: "spot-a".into(), by: 1, raised: vec![("spot-a".into(), 0, 1)] };
-    let record = PoolRecord {
-        plans: 4,
-        journal: Some(Journal {
-            planned_at: now() - Duration::minutes(5),
-            seq: 4,
-            units_added: 0,
-            calls: vec![
-                CapacityCall::SetDesired { asg: "spot-a".into(), from: 2, to: 3, done: false },
-                CapacityCall::SetDesired { asg: "spot-b".into(), from: 3, to: 0, done: false },
-            ],
-            attempted: 0,
-            owed: vec![withdrawal(), withdrawal()],
-            moves: vec![Move { from: "spot-b".into(), to: "spot-a".into(), n: 3 }],
-        }),
-        ..PoolRecord::default()
-    };
+    let record = with_journal(
+        vec![
+            CapacityCall::SetDesired { asg: "spot-a".into(), from: 2, to: 3, done: false },
+            CapacityCall::SetDesired { asg: "spot-b".into(), from: 3, to: 0, done: false },
+        ],
+        0,
+        vec![withdrawal(), withdrawal()],
+        vec![Move { from: "spot-b".into(), to: "spot-a".into(), n: 3 }],
+    );
     let p = run(&cfg, &record, &observed, &[], now());
     assert_eq!(desired(&p, "spot-a"), Some(0), "{:#?} {:?}", p.actions, p.notes);
     assert_eq!(desired(&p, "spot-b"), None, "{:#?}", p.actions);
