@@ -739,3 +739,44 @@ async fn a_surge_cluster_autoscaler_deleted_as_unfulfillable_is_not_followed_by_
     let asg = world.asg("eks-general-spot-m6").unwrap();
     assert_eq!(asg.desired, 4, "the interrupted instance's slot stays, for its replacement");
 }
+
+#[tokio::test]
+async fn an_instance_aws_reclaimed_during_the_drain_is_a_retry_not_a_dead_letter() {
+    // The 2-minute notice ran out while the node drained: the ASG no longer has the
+    // instance and refuses the terminate (ValidationError: permanent). That race must not
+    // dead-letter the warning and set the alarm off: the run is retried and re-planned.
+    let warning = fixture("spot-interruption-terminate.json");
+    let memory = InMemory::new(state("steady.json"));
+    let clock = FixedClock::new(warning.time);
+    let cluster = SlowCluster {
+        memory: memory.clone(),
+        clock: clock.clone(),
+        cordon_takes: Duration::zero(),
+        lease_left_at_drain: Arc::default(),
+        during_drain: Some(|memory: &InMemory| {
+            let mut world = memory.world();
+            world.asgs.iter_mut().for_each(|a| a.instances.retain(|i| i.id != "i-0a1b2c3d4e5f60001"));
+        }),
+    };
+    let reconciler = Reconciler {
+        config: Arc::new(config_with_dry_run(false)),
+        autoscaling: memory.clone(),
+        cluster,
+        store: memory.clone(),
+        clock,
+        owner: "test".into(),
+    };
+    let out = reconciler.handle(vec![warning.clone()]).await;
+    assert_eq!(out.failures.len(), 1);
+    let err = &out.failures[0].0;
+    assert!(err.is_retryable(), "{err}");
+    assert!(err.to_string().contains("left eks-general-spot-m6 before Ballast removed it"), "{err}");
+    // The retry finds the instance in no pool's ASG any more (nothing to fail); the next
+    // tick settles the journal from what is observed and names what the surge leaves over.
+    let again = reconciler.handle(vec![warning]).await;
+    assert!(again.failures.is_empty() && again.unrouted.len() == 1, "{:?}", again.unrouted);
+    let tick = reconciler.handle(vec![fixture("scheduled-reconcile.json")]).await;
+    assert!(tick.failures.is_empty(), "{:?}", tick.failures.iter().map(|f| f.0.to_string()).collect::<Vec<_>>());
+    let general = tick.pools.iter().find(|p| p.plan.pool == "general").unwrap();
+    assert_eq!(general.plan.surplus_named(), 1, "{:?}", general.plan.notes);
+}

@@ -743,9 +743,32 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                 .await?;
             }
         }
-        self.autoscaling.terminate_instance(instance_id, decrement).await?;
+        if let Err(e) = self.autoscaling.terminate_instance(instance_id, decrement).await {
+            // Refused because the instance already left the ASG (AWS reclaimed it during
+            // the drain): a race, not a fault to dead-letter. Retried, the next run judges
+            // what its leaving leaves over.
+            if e.kind == ErrorKind::Permanent && !self.still_in(run.pool, asg, instance_id).await? {
+                return Err(PortError::new(
+                    ErrorKind::Retryable,
+                    "terminate_instance",
+                    format!("{instance_id} left {asg} before Ballast removed it ({e}); the next run judges it"),
+                ));
+            }
+            return Err(e);
+        }
         self.journal(run, is_call, mark_done).await?;
         Ok(Applied::Done)
+    }
+
+    /// Whether the instance is still a live member of the ASG.
+    async fn still_in(&self, pool: &PoolConfig, asg: &str, instance_id: &str) -> Result<bool, PortError> {
+        let (spot, on_demand) = self.autoscaling.describe_pool(pool).await?;
+        Ok(spot
+            .iter()
+            .chain(on_demand.iter())
+            .filter(|a| a.name == asg)
+            .flat_map(|a| a.instances.iter())
+            .any(|i| i.id == instance_id && i.lifecycle_state.is_live()))
     }
 
     /// Whether an ASG this plan raised has since been lowered below what the plan left
