@@ -780,3 +780,60 @@ async fn an_instance_aws_reclaimed_during_the_drain_is_a_retry_not_a_dead_letter
     let general = tick.pools.iter().find(|p| p.plan.pool == "general").unwrap();
     assert_eq!(general.plan.surplus_named(), 1, "{:?}", general.plan.notes);
 }
+
+/// Autoscaling whose lifecycle action is over (completed by an earlier run whose answer
+/// was lost, or timed out): AWS answers both calls with this ValidationError.
+struct LifecycleOver(InMemory);
+
+#[async_trait::async_trait]
+impl Autoscaling for LifecycleOver {
+    async fn describe_pool(&self, pool: &PoolConfig) -> Result<(Vec<ObservedAsg>, Option<ObservedAsg>), PortError> {
+        self.0.describe_pool(pool).await
+    }
+    async fn asg_size(&self, asg: &str) -> Result<AsgSize, PortError> {
+        self.0.asg_size(asg).await
+    }
+    async fn set_desired_capacity(&self, asg: &str, desired: u32) -> Result<(), PortError> {
+        self.0.set_desired_capacity(asg, desired).await
+    }
+    async fn terminate_instance(&self, id: &str, decrement: bool) -> Result<(), PortError> {
+        self.0.terminate_instance(id, decrement).await
+    }
+    async fn record_lifecycle_heartbeat(&self, a: &LifecycleRef) -> Result<(), PortError> {
+        Err(Self::over(a, "RecordLifecycleActionHeartbeat"))
+    }
+    async fn complete_lifecycle_action(&self, a: &LifecycleRef) -> Result<(), PortError> {
+        Err(Self::over(a, "CompleteLifecycleAction"))
+    }
+}
+
+impl LifecycleOver {
+    fn over(a: &LifecycleRef, operation: &str) -> PortError {
+        let message = format!("ValidationError: No active Lifecycle Action found with instance ID {}", a.instance_id);
+        PortError::new(ErrorKind::Permanent, operation, message)
+    }
+}
+
+#[tokio::test]
+async fn a_lifecycle_action_already_over_is_not_a_failure() {
+    // A redelivered lifecycle event whose action an earlier run completed (its answer
+    // lost): dead-lettering it would set the alarm off for nothing.
+    let event = fixture("lifecycle-terminate.json");
+    let memory = InMemory::new(state("steady.json"));
+    let reconciler = Reconciler {
+        config: Arc::new(config_with_dry_run(false)),
+        autoscaling: LifecycleOver(memory.clone()),
+        cluster: memory.clone(),
+        store: memory.clone(),
+        clock: FixedClock::new(event.time),
+        owner: "test".into(),
+    };
+    let out = reconciler.handle(vec![event]).await;
+    assert!(out.failures.is_empty(), "{:?}", out.failures.iter().map(|f| f.0.to_string()).collect::<Vec<_>>());
+    let over = out.pools[0]
+        .applied
+        .iter()
+        .filter(|a| matches!(a, Applied::Skipped { why } if why.starts_with("the lifecycle action is over")))
+        .count();
+    assert_eq!(over, 2, "the heartbeat and the completion: {:?}", out.pools[0].applied);
+}

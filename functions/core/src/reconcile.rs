@@ -886,10 +886,10 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                     }
                 }
                 ActionKind::RecordLifecycleHeartbeat(action) => {
-                    self.autoscaling.record_lifecycle_heartbeat(action).await.map(|_| Applied::Done)
+                    lifecycle_call(self.autoscaling.record_lifecycle_heartbeat(action).await)
                 }
                 ActionKind::CompleteLifecycleAction(action) => {
-                    self.autoscaling.complete_lifecycle_action(action).await.map(|_| Applied::Done)
+                    lifecycle_call(self.autoscaling.complete_lifecycle_action(action).await)
                 }
                 ActionKind::SetHeadroomReplicas { to, .. } => {
                     self.cluster.set_headroom_replicas(run.pool, *to).await.map(|_| Applied::Done)
@@ -987,9 +987,23 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                 return Ok(DrainReport { evicted, blocked: report.blocked });
             }
             if let Some(action) = lifecycle {
-                self.autoscaling.record_lifecycle_heartbeat(action).await?;
+                lifecycle_call(self.autoscaling.record_lifecycle_heartbeat(action).await)?;
             }
         }
+    }
+}
+
+/// A lifecycle hook call answered "No active Lifecycle Action found" (AWS's wording):
+/// the action is over (completed by an earlier run whose answer was lost, or timed out
+/// and the hook's default result taken). Nothing is left to do: not a failure to
+/// dead-letter.
+fn lifecycle_call(result: Result<(), PortError>) -> Result<Applied, PortError> {
+    match result {
+        Ok(()) => Ok(Applied::Done),
+        Err(e) if e.kind == ErrorKind::Permanent && e.message.contains("No active Lifecycle Action found") => {
+            Ok(Applied::Skipped { why: format!("the lifecycle action is over: {}", e.message) })
+        }
+        Err(e) => Err(e),
     }
 }
 
