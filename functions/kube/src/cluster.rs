@@ -270,10 +270,16 @@ impl KubeCluster {
         let client = self.client(what).await?;
         let api: Api<Node> = Api::all(client);
         let patch = json!({ "spec": { "unschedulable": unschedulable } });
-        api.patch(node, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-            .map(|_| ())
-            .map_err(|e| kube_error(&format!("{what} {node}"), e))
+        match api.patch(node, &PatchParams::default(), &Patch::Merge(&patch)).await {
+            Ok(_) => Ok(()),
+            // The node left (its instance was reclaimed and the node object deleted):
+            // there is nothing to keep pods off, or to let them back on.
+            Err(e) if api_code(&e) == Some(404) => {
+                tracing::info!(node, what, "the node is gone: nothing to do");
+                Ok(())
+            }
+            Err(e) => Err(kube_error(&format!("{what} {node}"), e)),
+        }
     }
 }
 
