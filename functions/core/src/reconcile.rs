@@ -276,9 +276,11 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         Ok((fresh, handled.into_iter().map(|e| e.id).collect()))
     }
 
-    /// Waits for the pool's lease (polling, jittered) while the deadline leaves the run
-    /// its own time: a retry by Lambda or SQS comes minutes later, after a drain that
-    /// held the lease may well be over, and the events' last retry would be spent.
+    /// Waits a little for the pool's lease (polling, jittered): most runs hold it for
+    /// seconds, and a retry by SQS or Lambda comes later and spends a retry. Not longer
+    /// than [`LEASE_WAIT`]: a run waiting out another's drain would hold a slot of the
+    /// function's concurrency, and with it other pools' events; past that the events
+    /// fail for a retry, as without the wait.
     async fn reconcile_when_free(
         &self,
         pool: &PoolConfig,
@@ -286,11 +288,12 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         deadline: Option<DateTime<Utc>>,
     ) -> Result<PoolOutcome, ReconcileError> {
         let Some(deadline) = deadline else { return self.reconcile(pool, events, None).await };
+        let give_up = (self.clock.now() + LEASE_WAIT).min(deadline - KEPT_AFTER_LEASE_WAIT - DEADLINE_MARGIN);
         let mut polls: u64 = 0;
         loop {
             let pause = lease_poll(&self.owner, polls);
             let pause_chrono = chrono::Duration::from_std(pause).unwrap_or(chrono::Duration::MAX);
-            if self.clock.now() + pause_chrono + KEPT_AFTER_LEASE_WAIT + DEADLINE_MARGIN > deadline {
+            if self.clock.now() + pause_chrono > give_up {
                 return Err(ReconcileError::LeaseBusy { pool: pool.name.clone() });
             }
             self.clock.sleep(pause).await;
@@ -953,6 +956,8 @@ fn drop_repeats(events: Vec<Event>) -> (Vec<Event>, Vec<String>) {
 
 /// A wait for a busy lease ends this long before the deadline, for the run itself.
 const KEPT_AFTER_LEASE_WAIT: chrono::Duration = chrono::Duration::seconds(60);
+/// The longest wait for a busy lease.
+pub const LEASE_WAIT: chrono::Duration = chrono::Duration::seconds(15);
 
 /// One to two seconds between tries for a busy lease, spread by the run's owner id so
 /// that runs waiting for the same pool do not try in step.
