@@ -84,15 +84,16 @@ impl Work<'_> {
                         // raise did, so a raise not landed carries them on.
                         let (by_owed, answers) = owed(asg, u32::MAX);
                         if may_have_landed && observed.desired != *from {
-                            // Landed, its net raise is made again; not landed, the lowers
-                            // netted into it are not made: either may be left over.
+                            // Landed, the lowers netted into it landed too and its gross
+                            // raise is made again; not landed, those lowers are not made:
+                            // at most the two together are left over.
                             let why = format!(
                                 "{asg} {from}->{to} (planned {}) may have landed though its answer was lost \
                                  (the ASG is at {} now); taken as not landed and made again",
                                 journal.planned_at.to_rfc3339(),
                                 observed.desired
                             );
-                            self.leave_surplus(asg, (to - from).max(by_owed), &why);
+                            self.leave_surplus(asg, (to - from) + by_owed, &why);
                         } else if by_owed > 0 {
                             lowers_left.push(OwedLower { asg: asg.clone(), by: by_owed, raised: answers });
                         }
