@@ -418,6 +418,11 @@ pub struct FailbackStep {
     /// The spot ASG's desired size before the surge: a withdrawal never goes below it.
     #[serde(default)]
     pub desired_before: u32,
+    /// The spot ASG's desired size once the surge is made (0 in records from before it
+    /// was kept: `desired_before + count`). Not moved by an interruption's decrement,
+    /// which `desired_before` follows: what rises above it is another writer's.
+    #[serde(default)]
+    pub raised_to: u32,
     /// Ready nodes of the spot ASG before the surge.
     pub ready_before: u32,
     /// On-demand instances being drained and removed once the spot nodes are Ready.

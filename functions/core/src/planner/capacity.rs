@@ -114,7 +114,8 @@ impl Work<'_> {
         // Nodes another writer's raise brought since (cluster-autoscaler's, for pending
         // pods) are not the step's: taken to be Ready first, so on-demand is drained only
         // for nodes the step itself brought.
-        let others_raise = asg.desired.saturating_sub(step.desired_before + step.count);
+        let raised_to = if step.raised_to > 0 { step.raised_to } else { step.desired_before + step.count };
+        let others_raise = asg.desired.saturating_sub(raised_to);
         let gained = ready_now.saturating_sub(step.ready_before).saturating_sub(others_raise).min(step.count);
         let failing = self.failing.get(&asg_name).cloned();
         let timed_out = self.now - step.started_at >= self.cfg.fallback.spot_launch_grace.as_chrono();
@@ -438,6 +439,7 @@ impl Work<'_> {
             started_at: self.now,
             plan: self.seq,
             desired_before,
+            raised_to: desired_before + count,
             ready_before,
             victims: Vec::new(),
             victims_since: None,

@@ -394,6 +394,7 @@ fn failback_victims_are_released_when_the_on_demand_asg_leaves_the_pool() {
         started_at: now(),
         plan: 1,
         desired_before: 2,
+        raised_to: 0,
         ready_before: 2,
         victims: victims.clone(),
         victims_since: Some(now()),
@@ -653,6 +654,38 @@ fn failback_counts_only_the_ready_nodes_its_own_raise_brought() {
     }
     let go = run(&cfg, &applied(&p), &observed, &[], now() + Duration::minutes(2));
     assert_eq!(kinds(&go).iter().filter(|k| **k == "drain").count(), 2);
+}
+
+#[test]
+fn an_interruption_during_a_failback_step_does_not_shrink_what_it_counts() {
+    // The step raised spot-a 2 -> 4; then one of spot-a's instances was interrupted: a
+    // surge in spot-a (+1) and its termination with decrement (-1), which lowers the
+    // step's floor too. spot-a is back at 4, all four nodes Ready: both of the step's
+    // count, and two on-demand nodes go.
+    let cfg = config();
+    let (record, observed) = in_fallback();
+    let started = run(&cfg, &record, &observed, &[], now());
+    let mut booting = observed.clone();
+    booting.spot[0] = asg("spot-a", 4, 4, 20, Market::Spot);
+    let warning = spot_warning(&booting, 0, InstanceAction::Terminate);
+    let replaced = run(&cfg, &applied(&started), &booting, &[warning], now() + Duration::seconds(30));
+    assert_eq!(desired(&replaced, "spot-a"), Some(5), "surged in spot-a: {:#?}", replaced.actions);
+    assert!(kinds(&replaced).contains(&"terminate"));
+    let mut ready = observed.clone();
+    ready.spot[0] = asg("spot-a", 4, 5, 20, Market::Spot);
+    ready.spot[0].instances.remove(0);
+    ready.nodes = ready
+        .asgs()
+        .flat_map(|a| a.instances.iter())
+        .map(|i| NodeState {
+            name: format!("node-{}", i.id),
+            instance_id: i.id.clone(),
+            ready: true,
+            unschedulable: false,
+        })
+        .collect();
+    let go = run(&cfg, &applied(&replaced), &ready, &[], now() + Duration::minutes(2));
+    assert_eq!(kinds(&go).iter().filter(|k| **k == "drain").count(), 2, "{:#?} {:?}", go.actions, go.notes);
 }
 
 #[test]
