@@ -248,17 +248,20 @@ where
                 (m.message_id.clone().unwrap_or_else(|| format!("#{i}")), m.body.as_deref().unwrap_or_default())
             })
             .collect();
+        let messages = |event_ids: &[String]| -> Vec<String> {
+            event_ids.iter().flat_map(|id| messages_of.get(id).cloned().unwrap_or_default()).collect()
+        };
+        // A message one of whose pools may succeed on a retry is retried only (its event
+        // for two pools), never also dead-lettered.
+        let retried: BTreeSet<String> =
+            outcome.failures.iter().filter(|(e, _)| e.is_retryable()).flat_map(|(_, ids)| messages(ids)).collect();
+        failed.extend(retried.iter().cloned());
         let mut parked = BTreeSet::new();
-        for (err, event_ids) in &outcome.failures {
-            let messages = event_ids.iter().flat_map(|id| messages_of.get(id).cloned().unwrap_or_default());
-            if err.is_retryable() {
-                failed.extend(messages);
-                continue;
-            }
+        for (err, event_ids) in outcome.failures.iter().filter(|(e, _)| !e.is_retryable()) {
             // A retry cannot mend it, but deleting it would lose it unseen: kept in the
-            // dead-letter queue with the error (its alarm goes off), for a replay once fixed.
-            for message_id in messages {
-                if parked.contains(&message_id) {
+            // dead-letter queue with the error (its alarm goes off).
+            for message_id in messages(event_ids) {
+                if parked.contains(&message_id) || retried.contains(&message_id) {
                     continue;
                 }
                 let body = body_of.get(&message_id).copied().unwrap_or_default();
