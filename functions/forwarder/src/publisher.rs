@@ -132,6 +132,32 @@ impl Publisher {
         }
     }
 
+    /// Events that were never handed to the sender: demand and unschedulable counts are
+    /// published afresh at the next tick (a dropped change would wait for the heartbeat),
+    /// node changes go back to the state (bounded), waits windows are lost and counted.
+    pub fn unsent(&mut self, state: &mut ClusterState, dropped: Vec<Outgoing>) {
+        let index =
+            |state: &ClusterState, pool: &str| (0..state.pool_count()).find(|&p| state.pool_name(p as u16) == pool);
+        let mut nodes = Vec::new();
+        for event in dropped {
+            match event {
+                Outgoing::PoolDemand(d) => {
+                    if let Some(p) = index(state, &d.pool) {
+                        self.demand[p] = None;
+                    }
+                }
+                Outgoing::PodsUnschedulable(d) => {
+                    if let Some(p) = index(state, &d.pool) {
+                        self.unschedulable[p] = None;
+                    }
+                }
+                Outgoing::NodeLifecycle(change) => nodes.push(change),
+                Outgoing::PoolWaits(_) => {}
+            }
+        }
+        state.requeue_node_changes(nodes);
+    }
+
     /// What to publish now.
     pub fn tick(&mut self, state: &mut ClusterState, now: DateTime<Utc>) -> Vec<Outgoing> {
         // Stamped now, a tick after the watch saw it: a retried send keeps the time.
@@ -328,6 +354,27 @@ pools:
         // Given its node at creation (no scheduler, no PodScheduled condition): not counted.
         s.apply_pod(&pod(4, Some("n1"), "1"));
         assert_eq!(s.take_first_start_waits(), [(0, 1.0)]);
+    }
+
+    #[test]
+    fn what_was_never_sent_goes_again_and_node_changes_are_held_within_a_bound() {
+        let mut s = synced();
+        let mut p = Publisher::new(Timing::default(), 1);
+        let first = p.tick(&mut s, at(0));
+        assert!(first.iter().any(|e| matches!(e, Outgoing::PoolDemand(_))), "{first:?}");
+        assert!(p.tick(&mut s, at(40)).is_empty(), "sent: nothing new before the heartbeat");
+        // The sender was too far behind to take it: the demand goes at the next tick.
+        p.unsent(&mut s, first);
+        let again = p.tick(&mut s, at(41));
+        assert_eq!(again.iter().filter(|e| matches!(e, Outgoing::PoolDemand(_))).count(), 1, "{again:?}");
+        // Node changes come back before newer ones, the newest kept.
+        s.apply_node(&node("n2", true));
+        let changes: Vec<Outgoing> =
+            p.tick(&mut s, at(42)).into_iter().filter(|e| matches!(e, Outgoing::NodeLifecycle(_))).collect();
+        assert!(!changes.is_empty(), "n2 joined");
+        let many: Vec<Outgoing> = (0..crate::state::MAX_QUEUED_NODE_CHANGES + 10).map(|_| changes[0].clone()).collect();
+        p.unsent(&mut s, many);
+        assert_eq!(s.take_node_changes().len(), crate::state::MAX_QUEUED_NODE_CHANGES);
     }
 
     #[test]

@@ -169,9 +169,13 @@ impl Forwarder {
                         match tx.try_send(out) {
                             Ok(()) => {}
                             Err(mpsc::error::TrySendError::Full(out)) => {
-                                tracing::error!(events = out.len(), "PutEvents far behind: events dropped");
-                                self.metrics.delivered(&crate::bus::Delivery { dropped: out.len(), ..Default::default() });
-                                unsent += out.len();
+                                // Demand and unschedulable counts go again at the next tick,
+                                // node changes are held (bounded): only waits windows are lost.
+                                let lost = out.iter().filter(|e| matches!(e, Outgoing::PoolWaits(_))).count();
+                                tracing::error!(events = out.len(), lost, "PutEvents far behind: events held back");
+                                self.metrics.delivered(&crate::bus::Delivery { dropped: lost, ..Default::default() });
+                                unsent += lost;
+                                publisher.unsent(&mut self.state, out);
                             }
                             Err(mpsc::error::TrySendError::Closed(_)) => break,
                         }

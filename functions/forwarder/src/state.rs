@@ -90,6 +90,9 @@ pub enum Kind {
     Nodes,
 }
 
+/// Node changes held while the sender is behind (each ~200 bytes).
+pub const MAX_QUEUED_NODE_CHANGES: usize = 5_000;
+
 pub struct ClusterState {
     matcher: PoolMatcher,
     /// Labels all nodes of each pool share (learned as nodes join).
@@ -395,6 +398,15 @@ impl ClusterState {
     /// Node joins, departures and Ready changes since the last call.
     pub fn take_node_changes(&mut self) -> Vec<NodeLifecycleDetail> {
         std::mem::take(&mut self.node_changes)
+    }
+
+    /// Changes that could not be sent, before the newer ones; the newest
+    /// [`MAX_QUEUED_NODE_CHANGES`] are kept while the sender stays behind.
+    pub fn requeue_node_changes(&mut self, mut unsent: Vec<NodeLifecycleDetail>) {
+        unsent.append(&mut self.node_changes);
+        let excess = unsent.len().saturating_sub(MAX_QUEUED_NODE_CHANGES);
+        unsent.drain(..excess);
+        self.node_changes = unsent;
     }
 
     fn pod_pool(&self, pod: &PodRecord) -> Option<PoolId> {
