@@ -167,6 +167,17 @@ async fn an_event_meeting_a_held_lease_waits_for_it_briefly() {
     let waited = d.clock.now() - warning.time;
     assert!(waited <= ballast_core::reconcile::LEASE_WAIT, "{waited}");
     assert!(effects(&d).is_empty());
+    // Invoked asynchronously (one or two retries a minute apart), it waits the drain out
+    // within its deadline instead.
+    let d = Deployment::new(config_with_dry_run(false), state("steady.json"), warning.time);
+    held(&d, warning.time, Duration::minutes(4));
+    let out = d
+        .reconciler
+        .handle_until_waiting(vec![warning.clone()], Some(warning.time + Duration::minutes(15)), Duration::MAX)
+        .await;
+    assert!(out.failures.is_empty(), "{:?}", out.failures.iter().map(|f| f.0.to_string()).collect::<Vec<_>>());
+    let waited = d.clock.now() - warning.time;
+    assert!(waited >= Duration::minutes(4) && waited < Duration::minutes(4) + Duration::seconds(3), "{waited}");
     // Nor past what the deadline leaves the run.
     let d = Deployment::new(config_with_dry_run(false), state("steady.json"), warning.time);
     held(&d, warning.time, Duration::seconds(10));
@@ -626,6 +637,8 @@ struct SlowCluster {
     lease_left_at_drain: Arc<std::sync::Mutex<Vec<(Duration, std::time::Duration)>>>,
     /// What another writer does to the world while the drain runs.
     during_drain: Option<fn(&InMemory)>,
+    /// A PodDisruptionBudget holds every drain for its whole slice.
+    blocked: bool,
 }
 
 #[async_trait::async_trait]
@@ -665,6 +678,10 @@ impl ballast_core::ports::Cluster for SlowCluster {
             act(&self.memory);
         }
         self.clock.advance(Duration::from_std(timeout).unwrap());
+        if self.blocked {
+            let why = "Cannot evict pod as it would violate the pod's disruption budget.".to_string();
+            return Ok(ballast_core::ports::DrainReport { evicted: 0, blocked: vec![("default/web-1".into(), why)] });
+        }
         self.memory.drain(node, timeout).await
     }
 }
@@ -689,6 +706,7 @@ async fn the_lease_outlasts_every_drain_it_covers() {
         cordon_takes: ttl / 2 - Duration::seconds(10),
         lease_left_at_drain: Arc::default(),
         during_drain: None,
+        blocked: false,
     };
     let reconciler = Reconciler {
         config: Arc::new(config),
@@ -731,6 +749,7 @@ async fn a_surge_cluster_autoscaler_deleted_as_unfulfillable_is_not_followed_by_
             assert_eq!(asg.desired, 5, "surged, the slot unfilled");
             asg.desired = asg.instances.len() as u32;
         }),
+        blocked: false,
     };
     let reconciler = Reconciler {
         config: Arc::new(config_with_dry_run(false)),
@@ -749,10 +768,12 @@ async fn a_surge_cluster_autoscaler_deleted_as_unfulfillable_is_not_followed_by_
 }
 
 #[tokio::test]
-async fn an_instance_aws_reclaimed_during_the_drain_is_a_retry_not_a_dead_letter() {
+async fn an_instance_aws_reclaimed_during_the_drain_is_no_failure_and_its_surge_is_withdrawn() {
     // The 2-minute notice ran out while the node drained: the ASG no longer has the
     // instance and refuses the terminate (ValidationError: permanent). That race must not
-    // dead-letter the warning and set the alarm off: the run is retried and re-planned.
+    // dead-letter the warning and set the alarm off; and since the refusal shows the
+    // decrement was never made, the ASG's own replacement makes the surge surplus: the
+    // next run withdraws it rather than only naming it.
     let warning = fixture("spot-interruption-terminate.json");
     let memory = InMemory::new(state("steady.json"));
     let clock = FixedClock::new(warning.time);
@@ -765,6 +786,7 @@ async fn an_instance_aws_reclaimed_during_the_drain_is_a_retry_not_a_dead_letter
             let mut world = memory.world();
             world.asgs.iter_mut().for_each(|a| a.instances.retain(|i| i.id != "i-0a1b2c3d4e5f60001"));
         }),
+        blocked: false,
     };
     let reconciler = Reconciler {
         config: Arc::new(config_with_dry_run(false)),
@@ -775,18 +797,18 @@ async fn an_instance_aws_reclaimed_during_the_drain_is_a_retry_not_a_dead_letter
         owner: "test".into(),
     };
     let out = reconciler.handle(vec![warning.clone()]).await;
-    assert_eq!(out.failures.len(), 1);
-    let err = &out.failures[0].0;
-    assert!(err.is_retryable(), "{err}");
-    assert!(err.to_string().contains("left eks-general-spot-m6 before Ballast removed it"), "{err}");
-    // The retry finds the instance in no pool's ASG any more (nothing to fail); the next
-    // tick settles the journal from what is observed and names what the surge leaves over.
-    let again = reconciler.handle(vec![warning]).await;
-    assert!(again.failures.is_empty() && again.unrouted.len() == 1, "{:?}", again.unrouted);
+    assert!(out.failures.is_empty(), "{:?}", out.failures.iter().map(|f| f.0.to_string()).collect::<Vec<_>>());
+    let skipped = out.pools[0].applied.iter().any(
+        |a| matches!(a, Applied::Skipped { why } if why.contains("left eks-general-spot-m6 before Ballast removed it")),
+    );
+    assert!(skipped, "{:?}", out.pools[0].applied);
+    assert_eq!(memory.world().asg("eks-general-spot-m6").unwrap().desired, 5, "surged, never decremented");
+    // The next tick withdraws the surge's unfilled slot: back to 4, nothing left over.
     let tick = reconciler.handle(vec![fixture("scheduled-reconcile.json")]).await;
     assert!(tick.failures.is_empty(), "{:?}", tick.failures.iter().map(|f| f.0.to_string()).collect::<Vec<_>>());
     let general = tick.pools.iter().find(|p| p.plan.pool == "general").unwrap();
-    assert_eq!(general.plan.surplus_named(), 1, "{:?}", general.plan.notes);
+    assert_eq!(memory.world().asg("eks-general-spot-m6").unwrap().desired, 4, "{:?}", general.plan.notes);
+    assert_eq!(general.plan.surplus_named(), 0, "{:?}", general.plan.notes);
 }
 
 /// Autoscaling whose lifecycle action is over (completed by an earlier run whose answer
@@ -836,7 +858,7 @@ async fn a_lifecycle_action_already_over_is_not_a_failure() {
         clock: FixedClock::new(event.time),
         owner: "test".into(),
     };
-    let out = reconciler.handle(vec![event]).await;
+    let out = reconciler.handle(vec![event.clone()]).await;
     assert!(out.failures.is_empty(), "{:?}", out.failures.iter().map(|f| f.0.to_string()).collect::<Vec<_>>());
     let over = out.pools[0]
         .applied
@@ -844,4 +866,32 @@ async fn a_lifecycle_action_already_over_is_not_a_failure() {
         .filter(|a| matches!(a, Applied::Skipped { why } if why.starts_with("the lifecycle action is over")))
         .count();
     assert_eq!(over, 2, "the heartbeat and the completion: {:?}", out.pools[0].applied);
+
+    // A drain a budget holds, for an action that turns out over at its first heartbeat:
+    // the drain stops there rather than hold the lease for the rest of its timeout.
+    let memory = InMemory::new(state("steady.json"));
+    let clock = FixedClock::new(event.time);
+    let cluster = SlowCluster {
+        memory: memory.clone(),
+        clock: clock.clone(),
+        cordon_takes: Duration::zero(),
+        lease_left_at_drain: Arc::default(),
+        during_drain: None,
+        blocked: true,
+    };
+    let mut config = config_with_dry_run(false);
+    for pool in &mut config.pools {
+        pool.interruption.drain_timeout = ballast_core::units::HumanDuration(std::time::Duration::from_secs(300));
+    }
+    let reconciler = Reconciler {
+        config: Arc::new(config),
+        autoscaling: LifecycleOver(memory.clone()),
+        cluster: cluster.clone(),
+        store: memory.clone(),
+        clock,
+        owner: "test".into(),
+    };
+    let out = reconciler.handle(vec![event]).await;
+    assert!(out.failures.is_empty(), "{:?}", out.failures.iter().map(|f| f.0.to_string()).collect::<Vec<_>>());
+    assert_eq!(cluster.lease_left_at_drain.lock().unwrap().len(), 1, "one slice, not five");
 }

@@ -184,6 +184,20 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
     /// As [`Self::handle`], with no call started past `deadline` less
     /// [`DEADLINE_MARGIN`] (the Lambda deadline), and drains cut short to end before it.
     pub async fn handle_until(&self, events: Vec<Event>, deadline: Option<DateTime<Utc>>) -> BatchOutcome {
+        self.handle_until_waiting(events, deadline, LEASE_WAIT).await
+    }
+
+    /// As [`Self::handle_until`], a busy lease waited for up to `lease_wait` (never past
+    /// what the deadline leaves the run). An SQS batch waits little: the queue retries
+    /// ten times, and a waiting run would hold back other pools' messages. An
+    /// asynchronous invocation has one or two retries a minute apart, so it waits out a
+    /// drain within its deadline rather than spend them.
+    pub async fn handle_until_waiting(
+        &self,
+        events: Vec<Event>,
+        deadline: Option<DateTime<Utc>>,
+        lease_wait: chrono::Duration,
+    ) -> BatchOutcome {
         let mut outcome = BatchOutcome::default();
         // A failure before the batch is split per pool concerns every event of it.
         let all_ids: Vec<String> = events.iter().map(|e| e.id.clone()).collect();
@@ -247,7 +261,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
             }
         }
         for (pool_cfg, events, ids) in busy {
-            match self.reconcile_when_free(pool_cfg, &events, deadline).await {
+            match self.reconcile_when_free(pool_cfg, &events, deadline, lease_wait).await {
                 Ok(result) => {
                     handled.extend(ids);
                     outcome.pools.push(result)
@@ -276,19 +290,18 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         Ok((fresh, handled.into_iter().map(|e| e.id).collect()))
     }
 
-    /// Waits a little for the pool's lease (polling, jittered): most runs hold it for
-    /// seconds, and a retry by SQS or Lambda comes later and spends a retry. Not longer
-    /// than [`LEASE_WAIT`]: a run waiting out another's drain would hold a slot of the
-    /// function's concurrency, and with it other pools' events; past that the events
-    /// fail for a retry, as without the wait.
+    /// Waits for the pool's lease (polling, jittered) up to `lease_wait`, and never past
+    /// what the deadline leaves the run; then the events fail for a retry.
     async fn reconcile_when_free(
         &self,
         pool: &PoolConfig,
         events: &[Event],
         deadline: Option<DateTime<Utc>>,
+        lease_wait: chrono::Duration,
     ) -> Result<PoolOutcome, ReconcileError> {
         let Some(deadline) = deadline else { return self.reconcile(pool, events, None).await };
-        let give_up = (self.clock.now() + LEASE_WAIT).min(deadline - KEPT_AFTER_LEASE_WAIT - DEADLINE_MARGIN);
+        let leaves_the_run = deadline - KEPT_AFTER_LEASE_WAIT - DEADLINE_MARGIN;
+        let give_up = self.clock.now().checked_add_signed(lease_wait).map_or(leaves_the_run, |t| t.min(leaves_the_run));
         let mut polls: u64 = 0;
         loop {
             let pause = lease_poll(&self.owner, polls);
@@ -748,14 +761,19 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         }
         if let Err(e) = self.autoscaling.terminate_instance(instance_id, decrement).await {
             // Refused because the instance already left the ASG (AWS reclaimed it during
-            // the drain): a race, not a fault to dead-letter. Retried, the next run judges
-            // what its leaving leaves over.
+            // the drain): a race, not a fault. Known not made with decrement, it is
+            // journaled as gone without one, so the next run withdraws the surge the
+            // ASG's own replacement makes surplus; the plan goes on.
             if e.kind == ErrorKind::Permanent && !self.still_in(run.pool, asg, instance_id).await? {
-                return Err(PortError::new(
-                    ErrorKind::Retryable,
-                    "terminate_instance",
-                    format!("{instance_id} left {asg} before Ballast removed it ({e}); the next run judges it"),
-                ));
+                self.journal(run, is_call, |c| {
+                    if let CapacityCall::Terminate { decrement, done, .. } = c {
+                        (*decrement, *done) = (false, true);
+                    }
+                })
+                .await?;
+                return Ok(Applied::Skipped {
+                    why: format!("{instance_id} left {asg} before Ballast removed it ({e})"),
+                });
             }
             return Err(e);
         }
@@ -956,7 +974,8 @@ fn drop_repeats(events: Vec<Event>) -> (Vec<Event>, Vec<String>) {
 
 /// A wait for a busy lease ends this long before the deadline, for the run itself.
 const KEPT_AFTER_LEASE_WAIT: chrono::Duration = chrono::Duration::seconds(60);
-/// The longest wait for a busy lease.
+/// The longest wait for a busy lease in an SQS batch (most runs hold it for seconds; a
+/// drain for minutes, which the queue's retries outlast).
 pub const LEASE_WAIT: chrono::Duration = chrono::Duration::seconds(15);
 
 /// One to two seconds between tries for a busy lease, spread by the run's owner id so
@@ -992,7 +1011,13 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                 return Ok(DrainReport { evicted, blocked: report.blocked });
             }
             if let Some(action) = lifecycle {
-                lifecycle_call(self.autoscaling.record_lifecycle_heartbeat(action).await)?;
+                // The action is over (timed out, or completed): the instance is going, and
+                // draining on would only hold the lease.
+                let heartbeat = lifecycle_call(self.autoscaling.record_lifecycle_heartbeat(action).await)?;
+                if let Applied::Skipped { why } = heartbeat {
+                    tracing::warn!(node, why = %why, "drain stopped: the lifecycle action is over");
+                    return Ok(DrainReport { evicted, blocked: report.blocked });
+                }
             }
         }
     }

@@ -164,7 +164,11 @@ impl Publisher {
         let mut out: Vec<Outgoing> = state
             .take_node_changes()
             .into_iter()
-            .map(|change| Outgoing::NodeLifecycle(NodeLifecycleDetail { observed_at: Some(now), ..change }))
+            // A change held back while the sender was behind keeps the time it was seen:
+            // the learner times launch to Ready from it.
+            .map(|change| {
+                Outgoing::NodeLifecycle(NodeLifecycleDetail { observed_at: change.observed_at.or(Some(now)), ..change })
+            })
             .collect();
         if !state.synced() {
             // Half-listed totals would be wrong, not early.
@@ -367,11 +371,16 @@ pools:
         p.unsent(&mut s, first);
         let again = p.tick(&mut s, at(41));
         assert_eq!(again.iter().filter(|e| matches!(e, Outgoing::PoolDemand(_))).count(), 1, "{again:?}");
-        // Node changes come back before newer ones, the newest kept.
+        // Node changes come back before newer ones, the newest kept, each with the time it
+        // was first seen (the learner times launch to Ready from it).
         s.apply_node(&node("n2", true));
-        let changes: Vec<Outgoing> =
-            p.tick(&mut s, at(42)).into_iter().filter(|e| matches!(e, Outgoing::NodeLifecycle(_))).collect();
+        let lifecycle = |out: Vec<Outgoing>| -> Vec<Outgoing> {
+            out.into_iter().filter(|e| matches!(e, Outgoing::NodeLifecycle(_))).collect()
+        };
+        let changes = lifecycle(p.tick(&mut s, at(42)));
         assert!(!changes.is_empty(), "n2 joined");
+        p.unsent(&mut s, changes.clone());
+        assert_eq!(lifecycle(p.tick(&mut s, at(300))), changes, "seen at 42, not at 300");
         let many: Vec<Outgoing> = (0..crate::state::MAX_QUEUED_NODE_CHANGES + 10).map(|_| changes[0].clone()).collect();
         p.unsent(&mut s, many);
         assert_eq!(s.take_node_changes().len(), crate::state::MAX_QUEUED_NODE_CHANGES);

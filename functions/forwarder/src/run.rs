@@ -160,14 +160,18 @@ impl Forwarder {
                     self.health.tick(now.timestamp(), synced);
                     self.observe();
                     if !out.is_empty() {
-                        for event in &out {
-                            tracing::info!(detail_type = event.detail_type(), detail = %event.detail_json(), "publishing");
-                        }
                         // Never waits for the sender: a blocked loop would stop reading
                         // the watches and ticking the liveness probe, and the kubelet would
                         // restart the pod into a full relist, all for an EventBridge outage.
+                        let described: Vec<(&'static str, String)> =
+                            out.iter().map(|e| (e.detail_type(), e.detail_json())).collect();
                         match tx.try_send(out) {
-                            Ok(()) => {}
+                            // Logged once handed over (held-back ones would repeat each tick).
+                            Ok(()) => {
+                                for (detail_type, detail) in described {
+                                    tracing::info!(detail_type, detail = %detail, "publishing");
+                                }
+                            }
                             Err(mpsc::error::TrySendError::Full(out)) => {
                                 // Demand and unschedulable counts go again at the next tick,
                                 // node changes are held (bounded): only waits windows are lost.

@@ -355,7 +355,9 @@ where
                 return Ok(self.report(&outcome, started, vec![format!("event rejected: {e}")]));
             }
         };
-        let outcome = self.reconciler.handle_until(vec![event], deadline).await;
+        // One or two retries, a minute apart: a busy lease (another run's drain) is waited
+        // out within the deadline rather than spend them.
+        let outcome = self.reconciler.handle_until_waiting(vec![event], deadline, chrono::Duration::MAX).await;
         let retry =
             outcome.failures.iter().filter(|(e, _)| e.is_retryable()).map(|(e, _)| e.to_string()).collect::<Vec<_>>();
         let permanent =

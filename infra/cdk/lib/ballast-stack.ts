@@ -352,7 +352,9 @@ export class BallastStack extends Stack {
     // Room for a tick (covered at once by a run holding the pool's lease) beside a draining
     // run and an override waiting for the lease: a throttled tick would expire into the DLQ.
     const schedule = makeFunction('schedule', 3, [], {}, { retryAttempts: 1, maxEventAge: Duration.minutes(5) });
-    const clusterEvents = makeFunction('cluster-events', 2, [], {}, { retryAttempts: 2, maxEventAge: Duration.minutes(10) });
+    // A forwarder event for a pool whose lease a drain holds waits it out: room for such
+    // waits beside the other pools' events.
+    const clusterEvents = makeFunction('cluster-events', 4, [], {}, { retryAttempts: 2, maxEventAge: Duration.minutes(10) });
 
     // ---- the forwarder's bus ----
     const bus = new events.EventBus(this, 'ForwarderBus', { eventBusName: prefix });
