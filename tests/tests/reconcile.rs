@@ -895,3 +895,75 @@ async fn a_lifecycle_action_already_over_is_not_a_failure() {
     assert!(out.failures.is_empty(), "{:?}", out.failures.iter().map(|f| f.0.to_string()).collect::<Vec<_>>());
     assert_eq!(cluster.lease_left_at_drain.lock().unwrap().len(), 1, "one slice, not five");
 }
+
+/// Autoscaling that refuses every size change of the batch pool's ASGs, as AWS refuses
+/// one outside the ASG's bounds: a failure no retry mends.
+struct RefusesBatch(InMemory);
+
+#[async_trait::async_trait]
+impl Autoscaling for RefusesBatch {
+    async fn describe_pool(&self, pool: &PoolConfig) -> Result<(Vec<ObservedAsg>, Option<ObservedAsg>), PortError> {
+        self.0.describe_pool(pool).await
+    }
+    async fn asg_size(&self, asg: &str) -> Result<AsgSize, PortError> {
+        self.0.asg_size(asg).await
+    }
+    async fn set_desired_capacity(&self, asg: &str, desired: u32) -> Result<(), PortError> {
+        if asg.starts_with("eks-batch") {
+            let why = format!("ValidationError: New SetDesiredCapacity value {desired} is above max value 2");
+            return Err(PortError::new(ErrorKind::Permanent, "set_desired_capacity", why));
+        }
+        self.0.set_desired_capacity(asg, desired).await
+    }
+    async fn terminate_instance(&self, id: &str, decrement: bool) -> Result<(), PortError> {
+        self.0.terminate_instance(id, decrement).await
+    }
+    async fn record_lifecycle_heartbeat(&self, a: &LifecycleRef) -> Result<(), PortError> {
+        self.0.record_lifecycle_heartbeat(a).await
+    }
+    async fn complete_lifecycle_action(&self, a: &LifecycleRef) -> Result<(), PortError> {
+        self.0.complete_lifecycle_action(a).await
+    }
+}
+
+#[tokio::test]
+async fn a_message_retried_for_one_pool_is_not_also_dead_lettered_for_another() {
+    // An AWS Health retirement naming an instance of each pool: the general pool's lease
+    // is held (a retry helps), the batch pool's surge is refused (no retry helps). The
+    // message comes back for the general pool; dead-lettering it too would put the event
+    // in the dead-letter queue while it is still being handled.
+    use ballast_tests::aws::{fixture_json, sqs_batch};
+    let health = fixture_json("health-scheduled-change.json", |v| {
+        v["detail"]["affectedEntities"] = serde_json::json!([
+            { "entityValue": "i-0a1b2c3d4e5f60001", "status": "IMPAIRED" },
+            { "entityValue": "i-0c0ffee0000b00001", "status": "IMPAIRED" }
+        ]);
+    });
+    let time = ballast_tests::aws::event(&health).time;
+    let memory = InMemory::new(state("steady.json"));
+    memory.world().leases.insert(
+        "general".into(),
+        ballast_core::memory::Lease { owner: "other".into(), until: time + Duration::minutes(1) },
+    );
+    let config = config_with_dry_run(false);
+    let app = ballast_lambda::app::App {
+        function: "interruption",
+        origin: config.origin(),
+        reconciler: Reconciler {
+            config: Arc::new(config),
+            autoscaling: RefusesBatch(memory.clone()),
+            cluster: memory.clone(),
+            store: memory.clone(),
+            clock: FixedClock::new(time),
+            owner: "test".into(),
+        },
+        dead_letters: Some(memory.clone()),
+        redelivery: None,
+        metrics: ballast_lambda::app::metrics_to_stderr,
+    };
+    let (response, summary) = app.interruption(sqs_batch(&[("m1".into(), health)])).await;
+    assert_eq!(summary.errors.len(), 2, "{summary:?}");
+    let failed: Vec<&str> = response.batch_item_failures.iter().map(|f| f.item_identifier.as_str()).collect();
+    assert_eq!(failed, ["m1"], "retried for the general pool");
+    assert!(memory.world().dead_letters.is_empty(), "{:?}", memory.world().dead_letters);
+}
