@@ -148,7 +148,7 @@ async fn an_event_meeting_a_held_lease_waits_for_it_briefly() {
     let d = Deployment::new(config_with_dry_run(false), state("steady.json"), warning.time);
     held(&d, warning.time, Duration::seconds(10));
     let out = d.reconciler.handle_until(vec![warning.clone()], Some(warning.time + Duration::minutes(15))).await;
-    assert!(out.failures.is_empty(), "{:?}", out.failures.iter().map(|f| f.0.to_string()).collect::<Vec<_>>());
+    assert!(out.failures.is_empty(), "{:?}", errors(&out));
     assert_eq!(out.pools.len(), 1);
     let waited = d.clock.now() - warning.time;
     assert!(waited >= Duration::seconds(10) && waited < Duration::seconds(13), "{waited}");
@@ -175,7 +175,7 @@ async fn an_event_meeting_a_held_lease_waits_for_it_briefly() {
         .reconciler
         .handle_until_waiting(vec![warning.clone()], Some(warning.time + Duration::minutes(15)), Duration::MAX)
         .await;
-    assert!(out.failures.is_empty(), "{:?}", out.failures.iter().map(|f| f.0.to_string()).collect::<Vec<_>>());
+    assert!(out.failures.is_empty(), "{:?}", errors(&out));
     let waited = d.clock.now() - warning.time;
     assert!(waited >= Duration::minutes(4) && waited < Duration::minutes(4) + Duration::seconds(3), "{waited}");
     // Nor past what the deadline leaves the run.
@@ -234,7 +234,7 @@ async fn an_event_for_two_pools_handled_for_one_is_still_retried_for_the_other()
     assert!(first.failures[0].0.is_retryable());
     d.clock.advance(Duration::minutes(2));
     let retry = d.reconciler.handle(vec![health.clone()]).await;
-    assert!(retry.failures.is_empty(), "{:?}", retry.failures.iter().map(|f| f.0.to_string()).collect::<Vec<_>>());
+    assert!(retry.failures.is_empty(), "{:?}", errors(&retry));
     assert_eq!(retry.pools.iter().map(|p| p.plan.pool.as_str()).collect::<Vec<_>>(), ["general"]);
     assert_eq!(retry.duplicates, [health.id.clone()], "a duplicate for the batch pool only");
     assert!(
@@ -641,6 +641,36 @@ struct SlowCluster {
     blocked: bool,
 }
 
+impl SlowCluster {
+    /// Cordons at once, drains its whole slice, no one else acting.
+    fn new(memory: &InMemory, clock: &FixedClock) -> SlowCluster {
+        SlowCluster {
+            memory: memory.clone(),
+            clock: clock.clone(),
+            cordon_takes: Duration::zero(),
+            lease_left_at_drain: Arc::default(),
+            during_drain: None,
+            blocked: false,
+        }
+    }
+}
+
+/// A reconciler over the in-memory world, with these ports in front of it.
+fn reconciler_over<A: Autoscaling, C: ballast_core::ports::Cluster>(
+    config: ballast_core::config::Config,
+    autoscaling: A,
+    cluster: C,
+    memory: &InMemory,
+    clock: FixedClock,
+) -> Reconciler<A, C, InMemory, FixedClock> {
+    Reconciler { config: Arc::new(config), autoscaling, cluster, store: memory.clone(), clock, owner: "test".into() }
+}
+
+/// The failures' messages, for an assertion's message.
+fn errors(out: &ballast_core::reconcile::BatchOutcome) -> Vec<String> {
+    out.failures.iter().map(|f| f.0.to_string()).collect()
+}
+
 #[async_trait::async_trait]
 impl ballast_core::ports::Cluster for SlowCluster {
     async fn pool_nodes(&self, pool: &PoolConfig) -> Result<Vec<ballast_core::model::NodeState>, PortError> {
@@ -698,24 +728,10 @@ async fn the_lease_outlasts_every_drain_it_covers() {
     let ttl = Duration::from_std(ballast_core::reconcile::lease_ttl(&pool)).unwrap();
     let memory = InMemory::new(state("steady.json"));
     let clock = FixedClock::new(warning.time);
-    let cluster = SlowCluster {
-        memory: memory.clone(),
-        clock: clock.clone(),
-        // Not yet half the lease gone when the drain starts: no renewal by the half-time
-        // rule, and less left than the drain may take.
-        cordon_takes: ttl / 2 - Duration::seconds(10),
-        lease_left_at_drain: Arc::default(),
-        during_drain: None,
-        blocked: false,
-    };
-    let reconciler = Reconciler {
-        config: Arc::new(config),
-        autoscaling: memory.clone(),
-        cluster: cluster.clone(),
-        store: memory.clone(),
-        clock,
-        owner: "test".into(),
-    };
+    // Not yet half the lease gone when the drain starts: no renewal by the half-time
+    // rule, and less left than the drain may take.
+    let cluster = SlowCluster { cordon_takes: ttl / 2 - Duration::seconds(10), ..SlowCluster::new(&memory, &clock) };
+    let reconciler = reconciler_over(config, memory.clone(), cluster.clone(), &memory, clock);
     let out = reconciler.handle(vec![warning]).await;
     assert!(out.failures.is_empty(), "{:?}", out.failures);
     let seen = cluster.lease_left_at_drain.lock().unwrap().clone();
@@ -728,6 +744,19 @@ async fn the_lease_outlasts_every_drain_it_covers() {
     }
 }
 
+/// The shipped spot warning over the steady world, with another writer's `act` while
+/// the node drains.
+fn warned_while_draining(
+    act: fn(&InMemory),
+) -> (ballast_core::event::Event, InMemory, Reconciler<InMemory, SlowCluster, InMemory, FixedClock>) {
+    let warning = fixture("spot-interruption-terminate.json");
+    let memory = InMemory::new(state("steady.json"));
+    let clock = FixedClock::new(warning.time);
+    let cluster = SlowCluster { during_drain: Some(act), ..SlowCluster::new(&memory, &clock) };
+    let reconciler = reconciler_over(config_with_dry_run(false), memory.clone(), cluster, &memory, clock);
+    (warning, memory, reconciler)
+}
+
 #[tokio::test]
 async fn a_surge_cluster_autoscaler_deleted_as_unfulfillable_is_not_followed_by_a_decrement() {
     // Spot is gone: the surge for i-...0001 stays an unfilled slot. While the node drains,
@@ -735,32 +764,14 @@ async fn a_surge_cluster_autoscaler_deleted_as_unfulfillable_is_not_followed_by_
     // setting the ASG to the instances it has (cloudprovider/aws DeleteInstances), which
     // takes the surge's slot. Terminating with decrement as planned would then take the
     // interrupted instance's own slot too: one instance lost for good.
-    let warning = fixture("spot-interruption-terminate.json");
-    let memory = InMemory::new(state("steady.json"));
-    let clock = FixedClock::new(warning.time);
-    let cluster = SlowCluster {
-        memory: memory.clone(),
-        clock: clock.clone(),
-        cordon_takes: Duration::zero(),
-        lease_left_at_drain: Arc::default(),
-        during_drain: Some(|memory: &InMemory| {
-            let mut world = memory.world();
-            let asg = world.asg_mut("eks-general-spot-m6").unwrap();
-            assert_eq!(asg.desired, 5, "surged, the slot unfilled");
-            asg.desired = asg.instances.len() as u32;
-        }),
-        blocked: false,
-    };
-    let reconciler = Reconciler {
-        config: Arc::new(config_with_dry_run(false)),
-        autoscaling: memory.clone(),
-        cluster,
-        store: memory.clone(),
-        clock,
-        owner: "test".into(),
-    };
+    let (warning, memory, reconciler) = warned_while_draining(|memory: &InMemory| {
+        let mut world = memory.world();
+        let asg = world.asg_mut("eks-general-spot-m6").unwrap();
+        assert_eq!(asg.desired, 5, "surged, the slot unfilled");
+        asg.desired = asg.instances.len() as u32;
+    });
     let out = reconciler.handle(vec![warning]).await;
-    assert!(out.failures.is_empty(), "{:?}", out.failures.iter().map(|f| f.0.to_string()).collect::<Vec<_>>());
+    assert!(out.failures.is_empty(), "{:?}", errors(&out));
     let world = memory.world();
     assert!(world.calls.contains(&Call::Terminate { instance_id: "i-0a1b2c3d4e5f60001".into(), decrement: false }));
     let asg = world.asg("eks-general-spot-m6").unwrap();
@@ -774,30 +785,12 @@ async fn an_instance_aws_reclaimed_during_the_drain_is_no_failure_and_its_surge_
     // dead-letter the warning and set the alarm off; and since the refusal shows the
     // decrement was never made, the ASG's own replacement makes the surge surplus: the
     // next run withdraws it rather than only naming it.
-    let warning = fixture("spot-interruption-terminate.json");
-    let memory = InMemory::new(state("steady.json"));
-    let clock = FixedClock::new(warning.time);
-    let cluster = SlowCluster {
-        memory: memory.clone(),
-        clock: clock.clone(),
-        cordon_takes: Duration::zero(),
-        lease_left_at_drain: Arc::default(),
-        during_drain: Some(|memory: &InMemory| {
-            let mut world = memory.world();
-            world.asgs.iter_mut().for_each(|a| a.instances.retain(|i| i.id != "i-0a1b2c3d4e5f60001"));
-        }),
-        blocked: false,
-    };
-    let reconciler = Reconciler {
-        config: Arc::new(config_with_dry_run(false)),
-        autoscaling: memory.clone(),
-        cluster,
-        store: memory.clone(),
-        clock,
-        owner: "test".into(),
-    };
+    let (warning, memory, reconciler) = warned_while_draining(|memory: &InMemory| {
+        let mut world = memory.world();
+        world.asgs.iter_mut().for_each(|a| a.instances.retain(|i| i.id != "i-0a1b2c3d4e5f60001"));
+    });
     let out = reconciler.handle(vec![warning.clone()]).await;
-    assert!(out.failures.is_empty(), "{:?}", out.failures.iter().map(|f| f.0.to_string()).collect::<Vec<_>>());
+    assert!(out.failures.is_empty(), "{:?}", errors(&out));
     let skipped = out.pools[0].applied.iter().any(
         |a| matches!(a, Applied::Skipped { why } if why.contains("left eks-general-spot-m6 before Ballast removed it")),
     );
@@ -805,43 +798,61 @@ async fn an_instance_aws_reclaimed_during_the_drain_is_no_failure_and_its_surge_
     assert_eq!(memory.world().asg("eks-general-spot-m6").unwrap().desired, 5, "surged, never decremented");
     // The next tick withdraws the surge's unfilled slot: back to 4, nothing left over.
     let tick = reconciler.handle(vec![fixture("scheduled-reconcile.json")]).await;
-    assert!(tick.failures.is_empty(), "{:?}", tick.failures.iter().map(|f| f.0.to_string()).collect::<Vec<_>>());
+    assert!(tick.failures.is_empty(), "{:?}", errors(&tick));
     let general = tick.pools.iter().find(|p| p.plan.pool == "general").unwrap();
     assert_eq!(memory.world().asg("eks-general-spot-m6").unwrap().desired, 4, "{:?}", general.plan.notes);
     assert_eq!(general.plan.surplus_named(), 0, "{:?}", general.plan.notes);
 }
 
-/// Autoscaling whose lifecycle action is over (completed by an earlier run whose answer
-/// was lost, or timed out): AWS answers both calls with this ValidationError.
-struct LifecycleOver(InMemory);
+/// The in-memory autoscaling, but for the calls `refuses` answers with an error of
+/// AWS's (by operation and what it is about: an ASG, an instance).
+struct Refusing {
+    memory: InMemory,
+    refuses: fn(&str, &str) -> Option<PortError>,
+}
 
-#[async_trait::async_trait]
-impl Autoscaling for LifecycleOver {
-    async fn describe_pool(&self, pool: &PoolConfig) -> Result<(Vec<ObservedAsg>, Option<ObservedAsg>), PortError> {
-        self.0.describe_pool(pool).await
-    }
-    async fn asg_size(&self, asg: &str) -> Result<AsgSize, PortError> {
-        self.0.asg_size(asg).await
-    }
-    async fn set_desired_capacity(&self, asg: &str, desired: u32) -> Result<(), PortError> {
-        self.0.set_desired_capacity(asg, desired).await
-    }
-    async fn terminate_instance(&self, id: &str, decrement: bool) -> Result<(), PortError> {
-        self.0.terminate_instance(id, decrement).await
-    }
-    async fn record_lifecycle_heartbeat(&self, a: &LifecycleRef) -> Result<(), PortError> {
-        Err(Self::over(a, "RecordLifecycleActionHeartbeat"))
-    }
-    async fn complete_lifecycle_action(&self, a: &LifecycleRef) -> Result<(), PortError> {
-        Err(Self::over(a, "CompleteLifecycleAction"))
+impl Refusing {
+    fn check(&self, operation: &str, subject: &str) -> Result<(), PortError> {
+        (self.refuses)(operation, subject).map_or(Ok(()), Err)
     }
 }
 
-impl LifecycleOver {
-    fn over(a: &LifecycleRef, operation: &str) -> PortError {
-        let message = format!("ValidationError: No active Lifecycle Action found with instance ID {}", a.instance_id);
-        PortError::new(ErrorKind::Permanent, operation, message)
+#[async_trait::async_trait]
+impl Autoscaling for Refusing {
+    async fn describe_pool(&self, pool: &PoolConfig) -> Result<(Vec<ObservedAsg>, Option<ObservedAsg>), PortError> {
+        self.memory.describe_pool(pool).await
     }
+    async fn asg_size(&self, asg: &str) -> Result<AsgSize, PortError> {
+        self.memory.asg_size(asg).await
+    }
+    async fn set_desired_capacity(&self, asg: &str, desired: u32) -> Result<(), PortError> {
+        self.check("SetDesiredCapacity", asg)?;
+        self.memory.set_desired_capacity(asg, desired).await
+    }
+    async fn terminate_instance(&self, id: &str, decrement: bool) -> Result<(), PortError> {
+        self.check("TerminateInstanceInAutoScalingGroup", id)?;
+        self.memory.terminate_instance(id, decrement).await
+    }
+    async fn record_lifecycle_heartbeat(&self, a: &LifecycleRef) -> Result<(), PortError> {
+        self.check("RecordLifecycleActionHeartbeat", &a.instance_id)?;
+        self.memory.record_lifecycle_heartbeat(a).await
+    }
+    async fn complete_lifecycle_action(&self, a: &LifecycleRef) -> Result<(), PortError> {
+        self.check("CompleteLifecycleAction", &a.instance_id)?;
+        self.memory.complete_lifecycle_action(a).await
+    }
+}
+
+/// A lifecycle action that is over (completed by an earlier run whose answer was lost,
+/// or timed out): AWS answers both lifecycle calls with this ValidationError.
+fn lifecycle_over(memory: &InMemory) -> Refusing {
+    let refuses = |operation: &str, instance: &str| {
+        operation.contains("Lifecycle").then(|| {
+            let message = format!("ValidationError: No active Lifecycle Action found with instance ID {instance}");
+            PortError::new(ErrorKind::Permanent, operation, message)
+        })
+    };
+    Refusing { memory: memory.clone(), refuses }
 }
 
 #[tokio::test]
@@ -850,16 +861,15 @@ async fn a_lifecycle_action_already_over_is_not_a_failure() {
     // lost): dead-lettering it would set the alarm off for nothing.
     let event = fixture("lifecycle-terminate.json");
     let memory = InMemory::new(state("steady.json"));
-    let reconciler = Reconciler {
-        config: Arc::new(config_with_dry_run(false)),
-        autoscaling: LifecycleOver(memory.clone()),
-        cluster: memory.clone(),
-        store: memory.clone(),
-        clock: FixedClock::new(event.time),
-        owner: "test".into(),
-    };
+    let reconciler = reconciler_over(
+        config_with_dry_run(false),
+        lifecycle_over(&memory),
+        memory.clone(),
+        &memory,
+        FixedClock::new(event.time),
+    );
     let out = reconciler.handle(vec![event.clone()]).await;
-    assert!(out.failures.is_empty(), "{:?}", out.failures.iter().map(|f| f.0.to_string()).collect::<Vec<_>>());
+    assert!(out.failures.is_empty(), "{:?}", errors(&out));
     let over = out.pools[0]
         .applied
         .iter()
@@ -871,59 +881,15 @@ async fn a_lifecycle_action_already_over_is_not_a_failure() {
     // the drain stops there rather than hold the lease for the rest of its timeout.
     let memory = InMemory::new(state("steady.json"));
     let clock = FixedClock::new(event.time);
-    let cluster = SlowCluster {
-        memory: memory.clone(),
-        clock: clock.clone(),
-        cordon_takes: Duration::zero(),
-        lease_left_at_drain: Arc::default(),
-        during_drain: None,
-        blocked: true,
-    };
+    let cluster = SlowCluster { blocked: true, ..SlowCluster::new(&memory, &clock) };
     let mut config = config_with_dry_run(false);
     for pool in &mut config.pools {
         pool.interruption.drain_timeout = ballast_core::units::HumanDuration(std::time::Duration::from_secs(300));
     }
-    let reconciler = Reconciler {
-        config: Arc::new(config),
-        autoscaling: LifecycleOver(memory.clone()),
-        cluster: cluster.clone(),
-        store: memory.clone(),
-        clock,
-        owner: "test".into(),
-    };
+    let reconciler = reconciler_over(config, lifecycle_over(&memory), cluster.clone(), &memory, clock);
     let out = reconciler.handle(vec![event]).await;
-    assert!(out.failures.is_empty(), "{:?}", out.failures.iter().map(|f| f.0.to_string()).collect::<Vec<_>>());
+    assert!(out.failures.is_empty(), "{:?}", errors(&out));
     assert_eq!(cluster.lease_left_at_drain.lock().unwrap().len(), 1, "one slice, not five");
-}
-
-/// Autoscaling that refuses every size change of the batch pool's ASGs, as AWS refuses
-/// one outside the ASG's bounds: a failure no retry mends.
-struct RefusesBatch(InMemory);
-
-#[async_trait::async_trait]
-impl Autoscaling for RefusesBatch {
-    async fn describe_pool(&self, pool: &PoolConfig) -> Result<(Vec<ObservedAsg>, Option<ObservedAsg>), PortError> {
-        self.0.describe_pool(pool).await
-    }
-    async fn asg_size(&self, asg: &str) -> Result<AsgSize, PortError> {
-        self.0.asg_size(asg).await
-    }
-    async fn set_desired_capacity(&self, asg: &str, desired: u32) -> Result<(), PortError> {
-        if asg.starts_with("eks-batch") {
-            let why = format!("ValidationError: New SetDesiredCapacity value {desired} is above max value 2");
-            return Err(PortError::new(ErrorKind::Permanent, "set_desired_capacity", why));
-        }
-        self.0.set_desired_capacity(asg, desired).await
-    }
-    async fn terminate_instance(&self, id: &str, decrement: bool) -> Result<(), PortError> {
-        self.0.terminate_instance(id, decrement).await
-    }
-    async fn record_lifecycle_heartbeat(&self, a: &LifecycleRef) -> Result<(), PortError> {
-        self.0.record_lifecycle_heartbeat(a).await
-    }
-    async fn complete_lifecycle_action(&self, a: &LifecycleRef) -> Result<(), PortError> {
-        self.0.complete_lifecycle_action(a).await
-    }
 }
 
 #[tokio::test]
@@ -945,18 +911,20 @@ async fn a_message_retried_for_one_pool_is_not_also_dead_lettered_for_another() 
         "general".into(),
         ballast_core::memory::Lease { owner: "other".into(), until: time + Duration::minutes(1) },
     );
+    // AWS refuses every size change of the batch pool's ASGs, as one outside the ASG's
+    // bounds: a failure no retry mends.
+    let refuses = |operation: &str, asg: &str| {
+        asg.starts_with("eks-batch").then(|| {
+            let why = "ValidationError: New SetDesiredCapacity value 3 is above max value 2";
+            PortError::new(ErrorKind::Permanent, operation, why)
+        })
+    };
+    let refuses_batch = Refusing { memory: memory.clone(), refuses };
     let config = config_with_dry_run(false);
     let app = ballast_lambda::app::App {
         function: "interruption",
         origin: config.origin(),
-        reconciler: Reconciler {
-            config: Arc::new(config),
-            autoscaling: RefusesBatch(memory.clone()),
-            cluster: memory.clone(),
-            store: memory.clone(),
-            clock: FixedClock::new(time),
-            owner: "test".into(),
-        },
+        reconciler: reconciler_over(config, refuses_batch, memory.clone(), &memory, FixedClock::new(time)),
         dead_letters: Some(memory.clone()),
         redelivery: None,
         metrics: ballast_lambda::app::metrics_to_stderr,

@@ -110,11 +110,11 @@ fn the_queue_keeps_a_message_through_every_redrive_and_the_dead_letter_queue_lon
 fn rule_value(raw: &Value, v: &Value, given: &std::collections::BTreeMap<&str, &str>) -> Value {
     let param = |name: &str| -> Value {
         let p = &raw["Parameters"][name];
-        let text = given.get(name).map(|s| s.to_string()).unwrap_or_else(|| text(&p["Default"]));
-        if text_of(&p["Type"]).contains("List") {
-            Value::from(text.split(',').map(str::to_string).collect::<Vec<_>>())
+        let value = given.get(name).map(|s| s.to_string()).unwrap_or_else(|| text(&p["Default"]));
+        if text(&p["Type"]).contains("List") {
+            Value::from(value.split(',').map(str::to_string).collect::<Vec<_>>())
         } else {
-            Value::from(text)
+            Value::from(value)
         }
     };
     let args = |f: &str| v[f].as_array().cloned().unwrap_or_default();
@@ -134,10 +134,6 @@ fn rule_value(raw: &Value, v: &Value, given: &std::collections::BTreeMap<&str, &
     }
 }
 
-fn text_of(v: &Value) -> String {
-    v.as_str().unwrap_or_default().to_string()
-}
-
 /// The rules' assertions that fail for these parameters (their descriptions).
 fn failed_rules(raw: &Value, given: &std::collections::BTreeMap<&str, &str>) -> Vec<String> {
     let mut failed = Vec::new();
@@ -148,7 +144,7 @@ fn failed_rules(raw: &Value, given: &std::collections::BTreeMap<&str, &str>) -> 
         }
         for a in rule["Assertions"].as_array().into_iter().flatten() {
             if !rule_value(raw, &a["Assert"], given).as_bool().unwrap() {
-                failed.push(text_of(&a["AssertDescription"]));
+                failed.push(text(&a["AssertDescription"]));
             }
         }
     }

@@ -256,11 +256,14 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                 Err(ReconcileError::LeaseBusy { .. }) if events.iter().all(|e| e.signal == Signal::Reconcile) => {
                     outcome.covered.push(pool)
                 }
-                Err(ReconcileError::LeaseBusy { .. }) if deadline.is_some() => busy.push((pool_cfg, events, ids)),
+                Err(err @ ReconcileError::LeaseBusy { .. }) => match deadline {
+                    Some(deadline) => busy.push((pool_cfg, events, ids, deadline)),
+                    None => outcome.failures.push((err, ids)),
+                },
                 Err(err) => outcome.failures.push((err, ids)),
             }
         }
-        for (pool_cfg, events, ids) in busy {
+        for (pool_cfg, events, ids, deadline) in busy {
             match self.reconcile_when_free(pool_cfg, &events, deadline, lease_wait).await {
                 Ok(result) => {
                     handled.extend(ids);
@@ -296,10 +299,9 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         &self,
         pool: &PoolConfig,
         events: &[Event],
-        deadline: Option<DateTime<Utc>>,
+        deadline: DateTime<Utc>,
         lease_wait: chrono::Duration,
     ) -> Result<PoolOutcome, ReconcileError> {
-        let Some(deadline) = deadline else { return self.reconcile(pool, events, None).await };
         let leaves_the_run = deadline - KEPT_AFTER_LEASE_WAIT - DEADLINE_MARGIN;
         let give_up = self.clock.now().checked_add_signed(lease_wait).map_or(leaves_the_run, |t| t.min(leaves_the_run));
         let mut polls: u64 = 0;
@@ -808,10 +810,12 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         if withdraws {
             return Ok(None);
         }
+        // What each ASG this plan raised should be at now: its raise, less the decrements
+        // made since.
         let mut expected: BTreeMap<&str, u32> = BTreeMap::new();
         for call in journal.calls.iter().filter(|c| c.done()) {
             match call {
-                CapacityCall::SetDesired { asg, to, .. } => {
+                CapacityCall::SetDesired { asg, from, to, .. } if to > from => {
                     expected.insert(asg, *to);
                 }
                 CapacityCall::Terminate { asg, decrement: true, .. } => {
@@ -819,19 +823,10 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                         *size = size.saturating_sub(1);
                     }
                 }
-                CapacityCall::Terminate { .. } => {}
+                _ => {}
             }
         }
-        let raised: BTreeSet<&str> = journal
-            .calls
-            .iter()
-            .filter_map(|c| match c {
-                CapacityCall::SetDesired { asg, from, to, done: true } if to > from => Some(asg.as_str()),
-                _ => None,
-            })
-            .collect();
-        for asg in raised {
-            let Some(&want) = expected.get(asg) else { continue };
+        for (asg, want) in expected {
             let size = self.autoscaling.asg_size(asg).await?;
             if size.desired < want {
                 return Ok(Some(format!(
@@ -955,8 +950,6 @@ fn mark_done(call: &mut CapacityCall) {
 /// Lease time kept beyond the longest drain: the terminations and journal writes after it.
 const LEASE_AFTER_DRAIN: Duration = Duration::from_secs(60);
 
-/// The lease outlasts one drain with room to spare; it is renewed while applying, and
-/// before drains so that it outlasts them.
 /// Events grouped by the pool they concern.
 type Routed = BTreeMap<String, Vec<Event>>;
 
@@ -987,6 +980,8 @@ fn lease_poll(owner: &str, poll: u64) -> Duration {
     Duration::from_millis(1_000 + hasher.finish() % 1_000)
 }
 
+/// The lease outlasts one drain with room to spare; it is renewed while applying, and
+/// before drains so that it outlasts them.
 pub fn lease_ttl(pool: &PoolConfig) -> Duration {
     pool.interruption.drain_timeout.0 + LEASE_AFTER_DRAIN * 2
 }

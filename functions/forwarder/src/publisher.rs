@@ -136,18 +136,16 @@ impl Publisher {
     /// published afresh at the next tick (a dropped change would wait for the heartbeat),
     /// node changes go back to the state (bounded), waits windows are lost and counted.
     pub fn unsent(&mut self, state: &mut ClusterState, dropped: Vec<Outgoing>) {
-        let index =
-            |state: &ClusterState, pool: &str| (0..state.pool_count()).find(|&p| state.pool_name(p as u16) == pool);
         let mut nodes = Vec::new();
         for event in dropped {
             match event {
                 Outgoing::PoolDemand(d) => {
-                    if let Some(p) = index(state, &d.pool) {
+                    if let Some(p) = state.pool_named(&d.pool) {
                         self.demand[p] = None;
                     }
                 }
                 Outgoing::PodsUnschedulable(d) => {
-                    if let Some(p) = index(state, &d.pool) {
+                    if let Some(p) = state.pool_named(&d.pool) {
                         self.unschedulable[p] = None;
                     }
                 }

@@ -144,6 +144,11 @@ impl ClusterState {
         self.matcher.name(usize::from(pool))
     }
 
+    /// The pool named so, if it is one of the config's.
+    pub fn pool_named(&self, name: &str) -> Option<usize> {
+        self.matcher.index_of(name)
+    }
+
     pub fn pool_count(&self) -> usize {
         self.matcher.len()
     }
