@@ -37,7 +37,8 @@ pub struct Forwarder {
     /// First wait before a failed PutEvents entry is tried again.
     pub retry_backoff: Duration,
     /// Batches waiting for the sender; when it is this far behind (EventBridge down or
-    /// hanging), a tick's events are dropped and counted, and the watch loop goes on.
+    /// hanging), a tick's events are held back (`Publisher::unsent`) and the watch loop
+    /// goes on.
     pub queue: usize,
 }
 

@@ -81,9 +81,9 @@ pub enum HandlerError {
     Retryable(String),
     /// A valid event whose reconcile failed in a way a retry does not mend (permissions,
     /// a missing table or ASG): failed all the same, so that after the invoker's retries
-    /// it lands in the dead-letter queue with this error, for a replay once it is fixed,
-    /// rather than being answered with success and lost.
-    #[error("failed (a retry will not mend this; fix it and replay from the dead-letter queue): {0}")]
+    /// it lands in the dead-letter queue with this error (its alarm goes off), rather than
+    /// being answered with success and lost.
+    #[error("failed (a retry will not mend this; the event is kept in the dead-letter queue): {0}")]
     Failed(String),
 }
 
@@ -215,6 +215,7 @@ where
         let mut invalid = Vec::new();
         let mut events: Vec<Event> = Vec::new();
         let mut messages_of: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let mut body_of: BTreeMap<String, &str> = BTreeMap::new();
         for (index, message) in batch.records.iter().enumerate() {
             let message_id = message.message_id.clone().unwrap_or_else(|| format!("#{index}"));
             let body = message.body.as_deref().unwrap_or_default();
@@ -227,6 +228,7 @@ where
                 });
             match parsed {
                 Ok(event) => {
+                    body_of.insert(message_id.clone(), body);
                     messages_of.entry(event.id.clone()).or_default().push(message_id);
                     events.push(event);
                 }
@@ -240,14 +242,6 @@ where
             }
         }
         let outcome = self.reconciler.handle_until(events, deadline).await;
-        let body_of: BTreeMap<String, &str> = batch
-            .records
-            .iter()
-            .enumerate()
-            .map(|(i, m)| {
-                (m.message_id.clone().unwrap_or_else(|| format!("#{i}")), m.body.as_deref().unwrap_or_default())
-            })
-            .collect();
         let messages = |event_ids: &[String]| -> Vec<String> {
             event_ids.iter().flat_map(|id| messages_of.get(id).cloned().unwrap_or_default()).collect()
         };
