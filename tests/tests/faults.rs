@@ -609,14 +609,23 @@ impl Harness {
             }
             Kind::Waits { pods, p95_secs, mins_ago } => {
                 let end = self.now() - Duration::minutes(i64::from(*mins_ago));
-                Signal::PoolWaits(PoolWaitsDetail {
+                // As the forwarder sums a window up (buckets too): one pod waits longest.
+                // No pod: a window the event format allows but no forwarder sends.
+                let mut waits = vec![f64::from(*p95_secs); *pods as usize];
+                if let Some(first) = waits.first_mut() {
+                    *first *= 1.5;
+                }
+                let start = end - Duration::minutes(5);
+                let detail = PoolWaitsDetail::summing(POOL, start, end, &mut waits).unwrap_or(PoolWaitsDetail {
                     pool: POOL.into(),
-                    window_start: end - Duration::minutes(5),
+                    window_start: start,
                     window_end: end,
-                    pods: *pods,
-                    p95_seconds: f64::from(*p95_secs),
-                    max_seconds: f64::from(*p95_secs) * 1.5,
-                })
+                    pods: 0,
+                    p95_seconds: 0.0,
+                    max_seconds: 0.0,
+                    buckets: vec![],
+                });
+                Signal::PoolWaits(detail)
             }
             Kind::Tick => Signal::Reconcile,
         };

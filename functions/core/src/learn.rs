@@ -59,6 +59,19 @@ const MIN_PODS_TO_RAISE: u32 = 3;
 const MAX_HOUR_WINDOWS: usize = 24;
 /// Windows of few pods are pooled over this long at most.
 const FEW_POOLED_OVER: Duration = Duration::hours(1);
+/// The share of first starts a p95 target lets wait longer than it.
+pub const WAIT_BUDGET: f64 = 0.05;
+/// How much of that share the learner lets waits spend on purpose: the rest is margin
+/// for the days still to come (a week's p95 is met by each day's share, not their mean).
+const BUDGET_SPENT_AT_MOST: f64 = 0.6;
+/// The room shrinks only while less than this much of it is spent: between the two it
+/// holds, so that it does not swing from none to all with each window.
+const BUDGET_SHRINK_BELOW: f64 = 0.3;
+/// First starts counted before their share over the target is trusted: 100 is 5 pods.
+const MIN_BUDGET_PODS: u32 = 100;
+/// Within the budget, each window met takes this much of the rise off the room (on top
+/// of [`CORRECTION_DOWN`]): twenty met windows from the whole rise to none.
+const BUDGET_STEP: f64 = 0.05;
 
 /// The learner's memory, kept in the pool record.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -82,6 +95,11 @@ pub struct History {
     pub last_look: Option<DateTime<Utc>>,
     /// Correction from measured waits, in thousandths (0: none yet, i.e. 1000).
     pub correction_permille: u32,
+    /// The share of the corrected rise the room holds, in thousandths, while the waits
+    /// measured spend less of the target's 5 % than they may (see
+    /// [`History::within_budget`]); `None`: all of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_share_permille: Option<u32>,
     /// The last wait measurement taken in.
     pub waits: Option<WaitsSeen>,
     /// The windows with pods of the hour up to the last one (for the plan's reasons).
@@ -164,6 +182,12 @@ pub struct DayRises {
     /// Per slot, `None` where nothing was observed.
     pub cpu_millis: Vec<Option<u32>>,
     pub memory_mib: Vec<Option<u32>>,
+    /// First starts measured in windows ending this day, counted with how many waited
+    /// longer than the target (only windows whose forwarder counts them).
+    #[serde(default)]
+    pub pods: u32,
+    #[serde(default)]
+    pub pods_over: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -191,6 +215,9 @@ pub struct WaitsSeen {
     pub p95_ms: u64,
     #[serde(default)]
     pub max_ms: u64,
+    /// Pods that waited longer than the target (`None`: the forwarder did not count).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub over: Option<u32>,
 }
 
 /// A measured span to learn from: one window, or pooled windows of few pods.
@@ -272,6 +299,9 @@ pub struct Prediction {
     pub to: DateTime<Utc>,
     /// The correction from measured waits.
     pub correction: f64,
+    /// The share of the corrected rise held while waits spend less of the target's 5 %
+    /// than they may (1: all of it).
+    pub budget_share: f64,
 }
 
 impl Prediction {
@@ -282,7 +312,8 @@ impl Prediction {
             Some((seasonal, _)) => seasonal.max(self.recent),
             None => self.recent.max(self.missed),
         };
-        (rise.cpu_millis as f64 * self.correction, rise.memory_bytes as f64 * self.correction)
+        let times = self.correction * self.budget_share;
+        (rise.cpu_millis as f64 * times, rise.memory_bytes as f64 * times)
     }
 }
 
@@ -451,6 +482,11 @@ impl History {
         (self.node_wait() - Duration::milliseconds(self.allowed_wait_ms as i64)).max(Duration::zero())
     }
 
+    /// See [`History::budget_share_permille`].
+    pub fn budget_share(&self) -> f64 {
+        self.budget_share_permille.map_or(1.0, |p| f64::from(p.min(1000)) / 1000.0)
+    }
+
     pub fn correction(&self) -> f64 {
         match self.correction_permille {
             0 => 1.0,
@@ -594,11 +630,24 @@ impl History {
             since: Some(first.since()),
         });
         let (date, slot) = day_slot(s.at, self.tz());
+        let day = self.day_mut(date);
+        let cpu = u32::try_from(rise_cpu).unwrap_or(u32::MAX);
+        day.cpu_millis[slot] = Some(day.cpu_millis[slot].map_or(cpu, |old| old.max(cpu)));
+        day.memory_mib[slot] = Some(day.memory_mib[slot].map_or(mib(rise_mem), |old| old.max(mib(rise_mem))));
+    }
+
+    /// The record of `date`, made if none.
+    fn day_mut(&mut self, date: NaiveDate) -> &mut DayRises {
         let day = match self.days.iter().position(|d| d.date == date) {
             Some(i) => &mut self.days[i],
             None => {
-                let fresh =
-                    DayRises { date, cpu_millis: vec![None; SLOTS_PER_DAY], memory_mib: vec![None; SLOTS_PER_DAY] };
+                let fresh = DayRises {
+                    date,
+                    cpu_millis: vec![None; SLOTS_PER_DAY],
+                    memory_mib: vec![None; SLOTS_PER_DAY],
+                    pods: 0,
+                    pods_over: 0,
+                };
                 let at = self.days.partition_point(|d| d.date < date);
                 self.days.insert(at, fresh);
                 &mut self.days[at]
@@ -607,9 +656,32 @@ impl History {
         // A record of another shape (read back from the store) is brought to this one.
         day.cpu_millis.resize(SLOTS_PER_DAY, None);
         day.memory_mib.resize(SLOTS_PER_DAY, None);
-        let cpu = u32::try_from(rise_cpu).unwrap_or(u32::MAX);
-        day.cpu_millis[slot] = Some(day.cpu_millis[slot].map_or(cpu, |old| old.max(cpu)));
-        day.memory_mib[slot] = Some(day.memory_mib[slot].map_or(mib(rise_mem), |old| old.max(mib(rise_mem))));
+        day
+    }
+
+    /// First starts counted over the days kept, and how many of them waited longer than
+    /// the target.
+    pub fn budget(&self) -> (u32, u32) {
+        self.days
+            .iter()
+            .fold((0u32, 0u32), |(pods, over), d| (pods.saturating_add(d.pods), over.saturating_add(d.pods_over)))
+    }
+
+    /// Whether the days kept show enough first starts, few enough of them over the
+    /// target, that a window's waits may spend some of the target's 5 %: a miss is then
+    /// no reason for more room, and the room may shrink below the rise.
+    pub fn within_budget(&self) -> bool {
+        self.budget_spent_below(BUDGET_SPENT_AT_MOST)
+    }
+
+    /// Whether enough first starts are counted and at most `part` of the target's 5 %
+    /// of them waited longer.
+    fn budget_spent_below(&self, part: f64) -> bool {
+        // A first day's share is its first hours' (the pool filling up, the first burst):
+        // the budget is weighed from the second day counted on.
+        let counted_days = self.days.iter().filter(|d| d.pods > 0).count();
+        let (pods, over) = self.budget();
+        counted_days >= 2 && pods >= MIN_BUDGET_PODS && f64::from(over) <= f64::from(pods) * WAIT_BUDGET * part
     }
 
     /// What rose within the absorb span up to the newest demand sample (none if that is
@@ -681,6 +753,7 @@ impl History {
             from: now,
             to,
             correction: self.correction(),
+            budget_share: self.budget_share(),
         }
     }
 
@@ -709,7 +782,28 @@ impl History {
         self.last_hour.push(waits);
         let excess = self.last_hour.len().saturating_sub(MAX_HOUR_WINDOWS);
         self.last_hour.drain(..excess);
+        if let Some(over) = waits.over {
+            let day = self.day_mut(day_slot(waits.window_end, self.tz()).0);
+            day.pods = day.pods.saturating_add(waits.pods);
+            day.pods_over = day.pods_over.saturating_add(over.min(waits.pods));
+        }
+        let within_budget = self.within_budget();
         let missed = waits.p95_ms > target_ms;
+        // The budget is spent (or not known yet): room for the whole rise again. What
+        // waited while less was held is that shortfall, answered now, not a sign that the
+        // rise understates the room needed.
+        let held_less = !within_budget && self.budget_share_permille.take().is_some_and(|p| p < 1000);
+        if held_less {
+            self.raised_at = Some(waits.window_end);
+        } else if within_budget && !missed && self.budget_spent_below(BUDGET_SHRINK_BELOW) {
+            // Room below the rise: some pods of a rise wait, as the target allows. Each
+            // window met counts, however few its pods: the budget weighs them all.
+            let from = waits.window_start.checked_sub_signed(self.lead().0).unwrap_or(waits.window_start);
+            if !self.held_over(from, waits.window_end).overridden {
+                let share = (self.budget_share() - BUDGET_STEP).max(0.0);
+                self.budget_share_permille = Some((share * 1000.0).round() as u32);
+            }
+        }
         let judged = if waits.pods >= MIN_PODS_TO_SHRINK || missed && waits.pods >= MIN_PODS_TO_RAISE {
             Judged { missed, start: waits.window_start, end: waits.window_end, max_ms: waits.max_ms }
         } else {
@@ -743,7 +837,8 @@ impl History {
             self.missed_waits_secs.push(u32::try_from(judged.max_ms.div_ceil(1000)).unwrap_or(u32::MAX));
             let excess = self.missed_waits_secs.len().saturating_sub(LEAD_SAMPLES);
             self.missed_waits_secs.drain(..excess);
-            if held.not_ours {
+            // What the target lets wait: spent, not answered with room.
+            if held.not_ours || within_budget {
                 return true;
             }
             let burst = self.largest_rise(from, judged.end).map(Rise::of).unwrap_or_default();

@@ -61,10 +61,10 @@ fn resource(kind: Kind) -> ResourceLabel {
     ResourceLabel { resource: if kind == Kind::Pods { "pods" } else { "nodes" }.to_string() }
 }
 
-/// Buckets around the waits a headroom target is written in (a few seconds) up to a
-/// node's boot and more.
+/// The buckets the Pool Waits Measured events count, so a dashboard and the learner
+/// see the same pods over a target.
 fn wait_histogram() -> Histogram {
-    Histogram::new([0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0])
+    Histogram::new(ballast_core::event::WAIT_BUCKETS_SECONDS)
 }
 
 fn gauge(v: u64) -> i64 {

@@ -202,6 +202,24 @@ pub struct PoolWaitsDetail {
     pub pods: u32,
     pub p95_seconds: f64,
     pub max_seconds: f64,
+    /// Pods that waited at most `le` seconds, at each of [`WAIT_BUCKETS_SECONDS`]
+    /// (cumulative, as a Prometheus histogram): how many missed a target, whatever the
+    /// target. Empty from a forwarder older than 0.4.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub buckets: Vec<WaitBucket>,
+}
+
+/// Upper bounds, in seconds, of the first-start wait buckets the forwarder counts: the
+/// waits a target is written in (a few seconds to a minute or two) up to a node's boot
+/// and more. The forwarder's Prometheus histogram has the same.
+pub const WAIT_BUCKETS_SECONDS: [f64; 15] =
+    [0.5, 1.0, 2.0, 5.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0, 90.0, 120.0, 180.0, 300.0, 600.0];
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WaitBucket {
+    pub le: f64,
+    pub pods: u32,
 }
 
 impl PoolWaitsDetail {
@@ -222,7 +240,25 @@ impl PoolWaitsDetail {
             pods: u32::try_from(waits.len()).unwrap_or(u32::MAX),
             p95_seconds,
             max_seconds: waits[waits.len() - 1],
+            buckets: WAIT_BUCKETS_SECONDS
+                .iter()
+                .map(|&le| WaitBucket {
+                    le,
+                    pods: u32::try_from(waits.partition_point(|&w| w <= le)).unwrap_or(u32::MAX),
+                })
+                .collect(),
         })
+    }
+
+    /// How many of the window's pods waited longer than `target_seconds`: those above
+    /// the largest bucket bound within the target (so at least as many as did, for a
+    /// target between bounds). `None` without buckets (an older forwarder).
+    pub fn pods_over(&self, target_seconds: f64) -> Option<u32> {
+        if self.buckets.is_empty() {
+            return None;
+        }
+        let within = self.buckets.iter().rev().find(|b| b.le <= target_seconds).map_or(0, |b| b.pods);
+        Some(self.pods.saturating_sub(within))
     }
 
     pub(super) fn check(&self) -> Result<(), super::EventError> {
@@ -238,6 +274,22 @@ impl PoolWaitsDetail {
             if !value.is_finite() || value < 0.0 {
                 return bad(field, format!("{value} is not a wait in seconds"));
             }
+        }
+        let mut below = (f64::NEG_INFINITY, 0);
+        for b in &self.buckets {
+            if !b.le.is_finite() || b.le <= below.0 {
+                return bad("detail.buckets", format!("bound {} does not follow {} upwards", b.le, below.0));
+            }
+            if b.pods < below.1 || b.pods > self.pods {
+                return bad(
+                    "detail.buckets",
+                    format!(
+                        "{} pods within {} s is not between {} and the window's {} pods",
+                        b.pods, b.le, below.1, self.pods
+                    ),
+                );
+            }
+            below = (b.le, b.pods);
         }
         if self.p95_seconds > self.max_seconds {
             return bad(

@@ -13,7 +13,7 @@ use crate::units::HumanDuration;
 use detail::*;
 pub use detail::{
     CapacityType, InstanceAction, InstanceState, NodeCondition, NodeLifecycleDetail, PodsUnschedulableDetail,
-    PoolDemandDetail, PoolWaitsDetail,
+    PoolDemandDetail, PoolWaitsDetail, WaitBucket, WAIT_BUCKETS_SECONDS,
 };
 
 /// The deployment's own account and region: events from elsewhere are rejected.

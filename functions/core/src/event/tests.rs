@@ -108,6 +108,18 @@ fn lifecycle_health_schedule_and_forwarder() {
     assert_eq!((n.capacity_type, n.condition), (CapacityType::Spot, NodeCondition::NotReady));
     let Signal::PoolWaits(w) = ok("forwarder-pool-waits-measured.json") else { panic!() };
     assert_eq!((w.pool.as_str(), w.pods, w.p95_seconds, w.max_seconds), ("general", 42, 7.8, 61.2));
+    // Bounds are the forwarder's; a target between two counts from the lower one.
+    assert_eq!([w.pods_over(10.0), w.pods_over(12.0), w.pods_over(60.0), w.pods_over(0.1)], [2, 2, 1, 42].map(Some));
+}
+
+#[test]
+fn a_pool_waits_event_from_an_older_forwarder_has_no_count_over_a_target() {
+    let mut v: Value =
+        serde_json::from_slice(&std::fs::read(events_dir().join("forwarder-pool-waits-measured.json")).unwrap())
+            .unwrap();
+    v["detail"].as_object_mut().unwrap().remove("buckets");
+    let Signal::PoolWaits(w) = parse_event(&serde_json::to_vec(&v).unwrap(), None).unwrap().signal else { panic!() };
+    assert_eq!(w.pods_over(10.0), None);
 }
 
 #[test]
@@ -235,13 +247,14 @@ fn invalid_fixtures_name_the_field() {
         ("missing-id.json", Some("id"), "is required"),
         ("pool-waits-p95-above-max.json", Some("detail.p95_seconds"), "90 is above max_seconds (61.2)"),
         ("launch-successful-no-start-time.json", Some("detail.StartTime"), "cannot be timed"),
+        ("pool-waits-buckets-falling.json", Some("detail.buckets"), "38 pods within 15 s is not between 40 and"),
     ] {
         let err = fixture(&format!("invalid/{file}")).expect_err(file);
         assert_eq!(err.field_name(), field, "{file}: {err}");
         assert!(err.to_string().contains(reason), "{file}: `{err}` should mention `{reason}`");
     }
     let listed = std::fs::read_dir(events_dir().join("invalid")).unwrap().count();
-    assert_eq!(listed, 16, "every invalid fixture has an expectation here");
+    assert_eq!(listed, 17, "every invalid fixture has an expectation here");
 }
 
 #[test]

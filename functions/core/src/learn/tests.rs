@@ -21,7 +21,7 @@ fn demand_at(cpu_millis: u64, at: DateTime<Utc>) -> Demand {
 /// started, the p95 (and the longest) wait `p95_ms`.
 fn five_minutes_to(m: i64, pods: u32, p95_ms: u64) -> WaitsSeen {
     let end = monday() + Duration::minutes(m);
-    WaitsSeen { window_start: end - Duration::minutes(5), window_end: end, pods, p95_ms, max_ms: p95_ms }
+    WaitsSeen { over: None, window_start: end - Duration::minutes(5), window_end: end, pods, p95_ms, max_ms: p95_ms }
 }
 
 /// Observes the pool each minute from `from` for `minutes`, demand given by `cpu_at`.
@@ -298,7 +298,14 @@ fn the_last_hours_waits_are_bounded_by_their_windows_p95() {
 #[test]
 fn windows_met_under_an_override_leave_the_correction_alone() {
     let at = |m: i64| monday() + Duration::minutes(m);
-    let met = |m: i64| WaitsSeen { window_start: at(m - 5), window_end: at(m), pods: 30, p95_ms: 1_000, max_ms: 2_000 };
+    let met = |m: i64| WaitsSeen {
+        over: None,
+        window_start: at(m - 5),
+        window_end: at(m),
+        pods: 30,
+        p95_ms: 1_000,
+        max_ms: 2_000,
+    };
     let mut h = History { correction_permille: 2_000, ..Default::default() };
     let room = Rise { cpu_millis: 100_000, memory_bytes: 200 << 30 };
     h.held(at(0), room, false, DecidedBy::Override, None);
@@ -328,6 +335,7 @@ fn pooled_windows_are_judged_against_the_room_held_over_their_whole_span() {
     for (i, m) in (5..=60).step_by(5).enumerate() {
         let missed = m == 5 || m == 30;
         let waits = WaitsSeen {
+            over: None,
             window_start: at(m - 5),
             window_end: at(m),
             pods: 1,
@@ -352,7 +360,7 @@ fn pooled_windows_are_judged_against_the_room_held_over_their_whole_span() {
     for (i, m) in (5..=50).step_by(5).enumerate() {
         let p95_ms = if m == 5 || m == 30 { 60_000 } else { 1_000 };
         busy.measured(
-            WaitsSeen { window_start: at(m - 5), window_end: at(m), pods: 1, p95_ms, max_ms: p95_ms },
+            WaitsSeen { over: None, window_start: at(m - 5), window_end: at(m), pods: 1, p95_ms, max_ms: p95_ms },
             10_000,
         );
         assert_eq!(busy.few.pods == 0, i == 9);
@@ -368,8 +376,14 @@ fn burst_at_nine(day: DateTime<Utc>, by: DecidedBy) -> (History, DateTime<Utc>, 
     watch(&mut h, t0 - Duration::minutes(30), 31, 14, |t| if t > t0 { 110_000 } else { 90_000 });
     watch(&mut h, t0 + Duration::minutes(1), 10, 14, |_| 110_000);
     h.held(t0 - Duration::minutes(10), Rise { cpu_millis: 5_000, memory_bytes: 10 << 30 }, false, by, None);
-    let window =
-        WaitsSeen { window_start: t0, window_end: t0 + Duration::minutes(5), pods: 20, p95_ms: 90_000, max_ms: 95_000 };
+    let window = WaitsSeen {
+        over: None,
+        window_start: t0,
+        window_end: t0 + Duration::minutes(5),
+        pods: 20,
+        p95_ms: 90_000,
+        max_ms: 95_000,
+    };
     (h, t0, window)
 }
 
@@ -392,6 +406,7 @@ fn a_burst_larger_than_the_room_is_kept_and_fades_and_a_miss_with_room_raises_th
         None,
     );
     let again = WaitsSeen {
+        over: None,
         window_start: t0 + Duration::minutes(5),
         window_end: t0 + Duration::minutes(10),
         pods: 20,
@@ -409,6 +424,7 @@ fn windows_of_a_few_pods_are_judged_together() {
     let mut h = History::default();
     let at = |m: i64| monday() + Duration::hours(8) + Duration::minutes(m);
     let waits = |m: i64, pods: u32, p95_ms: u64| WaitsSeen {
+        over: None,
         window_start: at(m - 5),
         window_end: at(m),
         pods,
@@ -440,6 +456,99 @@ fn windows_of_a_few_pods_are_judged_together() {
     assert_eq!((h.few.pods, h.few.missed_windows), (2, 0), "{:?}", h.few);
 }
 
+/// A pool whose day before Monday counted `pods` first starts, `over` of them past the
+/// target.
+fn with_budget(pods: u32, over: u32) -> History {
+    let sunday = (monday() - Duration::days(1)).date_naive();
+    let day = DayRises { date: sunday, cpu_millis: vec![], memory_mib: vec![], pods, pods_over: over };
+    History { lead_secs: vec![180], days: vec![day], ..Default::default() }
+}
+
+/// A window at 09:00 + `m` minutes on Monday, with the forwarder's count over the target.
+fn counted(m: i64, pods: u32, p95_ms: u64, over: u32) -> WaitsSeen {
+    let end = monday() + Duration::hours(9) + Duration::minutes(m);
+    WaitsSeen {
+        window_start: end - Duration::minutes(5),
+        window_end: end,
+        pods,
+        p95_ms,
+        max_ms: p95_ms,
+        over: Some(over),
+    }
+}
+
+/// The target is a p95: 5 pods in 100 may wait longer. A miss the days kept can afford
+/// (up to 3 %, the rest kept as margin) is spent, not answered with more room.
+#[test]
+fn a_miss_the_wait_budget_affords_adds_no_room() {
+    let room = Rise { cpu_millis: 20_000, memory_bytes: 40 << 30 };
+    let miss = counted(10, 30, 60_000, 3);
+    let mut h = with_budget(1_000, 10);
+    h.held(miss.window_start - Duration::minutes(10), room, false, DecidedBy::Seasonal, None);
+    let mut spent = h.clone();
+    spent.days[0].pods_over = 30;
+    h.measured(miss, 10_000);
+    assert_eq!((h.correction(), h.budget()), (1.0, (1_030, 13)), "13 of 1,030 over: within 3 %");
+    spent.measured(miss, 10_000);
+    assert_eq!(spent.correction(), 1.5, "33 of 1,030 over: past 3 %, the miss is answered");
+    // An older forwarder counts nothing over the target: no budget to spend.
+    let mut unknown = with_budget(0, 0);
+    unknown.held(miss.window_start - Duration::minutes(10), room, false, DecidedBy::Seasonal, None);
+    unknown.measured(WaitsSeen { over: None, ..miss }, 10_000);
+    assert_eq!((unknown.correction(), unknown.budget()), (1.5, (0, 0)));
+}
+
+/// Within the budget the room shrinks below the rise, a window met at a time, down to
+/// none; once the days kept show more pods over than it allows, the whole rise is held
+/// again at once.
+#[test]
+fn windows_met_within_the_wait_budget_shrink_the_room_below_the_rise() {
+    let mut h = with_budget(1_000, 0);
+    let rise = |h: &History| {
+        Prediction {
+            seasonal: Some((Rise { cpu_millis: 10_000, memory_bytes: 0 }, Basis::TimeOfDay { days: 1 })),
+            ..h.predict(monday(), 14)
+        }
+        .room()
+        .0
+    };
+    assert_eq!(rise(&h), 10_000.0);
+    for k in 1..=10 {
+        h.measured(counted(5 * k, 1, 2_000, 0), 10_000);
+    }
+    assert_eq!((h.budget_share(), rise(&h)), (0.5, 5_000.0), "a window of one pod counts: the budget weighs pods");
+    for k in 11..=30 {
+        h.measured(counted(5 * k, 2, 2_000, 0), 10_000);
+    }
+    assert_eq!(rise(&h), 0.0, "never below none");
+    // 40 of 1,090 first starts over the target: 3.7 %, past what is spent on purpose.
+    // The miss is what holding less let wait: answered by the whole rise, not by more.
+    h.measured(counted(155, 40, 90_000, 40), 10_000);
+    assert_eq!((h.budget_share(), h.correction(), rise(&h)), (1.0, 1.0, 10_000.0));
+    // Between 1.5 % and 3 % spent, windows met hold the room where it is.
+    let mut between = with_budget(1_000, 20);
+    between.budget_share_permille = Some(500);
+    between.measured(counted(5, 10, 2_000, 0), 10_000);
+    assert_eq!(between.budget_share(), 0.5);
+}
+
+/// Too few first starts say nothing of a share: 99 met pods leave the room whole. Nor
+/// does a first day alone (a pool filling up, its first burst).
+#[test]
+fn the_wait_budget_needs_a_hundred_first_starts_over_two_days() {
+    let mut h = with_budget(50, 0);
+    for k in 1..=7 {
+        h.measured(counted(5 * k, 7, 2_000, 0), 10_000);
+    }
+    assert_eq!((h.budget(), h.budget_share()), ((99, 0), 1.0));
+    h.measured(counted(40, 1, 2_000, 0), 10_000);
+    assert_eq!(h.budget_share(), 0.95, "the hundredth");
+    let mut first_day = with_budget(0, 0);
+    first_day.measured(counted(5, 150, 2_000, 0), 10_000);
+    first_day.measured(counted(10, 1, 2_000, 0), 10_000);
+    assert_eq!((first_day.budget(), first_day.budget_share()), ((151, 0), 1.0));
+}
+
 /// A burst the room falls short of makes every window miss until the nodes come: one
 /// shortfall, one raise (not one per window, compounding).
 #[test]
@@ -447,8 +556,14 @@ fn one_shortfall_raises_the_correction_once() {
     let mut h = History { lead_secs: vec![180], ..Default::default() };
     let at = |m: i64| monday() + Duration::hours(9) + Duration::minutes(m);
     h.held(at(-10), Rise { cpu_millis: 20_000, memory_bytes: 40 << 30 }, false, DecidedBy::Seasonal, None);
-    let miss =
-        |m: i64| WaitsSeen { window_start: at(m - 5), window_end: at(m), pods: 30, p95_ms: 60_000, max_ms: 90_000 };
+    let miss = |m: i64| WaitsSeen {
+        over: None,
+        window_start: at(m - 5),
+        window_end: at(m),
+        pods: 30,
+        p95_ms: 60_000,
+        max_ms: 90_000,
+    };
     for m in [5, 10] {
         h.measured(miss(m), 10_000);
     }
@@ -498,7 +613,14 @@ fn pods_that_waited_for_a_node_longer_than_the_lead_time_lengthen_the_span() {
     for (i, max_ms) in [98_000, 101_000, 104_000].into_iter().enumerate() {
         let at = end + Duration::minutes(5 * i as i64);
         h.measured(
-            WaitsSeen { window_start: at - Duration::minutes(5), window_end: at, pods: 20, p95_ms: 95_000, max_ms },
+            WaitsSeen {
+                over: None,
+                window_start: at - Duration::minutes(5),
+                window_end: at,
+                pods: 20,
+                p95_ms: 95_000,
+                max_ms,
+            },
             70_000,
         );
     }
@@ -513,6 +635,7 @@ fn windows_at_the_ends_of_time_do_not_panic() {
     h.held(monday(), Rise::default(), false, DecidedBy::Percent, None);
     let start = DateTime::<Utc>::MIN_UTC;
     let window = WaitsSeen {
+        over: None,
         window_start: start,
         window_end: start + Duration::minutes(5),
         pods: 20,
@@ -522,6 +645,7 @@ fn windows_at_the_ends_of_time_do_not_panic() {
     assert!(h.measured(window, 10_000));
     let end = DateTime::<Utc>::MAX_UTC;
     let later = WaitsSeen {
+        over: None,
         window_start: end - Duration::minutes(5),
         window_end: end,
         pods: 20,
@@ -552,7 +676,7 @@ proptest! {
             };
             let pool = launching_pool(&ids.iter().enumerate().map(|(i, id)| (id.as_str(), ready(i))).collect::<Vec<_>>());
             h.observe(&pool, Some(demand_at(cpu, now)), now, days);
-            let window = WaitsSeen { window_start: now - Duration::minutes(5), window_end: now, pods: u32::from(nodes) * 5, p95_ms: cpu % 30_000, max_ms: cpu % 90_000 };
+            let window = WaitsSeen { over: None, window_start: now - Duration::minutes(5), window_end: now, pods: u32::from(nodes) * 5, p95_ms: cpu % 30_000, max_ms: cpu % 90_000 };
             h.measured(window, 10_000);
             prop_assert!(h.days.len() <= days + 1);
             prop_assert!(h.recent.len() <= MAX_RECENT);

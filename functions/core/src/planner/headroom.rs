@@ -222,6 +222,9 @@ impl Work<'_> {
         if room > 0 {
             parts.push(format!("{room} pods for {}", self.rises(p)));
         }
+        if p.budget_share < 1.0 {
+            parts.push(format!("rises × {:.2} while waits spend little of the target's 5 %", p.budget_share));
+        }
         let adds = if parts.is_empty() { String::new() } else { format!(": {}", parts.join(", ")) };
         format!("wait target {}{adds}; {}", target.wait_p95, self.measured())
     }
@@ -240,6 +243,19 @@ impl Work<'_> {
 
     fn measured(&self) -> String {
         let Some(history) = self.record.learned.as_ref() else { return "no wait measured yet".into() };
+        let last = self.last_measured(history);
+        match history.budget() {
+            (0, _) => last,
+            (pods, over) => format!(
+                "{last}; {over} of {pods} first starts over the target in {} days kept ({:.1} %, the target allows {} %)",
+                history.days.len(),
+                f64::from(over) * 100.0 / f64::from(pods),
+                crate::learn::WAIT_BUDGET * 100.0,
+            ),
+        }
+    }
+
+    fn last_measured(&self, history: &crate::learn::History) -> String {
         if let Some((p95_ms, pods, windows, last)) = history.waits_last_hour(self.now) {
             let windows = if windows == 1 { "1 window".to_string() } else { format!("{windows} windows") };
             return format!(
@@ -303,6 +319,9 @@ impl Work<'_> {
         }
         if p.correction != 1.0 {
             extra += &format!(" × {:.2} from measured waits", p.correction);
+        }
+        if p.budget_share < 1.0 {
+            extra += &format!(" × {:.2} while waits spend little of the target's 5 %", p.budget_share);
         }
         extra += &format!(": {room} pods");
         if boost > 0 {

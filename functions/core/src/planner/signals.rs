@@ -171,14 +171,15 @@ impl Work<'_> {
                 let Some(target) = self.cfg.headroom.target else {
                     return;
                 };
+                let target_ms = target.wait_p95.0.as_millis() as u64;
                 let seen = WaitsSeen {
                     window_start: w.window_start,
                     window_end: w.window_end,
                     pods: w.pods,
                     p95_ms: (w.p95_seconds * 1000.0).round() as u64,
                     max_ms: (w.max_seconds * 1000.0).round() as u64,
+                    over: w.pods_over(target_ms as f64 / 1000.0),
                 };
-                let target_ms = target.wait_p95.0.as_millis() as u64;
                 self.record.learned.get_or_insert_with(Default::default).measured(seen, target_ms);
             }
             Signal::PodsUnschedulable(u) => {

@@ -1734,6 +1734,7 @@ fn waits_event(end: DateTime<Utc>, pods: u32, p95: f64) -> Event {
             pods,
             p95_seconds: p95,
             max_seconds: p95 * 2.0,
+            buckets: vec![],
         }),
         end,
     )
@@ -1827,6 +1828,7 @@ fn percent_is_used_until_a_past_day_shows_the_time_and_an_override_wins_over_the
             pods: 12,
             p95_seconds: 70.0,
             max_seconds: 80.0,
+            buckets: vec![],
         }),
         now(),
     );
@@ -1868,6 +1870,7 @@ fn a_missed_wait_raises_the_room_and_a_target_above_max_is_told_once_an_hour() {
                 pods: 40,
                 p95_seconds: p95,
                 max_seconds: p95 * 2.0,
+                buckets: vec![],
             }),
             end,
         )
@@ -1990,4 +1993,23 @@ fn a_dry_run_judges_waits_against_the_pause_pods_the_cluster_runs() {
     assert_eq!(learned.correction(), 1.0, "no sign the prediction was short");
     assert_eq!(learned.missed, crate::learn::Rise::default(), "nor a burst a live run would have missed");
     assert!(learned.held.iter().all(|h| h.decided.is_some()), "what was decided is kept beside what ran");
+}
+
+/// The forwarder's buckets say how many first starts waited past the target, whatever
+/// it is: the plan's reason weighs them against the 5 % a p95 allows.
+#[test]
+fn the_reason_weighs_first_starts_over_the_target_against_its_five_percent() {
+    let cfg = target_config(None);
+    let (history, at) = ramp_history();
+    let record = PoolRecord { learned: Some(history), ..Default::default() };
+    let mut waits = vec![2.0; 38];
+    waits.extend([10.0, 12.5]);
+    let detail = crate::event::PoolWaitsDetail::summing("p", at - Duration::minutes(5), at, &mut waits).unwrap();
+    let p = learned_plan(&cfg, &record, &[event(Signal::PoolWaits(detail), at)], at);
+    let (_, reason) = headroom_action(&p).unwrap();
+    assert!(
+        reason.contains("1 of 40 first starts over the target in 3 days kept (2.5 %, the target allows 5 %)"),
+        "a wait of exactly 10 s meets a 10 s target: {reason}"
+    );
+    assert_eq!(p.record.learned.unwrap().budget(), (40, 1));
 }
