@@ -250,6 +250,27 @@ async fn forwarder_events_follow_the_cluster_across_an_api_server_restart() {
         .await;
     let p95 = measured["p95_seconds"].as_f64().unwrap();
     assert!((p95 - waits.1).abs() < 1e-9 && measured["max_seconds"] == measured["p95_seconds"], "{measured}");
+    // Its buckets are the histogram's: a budget and a dashboard count the same pods over.
+    let mut histogram: Vec<(f64, f64)> = scrape(metrics_addr)
+        .await
+        .into_iter()
+        .filter_map(|(key, count)| {
+            let labels = key.strip_prefix("ballast_forwarder_pool_first_start_wait_seconds_bucket{")?;
+            if !labels.contains("pool=\"general\"") {
+                return None;
+            }
+            let le = labels.split("le=\"").nth(1)?.split('"').next()?.parse::<f64>().ok()?;
+            le.is_finite().then_some((le, count))
+        })
+        .collect();
+    let buckets: Vec<(f64, f64)> = measured["buckets"]
+        .as_array()
+        .expect("buckets")
+        .iter()
+        .map(|b| (b["le"].as_f64().unwrap(), b["pods"].as_f64().unwrap()))
+        .collect();
+    histogram.sort_by(|a, b| a.0.total_cmp(&b.0));
+    assert_eq!(buckets, histogram, "{measured}");
     let rss = sample(&metrics, "ballast_forwarder_resident_memory_bytes");
     assert!(rss > 1e6 && rss <= sample(&metrics, "ballast_forwarder_resident_memory_peak_bytes"), "{rss}");
 

@@ -251,7 +251,10 @@ impl HeadroomConfig {
                 format!(
                     "learned for a first-start wait of at most {} at p95 from up to {} day(s) of history: room for the demand \
                      that rises within one node launch-to-Ready time, by time of day in {}{weekly}, \
-                     raised when measured waits miss the target and lowered slowly when they meet it; {first_day}{boost}; {pods}; \
+                     raised when measured waits miss the target and lowered slowly when they meet it; the target's 5 % is a \
+                     budget: from the second day counted, misses that keep the share of first starts over the target under 3 % \
+                     add no room, and under 1.5 % the room shrinks below the rise, back to all of it past 3 %; \
+                     {first_day}{boost}; {pods}; \
                      a headroom override event wins while it lasts; a target that max does not let through is logged once an hour",
                     t.wait_p95,
                     t.history_days(),

@@ -373,6 +373,7 @@ fn a_wait_target_is_read_with_its_floor_and_bounds() {
     let short = explained("    headroom:\n      target: { wait_p95: 10s, history: 7d }\n");
     assert!(short.contains("(history under 14 days: never by time of week)"), "{short}");
     assert!(explained("    headroom:\n      target: { wait_p95: 10s }\n").contains("by time of week once two weeks"));
+    assert!(explained("    headroom:\n      target: { wait_p95: 10s }\n").contains("the target's 5 % is a budget"));
     let bare = explained("    headroom:\n      percent: 0\n      target: { wait_p95: 10s }\n");
     assert!(bare.contains("only what rises now and bursts that missed the target (percent 0"), "{bare}");
     let scheduled = explained(
