@@ -188,6 +188,9 @@ pub struct DayRises {
     pub pods: u32,
     #[serde(default)]
     pub pods_over: u32,
+    /// The most first starts one window of the day counted.
+    #[serde(default)]
+    pub most_pods: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -238,6 +241,8 @@ struct HeldOver {
     /// An override decided them at some point.
     overridden: bool,
     seasonal: bool,
+    /// A dry run decided them at some point: the cluster ran other room.
+    dry_run: bool,
 }
 
 /// Where a prediction comes from.
@@ -449,16 +454,19 @@ impl History {
                 not_ours: false,
                 overridden: false,
                 seasonal: false,
+                dry_run: false,
             };
         }
         let most = Rise { cpu_millis: u64::MAX, memory_bytes: u64::MAX };
-        let start = HeldOver { least: most, decided: most, not_ours: false, overridden: false, seasonal: true };
+        let start =
+            HeldOver { least: most, decided: most, not_ours: false, overridden: false, seasonal: true, dry_run: false };
         during.fold(start, |over, h| HeldOver {
             least: over.least.min(h.room),
             decided: over.decided.min(h.decided.unwrap_or(h.room)),
             not_ours: over.not_ours || h.at_max || h.overridden,
             overridden: over.overridden || h.overridden,
             seasonal: over.seasonal && h.seasonal,
+            dry_run: over.dry_run || h.decided.is_some(),
         })
     }
 
@@ -647,6 +655,7 @@ impl History {
                     memory_mib: vec![None; SLOTS_PER_DAY],
                     pods: 0,
                     pods_over: 0,
+                    most_pods: 0,
                 };
                 let at = self.days.partition_point(|d| d.date < date);
                 self.days.insert(at, fresh);
@@ -679,9 +688,24 @@ impl History {
     fn budget_spent_below(&self, part: f64) -> bool {
         // A first day's share is its first hours' (the pool filling up, the first burst):
         // the budget is weighed from the second day counted on.
-        let counted_days = self.days.iter().filter(|d| d.pods > 0).count();
+        let counted: Vec<&DayRises> = self.days.iter().filter(|d| d.pods > 0).collect();
         let (pods, over) = self.budget();
-        counted_days >= 2 && pods >= MIN_BUDGET_PODS && f64::from(over) <= f64::from(pods) * WAIT_BUDGET * part
+        let allowed = |pods: u32| f64::from(pods) * WAIT_BUDGET;
+        // Nor may one day spend more than its own 5 %: the days before paying for a day
+        // of misses would make a mean of a day that missed.
+        // (From 20 first starts on: the fewest whose 5 % is a pod.)
+        let today_within = counted.last().is_none_or(|d| d.pods < 20 || f64::from(d.pods_over) <= allowed(d.pods));
+        counted.len() >= 2 && pods >= MIN_BUDGET_PODS && today_within && f64::from(over) <= allowed(pods) * part
+    }
+
+    /// Whether what is left of the budget (up to [`BUDGET_SPENT_AT_MOST`]) could take the
+    /// largest window counted waiting whole: only then may the room shrink, so that one
+    /// ramp met without room does not spend more than the days kept allow.
+    fn budget_covers_a_window(&self) -> bool {
+        let (pods, over) = self.budget();
+        // Not the first day counted: its largest window is the pool filling up.
+        let largest = self.days.iter().filter(|d| d.pods > 0).skip(1).map(|d| d.most_pods).max().unwrap_or(0);
+        f64::from(pods) * WAIT_BUDGET * BUDGET_SPENT_AT_MOST - f64::from(over) >= f64::from(largest)
     }
 
     /// What rose within the absorb span up to the newest demand sample (none if that is
@@ -783,9 +807,15 @@ impl History {
         let excess = self.last_hour.len().saturating_sub(MAX_HOUR_WINDOWS);
         self.last_hour.drain(..excess);
         if let Some(over) = waits.over {
+            // A p95 above the target says more than 5 % waited longer, whatever the
+            // buckets say.
+            let rank = (u64::from(waits.pods) * 95).div_ceil(100);
+            let by_p95 = if waits.p95_ms > target_ms { u64::from(waits.pods) + 1 - rank } else { 0 };
+            let over = u32::try_from(by_p95).unwrap_or(u32::MAX).max(over);
             let day = self.day_mut(day_slot(waits.window_end, self.tz()).0);
             day.pods = day.pods.saturating_add(waits.pods);
             day.pods_over = day.pods_over.saturating_add(over.min(waits.pods));
+            day.most_pods = day.most_pods.max(waits.pods);
         }
         let within_budget = self.within_budget();
         let missed = waits.p95_ms > target_ms;
@@ -795,11 +825,17 @@ impl History {
         let held_less = !within_budget && self.budget_share_permille.take().is_some_and(|p| p < 1000);
         if held_less {
             self.raised_at = Some(waits.window_end);
-        } else if within_budget && !missed && self.budget_spent_below(BUDGET_SHRINK_BELOW) {
+        } else if within_budget
+            && !missed
+            && self.budget_spent_below(BUDGET_SHRINK_BELOW)
+            && self.budget_covers_a_window()
+        {
             // Room below the rise: some pods of a rise wait, as the target allows. Each
-            // window met counts, however few its pods: the budget weighs them all.
+            // window met counts, however few its pods: the budget weighs them all. Not
+            // one an override or a dry run decided: the cluster ran other room.
             let from = waits.window_start.checked_sub_signed(self.lead().0).unwrap_or(waits.window_start);
-            if !self.held_over(from, waits.window_end).overridden {
+            let held = self.held_over(from, waits.window_end);
+            if !held.overridden && !held.dry_run {
                 let share = (self.budget_share() - BUDGET_STEP).max(0.0);
                 self.budget_share_permille = Some((share * 1000.0).round() as u32);
             }

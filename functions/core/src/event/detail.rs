@@ -275,9 +275,11 @@ impl PoolWaitsDetail {
                 return bad(field, format!("{value} is not a wait in seconds"));
             }
         }
-        let mut below = (f64::NEG_INFINITY, 0);
-        for b in &self.buckets {
-            if !b.le.is_finite() || b.le <= below.0 {
+        let mut below = (0.0, 0);
+        // The nearest rank of the p95: fewer pods than that waited less than it.
+        let rank = (u64::from(self.pods) * 95).div_ceil(100);
+        for (i, b) in self.buckets.iter().enumerate() {
+            if !b.le.is_finite() || b.le < 0.0 || i > 0 && b.le <= below.0 {
                 return bad("detail.buckets", format!("bound {} does not follow {} upwards", b.le, below.0));
             }
             if b.pods < below.1 || b.pods > self.pods {
@@ -286,6 +288,16 @@ impl PoolWaitsDetail {
                     format!(
                         "{} pods within {} s is not between {} and the window's {} pods",
                         b.pods, b.le, below.1, self.pods
+                    ),
+                );
+            }
+            // Buckets that contradict the p95 or the max would hide pods over a target.
+            if b.le >= self.max_seconds && b.pods != self.pods || b.le < self.p95_seconds && u64::from(b.pods) >= rank {
+                return bad(
+                    "detail.buckets",
+                    format!(
+                        "{} pods within {} s contradicts {} pods, p95 {} s and max {} s",
+                        b.pods, b.le, self.pods, self.p95_seconds, self.max_seconds
                     ),
                 );
             }

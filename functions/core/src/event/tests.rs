@@ -248,13 +248,18 @@ fn invalid_fixtures_name_the_field() {
         ("pool-waits-p95-above-max.json", Some("detail.p95_seconds"), "90 is above max_seconds (61.2)"),
         ("launch-successful-no-start-time.json", Some("detail.StartTime"), "cannot be timed"),
         ("pool-waits-buckets-falling.json", Some("detail.buckets"), "38 pods within 15 s is not between 40 and"),
+        (
+            "pool-waits-buckets-contradict-p95.json",
+            Some("detail.buckets"),
+            "42 pods within 0.5 s contradicts 42 pods, p95 60 s",
+        ),
     ] {
         let err = fixture(&format!("invalid/{file}")).expect_err(file);
         assert_eq!(err.field_name(), field, "{file}: {err}");
         assert!(err.to_string().contains(reason), "{file}: `{err}` should mention `{reason}`");
     }
     let listed = std::fs::read_dir(events_dir().join("invalid")).unwrap().count();
-    assert_eq!(listed, 17, "every invalid fixture has an expectation here");
+    assert_eq!(listed, 18, "every invalid fixture has an expectation here");
 }
 
 #[test]

@@ -457,10 +457,10 @@ fn windows_of_a_few_pods_are_judged_together() {
 }
 
 /// A pool whose day before Monday counted `pods` first starts, `over` of them past the
-/// target.
+/// target, at most 2 in a window.
 fn with_budget(pods: u32, over: u32) -> History {
     let sunday = (monday() - Duration::days(1)).date_naive();
-    let day = DayRises { date: sunday, cpu_millis: vec![], memory_mib: vec![], pods, pods_over: over };
+    let day = DayRises { date: sunday, cpu_millis: vec![], memory_mib: vec![], pods, pods_over: over, most_pods: 2 };
     History { lead_secs: vec![180], days: vec![day], ..Default::default() }
 }
 
@@ -485,12 +485,13 @@ fn a_miss_the_wait_budget_affords_adds_no_room() {
     let miss = counted(10, 30, 60_000, 3);
     let mut h = with_budget(1_000, 10);
     h.held(miss.window_start - Duration::minutes(10), room, false, DecidedBy::Seasonal, None);
+    h.measured(counted(5, 60, 2_000, 0), 10_000);
     let mut spent = h.clone();
     spent.days[0].pods_over = 30;
     h.measured(miss, 10_000);
-    assert_eq!((h.correction(), h.budget()), (1.0, (1_030, 13)), "13 of 1,030 over: within 3 %");
+    assert_eq!((h.correction(), h.budget()), (1.0, (1_090, 13)), "13 of 1,090 over, 3 of 90 today: within");
     spent.measured(miss, 10_000);
-    assert_eq!(spent.correction(), 1.5, "33 of 1,030 over: past 3 %, the miss is answered");
+    assert_eq!(spent.correction(), 1.5, "33 of 1,090 over: past 3 %, the miss is answered");
     // An older forwarder counts nothing over the target: no budget to spend.
     let mut unknown = with_budget(0, 0);
     unknown.held(miss.window_start - Duration::minutes(10), room, false, DecidedBy::Seasonal, None);
@@ -537,16 +538,76 @@ fn windows_met_within_the_wait_budget_shrink_the_room_below_the_rise() {
 #[test]
 fn the_wait_budget_needs_a_hundred_first_starts_over_two_days() {
     let mut h = with_budget(50, 0);
-    for k in 1..=7 {
-        h.measured(counted(5 * k, 7, 2_000, 0), 10_000);
+    for k in 1..=49 {
+        h.measured(counted(5 * k, 1, 2_000, 0), 10_000);
     }
     assert_eq!((h.budget(), h.budget_share()), ((99, 0), 1.0));
-    h.measured(counted(40, 1, 2_000, 0), 10_000);
+    h.measured(counted(250, 1, 2_000, 0), 10_000);
     assert_eq!(h.budget_share(), 0.95, "the hundredth");
     let mut first_day = with_budget(0, 0);
     first_day.measured(counted(5, 150, 2_000, 0), 10_000);
     first_day.measured(counted(10, 1, 2_000, 0), 10_000);
     assert_eq!((first_day.budget(), first_day.budget_share()), ((151, 0), 1.0));
+}
+
+/// The room shrinks only while what is left of the budget could take the largest window
+/// of the days kept waiting whole: one ramp met without room must not spend more than
+/// the days allow.
+#[test]
+fn the_room_shrinks_only_while_the_budget_left_takes_the_largest_window() {
+    let quiet_then_ramp = |pods: u32| {
+        let mut h = with_budget(pods, 0);
+        h.days[0].most_pods = 60;
+        // A day before it, the first counted: its largest window (the pool filling up)
+        // does not count.
+        let saturday = (monday() - Duration::days(2)).date_naive();
+        h.days.insert(
+            0,
+            DayRises { date: saturday, cpu_millis: vec![], memory_mib: vec![], pods: 1, pods_over: 0, most_pods: 500 },
+        );
+        for k in 1..=20 {
+            h.measured(counted(5 * k, 1, 2_000, 0), 10_000);
+        }
+        h
+    };
+    assert_eq!(quiet_then_ramp(1_000).budget_share(), 1.0, "30 pods left of 3 % of 1,021: not a 60-pod ramp");
+    let mut h = quiet_then_ramp(2_500);
+    assert_eq!(h.budget_share(), 0.0, "75 left: it may");
+    // The ramp comes and all of it waits: 60 of 2,581 is 2.3 %, within what the days
+    // kept allow, but not within the day's own 5 %: the whole rise is held again.
+    h.measured(counted(105, 60, 90_000, 60), 10_000);
+    assert_eq!((h.budget(), h.budget_share()), ((2_581, 60), 1.0));
+}
+
+/// Days of met waits do not pay for a day of misses: each day keeps to its own 5 %.
+#[test]
+fn a_day_of_misses_is_answered_however_many_days_were_met() {
+    let mut h = with_budget(28_000, 0);
+    h.measured(counted(5, 30, 90_000, 30), 10_000);
+    assert_eq!(h.correction(), 1.5, "30 of 30 today over: answered at once");
+}
+
+/// A dry run's waits measure the room the cluster runs, not what was decided: they do
+/// not shrink it. Nor do an override's.
+#[test]
+fn windows_met_under_a_dry_run_or_an_override_do_not_shrink_the_room() {
+    let room = Rise { cpu_millis: 40_000, memory_bytes: 80 << 30 };
+    for (by, decided) in [(DecidedBy::Seasonal, Some(Rise::default())), (DecidedBy::Override, None)] {
+        let mut h = with_budget(1_000, 0);
+        h.held(monday() + Duration::hours(8), room, false, by, decided);
+        for k in 1..=20 {
+            h.measured(counted(5 * k, 1, 2_000, 0), 10_000);
+        }
+        assert_eq!(h.budget_share(), 1.0, "{by:?}");
+    }
+}
+
+/// A window whose p95 missed had more than 5 % of its pods over, whatever its buckets.
+#[test]
+fn a_missed_p95_counts_its_pods_over_even_if_the_buckets_say_none() {
+    let mut h = with_budget(1_000, 0);
+    h.measured(counted(5, 20, 30_000, 0), 10_000);
+    assert_eq!(h.budget(), (1_020, 2), "the 19th of 20 waited past 10 s: the 19th and 20th");
 }
 
 /// A burst the room falls short of makes every window miss until the nodes come: one
