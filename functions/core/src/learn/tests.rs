@@ -828,3 +828,16 @@ fn a_local_ramp_keeps_its_slot_across_a_daylight_saving_change() {
     let utc = learned("");
     assert_eq!(utc.seasonal.unwrap().0.cpu_millis, 0, "in UTC the past ramps were at 07:00, an hour before: {utc:?}");
 }
+
+/// A record written before the budget reads back with none counted, and a new target
+/// starts the count again (pods over 10 s say nothing of 30 s).
+#[test]
+fn the_wait_budget_is_read_from_old_records_and_cleared_by_a_new_target() {
+    let old = r#"{"days":[{"date":"2026-11-01","cpu_millis":[1000],"memory_mib":[1]}],"correction_permille":1500}"#;
+    let h: History = serde_json::from_str(old).unwrap();
+    assert_eq!((h.budget(), h.budget_share(), h.correction()), ((0, 0), 1.0, 1.5));
+    let mut h = with_budget(2_000, 10);
+    h.budget_share_permille = Some(400);
+    h.retarget(30_000, "");
+    assert_eq!((h.budget(), h.budget_share()), ((0, 0), 1.0));
+}

@@ -2013,3 +2013,21 @@ fn the_reason_weighs_first_starts_over_the_target_against_its_five_percent() {
     );
     assert_eq!(p.record.learned.unwrap().budget(), (40, 1));
 }
+
+/// A target between two bucket bounds counts from the lower one: pods that waited 10–12 s
+/// count as over a 12 s target (more over, never fewer).
+#[test]
+fn a_target_between_bucket_bounds_counts_over_from_the_lower_bound() {
+    let cfg = with(|c| {
+        c.replace("      boost_for: 30m\n", "      boost_for: 30m\n      target: { wait_p95: 12s, history: 14d }\n")
+    });
+    let mut history = ramp_history().0;
+    history.allowed_wait_ms = 12_000;
+    let at = ramp_history().1;
+    let record = PoolRecord { learned: Some(history), ..Default::default() };
+    let mut waits = vec![2.0; 38];
+    waits.extend([11.0, 11.5]);
+    let detail = crate::event::PoolWaitsDetail::summing("p", at - Duration::minutes(5), at, &mut waits).unwrap();
+    let p = learned_plan(&cfg, &record, &[event(Signal::PoolWaits(detail), at)], at);
+    assert_eq!(p.record.learned.unwrap().budget(), (40, 2));
+}
