@@ -376,3 +376,28 @@ proptest! {
         }
     }
 }
+
+/// Whatever waits a forwarder sums up, its window passes the checks: waits on a bound,
+/// a p95 equal to the max, one pod, many (the rank the check uses is the p95's).
+#[test]
+fn every_window_the_forwarder_sums_up_passes_the_checks() {
+    let at = chrono::Utc::now();
+    let bounds = crate::event::WAIT_BUCKETS_SECONDS;
+    for n in 1..=400usize {
+        for waits in [
+            (0..n).map(|i| bounds[i % bounds.len()]).collect::<Vec<f64>>(),
+            (0..n).map(|i| i as f64 * 0.37).collect(),
+            vec![10.0; n],
+        ] {
+            let mut waits = waits;
+            let detail = crate::event::PoolWaitsDetail::summing("p", at, at, &mut waits).unwrap();
+            let value = serde_json::json!({
+                "version": "0", "id": "1", "detail-type": "Pool Waits Measured", "source": "ballast.kubernetes",
+                "account": "123456789012", "time": at.to_rfc3339(), "region": "eu-west-1", "resources": [],
+                "detail": detail,
+            });
+            let parsed = parse_event(&serde_json::to_vec(&value).unwrap(), None);
+            assert!(parsed.is_ok(), "{n} pods: {parsed:?}");
+        }
+    }
+}
