@@ -100,6 +100,10 @@ pub struct History {
     /// [`History::within_budget`]); `None`: all of it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget_share_permille: Option<u32>,
+    /// The first day whose windows were counted over the target (its largest window is
+    /// the pool filling up, see [`History::budget_covers_a_window`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_counted: Option<NaiveDate>,
     /// The last wait measurement taken in.
     pub waits: Option<WaitsSeen>,
     /// The windows with pods of the hour up to the last one (for the plan's reasons).
@@ -703,8 +707,10 @@ impl History {
     /// ramp met without room does not spend more than the days kept allow.
     fn budget_covers_a_window(&self) -> bool {
         let (pods, over) = self.budget();
-        // Not the first day counted: its largest window is the pool filling up.
-        let largest = self.days.iter().filter(|d| d.pods > 0).skip(1).map(|d| d.most_pods).max().unwrap_or(0);
+        // Not the first day counted: its largest window is the pool filling up. (Only
+        // that day: once the ring has moved on, the oldest kept is a day like any other.)
+        let first = self.first_counted;
+        let largest = self.days.iter().filter(|d| Some(d.date) != first).map(|d| d.most_pods).max().unwrap_or(0);
         f64::from(pods) * WAIT_BUDGET * BUDGET_SPENT_AT_MOST - f64::from(over) >= f64::from(largest)
     }
 
@@ -812,7 +818,9 @@ impl History {
             let rank = (u64::from(waits.pods) * 95).div_ceil(100);
             let by_p95 = if waits.p95_ms > target_ms { u64::from(waits.pods) + 1 - rank } else { 0 };
             let over = u32::try_from(by_p95).unwrap_or(u32::MAX).max(over);
-            let day = self.day_mut(day_slot(waits.window_end, self.tz()).0);
+            let date = day_slot(waits.window_end, self.tz()).0;
+            self.first_counted.get_or_insert(date);
+            let day = self.day_mut(date);
             day.pods = day.pods.saturating_add(waits.pods);
             day.pods_over = day.pods_over.saturating_add(over.min(waits.pods));
             day.most_pods = day.most_pods.max(waits.pods);

@@ -461,7 +461,9 @@ fn windows_of_a_few_pods_are_judged_together() {
 fn with_budget(pods: u32, over: u32) -> History {
     let sunday = (monday() - Duration::days(1)).date_naive();
     let day = DayRises { date: sunday, cpu_millis: vec![], memory_mib: vec![], pods, pods_over: over, most_pods: 2 };
-    History { lead_secs: vec![180], days: vec![day], ..Default::default() }
+    // The first day counted is long gone from the ring: every day kept counts whole.
+    let first_counted = Some((monday() - Duration::days(30)).date_naive());
+    History { lead_secs: vec![180], days: vec![day], first_counted, ..Default::default() }
 }
 
 /// A window at 09:00 + `m` minutes on Monday, with the forwarder's count over the target.
@@ -561,6 +563,7 @@ fn the_room_shrinks_only_while_the_budget_left_takes_the_largest_window() {
         // A day before it, the first counted: its largest window (the pool filling up)
         // does not count.
         let saturday = (monday() - Duration::days(2)).date_naive();
+        h.first_counted = Some(saturday);
         h.days.insert(
             0,
             DayRises { date: saturday, cpu_millis: vec![], memory_mib: vec![], pods: 1, pods_over: 0, most_pods: 500 },
@@ -840,4 +843,19 @@ fn the_wait_budget_is_read_from_old_records_and_cleared_by_a_new_target() {
     h.budget_share_permille = Some(400);
     h.retarget(30_000, "");
     assert_eq!((h.budget(), h.budget_share()), ((0, 0), 1.0));
+}
+
+/// Once the ring has moved past the first day counted, its oldest day is a day like any
+/// other: a fortnightly ramp there still keeps the room from shrinking.
+#[test]
+fn the_oldest_day_kept_counts_once_the_first_is_gone() {
+    let mut h = with_budget(1_000, 0);
+    h.days[0].most_pods = 400;
+    for k in 1..=20 {
+        h.measured(counted(5 * k, 1, 2_000, 0), 10_000);
+    }
+    assert_eq!(h.budget_share(), 1.0, "30 left of 3 %: not a 400-pod ramp");
+    h.first_counted = h.days.first().map(|d| d.date);
+    h.measured(counted(105, 1, 2_000, 0), 10_000);
+    assert_eq!(h.budget_share(), 0.95, "the same day as the first counted is the pool filling up");
 }
