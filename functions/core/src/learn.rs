@@ -695,10 +695,10 @@ impl History {
         let counted: Vec<&DayRises> = self.days.iter().filter(|d| d.pods > 0).collect();
         let (pods, over) = self.budget();
         let allowed = |pods: u32| f64::from(pods) * WAIT_BUDGET;
-        // Nor may one day spend more than its own 5 %: the days before paying for a day
-        // of misses would make a mean of a day that missed.
-        // (From 20 first starts on: the fewest whose 5 % is a pod.)
-        let today_within = counted.last().is_none_or(|d| d.pods < 20 || f64::from(d.pods_over) <= allowed(d.pods));
+        // Nor may one day spend more than its own 5 % (once that is a pod or more): the
+        // days before paying for a day of misses would make a mean of a day that missed.
+        let today_within =
+            counted.last().is_none_or(|d| allowed(d.pods) < 1.0 || f64::from(d.pods_over) <= allowed(d.pods));
         counted.len() >= 2 && pods >= MIN_BUDGET_PODS && today_within && f64::from(over) <= allowed(pods) * part
     }
 
@@ -815,8 +815,8 @@ impl History {
         if let Some(over) = waits.over {
             // A p95 above the target says more than 5 % waited longer, whatever the
             // buckets say.
-            let rank = (u64::from(waits.pods) * 95).div_ceil(100);
-            let by_p95 = if waits.p95_ms > target_ms { u64::from(waits.pods) + 1 - rank } else { 0 };
+            let rank = crate::quantile::rank(waits.pods as usize, 0.95);
+            let by_p95 = if waits.p95_ms > target_ms { waits.pods as usize + 1 - rank } else { 0 };
             let over = u32::try_from(by_p95).unwrap_or(u32::MAX).max(over);
             let date = day_slot(waits.window_end, self.tz()).0;
             self.first_counted.get_or_insert(date);

@@ -4,8 +4,14 @@
 /// The nearest-rank `q`-quantile of `sorted` (ascending): the value at rank ⌈q·n⌉
 /// (at least the first); `None` when there is none.
 pub fn nearest_rank<T: Copy>(sorted: &[T], q: f64) -> Option<T> {
-    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len().max(1));
-    sorted.get(rank - 1).copied()
+    sorted.get(rank(sorted.len(), q) - 1).copied()
+}
+
+/// The rank, from 1, of the nearest-rank `q`-quantile of `len` values: ⌈q·len⌉, at
+/// least one. Fewer than this many values lie below the quantile; `len + 1 - rank` are
+/// at or above it.
+pub fn rank(len: usize, q: f64) -> usize {
+    ((q * len as f64).ceil() as usize).clamp(1, len.max(1))
 }
 
 #[cfg(test)]

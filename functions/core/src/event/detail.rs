@@ -277,7 +277,7 @@ impl PoolWaitsDetail {
         }
         let mut below = (0.0, 0);
         // The nearest rank of the p95: fewer pods than that waited less than it.
-        let rank = (u64::from(self.pods) * 95).div_ceil(100);
+        let rank = crate::quantile::rank(self.pods as usize, 0.95) as u64;
         for (i, b) in self.buckets.iter().enumerate() {
             if !b.le.is_finite() || b.le < 0.0 || i > 0 && b.le <= below.0 {
                 return bad("detail.buckets", format!("bound {} does not follow {} upwards", b.le, below.0));
