@@ -450,6 +450,45 @@ async fn failed_apply_takes_back_its_intent_and_the_retry_does_not_double() {
 }
 
 #[tokio::test]
+async fn a_surge_deleted_before_a_later_plans_terminate_is_not_followed_by_a_decrement() {
+    // The warning's run surged (4 -> 5) and was throttled at the terminate. Spot had no
+    // capacity: cluster-autoscaler, backing off, deleted the unfulfillable slot by setting
+    // the ASG to the instances it has (5 -> 4), taking the surge. The retry plans the
+    // terminate again, the surge remembered from the first plan: decrementing now would
+    // take the interrupted instance's own slot, and the pool would end one short.
+    let warning = fixture("spot-interruption-terminate.json");
+    let memory = InMemory::new(state("steady.json"));
+    let clock = FixedClock::new(warning.time);
+    let reconciler = Reconciler {
+        config: Arc::new(config_with_dry_run(false)),
+        autoscaling: FailFirstTerminate { inner: memory.clone(), failed: AtomicBool::new(false) },
+        cluster: memory.clone(),
+        store: memory.clone(),
+        clock: clock.clone(),
+        owner: "test".into(),
+    };
+    let out = reconciler.handle(vec![warning.clone()]).await;
+    assert_eq!(out.failures.len(), 1);
+    assert_eq!(memory.world().asg("eks-general-spot-m6").unwrap().desired, 5, "the surge was applied");
+    {
+        let mut world = memory.world();
+        let asg = world.asg_mut("eks-general-spot-m6").unwrap();
+        asg.desired = asg.instances.len() as u32;
+    }
+    clock.advance(Duration::seconds(20));
+    let out = reconciler.handle(vec![warning]).await;
+    assert!(out.failures.is_empty(), "{:?}", errors(&out));
+    let notes = &out.pools[0].plan.notes;
+    assert!(notes.iter().any(|n| n.contains("the surge is made again")), "{notes:?}");
+    let world = memory.world();
+    let surges =
+        world.calls.iter().filter(|c| **c == Call::SetDesired { asg: "eks-general-spot-m6".into(), desired: 5 });
+    assert_eq!(surges.count(), 2, "surged again: {:?}", world.calls);
+    assert!(world.calls.contains(&Call::Terminate { instance_id: "i-0a1b2c3d4e5f60001".into(), decrement: true }));
+    assert_eq!(world.asg("eks-general-spot-m6").unwrap().desired, 4, "a replacement for the interrupted instance");
+}
+
+#[tokio::test]
 async fn a_long_drain_for_a_lifecycle_action_heartbeats_between_slices() {
     let event = fixture("lifecycle-terminate.json");
     let mut world = state("steady.json");

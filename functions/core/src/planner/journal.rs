@@ -193,6 +193,71 @@ impl Work<'_> {
                 self.withdraw_unmatched_raises(&asg_name, by - n, &answers, &journal);
             }
         }
+        self.surges_taken_since(&journal);
+    }
+
+    /// The last plan's raises that landed, judged again now: an ASG below the size that
+    /// plan left it at (its own later calls counted) was lowered by another writer since.
+    /// Cluster-autoscaler does that to slots spot cannot fill: it deletes a failed
+    /// scale-up's placeholders by setting the ASG to the instances it has, whoever asked
+    /// for them. A surge made there may be gone, and its interrupted instance, not yet
+    /// terminated, would take its own slot too if it went with decrement: such a surge is
+    /// re-planned as never made (the next rules put it where capacity is now), and what it
+    /// leaves over if it was still there is named. (At apply time `raise_undone` judges a
+    /// plan's own raises; this judges them for the plans after it.)
+    fn surges_taken_since(&mut self, journal: &Journal) {
+        let mut left_at: Vec<(&str, u32)> = Vec::new();
+        for call in journal.calls.iter().filter(|c| c.done()) {
+            match call {
+                CapacityCall::SetDesired { asg, to, .. } => match left_at.iter_mut().find(|(a, _)| a == asg) {
+                    Some(entry) => entry.1 = *to,
+                    None => left_at.push((asg, *to)),
+                },
+                CapacityCall::Terminate { asg, decrement: true, .. } => {
+                    if let Some(entry) = left_at.iter_mut().find(|(a, _)| a == asg) {
+                        entry.1 = entry.1.saturating_sub(1);
+                    }
+                }
+                CapacityCall::Terminate { .. } => {}
+            }
+        }
+        let by_plan = |plan: u64, at| if journal.seq != 0 { plan == journal.seq } else { at == journal.planned_at };
+        for (asg, size) in left_at {
+            let Some(observed) = self.observed.asg(asg) else { continue };
+            let mut taken = size.saturating_sub(observed.desired);
+            let desired = observed.desired;
+            for index in 0..self.record.interruptions.len() {
+                if taken == 0 {
+                    break;
+                }
+                let interruption = &self.record.interruptions[index];
+                let raised_by_that_plan = interruption.surge.as_ref().is_some_and(|s| {
+                    s.asg == asg && s.moved.as_ref().map_or(by_plan(s.plan, s.planned_at), |m| m.plan == journal.seq)
+                });
+                if interruption.terminated || !raised_by_that_plan {
+                    continue;
+                }
+                taken -= 1;
+                let instance_id = interruption.instance_id.clone();
+                let why = format!(
+                    "{asg}, raised by the plan of {} for {instance_id}'s surge, is at {desired} below the {size} that \
+                     plan left (its unfilled slots deleted by another writer, cluster-autoscaler's failed scale-up \
+                     say): the surge is made again rather than {instance_id} going with decrement; if the first \
+                     was still there",
+                    journal.planned_at.to_rfc3339()
+                );
+                self.leave_surplus(asg, 1, &why);
+                let interruption = &mut self.record.interruptions[index];
+                interruption.surge = None;
+                interruption.planned_at = None;
+                if self.observed.is_on_demand(asg) {
+                    self.record.fallback_units = self.record.fallback_units.saturating_sub(1);
+                    if self.record.fallback_units == 0 {
+                        self.record.fallback_since = None;
+                    }
+                }
+            }
+        }
     }
 
     /// A move whose lower could not be finished (the giving ASG filled its slots
