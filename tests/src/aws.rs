@@ -294,6 +294,7 @@ impl Deployment {
             },
             origin,
             dead_letters: Some(SqsDeadLetters::new(sdk, &self.dlq_url)),
+            max_receives: None,
             redelivery: Some(Arc::new(SqsRedelivery::new(sdk))),
             metrics: ballast_lambda::app::metrics_to_stderr,
         };

@@ -432,9 +432,13 @@ async fn a_retryable_message_comes_back_within_seconds_and_one_that_keeps_failin
     use std::time::{Duration as StdDuration, Instant};
     let Some(moto) = Moto::start() else { return };
     let d = Deployment::create(&moto, 3, (0, 1), now()).await;
-    let (app, _) = d.app(config(false));
+    let (mut app, _) = d.app(config(false));
     let (_, ids) = d.asg(SPOT).await;
     let queue = d.events_queue("ballast-test-retry", 3).await;
+    // As deployed: the function dead-letters into the queue's own dead-letter queue and
+    // knows its maxReceiveCount.
+    app.dead_letters = Some(ballast_aws::SqsDeadLetters::new(&d.sdk, &queue.dlq_url));
+    app.max_receives = Some(3);
     let lease = |owner: &'static str| {
         let store = &app.reconciler.store;
         async move { store.acquire_lease("general", owner, now(), StdDuration::from_secs(600)).await.unwrap() }
@@ -463,24 +467,33 @@ async fn a_retryable_message_comes_back_within_seconds_and_one_that_keeps_failin
     assert!(handled_at >= StdDuration::from_secs(4), "not before its retry delay: {handled_at:?}");
     assert_eq!(d.recorder.of("TerminateInstanceInAutoScalingGroup").len(), 1, "and acted on");
 
-    // A message whose pool stays busy: 3 receives (5 s, then 10 s apart), then the
-    // redrive moves it to the dead-letter queue, never lost.
+    // A message whose pool stays busy: 3 receives (5 s, then 10 s apart); on the last the
+    // function puts it in the dead-letter queue with why, never lost, never unexplained.
     assert!(lease("stuck-run").await);
     let stuck = warning_for(&ids[1], "w-stuck").to_string();
     d.sqs.send_message().queue_url(&queue.url).message_body(&stuck).send().await.unwrap();
     let start = Instant::now();
-    let mut deliveries = 0;
+    let (mut retried, mut parked) = (0, Vec::new());
     let mut dead = Vec::new();
     while start.elapsed() < StdDuration::from_secs(45) && dead.is_empty() {
         let (handled, failed) = d.poll(&app, &queue).await;
-        assert!(handled.is_empty(), "never handled while the lease is held");
-        deliveries += failed.len();
-        let got = d.sqs.receive_message().queue_url(&queue.dlq_url).send().await.unwrap();
-        dead.extend(got.messages().iter().filter_map(|m| m.body().map(str::to_string)));
+        retried += failed.len();
+        parked.extend(handled);
+        let got = d.sqs.receive_message().queue_url(&queue.dlq_url).message_attribute_names("All").send().await;
+        dead.extend(got.unwrap().messages().iter().map(|m| {
+            let why = m.message_attributes().and_then(|a| a.get("ballast-error")).and_then(|v| v.string_value());
+            (m.body().unwrap_or_default().to_string(), why.unwrap_or_default().to_string())
+        }));
         tokio::time::sleep(StdDuration::from_millis(500)).await;
     }
-    assert_eq!(deliveries, 3, "delivered maxReceiveCount times");
-    assert_eq!(dead, vec![stuck], "then dead-lettered, body intact");
+    assert_eq!((retried, parked), (2, vec![stuck.clone()]), "retried twice, dead-lettered on the third receive");
+    assert_eq!(dead.len(), 1, "{dead:?}");
+    assert_eq!(dead[0].0, stuck, "body intact");
+    assert!(
+        dead[0].1.starts_with("still failing on receive 3, the queue's last: ") && dead[0].1.contains("lease"),
+        "with why: {}",
+        dead[0].1
+    );
 }
 
 #[tokio::test]

@@ -965,12 +965,26 @@ async fn a_message_retried_for_one_pool_is_not_also_dead_lettered_for_another() 
         origin: config.origin(),
         reconciler: reconciler_over(config, refuses_batch, memory.clone(), &memory, FixedClock::new(time)),
         dead_letters: Some(memory.clone()),
+        max_receives: None,
         redelivery: None,
         metrics: ballast_lambda::app::metrics_to_stderr,
     };
-    let (response, summary) = app.interruption(sqs_batch(&[("m1".into(), health)])).await;
+    let (response, summary) = app.interruption(sqs_batch(&[("m1".into(), health.clone())])).await;
     assert_eq!(summary.errors.len(), 2, "{summary:?}");
     let failed: Vec<&str> = response.batch_item_failures.iter().map(|f| f.item_identifier.as_str()).collect();
     assert_eq!(failed, ["m1"], "retried for the general pool");
     assert!(memory.world().dead_letters.is_empty(), "{:?}", memory.world().dead_letters);
+
+    // The queue's last receive, the general pool's lease still held: dead-lettered from
+    // here with both errors (the redrive policy would move it there with neither).
+    let app = ballast_lambda::app::App { max_receives: Some(10), ..app };
+    let mut batch = sqs_batch(&[("m1".into(), health)]);
+    batch.records[0].attributes.insert("ApproximateReceiveCount".into(), "10".into());
+    let (response, _) = app.interruption(batch).await;
+    assert!(response.batch_item_failures.is_empty(), "deleted from the queue, kept in the dead-letter queue");
+    let parked = memory.world().dead_letters.clone();
+    assert_eq!(parked.len(), 1, "{parked:?}");
+    let why = &parked[0].1;
+    assert!(why.starts_with("still failing on receive 10, the queue's last: "), "{why}");
+    assert!(why.contains("lease") && why.contains("above max value 2"), "both pools' errors: {why}");
 }

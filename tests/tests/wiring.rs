@@ -105,6 +105,24 @@ fn the_queue_keeps_a_message_through_every_redrive_and_the_dead_letter_queue_lon
     });
 }
 
+#[test]
+fn the_interruption_function_knows_the_queues_last_receive() {
+    // On that receive a message still failing is dead-lettered by the function with its
+    // errors; told a larger number, the redrive policy would move it there with none.
+    each(|variant, t| {
+        let queue = t.find("AWS::SQS::Queue", "QueueName", &format!("ballast-{}-events", cluster(variant))).unwrap();
+        let receives = text(&queue.properties["RedrivePolicy"]["maxReceiveCount"]);
+        let function =
+            t.find("AWS::Lambda::Function", "FunctionName", &function_name(variant, "interruption")).unwrap();
+        let told = text(&function.properties["Environment"]["Variables"]["BALLAST_MAX_RECEIVES"]);
+        if told != receives {
+            vec![format!("BALLAST_MAX_RECEIVES is `{told}`, the queue's maxReceiveCount {receives}")]
+        } else {
+            Vec::new()
+        }
+    });
+}
+
 /// Evaluates a CloudFormation rule expression (the functions rules allow that the
 /// template uses) over parameters given as text, as CloudFormation does before a deploy.
 fn rule_value(raw: &Value, v: &Value, given: &std::collections::BTreeMap<&str, &str>) -> Value {

@@ -19,6 +19,10 @@ pub struct App<A, C, S, K, D> {
     pub origin: Origin,
     /// Where malformed queue messages go (the interruption function only).
     pub dead_letters: Option<D>,
+    /// The events queue's `maxReceiveCount`, if known: on that receive a message still
+    /// failing is dead-lettered here with its errors (the redrive policy would move it
+    /// there with none).
+    pub max_receives: Option<u32>,
     /// Brings a retryable queue message back within seconds (the interruption function).
     pub redelivery: Option<Arc<dyn Redelivery>>,
     /// Where EMF metric lines go: stdout in Lambda (CloudWatch reads them there).
@@ -153,6 +157,7 @@ impl AwsApp {
             },
             origin,
             dead_letters: settings.dead_letter_queue_url.map(|url| SqsDeadLetters::new(sdk, url)),
+            max_receives: settings.max_receives,
             redelivery: Some(Arc::new(SqsRedelivery::new(sdk))),
             metrics: metrics_to_stdout,
         })

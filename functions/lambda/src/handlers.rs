@@ -247,10 +247,27 @@ where
         };
         // A message one of whose pools may succeed on a retry is retried only (its event
         // for two pools), never also dead-lettered.
-        let retried: BTreeSet<String> =
+        let mut retried: BTreeSet<String> =
             outcome.failures.iter().filter(|(e, _)| e.is_retryable()).flat_map(|(_, ids)| messages(ids)).collect();
-        failed.extend(retried.iter().cloned());
         let mut parked = BTreeSet::new();
+        // On its last receive a message still failing goes to the dead-letter queue from
+        // here, with every error it met (the redrive policy would move it with none).
+        for message_id in retried.clone() {
+            let Some(receives) = self.last_receive(&batch, &message_id) else { continue };
+            let errors: Vec<String> = outcome
+                .failures
+                .iter()
+                .filter(|(_, ids)| messages(ids).contains(&message_id))
+                .map(|(e, _)| e.to_string())
+                .collect();
+            let why = format!("still failing on receive {receives}, the queue's last: {}", errors.join("; "));
+            let body = body_of.get(&message_id).copied().unwrap_or_default();
+            if self.dead_letter(&message_id, body, &why).await {
+                retried.remove(&message_id);
+                parked.insert(message_id);
+            }
+        }
+        failed.extend(retried.iter().cloned());
         for (err, event_ids) in outcome.failures.iter().filter(|(e, _)| !e.is_retryable()) {
             // A retry cannot mend it, but deleting it would lose it unseen: kept in the
             // dead-letter queue with the error (its alarm goes off).
@@ -293,6 +310,14 @@ where
             warn!(function = self.function, message_id = %message_id, why = %e, "could not dead-letter the message; leaving it to the redrive policy");
         }
         parked.is_ok()
+    }
+
+    /// The message's receive count, if it is the queue's `maxReceiveCount` or more.
+    fn last_receive(&self, batch: &SqsEvent, message_id: &str) -> Option<u32> {
+        let max = self.max_receives?;
+        let message = batch.records.iter().find(|m| m.message_id.as_deref() == Some(message_id))?;
+        let receives: u32 = message.attributes.get("ApproximateReceiveCount")?.parse().ok()?;
+        (receives >= max).then_some(receives)
     }
 
     /// Each failed message comes back after [`retry_after`] its receive count, not after

@@ -31,6 +31,10 @@ pub struct Settings {
     pub config: ConfigSource,
     /// `BALLAST_DEAD_LETTER_QUEUE_URL`: where malformed messages go (interruption function).
     pub dead_letter_queue_url: Option<String>,
+    /// `BALLAST_MAX_RECEIVES`: the events queue's `maxReceiveCount`. A message still
+    /// failing on that receive is dead-lettered by the function with its errors, rather
+    /// than moved there by the redrive policy with none.
+    pub max_receives: Option<u32>,
     /// `BALLAST_ACCOUNT_ID`: the account events must come from when the config has none.
     pub account: Option<String>,
     /// Names this container in pool leases (`AWS_LAMBDA_LOG_STREAM_NAME`, unique per container).
@@ -88,9 +92,22 @@ impl Settings {
                 })
             }
         };
+        let max_receives = match non_empty("BALLAST_MAX_RECEIVES") {
+            None => None,
+            Some(v) => match v.trim().parse::<u32>() {
+                Ok(n) if n >= 1 => Some(n),
+                _ => {
+                    return Err(SettingsError::Invalid {
+                        name: "BALLAST_MAX_RECEIVES",
+                        reason: format!("`{v}` is not the queue's maxReceiveCount (a whole number, 1 or more)"),
+                    })
+                }
+            },
+        };
         Ok(Settings {
             config,
             dead_letter_queue_url: non_empty("BALLAST_DEAD_LETTER_QUEUE_URL"),
+            max_receives,
             account,
             owner,
             cluster_access,
@@ -123,6 +140,17 @@ mod tests {
         .unwrap();
         assert_eq!(s.config, ConfigSource::SsmParameter("/ballast/config".into()));
         assert_eq!(s.owner, "2026/11/21/[$LATEST]abc");
+    }
+
+    #[test]
+    fn max_receives_is_a_positive_count() {
+        let receives = |v: &str| Settings::from_env(env(&[("BALLAST_CONFIG", "x"), ("BALLAST_MAX_RECEIVES", v)]));
+        assert_eq!(receives("").unwrap().max_receives, None);
+        assert_eq!(receives("10").unwrap().max_receives, Some(10));
+        for bad in ["0", "-1", "ten"] {
+            let err = receives(bad).unwrap_err().to_string();
+            assert!(err.starts_with(&format!("BALLAST_MAX_RECEIVES: `{bad}` is not")), "{err}");
+        }
     }
 
     #[test]

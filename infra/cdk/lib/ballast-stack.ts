@@ -83,6 +83,8 @@ const WORKSPACE = path.resolve(__dirname, '..', '..', '..', 'Cargo.toml');
 const FUNCTION_TIMEOUT = Duration.seconds(300);
 // The interruption function's most concurrent invocations (the SQS event source's minimum is 2).
 const INTERRUPTION_MAX_CONCURRENCY = 2;
+/** The events queue's maxReceiveCount, also told to the interruption function. */
+const MAX_RECEIVES = 10;
 
 /** The metrics the functions emit (functions/lambda/src/metrics.rs), namespace Ballast. */
 const DECISION_KINDS = [
@@ -151,7 +153,7 @@ export class BallastStack extends Stack {
       enforceSSL: true,
       // With the function's backoff (5 s doubling to 5 min) ten receives span ~20 min:
       // longer than any lease (drain_timeout <= 15 min, plus 2 min) a retry waits for.
-      deadLetterQueue: { queue: deadLetters, maxReceiveCount: 10 },
+      deadLetterQueue: { queue: deadLetters, maxReceiveCount: MAX_RECEIVES },
     });
     const alarmTopic = props.alarmTopicArn
       ? sns.Topic.fromTopicArn(this, 'AlarmTopic', props.alarmTopicArn)
@@ -339,7 +341,8 @@ export class BallastStack extends Stack {
       [
         new iam.PolicyStatement({ sid: 'DeadLetters', actions: ['sqs:SendMessage'], resources: [deadLetters.queueArn] }),
       ],
-      { BALLAST_DEAD_LETTER_QUEUE_URL: deadLetters.queueUrl },
+      // On the queue's last receive a message still failing is dead-lettered with its errors.
+      { BALLAST_DEAD_LETTER_QUEUE_URL: deadLetters.queueUrl, BALLAST_MAX_RECEIVES: String(MAX_RECEIVES) },
     );
     interruption.fn.addEventSource(
       new eventsources.SqsEventSource(queue, {
