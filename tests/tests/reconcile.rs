@@ -676,6 +676,8 @@ struct SlowCluster {
     lease_left_at_drain: Arc<std::sync::Mutex<Vec<(Duration, std::time::Duration)>>>,
     /// What another writer does to the world while the drain runs.
     during_drain: Option<fn(&InMemory)>,
+    /// Another run, once, while the first drain runs.
+    run_during_drain: Arc<std::sync::Mutex<Option<RunDuringDrain>>>,
     /// A PodDisruptionBudget holds every drain for its whole slice.
     blocked: bool,
 }
@@ -689,10 +691,13 @@ impl SlowCluster {
             cordon_takes: Duration::zero(),
             lease_left_at_drain: Arc::default(),
             during_drain: None,
+            run_during_drain: Arc::default(),
             blocked: false,
         }
     }
 }
+
+type RunDuringDrain = Box<dyn FnOnce() -> futures::future::BoxFuture<'static, ()> + Send>;
 
 /// A reconciler over the in-memory world, with these ports in front of it.
 fn reconciler_over<A: Autoscaling, C: ballast_core::ports::Cluster>(
@@ -746,6 +751,10 @@ impl ballast_core::ports::Cluster for SlowCluster {
         if let Some(act) = self.during_drain {
             act(&self.memory);
         }
+        let other_run = self.run_during_drain.lock().unwrap().take();
+        if let Some(run) = other_run {
+            run().await;
+        }
         self.clock.advance(Duration::from_std(timeout).unwrap());
         if self.blocked {
             let why = "Cannot evict pod as it would violate the pod's disruption budget.".to_string();
@@ -755,32 +764,136 @@ impl ballast_core::ports::Cluster for SlowCluster {
     }
 }
 
-#[tokio::test]
-async fn the_lease_outlasts_every_drain_it_covers() {
+/// The shipped spot warning for i-…0001 over the steady world, whose drain takes its
+/// whole timeout; `during` runs once while it drains, with the world and the clock.
+fn warned_with_a_run_during_the_drain<F>(
+    during: impl FnOnce(InMemory, FixedClock) -> F + Send + 'static,
+) -> (ballast_core::event::Event, InMemory, SlowCluster, Reconciler<InMemory, SlowCluster, InMemory, FixedClock>)
+where
+    F: std::future::Future<Output = ()> + Send + 'static,
+{
     let warning = fixture("spot-interruption-terminate.json");
-    let mut config = config_with_dry_run(false);
-    // A drain longer than half the lease: renewing at half-time alone would not cover it.
-    for pool in &mut config.pools {
-        pool.interruption.drain_timeout = ballast_core::units::HumanDuration(std::time::Duration::from_secs(300));
-    }
-    let pool = config.pool("general").unwrap().clone();
-    let ttl = Duration::from_std(ballast_core::reconcile::lease_ttl(&pool)).unwrap();
     let memory = InMemory::new(state("steady.json"));
     let clock = FixedClock::new(warning.time);
-    // Not yet half the lease gone when the drain starts: no renewal by the half-time
-    // rule, and less left than the drain may take.
-    let cluster = SlowCluster { cordon_takes: ttl / 2 - Duration::seconds(10), ..SlowCluster::new(&memory, &clock) };
-    let reconciler = reconciler_over(config, memory.clone(), cluster.clone(), &memory, clock);
-    let out = reconciler.handle(vec![warning]).await;
-    assert!(out.failures.is_empty(), "{:?}", out.failures);
-    let seen = cluster.lease_left_at_drain.lock().unwrap().clone();
-    assert_eq!(seen.len(), 1, "one drain");
-    for (left, timeout) in seen {
-        assert!(
-            left >= Duration::from_std(timeout).unwrap(),
-            "the lease had {left} left when a drain of up to {timeout:?} started"
-        );
+    let cluster = SlowCluster::new(&memory, &clock);
+    let (world, at) = (memory.clone(), clock.clone());
+    *cluster.run_during_drain.lock().unwrap() = Some(Box::new(move || Box::pin(during(world, at))));
+    let reconciler = reconciler_over(config_with_dry_run(false), memory.clone(), cluster.clone(), &memory, clock);
+    (warning, memory, cluster, reconciler)
+}
+
+/// Another Lambda run over the same world, acting at once (its drains take no time).
+fn another_run(memory: &InMemory, clock: FixedClock) -> Reconciler<InMemory, InMemory, InMemory, FixedClock> {
+    Reconciler {
+        owner: "another-run".into(),
+        ..reconciler_over(config_with_dry_run(false), memory.clone(), memory.clone(), memory, clock)
     }
+}
+
+fn terminations(memory: &InMemory) -> Vec<Call> {
+    memory.world().calls.iter().filter(|c| matches!(c, Call::Terminate { .. })).cloned().collect()
+}
+
+#[tokio::test]
+async fn a_spot_warning_during_another_runs_drain_is_acted_on_at_once() {
+    // The first warning's run drains its node for the whole 90 s drain_timeout. A second
+    // warning, for another node of the pool, arrives meanwhile: its replacement cannot
+    // wait for that drain (the node has two minutes). It finds the lease free, surges at
+    // once, and takes over what was left of the first plan (judged as a run's that died
+    // in its drain); the first run, back from its drain, leaves that to it.
+    let (warning, memory, cluster, reconciler) = warned_with_a_run_during_the_drain(|memory, clock| async move {
+        assert!(!memory.world().leases.contains_key("general"), "the lease is free during the drain");
+        let second =
+            ballast_tests::aws::event(&ballast_tests::aws::fixture_json("spot-interruption-terminate.json", |v| {
+                v["id"] = "second-warning".into();
+                v["detail"]["instance-id"] = "i-0a1b2c3d4e5f60002".into();
+                v["resources"] = serde_json::json!(["arn:aws:ec2:eu-west-1:123456789012:instance/i-0a1b2c3d4e5f60002"]);
+            }));
+        let out = another_run(&memory, clock).handle(vec![second]).await;
+        assert!(out.failures.is_empty(), "acted on, not retried: {:?}", errors(&out));
+        let calls = memory.world().calls.clone();
+        assert!(calls.contains(&Call::SetDesired { asg: "eks-general-spot-m6".into(), desired: 6 }), "{calls:?}");
+    });
+    let out = reconciler.handle(vec![warning]).await;
+    assert!(out.failures.is_empty(), "{:?}", errors(&out));
+    assert_eq!(cluster.lease_left_at_drain.lock().unwrap().len(), 1, "the first run drained once");
+    let left_to_it =
+        out.pools[0].applied.iter().any(|a| matches!(a, Applied::Skipped { why } if why.contains("re-planned by it")));
+    assert!(left_to_it, "{:?}", out.pools[0].applied);
+    // Each interrupted node replaced once and removed once, with decrement.
+    assert_eq!(
+        terminations(&memory),
+        [
+            Call::Terminate { instance_id: "i-0a1b2c3d4e5f60001".into(), decrement: true },
+            Call::Terminate { instance_id: "i-0a1b2c3d4e5f60002".into(), decrement: true }
+        ]
+    );
+    let world = memory.world();
+    assert_eq!(world.asg("eks-general-spot-m6").unwrap().desired, 4);
+    assert_eq!(world.pools["general"].record.draining, None);
+    assert!(!world.leases.contains_key("general"), "released");
+}
+
+#[tokio::test]
+async fn a_tick_during_a_drain_stands_down_and_the_drain_finishes_its_own_plan() {
+    let (warning, memory, _, reconciler) = warned_with_a_run_during_the_drain(|memory, clock| async move {
+        let out = another_run(&memory, clock).handle(vec![fixture("scheduled-reconcile.json")]).await;
+        assert!(out.failures.is_empty(), "{:?}", errors(&out));
+        assert_eq!(out.covered, ["general"], "the draining run's pool is left to it");
+        assert!(out.pools.iter().all(|p| p.plan.pool != "general"));
+    });
+    let out = reconciler.handle(vec![warning]).await;
+    assert!(out.failures.is_empty(), "{:?}", errors(&out));
+    assert!(!out.pools[0].applied.iter().any(|a| matches!(a, Applied::Skipped { .. })), "{:?}", out.pools[0].applied);
+    assert_eq!(terminations(&memory), [Call::Terminate { instance_id: "i-0a1b2c3d4e5f60001".into(), decrement: true }]);
+    let world = memory.world();
+    assert_eq!(world.asg("eks-general-spot-m6").unwrap().desired, 4);
+    assert_eq!(world.pools["general"].record.draining, None, "the mark is cleared once the lease is back");
+}
+
+#[tokio::test]
+async fn a_run_that_died_in_its_drain_holds_ticks_back_only_until_its_drains_would_have_ended() {
+    // The run died in its drain: its mark stays. Ticks stand down until then; after it,
+    // one judges the journal and finishes the plan.
+    let (warning, memory, _, reconciler) = warned_with_a_run_during_the_drain(|_, _| async move {
+        std::future::pending::<()>().await;
+    });
+    let died =
+        tokio::time::timeout(std::time::Duration::from_millis(200), reconciler.handle(vec![warning.clone()])).await;
+    assert!(died.is_err(), "the first run never came back from its drain");
+    let until = memory.world().pools["general"].record.draining.clone().expect("the mark").until;
+    let clock = FixedClock::new(warning.time + Duration::seconds(30));
+    let out = another_run(&memory, clock.clone()).handle(vec![fixture("scheduled-reconcile.json")]).await;
+    assert_eq!(out.covered, ["general"]);
+    clock.advance(until - (warning.time + Duration::seconds(30)));
+    let next_tick = ballast_tests::aws::event(&ballast_tests::aws::fixture_json("scheduled-reconcile.json", |v| {
+        v["id"] = "the-next-tick".into();
+    }));
+    let out = another_run(&memory, clock).handle(vec![next_tick]).await;
+    assert!(out.failures.is_empty() && out.covered.is_empty(), "{:?} {:?}", errors(&out), out.covered);
+    assert_eq!(terminations(&memory), [Call::Terminate { instance_id: "i-0a1b2c3d4e5f60001".into(), decrement: true }]);
+    assert_eq!(memory.world().asg("eks-general-spot-m6").unwrap().desired, 4);
+}
+
+#[tokio::test]
+async fn a_lifecycle_action_drained_before_another_run_took_over_is_still_completed() {
+    let event = fixture("lifecycle-terminate.json");
+    let memory = InMemory::new(state("steady.json"));
+    let clock = FixedClock::new(event.time);
+    let cluster = SlowCluster::new(&memory, &clock);
+    let (world, at) = (memory.clone(), clock.clone());
+    *cluster.run_during_drain.lock().unwrap() = Some(Box::new(move || {
+        Box::pin(async move {
+            let out = another_run(&world, at).handle(vec![fixture("spot-interruption-terminate.json")]).await;
+            assert!(out.failures.is_empty(), "{:?}", errors(&out));
+        })
+    }));
+    let reconciler = reconciler_over(config_with_dry_run(false), memory.clone(), cluster, &memory, clock);
+    let out = reconciler.handle(vec![event]).await;
+    assert!(out.failures.is_empty(), "{:?}", errors(&out));
+    let token = "87654321-4321-4321-4321-210987654321".to_string();
+    let completes = memory.world().calls.iter().filter(|c| **c == Call::Complete { token: token.clone() }).count();
+    assert_eq!(completes, 1, "{:?}", memory.world().calls);
 }
 
 /// The shipped spot warning over the steady world, with another writer's `act` while

@@ -245,6 +245,19 @@ pub struct PoolRecord {
     /// What a wait target's headroom is learned from (see `learn`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub learned: Option<crate::learn::History>,
+    /// A run draining nodes without the lease (so that an event arriving meanwhile is
+    /// acted on at once): scheduled ticks stand down until it is done or `until`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub draining: Option<Draining>,
+}
+
+/// See [`PoolRecord::draining`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Draining {
+    /// The run's lease owner.
+    pub owner: String,
+    /// When its drains end at the latest (and a run that died in them is taken as dead).
+    pub until: DateTime<Utc>,
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::config::{AsgSelector, Config, PoolConfig};
 use crate::event::{Event, Signal};
-use crate::model::{CapacityCall, ObservedAsg, ObservedPool, PoolRecord};
+use crate::model::{CapacityCall, Draining, ObservedAsg, ObservedPool, PoolRecord};
 use crate::plan::{Action, ActionKind, LifecycleRef, Plan};
 use crate::planner::{plan, PlanInput, CLOCK_SKEW};
 use crate::ports::{Autoscaling, Clock, Cluster, DrainReport, ErrorKind, PortError, StateStore, Versioned};
@@ -523,8 +523,17 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
             let now = self.clock.now();
             let Versioned { value: record, version } =
                 self.store.load(&key).await.map_err(ReconcileError::port(name))?;
+            // Another run is draining without the lease: a tick adds nothing to what it
+            // does (an event does: it plans now, and that run leaves the rest to it).
+            let ticks_only = events.iter().all(|e| e.signal == Signal::Reconcile);
+            if ticks_only && record.draining.as_ref().is_some_and(|d| d.owner != self.owner && now < d.until) {
+                return Err(ReconcileError::LeaseBusy { pool: name.to_string() });
+            }
             let observed = self.observe(pool, &record, events, now).await.map_err(ReconcileError::port(name))?;
             let mut plan = self.plan_for(pool, &record, &observed, events, now);
+            // Each plan supersedes the last: whoever drained for it is done or left the
+            // rest to this one.
+            plan.record.draining = None;
             if dry_run {
                 // The shadow record keeps the memory (grace, failback, rates) so the logs
                 // show what a live run would do, tick after tick; nothing is applied, so
@@ -614,6 +623,45 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
             run.lease.until = now + ttl;
         }
         Ok(())
+    }
+
+    /// Before drains: the record says who drains until when (scheduled ticks stand down
+    /// meanwhile), and the lease is let go, so that an event arriving during a drain
+    /// that may take minutes (a spot warning for another node, a launch failure) is acted
+    /// on at once by its own run, not after the drain.
+    async fn lend_lease(&self, run: &mut Run<'_>, longest: Duration) -> Result<(), PortError> {
+        let longest = chrono::Duration::from_std(longest + LEASE_AFTER_DRAIN).unwrap_or(chrono::Duration::MAX);
+        let until = self.clock.now().checked_add_signed(longest).unwrap_or(DateTime::<Utc>::MAX_UTC);
+        run.record.draining = Some(Draining { owner: self.owner.clone(), until });
+        run.version = self.store.save(run.key, &run.record, run.version).await?;
+        if let Err(e) = self.store.release_lease(&run.pool.name, &self.owner).await {
+            tracing::warn!(pool = %run.pool.name, error = %e, "could not let the lease go for the drain; held through it");
+        }
+        run.lease.until = self.clock.now();
+        Ok(())
+    }
+
+    /// After drains: the lease taken back, if no other run planned the pool meanwhile
+    /// (the record is where this run left it). False: the rest of the plan is not this
+    /// run's any more.
+    async fn take_back_lease(&self, run: &mut Run<'_>) -> Result<bool, PortError> {
+        let now = self.clock.now();
+        if !self.store.acquire_lease(&run.pool.name, &self.owner, now, run.lease.ttl).await? {
+            return Ok(false);
+        }
+        run.lease.until = now + chrono::Duration::from_std(run.lease.ttl).unwrap_or(chrono::Duration::MAX);
+        if self.store.load(run.key).await?.version != run.version {
+            return Ok(false);
+        }
+        run.record.draining = None;
+        match self.store.save(run.key, &run.record, run.version).await {
+            Ok(version) => {
+                run.version = version;
+                Ok(true)
+            }
+            Err(e) if e.kind == ErrorKind::Conflict => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     /// Marks the journal's next open call for this effect done (or rewrites it first,
@@ -849,18 +897,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         while index < plan.actions.len() {
             let action = &plan.actions[index];
             if !matches!(action.kind, ActionKind::RecordState) {
-                // Drains run together, each at most its timeout (cut at the deadline):
-                // the lease must outlast the longest, with room for the calls after it.
-                let outlast = plan.actions[index..]
-                    .iter()
-                    .take_while(|a| matches!(a.kind, ActionKind::DrainNode { .. }))
-                    .filter_map(|a| match &a.kind {
-                        ActionKind::DrainNode { timeout, .. } => Some(timeout.0 + LEASE_AFTER_DRAIN),
-                        _ => None,
-                    })
-                    .max()
-                    .unwrap_or_default();
-                self.may_act(run, outlast).await.map_err(|e| (index, e))?;
+                self.may_act(run, Duration::ZERO).await.map_err(|e| (index, e))?;
             }
             if is_capacity_call(&action.kind) {
                 self.reach(plan, index, run).await.map_err(|e| (index, e))?;
@@ -871,10 +908,15 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                     .take_while(|a| matches!(a.kind, ActionKind::DrainNode { .. }))
                     .collect();
                 let left = run.deadline.map(|d| (d - DEADLINE_MARGIN - self.clock.now()).to_std().unwrap_or_default());
+                let timeout_of = |a: &Action| match &a.kind {
+                    ActionKind::DrainNode { timeout, .. } => left.map_or(timeout.0, |l| timeout.0.min(l)),
+                    _ => Duration::ZERO,
+                };
+                let longest = drains.iter().map(|a| timeout_of(a)).max().unwrap_or_default();
+                self.lend_lease(run, longest).await.map_err(|e| (index, e))?;
                 let results = futures_util::future::join_all(drains.iter().map(|a| {
-                    let ActionKind::DrainNode { node, timeout, lifecycle, .. } = &a.kind else { unreachable!() };
-                    let timeout = left.map_or(timeout.0, |l| timeout.0.min(l));
-                    self.drain(node, timeout, lifecycle.as_ref())
+                    let ActionKind::DrainNode { node, lifecycle, .. } = &a.kind else { unreachable!() };
+                    self.drain(node, timeout_of(a), lifecycle.as_ref())
                 }))
                 .await;
                 for (offset, (action, result)) in drains.iter().zip(results).enumerate() {
@@ -884,6 +926,32 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                     applied.push(Applied::Drained(report));
                 }
                 index += drains.len();
+                if !self.take_back_lease(run).await.map_err(|e| (index, e))? {
+                    // Another run planned the pool meanwhile: it judged this plan's journal
+                    // as a run's that died here, and re-planned what is left of it. Only the
+                    // lifecycle actions drained here are this run's to complete.
+                    let drained_hooks: BTreeSet<&str> = drains
+                        .iter()
+                        .filter_map(|a| match &a.kind {
+                            ActionKind::DrainNode { lifecycle: Some(l), .. } => Some(l.token.as_str()),
+                            _ => None,
+                        })
+                        .collect();
+                    for action in &plan.actions[index..] {
+                        if let ActionKind::CompleteLifecycleAction(l) = &action.kind {
+                            if drained_hooks.contains(l.token.as_str()) {
+                                let done = lifecycle_call(self.autoscaling.complete_lifecycle_action(l).await);
+                                applied.push(done.map_err(|e| (index, e))?);
+                            }
+                        }
+                    }
+                    applied.push(Applied::Skipped {
+                        why: "another run planned the pool while this one drained (its events could not wait): \
+                              the rest of this plan is re-planned by it"
+                            .into(),
+                    });
+                    return Ok(applied);
+                }
                 continue;
             }
             let result = match &action.kind {
@@ -947,7 +1015,7 @@ fn mark_done(call: &mut CapacityCall) {
     }
 }
 
-/// Lease time kept beyond the longest drain: the terminations and journal writes after it.
+/// Time beyond the longest drain before a run that died in it is taken as dead by ticks.
 const LEASE_AFTER_DRAIN: Duration = Duration::from_secs(60);
 
 /// Events grouped by the pool they concern.
@@ -967,8 +1035,8 @@ fn drop_repeats(events: Vec<Event>) -> (Vec<Event>, Vec<String>) {
 
 /// A wait for a busy lease ends this long before the deadline, for the run itself.
 const KEPT_AFTER_LEASE_WAIT: chrono::Duration = chrono::Duration::seconds(60);
-/// The longest wait for a busy lease in an SQS batch (most runs hold it for seconds; a
-/// drain for minutes, which the queue's retries outlast).
+/// The longest wait for a busy lease in an SQS batch: runs hold it for seconds (drains
+/// let it go); one that died holding it is outlasted by the queue's retries.
 pub const LEASE_WAIT: chrono::Duration = chrono::Duration::seconds(15);
 
 /// One to two seconds between tries for a busy lease, spread by the run's owner id so
@@ -980,8 +1048,8 @@ fn lease_poll(owner: &str, poll: u64) -> Duration {
     Duration::from_millis(1_000 + hasher.finish() % 1_000)
 }
 
-/// The lease outlasts one drain with room to spare; it is renewed while applying, and
-/// before drains so that it outlasts them.
+/// As long as one drain with room to spare (a run in the middle of its calls is not
+/// taken for dead too soon); renewed while applying, and let go during drains.
 pub fn lease_ttl(pool: &PoolConfig) -> Duration {
     pool.interruption.drain_timeout.0 + LEASE_AFTER_DRAIN * 2
 }
