@@ -852,6 +852,21 @@ async fn a_tick_during_a_drain_stands_down_and_the_drain_finishes_its_own_plan()
 }
 
 #[tokio::test]
+async fn a_lease_held_at_the_drains_end_by_a_run_that_planned_nothing_is_waited_for() {
+    // A tick standing down (or another drainer taking its own lease back) holds the lease
+    // for a moment as the drain ends, and writes nothing: the drained plan is still this
+    // run's. It waits for the lease and goes on.
+    let (warning, memory, _, reconciler) = warned_with_a_run_during_the_drain(|memory, clock| async move {
+        let until = clock.now() + Duration::seconds(90) + Duration::seconds(5);
+        memory.world().leases.insert("general".into(), ballast_core::memory::Lease { owner: "a-tick".into(), until });
+    });
+    let out = reconciler.handle(vec![warning]).await;
+    assert!(out.failures.is_empty(), "{:?}", errors(&out));
+    assert!(!out.pools[0].applied.iter().any(|a| matches!(a, Applied::Skipped { .. })), "{:?}", out.pools[0].applied);
+    assert_eq!(terminations(&memory), [Call::Terminate { instance_id: "i-0a1b2c3d4e5f60001".into(), decrement: true }]);
+}
+
+#[tokio::test]
 async fn a_run_that_died_in_its_drain_holds_ticks_back_only_until_its_drains_would_have_ended() {
     // The run died in its drain: its mark stays. Ticks stand down until then; after it,
     // one judges the journal and finishes the plan.

@@ -579,7 +579,9 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                 Err((failed_at, source)) => {
                     // Take back the intent of what did not happen, so the retry does it;
                     // the journal already tells which capacity calls were made.
-                    let undone = unplan(&plan, failed_at, run.record.clone());
+                    let mut undone = unplan(&plan, failed_at, run.record.clone());
+                    // Its drains are over, whatever failed: ticks need not stand down.
+                    undone.draining = None;
                     if undone != run.record {
                         if let Err(e) = self.store.save(&key, &undone, run.version).await {
                             tracing::warn!(pool = name, error = %e, "could not take back the intent of the actions not reached; the journal and the next reconcile settle them");
@@ -643,24 +645,45 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
 
     /// After drains: the lease taken back, if no other run planned the pool meanwhile
     /// (the record is where this run left it). False: the rest of the plan is not this
-    /// run's any more.
+    /// run's any more. A lease held without the record changing (a tick standing down,
+    /// another drainer taking its own back) is waited for, briefly: only a run that
+    /// planned takes the rest over, and any run that plans writes the record.
     async fn take_back_lease(&self, run: &mut Run<'_>) -> Result<bool, PortError> {
-        let now = self.clock.now();
-        if !self.store.acquire_lease(&run.pool.name, &self.owner, now, run.lease.ttl).await? {
-            return Ok(false);
-        }
-        run.lease.until = now + chrono::Duration::from_std(run.lease.ttl).unwrap_or(chrono::Duration::MAX);
-        if self.store.load(run.key).await?.version != run.version {
-            return Ok(false);
-        }
-        run.record.draining = None;
-        match self.store.save(run.key, &run.record, run.version).await {
-            Ok(version) => {
-                run.version = version;
-                Ok(true)
+        let give_up = self.clock.now() + LEASE_WAIT;
+        let mut polls = 0;
+        loop {
+            if self.store.load(run.key).await?.version != run.version {
+                return Ok(false);
             }
-            Err(e) if e.kind == ErrorKind::Conflict => Ok(false),
-            Err(e) => Err(e),
+            let now = self.clock.now();
+            if self.store.acquire_lease(&run.pool.name, &self.owner, now, run.lease.ttl).await? {
+                run.lease.until = now + chrono::Duration::from_std(run.lease.ttl).unwrap_or(chrono::Duration::MAX);
+                if self.store.load(run.key).await?.version != run.version {
+                    return Ok(false);
+                }
+                run.record.draining = None;
+                return match self.store.save(run.key, &run.record, run.version).await {
+                    Ok(version) => {
+                        run.version = version;
+                        Ok(true)
+                    }
+                    Err(e) if e.kind == ErrorKind::Conflict => Ok(false),
+                    Err(e) => Err(e),
+                };
+            }
+            let pause = lease_poll(&self.owner, polls);
+            let late = run
+                .deadline
+                .is_some_and(|d| now + chrono::Duration::from_std(pause).unwrap_or_default() >= d - DEADLINE_MARGIN);
+            if late || now >= give_up {
+                return Err(PortError::new(
+                    ErrorKind::Retryable,
+                    "lease",
+                    format!("pool {}: the lease, let go for the drain, is still held by another run; the rest is left to the next run", run.pool.name),
+                ));
+            }
+            self.clock.sleep(pause).await;
+            polls += 1;
         }
     }
 
