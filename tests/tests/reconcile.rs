@@ -1,6 +1,6 @@
 //! `reconcile` over the in-memory adapters, with the shipped fixtures and states.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use ballast_core::config::PoolConfig;
@@ -384,13 +384,20 @@ async fn headroom_override_event_is_applied() {
 }
 
 /// Autoscaling that fails the first terminate, as a throttled API would.
-struct FailFirstTerminate {
+/// Terminations throttled the first `n` times.
+struct FailTerminates {
     inner: InMemory,
-    failed: AtomicBool,
+    left: std::sync::atomic::AtomicUsize,
+}
+
+impl FailTerminates {
+    fn new(memory: &InMemory, n: usize) -> FailTerminates {
+        FailTerminates { inner: memory.clone(), left: n.into() }
+    }
 }
 
 #[async_trait::async_trait]
-impl Autoscaling for FailFirstTerminate {
+impl Autoscaling for FailTerminates {
     async fn describe_pool(&self, pool: &PoolConfig) -> Result<(Vec<ObservedAsg>, Option<ObservedAsg>), PortError> {
         self.inner.describe_pool(pool).await
     }
@@ -401,7 +408,9 @@ impl Autoscaling for FailFirstTerminate {
         self.inner.set_desired_capacity(asg, desired).await
     }
     async fn terminate_instance(&self, id: &str, decrement: bool) -> Result<(), PortError> {
-        if !self.failed.swap(true, Ordering::SeqCst) {
+        let left = self.left.load(Ordering::SeqCst);
+        if left > 0 {
+            self.left.store(left - 1, Ordering::SeqCst);
             return Err(PortError::new(ErrorKind::Retryable, "terminate_instance", "Throttling: Rate exceeded"));
         }
         self.inner.terminate_instance(id, decrement).await
@@ -421,7 +430,7 @@ async fn failed_apply_takes_back_its_intent_and_the_retry_does_not_double() {
     let clock = FixedClock::new(warning.time);
     let reconciler = Reconciler {
         config: Arc::new(config_with_dry_run(false)),
-        autoscaling: FailFirstTerminate { inner: memory.clone(), failed: AtomicBool::new(false) },
+        autoscaling: FailTerminates::new(&memory, 1),
         cluster: memory.clone(),
         store: memory.clone(),
         clock: clock.clone(),
@@ -461,7 +470,7 @@ async fn a_surge_deleted_before_a_later_plans_terminate_is_not_followed_by_a_dec
     let clock = FixedClock::new(warning.time);
     let reconciler = Reconciler {
         config: Arc::new(config_with_dry_run(false)),
-        autoscaling: FailFirstTerminate { inner: memory.clone(), failed: AtomicBool::new(false) },
+        autoscaling: FailTerminates::new(&memory, 1),
         cluster: memory.clone(),
         store: memory.clone(),
         clock: clock.clone(),
@@ -1115,4 +1124,83 @@ async fn a_message_retried_for_one_pool_is_not_also_dead_lettered_for_another() 
     let why = &parked[0].1;
     assert!(why.starts_with("still failing on receive 10, the queue's last: "), "{why}");
     assert!(why.contains("lease") && why.contains("above max value 2"), "both pools' errors: {why}");
+}
+
+fn delete_unfulfillable(memory: &InMemory) {
+    let mut world = memory.world();
+    let asg = world.asg_mut("eks-general-spot-m6").unwrap();
+    asg.desired = asg.instances.len() as u32;
+}
+
+#[tokio::test]
+async fn a_surge_deleted_after_two_failed_terminates_is_not_followed_by_a_decrement() {
+    // P1 surges 4 -> 5, its terminate is throttled. P2 (the retry, the ASG still at 5)
+    // plans the terminate again, no raise of its own, and is throttled too. Then
+    // cluster-autoscaler deletes the unfilled slot (5 -> 4). P3 settles P2's journal,
+    // which has no size change of the ASG: the surge is judged by what it holds at.
+    let warning = fixture("spot-interruption-terminate.json");
+    let memory = InMemory::new(state("steady.json"));
+    let clock = FixedClock::new(warning.time);
+    let reconciler = Reconciler {
+        config: Arc::new(config_with_dry_run(false)),
+        autoscaling: FailTerminates::new(&memory, 2),
+        cluster: memory.clone(),
+        store: memory.clone(),
+        clock: clock.clone(),
+        owner: "test".into(),
+    };
+    let out = reconciler.handle(vec![warning.clone()]).await;
+    assert_eq!(out.failures.len(), 1);
+    assert_eq!(memory.world().asg("eks-general-spot-m6").unwrap().desired, 5, "P1 surged");
+    clock.advance(Duration::seconds(20));
+    let out = reconciler.handle(vec![warning.clone()]).await;
+    assert_eq!(out.failures.len(), 1, "P2 throttled too");
+    assert_eq!(memory.world().asg("eks-general-spot-m6").unwrap().desired, 5);
+    delete_unfulfillable(&memory);
+    assert_eq!(memory.world().asg("eks-general-spot-m6").unwrap().desired, 4, "CA deleted the surge's slot");
+    clock.advance(Duration::seconds(20));
+    let out = reconciler.handle(vec![warning]).await;
+    assert!(out.failures.is_empty(), "{:?}", errors(&out));
+    let world = memory.world();
+    assert_eq!(
+        world.asg("eks-general-spot-m6").unwrap().desired,
+        4,
+        "one short: {:?} notes {:?}",
+        world.calls.iter().filter(|c| c.is_effect()).collect::<Vec<_>>(),
+        out.pools[0].plan.notes
+    );
+}
+
+#[tokio::test]
+async fn a_surge_deleted_during_the_retrys_drain_is_not_followed_by_a_decrement() {
+    // P1 surges 4 -> 5, its terminate is throttled. P2 (the retry, the ASG still at 5)
+    // drains again; meanwhile cluster-autoscaler deletes the unfilled slot (5 -> 4). P2
+    // has no raise of its own there: the surge's ASG is judged by what it holds at.
+    let warning = fixture("spot-interruption-terminate.json");
+    let memory = InMemory::new(state("steady.json"));
+    let clock = FixedClock::new(warning.time);
+    let first = Reconciler {
+        config: Arc::new(config_with_dry_run(false)),
+        autoscaling: FailTerminates::new(&memory, 1),
+        cluster: memory.clone(),
+        store: memory.clone(),
+        clock: clock.clone(),
+        owner: "test".into(),
+    };
+    let out = first.handle(vec![warning.clone()]).await;
+    assert_eq!(out.failures.len(), 1);
+    assert_eq!(memory.world().asg("eks-general-spot-m6").unwrap().desired, 5, "P1 surged");
+    clock.advance(Duration::seconds(20));
+    let cluster = SlowCluster { during_drain: Some(delete_unfulfillable), ..SlowCluster::new(&memory, &clock) };
+    let retry = reconciler_over(config_with_dry_run(false), memory.clone(), cluster, &memory, clock.clone());
+    let out = retry.handle(vec![warning]).await;
+    assert!(out.failures.is_empty(), "{:?}", errors(&out));
+    let world = memory.world();
+    assert!(world.calls.iter().any(|c| matches!(c, Call::Drain { .. })), "P2 drained");
+    assert_eq!(
+        world.asg("eks-general-spot-m6").unwrap().desired,
+        4,
+        "one short: {:?}",
+        world.calls.iter().filter(|c| c.is_effect()).collect::<Vec<_>>()
+    );
 }

@@ -396,6 +396,12 @@ pub struct Surge {
     /// `asg` did not land).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub moved: Option<SurgeMove>,
+    /// The size Ballast's own landed calls leave `asg` at while the surge waits for its
+    /// instance's terminate (set once its raise is judged landed, by the next plan; absent
+    /// in older records and after a move): below it, another writer took slots there,
+    /// perhaps this one, and the instance must not go with decrement.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holds_at: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

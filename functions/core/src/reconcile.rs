@@ -907,6 +907,30 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                 )));
             }
         }
+        // A surge an earlier plan made: the size Ballast's calls had left its ASG at (see
+        // `Surge::holds_at`), moved on by this plan's calls there made since.
+        let surge =
+            run.record.interruptions.iter().find(|i| i.instance_id == instance_id).and_then(|i| i.surge.as_ref());
+        let Some((asg, holds_at)) = surge.and_then(|s| Some((s.asg.as_str(), s.holds_at?))) else { return Ok(None) };
+        let change: i64 = journal
+            .calls
+            .iter()
+            .filter(|c| c.done())
+            .map(|c| match c {
+                CapacityCall::SetDesired { asg: a, from, to, .. } if a == asg => i64::from(*to) - i64::from(*from),
+                CapacityCall::Terminate { asg: a, decrement: true, .. } if a == asg => -1,
+                _ => 0,
+            })
+            .sum();
+        let want = i64::from(holds_at) + change;
+        let size = self.autoscaling.asg_size(asg).await?;
+        if i64::from(size.desired) < want {
+            return Ok(Some(format!(
+                "{asg}, where an earlier plan surged for {instance_id}, is at {} below the {want} Ballast's calls \
+                 left it at (its unfilled slots deleted by another writer, cluster-autoscaler's failed scale-up say)",
+                size.desired
+            )));
+        }
         Ok(None)
     }
 

@@ -396,6 +396,8 @@ impl Work<'_> {
             let Some(to) = slots.next() else { break };
             surge.moved = Some(SurgeMove { from: from.to_string(), plan: seq });
             surge.asg = to.clone();
+            // What it held `from` at says nothing of `to`: judged again once the move lands.
+            surge.holds_at = None;
             moved.push(format!("{} -> {to}", interruption.instance_id));
         }
         if !moved.is_empty() {

@@ -196,61 +196,89 @@ impl Work<'_> {
         self.surges_taken_since(&journal);
     }
 
-    /// The last plan's raises that landed, judged again now: an ASG below the size that
-    /// plan left it at (its own later calls counted) was lowered by another writer since.
+    /// The surges waiting for their instance's terminate, judged against what the last
+    /// plan's landed calls left their ASGs at. Each keeps the size Ballast's own calls
+    /// leave its ASG at (`holds_at`: set from the plan whose raise made it, moved on by
+    /// every later plan's calls there); an ASG now below it was lowered by another writer.
     /// Cluster-autoscaler does that to slots spot cannot fill: it deletes a failed
     /// scale-up's placeholders by setting the ASG to the instances it has, whoever asked
-    /// for them. A surge made there may be gone, and its interrupted instance, not yet
-    /// terminated, would take its own slot too if it went with decrement: such a surge is
-    /// re-planned as never made (the next rules put it where capacity is now), and what it
-    /// leaves over if it was still there is named. (At apply time `raise_undone` judges a
-    /// plan's own raises; this judges them for the plans after it.)
+    /// for them. Up to that many surges there (the newest first: the likeliest unfilled)
+    /// are re-planned as never made, so the next rules put them where capacity is now
+    /// rather than their instances going with decrement and taking their own slots too;
+    /// what they leave over if they were still there is named. (At apply time
+    /// `raise_undone` judges the same against the calls made since.)
     fn surges_taken_since(&mut self, journal: &Journal) {
-        let mut left_at: Vec<(&str, u32)> = Vec::new();
+        // Per ASG: the size the journal's landed calls left it at, and their net change.
+        let mut landed: Vec<(&str, Option<u32>, i64)> = Vec::new();
         for call in journal.calls.iter().filter(|c| c.done()) {
-            match call {
-                CapacityCall::SetDesired { asg, to, .. } => match left_at.iter_mut().find(|(a, _)| a == asg) {
-                    Some(entry) => entry.1 = *to,
-                    None => left_at.push((asg, *to)),
-                },
-                CapacityCall::Terminate { asg, decrement: true, .. } => {
-                    if let Some(entry) = left_at.iter_mut().find(|(a, _)| a == asg) {
-                        entry.1 = entry.1.saturating_sub(1);
-                    }
+            let (asg, to, change) = match call {
+                CapacityCall::SetDesired { asg, from, to, .. } => (asg, Some(*to), i64::from(*to) - i64::from(*from)),
+                CapacityCall::Terminate { asg, decrement: true, .. } => (asg, None, -1),
+                CapacityCall::Terminate { .. } => continue,
+            };
+            match landed.iter_mut().find(|(a, ..)| a == asg) {
+                Some(entry) => {
+                    entry.1 = to.or(entry.1.map(|n| n.saturating_sub(1)));
+                    entry.2 += change;
                 }
-                CapacityCall::Terminate { .. } => {}
+                None => landed.push((asg, to, change)),
             }
         }
         let by_plan = |plan: u64, at| if journal.seq != 0 { plan == journal.seq } else { at == journal.planned_at };
-        for (asg, size) in left_at {
-            let Some(observed) = self.observed.asg(asg) else { continue };
-            let mut taken = size.saturating_sub(observed.desired);
-            let desired = observed.desired;
-            for index in 0..self.record.interruptions.len() {
-                if taken == 0 {
-                    break;
+        let mut asgs: Vec<String> = Vec::new();
+        for interruption in self.record.interruptions.iter_mut().filter(|i| !i.terminated) {
+            let Some(surge) = interruption.surge.as_mut() else { continue };
+            let raised_by_that_plan =
+                surge.moved.as_ref().map_or(by_plan(surge.plan, surge.planned_at), |m| m.plan == journal.seq);
+            if let Some((_, left_at, change)) = landed.iter().find(|(a, ..)| *a == surge.asg) {
+                surge.holds_at = match (raised_by_that_plan, surge.holds_at) {
+                    (true, _) => *left_at,
+                    (false, Some(at)) => u32::try_from((i64::from(at) + change).max(0)).ok(),
+                    (false, None) => None,
+                };
+            }
+            if surge.holds_at.is_some() && !asgs.contains(&surge.asg) {
+                asgs.push(surge.asg.clone());
+            }
+        }
+        for asg in asgs {
+            let Some(desired) = self.observed.asg(&asg).map(|a| a.desired) else { continue };
+            let waiting = |i: &crate::model::Interruption| {
+                !i.terminated && i.surge.as_ref().is_some_and(|s| s.asg == asg && s.holds_at.is_some())
+            };
+            let holds_at = self
+                .record
+                .interruptions
+                .iter()
+                .filter(|i| waiting(i))
+                .filter_map(|i| i.surge.as_ref()?.holds_at)
+                .max();
+            let Some(holds_at) = holds_at else { continue };
+            let mut taken = holds_at.saturating_sub(desired);
+            for index in (0..self.record.interruptions.len()).rev() {
+                if !waiting(&self.record.interruptions[index]) {
+                    continue;
                 }
-                let interruption = &self.record.interruptions[index];
-                let raised_by_that_plan = interruption.surge.as_ref().is_some_and(|s| {
-                    s.asg == asg && s.moved.as_ref().map_or(by_plan(s.plan, s.planned_at), |m| m.plan == journal.seq)
-                });
-                if interruption.terminated || !raised_by_that_plan {
+                if taken == 0 {
+                    // The rest hold at most at what is there now.
+                    if let Some(surge) = self.record.interruptions[index].surge.as_mut() {
+                        surge.holds_at = surge.holds_at.map(|h| h.min(desired));
+                    }
                     continue;
                 }
                 taken -= 1;
-                let instance_id = interruption.instance_id.clone();
+                let instance_id = self.record.interruptions[index].instance_id.clone();
                 let why = format!(
-                    "{asg}, raised by the plan of {} for {instance_id}'s surge, is at {desired} below the {size} that \
-                     plan left (its unfilled slots deleted by another writer, cluster-autoscaler's failed scale-up \
-                     say): the surge is made again rather than {instance_id} going with decrement; if the first \
-                     was still there",
-                    journal.planned_at.to_rfc3339()
+                    "{asg} is at {desired}, below the {holds_at} Ballast's own calls left it at while {instance_id}'s \
+                     surge there waited (its unfilled slots deleted by another writer, cluster-autoscaler's failed \
+                     scale-up say): the surge is made again rather than {instance_id} going with decrement; if the \
+                     first was still there"
                 );
-                self.leave_surplus(asg, 1, &why);
+                self.leave_surplus(&asg, 1, &why);
                 let interruption = &mut self.record.interruptions[index];
                 interruption.surge = None;
                 interruption.planned_at = None;
-                if self.observed.is_on_demand(asg) {
+                if self.observed.is_on_demand(&asg) {
                     self.record.fallback_units = self.record.fallback_units.saturating_sub(1);
                     if self.record.fallback_units == 0 {
                         self.record.fallback_since = None;

@@ -101,7 +101,13 @@ impl Work<'_> {
                             self.units_added += 1;
                             self.record.fallback_since.get_or_insert(self.now);
                         }
-                        surge = Some(Surge { asg: target, planned_at: self.now, plan: self.seq, moved: None });
+                        surge = Some(Surge {
+                            asg: target,
+                            planned_at: self.now,
+                            plan: self.seq,
+                            moved: None,
+                            holds_at: None,
+                        });
                     }
                     None => {
                         let on_demand = if self.observed.on_demand.is_some() {
