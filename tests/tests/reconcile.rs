@@ -861,6 +861,25 @@ async fn a_tick_during_a_drain_stands_down_and_the_drain_finishes_its_own_plan()
 }
 
 #[tokio::test]
+async fn an_event_that_can_wait_waits_for_a_drain_rather_than_take_it_over() {
+    // The forwarder's demand every 30 s would otherwise take over every drain longer than
+    // that, and a drain blocked by a PodDisruptionBudget would never end in a terminate.
+    let (warning, memory, _, reconciler) = warned_with_a_run_during_the_drain(|memory, clock| async move {
+        let out = another_run(&memory, clock).handle(vec![fixture("forwarder-pool-demand-changed.json")]).await;
+        assert_eq!(
+            errors(&out),
+            ["pool general: another run holds the lease; try again shortly"],
+            "retried after the drain"
+        );
+        assert!(out.failures.iter().all(|f| f.0.is_retryable()));
+    });
+    let out = reconciler.handle(vec![warning]).await;
+    assert!(out.failures.is_empty(), "{:?}", errors(&out));
+    assert!(!out.pools[0].applied.iter().any(|a| matches!(a, Applied::Skipped { .. })), "{:?}", out.pools[0].applied);
+    assert_eq!(terminations(&memory), [Call::Terminate { instance_id: "i-0a1b2c3d4e5f60001".into(), decrement: true }]);
+}
+
+#[tokio::test]
 async fn a_lease_held_at_the_drains_end_by_a_run_that_planned_nothing_is_waited_for() {
     // A tick standing down (or another drainer taking its own lease back) holds the lease
     // for a moment as the drain ends, and writes nothing: the drained plan is still this

@@ -523,10 +523,11 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
             let now = self.clock.now();
             let Versioned { value: record, version } =
                 self.store.load(&key).await.map_err(ReconcileError::port(name))?;
-            // Another run is draining without the lease: a tick adds nothing to what it
-            // does (an event does: it plans now, and that run leaves the rest to it).
-            let ticks_only = events.iter().all(|e| e.signal == Signal::Reconcile);
-            if ticks_only && record.draining.as_ref().is_some_and(|d| d.owner != self.owner && now < d.until) {
+            // Another run is draining without the lease: only an event that cannot wait
+            // plans now (that run then leaves the rest to it); the others wait for the
+            // drain as for a held lease (a tick stands down: the drainer covers it).
+            let can_wait = !events.iter().any(|e| e.signal.cannot_wait());
+            if can_wait && record.draining.as_ref().is_some_and(|d| d.owner != self.owner && now < d.until) {
                 return Err(ReconcileError::LeaseBusy { pool: name.to_string() });
             }
             let observed = self.observe(pool, &record, events, now).await.map_err(ReconcileError::port(name))?;
@@ -595,9 +596,8 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
     }
 
     /// Before a mutating call: the lease is still ours (renewed when half its time is
-    /// gone, or when less than `outlast` of it is left: a drain must not outlive it) and
-    /// the deadline is not near. A run that lost its lease stops applying.
-    async fn may_act(&self, run: &mut Run<'_>, outlast: Duration) -> Result<(), PortError> {
+    /// gone) and the deadline is not near. A run that lost its lease stops applying.
+    async fn may_act(&self, run: &mut Run<'_>) -> Result<(), PortError> {
         let now = self.clock.now();
         if let Some(deadline) = run.deadline.filter(|d| now >= *d - DEADLINE_MARGIN) {
             return Err(PortError::new(
@@ -613,8 +613,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
             ));
         }
         let ttl = chrono::Duration::from_std(run.lease.ttl).unwrap_or(chrono::Duration::MAX);
-        let outlast = chrono::Duration::from_std(outlast).unwrap_or(chrono::Duration::MAX);
-        if now + (ttl / 2).max(outlast) >= run.lease.until {
+        if now + ttl / 2 >= run.lease.until {
             if !self.store.acquire_lease(&run.pool.name, &self.owner, now, run.lease.ttl).await? {
                 return Err(PortError::new(
                     ErrorKind::Retryable,
@@ -944,7 +943,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         while index < plan.actions.len() {
             let action = &plan.actions[index];
             if !matches!(action.kind, ActionKind::RecordState) {
-                self.may_act(run, Duration::ZERO).await.map_err(|e| (index, e))?;
+                self.may_act(run).await.map_err(|e| (index, e))?;
             }
             if is_capacity_call(&action.kind) {
                 self.reach(plan, index, run).await.map_err(|e| (index, e))?;

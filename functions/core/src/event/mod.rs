@@ -495,6 +495,29 @@ fn json_kind(value: &Value) -> &'static str {
 }
 
 impl Signal {
+    /// Whether the signal asks for capacity within seconds (a node going, a launch
+    /// failing, pods pending, an operator's override): its run takes over from one
+    /// draining the pool rather than wait for the drain. The rest (ticks, demand and
+    /// waits measured, lead times, scale-in hooks) wait for it; none is dropped.
+    pub fn cannot_wait(&self) -> bool {
+        match self {
+            Signal::SpotInterruption { .. }
+            | Signal::RebalanceRecommendation { .. }
+            | Signal::InstanceStateChange { .. }
+            | Signal::LaunchUnsuccessful(_)
+            | Signal::ScheduledChange { .. }
+            | Signal::HeadroomOverride { .. }
+            | Signal::PodsUnschedulable(_) => true,
+            Signal::LaunchSuccessful { .. }
+            | Signal::TerminateLifecycleAction(_)
+            | Signal::Reconcile
+            | Signal::PoolDemand(_)
+            | Signal::NodeLifecycle(_)
+            | Signal::PoolWaits(_)
+            | Signal::Ignored { .. } => false,
+        }
+    }
+
     /// The instances this signal is about, for routing it to a pool.
     pub fn instance_ids(&self) -> Vec<&str> {
         match self {
