@@ -384,20 +384,34 @@ async fn headroom_override_event_is_applied() {
 }
 
 /// Autoscaling that fails the first terminate, as a throttled API would.
-/// Terminations throttled the first `n` times.
-struct FailTerminates {
+/// The in-memory autoscaling, throttling the first `terminates` terminations and the
+/// first `completes` lifecycle completions.
+struct Throttles {
     inner: InMemory,
-    left: std::sync::atomic::AtomicUsize,
+    terminates: std::sync::atomic::AtomicUsize,
+    completes: std::sync::atomic::AtomicUsize,
 }
 
-impl FailTerminates {
-    fn new(memory: &InMemory, n: usize) -> FailTerminates {
-        FailTerminates { inner: memory.clone(), left: n.into() }
+impl Throttles {
+    fn terminates(memory: &InMemory, n: usize) -> Throttles {
+        Throttles { inner: memory.clone(), terminates: n.into(), completes: 0.into() }
+    }
+
+    fn completes(memory: &InMemory, n: usize) -> Throttles {
+        Throttles { inner: memory.clone(), terminates: 0.into(), completes: n.into() }
+    }
+
+    /// Throttled if `left` is not yet used up (and uses one).
+    fn throttled(left: &std::sync::atomic::AtomicUsize, operation: &str) -> Result<(), PortError> {
+        match left.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)) {
+            Ok(_) => Err(PortError::new(ErrorKind::Retryable, operation, "Throttling: Rate exceeded")),
+            Err(_) => Ok(()),
+        }
     }
 }
 
 #[async_trait::async_trait]
-impl Autoscaling for FailTerminates {
+impl Autoscaling for Throttles {
     async fn describe_pool(&self, pool: &PoolConfig) -> Result<(Vec<ObservedAsg>, Option<ObservedAsg>), PortError> {
         self.inner.describe_pool(pool).await
     }
@@ -408,17 +422,14 @@ impl Autoscaling for FailTerminates {
         self.inner.set_desired_capacity(asg, desired).await
     }
     async fn terminate_instance(&self, id: &str, decrement: bool) -> Result<(), PortError> {
-        let left = self.left.load(Ordering::SeqCst);
-        if left > 0 {
-            self.left.store(left - 1, Ordering::SeqCst);
-            return Err(PortError::new(ErrorKind::Retryable, "terminate_instance", "Throttling: Rate exceeded"));
-        }
+        Throttles::throttled(&self.terminates, "terminate_instance")?;
         self.inner.terminate_instance(id, decrement).await
     }
     async fn record_lifecycle_heartbeat(&self, a: &LifecycleRef) -> Result<(), PortError> {
         self.inner.record_lifecycle_heartbeat(a).await
     }
     async fn complete_lifecycle_action(&self, a: &LifecycleRef) -> Result<(), PortError> {
+        Throttles::throttled(&self.completes, "complete_lifecycle_action")?;
         self.inner.complete_lifecycle_action(a).await
     }
 }
@@ -430,7 +441,7 @@ async fn failed_apply_takes_back_its_intent_and_the_retry_does_not_double() {
     let clock = FixedClock::new(warning.time);
     let reconciler = Reconciler {
         config: Arc::new(config_with_dry_run(false)),
-        autoscaling: FailTerminates::new(&memory, 1),
+        autoscaling: Throttles::terminates(&memory, 1),
         cluster: memory.clone(),
         store: memory.clone(),
         clock: clock.clone(),
@@ -470,7 +481,7 @@ async fn a_surge_deleted_before_a_later_plans_terminate_is_not_followed_by_a_dec
     let clock = FixedClock::new(warning.time);
     let reconciler = Reconciler {
         config: Arc::new(config_with_dry_run(false)),
-        autoscaling: FailTerminates::new(&memory, 1),
+        autoscaling: Throttles::terminates(&memory, 1),
         cluster: memory.clone(),
         store: memory.clone(),
         clock: clock.clone(),
@@ -1162,7 +1173,7 @@ async fn a_surge_deleted_after_two_failed_terminates_is_not_followed_by_a_decrem
     let clock = FixedClock::new(warning.time);
     let reconciler = Reconciler {
         config: Arc::new(config_with_dry_run(false)),
-        autoscaling: FailTerminates::new(&memory, 2),
+        autoscaling: Throttles::terminates(&memory, 2),
         cluster: memory.clone(),
         store: memory.clone(),
         clock: clock.clone(),
@@ -1200,7 +1211,7 @@ async fn a_surge_deleted_during_the_retrys_drain_is_not_followed_by_a_decrement(
     let clock = FixedClock::new(warning.time);
     let first = Reconciler {
         config: Arc::new(config_with_dry_run(false)),
-        autoscaling: FailTerminates::new(&memory, 1),
+        autoscaling: Throttles::terminates(&memory, 1),
         cluster: memory.clone(),
         store: memory.clone(),
         clock: clock.clone(),
@@ -1222,4 +1233,84 @@ async fn a_surge_deleted_during_the_retrys_drain_is_not_followed_by_a_decrement(
         "one short: {:?}",
         world.calls.iter().filter(|c| c.is_effect()).collect::<Vec<_>>()
     );
+}
+
+/// A lifecycle action of an instance with no node (nothing to drain) in a plan whose
+/// drains another run takes over: the drainer completes it (the other run took it as planned).
+#[tokio::test]
+async fn a_lifecycle_action_without_a_drain_in_a_taken_over_plan_is_still_completed() {
+    let warning = fixture("spot-interruption-terminate.json");
+    let hook = fixture("lifecycle-terminate.json");
+    let memory = InMemory::new(state("steady.json"));
+    // The on-demand instance the hook is for has no Kubernetes node (never joined, or gone).
+    memory.world().nodes.retain(|n| n.state.instance_id != "i-0f9e8d7c6b5a40001");
+    let clock = FixedClock::new(warning.time);
+    let cluster = SlowCluster::new(&memory, &clock);
+    let (world, at) = (memory.clone(), clock.clone());
+    *cluster.run_during_drain.lock().unwrap() = Some(Box::new(move || {
+        Box::pin(async move {
+            let second =
+                ballast_tests::aws::event(&ballast_tests::aws::fixture_json("spot-interruption-terminate.json", |v| {
+                    v["id"] = "second-warning".into();
+                    v["detail"]["instance-id"] = "i-0a1b2c3d4e5f60002".into();
+                    v["resources"] =
+                        serde_json::json!(["arn:aws:ec2:eu-west-1:123456789012:instance/i-0a1b2c3d4e5f60002"]);
+                }));
+            let out = another_run(&world, at).handle(vec![second]).await;
+            assert!(out.failures.is_empty(), "{:?}", errors(&out));
+        })
+    }));
+    let reconciler = reconciler_over(config_with_dry_run(false), memory.clone(), cluster, &memory, clock.clone());
+    let out = reconciler.handle(vec![warning, hook]).await;
+    assert!(out.failures.is_empty(), "{:?}", errors(&out));
+    // Later runs (ticks) do not complete it either.
+    for n in 0..3 {
+        clock.advance(Duration::seconds(60));
+        let tick = ballast_tests::aws::event(&ballast_tests::aws::fixture_json("scheduled-reconcile.json", |v| {
+            v["id"] = format!("tick-{n}").into();
+        }));
+        let out = another_run(&memory, clock.clone()).handle(vec![tick]).await;
+        assert!(out.failures.is_empty(), "{:?}", errors(&out));
+    }
+    let token = "87654321-4321-4321-4321-210987654321".to_string();
+    let world = memory.world();
+    let completes = world.calls.iter().filter(|c| **c == Call::Complete { token: token.clone() }).count();
+    let pending = &world.pools["general"].record.lifecycle_actions;
+    assert_eq!(completes, 1, "completed once; record: {pending:?}");
+}
+
+/// The drainer, taken over, fails to complete the hook it drained (throttled): the hook
+/// is planned again in the other run's record, so the retry completes it.
+#[tokio::test]
+async fn a_drained_hook_whose_completion_failed_after_a_takeover_is_completed_by_the_retry() {
+    let event = fixture("lifecycle-terminate.json");
+    let memory = InMemory::new(state("steady.json"));
+    let clock = FixedClock::new(event.time);
+    let cluster = SlowCluster::new(&memory, &clock);
+    let (world, at) = (memory.clone(), clock.clone());
+    *cluster.run_during_drain.lock().unwrap() = Some(Box::new(move || {
+        Box::pin(async move {
+            let out = another_run(&world, at).handle(vec![fixture("spot-interruption-terminate.json")]).await;
+            assert!(out.failures.is_empty(), "{:?}", errors(&out));
+        })
+    }));
+    let autoscaling = Throttles::completes(&memory, 1);
+    let reconciler = reconciler_over(config_with_dry_run(false), autoscaling, cluster, &memory, clock.clone());
+    let out = reconciler.handle(vec![event.clone()]).await;
+    assert_eq!(out.failures.len(), 1, "throttled: retried");
+    // The queue's retry, and ticks.
+    clock.advance(Duration::seconds(30));
+    let retry = another_run(&memory, clock.clone()).handle(vec![event]).await;
+    assert!(retry.failures.is_empty(), "{:?}", errors(&retry));
+    for n in 0..3 {
+        clock.advance(Duration::seconds(60));
+        let tick = ballast_tests::aws::event(&ballast_tests::aws::fixture_json("scheduled-reconcile.json", |v| {
+            v["id"] = format!("tick-{n}").into();
+        }));
+        another_run(&memory, clock.clone()).handle(vec![tick]).await;
+    }
+    let token = "87654321-4321-4321-4321-210987654321".to_string();
+    let world = memory.world();
+    let completes = world.calls.iter().filter(|c| **c == Call::Complete { token: token.clone() }).count();
+    assert_eq!(completes, 1, "record: {:?}", world.pools["general"].record.lifecycle_actions);
 }

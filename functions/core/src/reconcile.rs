@@ -578,16 +578,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                     Ok(PoolOutcome { plan, applied })
                 }
                 Err((failed_at, source)) => {
-                    // Take back the intent of what did not happen, so the retry does it;
-                    // the journal already tells which capacity calls were made.
-                    let mut undone = unplan(&plan, failed_at, run.record.clone());
-                    // Its drains are over, whatever failed: ticks need not stand down.
-                    undone.draining = None;
-                    if undone != run.record {
-                        if let Err(e) = self.store.save(&key, &undone, run.version).await {
-                            tracing::warn!(pool = name, error = %e, "could not take back the intent of the actions not reached; the journal and the next reconcile settle them");
-                        }
-                    }
+                    self.take_back_intent(&key, &plan, failed_at, run.record.clone(), run.version).await;
                     Err(ReconcileError::Apply { pool: name.to_string(), plan: Box::new(plan), failed_at, source })
                 }
             };
@@ -624,6 +615,42 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
             run.lease.until = now + ttl;
         }
         Ok(())
+    }
+
+    /// After a failed apply: the intent of what did not happen taken back, so the retry
+    /// does it (the journal already tells which capacity calls were made). Into the
+    /// record as another run left it if one saved since (one that took over a drain
+    /// holds this plan's lifecycle actions as planned).
+    async fn take_back_intent(
+        &self,
+        key: &str,
+        plan: &Plan,
+        failed_at: usize,
+        mut record: PoolRecord,
+        mut version: u64,
+    ) {
+        for _ in 0..MAX_ATTEMPTS {
+            let mut undone = unplan(plan, failed_at, record.clone());
+            // Its drains are over, whatever failed: ticks need not stand down for them.
+            if undone.draining.as_ref().is_some_and(|d| d.owner == self.owner) {
+                undone.draining = None;
+            }
+            if undone == record {
+                return;
+            }
+            match self.store.save(key, &undone, version).await {
+                Err(e) if e.kind == ErrorKind::Conflict => match self.store.load(key).await {
+                    Ok(latest) => (record, version) = (latest.value, latest.version),
+                    Err(e) => return self.intent_not_taken_back(key, &e),
+                },
+                Err(e) => return self.intent_not_taken_back(key, &e),
+                Ok(_) => return,
+            }
+        }
+    }
+
+    fn intent_not_taken_back(&self, key: &str, e: &PortError) {
+        tracing::warn!(pool = key, error = %e, "could not take back the intent of the actions not reached; the journal and the next reconcile settle them");
     }
 
     /// Before drains: the record says who drains until when (scheduled ticks stand down
@@ -974,21 +1001,13 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                 index += drains.len();
                 if !self.take_back_lease(run).await.map_err(|e| (index, e))? {
                     // Another run planned the pool meanwhile: it judged this plan's journal
-                    // as a run's that died here, and re-planned what is left of it. Only the
-                    // lifecycle actions drained here are this run's to complete.
-                    let drained_hooks: BTreeSet<&str> = drains
-                        .iter()
-                        .filter_map(|a| match &a.kind {
-                            ActionKind::DrainNode { lifecycle: Some(l), .. } => Some(l.token.as_str()),
-                            _ => None,
-                        })
-                        .collect();
+                    // as a run's that died here, and re-planned what is left of it, but for
+                    // the lifecycle actions this plan holds (planned, for that run): this
+                    // run completes them, drained here or with nothing to drain.
                     for action in &plan.actions[index..] {
                         if let ActionKind::CompleteLifecycleAction(l) = &action.kind {
-                            if drained_hooks.contains(l.token.as_str()) {
-                                let done = lifecycle_call(self.autoscaling.complete_lifecycle_action(l).await);
-                                applied.push(done.map_err(|e| (index, e))?);
-                            }
+                            let done = lifecycle_call(self.autoscaling.complete_lifecycle_action(l).await);
+                            applied.push(done.map_err(|e| (index, e))?);
                         }
                     }
                     applied.push(Applied::Skipped {
