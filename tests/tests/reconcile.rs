@@ -873,16 +873,19 @@ async fn a_tick_during_a_drain_stands_down_and_the_drain_finishes_its_own_plan()
 
 #[tokio::test]
 async fn an_event_that_can_wait_waits_for_a_drain_rather_than_take_it_over() {
-    // The forwarder's demand every 30 s would otherwise take over every drain longer than
-    // that, and a drain blocked by a PodDisruptionBudget would never end in a terminate.
+    // The forwarder's demand every 30 s, and the unschedulable pods the drain's own
+    // evictions make every few seconds, would otherwise take over every drain longer than
+    // that: one blocked by a PodDisruptionBudget would never end in its terminate.
     let (warning, memory, _, reconciler) = warned_with_a_run_during_the_drain(|memory, clock| async move {
-        let out = another_run(&memory, clock).handle(vec![fixture("forwarder-pool-demand-changed.json")]).await;
-        assert_eq!(
-            errors(&out),
-            ["pool general: another run holds the lease; try again shortly"],
-            "retried after the drain"
-        );
-        assert!(out.failures.iter().all(|f| f.0.is_retryable()));
+        for event in ["forwarder-pool-demand-changed.json", "forwarder-pods-unschedulable.json"] {
+            let out = another_run(&memory, clock.clone()).handle(vec![fixture(event)]).await;
+            assert_eq!(
+                errors(&out),
+                ["pool general: another run holds the lease; try again shortly"],
+                "{event}: retried after the drain"
+            );
+            assert!(out.failures.iter().all(|f| f.0.is_retryable()));
+        }
     });
     let out = reconciler.handle(vec![warning]).await;
     assert!(out.failures.is_empty(), "{:?}", errors(&out));

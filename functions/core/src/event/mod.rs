@@ -496,9 +496,11 @@ fn json_kind(value: &Value) -> &'static str {
 
 impl Signal {
     /// Whether the signal asks for capacity within seconds (a node going, a launch
-    /// failing, pods pending, an operator's override): its run takes over from one
-    /// draining the pool rather than wait for the drain. The rest (ticks, demand and
-    /// waits measured, lead times, scale-in hooks) wait for it; none is dropped.
+    /// failing, an operator's override): its run takes over from one draining the pool
+    /// rather than wait for the drain. The rest wait for it, none dropped: ticks, demand
+    /// and waits measured, lead times, scale-in hooks, and unschedulable pods (a drain's
+    /// own evictions make them, every few seconds: taking over for each, no drain would
+    /// end; cluster-autoscaler answers them meanwhile).
     pub fn cannot_wait(&self) -> bool {
         match self {
             Signal::SpotInterruption { .. }
@@ -506,9 +508,9 @@ impl Signal {
             | Signal::InstanceStateChange { .. }
             | Signal::LaunchUnsuccessful(_)
             | Signal::ScheduledChange { .. }
-            | Signal::HeadroomOverride { .. }
-            | Signal::PodsUnschedulable(_) => true,
-            Signal::LaunchSuccessful { .. }
+            | Signal::HeadroomOverride { .. } => true,
+            Signal::PodsUnschedulable(_)
+            | Signal::LaunchSuccessful { .. }
             | Signal::TerminateLifecycleAction(_)
             | Signal::Reconcile
             | Signal::PoolDemand(_)
