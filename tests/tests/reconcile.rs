@@ -434,19 +434,26 @@ impl Autoscaling for Throttles {
     }
 }
 
-#[tokio::test]
-async fn failed_apply_takes_back_its_intent_and_the_retry_does_not_double() {
+/// The shipped spot warning over the steady world, its first `n` terminations throttled.
+fn warned_with_throttled_terminates(
+    n: usize,
+) -> (ballast_core::event::Event, InMemory, FixedClock, Reconciler<Throttles, InMemory, InMemory, FixedClock>) {
     let warning = fixture("spot-interruption-terminate.json");
     let memory = InMemory::new(state("steady.json"));
     let clock = FixedClock::new(warning.time);
-    let reconciler = Reconciler {
-        config: Arc::new(config_with_dry_run(false)),
-        autoscaling: Throttles::terminates(&memory, 1),
-        cluster: memory.clone(),
-        store: memory.clone(),
-        clock: clock.clone(),
-        owner: "test".into(),
-    };
+    let reconciler = reconciler_over(
+        config_with_dry_run(false),
+        Throttles::terminates(&memory, n),
+        memory.clone(),
+        &memory,
+        clock.clone(),
+    );
+    (warning, memory, clock, reconciler)
+}
+
+#[tokio::test]
+async fn failed_apply_takes_back_its_intent_and_the_retry_does_not_double() {
+    let (warning, memory, clock, reconciler) = warned_with_throttled_terminates(1);
     let out = reconciler.handle(vec![warning.clone()]).await;
     assert_eq!(out.failures.len(), 1);
     assert!(out.failures[0].0.is_retryable(), "throttling is retryable: the message goes back to the queue");
@@ -476,25 +483,11 @@ async fn a_surge_deleted_before_a_later_plans_terminate_is_not_followed_by_a_dec
     // the ASG to the instances it has (5 -> 4), taking the surge. The retry plans the
     // terminate again, the surge remembered from the first plan: decrementing now would
     // take the interrupted instance's own slot, and the pool would end one short.
-    let warning = fixture("spot-interruption-terminate.json");
-    let memory = InMemory::new(state("steady.json"));
-    let clock = FixedClock::new(warning.time);
-    let reconciler = Reconciler {
-        config: Arc::new(config_with_dry_run(false)),
-        autoscaling: Throttles::terminates(&memory, 1),
-        cluster: memory.clone(),
-        store: memory.clone(),
-        clock: clock.clone(),
-        owner: "test".into(),
-    };
+    let (warning, memory, clock, reconciler) = warned_with_throttled_terminates(1);
     let out = reconciler.handle(vec![warning.clone()]).await;
     assert_eq!(out.failures.len(), 1);
     assert_eq!(memory.world().asg("eks-general-spot-m6").unwrap().desired, 5, "the surge was applied");
-    {
-        let mut world = memory.world();
-        let asg = world.asg_mut("eks-general-spot-m6").unwrap();
-        asg.desired = asg.instances.len() as u32;
-    }
+    delete_unfulfillable(&memory);
     clock.advance(Duration::seconds(20));
     let out = reconciler.handle(vec![warning]).await;
     assert!(out.failures.is_empty(), "{:?}", errors(&out));
@@ -814,6 +807,14 @@ fn terminations(memory: &InMemory) -> Vec<Call> {
     memory.world().calls.iter().filter(|c| matches!(c, Call::Terminate { .. })).cloned().collect()
 }
 
+/// The warned run went through its whole plan: nothing left to another run, its node
+/// terminated once, with decrement.
+fn finished_its_own_plan(out: &ballast_core::reconcile::BatchOutcome, memory: &InMemory) {
+    assert!(out.failures.is_empty(), "{:?}", errors(out));
+    assert!(!out.pools[0].applied.iter().any(|a| matches!(a, Applied::Skipped { .. })), "{:?}", out.pools[0].applied);
+    assert_eq!(terminations(memory), [Call::Terminate { instance_id: "i-0a1b2c3d4e5f60001".into(), decrement: true }]);
+}
+
 #[tokio::test]
 async fn a_spot_warning_during_another_runs_drain_is_acted_on_at_once() {
     // The first warning's run drains its node for the whole 90 s drain_timeout. A second
@@ -863,9 +864,7 @@ async fn a_tick_during_a_drain_stands_down_and_the_drain_finishes_its_own_plan()
         assert!(out.pools.iter().all(|p| p.plan.pool != "general"));
     });
     let out = reconciler.handle(vec![warning]).await;
-    assert!(out.failures.is_empty(), "{:?}", errors(&out));
-    assert!(!out.pools[0].applied.iter().any(|a| matches!(a, Applied::Skipped { .. })), "{:?}", out.pools[0].applied);
-    assert_eq!(terminations(&memory), [Call::Terminate { instance_id: "i-0a1b2c3d4e5f60001".into(), decrement: true }]);
+    finished_its_own_plan(&out, &memory);
     let world = memory.world();
     assert_eq!(world.asg("eks-general-spot-m6").unwrap().desired, 4);
     assert_eq!(world.pools["general"].record.draining, None, "the mark is cleared once the lease is back");
@@ -888,9 +887,7 @@ async fn an_event_that_can_wait_waits_for_a_drain_rather_than_take_it_over() {
         }
     });
     let out = reconciler.handle(vec![warning]).await;
-    assert!(out.failures.is_empty(), "{:?}", errors(&out));
-    assert!(!out.pools[0].applied.iter().any(|a| matches!(a, Applied::Skipped { .. })), "{:?}", out.pools[0].applied);
-    assert_eq!(terminations(&memory), [Call::Terminate { instance_id: "i-0a1b2c3d4e5f60001".into(), decrement: true }]);
+    finished_its_own_plan(&out, &memory);
 }
 
 #[tokio::test]
@@ -903,9 +900,7 @@ async fn a_lease_held_at_the_drains_end_by_a_run_that_planned_nothing_is_waited_
         memory.world().leases.insert("general".into(), ballast_core::memory::Lease { owner: "a-tick".into(), until });
     });
     let out = reconciler.handle(vec![warning]).await;
-    assert!(out.failures.is_empty(), "{:?}", errors(&out));
-    assert!(!out.pools[0].applied.iter().any(|a| matches!(a, Applied::Skipped { .. })), "{:?}", out.pools[0].applied);
-    assert_eq!(terminations(&memory), [Call::Terminate { instance_id: "i-0a1b2c3d4e5f60001".into(), decrement: true }]);
+    finished_its_own_plan(&out, &memory);
 }
 
 #[tokio::test]
@@ -1171,17 +1166,7 @@ async fn a_surge_deleted_after_two_failed_terminates_is_not_followed_by_a_decrem
     // plans the terminate again, no raise of its own, and is throttled too. Then
     // cluster-autoscaler deletes the unfilled slot (5 -> 4). P3 settles P2's journal,
     // which has no size change of the ASG: the surge is judged by what it holds at.
-    let warning = fixture("spot-interruption-terminate.json");
-    let memory = InMemory::new(state("steady.json"));
-    let clock = FixedClock::new(warning.time);
-    let reconciler = Reconciler {
-        config: Arc::new(config_with_dry_run(false)),
-        autoscaling: Throttles::terminates(&memory, 2),
-        cluster: memory.clone(),
-        store: memory.clone(),
-        clock: clock.clone(),
-        owner: "test".into(),
-    };
+    let (warning, memory, clock, reconciler) = warned_with_throttled_terminates(2);
     let out = reconciler.handle(vec![warning.clone()]).await;
     assert_eq!(out.failures.len(), 1);
     assert_eq!(memory.world().asg("eks-general-spot-m6").unwrap().desired, 5, "P1 surged");
@@ -1209,17 +1194,7 @@ async fn a_surge_deleted_during_the_retrys_drain_is_not_followed_by_a_decrement(
     // P1 surges 4 -> 5, its terminate is throttled. P2 (the retry, the ASG still at 5)
     // drains again; meanwhile cluster-autoscaler deletes the unfilled slot (5 -> 4). P2
     // has no raise of its own there: the surge's ASG is judged by what it holds at.
-    let warning = fixture("spot-interruption-terminate.json");
-    let memory = InMemory::new(state("steady.json"));
-    let clock = FixedClock::new(warning.time);
-    let first = Reconciler {
-        config: Arc::new(config_with_dry_run(false)),
-        autoscaling: Throttles::terminates(&memory, 1),
-        cluster: memory.clone(),
-        store: memory.clone(),
-        clock: clock.clone(),
-        owner: "test".into(),
-    };
+    let (warning, memory, clock, first) = warned_with_throttled_terminates(1);
     let out = first.handle(vec![warning.clone()]).await;
     assert_eq!(out.failures.len(), 1);
     assert_eq!(memory.world().asg("eks-general-spot-m6").unwrap().desired, 5, "P1 surged");
