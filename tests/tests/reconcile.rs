@@ -390,15 +390,17 @@ struct Throttles {
     inner: InMemory,
     terminates: std::sync::atomic::AtomicUsize,
     completes: std::sync::atomic::AtomicUsize,
+    /// Only this lifecycle action's completions, if set.
+    token: Option<String>,
 }
 
 impl Throttles {
     fn terminates(memory: &InMemory, n: usize) -> Throttles {
-        Throttles { inner: memory.clone(), terminates: n.into(), completes: 0.into() }
+        Throttles { inner: memory.clone(), terminates: n.into(), completes: 0.into(), token: None }
     }
 
     fn completes(memory: &InMemory, n: usize) -> Throttles {
-        Throttles { inner: memory.clone(), terminates: 0.into(), completes: n.into() }
+        Throttles { inner: memory.clone(), terminates: 0.into(), completes: n.into(), token: None }
     }
 
     /// Throttled if `left` is not yet used up (and uses one).
@@ -429,7 +431,9 @@ impl Autoscaling for Throttles {
         self.inner.record_lifecycle_heartbeat(a).await
     }
     async fn complete_lifecycle_action(&self, a: &LifecycleRef) -> Result<(), PortError> {
-        Throttles::throttled(&self.completes, "complete_lifecycle_action")?;
+        if self.token.as_ref().is_none_or(|t| *t == a.token) {
+            Throttles::throttled(&self.completes, "complete_lifecycle_action")?;
+        }
         self.inner.complete_lifecycle_action(a).await
     }
 }
@@ -1291,4 +1295,82 @@ async fn a_drained_hook_whose_completion_failed_after_a_takeover_is_completed_by
     let world = memory.world();
     let completes = world.calls.iter().filter(|c| **c == Call::Complete { token: token.clone() }).count();
     assert_eq!(completes, 1, "record: {:?}", world.pools["general"].record.lifecycle_actions);
+}
+
+// The terminate raise_undone sends without decrement (the surge's slot was deleted) is not
+// read by the next plan as "terminated without decrement: the surge is surplus", which
+// would withdraw the replacement's slot and leave the pool one short after all (review 30).
+#[tokio::test]
+async fn no_decrement_for_a_deleted_surge_is_not_followed_by_a_withdrawal() {
+    let warning = fixture("spot-interruption-terminate.json");
+    let memory = InMemory::new(state("steady.json"));
+    let clock = FixedClock::new(warning.time);
+    let first = Reconciler {
+        config: Arc::new(config_with_dry_run(false)),
+        autoscaling: Throttles::terminates(&memory, 1),
+        cluster: memory.clone(),
+        store: memory.clone(),
+        clock: clock.clone(),
+        owner: "test".into(),
+    };
+    let out = first.handle(vec![warning.clone()]).await;
+    assert_eq!(out.failures.len(), 1);
+    clock.advance(Duration::seconds(20));
+    let cluster = SlowCluster { during_drain: Some(delete_unfulfillable), ..SlowCluster::new(&memory, &clock) };
+    let retry = reconciler_over(config_with_dry_run(false), memory.clone(), cluster, &memory, clock.clone());
+    let out = retry.handle(vec![warning]).await;
+    assert!(out.failures.is_empty(), "{:?}", errors(&out));
+    assert_eq!(memory.world().asg("eks-general-spot-m6").unwrap().desired, 4, "no decrement");
+    assert!(memory
+        .world()
+        .calls
+        .contains(&Call::Terminate { instance_id: "i-0a1b2c3d4e5f60001".into(), decrement: false }));
+    // The next tick.
+    clock.advance(Duration::seconds(60));
+    let tick = ballast_tests::aws::event(&ballast_tests::aws::fixture_json("scheduled-reconcile.json", |v| {
+        v["id"] = "tick-after".into();
+    }));
+    let out = another_run(&memory, clock.clone()).handle(vec![tick]).await;
+    assert!(out.failures.is_empty(), "{:?}", errors(&out));
+    let world = memory.world();
+    assert_eq!(
+        world.asg("eks-general-spot-m6").unwrap().desired,
+        4,
+        "one short after the tick: notes {:?}",
+        out.pools[0].plan.notes
+    );
+}
+
+// Taken over, the drainer completes the first of two hooks and is throttled on the second:
+// only the second is planned again, not the one completed (review 30).
+#[tokio::test]
+async fn a_hook_completed_before_a_throttled_one_after_a_takeover_is_not_planned_again() {
+    let first = fixture("lifecycle-terminate.json");
+    let second = ballast_tests::aws::event(&ballast_tests::aws::fixture_json("lifecycle-terminate.json", |v| {
+        v["id"] = "zz-second-hook".into();
+        v["detail"]["LifecycleActionToken"] = "second-token".into();
+        v["detail"]["EC2InstanceId"] = "i-0f9e8d7c6b5a40002".into();
+    }));
+    let memory = InMemory::new(state("steady.json"));
+    let clock = FixedClock::new(first.time);
+    let cluster = SlowCluster::new(&memory, &clock);
+    let (world, at) = (memory.clone(), clock.clone());
+    *cluster.run_during_drain.lock().unwrap() = Some(Box::new(move || {
+        Box::pin(async move {
+            let out = another_run(&world, at).handle(vec![fixture("spot-interruption-terminate.json")]).await;
+            assert!(out.failures.is_empty(), "{:?}", errors(&out));
+        })
+    }));
+    let autoscaling = Throttles { token: Some("second-token".into()), ..Throttles::completes(&memory, 1) };
+    let reconciler = reconciler_over(config_with_dry_run(false), autoscaling, cluster, &memory, clock.clone());
+    let out = reconciler.handle(vec![first.clone(), second.clone()]).await;
+    assert_eq!(out.failures.len(), 1, "throttled: retried");
+    clock.advance(Duration::seconds(30));
+    let retry = another_run(&memory, clock.clone()).handle(vec![first, second]).await;
+    assert!(retry.failures.is_empty(), "{:?}", errors(&retry));
+    let world = memory.world();
+    let count = |token: &str| world.calls.iter().filter(|c| **c == Call::Complete { token: token.into() }).count();
+    let drains: Vec<_> = world.calls.iter().filter(|c| matches!(c, Call::Drain { .. })).collect();
+    assert_eq!(count("second-token"), 1);
+    assert_eq!(count("87654321-4321-4321-4321-210987654321"), 1, "completed twice; drains {drains:?}");
 }

@@ -396,10 +396,11 @@ pub struct Surge {
     /// `asg` did not land).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub moved: Option<SurgeMove>,
-    /// The size Ballast's own landed calls leave `asg` at while the surge waits for its
-    /// instance's terminate (set once its raise is judged landed, by the next plan; absent
-    /// in older records and after a move): below it, another writer took slots there,
-    /// perhaps this one, and the instance must not go with decrement.
+    /// The size Ballast's own calls leave `asg` at while the surge waits for its
+    /// instance's terminate: the size before the plan that made (or moved) it, then what
+    /// that plan's landed calls left, moved on by every later plan's (absent in older
+    /// records). Below it, another writer took slots there, perhaps this one, and the
+    /// instance must not go with decrement.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub holds_at: Option<u32>,
 }
@@ -408,6 +409,9 @@ pub struct Surge {
 pub struct SurgeMove {
     pub from: String,
     pub plan: u64,
+    /// The surge's `holds_at` in `from`, back with it if the move does not land.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holds_at: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -1004,10 +1004,11 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                     // as a run's that died here, and re-planned what is left of it, but for
                     // the lifecycle actions this plan holds (planned, for that run): this
                     // run completes them, drained here or with nothing to drain.
-                    for action in &plan.actions[index..] {
+                    for (at, action) in plan.actions.iter().enumerate().skip(index) {
                         if let ActionKind::CompleteLifecycleAction(l) = &action.kind {
+                            // A failure here leaves only this one and those after it to redo.
                             let done = lifecycle_call(self.autoscaling.complete_lifecycle_action(l).await);
-                            applied.push(done.map_err(|e| (index, e))?);
+                            applied.push(done.map_err(|e| (at, e))?);
                         }
                     }
                     applied.push(Applied::Skipped {

@@ -394,10 +394,10 @@ impl Work<'_> {
                 continue;
             };
             let Some(to) = slots.next() else { break };
-            surge.moved = Some(SurgeMove { from: from.to_string(), plan: seq });
+            surge.moved = Some(SurgeMove { from: from.to_string(), plan: seq, holds_at: surge.holds_at });
+            // In `to` from now on: what it holds there starts from `to`'s size before this plan.
+            surge.holds_at = self.observed.asg(&to).map(|a| a.desired);
             surge.asg = to.clone();
-            // What it held `from` at says nothing of `to`: judged again once the move lands.
-            surge.holds_at = None;
             moved.push(format!("{} -> {to}", interruption.instance_id));
         }
         if !moved.is_empty() {

@@ -231,10 +231,11 @@ impl Work<'_> {
             let raised_by_that_plan =
                 surge.moved.as_ref().map_or(by_plan(surge.plan, surge.planned_at), |m| m.plan == journal.seq);
             if let Some((_, left_at, change)) = landed.iter().find(|(a, ..)| *a == surge.asg) {
-                surge.holds_at = match (raised_by_that_plan, surge.holds_at) {
-                    (true, _) => *left_at,
-                    (false, Some(at)) => u32::try_from((i64::from(at) + change).max(0)).ok(),
-                    (false, None) => None,
+                surge.holds_at = match (raised_by_that_plan, surge.holds_at, left_at) {
+                    // What that plan's calls, rebased on the size read before them, left.
+                    (true, _, Some(left_at)) => Some(*left_at),
+                    (_, Some(at), _) => u32::try_from((i64::from(at) + change).max(0)).ok(),
+                    (_, None, _) => None,
                 };
             }
             if surge.holds_at.is_some() && !asgs.contains(&surge.asg) {
@@ -278,7 +279,9 @@ impl Work<'_> {
                 let interruption = &mut self.record.interruptions[index];
                 interruption.surge = None;
                 interruption.planned_at = None;
-                if self.observed.is_on_demand(&asg) {
+                // A fallback unit only if it replaced a spot instance on on-demand.
+                let own_asg_on_demand = self.observed.is_on_demand(&interruption.asg);
+                if self.observed.is_on_demand(&asg) && !own_asg_on_demand {
                     self.record.fallback_units = self.record.fallback_units.saturating_sub(1);
                     if self.record.fallback_units == 0 {
                         self.record.fallback_since = None;
@@ -363,6 +366,7 @@ impl Work<'_> {
             let Some(surge) = interruption.surge.as_mut().filter(|s| s.asg == asg) else { continue };
             let Some(moved) = surge.moved.take_if(|m| which(m)) else { continue };
             surge.asg = moved.from;
+            surge.holds_at = moved.holds_at;
             left -= 1;
         }
     }

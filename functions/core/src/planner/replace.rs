@@ -101,13 +101,10 @@ impl Work<'_> {
                             self.units_added += 1;
                             self.record.fallback_since.get_or_insert(self.now);
                         }
-                        surge = Some(Surge {
-                            asg: target,
-                            planned_at: self.now,
-                            plan: self.seq,
-                            moved: None,
-                            holds_at: None,
-                        });
+                        // Its ASG's size before this plan: the plan's calls there move it on.
+                        let holds_at = self.observed.asg(&target).map(|a| a.desired);
+                        surge =
+                            Some(Surge { asg: target, planned_at: self.now, plan: self.seq, moved: None, holds_at });
                     }
                     None => {
                         let on_demand = if self.observed.on_demand.is_some() {

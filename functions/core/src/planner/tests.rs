@@ -2031,3 +2031,98 @@ fn a_target_between_bucket_bounds_counts_over_from_the_lower_bound() {
     let p = learned_plan(&cfg, &record, &[event(Signal::PoolWaits(detail), at)], at);
     assert_eq!(p.record.learned.unwrap().budget(), (40, 2));
 }
+
+/// The pool's size once the plan is applied: each ASG's desired size, less the
+/// terminations with decrement.
+fn size_after(plan: &Plan, observed: &ObservedPool) -> u32 {
+    let decrements =
+        plan.actions.iter().filter(|a| matches!(a.kind, ActionKind::TerminateInstance { decrement: true, .. })).count()
+            as u32;
+    total(plan, observed) - decrements
+}
+
+// A surge moved by a fallback whose raise never landed comes back to its ASG with what
+// it held there, so a slot deleted there since is still seen (review 30).
+#[test]
+fn a_surge_unmoved_after_a_move_that_never_landed_is_still_judged() {
+    let (cfg, observed) = one_spot((4, 4), (2, 2));
+    let warning = spot_warning(&observed, 0, InstanceAction::Terminate);
+    let p1 = run(&cfg, &PoolRecord::default(), &observed, &[warning], now());
+    assert_eq!(desired(&p1, "spot-a"), Some(5));
+    // P1's surge landed, its terminate was throttled.
+    let record = journaled(&p1, 1);
+    let mut later = observed.clone();
+    later.spot[0].desired = 5;
+    let at = now() + Duration::seconds(30);
+    let p2 = run(&cfg, &record, &later, &[capacity_error("spot-a", at)], at);
+    assert_eq!((desired(&p2, "od"), desired(&p2, "spot-a")), (Some(3), Some(4)), "{:#?}", p2.actions);
+    assert_eq!(p2.record.interruptions[0].surge.as_ref().unwrap().asg, "od", "moved with the slot");
+    // P2's raise of od is throttled: nothing of P2 landed.
+    let record = made_only(&p2, |_| false);
+    // Cluster-autoscaler deletes spot-a's unfilled slot (the surge's): 5 -> 4.
+    let mut deleted = observed.clone();
+    deleted.spot[0].desired = 4;
+    let at = at + Duration::seconds(30);
+    let p3 = run(&cfg, &record, &deleted, &[], at);
+    assert_eq!(size_after(&p3, &deleted), 6, "one short: {:#?} {:?}", p3.actions, p3.notes);
+}
+
+// A surge on the on-demand ASG for an on-demand instance (AWS Health) is no fallback
+// unit: its slot deleted, the fallback units stay (review 30).
+#[test]
+fn a_deleted_surge_of_an_on_demand_instance_takes_no_fallback_unit() {
+    let cfg = config();
+    let observed = pool((3, 3), (0, 0), (5, 5));
+    let record =
+        PoolRecord { fallback_units: 3, fallback_since: Some(now() - Duration::hours(1)), ..Default::default() };
+    let od_id = observed.on_demand.as_ref().unwrap().instances[0].id.clone();
+    let health = event(
+        Signal::ScheduledChange {
+            event_type_code: "AWS_EC2_PERSISTENT_INSTANCE_RETIREMENT_SCHEDULED".into(),
+            start_time: Some(now() + Duration::days(3)),
+            end_time: None,
+            instance_ids: vec![od_id],
+        },
+        now(),
+    );
+    let p1 = run(&cfg, &record, &observed, &[health], now());
+    assert_eq!(desired(&p1, "od"), Some(6));
+    assert_eq!(p1.record.fallback_units, 3, "a replacement, not a fallback");
+    // The surge landed, the terminate was throttled; cluster-autoscaler deleted the
+    // unfilled slot (6 -> 5).
+    let record = journaled(&p1, 1);
+    let at = now() + Duration::seconds(30);
+    let p2 = run(&cfg, &record, &observed, &[], at);
+    assert!(p2.notes.iter().any(|n| n.contains("the surge is made again")), "{:?}", p2.notes);
+    assert_eq!(desired(&p2, "od"), Some(6), "surged again");
+    assert_eq!(p2.record.fallback_units, 3, "the fallback units od holds: {:?}", p2.notes);
+}
+
+// A surge whose raise nets out against a withdrawal in the same plan makes no call on its
+// ASG: it holds at the size before the plan, and is judged (review 30).
+#[test]
+fn a_surge_netted_against_a_withdrawal_is_still_judged() {
+    let (cfg, observed) = one_spot((4, 4), (2, 2));
+    let x1 = observed.spot[0].instances[0].id.clone();
+    let p1 =
+        run(&cfg, &PoolRecord::default(), &observed, &[spot_warning(&observed, 0, InstanceAction::Terminate)], now());
+    assert_eq!(desired(&p1, "spot-a"), Some(5));
+    // P1's surge landed; it died in the drain. AWS reclaims x1 (spot-a reopens its slot),
+    // and x2 is warned.
+    let record = drain_blocked(&p1);
+    let mut reclaimed = observed.clone();
+    reclaimed.spot[0].desired = 5;
+    reclaimed.spot[0].instances.retain(|i| i.id != x1);
+    let at = now() + Duration::seconds(30);
+    let mut warning2 = spot_warning(&observed, 1, InstanceAction::Terminate);
+    warning2.time = at;
+    let p2 = run(&cfg, &record, &reclaimed, &[warning2], at);
+    assert_eq!(desired(&p2, "spot-a"), None, "withdraw 1, surge 1: no call {:#?}", p2.actions);
+    // x2's terminate is throttled; cluster-autoscaler deletes spot-a's unfilled slots (5 -> 3).
+    let record = made_only(&p2, |_| false);
+    let mut deleted = reclaimed.clone();
+    deleted.spot[0].desired = 3;
+    let at = at + Duration::seconds(30);
+    let p3 = run(&cfg, &record, &deleted, &[], at);
+    assert_eq!(size_after(&p3, &deleted), 5, "x2 not replaced: {:#?} {:?}", p3.actions, p3.notes);
+}
