@@ -1374,3 +1374,146 @@ async fn a_hook_completed_before_a_throttled_one_after_a_takeover_is_not_planned
     assert_eq!(count("second-token"), 1);
     assert_eq!(count("87654321-4321-4321-4321-210987654321"), 1, "completed twice; drains {drains:?}");
 }
+
+/// The in-memory autoscaling; the first time spot-m6's size is read at apply time,
+/// cluster-autoscaler has just scaled in one of its idle nodes (i-…0004, with decrement).
+struct ScaledInBeforeTheRaise {
+    inner: InMemory,
+    done: std::sync::atomic::AtomicBool,
+}
+
+#[async_trait::async_trait]
+impl Autoscaling for ScaledInBeforeTheRaise {
+    async fn describe_pool(&self, pool: &PoolConfig) -> Result<(Vec<ObservedAsg>, Option<ObservedAsg>), PortError> {
+        self.inner.describe_pool(pool).await
+    }
+    async fn asg_size(&self, asg: &str) -> Result<AsgSize, PortError> {
+        if asg == "eks-general-spot-m6" && !self.done.swap(true, Ordering::SeqCst) {
+            let mut world = self.inner.world();
+            let group = world.asg_mut(asg).unwrap();
+            group.desired -= 1;
+            group.instances.retain(|i| i.id != "i-0a1b2c3d4e5f60004");
+        }
+        self.inner.asg_size(asg).await
+    }
+    async fn set_desired_capacity(&self, asg: &str, desired: u32) -> Result<(), PortError> {
+        self.inner.set_desired_capacity(asg, desired).await
+    }
+    async fn terminate_instance(&self, id: &str, decrement: bool) -> Result<(), PortError> {
+        self.inner.terminate_instance(id, decrement).await
+    }
+    async fn record_lifecycle_heartbeat(&self, a: &LifecycleRef) -> Result<(), PortError> {
+        self.inner.record_lifecycle_heartbeat(a).await
+    }
+    async fn complete_lifecycle_action(&self, a: &LifecycleRef) -> Result<(), PortError> {
+        self.inner.complete_lifecycle_action(a).await
+    }
+}
+
+// Observed at 4, cluster-autoscaler scales in an idle node (4 -> 3) before the surge's
+// write, which is rebased (3 -> 4). The surge's slot is there: judged by what the rebased
+// raise left (4), not the size before the plan plus the raise (5), x1 goes with decrement
+// (review 31).
+#[tokio::test]
+async fn a_scale_in_before_this_plans_raise_does_not_refuse_its_surges_decrement() {
+    let warning = fixture("spot-interruption-terminate.json");
+    let memory = InMemory::new(state("steady.json"));
+    let clock = FixedClock::new(warning.time);
+    let autoscaling = ScaledInBeforeTheRaise { inner: memory.clone(), done: false.into() };
+    let reconciler = reconciler_over(config_with_dry_run(false), autoscaling, memory.clone(), &memory, clock);
+    let out = reconciler.handle(vec![warning]).await;
+    assert!(out.failures.is_empty(), "{:?}", errors(&out));
+    let world = memory.world();
+    assert_eq!(
+        world.asg("eks-general-spot-m6").unwrap().desired,
+        3,
+        "3 instances and the surge, less x1: {:?} {:?}",
+        world.calls.iter().filter(|c| c.is_effect()).collect::<Vec<_>>(),
+        out.pools[0].applied
+    );
+}
+
+// The surge went to the spot-fallback ASG (spot-m6 at max); P1's terminate is throttled;
+// the fallback ASG is then deleted (a node group replaced). The surge is made again in
+// the pool, and no run fails reading the size of an ASG that no longer exists (review 31).
+#[tokio::test]
+async fn a_surge_in_an_asg_deleted_since_does_not_fail_every_run() {
+    let warning = fixture("spot-interruption-terminate.json");
+    let mut world = state("steady.json");
+    world.asg_mut("eks-general-spot-m6").unwrap().max = 4;
+    let memory = InMemory::new(world);
+    let clock = FixedClock::new(warning.time);
+    let reconciler = reconciler_over(
+        config_with_dry_run(false),
+        Throttles::terminates(&memory, 1),
+        memory.clone(),
+        &memory,
+        clock.clone(),
+    );
+    let out = reconciler.handle(vec![warning.clone()]).await;
+    assert_eq!(out.failures.len(), 1);
+    assert_eq!(memory.world().asg("eks-general-spot-fallback").unwrap().desired, 1, "surged in the fallback ASG");
+    let m6_tags = memory.world().asg("eks-general-spot-m6").unwrap().tags.clone();
+    memory.world().asgs.retain(|a| a.name != "eks-general-spot-fallback");
+    let mut config = config_with_dry_run(false);
+    for pool in &mut config.pools {
+        pool.spot_asgs.retain(|s| pool.name != "general" || s.matches("eks-general-spot-m6", &m6_tags));
+    }
+    let reconciler = reconciler_over(config, memory.clone(), memory.clone(), &memory, clock.clone());
+    let mut failed = Vec::new();
+    for n in 1..=3 {
+        clock.advance(Duration::seconds(200));
+        let tick = ballast_tests::aws::event(&ballast_tests::aws::fixture_json("scheduled-reconcile.json", |v| {
+            v["id"] = format!("tick-{n}").into();
+        }));
+        let out = reconciler.handle(vec![warning.clone(), tick]).await;
+        failed.extend(errors(&out).into_iter().map(|e| format!("run {n}: {e}")));
+    }
+    assert!(failed.is_empty(), "{failed:#?}");
+}
+
+// P1 surges spot-m6 for x1 (4 -> 5), its terminate throttled. P2 retries it and also moves
+// the failing spot-fallback's 2 missing slots to on-demand (2 -> 4). While x1 drains,
+// cluster-autoscaler scales in an idle on-demand node (4 -> 3). x1's surge in spot-m6 is
+// untouched: it is judged there alone, and x1 goes with decrement (review 31).
+#[tokio::test]
+async fn a_scale_in_of_another_raised_asg_does_not_refuse_the_surges_decrement() {
+    let (warning, memory, clock, first) = warned_with_throttled_terminates(1);
+    let out = first.handle(vec![warning.clone()]).await;
+    assert_eq!(out.failures.len(), 1);
+    {
+        let mut world = memory.world();
+        assert_eq!(world.asg("eks-general-spot-m6").unwrap().desired, 5, "P1 surged");
+        world.asg_mut("eks-general-spot-m6").unwrap().max = 5;
+        world.asg_mut("eks-general-spot-fallback").unwrap().desired = 2;
+    }
+    clock.advance(Duration::seconds(200));
+    let failed = ballast_tests::aws::event(&ballast_tests::aws::fixture_json(
+        "launch-unsuccessful-insufficient-instance-capacity.json",
+        |v| {
+            let time = clock.now().to_rfc3339();
+            v["time"] = time.clone().into();
+            v["detail"]["AutoScalingGroupName"] = "eks-general-spot-fallback".into();
+            v["resources"][0] = "arn:aws:autoscaling:eu-west-1:123456789012:autoScalingGroup:8e6f1b0c-2f0a-4d6c-9a7e-3b1c5d7e9f01:autoScalingGroupName/eks-general-spot-fallback".into();
+        },
+    ));
+    let scale_in = |memory: &InMemory| {
+        let mut world = memory.world();
+        let od = world.asg_mut("eks-general-on-demand").unwrap();
+        assert_eq!(od.desired, 4, "P2 moved 2 to on-demand");
+        od.desired -= 1;
+        od.instances.retain(|i| i.id != "i-0f9e8d7c6b5a40002");
+    };
+    let cluster = SlowCluster { during_drain: Some(scale_in), ..SlowCluster::new(&memory, &clock) };
+    let retry = reconciler_over(config_with_dry_run(false), memory.clone(), cluster, &memory, clock.clone());
+    let out = retry.handle(vec![warning, failed]).await;
+    assert!(out.failures.is_empty(), "{:?}", errors(&out));
+    let world = memory.world();
+    assert_eq!(
+        world.asg("eks-general-spot-m6").unwrap().desired,
+        4,
+        "{:?} {:?}",
+        world.calls.iter().filter(|c| c.is_effect()).collect::<Vec<_>>(),
+        out.pools.iter().map(|p| &p.applied).collect::<Vec<_>>()
+    );
+}

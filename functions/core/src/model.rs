@@ -343,6 +343,31 @@ impl CapacityCall {
     }
 }
 
+impl Journal {
+    /// What the calls known to have landed did to `asg`: the size the last write left it
+    /// at (less the decrements landed after it; `None` without a write), and their net
+    /// change; `None` if none landed there.
+    pub fn landed_on(&self, asg: &str) -> Option<(Option<u32>, i64)> {
+        let mut landed: Option<(Option<u32>, i64)> = None;
+        for call in self.calls.iter().filter(|c| c.done()) {
+            match call {
+                CapacityCall::SetDesired { asg: a, from, to, .. } if a == asg => {
+                    let (left_at, change) = landed.get_or_insert((None, 0));
+                    *left_at = Some(*to);
+                    *change += i64::from(*to) - i64::from(*from);
+                }
+                CapacityCall::Terminate { asg: a, decrement: true, .. } if a == asg => {
+                    let (left_at, change) = landed.get_or_insert((None, 0));
+                    *left_at = left_at.map(|n| n.saturating_sub(1));
+                    *change -= 1;
+                }
+                _ => {}
+            }
+        }
+        landed
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Unavailable {
     pub until: DateTime<Utc>,

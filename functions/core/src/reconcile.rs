@@ -891,12 +891,14 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
             .any(|i| i.id == instance_id && i.lifecycle_state.is_live()))
     }
 
-    /// Whether an ASG this plan raised has since been lowered below what the plan left
-    /// it at (its decrements counted): then the raise a terminate-with-decrement relies on
-    /// may be gone. Cluster-autoscaler does exactly that to a raise spot cannot fill: it
-    /// deletes the unfulfillable placeholders by setting the ASG to the instances it has,
-    /// taking the surge's slot; decrementing as well would take the interrupted
-    /// instance's own slot. Erring toward surplus: another writer's scale-in looks the same.
+    /// Whether the slot a terminate-with-decrement relies on may be gone: the surge's ASG
+    /// is below the size Ballast's own calls left it at (`Surge::holds_at`, moved on by this
+    /// plan's landed calls there; what they left, for a surge this plan made). Records
+    /// written before surges kept that: any ASG this plan raised below what it left it at.
+    /// Cluster-autoscaler does exactly that to a raise spot cannot fill: it deletes the
+    /// unfulfillable placeholders by setting the ASG to the instances it has, taking the
+    /// surge's slot; decrementing as well would take the interrupted instance's own slot.
+    /// Erring toward surplus: another writer's scale-in looks the same.
     async fn raise_undone(&self, run: &Run<'_>, instance_id: &str) -> Result<Option<String>, PortError> {
         let Some(journal) = run.record.journal.as_ref() else { return Ok(None) };
         // A withdrawal takes back a raise no longer needed: nothing relies on it.
@@ -907,55 +909,36 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         if withdraws {
             return Ok(None);
         }
-        // What each ASG this plan raised should be at now: its raise, less the decrements
-        // made since.
-        let mut expected: BTreeMap<&str, u32> = BTreeMap::new();
-        for call in journal.calls.iter().filter(|c| c.done()) {
-            match call {
-                CapacityCall::SetDesired { asg, from, to, .. } if to > from => {
-                    expected.insert(asg, *to);
-                }
-                CapacityCall::Terminate { asg, decrement: true, .. } => {
-                    if let Some(size) = expected.get_mut(asg.as_str()) {
-                        *size = size.saturating_sub(1);
-                    }
-                }
-                _ => {}
+        let surge =
+            run.record.interruptions.iter().find(|i| i.instance_id == instance_id).and_then(|i| i.surge.as_ref());
+        let wanted: Vec<(&str, i64)> = match surge.and_then(|s| Some((s, s.holds_at?))) {
+            Some((surge, holds_at)) => {
+                let by_this_plan = surge.moved.as_ref().map_or(surge.plan == journal.seq, |m| m.plan == journal.seq);
+                let want = match (by_this_plan, journal.landed_on(&surge.asg)) {
+                    (true, Some((Some(left_at), _))) => i64::from(left_at),
+                    (_, landed) => i64::from(holds_at) + landed.map_or(0, |(_, change)| change),
+                };
+                vec![(surge.asg.as_str(), want)]
             }
-        }
-        for (asg, want) in expected {
+            None => journal
+                .calls
+                .iter()
+                .filter_map(|c| match c {
+                    CapacityCall::SetDesired { asg, from, to, done: true } if to > from => Some(asg.as_str()),
+                    _ => None,
+                })
+                .filter_map(|asg| Some((asg, i64::from(journal.landed_on(asg)?.0?))))
+                .collect(),
+        };
+        for (asg, want) in wanted {
             let size = self.autoscaling.asg_size(asg).await?;
-            if size.desired < want {
+            if i64::from(size.desired) < want {
                 return Ok(Some(format!(
-                    "{asg}, raised by this plan, is at {} below the {want} it left (its unfilled slots deleted by \
-                     another writer, cluster-autoscaler's failed scale-up say)",
+                    "{asg}, where Ballast surged for {instance_id}, is at {} below the {want} its calls left it at \
+                     (its unfilled slots deleted by another writer, cluster-autoscaler's failed scale-up say)",
                     size.desired
                 )));
             }
-        }
-        // A surge an earlier plan made: the size Ballast's calls had left its ASG at (see
-        // `Surge::holds_at`), moved on by this plan's calls there made since.
-        let surge =
-            run.record.interruptions.iter().find(|i| i.instance_id == instance_id).and_then(|i| i.surge.as_ref());
-        let Some((asg, holds_at)) = surge.and_then(|s| Some((s.asg.as_str(), s.holds_at?))) else { return Ok(None) };
-        let change: i64 = journal
-            .calls
-            .iter()
-            .filter(|c| c.done())
-            .map(|c| match c {
-                CapacityCall::SetDesired { asg: a, from, to, .. } if a == asg => i64::from(*to) - i64::from(*from),
-                CapacityCall::Terminate { asg: a, decrement: true, .. } if a == asg => -1,
-                _ => 0,
-            })
-            .sum();
-        let want = i64::from(holds_at) + change;
-        let size = self.autoscaling.asg_size(asg).await?;
-        if i64::from(size.desired) < want {
-            return Ok(Some(format!(
-                "{asg}, where an earlier plan surged for {instance_id}, is at {} below the {want} Ballast's calls \
-                 left it at (its unfilled slots deleted by another writer, cluster-autoscaler's failed scale-up say)",
-                size.desired
-            )));
         }
         Ok(None)
     }

@@ -208,32 +208,16 @@ impl Work<'_> {
     /// what they leave over if they were still there is named. (At apply time
     /// `raise_undone` judges the same against the calls made since.)
     fn surges_taken_since(&mut self, journal: &Journal) {
-        // Per ASG: the size the journal's landed calls left it at, and their net change.
-        let mut landed: Vec<(&str, Option<u32>, i64)> = Vec::new();
-        for call in journal.calls.iter().filter(|c| c.done()) {
-            let (asg, to, change) = match call {
-                CapacityCall::SetDesired { asg, from, to, .. } => (asg, Some(*to), i64::from(*to) - i64::from(*from)),
-                CapacityCall::Terminate { asg, decrement: true, .. } => (asg, None, -1),
-                CapacityCall::Terminate { .. } => continue,
-            };
-            match landed.iter_mut().find(|(a, ..)| a == asg) {
-                Some(entry) => {
-                    entry.1 = to.or(entry.1.map(|n| n.saturating_sub(1)));
-                    entry.2 += change;
-                }
-                None => landed.push((asg, to, change)),
-            }
-        }
         let by_plan = |plan: u64, at| if journal.seq != 0 { plan == journal.seq } else { at == journal.planned_at };
         let mut asgs: Vec<String> = Vec::new();
         for interruption in self.record.interruptions.iter_mut().filter(|i| !i.terminated) {
             let Some(surge) = interruption.surge.as_mut() else { continue };
             let raised_by_that_plan =
                 surge.moved.as_ref().map_or(by_plan(surge.plan, surge.planned_at), |m| m.plan == journal.seq);
-            if let Some((_, left_at, change)) = landed.iter().find(|(a, ..)| *a == surge.asg) {
+            if let Some((left_at, change)) = journal.landed_on(&surge.asg) {
                 surge.holds_at = match (raised_by_that_plan, surge.holds_at, left_at) {
                     // What that plan's calls, rebased on the size read before them, left.
-                    (true, _, Some(left_at)) => Some(*left_at),
+                    (true, _, Some(left_at)) => Some(left_at),
                     (_, Some(at), _) => u32::try_from((i64::from(at) + change).max(0)).ok(),
                     (_, None, _) => None,
                 };

@@ -91,7 +91,14 @@ impl Work<'_> {
 
             // One replacement per interruption: a surge recorded earlier landed (the
             // journal took back any that did not), so it is never made twice.
-            let mut surge = interruption.surge.clone();
+            // A surge in an ASG that left the pool is no longer the pool's capacity.
+            let mut surge = interruption.surge.clone().filter(|s| self.observed.asg(&s.asg).is_some());
+            if let Some(gone) = interruption.surge.as_ref().filter(|_| surge.is_none()) {
+                self.note(format!(
+                    "{}'s surge was in {}, which left the pool: made again",
+                    interruption.instance_id, gone.asg
+                ));
+            }
             if self.cfg.interruption.surge && surge.is_none() {
                 match self.surge_target(&asg_name) {
                     Some((target, fallback_unit)) => {
