@@ -1517,3 +1517,66 @@ async fn a_scale_in_of_another_raised_asg_does_not_refuse_the_surges_decrement()
         out.pools.iter().map(|p| &p.applied).collect::<Vec<_>>()
     );
 }
+
+// The surge went to on-demand (a fallback unit: both spot ASGs at max); P1's
+// terminate is throttled; the pool's on-demand ASG is then replaced by a new one
+// (cluster-autoscaler holds 2 above its minimum there). The surge is made again in the
+// new on-demand ASG: the dropped surge's unit must be taken back, or the pool counts
+// 2 fallback units for the 1 Ballast holds (and fail-back later removes an instance
+// cluster-autoscaler asked for) (review 32).
+#[tokio::test]
+async fn a_dropped_on_demand_surge_gives_back_its_fallback_unit() {
+    let warning = fixture("spot-interruption-terminate.json");
+    let mut world = state("steady.json");
+    world.asg_mut("eks-general-spot-m6").unwrap().max = 4;
+    world.asg_mut("eks-general-spot-fallback").unwrap().max = 0;
+    let memory = InMemory::new(world);
+    let clock = FixedClock::new(warning.time);
+    let reconciler = reconciler_over(
+        config_with_dry_run(false),
+        Throttles::terminates(&memory, 1),
+        memory.clone(),
+        &memory,
+        clock.clone(),
+    );
+    let out = reconciler.handle(vec![warning.clone()]).await;
+    assert_eq!(out.failures.len(), 1);
+    assert_eq!(memory.world().asg("eks-general-on-demand").unwrap().desired, 3, "surged on on-demand");
+    assert_eq!(memory.world().pools["general"].record.fallback_units, 1);
+    {
+        let mut world = memory.world();
+        let mut od = world.asg("eks-general-on-demand").unwrap().clone();
+        world.asgs.retain(|a| a.name != "eks-general-on-demand");
+        od.name = "eks-general-on-demand-v2".into();
+        od.desired = 4;
+        let template = od.instances[0].clone();
+        od.instances = (0..4)
+            .map(|n| {
+                let mut i = template.clone();
+                i.id = format!("i-0ddd00000000000{n}");
+                i
+            })
+            .collect();
+        world.asgs.push(od);
+    }
+    let mut config = config_with_dry_run(false);
+    for pool in &mut config.pools {
+        if pool.name == "general" {
+            pool.on_demand_asg = Some(ballast_core::config::AsgSelector::Name("eks-general-on-demand-v2".into()));
+        }
+    }
+    let reconciler = reconciler_over(config, memory.clone(), memory.clone(), &memory, clock.clone());
+    clock.advance(Duration::seconds(200));
+    let tick = ballast_tests::aws::event(&ballast_tests::aws::fixture_json("scheduled-reconcile.json", |v| {
+        v["id"] = "tick-1".into();
+    }));
+    let out = reconciler.handle(vec![warning.clone(), tick]).await;
+    let world = memory.world();
+    assert!(out.failures.is_empty(), "{:?}", errors(&out));
+    assert_eq!(
+        world.asg("eks-general-on-demand-v2").unwrap().desired,
+        5,
+        "x1 went with decrement, its surge made here"
+    );
+    assert_eq!(world.pools["general"].record.fallback_units, 1, "one unit for the one surge Ballast holds");
+}

@@ -291,7 +291,14 @@ mod tests {
                     cause: InterruptionCause::SpotWarning { action: InstanceAction::Terminate },
                     noticed_at: at,
                     planned_at: Some(at),
-                    surge: Some(Surge { asg: spot.into(), planned_at: at, plan: 1, moved: None, holds_at: Some(400) }),
+                    surge: Some(Surge {
+                        asg: spot.into(),
+                        planned_at: at,
+                        plan: 1,
+                        moved: None,
+                        holds_at: Some(400),
+                        fallback_unit: true,
+                    }),
                     terminated: true,
                 })
                 .collect(),

@@ -428,6 +428,10 @@ pub struct Surge {
     /// instance must not go with decrement.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub holds_at: Option<u32>,
+    /// It counts in `fallback_units` (on-demand for a spot instance): given back if it is
+    /// dropped once its ASG has left the pool (false in older records).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fallback_unit: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -397,6 +397,8 @@ impl Work<'_> {
             surge.moved = Some(SurgeMove { from: from.to_string(), plan: seq, holds_at: surge.holds_at });
             // In `to` from now on: what it holds there starts from `to`'s size before this plan.
             surge.holds_at = self.observed.asg(&to).map(|a| a.desired);
+            // Moved out of a spot ASG: a fallback unit if it went to on-demand.
+            surge.fallback_unit = self.observed.is_on_demand(&to);
             surge.asg = to.clone();
             moved.push(format!("{} -> {to}", interruption.instance_id));
         }

@@ -351,6 +351,8 @@ impl Work<'_> {
             let Some(moved) = surge.moved.take_if(|m| which(m)) else { continue };
             surge.asg = moved.from;
             surge.holds_at = moved.holds_at;
+            // Back in the spot ASG it was moved out of.
+            surge.fallback_unit = false;
             left -= 1;
         }
     }

@@ -98,6 +98,12 @@ impl Work<'_> {
                     "{}'s surge was in {}, which left the pool: made again",
                     interruption.instance_id, gone.asg
                 ));
+                if gone.fallback_unit {
+                    self.record.fallback_units = self.record.fallback_units.saturating_sub(1);
+                    if self.record.fallback_units == 0 {
+                        self.record.fallback_since = None;
+                    }
+                }
             }
             if self.cfg.interruption.surge && surge.is_none() {
                 match self.surge_target(&asg_name) {
@@ -110,8 +116,14 @@ impl Work<'_> {
                         }
                         // Its ASG's size before this plan: the plan's calls there move it on.
                         let holds_at = self.observed.asg(&target).map(|a| a.desired);
-                        surge =
-                            Some(Surge { asg: target, planned_at: self.now, plan: self.seq, moved: None, holds_at });
+                        surge = Some(Surge {
+                            asg: target,
+                            planned_at: self.now,
+                            plan: self.seq,
+                            moved: None,
+                            holds_at,
+                            fallback_unit,
+                        });
                     }
                     None => {
                         let on_demand = if self.observed.on_demand.is_some() {
