@@ -442,8 +442,16 @@ impl Autoscaling for Throttles {
 fn warned_with_throttled_terminates(
     n: usize,
 ) -> (ballast_core::event::Event, InMemory, FixedClock, Reconciler<Throttles, InMemory, InMemory, FixedClock>) {
+    warned_over_with_throttled_terminates(state("steady.json"), n)
+}
+
+/// As [`warned_with_throttled_terminates`], over `world`.
+fn warned_over_with_throttled_terminates(
+    world: ballast_core::memory::World,
+    n: usize,
+) -> (ballast_core::event::Event, InMemory, FixedClock, Reconciler<Throttles, InMemory, InMemory, FixedClock>) {
     let warning = fixture("spot-interruption-terminate.json");
-    let memory = InMemory::new(state("steady.json"));
+    let memory = InMemory::new(world);
     let clock = FixedClock::new(warning.time);
     let reconciler = reconciler_over(
         config_with_dry_run(false),
@@ -1438,18 +1446,9 @@ async fn a_scale_in_before_this_plans_raise_does_not_refuse_its_surges_decrement
 // the pool, and no run fails reading the size of an ASG that no longer exists (review 31).
 #[tokio::test]
 async fn a_surge_in_an_asg_deleted_since_does_not_fail_every_run() {
-    let warning = fixture("spot-interruption-terminate.json");
     let mut world = state("steady.json");
     world.asg_mut("eks-general-spot-m6").unwrap().max = 4;
-    let memory = InMemory::new(world);
-    let clock = FixedClock::new(warning.time);
-    let reconciler = reconciler_over(
-        config_with_dry_run(false),
-        Throttles::terminates(&memory, 1),
-        memory.clone(),
-        &memory,
-        clock.clone(),
-    );
+    let (warning, memory, clock, reconciler) = warned_over_with_throttled_terminates(world, 1);
     let out = reconciler.handle(vec![warning.clone()]).await;
     assert_eq!(out.failures.len(), 1);
     assert_eq!(memory.world().asg("eks-general-spot-fallback").unwrap().desired, 1, "surged in the fallback ASG");
@@ -1526,19 +1525,10 @@ async fn a_scale_in_of_another_raised_asg_does_not_refuse_the_surges_decrement()
 // cluster-autoscaler asked for) (review 32).
 #[tokio::test]
 async fn a_dropped_on_demand_surge_gives_back_its_fallback_unit() {
-    let warning = fixture("spot-interruption-terminate.json");
     let mut world = state("steady.json");
     world.asg_mut("eks-general-spot-m6").unwrap().max = 4;
     world.asg_mut("eks-general-spot-fallback").unwrap().max = 0;
-    let memory = InMemory::new(world);
-    let clock = FixedClock::new(warning.time);
-    let reconciler = reconciler_over(
-        config_with_dry_run(false),
-        Throttles::terminates(&memory, 1),
-        memory.clone(),
-        &memory,
-        clock.clone(),
-    );
+    let (warning, memory, clock, reconciler) = warned_over_with_throttled_terminates(world, 1);
     let out = reconciler.handle(vec![warning.clone()]).await;
     assert_eq!(out.failures.len(), 1);
     assert_eq!(memory.world().asg("eks-general-on-demand").unwrap().desired, 3, "surged on on-demand");
