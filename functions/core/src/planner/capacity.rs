@@ -13,6 +13,14 @@ pub fn failback_drain_deadline(cfg: &PoolConfig) -> chrono::Duration {
 }
 
 impl Work<'_> {
+    /// Fallback units no longer held (a raise that did not land, a surge taken).
+    pub(super) fn give_back_fallback_units(&mut self, n: u32) {
+        self.record.fallback_units = self.record.fallback_units.saturating_sub(n);
+        if self.record.fallback_units == 0 {
+            self.record.fallback_since = None;
+        }
+    }
+
     /// Fallback units are what the on-demand ASG still holds above its minimum: CA may
     /// have removed some, and memory is never trusted over the ASG.
     pub(super) fn reconcile_fallback_units(&mut self) {

@@ -266,10 +266,7 @@ impl Work<'_> {
                 // A fallback unit only if it replaced a spot instance on on-demand.
                 let own_asg_on_demand = self.observed.is_on_demand(&interruption.asg);
                 if self.observed.is_on_demand(&asg) && !own_asg_on_demand {
-                    self.record.fallback_units = self.record.fallback_units.saturating_sub(1);
-                    if self.record.fallback_units == 0 {
-                        self.record.fallback_since = None;
-                    }
+                    self.give_back_fallback_units(1);
                 }
             }
         }
@@ -329,10 +326,7 @@ impl Work<'_> {
             }
         }
         if self.observed.is_on_demand(asg) {
-            self.record.fallback_units = self.record.fallback_units.saturating_sub(journal.units_added);
-            if self.record.fallback_units == 0 {
-                self.record.fallback_since = None;
-            }
+            self.give_back_fallback_units(journal.units_added);
         }
         if self.record.failback.as_ref().is_some_and(|f| f.spot_asg == asg && by_plan(f.plan, f.started_at)) {
             self.record.failback = None;

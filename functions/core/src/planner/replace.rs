@@ -99,10 +99,7 @@ impl Work<'_> {
                     interruption.instance_id, gone.asg
                 ));
                 if gone.fallback_unit {
-                    self.record.fallback_units = self.record.fallback_units.saturating_sub(1);
-                    if self.record.fallback_units == 0 {
-                        self.record.fallback_since = None;
-                    }
+                    self.give_back_fallback_units(1);
                 }
             }
             if self.cfg.interruption.surge && surge.is_none() {
