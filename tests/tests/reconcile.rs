@@ -463,13 +463,34 @@ fn warned_over_with_throttled_terminates(
     (warning, memory, clock, reconciler)
 }
 
+/// The first run of [`warned_with_throttled_terminates`]: its surge landed (`surged`: the
+/// ASG and its size after), its terminate was throttled, a retryable failure (the message
+/// goes back to the queue).
+async fn surged_and_throttled(
+    reconciler: &Reconciler<Throttles, InMemory, InMemory, FixedClock>,
+    warning: &ballast_core::event::Event,
+    memory: &InMemory,
+    (asg, desired): (&str, u32),
+) {
+    let out = reconciler.handle(vec![warning.clone()]).await;
+    assert_eq!(out.failures.len(), 1, "{:?}", errors(&out));
+    assert!(out.failures[0].0.is_retryable(), "throttling is retryable: the message goes back to the queue");
+    assert_eq!(memory.world().asg(asg).unwrap().desired, desired, "the surge was applied");
+}
+
+/// The retry, while whose drain cluster-autoscaler deletes spot-m6's unfilled slots.
+fn retry_whose_drain_deletes_the_surge(
+    memory: &InMemory,
+    clock: &FixedClock,
+) -> Reconciler<InMemory, SlowCluster, InMemory, FixedClock> {
+    let cluster = SlowCluster { during_drain: Some(delete_unfulfillable), ..SlowCluster::new(memory, clock) };
+    reconciler_over(config_with_dry_run(false), memory.clone(), cluster, memory, clock.clone())
+}
+
 #[tokio::test]
 async fn failed_apply_takes_back_its_intent_and_the_retry_does_not_double() {
     let (warning, memory, clock, reconciler) = warned_with_throttled_terminates(1);
-    let out = reconciler.handle(vec![warning.clone()]).await;
-    assert_eq!(out.failures.len(), 1);
-    assert!(out.failures[0].0.is_retryable(), "throttling is retryable: the message goes back to the queue");
-    assert_eq!(memory.world().asg("eks-general-spot-m6").unwrap().desired, 5, "the surge was applied");
+    surged_and_throttled(&reconciler, &warning, &memory, ("eks-general-spot-m6", 5)).await;
     {
         let world = memory.world();
         let record = &world.pools["general"].record;
@@ -496,9 +517,7 @@ async fn a_surge_deleted_before_a_later_plans_terminate_is_not_followed_by_a_dec
     // terminate again, the surge remembered from the first plan: decrementing now would
     // take the interrupted instance's own slot, and the pool would end one short.
     let (warning, memory, clock, reconciler) = warned_with_throttled_terminates(1);
-    let out = reconciler.handle(vec![warning.clone()]).await;
-    assert_eq!(out.failures.len(), 1);
-    assert_eq!(memory.world().asg("eks-general-spot-m6").unwrap().desired, 5, "the surge was applied");
+    surged_and_throttled(&reconciler, &warning, &memory, ("eks-general-spot-m6", 5)).await;
     delete_unfulfillable(&memory);
     clock.advance(Duration::seconds(20));
     let out = reconciler.handle(vec![warning]).await;
@@ -1179,9 +1198,7 @@ async fn a_surge_deleted_after_two_failed_terminates_is_not_followed_by_a_decrem
     // cluster-autoscaler deletes the unfilled slot (5 -> 4). P3 settles P2's journal,
     // which has no size change of the ASG: the surge is judged by what it holds at.
     let (warning, memory, clock, reconciler) = warned_with_throttled_terminates(2);
-    let out = reconciler.handle(vec![warning.clone()]).await;
-    assert_eq!(out.failures.len(), 1);
-    assert_eq!(memory.world().asg("eks-general-spot-m6").unwrap().desired, 5, "P1 surged");
+    surged_and_throttled(&reconciler, &warning, &memory, ("eks-general-spot-m6", 5)).await;
     clock.advance(Duration::seconds(20));
     let out = reconciler.handle(vec![warning.clone()]).await;
     assert_eq!(out.failures.len(), 1, "P2 throttled too");
@@ -1207,12 +1224,9 @@ async fn a_surge_deleted_during_the_retrys_drain_is_not_followed_by_a_decrement(
     // drains again; meanwhile cluster-autoscaler deletes the unfilled slot (5 -> 4). P2
     // has no raise of its own there: the surge's ASG is judged by what it holds at.
     let (warning, memory, clock, first) = warned_with_throttled_terminates(1);
-    let out = first.handle(vec![warning.clone()]).await;
-    assert_eq!(out.failures.len(), 1);
-    assert_eq!(memory.world().asg("eks-general-spot-m6").unwrap().desired, 5, "P1 surged");
+    surged_and_throttled(&first, &warning, &memory, ("eks-general-spot-m6", 5)).await;
     clock.advance(Duration::seconds(20));
-    let cluster = SlowCluster { during_drain: Some(delete_unfulfillable), ..SlowCluster::new(&memory, &clock) };
-    let retry = reconciler_over(config_with_dry_run(false), memory.clone(), cluster, &memory, clock.clone());
+    let retry = retry_whose_drain_deletes_the_surge(&memory, &clock);
     let out = retry.handle(vec![warning]).await;
     assert!(out.failures.is_empty(), "{:?}", errors(&out));
     let world = memory.world();
@@ -1310,22 +1324,10 @@ async fn a_drained_hook_whose_completion_failed_after_a_takeover_is_completed_by
 // would withdraw the replacement's slot and leave the pool one short after all (review 30).
 #[tokio::test]
 async fn no_decrement_for_a_deleted_surge_is_not_followed_by_a_withdrawal() {
-    let warning = fixture("spot-interruption-terminate.json");
-    let memory = InMemory::new(state("steady.json"));
-    let clock = FixedClock::new(warning.time);
-    let first = Reconciler {
-        config: Arc::new(config_with_dry_run(false)),
-        autoscaling: Throttles::terminates(&memory, 1),
-        cluster: memory.clone(),
-        store: memory.clone(),
-        clock: clock.clone(),
-        owner: "test".into(),
-    };
-    let out = first.handle(vec![warning.clone()]).await;
-    assert_eq!(out.failures.len(), 1);
+    let (warning, memory, clock, first) = warned_with_throttled_terminates(1);
+    surged_and_throttled(&first, &warning, &memory, ("eks-general-spot-m6", 5)).await;
     clock.advance(Duration::seconds(20));
-    let cluster = SlowCluster { during_drain: Some(delete_unfulfillable), ..SlowCluster::new(&memory, &clock) };
-    let retry = reconciler_over(config_with_dry_run(false), memory.clone(), cluster, &memory, clock.clone());
+    let retry = retry_whose_drain_deletes_the_surge(&memory, &clock);
     let out = retry.handle(vec![warning]).await;
     assert!(out.failures.is_empty(), "{:?}", errors(&out));
     assert_eq!(memory.world().asg("eks-general-spot-m6").unwrap().desired, 4, "no decrement");
@@ -1449,9 +1451,7 @@ async fn a_surge_in_an_asg_deleted_since_does_not_fail_every_run() {
     let mut world = state("steady.json");
     world.asg_mut("eks-general-spot-m6").unwrap().max = 4;
     let (warning, memory, clock, reconciler) = warned_over_with_throttled_terminates(world, 1);
-    let out = reconciler.handle(vec![warning.clone()]).await;
-    assert_eq!(out.failures.len(), 1);
-    assert_eq!(memory.world().asg("eks-general-spot-fallback").unwrap().desired, 1, "surged in the fallback ASG");
+    surged_and_throttled(&reconciler, &warning, &memory, ("eks-general-spot-fallback", 1)).await;
     let m6_tags = memory.world().asg("eks-general-spot-m6").unwrap().tags.clone();
     memory.world().asgs.retain(|a| a.name != "eks-general-spot-fallback");
     let mut config = config_with_dry_run(false);
@@ -1478,8 +1478,7 @@ async fn a_surge_in_an_asg_deleted_since_does_not_fail_every_run() {
 #[tokio::test]
 async fn a_scale_in_of_another_raised_asg_does_not_refuse_the_surges_decrement() {
     let (warning, memory, clock, first) = warned_with_throttled_terminates(1);
-    let out = first.handle(vec![warning.clone()]).await;
-    assert_eq!(out.failures.len(), 1);
+    surged_and_throttled(&first, &warning, &memory, ("eks-general-spot-m6", 5)).await;
     {
         let mut world = memory.world();
         assert_eq!(world.asg("eks-general-spot-m6").unwrap().desired, 5, "P1 surged");
@@ -1529,9 +1528,7 @@ async fn a_dropped_on_demand_surge_gives_back_its_fallback_unit() {
     world.asg_mut("eks-general-spot-m6").unwrap().max = 4;
     world.asg_mut("eks-general-spot-fallback").unwrap().max = 0;
     let (warning, memory, clock, reconciler) = warned_over_with_throttled_terminates(world, 1);
-    let out = reconciler.handle(vec![warning.clone()]).await;
-    assert_eq!(out.failures.len(), 1);
-    assert_eq!(memory.world().asg("eks-general-on-demand").unwrap().desired, 3, "surged on on-demand");
+    surged_and_throttled(&reconciler, &warning, &memory, ("eks-general-on-demand", 3)).await;
     assert_eq!(memory.world().pools["general"].record.fallback_units, 1);
     {
         let mut world = memory.world();
