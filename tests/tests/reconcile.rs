@@ -958,12 +958,9 @@ async fn a_run_that_died_in_its_drain_holds_ticks_back_only_until_its_drains_wou
     assert_eq!(memory.world().asg("eks-general-spot-m6").unwrap().desired, 4);
 }
 
-#[tokio::test]
-async fn a_lifecycle_action_drained_before_another_run_took_over_is_still_completed() {
-    let event = fixture("lifecycle-terminate.json");
-    let memory = InMemory::new(state("steady.json"));
-    let clock = FixedClock::new(event.time);
-    let cluster = SlowCluster::new(&memory, &clock);
+/// A cluster whose first drain another run takes over, acting on the shipped spot warning.
+fn taken_over_by_a_spot_warning(memory: &InMemory, clock: &FixedClock) -> SlowCluster {
+    let cluster = SlowCluster::new(memory, clock);
     let (world, at) = (memory.clone(), clock.clone());
     *cluster.run_during_drain.lock().unwrap() = Some(Box::new(move || {
         Box::pin(async move {
@@ -971,6 +968,15 @@ async fn a_lifecycle_action_drained_before_another_run_took_over_is_still_comple
             assert!(out.failures.is_empty(), "{:?}", errors(&out));
         })
     }));
+    cluster
+}
+
+#[tokio::test]
+async fn a_lifecycle_action_drained_before_another_run_took_over_is_still_completed() {
+    let event = fixture("lifecycle-terminate.json");
+    let memory = InMemory::new(state("steady.json"));
+    let clock = FixedClock::new(event.time);
+    let cluster = taken_over_by_a_spot_warning(&memory, &clock);
     let reconciler = reconciler_over(config_with_dry_run(false), memory.clone(), cluster, &memory, clock);
     let out = reconciler.handle(vec![event]).await;
     assert!(out.failures.is_empty(), "{:?}", errors(&out));
@@ -1290,14 +1296,7 @@ async fn a_drained_hook_whose_completion_failed_after_a_takeover_is_completed_by
     let event = fixture("lifecycle-terminate.json");
     let memory = InMemory::new(state("steady.json"));
     let clock = FixedClock::new(event.time);
-    let cluster = SlowCluster::new(&memory, &clock);
-    let (world, at) = (memory.clone(), clock.clone());
-    *cluster.run_during_drain.lock().unwrap() = Some(Box::new(move || {
-        Box::pin(async move {
-            let out = another_run(&world, at).handle(vec![fixture("spot-interruption-terminate.json")]).await;
-            assert!(out.failures.is_empty(), "{:?}", errors(&out));
-        })
-    }));
+    let cluster = taken_over_by_a_spot_warning(&memory, &clock);
     let autoscaling = Throttles::completes(&memory, 1);
     let reconciler = reconciler_over(config_with_dry_run(false), autoscaling, cluster, &memory, clock.clone());
     let out = reconciler.handle(vec![event.clone()]).await;
@@ -1363,14 +1362,7 @@ async fn a_hook_completed_before_a_throttled_one_after_a_takeover_is_not_planned
     }));
     let memory = InMemory::new(state("steady.json"));
     let clock = FixedClock::new(first.time);
-    let cluster = SlowCluster::new(&memory, &clock);
-    let (world, at) = (memory.clone(), clock.clone());
-    *cluster.run_during_drain.lock().unwrap() = Some(Box::new(move || {
-        Box::pin(async move {
-            let out = another_run(&world, at).handle(vec![fixture("spot-interruption-terminate.json")]).await;
-            assert!(out.failures.is_empty(), "{:?}", errors(&out));
-        })
-    }));
+    let cluster = taken_over_by_a_spot_warning(&memory, &clock);
     let autoscaling = Throttles { token: Some("second-token".into()), ..Throttles::completes(&memory, 1) };
     let reconciler = reconciler_over(config_with_dry_run(false), autoscaling, cluster, &memory, clock.clone());
     let out = reconciler.handle(vec![first.clone(), second.clone()]).await;
