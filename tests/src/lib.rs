@@ -114,3 +114,36 @@ impl Deployment {
         self.memory.world().asg(asg).map(|a| a.desired).expect("asg exists")
     }
 }
+
+/// Whose turn the pool's lease is, through a state store's own calls (every store keeps
+/// the same rule: the in-memory one and DynamoDB's conditions), from `t0`.
+pub async fn assert_lease_turns<S: ballast_core::ports::StateStore>(store: &S, t0: DateTime<Utc>) {
+    use ballast_core::ports::Urgency::{CanWait, CannotWait};
+    let at = |s: i64| t0 + chrono::Duration::seconds(s);
+    let ttl = std::time::Duration::from_secs(60);
+    let take = |owner: &'static str, s: i64, urgency| store.acquire_lease("general", owner, at(s), ttl, urgency);
+    assert!(take("a-drain", 0, CanWait).await.unwrap());
+    assert!(!take("a-warning", 0, CannotWait).await.unwrap(), "held");
+    assert!(take("a-drain", 1, CanWait).await.unwrap(), "the holder renews, whatever is claimed");
+    store.release_lease("general", "a-drain").await.unwrap();
+    assert!(
+        !take("node-ready", 2, CanWait).await.unwrap(),
+        "the warning claimed the next turn, and the renewal kept it"
+    );
+    assert!(take("a-warning", 2, CannotWait).await.unwrap(), "its turn");
+    assert!(!take("node-ready", 3, CanWait).await.unwrap(), "held by the warning's run");
+    store.release_lease("general", "a-warning").await.unwrap();
+    assert!(take("node-ready", 3, CanWait).await.unwrap(), "the claim ended with the warning's turn");
+    store.release_lease("general", "node-ready").await.unwrap();
+    // An urgent run that stops trying (gave up, or died) holds others back only briefly.
+    assert!(take("a-tick", 10, CanWait).await.unwrap());
+    assert!(!take("a-warning", 10, CannotWait).await.unwrap());
+    store.release_lease("general", "a-tick").await.unwrap();
+    assert!(!take("node-ready", 12, CanWait).await.unwrap(), "claimed");
+    let lapsed = 10 + ballast_core::ports::LEASE_CLAIM_FOR.num_seconds() + 1;
+    assert!(take("node-ready", lapsed, CanWait).await.unwrap(), "the claim lapsed");
+    // An expired lease is anyone's, and a released one stays free.
+    assert!(take("a-warning", lapsed + 61, CannotWait).await.unwrap(), "node-ready's expired");
+    store.release_lease("general", "node-ready").await.unwrap();
+    assert!(!take("node-ready", lapsed + 62, CanWait).await.unwrap(), "releasing another's lease does nothing");
+}

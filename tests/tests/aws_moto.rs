@@ -4,7 +4,7 @@
 
 use ballast_core::config::Config;
 use ballast_core::model::PoolRecord;
-use ballast_core::ports::StateStore;
+use ballast_core::ports::{StateStore, Urgency};
 use ballast_tests::aws::*;
 use ballast_tests::moto::Moto;
 use chrono::{DateTime, Duration, Utc};
@@ -237,7 +237,7 @@ async fn a_retryable_failure_is_a_partial_batch_failure_of_that_pool_only() {
     // Another run holds the pool's lease.
     app.reconciler
         .store
-        .acquire_lease("general", "someone-else", now(), std::time::Duration::from_secs(60))
+        .acquire_lease("general", "someone-else", now(), std::time::Duration::from_secs(60), Urgency::CanWait)
         .await
         .unwrap();
     let stranger = warning_for("i-0123456789abcdef0", "w-stranger");
@@ -256,7 +256,7 @@ async fn a_tick_while_another_run_holds_the_lease_succeeds_without_acting() {
     let (app, _) = d.app(config(false));
     app.reconciler
         .store
-        .acquire_lease("general", "someone-else", now(), std::time::Duration::from_secs(300))
+        .acquire_lease("general", "someone-else", now(), std::time::Duration::from_secs(300), Urgency::CanWait)
         .await
         .unwrap();
     let before = d.recorder.calls().len();
@@ -428,6 +428,20 @@ async fn compute_eks_and_state_adapters_against_moto() {
 }
 
 #[tokio::test]
+async fn an_urgent_run_has_the_next_turn_of_the_lease_in_dynamodb() {
+    // The rule is in DynamoDB's condition expressions: moto evaluates them as DynamoDB does.
+    let Some(moto) = Moto::start() else { return };
+    let d = Deployment::create(&moto, 1, (0, 1), now()).await;
+    ballast_tests::assert_lease_turns(&ballast_aws::DynamoStore::new(&d.sdk, TABLE), now()).await;
+}
+
+#[tokio::test]
+async fn an_urgent_run_has_the_next_turn_of_the_lease_in_memory() {
+    let memory = ballast_core::memory::InMemory::new(Default::default());
+    ballast_tests::assert_lease_turns(&memory, now()).await;
+}
+
+#[tokio::test]
 async fn a_retryable_message_comes_back_within_seconds_and_one_that_keeps_failing_is_dead_lettered() {
     use std::time::{Duration as StdDuration, Instant};
     let Some(moto) = Moto::start() else { return };
@@ -441,7 +455,9 @@ async fn a_retryable_message_comes_back_within_seconds_and_one_that_keeps_failin
     app.max_receives = Some(3);
     let lease = |owner: &'static str| {
         let store = &app.reconciler.store;
-        async move { store.acquire_lease("general", owner, now(), StdDuration::from_secs(600)).await.unwrap() }
+        async move {
+            store.acquire_lease("general", owner, now(), StdDuration::from_secs(600), Urgency::CanWait).await.unwrap()
+        }
     };
 
     // A spot warning while the schedule function holds the pool's lease.

@@ -42,7 +42,9 @@ use ballast_core::memory::{InMemory, World};
 use ballast_core::model::{AsgSize, Demand, LifecycleState, Market, NodeState, ObservedAsg, PoolRecord};
 use ballast_core::plan::LifecycleRef;
 use ballast_core::planner::SURPLUS_NOTE;
-use ballast_core::ports::{Autoscaling, Cluster, DrainReport, ErrorKind, FixedClock, PortError, StateStore, Versioned};
+use ballast_core::ports::{
+    Autoscaling, Cluster, DrainReport, ErrorKind, FixedClock, PortError, StateStore, Urgency, Versioned,
+};
 use ballast_core::reconcile::{ReconcileError, Reconciler};
 use ballast_tests::{config_with_dry_run, state};
 use chrono::{DateTime, Duration, Utc};
@@ -344,11 +346,12 @@ impl StateStore for Faulty {
         owner: &str,
         now: DateTime<Utc>,
         ttl: StdDuration,
+        urgency: Urgency,
     ) -> Result<bool, PortError> {
         if self.st().dead {
             return Err(PortError::new(ErrorKind::Retryable, "lease", "the run is dead"));
         }
-        self.memory.acquire_lease(pool, owner, now, ttl).await
+        self.memory.acquire_lease(pool, owner, now, ttl, urgency).await
     }
     async fn release_lease(&self, pool: &str, owner: &str) -> Result<(), PortError> {
         if self.st().dead {

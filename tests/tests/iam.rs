@@ -15,7 +15,7 @@ use std::time::Duration as StdDuration;
 use ballast_core::config::Config;
 use ballast_core::event::PoolDemandDetail;
 use ballast_core::model::PoolRecord;
-use ballast_core::ports::StateStore;
+use ballast_core::ports::{StateStore, Urgency};
 use ballast_forwarder::bus::{EventBridgeBus, EventBus};
 use ballast_forwarder::publisher::Outgoing;
 use ballast_lambda::app::{connect_cluster, load_config};
@@ -106,7 +106,10 @@ async fn record() -> Option<Vec<Call>> {
     let sdk = moto.sdk_as("interruption").await;
     let (app, _) = d.app_as(config.clone(), "interruption", &sdk);
     let (_, spot_ids) = d.asg(SPOT).await;
-    assert!(held.acquire_lease("general", "another-run", now(), StdDuration::from_secs(600)).await.unwrap());
+    assert!(held
+        .acquire_lease("general", "another-run", now(), StdDuration::from_secs(600), Urgency::CanWait)
+        .await
+        .unwrap());
     let warning = fixture_json("spot-interruption-terminate.json", |v| {
         v["id"] = json!("w-1");
         v["detail"]["instance-id"] = json!(spot_ids[0]);

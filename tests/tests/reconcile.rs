@@ -9,7 +9,7 @@ use ballast_core::model::AsgSize;
 use ballast_core::model::ObservedAsg;
 use ballast_core::model::PoolRecord;
 use ballast_core::plan::LifecycleRef;
-use ballast_core::ports::{Autoscaling, ErrorKind, PortError, StateStore, Versioned};
+use ballast_core::ports::{Autoscaling, ErrorKind, PortError, StateStore, Urgency, Versioned};
 use ballast_core::ports::{Clock, FixedClock};
 use ballast_core::reconcile::Applied;
 use ballast_core::reconcile::Reconciler;
@@ -184,6 +184,102 @@ async fn an_event_meeting_a_held_lease_waits_for_it_briefly() {
     let out = d.reconciler.handle_until(vec![warning.clone()], Some(warning.time + Duration::seconds(75))).await;
     assert_eq!(out.failures.len(), 1, "a minute and the margin kept for the run");
     assert!(d.clock.now() - warning.time < Duration::seconds(5));
+}
+
+/// The state store, with the lease another run holds ("other") let go after the spot
+/// warning's run has tried for it twice; at that moment, before that run's next try, a
+/// run for an event that can wait tries for it.
+struct LetGoWhileAWarningWaits {
+    memory: InMemory,
+    clock: FixedClock,
+    warned_tries: std::sync::atomic::AtomicU32,
+    can_wait: ballast_core::event::Event,
+    its_outcome: std::sync::Mutex<Option<ballast_core::reconcile::BatchOutcome>>,
+}
+
+const WARNED_RUN: &str = "warned-run";
+
+#[async_trait::async_trait]
+impl StateStore for LetGoWhileAWarningWaits {
+    async fn load(&self, pool: &str) -> Result<Versioned<PoolRecord>, PortError> {
+        self.memory.load(pool).await
+    }
+    async fn save(&self, pool: &str, record: &PoolRecord, expected: u64) -> Result<u64, PortError> {
+        self.memory.save(pool, record, expected).await
+    }
+    async fn acquire_lease(
+        &self,
+        pool: &str,
+        owner: &str,
+        now: DateTime<Utc>,
+        ttl: std::time::Duration,
+        urgency: Urgency,
+    ) -> Result<bool, PortError> {
+        if owner == WARNED_RUN && self.warned_tries.fetch_add(1, Ordering::SeqCst) == 2 {
+            self.memory.release_lease(pool, "other").await?;
+            let out = another_run(&self.memory, self.clock.clone()).handle(vec![self.can_wait.clone()]).await;
+            *self.its_outcome.lock().unwrap() = Some(out);
+        }
+        self.memory.acquire_lease(pool, owner, now, ttl, urgency).await
+    }
+    async fn release_lease(&self, pool: &str, owner: &str) -> Result<(), PortError> {
+        self.memory.release_lease(pool, owner).await
+    }
+    async fn seen(&self, ids: &[String]) -> Result<std::collections::BTreeSet<String>, PortError> {
+        self.memory.seen(ids).await
+    }
+    async fn mark_seen(&self, ids: &[String], expires_at: DateTime<Utc>) -> Result<(), PortError> {
+        self.memory.mark_seen(ids, expires_at).await
+    }
+}
+
+#[tokio::test]
+async fn a_spot_warning_waiting_for_the_lease_goes_before_events_that_can_wait() {
+    // In a reclaim wave the forwarder sends a Node Lifecycle event per node going and
+    // coming, demand and unschedulable pods: each a run waiting for the pool's lease. The
+    // spot warning's run, waiting with them, must not queue behind them for its turn
+    // (each holds the lease for a second or two; the warning gives two minutes).
+    for can_wait in
+        ["forwarder-node-lifecycle.json", "forwarder-pool-demand-changed.json", "forwarder-pods-unschedulable.json"]
+    {
+        let warning = fixture("spot-interruption-terminate.json");
+        let memory = InMemory::new(state("steady.json"));
+        let clock = FixedClock::new(warning.time);
+        held_by_other(&memory, warning.time + Duration::minutes(5));
+        let store = LetGoWhileAWarningWaits {
+            memory: memory.clone(),
+            clock: clock.clone(),
+            warned_tries: Default::default(),
+            can_wait: fixture(can_wait),
+            its_outcome: Default::default(),
+        };
+        let warned = Reconciler {
+            config: Arc::new(config_with_dry_run(false)),
+            autoscaling: memory.clone(),
+            cluster: memory.clone(),
+            store,
+            clock: clock.clone(),
+            owner: WARNED_RUN.into(),
+        };
+        let out = warned.handle_until(vec![warning.clone()], Some(warning.time + Duration::minutes(15))).await;
+        assert!(out.failures.is_empty(), "{can_wait}: {:?}", errors(&out));
+        assert!(
+            terminations(&memory)
+                .contains(&Call::Terminate { instance_id: "i-0a1b2c3d4e5f60001".into(), decrement: true }),
+            "{can_wait}"
+        );
+        let waiting = warned.store.its_outcome.lock().unwrap().take().expect("the other run tried");
+        assert_eq!(errors(&waiting), ["pool general: another run holds the lease; try again shortly"], "{can_wait}");
+        assert!(waiting.failures.iter().all(|f| f.0.is_retryable()), "{can_wait}: retried, after the warning");
+        // Its turn comes right after: the warning's claim on the next turn ends with it.
+        let out = another_run(&memory, clock.clone()).handle(vec![fixture(can_wait)]).await;
+        assert!(out.failures.is_empty(), "{can_wait}: {:?}", errors(&out));
+    }
+}
+
+/// Another run ("other") holds the pool's lease until `until`.
+fn held_by_other(memory: &InMemory, until: DateTime<Utc>) {
+    memory.world().leases.insert("general".into(), ballast_core::memory::Lease { owner: "other".into(), until });
 }
 
 #[tokio::test]
@@ -604,8 +700,9 @@ impl StateStore for FailingSeen {
         owner: &str,
         now: DateTime<Utc>,
         ttl: std::time::Duration,
+        urgency: Urgency,
     ) -> Result<bool, PortError> {
-        self.0.acquire_lease(pool, owner, now, ttl).await
+        self.0.acquire_lease(pool, owner, now, ttl, urgency).await
     }
     async fn release_lease(&self, pool: &str, owner: &str) -> Result<(), PortError> {
         self.0.release_lease(pool, owner).await

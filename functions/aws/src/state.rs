@@ -1,5 +1,6 @@
 //! The state store over one DynamoDB table (partition key `pk`, TTL on `expires_at`):
-//! `pool#NAME` holds the pool record and its version, `lease#NAME` the lease,
+//! `pool#NAME` holds the pool record and its version, `lease#NAME` the lease (and an
+//! urgent run's claim on its next turn),
 //! `event#ID` a handled event id. The record is stored deflated (`record_z`, binary):
 //! 5,000 interruptions in flight take ~170 KB instead of ~2.5 MB of JSON, within
 //! DynamoDB's 400 KB item limit. A record written as JSON text (`record`) still reads.
@@ -10,7 +11,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, PutRequest, WriteRequest};
 use ballast_core::model::PoolRecord;
-use ballast_core::ports::{ErrorKind, PortError, StateStore, Versioned};
+use ballast_core::ports::{ErrorKind, PortError, StateStore, Urgency, Versioned, LEASE_CLAIM_FOR};
 use chrono::{DateTime, Utc};
 
 use crate::classify;
@@ -39,6 +40,8 @@ pub fn decode_record(bytes: &[u8]) -> Result<PoolRecord, String> {
     serde_json::from_slice(&json).map_err(|e| format!("not a pool record: {e}"))
 }
 pub const TTL_ATTRIBUTE: &str = "expires_at";
+/// On a lease item: until when an urgent run claims the next turn (epoch seconds).
+const CLAIM_ATTRIBUTE: &str = "claimed_until";
 /// Unprocessed batch items are retried this many times before the call fails (retryable).
 const BATCH_ROUNDS: usize = 5;
 
@@ -71,6 +74,21 @@ impl DynamoStore {
 
     fn bad_item(&self, what: &str, why: String) -> PortError {
         PortError::new(ErrorKind::Permanent, "GetItem", format!("table {}: {what}: {why}", self.table))
+    }
+
+    /// An urgent run refused the lease claims the next turn (renewed at each of its tries).
+    async fn claim_next_turn(&self, pool: &str, now: DateTime<Utc>) -> Result<(), PortError> {
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key("lease", pool)))
+            .update_expression("SET #claim = :claimed")
+            .expression_attribute_names("#claim", CLAIM_ATTRIBUTE)
+            .expression_attribute_values(":claimed", n((now + LEASE_CLAIM_FOR).timestamp()))
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| classify("UpdateItem", e))
     }
 }
 
@@ -141,44 +159,69 @@ impl StateStore for DynamoStore {
         owner: &str,
         now: DateTime<Utc>,
         ttl: Duration,
+        urgency: Urgency,
     ) -> Result<bool, PortError> {
         let until = now.timestamp() + i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX / 2);
+        // An update, not a put: a renewal keeps an urgent run's claim on the next turn.
+        let (update, condition) = match urgency {
+            Urgency::CannotWait => (
+                "SET #owner = :owner, #expires = :until REMOVE #claim",
+                "#owner = :owner OR attribute_not_exists(#owner) OR #expires < :now",
+            ),
+            Urgency::CanWait => (
+                "SET #owner = :owner, #expires = :until",
+                "#owner = :owner OR ((attribute_not_exists(#owner) OR #expires < :now) \
+                 AND (attribute_not_exists(#claim) OR #claim < :now))",
+            ),
+        };
         let result = self
             .client
-            .put_item()
+            .update_item()
             .table_name(&self.table)
-            .set_item(Some(key("lease", pool)))
-            .item("owner", s(owner))
-            .item(TTL_ATTRIBUTE, n(until))
-            .condition_expression("attribute_not_exists(pk) OR #expires < :now OR #owner = :owner")
-            .expression_attribute_names("#expires", TTL_ATTRIBUTE)
+            .set_key(Some(key("lease", pool)))
+            .update_expression(update)
+            .condition_expression(condition)
             .expression_attribute_names("#owner", "owner")
-            .expression_attribute_values(":now", n(now.timestamp()))
+            .expression_attribute_names("#expires", TTL_ATTRIBUTE)
+            .expression_attribute_names("#claim", CLAIM_ATTRIBUTE)
             .expression_attribute_values(":owner", s(owner))
+            .expression_attribute_values(":until", n(until))
+            .expression_attribute_values(":now", n(now.timestamp()))
             .send()
             .await;
         match result {
             Ok(_) => Ok(true),
-            Err(e) if e.as_service_error().is_some_and(|se| se.is_conditional_check_failed_exception()) => Ok(false),
-            Err(e) => Err(classify("PutItem", e)),
+            Err(e) if e.as_service_error().is_some_and(|se| se.is_conditional_check_failed_exception()) => {
+                if urgency == Urgency::CannotWait {
+                    self.claim_next_turn(pool, now).await?;
+                }
+                Ok(false)
+            }
+            Err(e) => Err(classify("UpdateItem", e)),
         }
     }
 
     async fn release_lease(&self, pool: &str, owner: &str) -> Result<(), PortError> {
+        // Expired rather than deleted: an urgent run's claim on the lease item stays. At
+        // 0, not now: the callers' clock is not read here (and DynamoDB's TTL leaves an item
+        // expired over five years ago, so the claim is not swept with it).
         let result = self
             .client
-            .delete_item()
+            .update_item()
             .table_name(&self.table)
             .set_key(Some(key("lease", pool)))
+            .update_expression("SET #expires = :released REMOVE #owner")
             .condition_expression("#owner = :owner")
             .expression_attribute_names("#owner", "owner")
+            .expression_attribute_names("#expires", TTL_ATTRIBUTE)
             .expression_attribute_values(":owner", s(owner))
+            .expression_attribute_values(":released", n(0))
             .send()
             .await;
         match result {
             // Someone else's lease (ours expired and was taken): leave it.
             Err(e) if e.as_service_error().is_some_and(|se| se.is_conditional_check_failed_exception()) => Ok(()),
-            Err(e) => Err(classify("DeleteItem", e)),
+            Err(e) => Err(classify("UpdateItem", e)),
             Ok(_) => Ok(()),
         }
     }

@@ -15,7 +15,10 @@ use chrono::{DateTime, Utc};
 use crate::config::{resolve_pool_asgs, AsgRef, Config, PoolConfig};
 use crate::model::{AsgInstance, AsgSize, Demand, LifecycleState, Market, NodeState, ObservedAsg, PoolRecord};
 use crate::plan::LifecycleRef;
-use crate::ports::{Autoscaling, Cluster, DeadLetters, DrainReport, ErrorKind, PortError, StateStore, Versioned};
+use crate::ports::{
+    may_take_lease, note_lease_claim, Autoscaling, Cluster, DeadLetters, DrainReport, ErrorKind, PortError, StateStore,
+    Urgency, Versioned,
+};
 use crate::snapshot::{self, Snapshot};
 
 /// The whole emulated world of a deployment.
@@ -26,6 +29,8 @@ pub struct World {
     pub pools: BTreeMap<String, WorldPool>,
     pub seen: BTreeMap<String, DateTime<Utc>>,
     pub leases: BTreeMap<String, Lease>,
+    /// Urgent runs' claims on the next turn of a pool's lease, until when.
+    pub lease_claims: BTreeMap<String, DateTime<Utc>>,
     /// Messages sent to the dead-letter queue, with why.
     pub dead_letters: Vec<(String, String)>,
     /// Every mutating call, in order (tests count them).
@@ -363,14 +368,17 @@ impl StateStore for InMemory {
         owner: &str,
         now: DateTime<Utc>,
         ttl: Duration,
+        urgency: Urgency,
     ) -> Result<bool, PortError> {
         let mut world = self.world();
-        let free = world.leases.get(pool).is_none_or(|l| l.owner == owner || l.until <= now);
-        if free {
+        let holder = world.leases.get(pool).map(|l| (l.owner.as_str(), l.until));
+        let taken = may_take_lease(holder, world.lease_claims.get(pool).copied(), owner, now, urgency);
+        if taken {
             let until = now + chrono::Duration::from_std(ttl).unwrap_or(chrono::Duration::seconds(60));
             world.leases.insert(pool.to_string(), Lease { owner: owner.to_string(), until });
         }
-        Ok(free)
+        note_lease_claim(&mut world.lease_claims, pool, now, urgency, taken);
+        Ok(taken)
     }
 
     async fn release_lease(&self, pool: &str, owner: &str) -> Result<(), PortError> {

@@ -115,18 +115,71 @@ pub trait StateStore: Send + Sync {
     /// Writes if the stored version is still `expected`; returns the new version, or a
     /// `Conflict` error.
     async fn save(&self, pool: &str, record: &PoolRecord, expected: u64) -> Result<u64, PortError>;
-    /// Takes the pool's lease unless another owner holds an unexpired one.
+    /// Takes the pool's lease unless another owner holds an unexpired one or, for a run
+    /// that can wait, an urgent run claims the next turn (see [`Urgency`]). An urgent run
+    /// refused claims the next turn for [`LEASE_CLAIM_FOR`]; taking the lease ends the claim.
     async fn acquire_lease(
         &self,
         pool: &str,
         owner: &str,
         now: DateTime<Utc>,
         ttl: Duration,
+        urgency: Urgency,
     ) -> Result<bool, PortError>;
     async fn release_lease(&self, pool: &str, owner: &str) -> Result<(), PortError>;
     /// Which of these event ids were already handled.
     async fn seen(&self, event_ids: &[String]) -> Result<BTreeSet<String>, PortError>;
     async fn mark_seen(&self, event_ids: &[String], expires_at: DateTime<Utc>) -> Result<(), PortError>;
+}
+
+/// Whose turn a free lease is. In a reclaim wave the forwarder sends an event for every
+/// node going and coming, and for the pods they leave: each is a run waiting for the
+/// pool's lease, holding it a second or two in turn. A spot warning's run waiting among
+/// them would wait for all of them; instead it claims the next turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Urgency {
+    /// Its events cannot wait (`Signal::cannot_wait`): refused, it claims the next turn.
+    CannotWait,
+    /// It takes a free lease only when no urgent run claims the turn.
+    CanWait,
+}
+
+/// How long an urgent run's claim on the next turn lasts: it renews it at each try (one
+/// to two seconds apart), so the claim lapses this long after its last try.
+pub const LEASE_CLAIM_FOR: chrono::Duration = chrono::Duration::seconds(5);
+
+/// The rule every lease store keeps: `owner` may take the lease (held by `holder` until
+/// its time, or by no one) with an urgent run's claim on the next turn until `claimed`.
+pub fn may_take_lease(
+    holder: Option<(&str, DateTime<Utc>)>,
+    claimed: Option<DateTime<Utc>>,
+    owner: &str,
+    now: DateTime<Utc>,
+    urgency: Urgency,
+) -> bool {
+    let renewal = holder.is_some_and(|(h, _)| h == owner);
+    let free = holder.is_none_or(|(_, until)| until <= now);
+    renewal || (free && (urgency == Urgency::CannotWait || claimed.is_none_or(|until| until <= now)))
+}
+
+/// An in-memory store's claims after a try for `pool`'s lease: an urgent run refused
+/// claims the next turn, one that took the lease ends the claim.
+pub fn note_lease_claim(
+    claims: &mut std::collections::BTreeMap<String, DateTime<Utc>>,
+    pool: &str,
+    now: DateTime<Utc>,
+    urgency: Urgency,
+    taken: bool,
+) {
+    match (urgency, taken) {
+        (Urgency::CannotWait, true) => {
+            claims.remove(pool);
+        }
+        (Urgency::CannotWait, false) => {
+            claims.insert(pool.to_string(), now + LEASE_CLAIM_FOR);
+        }
+        (Urgency::CanWait, _) => {}
+    }
 }
 
 /// Where a message that can never succeed goes, with why (the queue's dead-letter queue).

@@ -13,7 +13,7 @@ use crate::event::{Event, Signal};
 use crate::model::{CapacityCall, Draining, ObservedAsg, ObservedPool, PoolRecord};
 use crate::plan::{Action, ActionKind, LifecycleRef, Plan};
 use crate::planner::{plan, PlanInput, CLOCK_SKEW};
-use crate::ports::{Autoscaling, Clock, Cluster, DrainReport, ErrorKind, PortError, StateStore, Versioned};
+use crate::ports::{Autoscaling, Clock, Cluster, DrainReport, ErrorKind, PortError, StateStore, Urgency, Versioned};
 
 /// A forwarder demand event younger than this spares the reconcile a pod listing: the
 /// forwarder's heartbeat (5 min) and a minute for its delivery, so a tick just before the
@@ -491,10 +491,12 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         deadline: Option<DateTime<Utc>>,
     ) -> Result<PoolOutcome, ReconcileError> {
         let name = pool.name.as_str();
-        let mut lease = Lease { ttl: lease_ttl(pool), until: self.clock.now() };
+        let urgency =
+            if events.iter().any(|e| e.signal.cannot_wait()) { Urgency::CannotWait } else { Urgency::CanWait };
+        let mut lease = Lease { ttl: lease_ttl(pool), until: self.clock.now(), urgency };
         if !self
             .store
-            .acquire_lease(name, &self.owner, lease.until, lease.ttl)
+            .acquire_lease(name, &self.owner, lease.until, lease.ttl, lease.urgency)
             .await
             .map_err(ReconcileError::port(name))?
         {
@@ -526,7 +528,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
             // Another run is draining without the lease: only an event that cannot wait
             // plans now (that run then leaves the rest to it); the others wait for the
             // drain as for a held lease (a tick stands down: the drainer covers it).
-            let can_wait = !events.iter().any(|e| e.signal.cannot_wait());
+            let can_wait = lease.urgency == Urgency::CanWait;
             if can_wait && record.draining.as_ref().is_some_and(|d| d.owner != self.owner && now < d.until) {
                 return Err(ReconcileError::LeaseBusy { pool: name.to_string() });
             }
@@ -605,7 +607,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         }
         let ttl = chrono::Duration::from_std(run.lease.ttl).unwrap_or(chrono::Duration::MAX);
         if now + ttl / 2 >= run.lease.until {
-            if !self.store.acquire_lease(&run.pool.name, &self.owner, now, run.lease.ttl).await? {
+            if !self.store.acquire_lease(&run.pool.name, &self.owner, now, run.lease.ttl, run.lease.urgency).await? {
                 return Err(PortError::new(
                     ErrorKind::Retryable,
                     "lease",
@@ -682,7 +684,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                 return Ok(false);
             }
             let now = self.clock.now();
-            if self.store.acquire_lease(&run.pool.name, &self.owner, now, run.lease.ttl).await? {
+            if self.store.acquire_lease(&run.pool.name, &self.owner, now, run.lease.ttl, run.lease.urgency).await? {
                 run.lease.until = now + chrono::Duration::from_std(run.lease.ttl).unwrap_or(chrono::Duration::MAX);
                 if self.store.load(run.key).await?.version != run.version {
                     return Ok(false);
@@ -1038,10 +1040,11 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
     }
 }
 
-/// The lease: held until `until`, renewed for `ttl`.
+/// The lease: held until `until`, renewed for `ttl`, taken in the turn `urgency` gives.
 struct Lease {
     ttl: Duration,
     until: DateTime<Utc>,
+    urgency: Urgency,
 }
 
 /// One plan being applied: the record as journaled so far and its version.

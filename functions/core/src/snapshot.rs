@@ -209,6 +209,7 @@ impl StateStore for SnapshotPorts {
         _owner: &str,
         _now: DateTime<Utc>,
         _ttl: Duration,
+        _urgency: crate::ports::Urgency,
     ) -> Result<bool, PortError> {
         Err(read_only("acquire_lease"))
     }

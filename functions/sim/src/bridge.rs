@@ -23,7 +23,10 @@ use ballast_core::model::{
     PoolRecord, ScalingActivity,
 };
 use ballast_core::plan::{HeadroomDecision, LifecycleRef};
-use ballast_core::ports::{Autoscaling, Cluster, DrainReport, ErrorKind, FixedClock, PortError, StateStore, Versioned};
+use ballast_core::ports::{
+    may_take_lease, note_lease_claim, Autoscaling, Cluster, DrainReport, ErrorKind, FixedClock, PortError, StateStore,
+    Urgency, Versioned,
+};
 use ballast_core::reconcile::Reconciler;
 use ballast_core::snapshot::pool_asgs;
 use chrono::{DateTime, Utc};
@@ -457,6 +460,7 @@ struct View {
     headroom_replicas: Vec<Option<u32>>,
     records: BTreeMap<String, Versioned<PoolRecord>>,
     leases: BTreeMap<String, (String, DateTime<Utc>)>,
+    lease_claims: BTreeMap<String, DateTime<Utc>>,
     seen: BTreeSet<String>,
     calls: Vec<PortCall>,
 }
@@ -521,6 +525,7 @@ impl View {
             headroom_replicas: vec![None; sc.pools().len()],
             records: BTreeMap::new(),
             leases: BTreeMap::new(),
+            lease_claims: BTreeMap::new(),
             seen: BTreeSet::new(),
             calls: Vec::new(),
         }
@@ -794,14 +799,17 @@ impl StateStore for SimPorts {
         owner: &str,
         now: DateTime<Utc>,
         ttl: Duration,
+        urgency: Urgency,
     ) -> Result<bool, PortError> {
         let mut view = self.view();
-        let free = view.leases.get(pool).is_none_or(|(holder, until)| holder == owner || *until <= now);
-        if free {
+        let holder = view.leases.get(pool).map(|(holder, until)| (holder.as_str(), *until));
+        let taken = may_take_lease(holder, view.lease_claims.get(pool).copied(), owner, now, urgency);
+        if taken {
             let until = now + chrono::Duration::from_std(ttl).unwrap_or(chrono::Duration::seconds(60));
             view.leases.insert(pool.to_string(), (owner.to_string(), until));
         }
-        Ok(free)
+        note_lease_claim(&mut view.lease_claims, pool, now, urgency, taken);
+        Ok(taken)
     }
 
     async fn release_lease(&self, pool: &str, owner: &str) -> Result<(), PortError> {
