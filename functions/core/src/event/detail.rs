@@ -191,9 +191,9 @@ pub struct NodeLifecycleDetail {
 }
 
 /// The first-start waits of the pool's workload pods that were scheduled within one
-/// window (creation to the scheduler's binding), as the forwarder measured them.
+/// window (creation to the scheduler's binding), as the forwarder measured them. Like
+/// every forwarder event, fields a newer forwarder adds are passed over.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct PoolWaitsDetail {
     pub pool: String,
     pub window_start: DateTime<Utc>,
@@ -216,7 +216,6 @@ pub const WAIT_BUCKETS_SECONDS: [f64; 15] =
     [0.5, 1.0, 2.0, 5.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0, 90.0, 120.0, 180.0, 300.0, 600.0];
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct WaitBucket {
     pub le: f64,
     pub pods: u32,
@@ -320,11 +319,14 @@ pub enum CapacityType {
     OnDemand,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum NodeCondition {
     Joined,
     Ready,
     NotReady,
     Left,
+    /// One a newer forwarder sends: the event still counts as the node's news.
+    #[serde(untagged)]
+    Other(String),
 }

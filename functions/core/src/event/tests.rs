@@ -401,3 +401,37 @@ fn every_window_the_forwarder_sums_up_passes_the_checks() {
         }
     }
 }
+
+#[test]
+fn a_newer_forwarders_events_are_read_by_this_function() {
+    // The forwarder (an image in the cluster) and the functions (a stack) are upgraded
+    // apart, either first: fields and node conditions this version does not know are
+    // passed over, not a reason to drop the event.
+    let newer = |file: &str, change: &dyn Fn(&mut Value)| {
+        let mut v: Value = serde_json::from_slice(&std::fs::read(events_dir().join(file)).unwrap()).unwrap();
+        change(&mut v["detail"]);
+        parse_event(&serde_json::to_vec(&v).unwrap(), None).unwrap_or_else(|e| panic!("{file}: {e}")).signal
+    };
+    let added = |d: &mut Value| d["forwarder_version"] = "9.9.0".into();
+    for file in [
+        "forwarder-pool-demand-changed.json",
+        "forwarder-pods-unschedulable.json",
+        "forwarder-node-lifecycle.json",
+        "forwarder-pool-waits-measured.json",
+    ] {
+        assert_eq!(newer(file, &added), ok(file), "{file}: an added field is passed over");
+    }
+    let Signal::PoolWaits(w) = newer("forwarder-pool-waits-measured.json", &|d| {
+        for bucket in d["buckets"].as_array_mut().unwrap() {
+            bucket["exemplar"] = "pod/x".into();
+        }
+    }) else {
+        panic!()
+    };
+    assert_eq!(w.pods_over(10.0), Some(2), "the buckets still count");
+    let Signal::NodeLifecycle(n) = newer("forwarder-node-lifecycle.json", &|d| d["condition"] = "draining".into())
+    else {
+        panic!()
+    };
+    assert_eq!(n.condition, NodeCondition::Other("draining".into()));
+}
