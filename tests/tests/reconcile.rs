@@ -958,10 +958,24 @@ async fn a_spot_warning_during_another_runs_drain_is_acted_on_at_once() {
                 v["detail"]["instance-id"] = "i-0a1b2c3d4e5f60002".into();
                 v["resources"] = serde_json::json!(["arn:aws:ec2:eu-west-1:123456789012:instance/i-0a1b2c3d4e5f60002"]);
             }));
+        clock.advance(Duration::seconds(40));
+        let warned_at = fixture("spot-interruption-terminate.json").time;
+        let drained_for = (clock.now() - warned_at).to_std().unwrap();
+        assert!(drained_for > std::time::Duration::ZERO, "the second warning comes during the drain");
         let out = another_run(&memory, clock).handle(vec![second]).await;
         assert!(out.failures.is_empty(), "acted on, not retried: {:?}", errors(&out));
         let calls = memory.world().calls.clone();
         assert!(calls.contains(&Call::SetDesired { asg: "eks-general-spot-m6".into(), desired: 6 }), "{calls:?}");
+        // The first node's drain goes on for what is left of its 90 s, not 90 s again.
+        let redrain = out.pools[0].plan.actions.iter().find_map(|a| match &a.kind {
+            ballast_core::plan::ActionKind::DrainNode { instance_id, timeout, .. }
+                if instance_id == "i-0a1b2c3d4e5f60001" =>
+            {
+                Some(timeout.0)
+            }
+            _ => None,
+        });
+        assert_eq!(redrain, Some(std::time::Duration::from_secs(90) - drained_for), "drained {drained_for:?}");
     });
     let out = reconciler.handle(vec![warning]).await;
     assert!(out.failures.is_empty(), "{:?}", errors(&out));

@@ -309,7 +309,7 @@ impl Work<'_> {
             if !self.take_decrement(&od) {
                 break;
             }
-            self.cordon_and_drain(&id, None, reason);
+            self.cordon_and_drain(&id, None, (self.cfg.interruption.drain_timeout, None), reason);
             self.act(
                 ActionKind::TerminateInstance {
                     asg: od.name.clone(),

@@ -3,11 +3,47 @@
 
 use super::Work;
 use crate::event::InstanceAction;
-use crate::model::{InterruptionCause, Surge};
+use crate::model::{Interruption, InterruptionCause, Surge};
 use crate::plan::{ActionKind, LifecycleRef};
+use crate::units::HumanDuration;
+
+/// The least drain a spot warning's node is given once its `drain_timeout` after the
+/// warning is over: its evictions are still asked for, so pods get their termination
+/// grace rather than the instance's stop.
+const SPOT_DRAIN_AT_LEAST: chrono::Duration = chrono::Duration::seconds(5);
 
 impl Work<'_> {
-    pub(super) fn cordon_and_drain(&mut self, instance_id: &str, lifecycle: Option<LifecycleRef>, reason: &str) {
+    /// How long an interrupted instance's node drains, and why if not `drain_timeout`. A
+    /// spot warning's drain ends `drain_timeout` after the warning, whichever plan drains
+    /// it: a run taking over a drained plan, or retrying it, drains for what is left, so
+    /// the terminate-with-decrement still lands before the reclaim (else the ASG
+    /// replaces the node beside its surge). Other causes have no reclaim at a set time.
+    fn interruption_drain(&self, interruption: &Interruption) -> (HumanDuration, Option<String>) {
+        let full = self.cfg.interruption.drain_timeout;
+        if !matches!(interruption.cause, InterruptionCause::SpotWarning { .. }) {
+            return (full, None);
+        }
+        let until = interruption.noticed_at.min(self.now) + full.as_chrono();
+        let left = until - self.now;
+        if left >= full.as_chrono() {
+            return (full, None);
+        }
+        let time = left.max(SPOT_DRAIN_AT_LEAST);
+        let why = format!(
+            "drains until {} (drain_timeout after the warning, whichever run drains it){}",
+            until.format("%H:%M:%SZ"),
+            if left < SPOT_DRAIN_AT_LEAST { "; that is past: its evictions asked for, briefly" } else { "" }
+        );
+        (HumanDuration(time.to_std().unwrap_or_default()), Some(why))
+    }
+
+    pub(super) fn cordon_and_drain(
+        &mut self,
+        instance_id: &str,
+        lifecycle: Option<LifecycleRef>,
+        (timeout, why): (HumanDuration, Option<String>),
+        reason: &str,
+    ) {
         if !self.cfg.interruption.drain {
             return;
         }
@@ -22,14 +58,10 @@ impl Work<'_> {
                 reason.to_string(),
             );
         }
+        let drain_reason = why.map_or_else(|| reason.to_string(), |why| format!("{reason}: {why}"));
         self.act(
-            ActionKind::DrainNode {
-                node: node_name,
-                instance_id: instance_id.to_string(),
-                timeout: self.cfg.interruption.drain_timeout,
-                lifecycle,
-            },
-            reason.to_string(),
+            ActionKind::DrainNode { node: node_name, instance_id: instance_id.to_string(), timeout, lifecycle },
+            drain_reason,
         );
     }
 
@@ -136,7 +168,8 @@ impl Work<'_> {
                     }
                 }
             }
-            self.cordon_and_drain(&interruption.instance_id, None, &reason);
+            let drain = self.interruption_drain(&interruption);
+            self.cordon_and_drain(&interruption.instance_id, None, drain, &reason);
             // With a surge, the instance goes with decrement (never below the minimum);
             // without one, the ASG replaces it.
             let decrement = surge.is_some() && self.take_decrement(&asg);
@@ -191,7 +224,8 @@ impl Work<'_> {
                     format!("{reason}: keep the hook open while draining"),
                 );
             }
-            self.cordon_and_drain(&pending.instance_id, Some(action.clone()), &reason);
+            let drain = (self.cfg.interruption.drain_timeout, None);
+            self.cordon_and_drain(&pending.instance_id, Some(action.clone()), drain, &reason);
             self.act(
                 ActionKind::CompleteLifecycleAction(action),
                 format!("{reason}: drained, let termination continue"),

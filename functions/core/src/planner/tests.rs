@@ -740,6 +740,47 @@ fn interruption_surges_cordons_drains_and_terminates_with_decrement() {
     assert!(again.effects().next().is_none(), "{:#?}", again.actions);
 }
 
+/// The drain a plan gives an instance's node, in seconds.
+fn drain_seconds(plan: &Plan, instance_id: &str) -> Option<u64> {
+    plan.actions.iter().find_map(|a| match &a.kind {
+        ActionKind::DrainNode { instance_id: id, timeout, .. } if id == instance_id => Some(timeout.0.as_secs()),
+        _ => None,
+    })
+}
+
+#[test]
+fn a_spot_warnings_drain_ends_drain_timeout_after_the_warning_whichever_plan_drains() {
+    // A run that takes over a drained plan (a second warning during the drain) or retries
+    // it plans the node's drain again. From the start, every takeover in a reclaim wave
+    // would push the terminate-with-decrement past the two minutes' notice: AWS reclaims
+    // the node first and its ASG replaces it beside the surge.
+    let cfg = with(|y| {
+        y.replace("interruption: { drain_timeout: 90s }", "interruption: { drain_timeout: 90s, rebalance: surge }")
+    });
+    let observed = pool((3, 3), (0, 0), (0, 0));
+    let id = observed.spot[0].instances[0].id.clone();
+    for (signal, drained_after_60s) in [
+        (Signal::SpotInterruption { instance_id: id.clone(), action: InstanceAction::Terminate }, 30),
+        // No reclaim follows a rebalance recommendation or a Health change at a set time:
+        // their drains may start again.
+        (Signal::RebalanceRecommendation { instance_id: id.clone() }, 90),
+    ] {
+        let first = run(&cfg, &PoolRecord::default(), &observed, &[event(signal.clone(), now())], now());
+        assert_eq!(drain_seconds(&first, &id), Some(90));
+        // Its terminate never made (the run died in its drain, or left it to another).
+        let mut record = applied(&first);
+        record.interruptions[0].planned_at = None;
+        record.interruptions[0].terminated = false;
+        let again = run(&cfg, &record, &observed, &[], now() + Duration::seconds(60));
+        assert_eq!(drain_seconds(&again, &id), Some(drained_after_60s), "{signal:?}");
+        if drained_after_60s == 30 {
+            let late = run(&cfg, &record, &observed, &[], now() + Duration::seconds(100));
+            assert_eq!(drain_seconds(&late, &id), Some(5), "past it: evictions still asked for, briefly");
+            assert!(late.actions.iter().any(|a| a.reason.contains("drains until")), "{:#?}", late.actions);
+        }
+    }
+}
+
 #[test]
 fn hibernate_stop_and_batches_surge_once_per_asg() {
     let cfg = config();
