@@ -122,6 +122,7 @@ pub async fn assert_lease_turns<S: ballast_core::ports::StateStore>(store: &S, t
     let at = |s: i64| t0 + chrono::Duration::seconds(s);
     let ttl = std::time::Duration::from_secs(60);
     let take = |owner: &'static str, s: i64, urgency| store.acquire_lease("general", owner, at(s), ttl, urgency);
+    let claim_for = ballast_core::ports::LEASE_CLAIM_FOR.num_seconds();
     assert!(take("a-drain", 0, CanWait).await.unwrap());
     assert!(!take("a-warning", 0, CannotWait).await.unwrap(), "held");
     assert!(take("a-drain", 1, CanWait).await.unwrap(), "the holder renews, whatever is claimed");
@@ -133,17 +134,31 @@ pub async fn assert_lease_turns<S: ballast_core::ports::StateStore>(store: &S, t
     assert!(take("a-warning", 2, CannotWait).await.unwrap(), "its turn");
     assert!(!take("node-ready", 3, CanWait).await.unwrap(), "held by the warning's run");
     store.release_lease("general", "a-warning").await.unwrap();
-    assert!(take("node-ready", 3, CanWait).await.unwrap(), "the claim ended with the warning's turn");
+    assert!(
+        !take("node-ready", 3, CanWait).await.unwrap(),
+        "the claim lasts its 5 s: another warning may wait under it"
+    );
+    assert!(take("node-ready", claim_for + 1, CanWait).await.unwrap(), "then it lapses");
     store.release_lease("general", "node-ready").await.unwrap();
-    // An urgent run that stops trying (gave up, or died) holds others back only briefly.
-    assert!(take("a-tick", 10, CanWait).await.unwrap());
-    assert!(!take("a-warning", 10, CannotWait).await.unwrap());
+
+    // Two warnings wait (a reclaim wave): the first to take the lease leaves the turn
+    // after it to the second, not to a run that can wait (from a review).
+    let t = 20;
+    assert!(take("a-tick", t, CanWait).await.unwrap());
+    assert!(!take("warning-1", t, CannotWait).await.unwrap());
+    assert!(!take("warning-2", t + 1, CannotWait).await.unwrap());
     store.release_lease("general", "a-tick").await.unwrap();
-    assert!(!take("node-ready", 12, CanWait).await.unwrap(), "claimed");
-    let lapsed = 10 + ballast_core::ports::LEASE_CLAIM_FOR.num_seconds() + 1;
+    assert!(take("warning-1", t + 1, CannotWait).await.unwrap());
+    store.release_lease("general", "warning-1").await.unwrap();
+    assert!(!take("node-ready", t + 2, CanWait).await.unwrap(), "warning-2 tried a second ago: the turn is its");
+    assert!(take("warning-2", t + 2, CannotWait).await.unwrap());
+    store.release_lease("general", "warning-2").await.unwrap();
+    // An urgent run that stops trying (gave up, or died) holds others back only briefly.
+    assert!(!take("node-ready", t + 3, CanWait).await.unwrap(), "claimed");
+    let lapsed = t + 1 + claim_for + 1;
     assert!(take("node-ready", lapsed, CanWait).await.unwrap(), "the claim lapsed");
-    // An expired lease is anyone's, and a released one stays free.
+    // An expired lease is anyone's, and releasing another's lease does nothing.
     assert!(take("a-warning", lapsed + 61, CannotWait).await.unwrap(), "node-ready's expired");
     store.release_lease("general", "node-ready").await.unwrap();
-    assert!(!take("node-ready", lapsed + 62, CanWait).await.unwrap(), "releasing another's lease does nothing");
+    assert!(!take("node-ready", lapsed + 62, CanWait).await.unwrap(), "still a-warning's");
 }

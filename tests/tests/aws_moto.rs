@@ -453,10 +453,15 @@ async fn a_retryable_message_comes_back_within_seconds_and_one_that_keeps_failin
     // knows its maxReceiveCount.
     app.dead_letters = Some(ballast_aws::SqsDeadLetters::new(&d.sdk, &queue.dlq_url));
     app.max_receives = Some(3);
+    // Another run takes the pool's lease (urgent: the warnings' runs before may have left
+    // a claim on the next turn, which lapses by the app's clock, not this test's).
     let lease = |owner: &'static str| {
         let store = &app.reconciler.store;
         async move {
-            store.acquire_lease("general", owner, now(), StdDuration::from_secs(600), Urgency::CanWait).await.unwrap()
+            store
+                .acquire_lease("general", owner, now(), StdDuration::from_secs(600), Urgency::CannotWait)
+                .await
+                .unwrap()
         }
     };
 
@@ -575,4 +580,111 @@ async fn answers_lost_after_the_call_landed_leave_named_surplus_never_less_capac
     // The path this test is for: if the calls shift so no seed re-makes a landed raise,
     // pick seeds that do (`scripts/bench-aws` prints each seed's excess).
     assert!(most_over > 0, "no seed left surplus: the ambiguous raise was not exercised");
+}
+
+/// Before the claim's UpdateItem is sent: a run of the previous release, holding the
+/// pool's lease, lets it go as that release does (DeleteItem conditional on owner).
+#[derive(Debug)]
+struct PreviousReleaseLetsGoBeforeTheClaim {
+    sdk: aws_config::SdkConfig,
+    done: std::sync::atomic::AtomicBool,
+}
+
+impl aws_smithy_runtime_api::client::interceptors::Intercept for PreviousReleaseLetsGoBeforeTheClaim {
+    fn name(&self) -> &'static str {
+        "PreviousReleaseLetsGoBeforeTheClaim"
+    }
+
+    fn read_before_execution(
+        &self,
+        ctx: &aws_smithy_runtime_api::client::interceptors::context::BeforeSerializationInterceptorContextRef<'_>,
+        _: &mut aws_smithy_types::config_bag::ConfigBag,
+    ) -> Result<(), aws_smithy_runtime_api::box_error::BoxError> {
+        use aws_sdk_dynamodb::operation::update_item::UpdateItemInput;
+        let Some(input) = ctx.input().downcast_ref::<UpdateItemInput>() else { return Ok(()) };
+        let claim = input.update_expression().is_some_and(|u| !u.contains("#owner"));
+        if claim && !self.done.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            let sdk = self.sdk.clone();
+            std::thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+                rt.block_on(previous_release_release(&aws_sdk_dynamodb::Client::new(&sdk), "previous-release-run"));
+            })
+            .join()
+            .unwrap();
+        }
+        Ok(())
+    }
+}
+
+/// The previous release's acquire_lease (PutItem, its condition), verbatim.
+async fn previous_release_acquire(client: &aws_sdk_dynamodb::Client, owner: &str, now: DateTime<Utc>) -> bool {
+    use aws_sdk_dynamodb::types::AttributeValue::{N, S};
+    let result = client
+        .put_item()
+        .table_name(TABLE)
+        .item("pk", S("lease#general".into()))
+        .item("owner", S(owner.into()))
+        .item("expires_at", N((now.timestamp() + 210).to_string()))
+        .condition_expression("attribute_not_exists(pk) OR #expires < :now OR #owner = :owner")
+        .expression_attribute_names("#expires", "expires_at")
+        .expression_attribute_names("#owner", "owner")
+        .expression_attribute_values(":now", N(now.timestamp().to_string()))
+        .expression_attribute_values(":owner", S(owner.into()))
+        .send()
+        .await;
+    match result {
+        Ok(_) => true,
+        Err(e) if e.as_service_error().is_some_and(|se| se.is_conditional_check_failed_exception()) => false,
+        Err(e) => panic!("PutItem: {e:?}"),
+    }
+}
+
+/// The previous release's release_lease (DeleteItem conditional on owner), verbatim.
+async fn previous_release_release(client: &aws_sdk_dynamodb::Client, owner: &str) {
+    use aws_sdk_dynamodb::types::AttributeValue::S;
+    let _ = client
+        .delete_item()
+        .table_name(TABLE)
+        .key("pk", S("lease#general".into()))
+        .condition_expression("#owner = :owner")
+        .expression_attribute_names("#owner", "owner")
+        .expression_attribute_values(":owner", S(owner.into()))
+        .send()
+        .await;
+}
+
+#[tokio::test]
+async fn a_claim_racing_the_previous_releases_release_leaves_a_lease_that_release_can_take() {
+    // During a stack update both releases run. A spot warning's run (this release) is
+    // refused the lease a run of the previous release holds; that run lets the lease go
+    // (DeleteItem) before the warning's claim is written. A claim that then made a lease
+    // item with neither owner nor expires_at would keep the previous release out of the
+    // pool for good, and TTL would never sweep it (from a review).
+    let Some(moto) = Moto::start() else { return };
+    let d = Deployment::create(&moto, 1, (0, 1), now()).await;
+    let plain = aws_sdk_dynamodb::Client::new(&d.sdk);
+    assert!(previous_release_acquire(&plain, "previous-release-run", now()).await);
+    let racing = aws_sdk_dynamodb::Client::from_conf(
+        aws_sdk_dynamodb::config::Builder::from(&d.sdk)
+            .interceptor(PreviousReleaseLetsGoBeforeTheClaim { sdk: d.sdk.clone(), done: Default::default() })
+            .build(),
+    );
+    let store = ballast_aws::DynamoStore::from_client(racing, TABLE);
+    let ttl = std::time::Duration::from_secs(210);
+    assert!(!store.acquire_lease("general", "warning", now(), ttl, Urgency::CannotWait).await.unwrap(), "refused");
+    let item = plain
+        .get_item()
+        .table_name(TABLE)
+        .key("pk", aws_sdk_dynamodb::types::AttributeValue::S("lease#general".into()))
+        .send()
+        .await
+        .unwrap()
+        .item
+        .unwrap_or_default();
+    // A day later, the previous release (still running, or rolled back to) tries again.
+    assert!(
+        previous_release_acquire(&plain, "previous-release-run-2", now() + Duration::days(1)).await,
+        "the previous release can never take this pool's lease again (item {item:?}: no expires_at for its \
+         condition nor for TTL to sweep it)"
+    );
 }

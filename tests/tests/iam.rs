@@ -33,6 +33,9 @@ const CALLERS: [&str; 4] = ["interruption", "schedule", "cluster-events", "forwa
 fn needed_without_a_call(caller: &str, action: &str) -> Option<&'static str> {
     Some(match action {
         "logs:CreateLogStream" | "logs:PutLogEvents" => "Lambda writes the function's logs to its log group with its role",
+        "dynamodb:DeleteItem" => {
+            "the previous release lets the lease go with it: its runs still in flight during a stack update finish under the new role"
+        }
         "sqs:ReceiveMessage" | "sqs:DeleteMessage" | "sqs:GetQueueAttributes" if caller == "interruption" => {
             "Lambda's SQS event source mapping polls the queue and deletes handled messages with the function's role"
         }
@@ -393,4 +396,31 @@ fn the_roles_refuse_other_clusters_asgs_foreign_senders_and_other_publishers() {
         .map(|(id, want)| format!("{id}: want {want}, got {:?}", results[id]))
         .collect();
     assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+#[test]
+fn the_previous_releases_lease_calls_are_still_allowed_while_a_stack_update_rolls_out() {
+    // CloudFormation updates each function's role (its policy) before the function's code,
+    // and invocations of the previous code in flight (a drain: up to drain_timeout, 15 min)
+    // finish under the new role. The previous release took the lease with PutItem and let
+    // it go (after each run, and before each drain) with DeleteItem conditional on owner.
+    // Refused, its lease would stay held for its whole time (from a review).
+    let table = format!("arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{TABLE}");
+    let context = BTreeMap::from([
+        ("aws:RequestedRegion".to_string(), Value::from(REGION)),
+        ("aws:SecureTransport".to_string(), Value::from("true")),
+    ]);
+    let mut calls = Vec::new();
+    for caller in ["interruption", "schedule", "cluster-events"] {
+        for action in ["dynamodb:PutItem", "dynamodb:DeleteItem"] {
+            calls.push(Call {
+                caller: caller.into(),
+                action: action.into(),
+                resource: table.clone(),
+                context: context.clone(),
+            });
+        }
+    }
+    let Some(refused) = refused(&calls, role_of) else { return };
+    assert!(refused.is_empty(), "the previous release's lease calls the new roles refuse: {refused:#?}");
 }

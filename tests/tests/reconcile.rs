@@ -271,7 +271,8 @@ async fn a_spot_warning_waiting_for_the_lease_goes_before_events_that_can_wait()
         let waiting = warned.store.its_outcome.lock().unwrap().take().expect("the other run tried");
         assert_eq!(errors(&waiting), ["pool general: another run holds the lease; try again shortly"], "{can_wait}");
         assert!(waiting.failures.iter().all(|f| f.0.is_retryable()), "{can_wait}: retried, after the warning");
-        // Its turn comes right after: the warning's claim on the next turn ends with it.
+        // Its turn comes once the warning's claim lapses (another warning may wait under it).
+        clock.advance(ballast_core::ports::LEASE_CLAIM_FOR);
         let out = another_run(&memory, clock.clone()).handle(vec![fixture(can_wait)]).await;
         assert!(out.failures.is_empty(), "{can_wait}: {:?}", errors(&out));
     }

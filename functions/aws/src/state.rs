@@ -82,9 +82,13 @@ impl DynamoStore {
             .update_item()
             .table_name(&self.table)
             .set_key(Some(key("lease", pool)))
-            .update_expression("SET #claim = :claimed")
+            // The lease may have been let go meanwhile (a previous release deletes the
+            // item): a claim alone still makes an item any release can take, expired.
+            .update_expression("SET #claim = :claimed, #expires = if_not_exists(#expires, :released)")
             .expression_attribute_names("#claim", CLAIM_ATTRIBUTE)
+            .expression_attribute_names("#expires", TTL_ATTRIBUTE)
             .expression_attribute_values(":claimed", n((now + LEASE_CLAIM_FOR).timestamp()))
+            .expression_attribute_values(":released", n(0))
             .send()
             .await
             .map(|_| ())
@@ -163,27 +167,27 @@ impl StateStore for DynamoStore {
     ) -> Result<bool, PortError> {
         let until = now.timestamp() + i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX / 2);
         // An update, not a put: a renewal keeps an urgent run's claim on the next turn.
-        let (update, condition) = match urgency {
-            Urgency::CannotWait => (
-                "SET #owner = :owner, #expires = :until REMOVE #claim",
-                "#owner = :owner OR attribute_not_exists(#owner) OR #expires < :now",
-            ),
-            Urgency::CanWait => (
-                "SET #owner = :owner, #expires = :until",
-                "#owner = :owner OR ((attribute_not_exists(#owner) OR #expires < :now) \
-                 AND (attribute_not_exists(#claim) OR #claim < :now))",
-            ),
-        };
-        let result = self
+        let request = self
             .client
             .update_item()
             .table_name(&self.table)
             .set_key(Some(key("lease", pool)))
-            .update_expression(update)
-            .condition_expression(condition)
+            .update_expression("SET #owner = :owner, #expires = :until")
             .expression_attribute_names("#owner", "owner")
-            .expression_attribute_names("#expires", TTL_ATTRIBUTE)
-            .expression_attribute_names("#claim", CLAIM_ATTRIBUTE)
+            .expression_attribute_names("#expires", TTL_ATTRIBUTE);
+        // DynamoDB refuses a name the expressions do not use: #claim only where read.
+        let request = match urgency {
+            Urgency::CannotWait => {
+                request.condition_expression("#owner = :owner OR attribute_not_exists(#owner) OR #expires < :now")
+            }
+            Urgency::CanWait => request
+                .condition_expression(
+                    "#owner = :owner OR ((attribute_not_exists(#owner) OR #expires < :now) \
+                     AND (attribute_not_exists(#claim) OR #claim < :now))",
+                )
+                .expression_attribute_names("#claim", CLAIM_ATTRIBUTE),
+        };
+        let result = request
             .expression_attribute_values(":owner", s(owner))
             .expression_attribute_values(":until", n(until))
             .expression_attribute_values(":now", n(now.timestamp()))

@@ -117,7 +117,7 @@ pub trait StateStore: Send + Sync {
     async fn save(&self, pool: &str, record: &PoolRecord, expected: u64) -> Result<u64, PortError>;
     /// Takes the pool's lease unless another owner holds an unexpired one or, for a run
     /// that can wait, an urgent run claims the next turn (see [`Urgency`]). An urgent run
-    /// refused claims the next turn for [`LEASE_CLAIM_FOR`]; taking the lease ends the claim.
+    /// refused claims the next turn for [`LEASE_CLAIM_FOR`].
     async fn acquire_lease(
         &self,
         pool: &str,
@@ -145,7 +145,9 @@ pub enum Urgency {
 }
 
 /// How long an urgent run's claim on the next turn lasts: it renews it at each try (one
-/// to two seconds apart), so the claim lapses this long after its last try.
+/// to two seconds apart), so the claim lapses this long after its last try. Taking the
+/// lease does not end it: another urgent run may be waiting under the same claim (in a
+/// reclaim wave several are), and runs that can wait, wait a few seconds more.
 pub const LEASE_CLAIM_FOR: chrono::Duration = chrono::Duration::seconds(5);
 
 /// The rule every lease store keeps: `owner` may take the lease (held by `holder` until
@@ -163,7 +165,7 @@ pub fn may_take_lease(
 }
 
 /// An in-memory store's claims after a try for `pool`'s lease: an urgent run refused
-/// claims the next turn, one that took the lease ends the claim.
+/// claims the next turn.
 pub fn note_lease_claim(
     claims: &mut std::collections::BTreeMap<String, DateTime<Utc>>,
     pool: &str,
@@ -171,14 +173,8 @@ pub fn note_lease_claim(
     urgency: Urgency,
     taken: bool,
 ) {
-    match (urgency, taken) {
-        (Urgency::CannotWait, true) => {
-            claims.remove(pool);
-        }
-        (Urgency::CannotWait, false) => {
-            claims.insert(pool.to_string(), now + LEASE_CLAIM_FOR);
-        }
-        (Urgency::CanWait, _) => {}
+    if urgency == Urgency::CannotWait && !taken {
+        claims.insert(pool.to_string(), now + LEASE_CLAIM_FOR);
     }
 }
 

@@ -212,7 +212,7 @@ export class BallastStack extends Stack {
         }),
         new iam.PolicyStatement({
           sid: 'State',
-          actions: ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:BatchGetItem', 'dynamodb:BatchWriteItem'],
+          actions: ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem', 'dynamodb:BatchGetItem', 'dynamodb:BatchWriteItem'],
           resources: [table.tableArn],
         }),
         new iam.PolicyStatement({
