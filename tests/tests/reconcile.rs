@@ -140,6 +140,45 @@ async fn a_tick_meeting_a_held_lease_is_covered_by_its_holder_not_failed() {
 }
 
 #[tokio::test]
+async fn news_of_a_node_meeting_a_held_lease_is_covered_by_its_holder() {
+    // In a reclaim wave the forwarder sends a Node Lifecycle event for every node going
+    // and coming: each a run of the cluster-events function that would wait for the lease
+    // (within its deadline, for minutes) and then reconcile the pool again. The node is
+    // observed by every run; the holder's, or the next tick's, sees it.
+    let mut config = config_with_dry_run(false);
+    let news = fixture("forwarder-node-lifecycle.json");
+    let deadline = news.time + Duration::minutes(15);
+    let mut ready =
+        ballast_tests::aws::event(&ballast_tests::aws::fixture_json("forwarder-node-lifecycle.json", |v| {
+            v["detail"]["condition"] = "ready".into();
+        }));
+    ready.id = "ready".into();
+    for event in [news.clone(), ready.clone()] {
+        let d = Deployment::new(config.clone(), state("steady.json"), news.time);
+        held(&d, news.time, Duration::minutes(5));
+        let out = d.reconciler.handle_until_waiting(vec![event.clone()], Some(deadline), Duration::MAX).await;
+        assert!(out.failures.is_empty(), "{:?}", errors(&out));
+        assert_eq!(out.covered, ["general"], "{:?}", event.signal);
+        assert_eq!(d.clock.now(), news.time, "no wait");
+        assert!(effects(&d).is_empty());
+    }
+    // A node's Ready in a pool with a wait target ends a launch it times: only its own run
+    // reads it, so it waits for the lease.
+    config.pools.iter_mut().find(|p| p.name == "general").unwrap().headroom.target =
+        Some(ballast_core::config::WaitTarget {
+            wait_p95: "10s".parse().unwrap(),
+            history: "14d".parse().unwrap(),
+            floor: true,
+            time_zone: "Europe/Paris".parse().unwrap(),
+        });
+    let d = Deployment::new(config, state("steady.json"), news.time);
+    held(&d, news.time, Duration::minutes(5));
+    let out = d.reconciler.handle_until_waiting(vec![ready], Some(deadline), Duration::MAX).await;
+    assert!(out.failures.is_empty() && out.covered.is_empty(), "{:?} {:?}", errors(&out), out.covered);
+    assert!(d.clock.now() - news.time >= Duration::minutes(5), "waited for the lease");
+}
+
+#[tokio::test]
 async fn an_event_meeting_a_held_lease_waits_for_it_briefly() {
     // A spot warning while another run holds the lease for ten more seconds (most runs
     // hold it for seconds): the run polls until it is free and acts at once, instead of
@@ -269,8 +308,14 @@ async fn a_spot_warning_waiting_for_the_lease_goes_before_events_that_can_wait()
             "{can_wait}"
         );
         let waiting = warned.store.its_outcome.lock().unwrap().take().expect("the other run tried");
-        assert_eq!(errors(&waiting), ["pool general: another run holds the lease; try again shortly"], "{can_wait}");
-        assert!(waiting.failures.iter().all(|f| f.0.is_retryable()), "{can_wait}: retried, after the warning");
+        assert!(waiting.pools.is_empty(), "{can_wait}: it did not take the warning's turn");
+        if can_wait == "forwarder-node-lifecycle.json" {
+            assert_eq!(waiting.covered, ["general"], "news of a node: the warning's run observes it");
+        } else {
+            let busy = ["pool general: another run holds the lease; try again shortly"];
+            assert_eq!(errors(&waiting), busy, "{can_wait}");
+            assert!(waiting.failures.iter().all(|f| f.0.is_retryable()), "{can_wait}: retried, after the warning");
+        }
         // Its turn comes once the warning's claim lapses (another warning may wait under it).
         clock.advance(ballast_core::ports::LEASE_CLAIM_FOR);
         let out = another_run(&memory, clock.clone()).handle(vec![fixture(can_wait)]).await;

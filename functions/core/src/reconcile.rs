@@ -160,8 +160,8 @@ pub struct BatchOutcome {
     pub duplicates: Vec<String>,
     /// Pools that failed, with the ids of the events that routed to them.
     pub failures: Vec<(ReconcileError, Vec<String>)>,
-    /// Pools whose only events were ticks while another run held the lease: that run
-    /// reconciles them now.
+    /// Pools whose only events were ticks (or news of a node) while another run held the
+    /// lease: that run reconciles them now.
     pub covered: Vec<String>,
 }
 
@@ -252,8 +252,13 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                     outcome.pools.push(result)
                 }
                 // The run holding the lease is reconciling the pool now: a tick adds
-                // nothing to it (and failing would retry, then dead-letter, a tick).
-                Err(ReconcileError::LeaseBusy { .. }) if events.iter().all(|e| e.signal == Signal::Reconcile) => {
+                // nothing to it (and failing would retry, then dead-letter, a tick), nor
+                // news of a node.
+                Err(ReconcileError::LeaseBusy { .. })
+                    if events
+                        .iter()
+                        .all(|e| e.signal.covered_by_the_lease_holder(pool_cfg.headroom.target.is_some())) =>
+                {
                     outcome.covered.push(pool)
                 }
                 Err(err @ ReconcileError::LeaseBusy { .. }) => match deadline {

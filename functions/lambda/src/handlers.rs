@@ -54,7 +54,7 @@ pub struct Summary {
     pub duplicates: Vec<String>,
     pub invalid: Vec<String>,
     pub errors: Vec<String>,
-    /// Pools a tick found being reconciled by the run holding their lease.
+    /// Pools a tick (or news of a node) found being reconciled by the run holding their lease.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub covered: Vec<String>,
     /// Instances left to cluster-autoscaler as possible surplus, per ASG, dry runs aside
@@ -170,7 +170,7 @@ where
             (self.metrics)(&emf(self.function, applied, &pool, errors, named, elapsed, now));
         }
         for pool in &outcome.covered {
-            info!(function = self.function, pool = %pool, "tick skipped: the run holding the pool's lease is reconciling it");
+            info!(function = self.function, pool = %pool, "tick or node news covered: the run holding the pool's lease is reconciling it");
         }
         for u in &outcome.unrouted {
             info!(function = self.function, event_id = %u.event_id, why = %u.why, "event concerns no pool");

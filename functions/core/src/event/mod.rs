@@ -520,6 +520,19 @@ impl Signal {
         }
     }
 
+    /// Whether the run holding the pool's lease covers the signal, so that a run for it
+    /// that finds the lease held stands down rather than wait and reconcile again: a tick,
+    /// and news of a node (every run observes the pool's nodes; the holder's or the next
+    /// tick's sees it). Not a Ready a wait target times a launch by (`timed`): only its
+    /// own run reads when it came.
+    pub fn covered_by_the_lease_holder(&self, timed: bool) -> bool {
+        match self {
+            Signal::Reconcile => true,
+            Signal::NodeLifecycle(n) => !(timed && n.condition == NodeCondition::Ready),
+            _ => false,
+        }
+    }
+
     /// The instances this signal is about, for routing it to a pool.
     pub fn instance_ids(&self) -> Vec<&str> {
         match self {
