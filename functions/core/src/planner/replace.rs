@@ -7,34 +7,39 @@ use crate::model::{Interruption, InterruptionCause, Surge};
 use crate::plan::{ActionKind, LifecycleRef};
 use crate::units::HumanDuration;
 
-/// The least drain a spot warning's node is given once its `drain_timeout` after the
-/// warning is over: its evictions are still asked for, so pods get their termination
-/// grace rather than the instance's stop.
+/// The least drain a spot warning's node is given once its time after the warning is
+/// over: its evictions are still asked for, so pods get their termination grace rather
+/// than the instance's stop.
 const SPOT_DRAIN_AT_LEAST: chrono::Duration = chrono::Duration::seconds(5);
+/// A warning reaches a run a few seconds after its time (EventBridge, the queue, the
+/// function): its drain may end this much past `drain_timeout` after the warning, so an
+/// ordinary first plan drains the whole `drain_timeout`.
+const SPOT_WARNING_DELIVERY: chrono::Duration = chrono::Duration::seconds(10);
 
 impl Work<'_> {
     /// How long an interrupted instance's node drains, and why if not `drain_timeout`. A
-    /// spot warning's drain ends `drain_timeout` after the warning, whichever plan drains
-    /// it: a run taking over a drained plan, or retrying it, drains for what is left, so
-    /// the terminate-with-decrement still lands before the reclaim (else the ASG
-    /// replaces the node beside its surge). Other causes have no reclaim at a set time.
+    /// spot warning's drain ends `drain_timeout` (and the delivery's few seconds) after
+    /// the warning, whichever plan drains it: a run taking over a drained plan, or
+    /// retrying it, drains for what is left, so the terminate-with-decrement still lands
+    /// before the reclaim (else the ASG replaces the node beside its surge). Other causes
+    /// have no reclaim at a set time.
     fn interruption_drain(&self, interruption: &Interruption) -> (HumanDuration, Option<String>) {
         let full = self.cfg.interruption.drain_timeout;
         if !matches!(interruption.cause, InterruptionCause::SpotWarning { .. }) {
             return (full, None);
         }
-        let until = interruption.noticed_at.min(self.now) + full.as_chrono();
+        let until = interruption.noticed_at.min(self.now) + full.as_chrono() + SPOT_WARNING_DELIVERY;
         let left = until - self.now;
         if left >= full.as_chrono() {
             return (full, None);
         }
-        let time = left.max(SPOT_DRAIN_AT_LEAST);
+        let time = left.max(SPOT_DRAIN_AT_LEAST).num_seconds().max(0).unsigned_abs();
         let why = format!(
             "drains until {} (drain_timeout after the warning, whichever run drains it){}",
-            until.format("%H:%M:%SZ"),
+            until.format("%Y-%m-%dT%H:%M:%SZ"),
             if left < SPOT_DRAIN_AT_LEAST { "; that is past: its evictions asked for, briefly" } else { "" }
         );
-        (HumanDuration(time.to_std().unwrap_or_default()), Some(why))
+        (HumanDuration::from_secs(time), Some(why))
     }
 
     pub(super) fn cordon_and_drain(

@@ -277,7 +277,15 @@ impl Work<'_> {
                 kind: DisruptionKind::InterruptionWarning,
             });
         }
-        if self.record.interruptions.iter().any(|i| i.instance_id == instance_id) {
+        if let Some(known) = self.record.interruptions.iter_mut().find(|i| i.instance_id == instance_id) {
+            // A spot warning after a rebalance recommendation or a Health change for the
+            // same instance: now its reclaim is set, and its drain ends by it.
+            if matches!(cause, InterruptionCause::SpotWarning { .. })
+                && !matches!(known.cause, InterruptionCause::SpotWarning { .. })
+            {
+                known.cause = cause;
+                known.noticed_at = event.time;
+            }
             return;
         }
         self.record.interruptions.push(Interruption {

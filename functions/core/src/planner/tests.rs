@@ -760,7 +760,7 @@ fn a_spot_warnings_drain_ends_drain_timeout_after_the_warning_whichever_plan_dra
     let observed = pool((3, 3), (0, 0), (0, 0));
     let id = observed.spot[0].instances[0].id.clone();
     for (signal, drained_after_60s) in [
-        (Signal::SpotInterruption { instance_id: id.clone(), action: InstanceAction::Terminate }, 30),
+        (Signal::SpotInterruption { instance_id: id.clone(), action: InstanceAction::Terminate }, 40),
         // No reclaim follows a rebalance recommendation or a Health change at a set time:
         // their drains may start again.
         (Signal::RebalanceRecommendation { instance_id: id.clone() }, 90),
@@ -773,12 +773,91 @@ fn a_spot_warnings_drain_ends_drain_timeout_after_the_warning_whichever_plan_dra
         record.interruptions[0].terminated = false;
         let again = run(&cfg, &record, &observed, &[], now() + Duration::seconds(60));
         assert_eq!(drain_seconds(&again, &id), Some(drained_after_60s), "{signal:?}");
-        if drained_after_60s == 30 {
-            let late = run(&cfg, &record, &observed, &[], now() + Duration::seconds(100));
+        if drained_after_60s == 40 {
+            let late = run(&cfg, &record, &observed, &[], now() + Duration::seconds(110));
             assert_eq!(drain_seconds(&late, &id), Some(5), "past it: evictions still asked for, briefly");
             assert!(late.actions.iter().any(|a| a.reason.contains("drains until")), "{:#?}", late.actions);
         }
     }
+}
+
+/// The record a run leaves when it dies in its drain (or leaves the rest to another):
+/// its raises landed, its terminate not reached.
+fn left_in_its_drain(plan: &Plan) -> PoolRecord {
+    let mut record = plan.record.clone();
+    if let Some(journal) = record.journal.as_mut() {
+        let mut reached = 0;
+        for call in &mut journal.calls {
+            if let CapacityCall::SetDesired { done, .. } = call {
+                *done = true;
+                reached += 1;
+            }
+        }
+        journal.attempted = reached;
+    }
+    record
+}
+
+#[test]
+fn a_spot_warning_after_a_rebalance_bounds_the_drain_as_one_alone() {
+    // AWS often sends the rebalance recommendation just before the warning: the
+    // interruption, recorded for the first, takes the warning's reclaim (from a review).
+    let cfg = with(|y| {
+        y.replace("interruption: { drain_timeout: 90s }", "interruption: { drain_timeout: 90s, rebalance: surge }")
+    });
+    let observed = pool((3, 3), (0, 0), (0, 0));
+    let id = observed.spot[0].instances[0].id.clone();
+    let other = observed.spot[0].instances[1].id.clone();
+    let first = run(
+        &cfg,
+        &PoolRecord::default(),
+        &observed,
+        &[event(Signal::RebalanceRecommendation { instance_id: id.clone() }, now())],
+        now(),
+    );
+    assert_eq!(drain_seconds(&first, &id), Some(90));
+    let warned_at = now() + Duration::seconds(20);
+    let warning =
+        event(Signal::SpotInterruption { instance_id: id.clone(), action: InstanceAction::Terminate }, warned_at);
+    let second = run(&cfg, &left_in_its_drain(&first), &observed, &[warning], warned_at);
+    assert_eq!(drain_seconds(&second, &id), Some(90), "taken over at the warning: 90 s from it");
+    let third_at = now() + Duration::seconds(50);
+    let third =
+        event(Signal::SpotInterruption { instance_id: other.clone(), action: InstanceAction::Terminate }, third_at);
+    let third = run(&cfg, &left_in_its_drain(&second), &observed, &[third], third_at);
+    assert_eq!(drain_seconds(&third, &other), Some(90));
+    assert_eq!(drain_seconds(&third, &id), Some(70), "warned at +20, drained again at +50: until +120 less delivery");
+}
+
+#[test]
+fn an_ordinary_first_plan_for_a_spot_warning_drains_the_whole_drain_timeout() {
+    // Every warning reaches Ballast a little after its time: its first plan drains the
+    // whole drain_timeout, in whole seconds, with no word of a cut (from a review).
+    let cfg = config();
+    let observed = pool((3, 3), (0, 0), (0, 0));
+    let id = observed.spot[0].instances[0].id.clone();
+    let signal = Signal::SpotInterruption { instance_id: id.clone(), action: InstanceAction::Terminate };
+    let first = run(
+        &cfg,
+        &PoolRecord::default(),
+        &observed,
+        &[event(signal, now() - Duration::seconds(3))],
+        now() + Duration::milliseconds(250),
+    );
+    let drain = first.actions.iter().find(|a| matches!(a.kind, ActionKind::DrainNode { .. })).unwrap();
+    let ActionKind::DrainNode { timeout, .. } = &drain.kind else { unreachable!() };
+    assert_eq!((timeout.0.as_secs(), timeout.0.subsec_nanos(), drain.reason.contains("drains until")), (90, 0, false));
+    // Cut, it is whole seconds too.
+    let mut record = applied(&first);
+    record.interruptions[0].planned_at = None;
+    record.interruptions[0].terminated = false;
+    let again = run(&cfg, &record, &observed, &[], now() + Duration::milliseconds(40_250));
+    assert_eq!(drain_seconds(&again, &id), Some(56));
+    let timeout = again.actions.iter().find_map(|a| match &a.kind {
+        ActionKind::DrainNode { timeout, .. } => Some(timeout.to_string()),
+        _ => None,
+    });
+    assert_eq!(timeout.as_deref(), Some("56s"));
 }
 
 #[test]
