@@ -128,6 +128,44 @@ impl Moto {
     }
 }
 
+impl Moto {
+    /// A raw request to the server (no SDK has it: moto's own API, or a service this crate
+    /// has no SDK for); `scope` is the SigV4 credential scope moto routes by. The status.
+    fn post(&self, path: &str, scope: Option<&str>, content_type: &str, body: &str) -> u16 {
+        use std::io::{Read, Write};
+        let address = self.endpoint.trim_start_matches("http://");
+        let mut stream = TcpStream::connect(address).expect("moto");
+        let auth = scope.map_or(String::new(), |s| {
+            format!("Authorization: AWS4-HMAC-SHA256 Credential=test/20261120/{s}/aws4_request, SignedHeaders=host, Signature=0\r\n")
+        });
+        let request = format!(
+            "POST {path} HTTP/1.1\r\nHost: {address}\r\nContent-Type: {content_type}\r\n{auth}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        stream.write_all(request.as_bytes()).expect("request");
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).expect("answer");
+        answer.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0)
+    }
+
+    /// Lambda invocations answered without running the function (no Docker here): what
+    /// a test checks is the request, in the log.
+    pub fn lambda_without_docker(&self) {
+        let status = self.post("/moto-api/config", None, "application/json", r#"{"lambda": {"use_docker": false}}"#);
+        assert_eq!(status, 201, "moto's config API");
+    }
+
+    /// An IAM role (for a function to be created with), by its name; its ARN.
+    pub fn role(&self, name: &str) -> String {
+        let body = format!(
+            "Action=CreateRole&Version=2010-05-08&RoleName={name}&AssumeRolePolicyDocument=%7B%22Version%22%3A%222012-10-17%22%2C%22Statement%22%3A%5B%5D%7D"
+        );
+        let status = self.post("/", Some("us-east-1/iam"), "application/x-www-form-urlencoded", &body);
+        assert_eq!(status, 200, "CreateRole");
+        format!("arn:aws:iam::123456789012:role/{name}")
+    }
+}
+
 impl Drop for Moto {
     fn drop(&mut self) {
         let _ = self.child.kill();

@@ -7,6 +7,8 @@ pub mod dead_letters;
 pub mod doctor;
 pub mod eks;
 pub mod redelivery;
+#[cfg(feature = "replay")]
+pub mod replay;
 pub mod ssm;
 pub mod state;
 

@@ -30,6 +30,11 @@ enum Command {
     /// Check a deployment's wiring: rules, queues, table, ASGs; say how to fix what is wrong.
     #[cfg(feature = "aws")]
     Doctor(commands::aws::DoctorArgs),
+    /// List the dead-letter queue's letters and why each is there; with `--replay`, send
+    /// each back where it failed (an event to the events queue, a failed invocation to
+    /// its function).
+    #[cfg(feature = "aws")]
+    DeadLetters(commands::aws::DeadLettersArgs),
     /// Parse and validate event files.
     Events {
         #[command(subcommand)]
@@ -66,6 +71,8 @@ fn main() -> ExitCode {
         Command::Invoke(args) => commands::aws::invoke(args),
         #[cfg(feature = "aws")]
         Command::Doctor(args) => commands::aws::doctor(args),
+        #[cfg(feature = "aws")]
+        Command::DeadLetters(args) => commands::aws::dead_letters(args),
         Command::Events { command: EventsCommand::Check(args) } => commands::events::check(args),
         Command::Config { command: ConfigCommand::Check(args) } => commands::config::check(args),
         Command::Completions { shell } => {

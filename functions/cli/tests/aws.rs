@@ -1,4 +1,4 @@
-//! `ballast invoke` and `ballast doctor` (the `aws` feature) against moto.
+//! `ballast invoke`, `ballast doctor` and `ballast dead-letters` (the `aws` feature) against moto.
 #![cfg(feature = "aws")]
 
 use std::process::Command;
@@ -25,7 +25,7 @@ fn ballast(args: &[&str], endpoint: &str) -> std::process::Output {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn invoke_and_doctor_against_moto() {
+async fn invoke_doctor_and_dead_letters_against_moto() {
     let Some(moto) = Moto::start() else { return };
     let d = Deployment::create(&moto, 3, (0, 1), chrono::Utc::now()).await;
     d.wire().await;
@@ -56,6 +56,24 @@ async fn invoke_and_doctor_against_moto() {
     let (desired, now_ids) = d.asg(SPOT).await;
     assert_eq!(desired, 3);
     assert!(!now_ids.contains(&ids[0]));
+
+    // A dead letter, listed with why and left; then sent back to the events queue.
+    let refused = fixture_json("spot-interruption-terminate.json", |v| v["id"] = json!("refused")).to_string();
+    let why = "pool general: SetDesiredCapacity: AccessDenied";
+    ballast_core::ports::DeadLetters::send(&ballast_aws::SqsDeadLetters::new(&d.sdk, &d.dlq_url), &refused, why)
+        .await
+        .unwrap();
+    let out = ballast(&["dead-letters", "--config", config], &moto.endpoint);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains(&format!("(id refused): {why}")), "{text}");
+    assert!(text.contains("1 letter(s) in ballast-test-events-dlq"), "{text}");
+    let out = ballast(&["dead-letters", "--config", config, "--replay"], &moto.endpoint);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("1 of 1 letter(s) sent back"), "{text}");
+    let out = ballast(&["dead-letters", "--config", config], &moto.endpoint);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("0 letter(s)"));
 
     // A broken config is named, not panicked on.
     std::fs::write(dir.join("bad.yaml"), "cluster: x\n").unwrap();

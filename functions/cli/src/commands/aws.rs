@@ -82,7 +82,17 @@ pub fn invoke(args: InvokeArgs) -> anyhow::Result<ExitCode> {
 
 #[derive(Args)]
 pub struct DoctorArgs {
-    /// The config file (default: $BALLAST_CONFIG_FILE).
+    #[command(flatten)]
+    deployment: DeploymentArgs,
+    /// Print JSON findings.
+    #[arg(long)]
+    json: bool,
+}
+
+/// A deployment by its config and the names of its queues.
+#[derive(Args)]
+pub struct DeploymentArgs {
+    /// The config file (default: $BALLAST_CONFIG_FILE): the cluster names the resources.
     #[arg(long, env = "BALLAST_CONFIG_FILE")]
     config: PathBuf,
     /// The queue the AWS events go to (default `ballast-CLUSTER-events`).
@@ -91,20 +101,25 @@ pub struct DoctorArgs {
     /// Its dead-letter queue (default `ballast-CLUSTER-events-dlq`).
     #[arg(long)]
     dead_letter_queue: Option<String>,
-    /// Print JSON findings.
-    #[arg(long)]
-    json: bool,
+}
+
+impl DeploymentArgs {
+    /// The config, and the deployment's resource names with the queues given.
+    fn wiring(&self) -> anyhow::Result<(ballast_core::config::Config, Wiring)> {
+        let config = valid_config(&self.config)?;
+        let mut wiring = Wiring::conventional(&config);
+        if let Some(q) = &self.queue {
+            wiring.queue = q.clone();
+        }
+        if let Some(q) = &self.dead_letter_queue {
+            wiring.dead_letter_queue = q.clone();
+        }
+        Ok((config, wiring))
+    }
 }
 
 pub fn doctor(args: DoctorArgs) -> anyhow::Result<ExitCode> {
-    let config = valid_config(&args.config)?;
-    let mut wiring = Wiring::conventional(&config);
-    if let Some(q) = args.queue {
-        wiring.queue = q;
-    }
-    if let Some(q) = args.dead_letter_queue {
-        wiring.dead_letter_queue = q;
-    }
+    let (config, wiring) = args.deployment.wiring()?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let findings = runtime.block_on(async {
         let sdk = ballast_aws::sdk_config().await;
@@ -123,4 +138,68 @@ pub fn doctor(args: DoctorArgs) -> anyhow::Result<ExitCode> {
         println!("{} check(s), {bad} problem(s)", findings.len());
     }
     Ok(if bad == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+#[derive(Args)]
+pub struct DeadLettersArgs {
+    #[command(flatten)]
+    deployment: DeploymentArgs,
+    /// Send each letter back, then delete it; without it the letters are only listed and
+    /// left in the queue.
+    #[arg(long)]
+    replay: bool,
+    /// At most this many letters.
+    #[arg(long, default_value_t = 1000)]
+    max: usize,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Exit 0 when every letter was listed (or sent back), 1 when a replay failed.
+pub fn dead_letters(args: DeadLettersArgs) -> anyhow::Result<ExitCode> {
+    use ballast_aws::replay::DeadLetterQueue;
+    let (_, wiring) = args.deployment.wiring()?;
+    let (queue, dead_letter_queue) = (wiring.queue, wiring.dead_letter_queue);
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(async {
+        let sdk = ballast_aws::sdk_config().await;
+        let dlq = DeadLetterQueue::open(&sdk, &dead_letter_queue, &queue).await?;
+        let letters = dlq.receive(args.max).await?;
+        if !args.replay {
+            dlq.release(&letters).await?;
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&letters)?);
+            } else {
+                for l in &letters {
+                    println!("{}  {}", l.message_id, l.letter.describe());
+                }
+                println!(
+                    "{} letter(s) in {dead_letter_queue}; --replay sends them back once the cause is fixed",
+                    letters.len()
+                );
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
+        let mut failed = 0;
+        let mut results = Vec::new();
+        for l in &letters {
+            let result = dlq.send_back(l).await;
+            if let Err(e) = &result {
+                failed += 1;
+                eprintln!("{}: not sent back: {e}", l.message_id);
+            } else if !args.json {
+                println!("sent back: {}  {}", l.message_id, l.letter.describe());
+            }
+            results.push(
+                json!({ "letter": l, "sent_back": result.is_ok(), "error": result.err().map(|e| e.to_string()) }),
+            );
+        }
+        if args.json {
+            println!("{}", serde_json::to_string_pretty(&results)?);
+        } else {
+            println!("{} of {} letter(s) sent back", letters.len() - failed, letters.len());
+        }
+        Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    })
 }

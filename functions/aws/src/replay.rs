@@ -1,0 +1,288 @@
+//! `ballast dead-letters`: what a deployment's dead-letter queue holds and why, and, once
+//! the cause is fixed, each letter sent back where it failed: an event of the events queue
+//! back to that queue, a failed asynchronous invocation (its on-failure record) to its
+//! function again. Behind the `replay` feature: only the CLI needs Lambda's SDK.
+
+use aws_sdk_sqs::types::MessageSystemAttributeName;
+use ballast_core::ports::{ErrorKind, PortError};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::classify;
+
+/// How long the letters listed stay hidden from another reader while this one works on
+/// them; a listing without `--replay` shows them again at once.
+const HIDDEN_FOR_SECS: i32 = 300;
+
+/// What a dead letter is, read from its body.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Letter {
+    /// A message of the events queue the interruption function could not handle. `reason`
+    /// is its `ballast-error`; none if the queue's redrive policy moved it there.
+    Event { id: Option<String>, source: Option<String>, detail_type: Option<String>, reason: Option<String> },
+    /// A schedule or cluster-events invocation that failed after Lambda's retries, as its
+    /// on-failure destination recorded it.
+    FailedInvocation {
+        /// The function, without a version qualifier: sent back, the current code runs it.
+        function: String,
+        /// Lambda's condition: `RetriesExhausted`, `EventAgeExceeded`.
+        condition: String,
+        /// The function's error, when it ran.
+        error: Option<String>,
+        /// The event it was invoked with.
+        payload: Value,
+    },
+}
+
+impl Letter {
+    /// Reads a dead letter's body and its `ballast-error` attribute.
+    pub fn read(body: &str, reason: Option<String>) -> Letter {
+        let value: Value = serde_json::from_str(body).unwrap_or(Value::Null);
+        let text = |v: &Value| v.as_str().map(str::to_string);
+        if let (Some(function), Some(payload)) =
+            (value.pointer("/requestContext/functionArn").and_then(Value::as_str), value.get("requestPayload"))
+        {
+            let error = value
+                .pointer("/responsePayload/errorMessage")
+                .and_then(text)
+                .or_else(|| value.pointer("/responseContext/functionError").and_then(text));
+            return Letter::FailedInvocation {
+                function: unqualified(function).to_string(),
+                condition: value.pointer("/requestContext/condition").and_then(text).unwrap_or_default(),
+                error,
+                payload: payload.clone(),
+            };
+        }
+        Letter::Event {
+            id: value.get("id").and_then(text),
+            source: value.get("source").and_then(text),
+            detail_type: value.get("detail-type").and_then(text),
+            reason,
+        }
+    }
+
+    /// One line: what it is and why it is here.
+    pub fn describe(&self) -> String {
+        match self {
+            Letter::Event { id, source, detail_type, reason } => format!(
+                "event {} / {} (id {}): {}",
+                source.as_deref().unwrap_or("?"),
+                detail_type.as_deref().unwrap_or("?"),
+                id.as_deref().unwrap_or("?"),
+                reason.as_deref().unwrap_or("no reason recorded (moved by the queue's redrive policy)")
+            ),
+            Letter::FailedInvocation { function, condition, error, payload } => format!(
+                "invocation of {function} with {} ({condition}): {}",
+                payload
+                    .get("detail-type")
+                    .or_else(|| payload.get("action"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("an event"),
+                error.as_deref().unwrap_or("no error recorded")
+            ),
+        }
+    }
+}
+
+/// `arn:aws:lambda:REGION:ACCOUNT:function:NAME[:QUALIFIER]` without its qualifier.
+fn unqualified(arn: &str) -> &str {
+    match arn.match_indices(':').nth(6) {
+        Some((at, _)) => &arn[..at],
+        None => arn,
+    }
+}
+
+/// A letter as received, with what it takes to delete or release it.
+#[derive(Debug, Clone, Serialize)]
+pub struct DeadLetter {
+    pub message_id: String,
+    #[serde(skip)]
+    receipt_handle: String,
+    #[serde(skip)]
+    body: String,
+    /// How many times the dead-letter queue delivered it.
+    pub receives: u32,
+    pub letter: Letter,
+}
+
+/// The dead-letter queue of a deployment, and the events queue its events go back to.
+pub struct DeadLetterQueue {
+    sqs: aws_sdk_sqs::Client,
+    lambda: aws_sdk_lambda::Client,
+    url: String,
+    events_url: String,
+}
+
+impl DeadLetterQueue {
+    /// The queues by name (`ballast-CLUSTER-events-dlq`, `ballast-CLUSTER-events`).
+    pub async fn open(conf: &aws_config::SdkConfig, name: &str, events_queue: &str) -> Result<Self, PortError> {
+        let sqs = aws_sdk_sqs::Client::new(conf);
+        let url = queue_url(&sqs, name).await?;
+        let events_url = queue_url(&sqs, events_queue).await?;
+        Ok(DeadLetterQueue { sqs, lambda: aws_sdk_lambda::Client::new(conf), url, events_url })
+    }
+
+    /// Receives up to `max` letters (hidden from other readers meanwhile).
+    pub async fn receive(&self, max: usize) -> Result<Vec<DeadLetter>, PortError> {
+        let mut letters: Vec<DeadLetter> = Vec::new();
+        while letters.len() < max {
+            let out = self
+                .sqs
+                .receive_message()
+                .queue_url(&self.url)
+                .max_number_of_messages(i32::try_from((max - letters.len()).min(10)).unwrap_or(10))
+                .visibility_timeout(HIDDEN_FOR_SECS)
+                .wait_time_seconds(1)
+                .message_attribute_names("ballast-error")
+                .message_system_attribute_names(MessageSystemAttributeName::ApproximateReceiveCount)
+                .send()
+                .await
+                .map_err(|e| classify("ReceiveMessage", e))?;
+            let batch = out.messages();
+            if batch.is_empty() {
+                break;
+            }
+            for m in batch {
+                let body = m.body().unwrap_or_default().to_string();
+                let reason = m
+                    .message_attributes()
+                    .and_then(|a| a.get("ballast-error"))
+                    .and_then(|v| v.string_value())
+                    .map(str::to_string);
+                let receives = m
+                    .attributes()
+                    .and_then(|a| a.get(&MessageSystemAttributeName::ApproximateReceiveCount))
+                    .and_then(|c| c.parse().ok())
+                    .unwrap_or(1);
+                letters.push(DeadLetter {
+                    message_id: m.message_id().unwrap_or_default().to_string(),
+                    receipt_handle: m.receipt_handle().unwrap_or_default().to_string(),
+                    letter: Letter::read(&body, reason),
+                    body,
+                    receives,
+                });
+            }
+        }
+        Ok(letters)
+    }
+
+    /// Shows letters to other readers again, untouched (a listing only).
+    pub async fn release(&self, letters: &[DeadLetter]) -> Result<(), PortError> {
+        for l in letters {
+            self.sqs
+                .change_message_visibility()
+                .queue_url(&self.url)
+                .receipt_handle(&l.receipt_handle)
+                .visibility_timeout(0)
+                .send()
+                .await
+                .map_err(|e| classify("ChangeMessageVisibility", e))?;
+        }
+        Ok(())
+    }
+
+    /// Sends a letter back where it failed, then deletes it here. A failure leaves it in
+    /// the queue (it shows again once hidden no longer). A letter sent back whose delete
+    /// failed is sent again by the next replay: the functions drop an event already
+    /// handled, by its id.
+    pub async fn send_back(&self, letter: &DeadLetter) -> Result<(), PortError> {
+        match &letter.letter {
+            Letter::Event { .. } => {
+                self.sqs
+                    .send_message()
+                    .queue_url(&self.events_url)
+                    .message_body(&letter.body)
+                    .send()
+                    .await
+                    .map_err(|e| classify("SendMessage", e))?;
+            }
+            Letter::FailedInvocation { function, payload, .. } => {
+                let payload = serde_json::to_vec(payload)
+                    .map_err(|e| PortError::new(ErrorKind::Permanent, "Invoke", e.to_string()))?;
+                self.lambda
+                    .invoke()
+                    .function_name(function)
+                    .invocation_type(aws_sdk_lambda::types::InvocationType::Event)
+                    .payload(aws_smithy_types::Blob::new(payload))
+                    .send()
+                    .await
+                    .map_err(|e| classify("Invoke", e))?;
+            }
+        }
+        self.sqs
+            .delete_message()
+            .queue_url(&self.url)
+            .receipt_handle(&letter.receipt_handle)
+            .send()
+            .await
+            .map_err(|e| classify("DeleteMessage", e))?;
+        Ok(())
+    }
+}
+
+async fn queue_url(sqs: &aws_sdk_sqs::Client, name: &str) -> Result<String, PortError> {
+    sqs.get_queue_url()
+        .queue_name(name)
+        .send()
+        .await
+        .map_err(|e| classify("GetQueueUrl", e))?
+        .queue_url()
+        .map(str::to_string)
+        .ok_or_else(|| PortError::new(ErrorKind::Permanent, "GetQueueUrl", format!("queue {name}: no URL")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> String {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../events/dead-letters").join(name);
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    }
+
+    #[test]
+    fn an_on_failure_record_is_an_invocation_to_send_back_to_its_function() {
+        // The record Lambda's on-failure destination writes (AWS's documented example,
+        // with a schedule tick as its event).
+        let Letter::FailedInvocation { function, condition, error, payload } =
+            Letter::read(&fixture("on-failure-record.json"), None)
+        else {
+            panic!("not an invocation")
+        };
+        assert_eq!(function, "arn:aws:lambda:eu-west-1:123456789012:function:ballast-prod-eks-schedule");
+        assert_eq!(condition, "RetriesExhausted");
+        assert_eq!(
+            error.as_deref(),
+            Some("RequestId: e4b46cbf-b738-xmpl-8880-a18cdf61200e Process exited before completing request")
+        );
+        assert_eq!(payload["detail-type"], "Scheduled Event");
+    }
+
+    #[test]
+    fn an_event_of_the_queue_says_why_or_that_no_reason_was_recorded() {
+        let body = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../events/spot-interruption-terminate.json"),
+        )
+        .unwrap();
+        let with = Letter::read(&body, Some("pool general: AccessDenied".into()));
+        assert_eq!(
+            with.describe(),
+            "event aws.ec2 / EC2 Spot Instance Interruption Warning (id 7f0c2a1e-5b4d-4c3a-9e8f-000000000000): pool \
+             general: AccessDenied"
+        );
+        let without = Letter::read(&body, None);
+        assert!(without.describe().ends_with("no reason recorded (moved by the queue's redrive policy)"));
+        // Not JSON at all (a malformed message the function dead-lettered): still listed.
+        assert!(matches!(Letter::read("{\"version\":", Some("malformed".into())), Letter::Event { id: None, .. }));
+    }
+
+    #[test]
+    fn a_qualified_function_is_sent_back_to_its_current_code() {
+        assert_eq!(
+            unqualified("arn:aws:lambda:eu-west-1:1:function:f:$LATEST"),
+            "arn:aws:lambda:eu-west-1:1:function:f"
+        );
+        assert_eq!(unqualified("arn:aws:lambda:eu-west-1:1:function:f"), "arn:aws:lambda:eu-west-1:1:function:f");
+    }
+}
