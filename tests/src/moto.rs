@@ -155,6 +155,34 @@ impl Moto {
         assert_eq!(status, 201, "moto's config API");
     }
 
+    /// A Lambda function by its name (its code never runs: see
+    /// [`Moto::lambda_without_docker`], called here); its ARN.
+    pub async fn function(&self, sdk: &SdkConfig, name: &str) -> String {
+        self.lambda_without_docker();
+        let empty_zip = b"PK\x05\x06\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0".to_vec();
+        let created = aws_sdk_lambda::Client::new(sdk)
+            .create_function()
+            .function_name(name)
+            .runtime(aws_sdk_lambda::types::Runtime::Providedal2023)
+            .handler("bootstrap")
+            .role(self.role(name))
+            .code(
+                aws_sdk_lambda::types::FunctionCode::builder().zip_file(aws_smithy_types::Blob::new(empty_zip)).build(),
+            )
+            .send()
+            .await
+            .expect("CreateFunction");
+        created.function_arn().expect("an ARN").to_string()
+    }
+
+    /// What the functions answer next, in order (moto's Lambda without Docker echoes the
+    /// event otherwise).
+    pub fn lambda_answers(&self, answers: &[&str]) {
+        let body = serde_json::json!({ "results": answers, "region": "eu-west-1" }).to_string();
+        let status = self.post("/moto-api/static/lambda-simple/response", None, "application/json", &body);
+        assert_eq!(status, 201, "moto's Lambda answers");
+    }
+
     /// An IAM role (for a function to be created with), by its name; its ARN.
     pub fn role(&self, name: &str) -> String {
         let body = format!(

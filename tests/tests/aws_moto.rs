@@ -689,86 +689,118 @@ async fn a_claim_racing_the_previous_releases_release_leaves_a_lease_that_releas
     );
 }
 
+/// Invocations moto logged, to a function (by a name in its URL), with their decoded
+/// event and invocation type.
+fn invocations(moto: &Moto, function: &str) -> Vec<(serde_json::Value, String)> {
+    use base64::Engine;
+    moto.requests()
+        .into_iter()
+        .filter(|r| r["url"].as_str().is_some_and(|u| u.contains(function) && u.ends_with("/invocations")))
+        .map(|r| {
+            let body = r["body"].as_str().unwrap_or_default();
+            let body = if r["body_encoded"] == true {
+                base64::engine::general_purpose::STANDARD.decode(body).unwrap()
+            } else {
+                body.as_bytes().to_vec()
+            };
+            let kind = r["headers"]["X-Amz-Invocation-Type"].as_str().unwrap_or("RequestResponse").to_string();
+            (serde_json::from_slice(&body).unwrap(), kind)
+        })
+        .collect()
+}
+
 #[tokio::test]
-async fn dead_letters_are_listed_with_why_and_sent_back_where_they_failed() {
-    use ballast_aws::replay::{DeadLetterQueue, Letter};
+async fn dead_letters_are_listed_with_why_and_sent_back_to_the_functions_they_failed_in() {
+    use ballast_aws::replay::{DeadLetterQueue, Letter, SentBack, LISTED_FOR, REPLAYED_FOR};
     use ballast_core::ports::DeadLetters;
     let Some(moto) = Moto::start_recording() else { return };
     let d = Deployment::create(&moto, 1, (0, 1), now()).await;
     let queue = d.events_queue("ballast-test-replay", 3).await;
+    let interruption = moto.function(&d.sdk, "ballast-test-interruption").await;
+    let schedule = moto.function(&d.sdk, "ballast-test-schedule").await;
     // The interruption function's own dead letter, with why; one the redrive policy moved.
     let refused = fixture_json("spot-interruption-terminate.json", |v| v["id"] = "refused".into()).to_string();
     let redriven = fixture_json("spot-interruption-terminate.json", |v| v["id"] = "redriven".into()).to_string();
     let why = "pool general: SetDesiredCapacity: AccessDenied";
     ballast_aws::SqsDeadLetters::new(&d.sdk, &queue.dlq_url).send(&refused, why).await.unwrap();
     d.sqs.send_message().queue_url(&queue.dlq_url).message_body(&redriven).send().await.unwrap();
-    // A schedule invocation's on-failure record (Lambda's own format), for a function here.
-    moto.lambda_without_docker();
-    let lambda = aws_sdk_lambda::Client::new(&d.sdk);
-    let created = lambda
-        .create_function()
-        .function_name("ballast-test-schedule")
-        .runtime(aws_sdk_lambda::types::Runtime::Providedal2023)
-        .handler("bootstrap")
-        .role(moto.role("ballast-test-schedule"))
-        .code(
-            aws_sdk_lambda::types::FunctionCode::builder()
-                .zip_file(aws_smithy_types::Blob::new(b"PK\x05\x06\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0".to_vec()))
-                .build(),
-        )
-        .send()
-        .await
-        .expect("CreateFunction");
-    let arn = created.function_arn().unwrap().to_string();
+    // A schedule invocation's on-failure record (Lambda's own format).
     let mut record: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(ballast_tests::repo_root().join("events/dead-letters/on-failure-record.json"))
             .unwrap(),
     )
     .unwrap();
-    record["requestContext"]["functionArn"] = json!(format!("{arn}:$LATEST"));
+    record["requestContext"]["functionArn"] = json!(format!("{schedule}:$LATEST"));
     d.sqs.send_message().queue_url(&queue.dlq_url).message_body(record.to_string()).send().await.unwrap();
 
-    let dlq = DeadLetterQueue::open(&d.sdk, "ballast-test-replay-dlq", "ballast-test-replay").await.unwrap();
-    let letters = dlq.receive(100).await.unwrap();
+    let dlq = DeadLetterQueue::open(&d.sdk, "ballast-test-replay-dlq", &interruption).await.unwrap();
+    let letters = dlq.receive(100, LISTED_FOR).await.unwrap();
     let mut described: Vec<String> = letters.iter().map(|l| l.letter.describe()).collect();
     described.sort();
     assert_eq!(described.len(), 3, "{described:#?}");
     assert!(described[0].contains("(id redriven): no reason recorded"), "{described:#?}");
     assert!(described[1].contains(&format!("(id refused): {why}")), "{described:#?}");
-    assert!(described[2].starts_with(&format!("invocation of {arn} with Scheduled Event (RetriesExhausted)")));
+    assert!(described[2].starts_with(&format!("invocation of {schedule} with Scheduled Event (RetriesExhausted)")));
     // Listed only: they are all there again for the next reader.
     dlq.release(&letters).await.unwrap();
-    let again = dlq.receive(100).await.unwrap();
+    let again = dlq.receive(100, REPLAYED_FOR).await.unwrap();
     assert_eq!(again.len(), 3);
-
-    for letter in &again {
-        dlq.send_back(letter).await.unwrap();
-    }
-    assert!(dlq.receive(100).await.unwrap().is_empty(), "each sent back is deleted");
-    let back = d.sqs.receive_message().queue_url(&queue.url).max_number_of_messages(10).send().await.unwrap();
-    let mut bodies: Vec<&str> = back.messages().iter().filter_map(|m| m.body()).collect();
-    bodies.sort();
-    assert_eq!(bodies, [redriven.as_str(), refused.as_str()], "the events, to the queue they failed from");
-    // The failed invocation, to its function (its current code), asynchronously, with its event.
-    let invoked: Vec<serde_json::Value> = moto
-        .requests()
-        .into_iter()
-        .filter(|r| r["url"].as_str().is_some_and(|u| u.contains("/functions/") && u.ends_with("/invocations")))
-        .collect();
-    assert_eq!(invoked.len(), 1, "{invoked:#?}");
-    let url = invoked[0]["url"].as_str().unwrap();
-    assert!(!url.contains("LATEST"), "{url}");
-    assert_eq!(invoked[0]["headers"]["X-Amz-Invocation-Type"], "Event", "{:#?}", invoked[0]["headers"]);
-    use base64::Engine;
-    let body = invoked[0]["body"].as_str().unwrap();
-    let body = if invoked[0]["body_encoded"] == true {
-        base64::engine::general_purpose::STANDARD.decode(body).unwrap()
-    } else {
-        body.as_bytes().to_vec()
-    };
-    let sent: serde_json::Value = serde_json::from_slice(&body).unwrap();
-    assert_eq!(sent, record["requestPayload"]);
-    let receives: Vec<u32> = again.iter().map(|l| l.receives).collect();
-    assert_eq!(receives, [2, 2, 2], "each read twice: listed, then sent back");
     assert!(again.iter().any(|l| matches!(l.letter, Letter::FailedInvocation { .. })));
+
+    // The first the interruption function still asks to retry: kept, and shown again once released.
+    moto.lambda_answers(&[r#"{"batchItemFailures":[{"itemIdentifier":"x"}]}"#]);
+    let event_letters: Vec<_> = again.iter().filter(|l| matches!(l.letter, Letter::Event { .. })).collect();
+    let retried = dlq.send_back(event_letters[0]).await.unwrap();
+    assert!(matches!(&retried, SentBack::StillFailing { why } if why.contains("asks for a retry")), "{retried:?}");
+    for letter in again.iter().filter(|l| l.message_id != event_letters[0].message_id) {
+        assert_eq!(dlq.send_back(letter).await.unwrap(), SentBack::Handled);
+    }
+    dlq.release(&[event_letters[0].clone()]).await.unwrap();
+    let left = dlq.receive(100, LISTED_FOR).await.unwrap();
+    assert_eq!(left.iter().map(|l| &l.message_id).collect::<Vec<_>>(), [&event_letters[0].message_id]);
+    dlq.release(&left).await.unwrap();
+
+    // Events to the interruption function as the queue delivers them (the events queue
+    // takes messages from the stack's rules only), a record's event to its function's
+    // current code; each waited for.
+    let to_interruption = invocations(&moto, "ballast-test-interruption");
+    assert_eq!(to_interruption.len(), 2, "{to_interruption:#?}");
+    let mut bodies: Vec<&str> =
+        to_interruption.iter().map(|(e, _)| e["Records"][0]["body"].as_str().unwrap()).collect();
+    bodies.sort();
+    assert_eq!(bodies, [redriven.as_str(), refused.as_str()]);
+    assert!(to_interruption
+        .iter()
+        .all(|(e, kind)| kind == "RequestResponse" && e["Records"].as_array().unwrap().len() == 1));
+    let to_schedule = invocations(&moto, "ballast-test-schedule");
+    assert_eq!(to_schedule, [(record["requestPayload"].clone(), "RequestResponse".to_string())]);
+    let urls: Vec<String> = moto
+        .requests()
+        .iter()
+        .filter_map(|r| r["url"].as_str().filter(|u| u.ends_with("/invocations")).map(str::to_string))
+        .collect();
+    assert!(urls.iter().all(|u| !u.contains("LATEST")), "{urls:?}");
+}
+
+#[tokio::test]
+async fn a_letter_whose_function_cannot_be_invoked_is_kept() {
+    // From a review: a failed send leaves the letter, and it is shown again once released.
+    use ballast_aws::replay::{DeadLetterQueue, LISTED_FOR, REPLAYED_FOR};
+    let Some(moto) = Moto::start() else { return };
+    let d = Deployment::create(&moto, 1, (0, 1), now()).await;
+    let queue = d.events_queue("ballast-test-replay", 3).await;
+    let mut record: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(ballast_tests::repo_root().join("events/dead-letters/on-failure-record.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    record["requestContext"]["functionArn"] =
+        json!("arn:aws:lambda:eu-west-1:123456789012:function:ballast-test-gone:$LATEST");
+    d.sqs.send_message().queue_url(&queue.dlq_url).message_body(record.to_string()).send().await.unwrap();
+    let dlq = DeadLetterQueue::open(&d.sdk, "ballast-test-replay-dlq", "ballast-test-interruption").await.unwrap();
+    let letters = dlq.receive(100, REPLAYED_FOR).await.unwrap();
+    assert_eq!(letters.len(), 1);
+    assert!(dlq.send_back(&letters[0]).await.is_err(), "the function is gone: not sent back");
+    dlq.release(&letters).await.unwrap();
+    assert_eq!(dlq.receive(100, LISTED_FOR).await.unwrap().len(), 1, "kept, and shown again");
 }

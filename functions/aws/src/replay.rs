@@ -1,7 +1,10 @@
 //! `ballast dead-letters`: what a deployment's dead-letter queue holds and why, and, once
-//! the cause is fixed, each letter sent back where it failed: an event of the events queue
-//! back to that queue, a failed asynchronous invocation (its on-failure record) to its
-//! function again. Behind the `replay` feature: only the CLI needs Lambda's SDK.
+//! the cause is fixed, each letter sent back to the function it failed in: an event of the
+//! events queue to the interruption function (as a one-message batch: the queue itself
+//! takes messages from the stack's rules only), a failed asynchronous invocation (its
+//! on-failure record) to its function again. Each is invoked and waited for, so a letter
+//! is deleted only once its function handled it. Behind the `replay` feature: only the
+//! CLI needs Lambda's SDK.
 
 use aws_sdk_sqs::types::MessageSystemAttributeName;
 use ballast_core::ports::{ErrorKind, PortError};
@@ -10,9 +13,11 @@ use serde_json::Value;
 
 use crate::classify;
 
-/// How long the letters listed stay hidden from another reader while this one works on
-/// them; a listing without `--replay` shows them again at once.
-const HIDDEN_FOR_SECS: i32 = 300;
+/// How long a letter read stays hidden from other readers: a listing shows them again at
+/// once; a replay reads one at a time and waits for its function, up to Lambda's longest
+/// timeout, then shows again those its functions did not handle.
+pub const LISTED_FOR: std::time::Duration = std::time::Duration::from_secs(300);
+pub const REPLAYED_FOR: std::time::Duration = std::time::Duration::from_secs(900);
 
 /// What a dead letter is, read from its body.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -106,25 +111,46 @@ pub struct DeadLetter {
     pub letter: Letter,
 }
 
-/// The dead-letter queue of a deployment, and the events queue its events go back to.
+/// The dead-letter queue of a deployment, and the function its events go back to.
 pub struct DeadLetterQueue {
     sqs: aws_sdk_sqs::Client,
     lambda: aws_sdk_lambda::Client,
     url: String,
-    events_url: String,
+    interruption_function: String,
+}
+
+/// What became of a letter sent back.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "result", rename_all = "snake_case")]
+pub enum SentBack {
+    /// Its function handled it (a failure no retry mends puts it in the dead-letter queue
+    /// again, as a new letter with its reason); deleted here.
+    Handled,
+    /// Its function failed again: left in the queue, shown at once.
+    StillFailing { why: String },
 }
 
 impl DeadLetterQueue {
-    /// The queues by name (`ballast-CLUSTER-events-dlq`, `ballast-CLUSTER-events`).
-    pub async fn open(conf: &aws_config::SdkConfig, name: &str, events_queue: &str) -> Result<Self, PortError> {
+    /// The queue by name (`ballast-CLUSTER-events-dlq`), and the interruption function
+    /// (`ballast-CLUSTER-interruption`) its events go back to.
+    pub async fn open(
+        conf: &aws_config::SdkConfig,
+        name: &str,
+        interruption_function: &str,
+    ) -> Result<Self, PortError> {
         let sqs = aws_sdk_sqs::Client::new(conf);
         let url = queue_url(&sqs, name).await?;
-        let events_url = queue_url(&sqs, events_queue).await?;
-        Ok(DeadLetterQueue { sqs, lambda: aws_sdk_lambda::Client::new(conf), url, events_url })
+        Ok(DeadLetterQueue {
+            sqs,
+            lambda: aws_sdk_lambda::Client::new(conf),
+            url,
+            interruption_function: interruption_function.to_string(),
+        })
     }
 
-    /// Receives up to `max` letters (hidden from other readers meanwhile).
-    pub async fn receive(&self, max: usize) -> Result<Vec<DeadLetter>, PortError> {
+    /// Receives up to `max` letters, hidden from other readers for `hidden_for`.
+    pub async fn receive(&self, max: usize, hidden_for: std::time::Duration) -> Result<Vec<DeadLetter>, PortError> {
+        let hidden_for = i32::try_from(hidden_for.as_secs()).unwrap_or(i32::MAX);
         let mut letters: Vec<DeadLetter> = Vec::new();
         while letters.len() < max {
             let out = self
@@ -132,13 +158,20 @@ impl DeadLetterQueue {
                 .receive_message()
                 .queue_url(&self.url)
                 .max_number_of_messages(i32::try_from((max - letters.len()).min(10)).unwrap_or(10))
-                .visibility_timeout(HIDDEN_FOR_SECS)
+                .visibility_timeout(hidden_for)
                 .wait_time_seconds(1)
                 .message_attribute_names("ballast-error")
                 .message_system_attribute_names(MessageSystemAttributeName::ApproximateReceiveCount)
                 .send()
-                .await
-                .map_err(|e| classify("ReceiveMessage", e))?;
+                .await;
+            let out = match out {
+                Ok(out) => out,
+                Err(e) => {
+                    // Those read so far are not left hidden for minutes.
+                    let _ = self.release(&letters).await;
+                    return Err(classify("ReceiveMessage", e));
+                }
+            };
             let batch = out.messages();
             if batch.is_empty() {
                 break;
@@ -167,57 +200,80 @@ impl DeadLetterQueue {
         Ok(letters)
     }
 
-    /// Shows letters to other readers again, untouched (a listing only).
+    /// Shows letters to other readers again, untouched. Every one is tried; the first
+    /// failure is returned (those left hidden show again once their time is up).
     pub async fn release(&self, letters: &[DeadLetter]) -> Result<(), PortError> {
+        let mut first_error = None;
         for l in letters {
-            self.sqs
+            let shown = self
+                .sqs
                 .change_message_visibility()
                 .queue_url(&self.url)
                 .receipt_handle(&l.receipt_handle)
                 .visibility_timeout(0)
                 .send()
-                .await
-                .map_err(|e| classify("ChangeMessageVisibility", e))?;
+                .await;
+            if let Err(e) = shown {
+                first_error.get_or_insert(classify("ChangeMessageVisibility", e));
+            }
         }
-        Ok(())
+        first_error.map_or(Ok(()), Err)
     }
 
-    /// Sends a letter back where it failed, then deletes it here. A failure leaves it in
-    /// the queue (it shows again once hidden no longer). A letter sent back whose delete
-    /// failed is sent again by the next replay: the functions drop an event already
-    /// handled, by its id.
-    pub async fn send_back(&self, letter: &DeadLetter) -> Result<(), PortError> {
-        match &letter.letter {
-            Letter::Event { .. } => {
-                self.sqs
-                    .send_message()
-                    .queue_url(&self.events_url)
-                    .message_body(&letter.body)
-                    .send()
-                    .await
-                    .map_err(|e| classify("SendMessage", e))?;
-            }
-            Letter::FailedInvocation { function, payload, .. } => {
-                let payload = serde_json::to_vec(payload)
-                    .map_err(|e| PortError::new(ErrorKind::Permanent, "Invoke", e.to_string()))?;
-                self.lambda
-                    .invoke()
-                    .function_name(function)
-                    .invocation_type(aws_sdk_lambda::types::InvocationType::Event)
-                    .payload(aws_smithy_types::Blob::new(payload))
-                    .send()
-                    .await
-                    .map_err(|e| classify("Invoke", e))?;
-            }
+    /// Invokes the letter's function with its event and waits for the answer: handled, it
+    /// is deleted here. One failing again (or not sent) stays hidden until released, so
+    /// that the rest of a replay does not read it again.
+    pub async fn send_back(&self, letter: &DeadLetter) -> Result<SentBack, PortError> {
+        let sent = self.invoke(letter).await?;
+        if sent == SentBack::Handled {
+            self.sqs
+                .delete_message()
+                .queue_url(&self.url)
+                .receipt_handle(&letter.receipt_handle)
+                .send()
+                .await
+                .map_err(|e| classify("DeleteMessage", e))?;
         }
-        self.sqs
-            .delete_message()
-            .queue_url(&self.url)
-            .receipt_handle(&letter.receipt_handle)
+        Ok(sent)
+    }
+
+    async fn invoke(&self, letter: &DeadLetter) -> Result<SentBack, PortError> {
+        let (function, payload) = match &letter.letter {
+            // As the queue would deliver it: a batch of one message.
+            Letter::Event { .. } => (
+                self.interruption_function.as_str(),
+                serde_json::json!({ "Records": [{
+                    "messageId": letter.message_id,
+                    "body": letter.body,
+                    "eventSource": "aws:sqs",
+                }] }),
+            ),
+            Letter::FailedInvocation { function, payload, .. } => (function.as_str(), payload.clone()),
+        };
+        let bytes =
+            serde_json::to_vec(&payload).map_err(|e| PortError::new(ErrorKind::Permanent, "Invoke", e.to_string()))?;
+        let out = self
+            .lambda
+            .invoke()
+            .function_name(function)
+            .invocation_type(aws_sdk_lambda::types::InvocationType::RequestResponse)
+            .payload(aws_smithy_types::Blob::new(bytes))
             .send()
             .await
-            .map_err(|e| classify("DeleteMessage", e))?;
-        Ok(())
+            .map_err(|e| classify("Invoke", e))?;
+        let answer = out.payload().map(|p| String::from_utf8_lossy(p.as_ref()).into_owned()).unwrap_or_default();
+        if let Some(error) = out.function_error() {
+            return Ok(SentBack::StillFailing { why: format!("{function} failed ({error}): {answer}") });
+        }
+        // The interruption function names the messages a retry may mend.
+        let retry = serde_json::from_str::<Value>(&answer)
+            .ok()
+            .and_then(|a| a.get("batchItemFailures").and_then(Value::as_array).map(|f| !f.is_empty()))
+            .unwrap_or(false);
+        if retry {
+            return Ok(SentBack::StillFailing { why: format!("{function} asks for a retry (its log says why)") });
+        }
+        Ok(SentBack::Handled)
     }
 }
 

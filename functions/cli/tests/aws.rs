@@ -57,23 +57,40 @@ async fn invoke_doctor_and_dead_letters_against_moto() {
     assert_eq!(desired, 3);
     assert!(!now_ids.contains(&ids[0]));
 
-    // A dead letter, listed with why and left; then sent back to the events queue.
-    let refused = fixture_json("spot-interruption-terminate.json", |v| v["id"] = json!("refused")).to_string();
+    // Dead letters, listed with why and left; then each sent back to the interruption
+    // function (which its moto stand-in answers as handled).
+    moto.function(&d.sdk, "ballast-test-interruption").await;
     let why = "pool general: SetDesiredCapacity: AccessDenied";
-    ballast_core::ports::DeadLetters::send(&ballast_aws::SqsDeadLetters::new(&d.sdk, &d.dlq_url), &refused, why)
-        .await
-        .unwrap();
-    let out = ballast(&["dead-letters", "--config", config], &moto.endpoint);
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
-    assert!(text.contains(&format!("(id refused): {why}")), "{text}");
-    assert!(text.contains("1 letter(s) in ballast-test-events-dlq"), "{text}");
-    let out = ballast(&["dead-letters", "--config", config, "--replay"], &moto.endpoint);
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
-    assert!(text.contains("1 of 1 letter(s) sent back"), "{text}");
-    let out = ballast(&["dead-letters", "--config", config], &moto.endpoint);
-    assert!(String::from_utf8_lossy(&out.stdout).contains("0 letter(s)"));
+    for id in ["refused-1", "refused-2", "refused-3"] {
+        let letter = fixture_json("spot-interruption-terminate.json", |v| v["id"] = json!(id)).to_string();
+        ballast_core::ports::DeadLetters::send(&ballast_aws::SqsDeadLetters::new(&d.sdk, &d.dlq_url), &letter, why)
+            .await
+            .unwrap();
+    }
+    let dead_letters = |extra: &[&str]| {
+        let mut args = vec!["dead-letters", "--config", config];
+        args.extend_from_slice(extra);
+        let out = ballast(&args, &moto.endpoint);
+        (out.status.code(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+    };
+    let (code, text) = dead_letters(&[]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains(&format!("(id refused-1): {why}")), "{text}");
+    assert!(text.contains("3 letter(s) read in ballast-test-events-dlq;"), "{text}");
+    // Capped by --max, it says more may be left (from a review).
+    let (_, text) = dead_letters(&["--max", "2"]);
+    assert!(
+        text.contains("2 letter(s) read in ballast-test-events-dlq (--max reached: more may be in the queue)"),
+        "{text}"
+    );
+    let (code, text) = dead_letters(&["--replay", "--max", "2"]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("2 of 2 letter(s) handled by their functions and deleted (--max reached"), "{text}");
+    let (code, text) = dead_letters(&["--replay"]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("1 of 1 letter(s) handled by their functions and deleted\n"), "{text}");
+    let (_, text) = dead_letters(&[]);
+    assert!(text.contains("0 letter(s) read"), "{text}");
 
     // A broken config is named, not panicked on.
     std::fs::write(dir.join("bad.yaml"), "cluster: x\n").unwrap();

@@ -144,8 +144,8 @@ pub fn doctor(args: DoctorArgs) -> anyhow::Result<ExitCode> {
 pub struct DeadLettersArgs {
     #[command(flatten)]
     deployment: DeploymentArgs,
-    /// Send each letter back, then delete it; without it the letters are only listed and
-    /// left in the queue.
+    /// Send each letter back to the function it failed in and wait for it; delete those it
+    /// handled. Without it the letters are only listed and left in the queue.
     #[arg(long)]
     replay: bool,
     /// At most this many letters.
@@ -156,17 +156,18 @@ pub struct DeadLettersArgs {
     json: bool,
 }
 
-/// Exit 0 when every letter was listed (or sent back), 1 when a replay failed.
+/// Exit 0 when every letter was listed (or handled when sent back), 1 when one was not.
 pub fn dead_letters(args: DeadLettersArgs) -> anyhow::Result<ExitCode> {
-    use ballast_aws::replay::DeadLetterQueue;
-    let (_, wiring) = args.deployment.wiring()?;
-    let (queue, dead_letter_queue) = (wiring.queue, wiring.dead_letter_queue);
+    use ballast_aws::replay::{DeadLetterQueue, SentBack, LISTED_FOR, REPLAYED_FOR};
+    let (config, wiring) = args.deployment.wiring()?;
+    let interruption = format!("ballast-{}-interruption", config.cluster);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async {
         let sdk = ballast_aws::sdk_config().await;
-        let dlq = DeadLetterQueue::open(&sdk, &dead_letter_queue, &queue).await?;
-        let letters = dlq.receive(args.max).await?;
+        let dlq = DeadLetterQueue::open(&sdk, &wiring.dead_letter_queue, &interruption).await?;
+        let more = |read: usize| if read >= args.max { " (--max reached: more may be in the queue)" } else { "" };
         if !args.replay {
+            let letters = dlq.receive(args.max, LISTED_FOR).await?;
             dlq.release(&letters).await?;
             if args.json {
                 println!("{}", serde_json::to_string_pretty(&letters)?);
@@ -175,31 +176,52 @@ pub fn dead_letters(args: DeadLettersArgs) -> anyhow::Result<ExitCode> {
                     println!("{}  {}", l.message_id, l.letter.describe());
                 }
                 println!(
-                    "{} letter(s) in {dead_letter_queue}; --replay sends them back once the cause is fixed",
-                    letters.len()
+                    "{} letter(s) read in {}{}; --replay sends them back once the cause is fixed",
+                    letters.len(),
+                    wiring.dead_letter_queue,
+                    more(letters.len())
                 );
             }
             return Ok(ExitCode::SUCCESS);
         }
-        let mut failed = 0;
-        let mut results = Vec::new();
-        for l in &letters {
-            let result = dlq.send_back(l).await;
-            if let Err(e) = &result {
-                failed += 1;
-                eprintln!("{}: not sent back: {e}", l.message_id);
-            } else if !args.json {
-                println!("sent back: {}  {}", l.message_id, l.letter.describe());
+        // One at a time, each hidden while its function runs; those not handled stay
+        // hidden until the end, so they are not read again, then are shown again.
+        let (mut handled, mut kept, mut results) = (0, Vec::new(), Vec::new());
+        while handled + kept.len() < args.max {
+            let letter = match dlq.receive(1, REPLAYED_FOR).await {
+                Ok(mut one) if !one.is_empty() => one.remove(0),
+                Ok(_) => break,
+                Err(e) => {
+                    let _ = dlq.release(&kept).await;
+                    return Err(e.into());
+                }
+            };
+            let sent = dlq.send_back(&letter).await;
+            let line = match &sent {
+                Ok(SentBack::Handled) => format!("handled: {}  {}", letter.message_id, letter.letter.describe()),
+                Ok(SentBack::StillFailing { why }) => format!("still failing, kept: {}  {why}", letter.message_id),
+                Err(e) => format!("not sent back, kept: {}  {e}", letter.message_id),
+            };
+            if !args.json {
+                println!("{line}");
             }
-            results.push(
-                json!({ "letter": l, "sent_back": result.is_ok(), "error": result.err().map(|e| e.to_string()) }),
-            );
+            results.push(json!({ "letter": &letter, "sent_back": sent.as_ref().ok(), "error": sent.as_ref().err().map(|e| e.to_string()) }));
+            match sent {
+                Ok(SentBack::Handled) => handled += 1,
+                _ => kept.push(letter),
+            }
         }
+        let released = dlq.release(&kept).await;
         if args.json {
             println!("{}", serde_json::to_string_pretty(&results)?);
         } else {
-            println!("{} of {} letter(s) sent back", letters.len() - failed, letters.len());
+            println!(
+                "{handled} of {} letter(s) handled by their functions and deleted{}",
+                handled + kept.len(),
+                more(handled + kept.len())
+            );
         }
-        Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+        released?;
+        Ok(if kept.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
     })
 }
