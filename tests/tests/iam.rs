@@ -424,3 +424,54 @@ fn the_previous_releases_lease_calls_are_still_allowed_while_a_stack_update_roll
     let Some(refused) = refused(&calls, role_of) else { return };
     assert!(refused.is_empty(), "the previous release's lease calls the new roles refuse: {refused:#?}");
 }
+
+#[test]
+fn an_operator_cannot_send_dead_letters_back_to_the_events_queue_so_replay_invokes_the_function() {
+    // The events queue takes messages from the stack's rules only, whoever asks: a replay
+    // that sent letters back there would be refused (from a review). `ballast dead-letters
+    // --replay` invokes the interruption function instead; an operator with the README's
+    // permissions may.
+    let dlq = format!("arn:aws:sqs:{REGION}:{ACCOUNT}:ballast-{CLUSTER}-events-dlq");
+    let queue = format!("arn:aws:sqs:{REGION}:{ACCOUNT}:ballast-{CLUSTER}-events");
+    let function = format!("arn:aws:lambda:{REGION}:{ACCOUNT}:function:ballast-{CLUSTER}-interruption");
+    let operator = "arn:aws:iam::123456789012:role/operator";
+    let policies = vec![(
+        "dead-letters".to_string(),
+        json!({ "Version": "2012-10-17", "Statement": [
+            { "Effect": "Allow", "Action": ["sqs:GetQueueUrl", "sqs:ReceiveMessage", "sqs:ChangeMessageVisibility", "sqs:DeleteMessage"], "Resource": dlq },
+            { "Effect": "Allow", "Action": "sqs:SendMessage", "Resource": queue },
+            { "Effect": "Allow", "Action": "lambda:InvokeFunction", "Resource": function }
+        ]}),
+    )];
+    let context = BTreeMap::from([
+        ("aws:RequestedRegion".to_string(), Value::from(REGION)),
+        ("aws:SecureTransport".to_string(), Value::from("true")),
+    ]);
+    let mut cases = Vec::new();
+    for v in VARIANTS {
+        let Some(t) = rendered(v) else { return };
+        for (action, resource, want) in [
+            ("sqs:SendMessage", &queue, "ExplicitlyDenied"),
+            ("lambda:InvokeFunction", &function, "Allowed"),
+            ("sqs:DeleteMessage", &dlq, "Allowed"),
+        ] {
+            let call = Call {
+                caller: "operator".into(),
+                action: action.into(),
+                resource: resource.clone(),
+                context: context.clone(),
+            };
+            let mut case = Case::new(format!("{}: {action} {want}", v.name()), operator, &policies, &call);
+            case.resource_policy = resource_policy(&t, &call);
+            cases.push(case);
+        }
+    }
+    let Some(results) = evaluate(&cases) else { return };
+    assert_eq!(results.len(), 3 * VARIANTS.len());
+    let wrong: Vec<String> = results
+        .iter()
+        .filter(|(id, (r, _))| !id.ends_with(r.as_str()))
+        .map(|(id, (r, _))| format!("{id}: {r}"))
+        .collect();
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
