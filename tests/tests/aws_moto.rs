@@ -804,3 +804,104 @@ async fn a_letter_whose_function_cannot_be_invoked_is_kept() {
     dlq.release(&letters).await.unwrap();
     assert_eq!(dlq.receive(100, LISTED_FOR).await.unwrap().len(), 1, "kept, and shown again");
 }
+
+/// The interruption function failing an event for good: before each invocation of it
+/// returns, the event is in the dead-letter queue again with its new reason (it answers
+/// such a batch as handled).
+#[derive(Debug)]
+struct FailsForGoodAgain {
+    sdk: aws_config::SdkConfig,
+    dlq_url: String,
+}
+
+impl aws_smithy_runtime_api::client::interceptors::Intercept for FailsForGoodAgain {
+    fn name(&self) -> &'static str {
+        "FailsForGoodAgain"
+    }
+
+    fn read_before_execution(
+        &self,
+        ctx: &aws_smithy_runtime_api::client::interceptors::context::BeforeSerializationInterceptorContextRef<'_>,
+        _: &mut aws_smithy_types::config_bag::ConfigBag,
+    ) -> Result<(), aws_smithy_runtime_api::box_error::BoxError> {
+        use aws_sdk_lambda::operation::invoke::InvokeInput;
+        let Some(input) = ctx.input().downcast_ref::<InvokeInput>() else { return Ok(()) };
+        let event: serde_json::Value = serde_json::from_slice(input.payload().unwrap().as_ref()).unwrap();
+        let Some(body) = event["Records"][0]["body"].as_str().map(str::to_string) else { return Ok(()) };
+        let (sdk, url) = (self.sdk.clone(), self.dlq_url.clone());
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(async {
+                let parked = ballast_aws::SqsDeadLetters::new(&sdk, &url);
+                ballast_core::ports::DeadLetters::send(&parked, &body, "pool general: still AccessDenied")
+                    .await
+                    .unwrap();
+            });
+        })
+        .join()
+        .unwrap();
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_letter_the_function_dead_letters_again_is_kept_once_not_replayed_again() {
+    // From a review: answered as handled, the first letter was deleted and its copy,
+    // read next, replayed again, up to --max times, all counted handled.
+    use ballast_aws::replay::{DeadLetterQueue, Outcome};
+    use ballast_core::ports::DeadLetters;
+    let Some(moto) = Moto::start() else { return };
+    let d = Deployment::create(&moto, 1, (0, 1), now()).await;
+    let queue = d.events_queue("ballast-test-replay", 3).await;
+    moto.function(&d.sdk, "ballast-test-interruption").await;
+    let refused = fixture_json("spot-interruption-terminate.json", |v| v["id"] = "refused".into()).to_string();
+    ballast_aws::SqsDeadLetters::new(&d.sdk, &queue.dlq_url)
+        .send(&refused, "pool general: AccessDenied")
+        .await
+        .unwrap();
+    let lambda = aws_sdk_lambda::Client::from_conf(
+        aws_sdk_lambda::config::Builder::from(&d.sdk)
+            .interceptor(FailsForGoodAgain { sdk: d.sdk.clone(), dlq_url: queue.dlq_url.clone() })
+            .build(),
+    );
+    let dlq = DeadLetterQueue::from_clients(
+        aws_sdk_sqs::Client::new(&d.sdk),
+        lambda,
+        "ballast-test-replay-dlq",
+        "ballast-test-interruption",
+    )
+    .await
+    .unwrap();
+    let mut outcomes = Vec::new();
+    let count = dlq.replay(1000, |done| outcomes.push(done.outcome.clone())).await.unwrap();
+    assert_eq!(outcomes, [Outcome::Handled, Outcome::FailedAgain], "sent once, its copy kept");
+    assert_eq!((count.handled, count.kept), (0, 1));
+    let left = dlq.receive(10, ballast_aws::replay::LISTED_FOR).await.unwrap();
+    assert_eq!(left.len(), 1, "the copy, with its new reason, shown again");
+    assert!(left[0].letter.describe().ends_with("pool general: still AccessDenied"), "{:?}", left[0].letter);
+}
+
+#[tokio::test]
+async fn a_letter_its_function_rejects_is_kept_with_why() {
+    // From a review: a schedule or cluster-events function answers an event it rejects
+    // with success (its summary's `invalid`); deleting the letter would hide it.
+    use ballast_aws::replay::{DeadLetterQueue, SentBack, REPLAYED_FOR};
+    let Some(moto) = Moto::start() else { return };
+    let d = Deployment::create(&moto, 1, (0, 1), now()).await;
+    let queue = d.events_queue("ballast-test-replay", 3).await;
+    let schedule = moto.function(&d.sdk, "ballast-test-schedule").await;
+    let mut record: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(ballast_tests::repo_root().join("events/dead-letters/on-failure-record.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    record["requestContext"]["functionArn"] = json!(schedule);
+    d.sqs.send_message().queue_url(&queue.dlq_url).message_body(record.to_string()).send().await.unwrap();
+    let rejected =
+        "event rejected: source: `aws.ec2` is not one the schedule function takes (aws.events, aws.scheduler)";
+    moto.lambda_answers(&[&json!({ "pools": [], "invalid": [rejected], "errors": [] }).to_string()]);
+    let dlq = DeadLetterQueue::open(&d.sdk, "ballast-test-replay-dlq", "ballast-test-interruption").await.unwrap();
+    let letters = dlq.receive(10, REPLAYED_FOR).await.unwrap();
+    let sent = dlq.send_back(&letters[0]).await.unwrap();
+    assert!(matches!(&sent, SentBack::StillFailing { why } if why.contains(rejected)), "{sent:?}");
+}

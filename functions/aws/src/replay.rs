@@ -130,7 +130,90 @@ pub enum SentBack {
     StillFailing { why: String },
 }
 
+/// What a replay did with one letter, as it happened.
+#[derive(Debug, Clone, Serialize)]
+pub struct Replayed {
+    pub letter: DeadLetter,
+    #[serde(flatten)]
+    pub outcome: Outcome,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum Outcome {
+    /// Its function handled it; deleted.
+    Handled,
+    /// Its function failed again, or rejects it: kept.
+    StillFailing { why: String },
+    /// Not sent back, or sent but not deleted: kept.
+    NotSentBack { why: String },
+    /// The copy the interruption function dead-lettered, with its new reason, of an event
+    /// it failed again for good earlier in this replay (it answers such a batch as
+    /// handled): that earlier one counts as failed, this one is kept.
+    FailedAgain,
+}
+
+/// A replay's count: letters handled (deleted) and kept.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct ReplayCount {
+    pub handled: usize,
+    pub kept: usize,
+}
+
 impl DeadLetterQueue {
+    /// Over clients of the caller's making (tests add interceptors).
+    pub async fn from_clients(
+        sqs: aws_sdk_sqs::Client,
+        lambda: aws_sdk_lambda::Client,
+        name: &str,
+        interruption_function: &str,
+    ) -> Result<Self, PortError> {
+        let url = queue_url(&sqs, name).await?;
+        Ok(DeadLetterQueue { sqs, lambda, url, interruption_function: interruption_function.to_string() })
+    }
+
+    /// Sends up to `max` letters back, one at a time, each hidden while its function runs;
+    /// those not handled stay hidden until the end (so they are not read again), then
+    /// are shown again. `each` hears of every letter as it is done.
+    pub async fn replay(&self, max: usize, mut each: impl FnMut(&Replayed)) -> Result<ReplayCount, PortError> {
+        let mut count = ReplayCount::default();
+        let mut kept: Vec<DeadLetter> = Vec::new();
+        let mut replayed: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
+        while count.handled + count.kept < max {
+            let letter = match self.receive(1, REPLAYED_FOR).await {
+                Ok(mut one) if !one.is_empty() => one.remove(0),
+                Ok(_) => break,
+                Err(e) => {
+                    let _ = self.release(&kept).await;
+                    return Err(e);
+                }
+            };
+            let outcome = if replayed.contains(&letter.body) {
+                count.handled -= 1;
+                Outcome::FailedAgain
+            } else {
+                match self.send_back(&letter).await {
+                    Ok(SentBack::Handled) => Outcome::Handled,
+                    Ok(SentBack::StillFailing { why }) => Outcome::StillFailing { why },
+                    Err(e) => Outcome::NotSentBack { why: e.to_string() },
+                }
+            };
+            if outcome == Outcome::Handled {
+                count.handled += 1;
+                replayed.insert(letter.body.clone());
+            } else {
+                count.kept += 1;
+            }
+            let done = Replayed { letter, outcome };
+            each(&done);
+            if done.outcome != Outcome::Handled {
+                kept.push(done.letter);
+            }
+        }
+        self.release(&kept).await?;
+        Ok(count)
+    }
+
     /// The queue by name (`ballast-CLUSTER-events-dlq`), and the interruption function
     /// (`ballast-CLUSTER-interruption`) its events go back to.
     pub async fn open(
@@ -138,14 +221,13 @@ impl DeadLetterQueue {
         name: &str,
         interruption_function: &str,
     ) -> Result<Self, PortError> {
-        let sqs = aws_sdk_sqs::Client::new(conf);
-        let url = queue_url(&sqs, name).await?;
-        Ok(DeadLetterQueue {
-            sqs,
-            lambda: aws_sdk_lambda::Client::new(conf),
-            url,
-            interruption_function: interruption_function.to_string(),
-        })
+        Self::from_clients(
+            aws_sdk_sqs::Client::new(conf),
+            aws_sdk_lambda::Client::new(conf),
+            name,
+            interruption_function,
+        )
+        .await
     }
 
     /// Receives up to `max` letters, hidden from other readers for `hidden_for`.
@@ -222,7 +304,9 @@ impl DeadLetterQueue {
 
     /// Invokes the letter's function with its event and waits for the answer: handled, it
     /// is deleted here. One failing again (or not sent) stays hidden until released, so
-    /// that the rest of a replay does not read it again.
+    /// that the rest of a replay does not read it again. The interruption function puts an
+    /// event that fails for good back in the queue itself, with its new reason, and answers
+    /// as handled: the replay meets that copy as a new letter with the same body.
     pub async fn send_back(&self, letter: &DeadLetter) -> Result<SentBack, PortError> {
         let sent = self.invoke(letter).await?;
         if sent == SentBack::Handled {
@@ -232,7 +316,12 @@ impl DeadLetterQueue {
                 .receipt_handle(&letter.receipt_handle)
                 .send()
                 .await
-                .map_err(|e| classify("DeleteMessage", e))?;
+                .map_err(|e| {
+                    let mut e = classify("DeleteMessage", e);
+                    e.message =
+                        format!("handled by its function, but not deleted (a replay sends it again): {}", e.message);
+                    e
+                })?;
         }
         Ok(sent)
     }
@@ -272,6 +361,15 @@ impl DeadLetterQueue {
             .unwrap_or(false);
         if retry {
             return Ok(SentBack::StillFailing { why: format!("{function} asks for a retry (its log says why)") });
+        }
+        // A schedule or cluster-events function answers an event it rejects with success
+        // (its retries would not mend it): kept here, with why.
+        let rejected = serde_json::from_str::<Value>(&answer)
+            .ok()
+            .and_then(|a| a.get("invalid").and_then(Value::as_array).filter(|i| !i.is_empty()).cloned());
+        if let Some(rejected) = rejected {
+            let why: Vec<String> = rejected.iter().map(|r| r.as_str().unwrap_or_default().to_string()).collect();
+            return Ok(SentBack::StillFailing { why: format!("{function} rejects it: {}", why.join("; ")) });
         }
         Ok(SentBack::Handled)
     }

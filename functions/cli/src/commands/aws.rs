@@ -158,7 +158,7 @@ pub struct DeadLettersArgs {
 
 /// Exit 0 when every letter was listed (or handled when sent back), 1 when one was not.
 pub fn dead_letters(args: DeadLettersArgs) -> anyhow::Result<ExitCode> {
-    use ballast_aws::replay::{DeadLetterQueue, SentBack, LISTED_FOR, REPLAYED_FOR};
+    use ballast_aws::replay::{DeadLetterQueue, Outcome, LISTED_FOR};
     let (config, wiring) = args.deployment.wiring()?;
     let interruption = format!("ballast-{}-interruption", config.cluster);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
@@ -184,44 +184,32 @@ pub fn dead_letters(args: DeadLettersArgs) -> anyhow::Result<ExitCode> {
             }
             return Ok(ExitCode::SUCCESS);
         }
-        // One at a time, each hidden while its function runs; those not handled stay
-        // hidden until the end, so they are not read again, then are shown again.
-        let (mut handled, mut kept, mut results) = (0, Vec::new(), Vec::new());
-        while handled + kept.len() < args.max {
-            let letter = match dlq.receive(1, REPLAYED_FOR).await {
-                Ok(mut one) if !one.is_empty() => one.remove(0),
-                Ok(_) => break,
-                Err(e) => {
-                    let _ = dlq.release(&kept).await;
-                    return Err(e.into());
+        let mut results = Vec::new();
+        let count = dlq
+            .replay(args.max, |done| {
+                let id = &done.letter.message_id;
+                let line = match &done.outcome {
+                    Outcome::Handled => format!("handled: {id}  {}", done.letter.letter.describe()),
+                    Outcome::StillFailing { why } => format!("still failing, kept: {id}  {why}"),
+                    Outcome::NotSentBack { why } => format!("not sent back, kept: {id}  {why}"),
+                    Outcome::FailedAgain => format!(
+                        "failed again, back in the queue with its new reason, kept: {id}  {}",
+                        done.letter.letter.describe()
+                    ),
+                };
+                if args.json {
+                    results.push(serde_json::to_value(done).unwrap_or_default());
+                } else {
+                    println!("{line}");
                 }
-            };
-            let sent = dlq.send_back(&letter).await;
-            let line = match &sent {
-                Ok(SentBack::Handled) => format!("handled: {}  {}", letter.message_id, letter.letter.describe()),
-                Ok(SentBack::StillFailing { why }) => format!("still failing, kept: {}  {why}", letter.message_id),
-                Err(e) => format!("not sent back, kept: {}  {e}", letter.message_id),
-            };
-            if !args.json {
-                println!("{line}");
-            }
-            results.push(json!({ "letter": &letter, "sent_back": sent.as_ref().ok(), "error": sent.as_ref().err().map(|e| e.to_string()) }));
-            match sent {
-                Ok(SentBack::Handled) => handled += 1,
-                _ => kept.push(letter),
-            }
-        }
-        let released = dlq.release(&kept).await;
+            })
+            .await?;
+        let read = count.handled + count.kept;
         if args.json {
             println!("{}", serde_json::to_string_pretty(&results)?);
         } else {
-            println!(
-                "{handled} of {} letter(s) handled by their functions and deleted{}",
-                handled + kept.len(),
-                more(handled + kept.len())
-            );
+            println!("{} of {read} letter(s) handled by their functions and deleted{}", count.handled, more(read));
         }
-        released?;
-        Ok(if kept.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+        Ok(if count.kept == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
     })
 }
