@@ -126,7 +126,8 @@ pub enum SentBack {
     /// Its function handled it (a failure no retry mends puts it in the dead-letter queue
     /// again, as a new letter with its reason); deleted here.
     Handled,
-    /// Its function failed again: left in the queue, shown at once.
+    /// Its function failed again, or rejects it: left in the queue (hidden until the
+    /// caller releases it).
     StillFailing { why: String },
 }
 
