@@ -605,12 +605,9 @@ impl aws_smithy_runtime_api::client::interceptors::Intercept for PreviousRelease
         let claim = input.update_expression().is_some_and(|u| !u.contains("#owner"));
         if claim && !self.done.swap(true, std::sync::atomic::Ordering::SeqCst) {
             let sdk = self.sdk.clone();
-            std::thread::spawn(move || {
-                let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-                rt.block_on(previous_release_release(&aws_sdk_dynamodb::Client::new(&sdk), "previous-release-run"));
-            })
-            .join()
-            .unwrap();
+            aside(async move {
+                previous_release_release(&aws_sdk_dynamodb::Client::new(&sdk), "previous-release-run").await;
+            });
         }
         Ok(())
     }
@@ -725,12 +722,7 @@ async fn dead_letters_are_listed_with_why_and_sent_back_to_the_functions_they_fa
     ballast_aws::SqsDeadLetters::new(&d.sdk, &queue.dlq_url).send(&refused, why).await.unwrap();
     d.sqs.send_message().queue_url(&queue.dlq_url).message_body(&redriven).send().await.unwrap();
     // A schedule invocation's on-failure record (Lambda's own format).
-    let mut record: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(ballast_tests::repo_root().join("events/dead-letters/on-failure-record.json"))
-            .unwrap(),
-    )
-    .unwrap();
-    record["requestContext"]["functionArn"] = json!(format!("{schedule}:$LATEST"));
+    let record = on_failure_record(&format!("{schedule}:$LATEST"));
     d.sqs.send_message().queue_url(&queue.dlq_url).message_body(record.to_string()).send().await.unwrap();
 
     let dlq = DeadLetterQueue::open(&d.sdk, "ballast-test-replay-dlq", &interruption).await.unwrap();
@@ -789,13 +781,7 @@ async fn a_letter_whose_function_cannot_be_invoked_is_kept() {
     let Some(moto) = Moto::start() else { return };
     let d = Deployment::create(&moto, 1, (0, 1), now()).await;
     let queue = d.events_queue("ballast-test-replay", 3).await;
-    let mut record: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(ballast_tests::repo_root().join("events/dead-letters/on-failure-record.json"))
-            .unwrap(),
-    )
-    .unwrap();
-    record["requestContext"]["functionArn"] =
-        json!("arn:aws:lambda:eu-west-1:123456789012:function:ballast-test-gone:$LATEST");
+    let record = on_failure_record("arn:aws:lambda:eu-west-1:123456789012:function:ballast-test-gone:$LATEST");
     d.sqs.send_message().queue_url(&queue.dlq_url).message_body(record.to_string()).send().await.unwrap();
     let dlq = DeadLetterQueue::open(&d.sdk, "ballast-test-replay-dlq", "ballast-test-interruption").await.unwrap();
     let letters = dlq.receive(100, REPLAYED_FOR).await.unwrap();
@@ -829,17 +815,10 @@ impl aws_smithy_runtime_api::client::interceptors::Intercept for FailsForGoodAga
         let event: serde_json::Value = serde_json::from_slice(input.payload().unwrap().as_ref()).unwrap();
         let Some(body) = event["Records"][0]["body"].as_str().map(str::to_string) else { return Ok(()) };
         let (sdk, url) = (self.sdk.clone(), self.dlq_url.clone());
-        std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-            rt.block_on(async {
-                let parked = ballast_aws::SqsDeadLetters::new(&sdk, &url);
-                ballast_core::ports::DeadLetters::send(&parked, &body, "pool general: still AccessDenied")
-                    .await
-                    .unwrap();
-            });
-        })
-        .join()
-        .unwrap();
+        aside(async move {
+            let parked = ballast_aws::SqsDeadLetters::new(&sdk, &url);
+            ballast_core::ports::DeadLetters::send(&parked, &body, "pool general: still AccessDenied").await.unwrap();
+        });
         Ok(())
     }
 }
@@ -890,12 +869,7 @@ async fn a_letter_its_function_rejects_is_kept_with_why() {
     let d = Deployment::create(&moto, 1, (0, 1), now()).await;
     let queue = d.events_queue("ballast-test-replay", 3).await;
     let schedule = moto.function(&d.sdk, "ballast-test-schedule").await;
-    let mut record: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(ballast_tests::repo_root().join("events/dead-letters/on-failure-record.json"))
-            .unwrap(),
-    )
-    .unwrap();
-    record["requestContext"]["functionArn"] = json!(schedule);
+    let record = on_failure_record(&schedule);
     d.sqs.send_message().queue_url(&queue.dlq_url).message_body(record.to_string()).send().await.unwrap();
     let rejected =
         "event rejected: source: `aws.ec2` is not one the schedule function takes (aws.events, aws.scheduler)";
@@ -904,4 +878,22 @@ async fn a_letter_its_function_rejects_is_kept_with_why() {
     let letters = dlq.receive(10, REPLAYED_FOR).await.unwrap();
     let sent = dlq.send_back(&letters[0]).await.unwrap();
     assert!(matches!(&sent, SentBack::StillFailing { why } if why.contains(rejected)), "{sent:?}");
+}
+
+/// Lambda's on-failure record (AWS's documented format) for a schedule tick, from `function`.
+fn on_failure_record(function: &str) -> serde_json::Value {
+    let path = ballast_tests::repo_root().join("events/dead-letters/on-failure-record.json");
+    let mut record: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    record["requestContext"]["functionArn"] = json!(function);
+    record
+}
+
+/// Runs `work` to its end on a runtime of its own, from inside an SDK interceptor (which
+/// cannot await): another writer's call between two of Ballast's.
+fn aside(work: impl std::future::Future<Output = ()> + Send + 'static) {
+    std::thread::spawn(move || {
+        tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(work)
+    })
+    .join()
+    .unwrap();
 }

@@ -225,50 +225,29 @@ async fn an_event_meeting_a_held_lease_waits_for_it_briefly() {
     assert!(d.clock.now() - warning.time < Duration::seconds(5));
 }
 
-/// The state store, with the lease another run holds ("other") let go after the spot
-/// warning's run has tried for it twice; at that moment, before that run's next try, a
-/// run for an event that can wait tries for it.
+/// The spot warning's run's clock: while it waits for the lease another run holds
+/// ("other"), after its second try, that lease is let go, and before its next try a run
+/// for an event that can wait tries for it.
 struct LetGoWhileAWarningWaits {
     memory: InMemory,
     clock: FixedClock,
-    warned_tries: std::sync::atomic::AtomicU32,
+    waits: std::sync::atomic::AtomicU32,
     can_wait: ballast_core::event::Event,
     its_outcome: std::sync::Mutex<Option<ballast_core::reconcile::BatchOutcome>>,
 }
 
-const WARNED_RUN: &str = "warned-run";
-
 #[async_trait::async_trait]
-impl StateStore for LetGoWhileAWarningWaits {
-    async fn load(&self, pool: &str) -> Result<Versioned<PoolRecord>, PortError> {
-        self.memory.load(pool).await
+impl Clock for LetGoWhileAWarningWaits {
+    fn now(&self) -> DateTime<Utc> {
+        self.clock.now()
     }
-    async fn save(&self, pool: &str, record: &PoolRecord, expected: u64) -> Result<u64, PortError> {
-        self.memory.save(pool, record, expected).await
-    }
-    async fn acquire_lease(
-        &self,
-        pool: &str,
-        owner: &str,
-        now: DateTime<Utc>,
-        ttl: std::time::Duration,
-        urgency: Urgency,
-    ) -> Result<bool, PortError> {
-        if owner == WARNED_RUN && self.warned_tries.fetch_add(1, Ordering::SeqCst) == 2 {
-            self.memory.release_lease(pool, "other").await?;
+    async fn sleep(&self, for_: std::time::Duration) {
+        self.clock.sleep(for_).await;
+        if self.waits.fetch_add(1, Ordering::SeqCst) == 1 {
+            self.memory.release_lease("general", "other").await.unwrap();
             let out = another_run(&self.memory, self.clock.clone()).handle(vec![self.can_wait.clone()]).await;
             *self.its_outcome.lock().unwrap() = Some(out);
         }
-        self.memory.acquire_lease(pool, owner, now, ttl, urgency).await
-    }
-    async fn release_lease(&self, pool: &str, owner: &str) -> Result<(), PortError> {
-        self.memory.release_lease(pool, owner).await
-    }
-    async fn seen(&self, ids: &[String]) -> Result<std::collections::BTreeSet<String>, PortError> {
-        self.memory.seen(ids).await
-    }
-    async fn mark_seen(&self, ids: &[String], expires_at: DateTime<Utc>) -> Result<(), PortError> {
-        self.memory.mark_seen(ids, expires_at).await
     }
 }
 
@@ -285,10 +264,10 @@ async fn a_spot_warning_waiting_for_the_lease_goes_before_events_that_can_wait()
         let memory = InMemory::new(state("steady.json"));
         let clock = FixedClock::new(warning.time);
         held_by_other(&memory, warning.time + Duration::minutes(5));
-        let store = LetGoWhileAWarningWaits {
+        let waiting_clock = LetGoWhileAWarningWaits {
             memory: memory.clone(),
             clock: clock.clone(),
-            warned_tries: Default::default(),
+            waits: Default::default(),
             can_wait: fixture(can_wait),
             its_outcome: Default::default(),
         };
@@ -296,9 +275,9 @@ async fn a_spot_warning_waiting_for_the_lease_goes_before_events_that_can_wait()
             config: Arc::new(config_with_dry_run(false)),
             autoscaling: memory.clone(),
             cluster: memory.clone(),
-            store,
-            clock: clock.clone(),
-            owner: WARNED_RUN.into(),
+            store: memory.clone(),
+            clock: waiting_clock,
+            owner: "warned-run".into(),
         };
         let out = warned.handle_until(vec![warning.clone()], Some(warning.time + Duration::minutes(15))).await;
         assert!(out.failures.is_empty(), "{can_wait}: {:?}", errors(&out));
@@ -307,7 +286,7 @@ async fn a_spot_warning_waiting_for_the_lease_goes_before_events_that_can_wait()
                 .contains(&Call::Terminate { instance_id: "i-0a1b2c3d4e5f60001".into(), decrement: true }),
             "{can_wait}"
         );
-        let waiting = warned.store.its_outcome.lock().unwrap().take().expect("the other run tried");
+        let waiting = warned.clock.its_outcome.lock().unwrap().take().expect("the other run tried");
         assert!(waiting.pools.is_empty(), "{can_wait}: it did not take the warning's turn");
         if can_wait == "forwarder-node-lifecycle.json" {
             assert_eq!(waiting.covered, ["general"], "news of a node: the warning's run observes it");

@@ -38,3 +38,15 @@ impl DeadLetters for SqsDeadLetters {
         Ok(())
     }
 }
+
+/// A queue's URL by its name.
+pub(crate) async fn queue_url(sqs: &aws_sdk_sqs::Client, name: &str) -> Result<String, PortError> {
+    sqs.get_queue_url()
+        .queue_name(name)
+        .send()
+        .await
+        .map_err(|e| classify("GetQueueUrl", e))?
+        .queue_url()
+        .map(str::to_string)
+        .ok_or_else(|| PortError::new(ErrorKind::Permanent, "GetQueueUrl", format!("queue {name}: no URL")))
+}

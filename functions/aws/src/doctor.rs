@@ -158,16 +158,7 @@ impl Doctor {
 
     /// (ARN, redrive policy, (visibility timeout, retention) in seconds) of a queue.
     async fn queue_attributes(&self, name: &str) -> Result<(String, Option<String>, (u64, u64)), String> {
-        let url = self
-            .sqs
-            .get_queue_url()
-            .queue_name(name)
-            .send()
-            .await
-            .map_err(err_text)?
-            .queue_url()
-            .unwrap_or_default()
-            .to_string();
+        let url = crate::dead_letters::queue_url(&self.sqs, name).await.map_err(|e| e.to_string())?;
         let attrs = self
             .sqs
             .get_queue_attributes()

@@ -12,6 +12,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::classify;
+use crate::dead_letters::queue_url;
 
 /// How long a letter read stays hidden from other readers: a listing shows them again at
 /// once; a replay reads one at a time and waits for its function, up to Lambda's longest
@@ -374,17 +375,6 @@ impl DeadLetterQueue {
         }
         Ok(SentBack::Handled)
     }
-}
-
-async fn queue_url(sqs: &aws_sdk_sqs::Client, name: &str) -> Result<String, PortError> {
-    sqs.get_queue_url()
-        .queue_name(name)
-        .send()
-        .await
-        .map_err(|e| classify("GetQueueUrl", e))?
-        .queue_url()
-        .map(str::to_string)
-        .ok_or_else(|| PortError::new(ErrorKind::Permanent, "GetQueueUrl", format!("queue {name}: no URL")))
 }
 
 #[cfg(test)]

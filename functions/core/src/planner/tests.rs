@@ -740,12 +740,35 @@ fn interruption_surges_cordons_drains_and_terminates_with_decrement() {
     assert!(again.effects().next().is_none(), "{:#?}", again.actions);
 }
 
-/// The drain a plan gives an instance's node, in seconds.
-fn drain_seconds(plan: &Plan, instance_id: &str) -> Option<u64> {
+/// The drain a plan gives an instance's node, and its reason.
+fn drain_of(plan: &Plan, instance_id: &str) -> Option<(crate::units::HumanDuration, String)> {
     plan.actions.iter().find_map(|a| match &a.kind {
-        ActionKind::DrainNode { instance_id: id, timeout, .. } if id == instance_id => Some(timeout.0.as_secs()),
+        ActionKind::DrainNode { instance_id: id, timeout, .. } if id == instance_id => {
+            Some((*timeout, a.reason.clone()))
+        }
         _ => None,
     })
+}
+
+/// The drain a plan gives an instance's node, in seconds.
+fn drain_seconds(plan: &Plan, instance_id: &str) -> Option<u64> {
+    drain_of(plan, instance_id).map(|(timeout, _)| timeout.0.as_secs())
+}
+
+/// The config with rebalance recommendations surged for.
+fn surging_rebalances() -> Config {
+    with(|y| {
+        y.replace("interruption: { drain_timeout: 90s }", "interruption: { drain_timeout: 90s, rebalance: surge }")
+    })
+}
+
+/// The record after `plan`, its first interruption's terminate never made (the run died
+/// in its drain, or left it to another): the next plan plans it again.
+fn terminate_never_made(plan: &Plan) -> PoolRecord {
+    let mut record = applied(plan);
+    record.interruptions[0].planned_at = None;
+    record.interruptions[0].terminated = false;
+    record
 }
 
 #[test]
@@ -754,9 +777,7 @@ fn a_spot_warnings_drain_ends_drain_timeout_after_the_warning_whichever_plan_dra
     // it plans the node's drain again. From the start, every takeover in a reclaim wave
     // would push the terminate-with-decrement past the two minutes' notice: AWS reclaims
     // the node first and its ASG replaces it beside the surge.
-    let cfg = with(|y| {
-        y.replace("interruption: { drain_timeout: 90s }", "interruption: { drain_timeout: 90s, rebalance: surge }")
-    });
+    let cfg = surging_rebalances();
     let observed = pool((3, 3), (0, 0), (0, 0));
     let id = observed.spot[0].instances[0].id.clone();
     for (signal, drained_after_60s) in [
@@ -767,10 +788,7 @@ fn a_spot_warnings_drain_ends_drain_timeout_after_the_warning_whichever_plan_dra
     ] {
         let first = run(&cfg, &PoolRecord::default(), &observed, &[event(signal.clone(), now())], now());
         assert_eq!(drain_seconds(&first, &id), Some(90));
-        // Its terminate never made (the run died in its drain, or left it to another).
-        let mut record = applied(&first);
-        record.interruptions[0].planned_at = None;
-        record.interruptions[0].terminated = false;
+        let record = terminate_never_made(&first);
         let again = run(&cfg, &record, &observed, &[], now() + Duration::seconds(60));
         assert_eq!(drain_seconds(&again, &id), Some(drained_after_60s), "{signal:?}");
         if drained_after_60s == 40 {
@@ -802,9 +820,7 @@ fn left_in_its_drain(plan: &Plan) -> PoolRecord {
 fn a_spot_warning_after_a_rebalance_bounds_the_drain_as_one_alone() {
     // AWS often sends the rebalance recommendation just before the warning: the
     // interruption, recorded for the first, takes the warning's reclaim (from a review).
-    let cfg = with(|y| {
-        y.replace("interruption: { drain_timeout: 90s }", "interruption: { drain_timeout: 90s, rebalance: surge }")
-    });
+    let cfg = surging_rebalances();
     let observed = pool((3, 3), (0, 0), (0, 0));
     let id = observed.spot[0].instances[0].id.clone();
     let other = observed.spot[0].instances[1].id.clone();
@@ -844,20 +860,12 @@ fn an_ordinary_first_plan_for_a_spot_warning_drains_the_whole_drain_timeout() {
         &[event(signal, now() - Duration::seconds(3))],
         now() + Duration::milliseconds(250),
     );
-    let drain = first.actions.iter().find(|a| matches!(a.kind, ActionKind::DrainNode { .. })).unwrap();
-    let ActionKind::DrainNode { timeout, .. } = &drain.kind else { unreachable!() };
-    assert_eq!((timeout.0.as_secs(), timeout.0.subsec_nanos(), drain.reason.contains("drains until")), (90, 0, false));
+    let (timeout, reason) = drain_of(&first, &id).unwrap();
+    assert_eq!((timeout.0, reason.contains("drains until")), (std::time::Duration::from_secs(90), false));
     // Cut, it is whole seconds too.
-    let mut record = applied(&first);
-    record.interruptions[0].planned_at = None;
-    record.interruptions[0].terminated = false;
-    let again = run(&cfg, &record, &observed, &[], now() + Duration::milliseconds(40_250));
-    assert_eq!(drain_seconds(&again, &id), Some(56));
-    let timeout = again.actions.iter().find_map(|a| match &a.kind {
-        ActionKind::DrainNode { timeout, .. } => Some(timeout.to_string()),
-        _ => None,
-    });
-    assert_eq!(timeout.as_deref(), Some("56s"));
+    let again = run(&cfg, &terminate_never_made(&first), &observed, &[], now() + Duration::milliseconds(40_250));
+    let (timeout, reason) = drain_of(&again, &id).unwrap();
+    assert_eq!((timeout.to_string(), reason.contains("drains until")), ("56s".to_string(), true));
 }
 
 #[test]
@@ -931,10 +939,7 @@ fn rebalance_follows_config() {
     let ignore = run(&config(), &PoolRecord::default(), &observed, std::slice::from_ref(&rebalance), now());
     assert!(ignore.effects().next().is_none());
     assert!(ignore.notes.iter().any(|n| n.contains("ignored")));
-    let surge_cfg = with(|y| {
-        y.replace("interruption: { drain_timeout: 90s }", "interruption: { drain_timeout: 90s, rebalance: surge }")
-    });
-    let surge = run(&surge_cfg, &PoolRecord::default(), &observed, &[rebalance], now());
+    let surge = run(&surging_rebalances(), &PoolRecord::default(), &observed, &[rebalance], now());
     assert_eq!(kinds(&surge), vec!["record", "desired", "cordon", "drain", "terminate"]);
     assert!(surge.record.disruptions.is_empty(), "a recommendation is not an interruption");
 }
