@@ -84,33 +84,30 @@ pub fn invoke(args: InvokeArgs) -> anyhow::Result<ExitCode> {
 pub struct DoctorArgs {
     #[command(flatten)]
     deployment: DeploymentArgs,
+    /// The queue the AWS events go to (default `ballast-CLUSTER-events`).
+    #[arg(long)]
+    queue: Option<String>,
     /// Print JSON findings.
     #[arg(long)]
     json: bool,
 }
 
-/// A deployment by its config and the names of its queues.
+/// A deployment by its config and the name of its dead-letter queue.
 #[derive(Args)]
 pub struct DeploymentArgs {
     /// The config file (default: $BALLAST_CONFIG_FILE): the cluster names the resources.
     #[arg(long, env = "BALLAST_CONFIG_FILE")]
     config: PathBuf,
-    /// The queue the AWS events go to (default `ballast-CLUSTER-events`).
-    #[arg(long)]
-    queue: Option<String>,
-    /// Its dead-letter queue (default `ballast-CLUSTER-events-dlq`).
+    /// The events queue's dead-letter queue (default `ballast-CLUSTER-events-dlq`).
     #[arg(long)]
     dead_letter_queue: Option<String>,
 }
 
 impl DeploymentArgs {
-    /// The config, and the deployment's resource names with the queues given.
+    /// The config, and the deployment's resource names with the dead-letter queue given.
     fn wiring(&self) -> anyhow::Result<(ballast_core::config::Config, Wiring)> {
         let config = valid_config(&self.config)?;
         let mut wiring = Wiring::conventional(&config);
-        if let Some(q) = &self.queue {
-            wiring.queue = q.clone();
-        }
         if let Some(q) = &self.dead_letter_queue {
             wiring.dead_letter_queue = q.clone();
         }
@@ -119,7 +116,10 @@ impl DeploymentArgs {
 }
 
 pub fn doctor(args: DoctorArgs) -> anyhow::Result<ExitCode> {
-    let (config, wiring) = args.deployment.wiring()?;
+    let (config, mut wiring) = args.deployment.wiring()?;
+    if let Some(q) = args.queue {
+        wiring.queue = q;
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let findings = runtime.block_on(async {
         let sdk = ballast_aws::sdk_config().await;
