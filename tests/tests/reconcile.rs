@@ -911,6 +911,8 @@ impl ballast_core::ports::Cluster for SlowCluster {
         node: &str,
         timeout: std::time::Duration,
     ) -> Result<ballast_core::ports::DrainReport, PortError> {
+        // A real drain waits on the API server: other pools' runs of the batch go on.
+        tokio::task::yield_now().await;
         let now = *self.clock.0.lock().unwrap();
         let until = self.memory.world().leases.get("general").map(|l| l.until).unwrap_or(now);
         self.lease_left_at_drain.lock().unwrap().push((until - now, timeout));
@@ -1695,4 +1697,169 @@ async fn a_dropped_on_demand_surge_gives_back_its_fallback_unit() {
         "x1 went with decrement, its surge made here"
     );
     assert_eq!(world.pools["general"].record.fallback_units, 1, "one unit for the one surge Ballast holds");
+}
+
+// Deadlines that must add up on real AWS (review 38).
+
+/// drain_timeout 5m is a valid config, and 300 s the templates' default function timeout.
+/// A node whose pod a PodDisruptionBudget holds drains until the deadline allows; the
+/// lifecycle action must then still be completed (CONTINUE), as after a drain that ran its
+/// whole drain_timeout. Before, the drain ran to the deadline's margin, inside which no
+/// call starts: every receive heartbeated, drained and stopped there, ten times, and the
+/// message was dead-lettered although nothing had failed.
+#[tokio::test]
+async fn a_drain_cut_by_the_deadline_still_completes_its_lifecycle_action() {
+    let event = fixture("lifecycle-terminate.json");
+    let memory = InMemory::new(state("steady.json"));
+    let clock = FixedClock::new(event.time);
+    let mut cluster = SlowCluster::new(&memory, &clock);
+    cluster.blocked = true;
+    let mut config = config_with_dry_run(false);
+    config.pools[0].interruption.drain_timeout = "5m".parse().unwrap();
+    assert!(config.min_function_timeout().as_secs() > 300);
+    let reconciler = reconciler_over(config, memory.clone(), cluster, &memory, clock.clone());
+    let mut outcomes = Vec::new();
+    for receive in 1..=10 {
+        let deadline = clock.now() + Duration::seconds(300);
+        let out = reconciler.handle_until(vec![event.clone()], Some(deadline)).await;
+        let completed = memory.world().calls.iter().any(|c| matches!(c, Call::Complete { .. }));
+        outcomes.push(format!(
+            "receive {receive}: completed={completed} retryable={:?} errors={:?}",
+            out.failures.iter().map(|f| f.0.is_retryable()).collect::<Vec<_>>(),
+            errors(&out)
+        ));
+        if completed {
+            break;
+        }
+        // The function's own backoff before the next receive.
+        clock.advance(Duration::seconds(5));
+    }
+    let completes = memory.world().calls.iter().filter(|c| matches!(c, Call::Complete { .. })).count();
+    let heartbeats = memory.world().calls.iter().filter(|c| matches!(c, Call::Heartbeat { .. })).count();
+    assert_eq!(completes, 1, "heartbeats: {heartbeats}\n{}", outcomes.join("\n"));
+}
+
+/// A scale-in's terminate lifecycle action (cluster-autoscaler removing a node) arrives
+/// while another run drains a node of the same pool (drain_timeout 10m, a 720 s function
+/// timeout: what `config check --function-timeout 720` accepts). The action can wait, so
+/// each SQS receive waits for the lease and fails for a retry, backing off (5 s, 10 s,
+/// 20 s ... 5 min). Before, nothing kept the hook open meanwhile: the first heartbeat came
+/// 718 s in, and a hook with a 300 s `HeartbeatTimeout` had ended with the node undrained.
+/// Now every receive heartbeats: no gap reaches the timeout the README asks for.
+#[tokio::test]
+async fn a_lifecycle_action_waiting_for_another_runs_drain_keeps_its_hook_open() {
+    let event = fixture("lifecycle-terminate.json");
+    let mut config = config_with_dry_run(false);
+    config.pools[0].interruption.drain_timeout = "10m".parse().unwrap();
+    let memory = InMemory::new(state("steady.json"));
+    let clock = FixedClock::new(event.time);
+    // Another run lent the lease for its drain: it drains until 11 min from now.
+    memory.world().pools.entry("general".into()).or_default().record.draining =
+        Some(ballast_core::model::Draining { owner: "draining-run".into(), until: event.time + Duration::minutes(11) });
+    let autoscaling = TimedAutoscaling::new(&memory, &clock);
+    let reconciler = reconciler_over(config, autoscaling.clone(), memory.clone(), &memory, clock.clone());
+    let mut log = Vec::new();
+    let mut planned = false;
+    for receive in 1..=10u32 {
+        let deadline = clock.now() + Duration::seconds(720);
+        let out = reconciler.handle_until(vec![event.clone()], Some(deadline)).await;
+        log.push(format!("receive {receive} at +{}s: {:?}", (clock.now() - event.time).num_seconds(), errors(&out)));
+        if out.failures.is_empty() {
+            planned = true;
+            break;
+        }
+        clock.advance(Duration::from_std(ballast_lambda::handlers::retry_after(receive)).unwrap());
+    }
+    assert!(planned, "{}", log.join("\n"));
+    let beats = autoscaling.heartbeats.lock().unwrap().clone();
+    let at: Vec<i64> = beats.iter().map(|t| (*t - event.time).num_seconds()).collect();
+    let longest = std::iter::once(event.time).chain(beats).collect::<Vec<_>>().windows(2).map(|w| w[1] - w[0]).max();
+    let allowed = Duration::from_std(ballast_lambda::handlers::HOOK_HEARTBEAT_TIMEOUT_AT_LEAST).unwrap();
+    assert!(
+        longest.is_some_and(|gap| gap < allowed),
+        "heartbeats at {at:?} s: the longest gap {longest:?} reaches {allowed}\n{}",
+        log.join("\n")
+    );
+    assert_eq!(at.first(), Some(&0), "the first receive's heartbeat comes at once");
+}
+
+/// Autoscaling in memory that notes when each desired-size write and heartbeat happens.
+#[derive(Clone)]
+struct TimedAutoscaling {
+    inner: InMemory,
+    clock: FixedClock,
+    writes: Arc<std::sync::Mutex<Vec<DesiredWrite>>>,
+    heartbeats: Arc<std::sync::Mutex<Vec<DateTime<Utc>>>>,
+}
+
+/// When, which ASG, to what size.
+type DesiredWrite = (DateTime<Utc>, String, u32);
+
+impl TimedAutoscaling {
+    fn new(memory: &InMemory, clock: &FixedClock) -> TimedAutoscaling {
+        TimedAutoscaling {
+            inner: memory.clone(),
+            clock: clock.clone(),
+            writes: Arc::default(),
+            heartbeats: Arc::default(),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Autoscaling for TimedAutoscaling {
+    async fn describe_pool(&self, p: &PoolConfig) -> Result<(Vec<ObservedAsg>, Option<ObservedAsg>), PortError> {
+        self.inner.describe_pool(p).await
+    }
+    async fn asg_size(&self, asg: &str) -> Result<AsgSize, PortError> {
+        self.inner.asg_size(asg).await
+    }
+    async fn set_desired_capacity(&self, asg: &str, desired: u32) -> Result<(), PortError> {
+        self.writes.lock().unwrap().push((self.clock.now(), asg.to_string(), desired));
+        self.inner.set_desired_capacity(asg, desired).await
+    }
+    async fn terminate_instance(&self, id: &str, decrement: bool) -> Result<(), PortError> {
+        self.inner.terminate_instance(id, decrement).await
+    }
+    async fn record_lifecycle_heartbeat(&self, a: &LifecycleRef) -> Result<(), PortError> {
+        self.heartbeats.lock().unwrap().push(self.clock.now());
+        self.inner.record_lifecycle_heartbeat(a).await
+    }
+    async fn complete_lifecycle_action(&self, a: &LifecycleRef) -> Result<(), PortError> {
+        self.inner.complete_lifecycle_action(a).await
+    }
+}
+
+/// One SQS batch (BatchSize 10, window 1 s) holds a scale-in lifecycle action for a node of
+/// pool `batch` whose pod a PodDisruptionBudget protects, and a Spot warning (2 minutes'
+/// notice) for pool `general`. Both pools' leases are free. The pools are reconciled one
+/// after the other, in name order, each with its drains: the warning's surge waits for the
+/// other pool's whole drain_timeout (90 s, the default) and comes ~95 s into the notice.
+#[tokio::test]
+async fn a_spot_warning_is_not_held_back_by_another_pools_drain_in_the_same_batch() {
+    let warning = fixture("spot-interruption-terminate.json");
+    let lifecycle = ballast_tests::aws::event(&ballast_tests::aws::fixture_json("lifecycle-terminate.json", |v| {
+        v["id"] = "batch-scale-in".into();
+        v["time"] = serde_json::json!(warning.time.to_rfc3339());
+        v["detail"]["AutoScalingGroupName"] = "eks-batch-spot-c6".into();
+        v["detail"]["EC2InstanceId"] = "i-0c0ffee0000b00001".into();
+        v["detail"]["LifecycleActionToken"] = "batch-token".into();
+    }));
+    let memory = InMemory::new(state("steady.json"));
+    let clock = FixedClock::new(warning.time);
+    let mut cluster = SlowCluster::new(&memory, &clock);
+    cluster.blocked = true;
+    let autoscaling = TimedAutoscaling::new(&memory, &clock);
+    let reconciler = reconciler_over(config_with_dry_run(false), autoscaling.clone(), cluster, &memory, clock.clone());
+    let out =
+        reconciler.handle_until(vec![lifecycle, warning.clone()], Some(warning.time + Duration::seconds(300))).await;
+    let writes = autoscaling.writes.lock().unwrap().clone();
+    let surge = writes.iter().find(|(_, asg, _)| asg.starts_with("eks-general-spot"));
+    let after = surge.map(|(at, _, _)| (*at - warning.time).num_seconds());
+    assert!(
+        after.is_some_and(|s| s <= 10),
+        "general's surge {after:?} s after its Spot warning; order {:?}; errors {:?}; writes {writes:?}",
+        out.pools.iter().map(|p| p.plan.pool.clone()).collect::<Vec<_>>(),
+        errors(&out)
+    );
 }

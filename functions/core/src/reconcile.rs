@@ -30,6 +30,10 @@ pub const HEARTBEAT_EVERY: Duration = Duration::from_secs(60);
 
 /// Time kept free before the Lambda deadline: no call starts within it.
 pub const DEADLINE_MARGIN: chrono::Duration = chrono::Duration::seconds(10);
+/// Time a drain cut short by the deadline leaves the calls after it (taking the lease
+/// back, the terminate, the lifecycle action's completion): without it the plan stops at
+/// the margin, and each retry drains again and stops there again.
+pub const KEPT_AFTER_DRAINS: chrono::Duration = chrono::Duration::seconds(20);
 /// The pool record a dry run keeps, beside the live one: its memory, never applied.
 pub const DRY_RUN_SUFFIX: &str = "@dry-run";
 
@@ -239,42 +243,47 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                 return outcome;
             }
         };
-        // Pools whose lease another run holds wait until the rest are done, so one
-        // pool's long drain does not hold back another pool's spot warning.
-        let mut busy = Vec::new();
-        let mut handled: Vec<String> = Vec::new();
-        for (pool, events) in routed {
-            let Some(pool_cfg) = self.config.pool(&pool) else { continue };
+        // Pools are reconciled together, each under its own lease: one pool's drain, or its
+        // wait for a lease another run holds, never holds back another pool's spot warning.
+        let runs = routed.into_iter().filter_map(|(pool, events)| self.config.pool(&pool).map(|cfg| (cfg, events)));
+        let results = futures_util::future::join_all(runs.map(|(pool_cfg, events)| async move {
             let ids: Vec<String> = events.iter().map(|e| e.id.clone()).collect();
-            match self.reconcile(pool_cfg, &events, deadline).await {
-                Ok(result) => {
-                    handled.extend(ids);
-                    outcome.pools.push(result)
-                }
+            let result = match (self.reconcile(pool_cfg, &events, deadline).await, deadline) {
                 // The run holding the lease is reconciling the pool now: a tick adds
                 // nothing to it (and failing would retry, then dead-letter, a tick), nor
                 // news of a node.
-                Err(ReconcileError::LeaseBusy { .. })
+                (Err(ReconcileError::LeaseBusy { .. }), _)
                     if events
                         .iter()
                         .all(|e| e.signal.covered_by_the_lease_holder(pool_cfg.headroom.target.is_some())) =>
                 {
-                    outcome.covered.push(pool)
+                    PoolRun::Covered
                 }
-                Err(err @ ReconcileError::LeaseBusy { .. }) => match deadline {
-                    Some(deadline) => busy.push((pool_cfg, events, ids, deadline)),
-                    None => outcome.failures.push((err, ids)),
+                (Err(busy @ ReconcileError::LeaseBusy { .. }), deadline) => {
+                    self.keep_hooks_open(&pool_cfg.name, &events).await;
+                    match deadline {
+                        Some(deadline) => PoolRun::Done(Box::new(
+                            self.reconcile_when_free(pool_cfg, &events, deadline, lease_wait).await,
+                        )),
+                        None => PoolRun::Done(Box::new(Err(busy))),
+                    }
+                }
+                (done, _) => PoolRun::Done(Box::new(done)),
+            };
+            (pool_cfg.name.clone(), ids, result)
+        }))
+        .await;
+        let mut handled: Vec<String> = Vec::new();
+        for (pool, ids, result) in results {
+            match result {
+                PoolRun::Covered => outcome.covered.push(pool),
+                PoolRun::Done(done) => match *done {
+                    Ok(result) => {
+                        handled.extend(ids);
+                        outcome.pools.push(result)
+                    }
+                    Err(err) => outcome.failures.push((err, ids)),
                 },
-                Err(err) => outcome.failures.push((err, ids)),
-            }
-        }
-        for (pool_cfg, events, ids, deadline) in busy {
-            match self.reconcile_when_free(pool_cfg, &events, deadline, lease_wait).await {
-                Ok(result) => {
-                    handled.extend(ids);
-                    outcome.pools.push(result)
-                }
-                Err(err) => outcome.failures.push((err, ids)),
             }
         }
         // Each pool marked its events handled for itself; an event no pool failed is also
@@ -310,6 +319,8 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         let leaves_the_run = deadline - KEPT_AFTER_LEASE_WAIT - DEADLINE_MARGIN;
         let give_up = self.clock.now().checked_add_signed(lease_wait).map_or(leaves_the_run, |t| t.min(leaves_the_run));
         let mut polls: u64 = 0;
+        let every = chrono::Duration::from_std(HEARTBEAT_EVERY).unwrap_or(chrono::Duration::MAX);
+        let mut hooks_kept_at = self.clock.now();
         loop {
             let pause = lease_poll(&self.owner, polls);
             let pause_chrono = chrono::Duration::from_std(pause).unwrap_or(chrono::Duration::MAX);
@@ -317,6 +328,10 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                 return Err(ReconcileError::LeaseBusy { pool: pool.name.clone() });
             }
             self.clock.sleep(pause).await;
+            if self.clock.now() - hooks_kept_at >= every {
+                self.keep_hooks_open(&pool.name, events).await;
+                hooks_kept_at = self.clock.now();
+            }
             polls += 1;
             match self.reconcile(pool, events, Some(deadline)).await {
                 Err(ReconcileError::LeaseBusy { .. }) => continue,
@@ -326,6 +341,28 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                     }
                     return done;
                 }
+            }
+        }
+    }
+
+    /// Lifecycle actions waiting for the pool's lease (another run drains, for minutes
+    /// maybe) keep their hooks open: a heartbeat needs no lease and moves no capacity, and
+    /// without one a hook whose heartbeat timeout is shorter than the wait ends with the
+    /// node undrained. A failed heartbeat is only logged: the wait goes on regardless.
+    async fn keep_hooks_open(&self, pool: &str, events: &[Event]) {
+        if self.config.dry_run {
+            return;
+        }
+        for event in events {
+            let Signal::TerminateLifecycleAction(a) = &event.signal else { continue };
+            let action = LifecycleRef {
+                asg: a.asg.clone(),
+                hook: a.hook.clone(),
+                token: a.token.clone(),
+                instance_id: a.instance_id.clone(),
+            };
+            if let Err(e) = lifecycle_call(self.autoscaling.record_lifecycle_heartbeat(&action).await) {
+                tracing::warn!(pool, instance = %a.instance_id, error = %e, "could not keep the lifecycle hook open while waiting for the lease");
             }
         }
     }
@@ -970,7 +1007,9 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                     .iter()
                     .take_while(|a| matches!(a.kind, ActionKind::DrainNode { .. }))
                     .collect();
-                let left = run.deadline.map(|d| (d - DEADLINE_MARGIN - self.clock.now()).to_std().unwrap_or_default());
+                let left = run
+                    .deadline
+                    .map(|d| (d - DEADLINE_MARGIN - KEPT_AFTER_DRAINS - self.clock.now()).to_std().unwrap_or_default());
                 let timeout_of = |a: &Action| match &a.kind {
                     ActionKind::DrainNode { timeout, .. } => left.map_or(timeout.0, |l| timeout.0.min(l)),
                     _ => Duration::ZERO,
@@ -1043,6 +1082,13 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         }
         Ok(applied)
     }
+}
+
+/// How one pool of a batch ended: reconciled (or failed), or covered by the run
+/// holding its lease.
+enum PoolRun {
+    Covered,
+    Done(Box<Result<PoolOutcome, ReconcileError>>),
 }
 
 /// The lease: held until `until`, renewed for `ttl`, taken in the turn `urgency` gives.

@@ -46,6 +46,12 @@ pub fn retry_after(receive_count: u32) -> Duration {
     Duration::from_secs((5u64 << doublings).min(300))
 }
 
+/// The shortest lifecycle-hook `HeartbeatTimeout` Ballast keeps open while the action waits
+/// for another run's drain: it heartbeats at each receive, and receives come at most
+/// [`retry_after`]'s longest pause, the templates' longest batching window (10 s) and a
+/// lease wait apart (AWS's default is an hour).
+pub const HOOK_HEARTBEAT_TIMEOUT_AT_LEAST: Duration = Duration::from_secs(360);
+
 /// What an invocation did, as the function returns (and logs) it.
 #[derive(Debug, Clone, Serialize)]
 pub struct Summary {
@@ -411,6 +417,14 @@ mod tests {
         assert_eq!(retry_after(0), Duration::from_secs(5), "a missing count is the first receive");
         // Ten receives outlast the longest lease (drain_timeout 15 min + 2 min).
         assert!(waits.iter().sum::<u64>() > 17 * 60);
+    }
+
+    #[test]
+    fn a_hook_open_for_the_documented_time_outlasts_the_gap_between_receives() {
+        let longest_pause = (1..=10).map(retry_after).max().unwrap();
+        let batching_window = Duration::from_secs(10);
+        let lease_wait = ballast_core::reconcile::LEASE_WAIT.to_std().unwrap();
+        assert!(longest_pause + batching_window + lease_wait < super::HOOK_HEARTBEAT_TIMEOUT_AT_LEAST);
     }
 
     #[test]
