@@ -477,6 +477,15 @@ pub struct FailbackStep {
     pub raised_to: u32,
     /// Ready nodes of the spot ASG before the surge.
     pub ready_before: u32,
+    /// The spot ASG's live instances before the surge (booting ones too): only a node of
+    /// an instance launched since can be the step's. None in records from before it was
+    /// kept: counted from `ready_before`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instances_before: Option<Vec<String>>,
+    /// Slots the spot ASG had asked for and not yet filled before the surge (another
+    /// writer's, launching): their instances, new since, are not the step's.
+    #[serde(default)]
+    pub unfilled_before: u32,
     /// On-demand instances being drained and removed once the spot nodes are Ready.
     #[serde(default)]
     pub victims: Vec<String>,

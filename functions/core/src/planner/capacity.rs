@@ -93,12 +93,14 @@ impl Work<'_> {
     }
 
     /// Ready nodes whose instance is in service in `asg`, not counting instances being
-    /// replaced (their going would read as a failback surge not delivered).
-    fn ready_nodes(&self, asg: &ObservedAsg) -> u32 {
+    /// replaced (their going would read as a failback surge not delivered), nor those in
+    /// `before`.
+    fn ready_nodes(&self, asg: &ObservedAsg, before: &[String]) -> u32 {
         let replaced: Vec<&str> = self.record.interruptions.iter().map(|i| i.instance_id.as_str()).collect();
         asg.instances
             .iter()
             .filter(|i| i.lifecycle_state == LifecycleState::InService && !replaced.contains(&i.id.as_str()))
+            .filter(|i| !before.contains(&i.id))
             .filter(|i| self.observed.node_of_instance(&i.id).is_some_and(|n| n.ready))
             .count() as u32
     }
@@ -118,20 +120,36 @@ impl Work<'_> {
             self.advance_victims(step);
             return;
         }
-        let ready_now = self.ready_nodes(asg);
-        // Nodes another writer's raise brought since (cluster-autoscaler's, for pending
-        // pods) are not the step's: taken to be Ready first, so on-demand is drained only
-        // for nodes the step itself brought.
+        // Ready nodes of instances launched since the step began: the step's, or another
+        // writer's (cluster-autoscaler's, for pending pods), launched for slots it asked
+        // for before the step (still unfilled then) or since (above the step's raise).
+        let ready_new = match &step.instances_before {
+            Some(before) => self.ready_nodes(asg, before),
+            None => self.ready_nodes(asg, &[]).saturating_sub(step.ready_before),
+        };
         let raised_to = if step.raised_to > 0 { step.raised_to } else { step.desired_before + step.count };
-        let others_raise = asg.desired.saturating_sub(raised_to);
-        let gained = ready_now.saturating_sub(step.ready_before).saturating_sub(others_raise).min(step.count);
+        let others = step.unfilled_before + asg.desired.saturating_sub(raised_to);
+        // Which new nodes are whose, no observation tells; so doubt never removes
+        // capacity. On-demand is drained only for nodes surely the step's (the others'
+        // taken to be Ready first); a surge is withdrawn only where no new Ready node may
+        // be the step's (the others' taken to be the ones booting), so an instance another
+        // writer is booting is never taken for the step's undelivered one.
+        let gained = ready_new.saturating_sub(others).min(step.count);
+        let maybe_gained = ready_new.min(step.count);
         let failing = self.failing.get(&asg_name).cloned();
         let timed_out = self.now - step.started_at >= self.cfg.fallback.spot_launch_grace.as_chrono();
         if gained >= step.count || failing.is_some() || timed_out {
-            let undelivered = step.count - gained;
+            if maybe_gained > gained {
+                let why = format!(
+                    "failback: {} new Ready spot node(s) of {asg_name} may be the step's or another writer's",
+                    maybe_gained - gained
+                );
+                self.leave_surplus(&asg_name, maybe_gained - gained, &why);
+            }
+            let undelivered = step.count - maybe_gained;
             if undelivered > 0 {
                 let why = failing.unwrap_or_else(|| {
-                    format!("only {gained} of {} Ready after {}", step.count, self.cfg.fallback.spot_launch_grace)
+                    format!("only {maybe_gained} of {} Ready after {}", step.count, self.cfg.fallback.spot_launch_grace)
                 });
                 let reason = format!("failback step failed ({why})");
                 let left = self.withdraw(&asg_name, undelivered, step.desired_before, &reason);
@@ -432,7 +450,10 @@ impl Work<'_> {
         let Some(asg) = target else { return };
         let count = self.cfg.fallback.failback_step.min(self.record.fallback_units).min(self.room_up(asg));
         let healthy_for = since(self.now, self.record.healthy_since[&asg.name]);
-        let ready_before = self.ready_nodes(asg);
+        let ready_before = self.ready_nodes(asg, &[]);
+        let instances_before =
+            asg.instances.iter().filter(|i| i.lifecycle_state.is_live()).map(|i| i.id.clone()).collect();
+        let unfilled_before = self.unfilled(asg);
         // Its size once this plan's terminations with decrement are made: the floor a
         // withdrawal of this step never goes below.
         let desired_before = self.after(&asg.name);
@@ -453,6 +474,8 @@ impl Work<'_> {
             desired_before,
             raised_to: desired_before + count,
             ready_before,
+            instances_before: Some(instances_before),
+            unfilled_before,
             victims: Vec::new(),
             victims_since: None,
         });

@@ -396,6 +396,8 @@ fn failback_victims_are_released_when_the_on_demand_asg_leaves_the_pool() {
         desired_before: 2,
         raised_to: 0,
         ready_before: 2,
+        instances_before: None,
+        unfilled_before: 0,
         victims: victims.clone(),
         victims_since: Some(now()),
     };
@@ -654,6 +656,95 @@ fn failback_counts_only_the_ready_nodes_its_own_raise_brought() {
     }
     let go = run(&cfg, &applied(&p), &observed, &[], now() + Duration::minutes(2));
     assert_eq!(kinds(&go).iter().filter(|k| **k == "drain").count(), 2);
+}
+
+#[test]
+fn failback_does_not_count_nodes_cluster_autoscaler_was_booting_when_the_step_started() {
+    // cluster-autoscaler raised spot-a 2 -> 4 for pending pods (headroom pause
+    // pods preempted, say) just before the step started; its two instances are in service
+    // but their nodes are not Ready yet. The step raises spot-a 4 -> 6 (ready_before = 2).
+    // cluster-autoscaler's two nodes become Ready first: they are not the step's, and
+    // draining two on-demand nodes now drops the pool's Ready capacity ("Total ready
+    // capacity never drops below what it was"), their pods competing with the pending
+    // pods cluster-autoscaler's nodes were brought for.
+    let cfg = config();
+    let (record, mut observed) = in_fallback();
+    observed.spot[0] = asg("spot-a", 4, 4, 20, Market::Spot);
+    let ids: Vec<String> = observed.spot[0].instances.iter().map(|i| i.id.clone()).collect();
+    for (n, id) in ids.iter().enumerate() {
+        observed.nodes.retain(|node| &node.instance_id != id);
+        observed.nodes.push(NodeState {
+            name: format!("node-{id}"),
+            instance_id: id.clone(),
+            ready: n < 2,
+            unschedulable: false,
+        });
+    }
+    let p = run(&cfg, &record, &observed, &[], now());
+    assert_eq!(desired(&p, "spot-a"), Some(6), "{:#?} {:?}", p.actions, p.notes);
+    assert_eq!(p.record.failback.as_ref().map(|s| s.ready_before), Some(2));
+    // A minute later: cluster-autoscaler's two nodes are Ready, the step's two are not.
+    observed.spot[0] = asg("spot-a", 6, 6, 20, Market::Spot);
+    let ids: Vec<String> = observed.spot[0].instances.iter().map(|i| i.id.clone()).collect();
+    for (n, id) in ids.iter().enumerate() {
+        observed.nodes.retain(|node| &node.instance_id != id);
+        observed.nodes.push(NodeState {
+            name: format!("node-{id}"),
+            instance_id: id.clone(),
+            ready: n < 4,
+            unschedulable: false,
+        });
+    }
+    let wait = run(&cfg, &applied(&p), &observed, &[], now() + Duration::minutes(1));
+    assert!(
+        !kinds(&wait).contains(&"drain"),
+        "drained on-demand for nodes the step did not bring: {:#?} {:?}",
+        wait.actions,
+        wait.notes
+    );
+}
+
+#[test]
+fn a_timed_out_failback_step_never_withdraws_instances_cluster_autoscaler_is_booting() {
+    // The step raised spot-a 2 -> 4. Near its end cluster-autoscaler raised
+    // spot-a 4 -> 6 for pending pods; its two instances are booting. At the grace's end
+    // one of the step's nodes is Ready, the other still joining. `others_raise` takes
+    // cluster-autoscaler's two off what the step gained although they are not Ready, so
+    // the step counts 0 of 2 and withdraws 2 "instances that are not yet a Ready node",
+    // picked by id among all of spot-a's: cluster-autoscaler's booting instances. (With
+    // both of the step's nodes Ready it is the same: 0 of 2, and the two withdrawn are
+    // exactly cluster-autoscaler's; the step's Ready nodes are left as surplus.)
+    let cfg = config();
+    let (record, mut observed) = in_fallback();
+    let p = run(&cfg, &record, &observed, &[], now());
+    assert_eq!(desired(&p, "spot-a"), Some(4));
+    observed.spot[0] = asg("spot-a", 6, 6, 20, Market::Spot);
+    let ids: Vec<String> = observed.spot[0].instances.iter().map(|i| i.id.clone()).collect();
+    for (n, id) in ids.iter().enumerate() {
+        observed.nodes.retain(|node| &node.instance_id != id);
+        // 0, 1: there before; 2, 3: the step's, Ready; 4, 5: cluster-autoscaler's, booting.
+        observed.nodes.push(NodeState {
+            name: format!("node-{id}"),
+            instance_id: id.clone(),
+            ready: n < 4,
+            unschedulable: false,
+        });
+    }
+    let late = run(&cfg, &applied(&p), &observed, &[], now() + Duration::minutes(3));
+    let withdrawn: Vec<&String> = late
+        .actions
+        .iter()
+        .filter_map(|a| match &a.kind {
+            ActionKind::TerminateInstance { instance_id, .. } => Some(instance_id),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        !withdrawn.iter().any(|id| **id == ids[4] || **id == ids[5]),
+        "terminated cluster-autoscaler's booting instance(s) with decrement: {withdrawn:?} (CA's: {:?}) {:?}",
+        &ids[4..],
+        late.notes
+    );
 }
 
 #[test]
