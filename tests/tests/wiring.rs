@@ -407,43 +407,76 @@ fn every_function_logs_json_at_the_level_its_logging_config_sets() {
     });
 }
 
+/// The alarm on `metric` of the queue `queue`, and what is wrong with its actions.
+fn queue_alarm<'t>(t: &'t Template, metric: &str, queue: &str, wrong: &mut Vec<String>) -> Option<&'t Value> {
+    let alarm = t
+        .of_kind("AWS::CloudWatch::Alarm")
+        .map(|(_, a)| &a.properties)
+        .find(|a| a["MetricName"] == metric && a["Dimensions"][0]["Value"] == queue);
+    let Some(a) = alarm else {
+        wrong.push(format!("no alarm on {queue}'s {metric}"));
+        return None;
+    };
+    let actions = strings(&a["AlarmActions"]);
+    let topics: Vec<String> = t
+        .of_kind("AWS::SNS::Topic")
+        .map(|(_, s)| format!("arn:aws:sns:{REGION}:{ACCOUNT}:{}", text(&s.properties["TopicName"])))
+        .collect();
+    if actions.is_empty() || !actions.iter().all(|x| topics.contains(x)) {
+        wrong
+            .push(format!("the alarm on {queue}'s {metric}: actions {actions:?} are not the stack's topic {topics:?}"));
+    }
+    Some(a)
+}
+
+#[test]
+fn events_waiting_past_any_working_deployments_wait_raise_an_alarm() {
+    // The longest a working deployment keeps an event queued: a lifecycle action behind
+    // the longest drain_timeout (15 min), the lease's margin and an SQS backoff.
+    let longest_wait = 15 * 60 + 120 + 60;
+    each(|variant, t| {
+        let mut wrong = Vec::new();
+        let queue = format!("ballast-{}-events", cluster(variant));
+        if let Some(a) = queue_alarm(t, "ApproximateAgeOfOldestMessage", &queue, &mut wrong) {
+            let threshold = a["Threshold"].as_f64().or_else(|| text(&a["Threshold"]).parse().ok()).unwrap_or(0.0);
+            let period = a["Period"].as_u64().or_else(|| text(&a["Period"]).parse().ok()).unwrap_or(0);
+            let evaluations = a["EvaluationPeriods"].as_u64().or_else(|| text(&a["EvaluationPeriods"]).parse().ok());
+            // Not on a working deployment's waits; within half an hour of a failing one's.
+            if !(f64::from(longest_wait)..=1800.0).contains(&threshold)
+                || text(&a["ComparisonOperator"]) != "GreaterThanThreshold"
+                || text(&a["Statistic"]) != "Maximum"
+                || threshold as u64 + period * evaluations.unwrap_or(u64::MAX) > 2400
+            {
+                wrong.push(format!(
+                    "the events queue's age alarm does not fire between {longest_wait} s and 40 min: {a}"
+                ));
+            }
+        }
+        wrong
+    });
+}
+
 #[test]
 fn dead_letters_raise_an_alarm_to_a_topic_and_failed_async_invocations_become_dead_letters() {
     each(|variant, t| {
         let mut wrong = Vec::new();
         let dlq_name = format!("ballast-{}-events-dlq", cluster(variant));
         let dlq_arn = format!("arn:aws:sqs:{REGION}:{ACCOUNT}:{dlq_name}");
-        let alarm = t.of_kind("AWS::CloudWatch::Alarm").map(|(_, a)| &a.properties).find(|a| {
-            a["MetricName"] == "ApproximateNumberOfMessagesVisible" && a["Dimensions"][0]["Value"] == dlq_name.as_str()
-        });
-        match alarm {
-            None => wrong.push("no alarm on the dead-letter queue's depth".into()),
-            Some(a) => {
-                // It fires on one dead letter, within one period: the depth's maximum
-                // breaches the threshold, and one breaching period is enough.
-                let threshold = a["Threshold"].as_f64().or_else(|| text(&a["Threshold"]).parse().ok());
-                let fires_on_one = match (text(&a["ComparisonOperator"]).as_str(), threshold) {
-                    ("GreaterThanThreshold", Some(t)) => (0.0..1.0).contains(&t),
-                    ("GreaterThanOrEqualToThreshold", Some(t)) => t > 0.0 && t <= 1.0,
-                    _ => false,
-                };
-                let periods = |k: &str| a[k].as_u64().or_else(|| text(&a[k]).parse().ok());
-                let one_period = periods("EvaluationPeriods") == Some(1)
-                    && periods("DatapointsToAlarm").is_none_or(|d| d == 1)
-                    && text(&a["Statistic"]) == "Maximum";
-                if !fires_on_one || !one_period {
-                    wrong.push(format!("the dead-letter alarm does not fire on one message in one period: {a}"));
-                }
-                let actions = strings(&a["AlarmActions"]);
-                let topics: Vec<String> = t
-                    .of_kind("AWS::SNS::Topic")
-                    .map(|(_, s)| format!("arn:aws:sns:{REGION}:{ACCOUNT}:{}", text(&s.properties["TopicName"])))
-                    .collect();
-                if actions.is_empty() || !actions.iter().all(|x| topics.contains(x)) {
-                    wrong.push(format!(
-                        "the dead-letter alarm's actions {actions:?} are not the stack's topic {topics:?}"
-                    ));
-                }
+        if let Some(a) = queue_alarm(t, "ApproximateNumberOfMessagesVisible", &dlq_name, &mut wrong) {
+            // It fires on one dead letter, within one period: the depth's maximum
+            // breaches the threshold, and one breaching period is enough.
+            let threshold = a["Threshold"].as_f64().or_else(|| text(&a["Threshold"]).parse().ok());
+            let fires_on_one = match (text(&a["ComparisonOperator"]).as_str(), threshold) {
+                ("GreaterThanThreshold", Some(t)) => (0.0..1.0).contains(&t),
+                ("GreaterThanOrEqualToThreshold", Some(t)) => t > 0.0 && t <= 1.0,
+                _ => false,
+            };
+            let periods = |k: &str| a[k].as_u64().or_else(|| text(&a[k]).parse().ok());
+            let one_period = periods("EvaluationPeriods") == Some(1)
+                && periods("DatapointsToAlarm").is_none_or(|d| d == 1)
+                && text(&a["Statistic"]) == "Maximum";
+            if !fires_on_one || !one_period {
+                wrong.push(format!("the dead-letter alarm does not fire on one message in one period: {a}"));
             }
         }
         let roles = t.function_roles();

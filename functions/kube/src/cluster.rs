@@ -391,11 +391,13 @@ impl Cluster for KubeCluster {
     }
 
     async fn drain(&self, node: &str, timeout: Duration) -> Result<DrainReport, PortError> {
-        let client = self.client("drain").await?;
         let version = self.eviction_version().await?;
         let deadline = Instant::now() + timeout;
         let mut evicted = 0;
         loop {
+            // Taken at each poll: a drain may outlast the EKS token it started with (EKS
+            // refuses one 15 minutes after signing), and the connector renews it.
+            let client = self.client("drain").await?;
             let pods: Vec<Pod> =
                 self.pods_on_node(&client, node).await?.into_iter().filter(|p| pods::role(p).is_evictable()).collect();
             if pods.is_empty() {

@@ -169,6 +169,21 @@ export class BallastStack extends Stack {
       treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
     });
     deadLetterAlarm.addAlarmAction(new cwactions.SnsAction(alarmTopic));
+    // A crash, a timeout or a config every cold start refuses brings the whole batch back
+    // only after the queue's visibility timeout, and to the dead-letter queue only after
+    // ten of them: this says so within minutes. Twenty minutes is past the longest wait of
+    // a working deployment (a lifecycle action behind a 15-minute drain and the lease).
+    const waitingAlarm = new cloudwatch.Alarm(this, 'EventsWaitingAlarm', {
+      alarmName: `${prefix}-events-waiting`,
+      alarmDescription:
+        "An event has waited more than 20 minutes in Ballast's events queue; the interruption function is failing (its logs and Errors metric say why) or cannot keep up.",
+      metric: queue.metricApproximateAgeOfOldestMessage({ period: Duration.minutes(5), statistic: 'Maximum' }),
+      threshold: 1200,
+      evaluationPeriods: 1,
+      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+      treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+    });
+    waitingAlarm.addAlarmAction(new cwactions.SnsAction(alarmTopic));
     // Only this account's events (a foreign one never reaches the queue nor its alarm);
     // the target adds an allow per rule (aws:SourceArn), the deny below refuses the rest.
     const queueRules = Object.entries(QUEUE_RULES).map(
