@@ -171,6 +171,15 @@ fn config_check_holds_the_config_to_the_functions_rbac_and_timeout() {
         "{}",
         stdout(&short)
     );
+    let long = dir.join("long-drain.yaml");
+    std::fs::write(&long, example.replacen("drain_timeout: 90s", "drain_timeout: 14m", 1)).unwrap();
+    let out = ballast(&["config", "check", long.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("warning: pools[0].interruption.drain_timeout (14m) leaves a run less than its 120 s"),
+        "{}",
+        stdout(&out)
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

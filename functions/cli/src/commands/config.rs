@@ -69,6 +69,18 @@ pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
                 Problem { input: rbac.display().to_string(), path: path.to_string(), message: message.to_string() }
             }));
         }
+        // A Lambda function runs 15 minutes at most: a drain that leaves a run less than
+        // its margin is always cut short, whatever the templates say.
+        let longest_run = std::time::Duration::from_secs(900);
+        for (index, pool) in config.pools.iter().enumerate() {
+            let drain = pool.interruption.drain_timeout;
+            if drain.0 + ballast_core::config::FUNCTION_TIMEOUT_MARGIN > longest_run {
+                warnings.push(format!(
+                    "pools[{index}].interruption.drain_timeout ({drain}) leaves a run less than its 120 s beyond the drain \
+                     within Lambda's 15 minutes: its drains are always cut short (to at most 13m)"
+                ));
+            }
+        }
         if let Some(timeout) = args.function_timeout {
             let needed = config.min_function_timeout().as_secs();
             if timeout < needed {
