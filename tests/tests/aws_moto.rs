@@ -286,6 +286,38 @@ async fn doctor_checks_the_wiring_and_says_how_to_fix_it() {
         "table, TTL, two queues and a retention, seven rules, two ASGs: {findings:#?}"
     );
 
+    // Termination hooks: one too short to outlast Ballast's heartbeats while its action
+    // waits behind another drain, one at AWS's default; a launch hook is not Ballast's.
+    let hook = |asg: &str, name: &str, transition: &str, timeout: Option<i32>| {
+        d.autoscaling
+            .put_lifecycle_hook()
+            .auto_scaling_group_name(asg)
+            .lifecycle_hook_name(name)
+            .lifecycle_transition(transition)
+            .set_heartbeat_timeout(timeout)
+            .send()
+    };
+    hook(SPOT, "drain", "autoscaling:EC2_INSTANCE_TERMINATING", Some(300)).await.unwrap();
+    hook(SPOT, "warm-up", "autoscaling:EC2_INSTANCE_LAUNCHING", Some(60)).await.unwrap();
+    hook(ON_DEMAND, "drain", "autoscaling:EC2_INSTANCE_TERMINATING", None).await.unwrap();
+    let findings = doctor.check(&config, &wiring).await;
+    let hooks: Vec<_> = findings.iter().filter(|f| f.check.contains("lifecycle hook")).collect();
+    assert_eq!(hooks.len(), 2, "the two termination hooks: {hooks:#?}");
+    let short = hooks.iter().find(|f| f.check.ends_with(&format!("{SPOT} lifecycle hook drain"))).unwrap();
+    assert!(!short.ok && short.detail.starts_with("HeartbeatTimeout 300 s is under 360 s"), "{short:#?}");
+    assert!(short.fix.as_deref().unwrap().contains("--heartbeat-timeout 360"), "{short:#?}");
+    let default = hooks.iter().find(|f| f.check.ends_with(&format!("{ON_DEMAND} lifecycle hook drain"))).unwrap();
+    assert!(default.ok, "{default:#?}");
+    for (asg, name) in [(SPOT, "drain"), (SPOT, "warm-up"), (ON_DEMAND, "drain")] {
+        d.autoscaling
+            .delete_lifecycle_hook()
+            .auto_scaling_group_name(asg)
+            .lifecycle_hook_name(name)
+            .send()
+            .await
+            .unwrap();
+    }
+
     // A queue that forgets a retried message before its last receive (the templates before #11).
     let queue_url = d.sqs.get_queue_url().queue_name("ballast-test-events").send().await.unwrap().queue_url.unwrap();
     let set = |name: aws_sdk_sqs::types::QueueAttributeName, value: &str| {

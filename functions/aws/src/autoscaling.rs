@@ -22,6 +22,11 @@ pub struct AwsAutoscaling {
 }
 
 impl AwsAutoscaling {
+    /// The Auto Scaling client, for checks beyond the port (`ballast doctor`).
+    pub fn client(&self) -> &aws_sdk_autoscaling::Client {
+        &self.autoscaling
+    }
+
     pub fn new(conf: &aws_config::SdkConfig) -> Self {
         AwsAutoscaling { autoscaling: aws_sdk_autoscaling::Client::new(conf), ec2: aws_sdk_ec2::Client::new(conf) }
     }

@@ -17,6 +17,14 @@ pub const POOL_TAG: &str = "ballast.io/pool";
 /// cluster's Ballast in the same account cannot change these ASGs.
 pub const CLUSTER_TAG: &str = "ballast.io/cluster";
 
+/// The hook transition Ballast drains for.
+const TERMINATING: &str = "autoscaling:EC2_INSTANCE_TERMINATING";
+/// The shortest termination-hook `HeartbeatTimeout` Ballast keeps open while the action
+/// waits behind another drain: the functions heartbeat it at each SQS retry, which come at
+/// most 5 minutes plus a batching window and a lease wait apart (ballast-lambda's
+/// `HOOK_HEARTBEAT_TIMEOUT_AT_LEAST`, whose test holds the sum under it).
+pub const HOOK_HEARTBEAT_TIMEOUT_AT_LEAST_SECS: u64 = 360;
+
 /// What a deployment is made of, by name.
 #[derive(Debug, Clone)]
 pub struct Wiring {
@@ -295,6 +303,45 @@ impl Doctor {
         }
     }
 
+    /// A termination hook must stay open while its action waits behind another run's
+    /// drain: Ballast heartbeats it at each SQS retry, which come minutes apart.
+    async fn hooks(&self, check: &str, asg: &str, findings: &mut Vec<Finding>) {
+        let at_least = HOOK_HEARTBEAT_TIMEOUT_AT_LEAST_SECS;
+        let hooks = match self.autoscaling.client().describe_lifecycle_hooks().auto_scaling_group_name(asg).send().await
+        {
+            Ok(out) => out.lifecycle_hooks.unwrap_or_default(),
+            Err(e) => {
+                return findings.push(bad(
+                    format!("{check}: {asg} lifecycle hooks"),
+                    err_text(e),
+                    "check the credentials' autoscaling:DescribeLifecycleHooks permission",
+                ))
+            }
+        };
+        let terminating = hooks.iter().filter(|h| h.lifecycle_transition() == Some(TERMINATING));
+        for hook in terminating {
+            let name = hook.lifecycle_hook_name().unwrap_or_default();
+            let check = format!("{check}: {asg} lifecycle hook {name}");
+            match hook.heartbeat_timeout() {
+                Some(t) if u64::try_from(t).unwrap_or_default() < at_least => findings.push(bad(
+                    check,
+                    format!(
+                        "HeartbeatTimeout {t} s is under {at_least} s: an action waiting behind another drain may end \
+                         undrained between Ballast's heartbeats"
+                    ),
+                    format!(
+                        "aws autoscaling put-lifecycle-hook --auto-scaling-group-name {asg} --lifecycle-hook-name {name} \
+                         --lifecycle-transition {TERMINATING} --heartbeat-timeout {at_least}"
+                    ),
+                )),
+                t => findings.push(ok(
+                    check,
+                    format!("terminating, HeartbeatTimeout {} s", t.map_or("3600 (the default)".into(), |t| t.to_string())),
+                )),
+            }
+        }
+    }
+
     async fn asgs(&self, config: &Config, findings: &mut Vec<Finding>) {
         for pool in &config.pools {
             let selectors =
@@ -345,6 +392,7 @@ impl Doctor {
                                     format!("aws autoscaling create-or-update-tags --tags {}", fix.join(" ")),
                                 ));
                             } else if buys_spot == spot {
+                                self.hooks(&check, &name, findings).await;
                                 findings.push(ok(
                                     format!("{check}: {name}"),
                                     format!(

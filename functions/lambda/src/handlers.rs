@@ -50,7 +50,8 @@ pub fn retry_after(receive_count: u32) -> Duration {
 /// for another run's drain: it heartbeats at each receive, and receives come at most
 /// [`retry_after`]'s longest pause, the templates' longest batching window (10 s) and a
 /// lease wait apart (AWS's default is an hour).
-pub const HOOK_HEARTBEAT_TIMEOUT_AT_LEAST: Duration = Duration::from_secs(360);
+pub const HOOK_HEARTBEAT_TIMEOUT_AT_LEAST: Duration =
+    Duration::from_secs(ballast_aws::doctor::HOOK_HEARTBEAT_TIMEOUT_AT_LEAST_SECS);
 
 /// What an invocation did, as the function returns (and logs) it.
 #[derive(Debug, Clone, Serialize)]
