@@ -114,6 +114,27 @@ async fn a_held_lease_makes_a_retryable_failure() {
     assert!(!effects(&d).is_empty());
 }
 
+/// A run that died holding the lease (killed, out of memory) holds back the pool's next
+/// spot warning for the lease's time only: two minutes, whatever the drain_timeout (it
+/// was drain_timeout + 2 min, 12 min here, past any spot warning's reclaim).
+#[tokio::test]
+async fn a_run_that_died_holding_the_lease_holds_a_spot_warning_back_two_minutes_at_most() {
+    let warning = fixture("spot-interruption-terminate.json");
+    let mut config = config_with_dry_run(false);
+    config.pools[0].interruption.drain_timeout = "10m".parse().unwrap();
+    let d = Deployment::new(config, state("steady.json"), warning.time);
+    let taken = d
+        .memory
+        .acquire_lease("general", "dead-run", warning.time, ballast_core::reconcile::LEASE_TTL, Urgency::CanWait)
+        .await
+        .unwrap();
+    assert!(taken);
+    d.clock.advance(Duration::minutes(2) + Duration::seconds(1));
+    let out = d.reconciler.handle(vec![warning]).await;
+    assert!(out.failures.is_empty(), "{:?}", errors(&out));
+    assert!(!effects(&d).is_empty());
+}
+
 /// Another run holds the pool's lease (its drain, say) until `for_` from the event.
 fn held(d: &Deployment, at: DateTime<Utc>, for_: Duration) {
     d.memory

@@ -535,7 +535,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         let name = pool.name.as_str();
         let urgency =
             if events.iter().any(|e| e.signal.cannot_wait()) { Urgency::CannotWait } else { Urgency::CanWait };
-        let mut lease = Lease { ttl: lease_ttl(pool), until: self.clock.now(), urgency };
+        let mut lease = Lease { ttl: LEASE_TTL, until: self.clock.now(), urgency };
         if !self
             .store
             .acquire_lease(name, &self.owner, lease.until, lease.ttl, lease.urgency)
@@ -1151,11 +1151,11 @@ fn lease_poll(owner: &str, poll: u64) -> Duration {
     Duration::from_millis(1_000 + hasher.finish() % 1_000)
 }
 
-/// As long as one drain with room to spare (a run in the middle of its calls is not
-/// taken for dead too soon); renewed while applying, and let go during drains.
-pub fn lease_ttl(pool: &PoolConfig) -> Duration {
-    pool.interruption.drain_timeout.0 + LEASE_AFTER_DRAIN * 2
-}
+/// Two minutes, whatever the pool's `drain_timeout`: the lease is let go during drains
+/// and renewed before each call once half of it is gone, so it covers only observing,
+/// planning and a call; a run that dies holding it (killed, out of memory) delays the
+/// pool's next spot warning by no more than this.
+pub const LEASE_TTL: Duration = Duration::from_secs(120);
 
 impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K> {
     /// Drains within `timeout`; for a lifecycle action, in slices with a heartbeat

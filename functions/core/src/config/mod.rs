@@ -474,7 +474,7 @@ impl Config {
     }
 
     /// The shortest Lambda timeout that lets a run drain a node for the longest
-    /// `drain_timeout` and still make its calls around it (what the lease allows too).
+    /// `drain_timeout` and still make its calls around it.
     pub fn min_function_timeout(&self) -> std::time::Duration {
         let longest = self.pools.iter().map(|p| p.interruption.drain_timeout.0).max().unwrap_or_default();
         longest + FUNCTION_TIMEOUT_MARGIN
