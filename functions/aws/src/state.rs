@@ -384,4 +384,91 @@ mod tests {
         assert_eq!(decode_record(&stored).unwrap(), record);
         assert!(decode_record(b"not deflate").is_err());
     }
+
+    /// A failback step keeps the spot ASG's instance ids: up to a 10,000-instance ASG, beside
+    /// the 5,000 interruptions the README bounds the record for, it still fits.
+    #[test]
+    fn a_failback_step_of_a_10000_instance_asg_beside_5000_interruptions_fits() {
+        use ballast_core::model::FailbackStep;
+        let at: DateTime<Utc> = "2026-11-20T09:00:00Z".parse().unwrap();
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut id = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            format!("i-0{:016x}", seed)
+        };
+        let spot = "eks-general-spot-m6-20261120abcdef";
+        let ids: Vec<String> = (0..5000).map(|_| id()).collect();
+        let storm = PoolRecord {
+            interruptions: ids
+                .iter()
+                .map(|i| Interruption {
+                    instance_id: i.clone(),
+                    asg: spot.into(),
+                    cause: InterruptionCause::SpotWarning { action: InstanceAction::Terminate },
+                    noticed_at: at,
+                    planned_at: Some(at),
+                    surge: Some(Surge {
+                        asg: spot.into(),
+                        planned_at: at,
+                        plan: 1,
+                        moved: None,
+                        holds_at: Some(400),
+                        fallback_unit: true,
+                    }),
+                    terminated: true,
+                })
+                .collect(),
+            disruptions: ids
+                .iter()
+                .map(|i| Disruption {
+                    instance_id: i.clone(),
+                    asg: spot.into(),
+                    at,
+                    kind: DisruptionKind::InterruptionWarning,
+                })
+                .collect(),
+            journal: Some(Journal {
+                planned_at: at,
+                seq: 1,
+                units_added: 0,
+                attempted: 0,
+                owed: Vec::new(),
+                moves: Vec::new(),
+                calls: ids
+                    .iter()
+                    .map(|i| CapacityCall::Terminate {
+                        withdraws: false,
+                        asg: spot.into(),
+                        instance_id: i.clone(),
+                        decrement: true,
+                        done: false,
+                    })
+                    .collect(),
+            }),
+            ..PoolRecord::default()
+        };
+        let mut sizes = Vec::new();
+        for n in [0usize, 1000, 5000, 10000] {
+            let mut record = storm.clone();
+            record.failback = Some(FailbackStep {
+                spot_asg: spot.into(),
+                count: 10,
+                started_at: at,
+                plan: 1,
+                desired_before: n as u32,
+                raised_to: n as u32 + 10,
+                ready_before: n as u32,
+                instances_before: Some((0..n).map(|_| id()).collect()),
+                unfilled_before: 0,
+                victims: Vec::new(),
+                victims_since: None,
+                floor_lowered_for: Vec::new(),
+            });
+            let stored = encode_record(&record).unwrap().len();
+            sizes.push((n, stored));
+        }
+        assert!(sizes.iter().all(|(_, stored)| *stored < 300 * 1024), "instances_before, stored bytes: {sizes:?}");
+    }
 }

@@ -493,6 +493,10 @@ pub struct FailbackStep {
     /// step ends.
     #[serde(default)]
     pub victims_since: Option<DateTime<Utc>>,
+    /// Interrupted instances whose terminate with decrement lowered `desired_before`: a
+    /// run that plans the same terminate again (a takeover, a retry) lowers it once.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub floor_lowered_for: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

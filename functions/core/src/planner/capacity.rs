@@ -105,6 +105,40 @@ impl Work<'_> {
             .count() as u32
     }
 
+    /// Instances launched in `asg` since a failback step began that are not surely the
+    /// step's: slots another writer asked for (unfilled before the step, or above its
+    /// raise), and replacements of instances the ASG had before (Auto Scaling's own, an
+    /// interruption's surge here). An old instance that left with a decrement (a
+    /// cluster-autoscaler scale-in) is replaced by nothing; one that left without, or is
+    /// being replaced by a surge here, is; a surge here not yet landed is not launched.
+    fn not_the_steps(&self, step: &FailbackStep, asg: &ObservedAsg, before: &[String], raised_to: u32) -> u32 {
+        let surged_here = |id: &str| {
+            self.record.interruptions.iter().any(|i| {
+                i.instance_id == id
+                    && i.noticed_at >= step.started_at
+                    && i.surge.as_ref().is_some_and(|s| s.asg == asg.name)
+            })
+        };
+        let live_here = |id: &str| asg.instance(id).is_some_and(|i| i.lifecycle_state.is_live());
+        // Surges here for instances of this ASG still live: their decrement comes here.
+        let in_flight = self
+            .record
+            .interruptions
+            .iter()
+            .filter(|i| i.noticed_at >= step.started_at && live_here(&i.instance_id))
+            .filter(|i| i.surge.as_ref().is_some_and(|s| s.asg == asg.name))
+            .count() as u32;
+        let expected = raised_to + in_flight;
+        let raised_by_others = step.unfilled_before + asg.desired.saturating_sub(expected);
+        // Old instances gone, or going and replaced by a surge here. (One interrupted
+        // before the step had its surge in the size then: it leaves with a decrement.)
+        let old_gone = before.iter().filter(|id| !live_here(id) || surged_here(id)).count() as u32;
+        // Removed with a decrement by others (or a surge here not yet landed): no
+        // replacement follows them.
+        let decremented = expected.saturating_sub(asg.desired);
+        raised_by_others + old_gone.saturating_sub(decremented)
+    }
+
     /// A failback step is judged afresh every reconcile against what is observed: its
     /// victims are only what fallback still holds, it ends by its deadlines, and a step
     /// with nothing left to move back is abandoned and its surge withdrawn.
@@ -122,19 +156,26 @@ impl Work<'_> {
         }
         // Ready nodes of instances launched since the step began: the step's, or another
         // writer's (cluster-autoscaler's, for pending pods), launched for slots it asked
-        // for before the step (still unfilled then) or since (above the step's raise).
-        let ready_new = match &step.instances_before {
-            Some(before) => self.ready_nodes(asg, before),
-            None => self.ready_nodes(asg, &[]).saturating_sub(step.ready_before),
-        };
+        // for before the step (still unfilled then) or since (above the step's raise), or
+        // the ASG's replacement of an instance it had before.
         let raised_to = if step.raised_to > 0 { step.raised_to } else { step.desired_before + step.count };
-        let others = step.unfilled_before + asg.desired.saturating_sub(raised_to);
         // Which new nodes are whose, no observation tells; so doubt never removes
         // capacity. On-demand is drained only for nodes surely the step's (the others'
         // taken to be Ready first); a surge is withdrawn only where no new Ready node may
         // be the step's (the others' taken to be the ones booting), so an instance another
         // writer is booting is never taken for the step's undelivered one.
-        let gained = ready_new.saturating_sub(others).min(step.count);
+        let (ready_new, gained) = match &step.instances_before {
+            Some(before) => {
+                let ready_new = self.ready_nodes(asg, before);
+                let theirs = self.not_the_steps(&step, asg, before, raised_to);
+                (ready_new, ready_new.saturating_sub(theirs).min(step.count))
+            }
+            None => {
+                let ready_new = self.ready_nodes(asg, &[]).saturating_sub(step.ready_before);
+                let others = step.unfilled_before + asg.desired.saturating_sub(raised_to);
+                (ready_new, ready_new.saturating_sub(others).min(step.count))
+            }
+        };
         let maybe_gained = ready_new.min(step.count);
         let failing = self.failing.get(&asg_name).cloned();
         let timed_out = self.now - step.started_at >= self.cfg.fallback.spot_launch_grace.as_chrono();
@@ -154,8 +195,19 @@ impl Work<'_> {
                 let reason = format!("failback step failed ({why})");
                 let left = self.withdraw(&asg_name, undelivered, step.desired_before, &reason);
                 self.leave_surplus(&asg_name, left, &reason);
-                self.record.retry_after = Some(self.now + self.cfg.fallback.wait_and_retry.as_chrono());
                 self.note(format!("{reason}; next attempt after {}", self.cfg.fallback.wait_and_retry));
+            } else if gained < step.count {
+                self.note(format!(
+                    "failback step ended with {} node(s) in doubt; next attempt after {}",
+                    step.count - gained,
+                    self.cfg.fallback.wait_and_retry
+                ));
+            }
+            // A step ending short of its count, undelivered or in doubt, is not followed
+            // at once by another: while cluster-autoscaler scales the same ASG each new
+            // surge would end in doubt too, and only add nodes.
+            if gained < step.count {
+                self.record.retry_after = Some(self.now + self.cfg.fallback.wait_and_retry.as_chrono());
             }
             // Move back only what fallback still holds: cluster-autoscaler may have
             // removed on-demand nodes meanwhile, and the baseline is never drained.
@@ -478,6 +530,7 @@ impl Work<'_> {
             unfilled_before,
             victims: Vec::new(),
             victims_since: None,
+            floor_lowered_for: Vec::new(),
         });
     }
 }

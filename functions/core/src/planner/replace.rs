@@ -182,7 +182,10 @@ impl Work<'_> {
                 // A failback step's floor is the ASG's size without its surge: this
                 // decrement lowers that too.
                 if let Some(step) = self.record.failback.as_mut().filter(|f| f.spot_asg == asg.name) {
-                    step.desired_before = step.desired_before.saturating_sub(1);
+                    if !step.floor_lowered_for.contains(&interruption.instance_id) {
+                        step.desired_before = step.desired_before.saturating_sub(1);
+                        step.floor_lowered_for.push(interruption.instance_id.clone());
+                    }
                 }
             }
             if surge.is_some() && !decrement {
