@@ -304,8 +304,8 @@ async fn doctor_checks_the_wiring_and_says_how_to_fix_it() {
     let hooks: Vec<_> = findings.iter().filter(|f| f.check.contains("lifecycle hook")).collect();
     assert_eq!(hooks.len(), 2, "the two termination hooks: {hooks:#?}");
     let short = hooks.iter().find(|f| f.check.ends_with(&format!("{SPOT} lifecycle hook drain"))).unwrap();
-    assert!(!short.ok && short.detail.starts_with("HeartbeatTimeout 300 s is under 360 s"), "{short:#?}");
-    assert!(short.fix.as_deref().unwrap().contains("--heartbeat-timeout 360"), "{short:#?}");
+    assert!(!short.ok && short.detail.starts_with("HeartbeatTimeout 300 s is under 1260 s"), "{short:#?}");
+    assert!(short.fix.as_deref().unwrap().contains("--heartbeat-timeout 1260"), "{short:#?}");
     let default = hooks.iter().find(|f| f.check.ends_with(&format!("{ON_DEMAND} lifecycle hook drain"))).unwrap();
     assert!(default.ok, "{default:#?}");
     for (asg, name) in [(SPOT, "drain"), (SPOT, "warm-up"), (ON_DEMAND, "drain")] {

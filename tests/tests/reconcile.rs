@@ -867,6 +867,9 @@ struct SlowCluster {
     run_during_drain: Arc<std::sync::Mutex<Option<RunDuringDrain>>>,
     /// A PodDisruptionBudget holds every drain for its whole slice.
     blocked: bool,
+    /// The drain's time passes a second at a time, other runs of the batch going on
+    /// between (with a [`TurnTakingClock`]), as real time does.
+    in_steps: bool,
 }
 
 impl SlowCluster {
@@ -880,6 +883,7 @@ impl SlowCluster {
             during_drain: None,
             run_during_drain: Arc::default(),
             blocked: false,
+            in_steps: false,
         }
     }
 }
@@ -944,7 +948,14 @@ impl ballast_core::ports::Cluster for SlowCluster {
         if let Some(run) = other_run {
             run().await;
         }
-        self.clock.advance(Duration::from_std(timeout).unwrap());
+        if self.in_steps {
+            for _ in 0..timeout.as_secs() {
+                self.clock.advance(Duration::seconds(1));
+                tokio::task::yield_now().await;
+            }
+        } else {
+            self.clock.advance(Duration::from_std(timeout).unwrap());
+        }
         if self.blocked {
             let why = "Cannot evict pod as it would violate the pod's disruption budget.".to_string();
             return Ok(ballast_core::ports::DrainReport { evicted: 0, blocked: vec![("default/web-1".into(), why)] });
@@ -1766,7 +1777,7 @@ async fn a_drain_cut_by_the_deadline_still_completes_its_lifecycle_action() {
 /// each SQS receive waits for the lease and fails for a retry, backing off (5 s, 10 s,
 /// 20 s ... 5 min). Before, nothing kept the hook open meanwhile: the first heartbeat came
 /// 718 s in, and a hook with a 300 s `HeartbeatTimeout` had ended with the node undrained.
-/// Now every receive heartbeats: no gap reaches the timeout the README asks for.
+/// Now every receive heartbeats: no gap is longer than the pause between two receives.
 #[tokio::test]
 async fn a_lifecycle_action_waiting_for_another_runs_drain_keeps_its_hook_open() {
     let event = fixture("lifecycle-terminate.json");
@@ -1795,13 +1806,109 @@ async fn a_lifecycle_action_waiting_for_another_runs_drain_keeps_its_hook_open()
     let beats = autoscaling.heartbeats.lock().unwrap().clone();
     let at: Vec<i64> = beats.iter().map(|t| (*t - event.time).num_seconds()).collect();
     let longest = std::iter::once(event.time).chain(beats).collect::<Vec<_>>().windows(2).map(|w| w[1] - w[0]).max();
-    let allowed = Duration::from_std(ballast_lambda::handlers::HOOK_HEARTBEAT_TIMEOUT_AT_LEAST).unwrap();
+    // No longer than the retry's longest pause and a lease wait (with a batching window's
+    // slack): the part of HOOK_HEARTBEAT_TIMEOUT_AT_LEAST that is not a wait for a slot.
+    let pause = Duration::from_std(ballast_lambda::handlers::retry_after(10)).unwrap();
+    let allowed = pause + ballast_core::reconcile::LEASE_WAIT + Duration::seconds(10);
     assert!(
         longest.is_some_and(|gap| gap < allowed),
         "heartbeats at {at:?} s: the longest gap {longest:?} reaches {allowed}\n{}",
         log.join("\n")
     );
     assert_eq!(at.first(), Some(&0), "the first receive's heartbeat comes at once");
+}
+
+/// One SQS batch holds a scale-in lifecycle action for pool `general`, whose lease another
+/// run holds through its own drain (11 minutes), and one for pool `batch`, whose node a
+/// PodDisruptionBudget holds for its whole drain_timeout (10m). Before, `general`'s run
+/// gave up after LEASE_WAIT, and nothing heartbeated its hook until the message came back,
+/// after the batch's invocation ended with `batch`'s drain (~10 minutes) and the retry's
+/// pause: the hook had to outlast both. Now a run waiting for its lease waits on, its
+/// hook kept open each minute, while another run of the batch works, and fails for its
+/// retry only when none does.
+#[tokio::test]
+async fn a_lifecycle_action_waiting_in_a_batch_while_another_pool_drains_keeps_its_hook_open() {
+    let general = fixture("lifecycle-terminate.json");
+    let batch = ballast_tests::aws::event(&ballast_tests::aws::fixture_json("lifecycle-terminate.json", |v| {
+        v["id"] = "batch-scale-in".into();
+        v["time"] = serde_json::json!(general.time.to_rfc3339());
+        v["detail"]["AutoScalingGroupName"] = "eks-batch-spot-c6".into();
+        v["detail"]["EC2InstanceId"] = "i-0c0ffee0000b00001".into();
+        v["detail"]["LifecycleActionToken"] = "batch-token".into();
+    }));
+    let mut config = config_with_dry_run(false);
+    for pool in &mut config.pools {
+        pool.interruption.drain_timeout = "10m".parse().unwrap();
+    }
+    let memory = InMemory::new(state("steady.json"));
+    let clock = FixedClock::new(general.time);
+    memory.world().pools.entry("general".into()).or_default().record.draining = Some(ballast_core::model::Draining {
+        owner: "draining-run".into(),
+        until: general.time + Duration::minutes(11),
+    });
+    let mut cluster = SlowCluster::new(&memory, &clock);
+    cluster.blocked = true;
+    cluster.in_steps = true;
+    let autoscaling = TimedAutoscaling::new(&memory, &clock);
+    let reconciler = Reconciler {
+        config: Arc::new(config),
+        autoscaling: autoscaling.clone(),
+        cluster,
+        store: memory.clone(),
+        clock: TurnTakingClock(clock.clone()),
+        owner: "test".into(),
+    };
+    let out = reconciler.handle_until(vec![general.clone(), batch], Some(general.time + Duration::seconds(720))).await;
+    let ended = clock.now();
+    let retried: Vec<&String> =
+        out.failures.iter().filter(|(e, _)| e.is_retryable()).flat_map(|(_, ids)| ids).collect();
+    assert_eq!(retried, [&general.id], "general's lease stays busy: its event fails for a retry; {:?}", errors(&out));
+    assert_eq!(out.pools.iter().map(|p| p.plan.pool.as_str()).collect::<Vec<_>>(), ["batch"]);
+    assert!(ended - general.time >= Duration::minutes(9), "batch's drain held the invocation: ended {ended}");
+    let instance = general.signal.instance_ids()[0].to_string();
+    let beats: Vec<DateTime<Utc>> =
+        autoscaling.heartbeats_of.lock().unwrap().iter().filter(|(_, id)| *id == instance).map(|(at, _)| *at).collect();
+    let at: Vec<i64> = beats.iter().map(|t| (*t - general.time).num_seconds()).collect();
+    let longest = std::iter::once(general.time)
+        .chain(beats)
+        .chain(std::iter::once(ended))
+        .collect::<Vec<_>>()
+        .windows(2)
+        .map(|w| w[1] - w[0])
+        .max();
+    // A minute between heartbeats, a poll's pause and, once the others are done, the
+    // lease wait before the run gives up.
+    let allowed = Duration::from_std(ballast_core::reconcile::HEARTBEAT_EVERY).unwrap()
+        + ballast_core::reconcile::LEASE_WAIT
+        + Duration::seconds(2);
+    assert!(
+        longest.is_some_and(|gap| gap <= allowed),
+        "general's heartbeats at {at:?} s, the invocation ended at {} s: the longest gap {longest:?} is over {allowed}",
+        (ended - general.time).num_seconds()
+    );
+}
+
+/// A clock whose sleep lets the batch's other runs go on meanwhile, as real time does:
+/// time that another run moves on (a drain's steps) passes once, for all; a sleeper moves
+/// it on itself, a second at a time, only while no one else does.
+#[derive(Clone)]
+struct TurnTakingClock(FixedClock);
+
+#[async_trait::async_trait]
+impl Clock for TurnTakingClock {
+    fn now(&self) -> DateTime<Utc> {
+        self.0.now()
+    }
+    async fn sleep(&self, for_: std::time::Duration) {
+        let until = self.0.now() + Duration::from_std(for_).unwrap();
+        while self.0.now() < until {
+            let before = self.0.now();
+            tokio::task::yield_now().await;
+            if self.0.now() == before {
+                self.0.advance((until - before).min(Duration::seconds(1)));
+            }
+        }
+    }
 }
 
 /// Autoscaling in memory that notes when each desired-size write and heartbeat happens.
@@ -1811,6 +1918,8 @@ struct TimedAutoscaling {
     clock: FixedClock,
     writes: Arc<std::sync::Mutex<Vec<DesiredWrite>>>,
     heartbeats: Arc<std::sync::Mutex<Vec<DateTime<Utc>>>>,
+    /// Each heartbeat's time and instance.
+    heartbeats_of: Arc<std::sync::Mutex<Vec<(DateTime<Utc>, String)>>>,
 }
 
 /// When, which ASG, to what size.
@@ -1823,6 +1932,7 @@ impl TimedAutoscaling {
             clock: clock.clone(),
             writes: Arc::default(),
             heartbeats: Arc::default(),
+            heartbeats_of: Arc::default(),
         }
     }
 }
@@ -1844,6 +1954,7 @@ impl Autoscaling for TimedAutoscaling {
     }
     async fn record_lifecycle_heartbeat(&self, a: &LifecycleRef) -> Result<(), PortError> {
         self.heartbeats.lock().unwrap().push(self.clock.now());
+        self.heartbeats_of.lock().unwrap().push((self.clock.now(), a.instance_id.clone()));
         self.inner.record_lifecycle_heartbeat(a).await
     }
     async fn complete_lifecycle_action(&self, a: &LifecycleRef) -> Result<(), PortError> {

@@ -20,10 +20,14 @@ pub const CLUSTER_TAG: &str = "ballast.io/cluster";
 /// The hook transition Ballast drains for.
 const TERMINATING: &str = "autoscaling:EC2_INSTANCE_TERMINATING";
 /// The shortest termination-hook `HeartbeatTimeout` Ballast keeps open while the action
-/// waits behind another drain: the functions heartbeat it at each SQS retry, which come at
-/// most 5 minutes plus a batching window and a lease wait apart (ballast-lambda's
-/// `HOOK_HEARTBEAT_TIMEOUT_AT_LEAST`, whose test holds the sum under it).
-pub const HOOK_HEARTBEAT_TIMEOUT_AT_LEAST_SECS: u64 = 360;
+/// waits behind other drains: the functions heartbeat it at each SQS receive (and each
+/// minute while another pool of the batch works), and receives come at most 5 minutes
+/// (the retry's pause) plus a batching window and a lease wait apart, plus the wait for
+/// one of the queue's concurrency slots, which drains may hold for a whole function
+/// timeout (15 minutes at most): 21 minutes. A storm keeping every slot busy longer can
+/// exceed it: AWS's default hour is the safer setting. (ballast-lambda's
+/// `HOOK_HEARTBEAT_TIMEOUT_AT_LEAST`, whose test holds the sum under it.)
+pub const HOOK_HEARTBEAT_TIMEOUT_AT_LEAST_SECS: u64 = 21 * 60;
 
 /// What a deployment is made of, by name.
 #[derive(Debug, Clone)]

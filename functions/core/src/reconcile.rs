@@ -2,6 +2,7 @@
 //! ends here; the simulator and `ballast plan` run the same code.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -245,10 +246,17 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         };
         // Pools are reconciled together, each under its own lease: one pool's drain, or its
         // wait for a lease another run holds, never holds back another pool's spot warning.
-        let runs = routed.into_iter().filter_map(|(pool, events)| self.config.pool(&pool).map(|cfg| (cfg, events)));
-        let results = futures_util::future::join_all(runs.map(|(pool_cfg, events)| async move {
+        let runs: Vec<_> =
+            routed.into_iter().filter_map(|(pool, events)| self.config.pool(&pool).map(|cfg| (cfg, events))).collect();
+        // Runs of the batch at work (not waiting for a lease): while one is, the
+        // invocation lasts anyway, so a run waiting for its pool's lease waits on (its
+        // hooks kept open) instead of failing for a retry that could only come after it.
+        let working = &AtomicUsize::new(runs.len());
+        let results = futures_util::future::join_all(runs.into_iter().map(|(pool_cfg, events)| async move {
             let ids: Vec<String> = events.iter().map(|e| e.id.clone()).collect();
-            let result = match (self.reconcile(pool_cfg, &events, deadline).await, deadline) {
+            let first = self.reconcile(pool_cfg, &events, deadline).await;
+            working.fetch_sub(1, Ordering::SeqCst);
+            let result = match (first, deadline) {
                 // The run holding the lease is reconciling the pool now: a tick adds
                 // nothing to it (and failing would retry, then dead-letter, a tick), nor
                 // news of a node.
@@ -263,7 +271,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                     self.keep_hooks_open(&pool_cfg.name, &events).await;
                     match deadline {
                         Some(deadline) => PoolRun::Done(Box::new(
-                            self.reconcile_when_free(pool_cfg, &events, deadline, lease_wait).await,
+                            self.reconcile_when_free(pool_cfg, &events, deadline, lease_wait, working).await,
                         )),
                         None => PoolRun::Done(Box::new(Err(busy))),
                     }
@@ -307,14 +315,16 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         Ok((fresh, handled.into_iter().map(|e| e.id).collect()))
     }
 
-    /// Waits for the pool's lease (polling, jittered) up to `lease_wait`, and never past
-    /// what the deadline leaves the run; then the events fail for a retry.
+    /// Waits for the pool's lease (polling, jittered) up to `lease_wait`, or on while
+    /// other runs of the batch are `working`, and never past what the deadline leaves the
+    /// run; then the events fail for a retry.
     async fn reconcile_when_free(
         &self,
         pool: &PoolConfig,
         events: &[Event],
         deadline: DateTime<Utc>,
         lease_wait: chrono::Duration,
+        working: &AtomicUsize,
     ) -> Result<PoolOutcome, ReconcileError> {
         let leaves_the_run = deadline - KEPT_AFTER_LEASE_WAIT - DEADLINE_MARGIN;
         let give_up = self.clock.now().checked_add_signed(lease_wait).map_or(leaves_the_run, |t| t.min(leaves_the_run));
@@ -324,7 +334,9 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         loop {
             let pause = lease_poll(&self.owner, polls);
             let pause_chrono = chrono::Duration::from_std(pause).unwrap_or(chrono::Duration::MAX);
-            if self.clock.now() + pause_chrono > give_up {
+            let after_pause = self.clock.now() + pause_chrono;
+            let others_at_work = working.load(Ordering::SeqCst) > 0;
+            if after_pause > leaves_the_run || after_pause > give_up && !others_at_work {
                 return Err(ReconcileError::LeaseBusy { pool: pool.name.clone() });
             }
             self.clock.sleep(pause).await;
@@ -333,7 +345,10 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                 hooks_kept_at = self.clock.now();
             }
             polls += 1;
-            match self.reconcile(pool, events, Some(deadline)).await {
+            working.fetch_add(1, Ordering::SeqCst);
+            let tried = self.reconcile(pool, events, Some(deadline)).await;
+            working.fetch_sub(1, Ordering::SeqCst);
+            match tried {
                 Err(ReconcileError::LeaseBusy { .. }) => continue,
                 done => {
                     if polls > 1 {

@@ -47,9 +47,10 @@ pub fn retry_after(receive_count: u32) -> Duration {
 }
 
 /// The shortest lifecycle-hook `HeartbeatTimeout` Ballast keeps open while the action waits
-/// for another run's drain: it heartbeats at each receive, and receives come at most
-/// [`retry_after`]'s longest pause, the templates' longest batching window (10 s) and a
-/// lease wait apart (AWS's default is an hour).
+/// for other runs' drains: it heartbeats at each receive, and receives come at most
+/// [`retry_after`]'s longest pause, the templates' longest batching window (10 s), a lease
+/// wait and a wait for a concurrency slot (drains may hold each for the longest function
+/// timeout, 15 min) apart (AWS's default is an hour).
 pub const HOOK_HEARTBEAT_TIMEOUT_AT_LEAST: Duration =
     Duration::from_secs(ballast_aws::doctor::HOOK_HEARTBEAT_TIMEOUT_AT_LEAST_SECS);
 
@@ -425,7 +426,8 @@ mod tests {
         let longest_pause = (1..=10).map(retry_after).max().unwrap();
         let batching_window = Duration::from_secs(10);
         let lease_wait = ballast_core::reconcile::LEASE_WAIT.to_std().unwrap();
-        assert!(longest_pause + batching_window + lease_wait < super::HOOK_HEARTBEAT_TIMEOUT_AT_LEAST);
+        let slot_held = Duration::from_secs(15 * 60);
+        assert!(longest_pause + batching_window + lease_wait + slot_held < super::HOOK_HEARTBEAT_TIMEOUT_AT_LEAST);
     }
 
     #[test]
