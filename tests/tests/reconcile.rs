@@ -1828,37 +1828,7 @@ async fn a_lifecycle_action_waiting_for_another_runs_drain_keeps_its_hook_open()
 /// retry only when none does.
 #[tokio::test]
 async fn a_lifecycle_action_waiting_in_a_batch_while_another_pool_drains_keeps_its_hook_open() {
-    let general = fixture("lifecycle-terminate.json");
-    let batch = ballast_tests::aws::event(&ballast_tests::aws::fixture_json("lifecycle-terminate.json", |v| {
-        v["id"] = "batch-scale-in".into();
-        v["time"] = serde_json::json!(general.time.to_rfc3339());
-        v["detail"]["AutoScalingGroupName"] = "eks-batch-spot-c6".into();
-        v["detail"]["EC2InstanceId"] = "i-0c0ffee0000b00001".into();
-        v["detail"]["LifecycleActionToken"] = "batch-token".into();
-    }));
-    let mut config = config_with_dry_run(false);
-    for pool in &mut config.pools {
-        pool.interruption.drain_timeout = "10m".parse().unwrap();
-    }
-    let memory = InMemory::new(state("steady.json"));
-    let clock = FixedClock::new(general.time);
-    memory.world().pools.entry("general".into()).or_default().record.draining = Some(ballast_core::model::Draining {
-        owner: "draining-run".into(),
-        until: general.time + Duration::minutes(11),
-    });
-    let mut cluster = SlowCluster::new(&memory, &clock);
-    cluster.blocked = true;
-    cluster.in_steps = true;
-    let autoscaling = TimedAutoscaling::new(&memory, &clock);
-    let reconciler = Reconciler {
-        config: Arc::new(config),
-        autoscaling: autoscaling.clone(),
-        cluster,
-        store: memory.clone(),
-        clock: TurnTakingClock(clock.clone()),
-        owner: "test".into(),
-    };
-    let out = reconciler.handle_until(vec![general.clone(), batch], Some(general.time + Duration::seconds(720))).await;
+    let (general, out, autoscaling, _, clock) = general_waiting_while_batch_drains(Duration::minutes(11)).await;
     let ended = clock.now();
     let retried: Vec<&String> =
         out.failures.iter().filter(|(e, _)| e.is_retryable()).flat_map(|(_, ids)| ids).collect();
@@ -1885,6 +1855,67 @@ async fn a_lifecycle_action_waiting_in_a_batch_while_another_pool_drains_keeps_i
         longest.is_some_and(|gap| gap <= allowed),
         "general's heartbeats at {at:?} s, the invocation ended at {} s: the longest gap {longest:?} is over {allowed}",
         (ended - general.time).num_seconds()
+    );
+}
+
+/// One SQS batch (deadline 720 s): a scale-in lifecycle action for pool `general`, whose
+/// lease another run holds through its drain until `draining_for`, and one for pool
+/// `batch`, whose node a PodDisruptionBudget holds for its whole drain_timeout (10m, as
+/// `general`'s). Returns `general`'s event, the outcome, the ports and the clock.
+async fn general_waiting_while_batch_drains(
+    draining_for: Duration,
+) -> (ballast_core::event::Event, ballast_core::reconcile::BatchOutcome, TimedAutoscaling, InMemory, FixedClock) {
+    let general = fixture("lifecycle-terminate.json");
+    let batch = ballast_tests::aws::event(&ballast_tests::aws::fixture_json("lifecycle-terminate.json", |v| {
+        v["id"] = "batch-scale-in".into();
+        v["time"] = serde_json::json!(general.time.to_rfc3339());
+        v["detail"]["AutoScalingGroupName"] = "eks-batch-spot-c6".into();
+        v["detail"]["EC2InstanceId"] = "i-0c0ffee0000b00001".into();
+        v["detail"]["LifecycleActionToken"] = "batch-token".into();
+    }));
+    let mut config = config_with_dry_run(false);
+    for pool in &mut config.pools {
+        pool.interruption.drain_timeout = "10m".parse().unwrap();
+    }
+    let memory = InMemory::new(state("steady.json"));
+    let clock = FixedClock::new(general.time);
+    memory.world().pools.entry("general".into()).or_default().record.draining =
+        Some(ballast_core::model::Draining { owner: "draining-run".into(), until: general.time + draining_for });
+    let mut cluster = SlowCluster::new(&memory, &clock);
+    cluster.blocked = true;
+    cluster.in_steps = true;
+    let autoscaling = TimedAutoscaling::new(&memory, &clock);
+    let reconciler = Reconciler {
+        config: Arc::new(config),
+        autoscaling: autoscaling.clone(),
+        cluster,
+        store: memory.clone(),
+        clock: TurnTakingClock(clock.clone()),
+        owner: "test".into(),
+    };
+    let out = reconciler.handle_until(vec![general.clone(), batch], Some(general.time + Duration::seconds(720))).await;
+    (general, out, autoscaling, memory, clock)
+}
+
+/// As above, but the other run's drain in `general` ends 5 minutes in, while `batch`
+/// still drains: a whole 10-minute drain no longer fits before the deadline. Taking the
+/// lease then, `general`'s run would drain its node for what is left (under 7 minutes)
+/// and complete its lifecycle action all the same, pods a budget protects still on it.
+/// It keeps waiting instead, hooks kept open, and fails for its retry.
+#[tokio::test]
+async fn a_run_waiting_in_a_batch_takes_its_lease_only_while_a_whole_drain_fits() {
+    let (general, out, _, memory, _) = general_waiting_while_batch_drains(Duration::minutes(5)).await;
+    let retried: Vec<&String> =
+        out.failures.iter().filter(|(e, _)| e.is_retryable()).flat_map(|(_, ids)| ids).collect();
+    assert_eq!(retried, [&general.id], "{:?}", errors(&out));
+    let token = match &general.signal {
+        ballast_core::event::Signal::TerminateLifecycleAction(a) => a.token.clone(),
+        other => panic!("{other:?}"),
+    };
+    assert!(
+        !memory.world().calls.contains(&Call::Complete { token }),
+        "general's lifecycle action completed after a drain cut short: {:?}",
+        out.pools.iter().map(|p| p.plan.pool.clone()).collect::<Vec<_>>()
     );
 }
 
@@ -1919,8 +1950,11 @@ struct TimedAutoscaling {
     writes: Arc<std::sync::Mutex<Vec<DesiredWrite>>>,
     heartbeats: Arc<std::sync::Mutex<Vec<DateTime<Utc>>>>,
     /// Each heartbeat's time and instance.
-    heartbeats_of: Arc<std::sync::Mutex<Vec<(DateTime<Utc>, String)>>>,
+    heartbeats_of: Arc<std::sync::Mutex<Vec<Heartbeat>>>,
 }
+
+/// When, for which instance.
+type Heartbeat = (DateTime<Utc>, String);
 
 /// When, which ASG, to what size.
 type DesiredWrite = (DateTime<Utc>, String, u32);

@@ -464,6 +464,7 @@ mod tests {
                 unfilled_before: 0,
                 victims: Vec::new(),
                 victims_since: None,
+                over_before: 0,
                 floor_lowered_for: Vec::new(),
             });
             let stored = encode_record(&record).unwrap().len();

@@ -264,6 +264,10 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
+fn is_zero_u32(n: &u32) -> bool {
+    *n == 0
+}
+
 /// The capacity calls of one plan, in apply order (raises, lowers, terminations),
 /// written before the first and marked `done` after each that succeeds. What is not
 /// done after a crash or a failed call is judged against what is observed next time:
@@ -493,8 +497,13 @@ pub struct FailbackStep {
     /// step ends.
     #[serde(default)]
     pub victims_since: Option<DateTime<Utc>>,
-    /// Interrupted instances whose terminate with decrement lowered `desired_before`: a
-    /// run that plans the same terminate again (a takeover, a retry) lowers it once.
+    /// Live instances above `desired_before` when the step began (replacements Auto
+    /// Scaling launched before the instances they replace left, this plan's decrements
+    /// not yet made): as many old instances' leaving is replaced by nothing new.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub over_before: u32,
+    /// Interrupted instances whose terminate with decrement moved the step's sizes: a run
+    /// that plans the same terminate again (a takeover, a retry) moves them once.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub floor_lowered_for: Vec<String>,
 }

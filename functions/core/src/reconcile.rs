@@ -251,11 +251,10 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         // Runs of the batch at work (not waiting for a lease): while one is, the
         // invocation lasts anyway, so a run waiting for its pool's lease waits on (its
         // hooks kept open) instead of failing for a retry that could only come after it.
-        let working = &AtomicUsize::new(runs.len());
+        let working = &AtomicUsize::new(0);
         let results = futures_util::future::join_all(runs.into_iter().map(|(pool_cfg, events)| async move {
             let ids: Vec<String> = events.iter().map(|e| e.id.clone()).collect();
-            let first = self.reconcile(pool_cfg, &events, deadline).await;
-            working.fetch_sub(1, Ordering::SeqCst);
+            let first = self.reconcile_counting(pool_cfg, &events, deadline, Some(working)).await;
             let result = match (first, deadline) {
                 // The run holding the lease is reconciling the pool now: a tick adds
                 // nothing to it (and failing would retry, then dead-letter, a tick), nor
@@ -337,6 +336,11 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
             let after_pause = self.clock.now() + pause_chrono;
             let others_at_work = working.load(Ordering::SeqCst) > 0;
             if after_pause > leaves_the_run || after_pause > give_up && !others_at_work {
+                // The retry comes a pause later: the hook is heard of as late as it would
+                // be after an ordinary lease wait.
+                if self.clock.now() - hooks_kept_at >= LEASE_WAIT {
+                    self.keep_hooks_open(&pool.name, events).await;
+                }
                 return Err(ReconcileError::LeaseBusy { pool: pool.name.clone() });
             }
             self.clock.sleep(pause).await;
@@ -344,10 +348,15 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                 self.keep_hooks_open(&pool.name, events).await;
                 hooks_kept_at = self.clock.now();
             }
+            // Waiting on for the batch, the lease is taken only while a whole drain fits
+            // before the deadline: a drain cut short would still complete its lifecycle
+            // actions, its pods not all evicted. Until the others are done, hooks kept.
+            let drain_fits = self.clock.now() + drain_and_margins(pool) <= deadline;
+            if self.clock.now() > give_up && !drain_fits {
+                continue;
+            }
             polls += 1;
-            working.fetch_add(1, Ordering::SeqCst);
-            let tried = self.reconcile(pool, events, Some(deadline)).await;
-            working.fetch_sub(1, Ordering::SeqCst);
+            let tried = self.reconcile_counting(pool, events, Some(deadline), Some(working)).await;
             match tried {
                 Err(ReconcileError::LeaseBusy { .. }) => continue,
                 done => {
@@ -547,6 +556,18 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         events: &[Event],
         deadline: Option<DateTime<Utc>>,
     ) -> Result<PoolOutcome, ReconcileError> {
+        self.reconcile_counting(pool, events, deadline, None).await
+    }
+
+    /// As [`Self::reconcile`], counted in `working` from when the pool is its own (the
+    /// lease taken, no other run draining) to the end.
+    async fn reconcile_counting(
+        &self,
+        pool: &PoolConfig,
+        events: &[Event],
+        deadline: Option<DateTime<Utc>>,
+        working: Option<&AtomicUsize>,
+    ) -> Result<PoolOutcome, ReconcileError> {
         let name = pool.name.as_str();
         let urgency =
             if events.iter().any(|e| e.signal.cannot_wait()) { Urgency::CannotWait } else { Urgency::CanWait };
@@ -560,7 +581,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
             return Err(ReconcileError::LeaseBusy { pool: name.to_string() });
         }
         lease.until += chrono::Duration::from_std(lease.ttl).unwrap_or(chrono::Duration::MAX);
-        let result = self.reconcile_leased(pool, events, deadline, &mut lease).await;
+        let result = self.reconcile_leased(pool, events, deadline, &mut lease, working).await;
         // A lease left behind expires on its own; failing to release is only logged.
         if let Err(e) = self.store.release_lease(name, &self.owner).await {
             tracing::warn!(pool = name, error = %e, "could not release the lease; it expires on its own");
@@ -574,10 +595,12 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         events: &[Event],
         deadline: Option<DateTime<Utc>>,
         lease: &mut Lease,
+        working: Option<&AtomicUsize>,
     ) -> Result<PoolOutcome, ReconcileError> {
         let name = pool.name.as_str();
         let dry_run = self.config.dry_run;
         let key = if dry_run { format!("{name}{DRY_RUN_SUFFIX}") } else { name.to_string() };
+        let mut at_work = None;
         for _ in 0..MAX_ATTEMPTS {
             let now = self.clock.now();
             let Versioned { value: record, version } =
@@ -588,6 +611,9 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
             let can_wait = lease.urgency == Urgency::CanWait;
             if can_wait && record.draining.as_ref().is_some_and(|d| d.owner != self.owner && now < d.until) {
                 return Err(ReconcileError::LeaseBusy { pool: name.to_string() });
+            }
+            if at_work.is_none() {
+                at_work = working.map(AtWork::new);
             }
             let observed = self.observe(pool, &record, events, now).await.map_err(ReconcileError::port(name))?;
             let mut plan = self.plan_for(pool, &record, &observed, events, now);
@@ -1159,6 +1185,29 @@ pub const LEASE_WAIT: chrono::Duration = chrono::Duration::seconds(15);
 
 /// One to two seconds between tries for a busy lease, spread by the run's owner id so
 /// that runs waiting for the same pool do not try in step.
+/// A run of a batch at work on its pool, counted while this lives.
+struct AtWork<'a>(&'a AtomicUsize);
+
+impl<'a> AtWork<'a> {
+    fn new(working: &'a AtomicUsize) -> AtWork<'a> {
+        working.fetch_add(1, Ordering::SeqCst);
+        AtWork(working)
+    }
+}
+
+impl Drop for AtWork<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// What a run taking the lease needs before the deadline to drain whole: the pool's
+/// `drain_timeout` and what the config's function timeout check allows beside it.
+fn drain_and_margins(pool: &PoolConfig) -> chrono::Duration {
+    chrono::Duration::from_std(pool.interruption.drain_timeout.0 + crate::config::FUNCTION_TIMEOUT_MARGIN)
+        .unwrap_or(chrono::Duration::MAX)
+}
+
 fn lease_poll(owner: &str, poll: u64) -> Duration {
     use std::hash::{Hash, Hasher};
     let mut hasher = std::collections::hash_map::DefaultHasher::new();

@@ -132,11 +132,16 @@ impl Work<'_> {
         let raised_by_others = step.unfilled_before + asg.desired.saturating_sub(expected);
         // Old instances gone, or going and replaced by a surge here. (One interrupted
         // before the step had its surge in the size then: it leaves with a decrement.)
+        // Those live above the size when the step began leave replaced by nothing new.
         let old_gone = before.iter().filter(|id| !live_here(id) || surged_here(id)).count() as u32;
+        let old_gone = old_gone.saturating_sub(step.over_before);
         // Removed with a decrement by others (or a surge here not yet landed): no
         // replacement follows them.
         let decremented = expected.saturating_sub(asg.desired);
-        raised_by_others + old_gone.saturating_sub(decremented)
+        // Live above the size: replacements launched before the instances they replace
+        // leave (Capacity Rebalancing, an instance maintenance policy).
+        let replacing = asg.live().saturating_sub(asg.desired);
+        raised_by_others + old_gone.saturating_sub(decremented) + replacing
     }
 
     /// A failback step is judged afresh every reconcile against what is observed: its
@@ -503,12 +508,13 @@ impl Work<'_> {
         let count = self.cfg.fallback.failback_step.min(self.record.fallback_units).min(self.room_up(asg));
         let healthy_for = since(self.now, self.record.healthy_since[&asg.name]);
         let ready_before = self.ready_nodes(asg, &[]);
-        let instances_before =
+        let instances_before: Vec<String> =
             asg.instances.iter().filter(|i| i.lifecycle_state.is_live()).map(|i| i.id.clone()).collect();
         let unfilled_before = self.unfilled(asg);
         // Its size once this plan's terminations with decrement are made: the floor a
         // withdrawal of this step never goes below.
         let desired_before = self.after(&asg.name);
+        let over_before = (instances_before.len() as u32).saturating_sub(desired_before);
         let name = asg.name.clone();
         self.adjust(
             &name,
@@ -530,6 +536,7 @@ impl Work<'_> {
             unfilled_before,
             victims: Vec::new(),
             victims_since: None,
+            over_before,
             floor_lowered_for: Vec::new(),
         });
     }

@@ -179,14 +179,7 @@ impl Work<'_> {
             // without one, the ASG replaces it.
             let decrement = surge.is_some() && self.take_decrement(&asg);
             if decrement {
-                // A failback step's floor is the ASG's size without its surge: this
-                // decrement lowers that too.
-                if let Some(step) = self.record.failback.as_mut().filter(|f| f.spot_asg == asg.name) {
-                    if !step.floor_lowered_for.contains(&interruption.instance_id) {
-                        step.desired_before = step.desired_before.saturating_sub(1);
-                        step.floor_lowered_for.push(interruption.instance_id.clone());
-                    }
-                }
+                self.decrement_in_failback_step(&asg.name, &interruption.instance_id, surge.as_ref());
             }
             if surge.is_some() && !decrement {
                 self.note(format!(
@@ -209,6 +202,28 @@ impl Work<'_> {
             entry.planned_at = Some(self.now);
             // Without decrement the ASG replaces it: a surge made for it is then surplus.
             entry.terminated = decrement || entry.surge.is_none();
+        }
+    }
+
+    /// A terminate with decrement in the ASG a failback step raises: with its surge in the
+    /// same ASG the sizes are unmoved (one up, one down). Otherwise an instance there
+    /// before the step lowers the step's floor (its size without the step's surge); one
+    /// launched since (the step's, or another writer's, none can tell) lowers what the
+    /// step raised it to and expects, so that the slot its decrement takes is not taken
+    /// for another's removed with a decrement. Once per instance, however often planned.
+    fn decrement_in_failback_step(&mut self, asg: &str, instance_id: &str, surge: Option<&Surge>) {
+        let Some(step) = self.record.failback.as_mut().filter(|f| f.spot_asg == asg) else { return };
+        if step.floor_lowered_for.iter().any(|id| id == instance_id) || surge.is_some_and(|s| s.asg == asg) {
+            return;
+        }
+        step.floor_lowered_for.push(instance_id.to_string());
+        match &step.instances_before {
+            Some(before) if !before.iter().any(|id| id == instance_id) => {
+                let raised_to = if step.raised_to > 0 { step.raised_to } else { step.desired_before + step.count };
+                step.raised_to = raised_to.saturating_sub(1).max(step.desired_before);
+                step.count = step.count.saturating_sub(1);
+            }
+            _ => step.desired_before = step.desired_before.saturating_sub(1),
         }
     }
 

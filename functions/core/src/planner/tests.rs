@@ -400,6 +400,7 @@ fn failback_victims_are_released_when_the_on_demand_asg_leaves_the_pool() {
         unfilled_before: 0,
         victims: victims.clone(),
         victims_since: Some(now()),
+        over_before: 0,
         floor_lowered_for: Vec::new(),
     };
     let record = PoolRecord { failback: Some(step), ..record };
@@ -2594,11 +2595,38 @@ fn an_interruption_being_drained_at_a_steps_end_is_not_subtracted_twice() {
 
 #[test]
 fn a_takeover_replanning_an_interruptions_terminate_lowers_the_steps_floor_once() {
-    // (Found beside this change, not made by it.) A spot warning during a failback step:
-    // its plan surges spot-a and terminates the old instance with decrement, lowering the
+    // A spot warning during a failback step for an old instance of spot-a, at its max: the
+    // surge goes to spot-b and the old instance is terminated with decrement, lowering the
     // step's floor `desired_before` 2 -> 1. A run taking over during the drain (the
-    // terminate not reached) plans the same terminate again, and lowers the floor again,
+    // terminate not reached) plans the same terminate again, and lowered the floor again,
     // to 0: one decrement, counted twice.
+    let cfg = config();
+    let (record, observed) = in_fallback();
+    let started = run(&cfg, &record, &observed, &[], now());
+    let mut raised = observed.clone();
+    raised.spot[0] = asg("spot-a", 4, 4, 4, Market::Spot);
+    let at = now() + Duration::seconds(30);
+    let old = raised.spot[0].instances[0].id.clone();
+    let warning = event(Signal::SpotInterruption { instance_id: old, action: InstanceAction::Terminate }, at);
+    let warned = run(&cfg, &applied(&started), &raised, &[warning], at);
+    assert_eq!(desired(&warned, "spot-b"), Some(1), "the surge in spot-b: {:?}", warned.notes);
+    assert_eq!(warned.record.failback.as_ref().map(|f| f.desired_before), Some(1));
+    let mut draining = raised.clone();
+    draining.spot[1] = asg("spot-b", 1, 1, 20, Market::Spot);
+    let again = run(&cfg, &left_in_its_drain(&warned), &draining, &[], now() + Duration::seconds(60));
+    assert!(kinds(&again).contains(&"terminate"), "{:?}", again.notes);
+    assert_eq!(
+        again.record.failback.as_ref().map(|f| f.desired_before),
+        Some(1),
+        "the step's floor lowered twice for one decrement"
+    );
+}
+
+#[test]
+fn an_old_instance_replaced_by_a_surge_in_its_own_asg_leaves_the_steps_floor() {
+    // The same warning with room in spot-a: its surge raises spot-a, its terminate with
+    // decrement lowers it again, and the ASG's size without the step's surge is unmoved.
+    // The floor was lowered all the same: a failed step's withdrawal could go one below.
     let cfg = config();
     let (record, observed) = in_fallback();
     let started = run(&cfg, &record, &observed, &[], now());
@@ -2608,14 +2636,114 @@ fn a_takeover_replanning_an_interruptions_terminate_lowers_the_steps_floor_once(
     let old = raised.spot[0].instances[0].id.clone();
     let warning = event(Signal::SpotInterruption { instance_id: old, action: InstanceAction::Terminate }, at);
     let warned = run(&cfg, &applied(&started), &raised, &[warning], at);
-    assert_eq!(warned.record.failback.as_ref().map(|f| f.desired_before), Some(1));
-    let mut draining = raised.clone();
-    draining.spot[0] = asg("spot-a", 5, 5, 20, Market::Spot);
-    let again = run(&cfg, &left_in_its_drain(&warned), &draining, &[], now() + Duration::seconds(60));
-    assert!(kinds(&again).contains(&"terminate"), "{:?}", again.notes);
-    assert_eq!(
-        again.record.failback.as_ref().map(|f| f.desired_before),
-        Some(1),
-        "the step's floor lowered twice for one decrement"
+    assert_eq!(desired(&warned, "spot-a"), Some(5), "the surge in spot-a: {:?}", warned.notes);
+    assert_eq!(warned.record.failback.as_ref().map(|f| f.desired_before), Some(2));
+}
+
+// ---- failback step counting under other writers (review of `not_the_steps`) ----
+
+/// Nodes for every instance of the pool: Ready unless `ready` says otherwise (`None`: no
+/// node registered yet).
+fn nodes_where(observed: &mut ObservedPool, ready: impl Fn(&str) -> Option<bool>) {
+    observed.nodes = observed
+        .asgs()
+        .flat_map(|a| a.instances.iter())
+        .filter_map(|i| {
+            ready(&i.id).map(|r| NodeState {
+                name: format!("node-{}", i.id),
+                instance_id: i.id.clone(),
+                ready: r,
+                unschedulable: false,
+            })
+        })
+        .collect();
+}
+
+#[test]
+fn a_replacement_launched_before_the_instance_it_replaces_leaves_is_not_the_steps_node() {
+    // The step raised spot-a 2 -> 4. Auto Scaling then replaces old [0] launching first
+    // (Capacity Rebalancing, on by default in EKS managed spot node groups; AZ rebalancing;
+    // an instance maintenance policy that launches before terminating): the replacement [4]
+    // is InService and Ready while [0] is still InService, desired unchanged (live 5 of 4).
+    // One of the step's nodes ([2]) is Ready, the other ([3]) is joining. Nothing is gone
+    // from `instances_before` yet: counted by what left, nothing marked [4] as another's,
+    // and 2 on-demand nodes were drained for 1 Ready node of the step ([0] leaving after).
+    let cfg = config();
+    let (record, observed) = in_fallback();
+    let started = run(&cfg, &record, &observed, &[], now());
+    assert_eq!(desired(&started, "spot-a"), Some(4));
+    let mut later = observed.clone();
+    later.spot[0] = asg("spot-a", 4, 5, 20, Market::Spot);
+    let joining = later.spot[0].instances[3].id.clone();
+    nodes_where(&mut later, |id| Some(id != joining));
+    let go = run(&cfg, &applied(&started), &later, &[], now() + Duration::minutes(1));
+    let drains = kinds(&go).iter().filter(|k| **k == "drain").count();
+    assert!(drains <= 1, "{drains} on-demand node(s) drained for 1 Ready node of the step: {:?}", go.notes);
+}
+
+/// The step raised spot-a (max 4) 2 -> 4; its first new instance [2] gets a spot warning
+/// while both of its nodes are booting: spot-a is at its max, so the surge goes to spot-b
+/// and [2] is terminated with decrement (spot-a 4 -> 3). Returns the config, the applied
+/// record after that plan, and the pool as observed then.
+fn a_step_node_surged_elsewhere() -> (Config, PoolRecord, ObservedPool) {
+    let cfg = config();
+    let (record, mut observed) = in_fallback();
+    observed.spot[0].max = 4;
+    let started = run(&cfg, &record, &observed, &[], now());
+    assert_eq!(desired(&started, "spot-a"), Some(4));
+    let mut booting = observed.clone();
+    booting.spot[0] = asg("spot-a", 4, 4, 4, Market::Spot);
+    let new: Vec<String> = booting.spot[0].instances[2..].iter().map(|i| i.id.clone()).collect();
+    nodes_where(&mut booting, |id| (!new.iter().any(|n| n == id)).then_some(true));
+    let step_node = booting.spot[0].instances[2].id.clone();
+    let at = now() + Duration::seconds(60);
+    let warning =
+        event(Signal::SpotInterruption { instance_id: step_node.clone(), action: InstanceAction::Terminate }, at);
+    let warned = run(&cfg, &applied(&started), &booting, &[warning], at);
+    assert_eq!(desired(&warned, "spot-b"), Some(1), "{:?}", warned.notes);
+    assert!(
+        warned.actions.iter().any(|a| matches!(&a.kind,
+            ActionKind::TerminateInstance { instance_id, decrement: true, .. } if *instance_id == step_node)),
+        "{:#?}",
+        warned.actions
     );
+    (cfg, applied(&warned), booting)
+}
+
+#[test]
+fn a_step_node_surged_elsewhere_does_not_make_cluster_autoscalers_node_the_steps() {
+    // After the step's [2] went with decrement (its replacement booting in spot-b), the
+    // pods evicted from it are pending and cluster-autoscaler scales spot-a (its preferred
+    // group, room again under max) 3 -> 4: its node [4] is Ready, as is the step's [3].
+    // spot-a is back at `raised_to` with two new Ready nodes: both were counted as the
+    // step's, 2 on-demand nodes drained while the step had 1 Ready node (its other one's
+    // replacement still booting in spot-b).
+    let (cfg, record, booting) = a_step_node_surged_elsewhere();
+    let mut later = booting.clone();
+    later.spot[0] = asg("spot-a", 4, 5, 4, Market::Spot);
+    later.spot[0].instances.remove(2); // the step's [2], gone; [4] is cluster-autoscaler's
+    later.spot[1] = asg("spot-b", 1, 1, 20, Market::Spot); // the surge, booting
+    let surge = later.spot[1].instances[0].id.clone();
+    nodes_where(&mut later, |id| (id != surge).then_some(true));
+    let go = run(&cfg, &record, &later, &[], now() + Duration::minutes(2));
+    let drains = kinds(&go).iter().filter(|k| **k == "drain").count();
+    assert!(drains <= 1, "{drains} on-demand node(s) drained for 1 Ready node of the step: {:?}", go.notes);
+}
+
+#[test]
+fn a_step_node_surged_elsewhere_does_not_make_an_old_instances_replacement_the_steps() {
+    // As above, but instead of a scale-out AWS reclaims old [0] without warning and
+    // spot-a (now 3) replaces it with [4]. Its decrement (the step's [2]) was taken to be
+    // the old one's, so [4] was counted as the step's: 2 drained for 1.
+    let (cfg, record, booting) = a_step_node_surged_elsewhere();
+    let mut later = booting.clone();
+    later.spot[0] = asg("spot-a", 3, 5, 4, Market::Spot);
+    later.spot[0].instances.remove(2); // the step's [2], gone
+    later.spot[0].instances.remove(0); // old [0], reclaimed; [4] replaces it
+    later.spot[1] = asg("spot-b", 1, 1, 20, Market::Spot);
+    let surge = later.spot[1].instances[0].id.clone();
+    nodes_where(&mut later, |id| (id != surge).then_some(true));
+    let go = run(&cfg, &record, &later, &[], now() + Duration::minutes(2));
+    let drains = kinds(&go).iter().filter(|k| **k == "drain").count();
+    assert!(drains <= 1, "{drains} on-demand node(s) drained for 1 Ready node of the step: {:?}", go.notes);
 }
