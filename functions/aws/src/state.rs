@@ -315,31 +315,37 @@ mod tests {
         CapacityCall, Disruption, DisruptionKind, Interruption, InterruptionCause, Journal, Surge,
     };
 
-    /// 5,000 interruptions in flight, with instance ids as random as AWS's: the stored
-    /// item stays well within DynamoDB's 400 KB, and reads back whole.
-    #[test]
-    fn a_record_of_5000_interruptions_fits_an_item_and_reads_back() {
-        let at: DateTime<Utc> = "2026-11-20T09:00:00Z".parse().unwrap();
+    /// Instance ids as random as AWS's.
+    fn instance_ids() -> impl FnMut() -> String {
         let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut id = || {
+        move || {
             seed ^= seed << 13;
             seed ^= seed >> 7;
             seed ^= seed << 17;
             format!("i-0{:016x}", seed)
-        };
-        let spot = "eks-general-spot-m6-20261120abcdef";
-        let ids: Vec<String> = (0..5000).map(|_| id()).collect();
-        let record = PoolRecord {
+        }
+    }
+
+    const SPOT: &str = "eks-general-spot-m6-20261120abcdef";
+
+    fn at() -> DateTime<Utc> {
+        "2026-11-20T09:00:00Z".parse().unwrap()
+    }
+
+    /// A record of `ids` interrupted at once: each surged, disrupted and to be terminated.
+    fn a_storm_of(ids: &[String]) -> PoolRecord {
+        let at = at();
+        PoolRecord {
             interruptions: ids
                 .iter()
                 .map(|i| Interruption {
                     instance_id: i.clone(),
-                    asg: spot.into(),
+                    asg: SPOT.into(),
                     cause: InterruptionCause::SpotWarning { action: InstanceAction::Terminate },
                     noticed_at: at,
                     planned_at: Some(at),
                     surge: Some(Surge {
-                        asg: spot.into(),
+                        asg: SPOT.into(),
                         planned_at: at,
                         plan: 1,
                         moved: None,
@@ -353,7 +359,7 @@ mod tests {
                 .iter()
                 .map(|i| Disruption {
                     instance_id: i.clone(),
-                    asg: spot.into(),
+                    asg: SPOT.into(),
                     at,
                     kind: DisruptionKind::InterruptionWarning,
                 })
@@ -369,7 +375,7 @@ mod tests {
                     .iter()
                     .map(|i| CapacityCall::Terminate {
                         withdraws: false,
-                        asg: spot.into(),
+                        asg: SPOT.into(),
                         instance_id: i.clone(),
                         decrement: true,
                         done: false,
@@ -377,7 +383,16 @@ mod tests {
                     .collect(),
             }),
             ..PoolRecord::default()
-        };
+        }
+    }
+
+    /// 5,000 interruptions in flight: the stored item stays well within DynamoDB's
+    /// 400 KB, and reads back whole.
+    #[test]
+    fn a_record_of_5000_interruptions_fits_an_item_and_reads_back() {
+        let mut id = instance_ids();
+        let ids: Vec<String> = (0..5000).map(|_| id()).collect();
+        let record = a_storm_of(&ids);
         let json = serde_json::to_vec(&record).unwrap().len();
         let stored = encode_record(&record).unwrap();
         assert!(stored.len() < 300 * 1024, "{} bytes stored ({json} as JSON)", stored.len());
@@ -390,72 +405,15 @@ mod tests {
     #[test]
     fn a_failback_step_of_a_10000_instance_asg_beside_5000_interruptions_fits() {
         use ballast_core::model::FailbackStep;
-        let at: DateTime<Utc> = "2026-11-20T09:00:00Z".parse().unwrap();
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut id = || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            format!("i-0{:016x}", seed)
-        };
-        let spot = "eks-general-spot-m6-20261120abcdef";
-        let ids: Vec<String> = (0..5000).map(|_| id()).collect();
-        let storm = PoolRecord {
-            interruptions: ids
-                .iter()
-                .map(|i| Interruption {
-                    instance_id: i.clone(),
-                    asg: spot.into(),
-                    cause: InterruptionCause::SpotWarning { action: InstanceAction::Terminate },
-                    noticed_at: at,
-                    planned_at: Some(at),
-                    surge: Some(Surge {
-                        asg: spot.into(),
-                        planned_at: at,
-                        plan: 1,
-                        moved: None,
-                        holds_at: Some(400),
-                        fallback_unit: true,
-                    }),
-                    terminated: true,
-                })
-                .collect(),
-            disruptions: ids
-                .iter()
-                .map(|i| Disruption {
-                    instance_id: i.clone(),
-                    asg: spot.into(),
-                    at,
-                    kind: DisruptionKind::InterruptionWarning,
-                })
-                .collect(),
-            journal: Some(Journal {
-                planned_at: at,
-                seq: 1,
-                units_added: 0,
-                attempted: 0,
-                owed: Vec::new(),
-                moves: Vec::new(),
-                calls: ids
-                    .iter()
-                    .map(|i| CapacityCall::Terminate {
-                        withdraws: false,
-                        asg: spot.into(),
-                        instance_id: i.clone(),
-                        decrement: true,
-                        done: false,
-                    })
-                    .collect(),
-            }),
-            ..PoolRecord::default()
-        };
+        let mut id = instance_ids();
+        let storm = a_storm_of(&(0..5000).map(|_| id()).collect::<Vec<_>>());
         let mut sizes = Vec::new();
         for n in [0usize, 1000, 5000, 10000] {
             let mut record = storm.clone();
             record.failback = Some(FailbackStep {
-                spot_asg: spot.into(),
+                spot_asg: SPOT.into(),
                 count: 10,
-                started_at: at,
+                started_at: at(),
                 plan: 1,
                 desired_before: n as u32,
                 raised_to: n as u32 + 10,

@@ -767,16 +767,7 @@ fn an_interruption_during_a_failback_step_does_not_shrink_what_it_counts() {
     let mut ready = observed.clone();
     ready.spot[0] = asg("spot-a", 4, 5, 20, Market::Spot);
     ready.spot[0].instances.remove(0);
-    ready.nodes = ready
-        .asgs()
-        .flat_map(|a| a.instances.iter())
-        .map(|i| NodeState {
-            name: format!("node-{}", i.id),
-            instance_id: i.id.clone(),
-            ready: true,
-            unschedulable: false,
-        })
-        .collect();
+    nodes_where(&mut ready, |_| Some(true));
     let go = run(&cfg, &applied(&replaced), &ready, &[], now() + Duration::minutes(2));
     assert_eq!(kinds(&go).iter().filter(|k| **k == "drain").count(), 2, "{:#?} {:?}", go.actions, go.notes);
 }
@@ -2366,16 +2357,7 @@ fn an_old_instance_replaced_during_a_failback_step_is_not_the_steps_node() {
     ready.spot[0].instances.remove(0);
     // Left: [0] old, [1] [2] the step's, [3] the replacement.
     let joining = ready.spot[0].instances[2].id.clone();
-    ready.nodes = ready
-        .asgs()
-        .flat_map(|a| a.instances.iter())
-        .map(|i| NodeState {
-            name: format!("node-{}", i.id),
-            instance_id: i.id.clone(),
-            ready: i.id != joining,
-            unschedulable: false,
-        })
-        .collect();
+    nodes_where(&mut ready, |id| Some(id != joining));
     let go = run(&cfg, &applied(&replaced), &ready, &[], now() + Duration::minutes(2));
     let drains = kinds(&go).iter().filter(|k| **k == "drain").count();
     assert!(drains <= 1, "{drains} on-demand node(s) drained for 1 Ready node of the step: {:?}", go.notes);
@@ -2388,7 +2370,7 @@ fn an_instance_the_asg_replaced_during_a_failback_step_is_not_the_steps_node() {
     // never heard of): desired unchanged, a new instance id. Its node is Ready, as is one
     // of the step's; the other step node is still joining. Before this change the count
     // was a difference of Ready nodes (the old one's going offset its replacement): one of
-    // two, waiting. Now the replacement counts as the step's.
+    // two, waiting. Counted by what launched since, the replacement counted as the step's.
     let cfg = config();
     let (record, observed) = in_fallback();
     let started = run(&cfg, &record, &observed, &[], now());
@@ -2397,16 +2379,7 @@ fn an_instance_the_asg_replaced_during_a_failback_step_is_not_the_steps_node() {
     later.spot[0] = asg("spot-a", 4, 5, 20, Market::Spot);
     later.spot[0].instances.remove(0); // the old instance gone; [3] is its replacement
     let joining = later.spot[0].instances[2].id.clone(); // the step's second
-    later.nodes = later
-        .asgs()
-        .flat_map(|a| a.instances.iter())
-        .map(|i| NodeState {
-            name: format!("node-{}", i.id),
-            instance_id: i.id.clone(),
-            ready: i.id != joining,
-            unschedulable: false,
-        })
-        .collect();
+    nodes_where(&mut later, |id| Some(id != joining));
     let go = run(&cfg, &applied(&started), &later, &[], now() + Duration::minutes(1));
     let drains = kinds(&go).iter().filter(|k| **k == "drain").count();
     assert!(drains <= 1, "{drains} on-demand node(s) drained for 1 Ready node of the step: {:?}", go.notes);
@@ -2471,20 +2444,12 @@ fn a_node_booting_when_the_step_began_does_not_hide_an_instance_the_asg_replaced
     assert_eq!(started.record.failback.as_ref().map(|s| s.ready_before), Some(2));
     let mut later = observed.clone();
     later.spot[0] = asg("spot-a", 5, 6, 20, Market::Spot);
-    later.spot[0].instances.remove(0); // the ASG replaced [0] on its own
-                                       // Left: [0] old, [1] cluster-autoscaler's (now Ready), [2] the step's first (Ready),
-                                       // [3] the step's second (joining), [4] the replacement of the old [0] (Ready).
+    // The ASG replaced [0] on its own. Left: [0] old, [1] cluster-autoscaler's (now
+    // Ready), [2] the step's first (Ready), [3] the step's second (joining), [4] the
+    // replacement of the old [0] (Ready).
+    later.spot[0].instances.remove(0);
     let joining = later.spot[0].instances[3].id.clone();
-    later.nodes = later
-        .asgs()
-        .flat_map(|a| a.instances.iter())
-        .map(|i| NodeState {
-            name: format!("node-{}", i.id),
-            instance_id: i.id.clone(),
-            ready: i.id != joining,
-            unschedulable: false,
-        })
-        .collect();
+    nodes_where(&mut later, |id| Some(id != joining));
     let go = run(&cfg, &applied(&started), &later, &[], now() + Duration::minutes(1));
     let drains = kinds(&go).iter().filter(|k| **k == "drain").count();
     assert!(drains <= 1, "{drains} on-demand node(s) drained for 1 Ready node of the step: {:?}", go.notes);
@@ -2507,16 +2472,7 @@ fn cluster_autoscaler_removing_an_old_spot_node_during_a_step_leaves_no_node_of_
     let mut later = observed.clone();
     later.spot[0] = asg("spot-a", 3, 4, 20, Market::Spot);
     later.spot[0].instances.remove(0); // scaled in by cluster-autoscaler, with decrement
-    later.nodes = later
-        .asgs()
-        .flat_map(|a| a.instances.iter())
-        .map(|i| NodeState {
-            name: format!("node-{}", i.id),
-            instance_id: i.id.clone(),
-            ready: true,
-            unschedulable: false,
-        })
-        .collect();
+    nodes_where(&mut later, |_| Some(true));
     let end = run(&cfg, &applied(&started), &later, &[], now() + Duration::minutes(3));
     let drains = kinds(&end).iter().filter(|k| **k == "drain").count();
     assert_eq!(
@@ -2546,16 +2502,7 @@ fn an_interruption_being_drained_at_a_steps_end_is_not_subtracted_twice() {
     assert_eq!(desired(&started, "spot-a"), Some(4));
     let mut raised = observed.clone();
     raised.spot[0] = asg("spot-a", 4, 4, 20, Market::Spot);
-    raised.nodes = raised
-        .asgs()
-        .flat_map(|a| a.instances.iter())
-        .map(|i| NodeState {
-            name: format!("node-{}", i.id),
-            instance_id: i.id.clone(),
-            ready: true,
-            unschedulable: false,
-        })
-        .collect();
+    nodes_where(&mut raised, |_| Some(true));
     let at = now() + Duration::seconds(150);
     let old = raised.spot[0].instances[0].id.clone();
     let warning = event(Signal::SpotInterruption { instance_id: old.clone(), action: InstanceAction::Terminate }, at);
