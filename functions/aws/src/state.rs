@@ -423,6 +423,8 @@ mod tests {
                 victims: Vec::new(),
                 victims_since: None,
                 over_before: 0,
+                asked: 0,
+                seen_new: Vec::new(),
                 floor_lowered_for: Vec::new(),
             });
             let stored = encode_record(&record).unwrap().len();

@@ -502,10 +502,32 @@ pub struct FailbackStep {
     /// not yet made): as many old instances' leaving is replaced by nothing new.
     #[serde(default, skip_serializing_if = "is_zero_u32")]
     pub over_before: u32,
+    /// The count the step began with (0 in records from before it was kept: `count`):
+    /// one that ends with fewer, its nodes lost meanwhile, ended short.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub asked: u32,
+    /// Instances launched in the ASG since the step began, as last seen: one of them gone
+    /// since, and not by Ballast's terminate, was removed by another writer (with a
+    /// decrement or not, none can tell) and is no longer what the step expects.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub seen_new: Vec<String>,
     /// Interrupted instances whose terminate with decrement moved the step's sizes: a run
     /// that plans the same terminate again (a takeover, a retry) moves them once.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub floor_lowered_for: Vec<String>,
+}
+
+impl FailbackStep {
+    /// An instance launched since the step began (the step's, or another writer's: none
+    /// can tell) left its ASG: what the step raised it to and expects are one less.
+    pub fn expect_one_less(&mut self) {
+        if self.asked == 0 {
+            self.asked = self.count;
+        }
+        let raised_to = if self.raised_to > 0 { self.raised_to } else { self.desired_before + self.count };
+        self.raised_to = raised_to.saturating_sub(1).max(self.desired_before);
+        self.count = self.count.saturating_sub(1);
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -1183,8 +1183,6 @@ const KEPT_AFTER_LEASE_WAIT: chrono::Duration = chrono::Duration::seconds(60);
 /// let it go); one that died holding it is outlasted by the queue's retries.
 pub const LEASE_WAIT: chrono::Duration = chrono::Duration::seconds(15);
 
-/// One to two seconds between tries for a busy lease, spread by the run's owner id so
-/// that runs waiting for the same pool do not try in step.
 /// A run of a batch at work on its pool, counted while this lives.
 struct AtWork<'a>(&'a AtomicUsize);
 
@@ -1208,6 +1206,8 @@ fn drain_and_margins(pool: &PoolConfig) -> chrono::Duration {
         .unwrap_or(chrono::Duration::MAX)
 }
 
+/// One to two seconds between tries for a busy lease, spread by the run's owner id so
+/// that runs waiting for the same pool do not try in step.
 fn lease_poll(owner: &str, poll: u64) -> Duration {
     use std::hash::{Hash, Hasher};
     let mut hasher = std::collections::hash_map::DefaultHasher::new();

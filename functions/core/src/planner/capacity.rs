@@ -169,6 +169,7 @@ impl Work<'_> {
         // taken to be Ready first); a surge is withdrawn only where no new Ready node may
         // be the step's (the others' taken to be the ones booting), so an instance another
         // writer is booting is never taken for the step's undelivered one.
+        self.follow_new_instances(&mut step, asg);
         let (ready_new, gained) = match &step.instances_before {
             Some(before) => {
                 let ready_new = self.ready_nodes(asg, before);
@@ -208,10 +209,17 @@ impl Work<'_> {
                     self.cfg.fallback.wait_and_retry
                 ));
             }
-            // A step ending short of its count, undelivered or in doubt, is not followed
-            // at once by another: while cluster-autoscaler scales the same ASG each new
-            // surge would end in doubt too, and only add nodes.
-            if gained < step.count {
+            // A step ending short of its count, undelivered, in doubt or its nodes lost
+            // meanwhile, is not followed at once by another: while cluster-autoscaler
+            // scales the same ASG (or spot reclaims there) each new surge would end so too.
+            let lost = step.asked.saturating_sub(step.count);
+            if lost > 0 {
+                self.note(format!(
+                    "failback step: {lost} of its {} new spot node(s) of {asg_name} left meanwhile; next attempt after {}",
+                    step.asked, self.cfg.fallback.wait_and_retry
+                ));
+            }
+            if gained < step.count || lost > 0 {
                 self.record.retry_after = Some(self.now + self.cfg.fallback.wait_and_retry.as_chrono());
             }
             // Move back only what fallback still holds: cluster-autoscaler may have
@@ -244,7 +252,29 @@ impl Work<'_> {
                 "failback step waiting: {gained} of {} new spot node(s) of {asg_name} Ready",
                 step.count
             ));
+            self.record.failback = Some(step);
         }
+    }
+
+    /// Instances launched since the step began that another writer removed since they
+    /// were last seen (a cluster-autoscaler scale-in, a reclaim): the step expects one
+    /// less for each, so that the slot a decrement took is not taken for an old instance's
+    /// and that one's replacement for the step's. Ballast's own (interrupted) ones are
+    /// counted where it plans their terminate.
+    fn follow_new_instances(&self, step: &mut FailbackStep, asg: &ObservedAsg) {
+        let Some(before) = &step.instances_before else { return };
+        let live_new: Vec<String> = asg
+            .instances
+            .iter()
+            .filter(|i| i.lifecycle_state.is_live() && !before.contains(&i.id))
+            .map(|i| i.id.clone())
+            .collect();
+        let ours = |id: &String| self.record.interruptions.iter().any(|i| &i.instance_id == id);
+        let gone = step.seen_new.iter().filter(|id| !live_new.contains(id) && !ours(id)).count();
+        for _ in 0..gone {
+            step.expect_one_less();
+        }
+        step.seen_new = live_new;
     }
 
     /// Victims chosen earlier: done when they are gone; drained again while fallback
@@ -537,6 +567,8 @@ impl Work<'_> {
             victims: Vec::new(),
             victims_since: None,
             over_before,
+            asked: count,
+            seen_new: Vec::new(),
             floor_lowered_for: Vec::new(),
         });
     }

@@ -218,11 +218,7 @@ impl Work<'_> {
         }
         step.floor_lowered_for.push(instance_id.to_string());
         match &step.instances_before {
-            Some(before) if !before.iter().any(|id| id == instance_id) => {
-                let raised_to = if step.raised_to > 0 { step.raised_to } else { step.desired_before + step.count };
-                step.raised_to = raised_to.saturating_sub(1).max(step.desired_before);
-                step.count = step.count.saturating_sub(1);
-            }
+            Some(before) if !before.iter().any(|id| id == instance_id) => step.expect_one_less(),
             _ => step.desired_before = step.desired_before.saturating_sub(1),
         }
     }

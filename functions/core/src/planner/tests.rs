@@ -401,6 +401,8 @@ fn failback_victims_are_released_when_the_on_demand_asg_leaves_the_pool() {
         victims: victims.clone(),
         victims_since: Some(now()),
         over_before: 0,
+        asked: 0,
+        seen_new: Vec::new(),
         floor_lowered_for: Vec::new(),
     };
     let record = PoolRecord { failback: Some(step), ..record };
@@ -2690,6 +2692,80 @@ fn a_step_node_surged_elsewhere_does_not_make_an_old_instances_replacement_the_s
     later.spot[1] = asg("spot-b", 1, 1, 20, Market::Spot);
     let surge = later.spot[1].instances[0].id.clone();
     nodes_where(&mut later, |id| (id != surge).then_some(true));
+    let go = run(&cfg, &record, &later, &[], now() + Duration::minutes(2));
+    let drains = kinds(&go).iter().filter(|k| **k == "drain").count();
+    assert!(drains <= 1, "{drains} on-demand node(s) drained for 1 Ready node of the step: {:?}", go.notes);
+}
+
+// ---- failback steps whose nodes leave meanwhile (review of 47c4ff2) ----
+
+#[test]
+fn a_step_whose_every_node_was_reclaimed_is_not_followed_at_once_by_another() {
+    // The step raised spot-a (max 4) 2 -> 4. Its [2] gets a spot warning (surge to spot-b,
+    // count 2 -> 1); with spot-a at its max (3 here) once [2] went, its [3] gets one too
+    // (surge to spot-b, count 1 -> 0). Both nodes of the step reclaimed within two
+    // minutes: the step delivered nothing. It ended with count 0 ("gained 0 >= 0"):
+    // silently, without `wait_and_retry`, and start_failback raised spot-a again at once,
+    // into the capacity pool that had just reclaimed both nodes. A step ending short of
+    // what it set out to move is not followed at once by another.
+    let (cfg, record, booting) = a_step_node_surged_elsewhere();
+    assert_eq!(record.failback.as_ref().map(|f| f.count), Some(1));
+    let mut second = booting.clone();
+    second.spot[0] = asg("spot-a", 3, 5, 3, Market::Spot);
+    second.spot[0].instances.remove(2); // [2] gone; [0] [1] [3] live, [3] booting
+    second.spot[0].instances.truncate(3);
+    second.spot[1] = asg("spot-b", 1, 1, 20, Market::Spot);
+    let step_node = second.spot[0].instances[2].id.clone();
+    let spot_b_new = second.spot[1].instances[0].id.clone();
+    nodes_where(&mut second, |id| (id != step_node && id != spot_b_new).then_some(true));
+    let at = now() + Duration::seconds(90);
+    let warning =
+        event(Signal::SpotInterruption { instance_id: step_node.clone(), action: InstanceAction::Terminate }, at);
+    let warned = run(&cfg, &record, &second, &[warning], at);
+    assert_eq!(desired(&warned, "spot-b"), Some(2), "the second surge in spot-b: {:?}", warned.notes);
+    // Both of its nodes reclaimed: the step ends here, short.
+    assert_eq!(warned.record.failback.as_ref().map(|f| f.count), None, "{:?}", warned.notes);
+    // A minute later: both of the step's nodes gone, spot-a back at 2 (max 3).
+    let mut after = second.clone();
+    after.spot[0] = asg("spot-a", 2, 2, 3, Market::Spot);
+    after.spot[1] = asg("spot-b", 2, 2, 20, Market::Spot);
+    nodes_where(&mut after, |_| Some(true));
+    let later = now() + Duration::minutes(3);
+    let next = run(&cfg, &applied(&warned), &after, &[], later);
+    assert_eq!(
+        desired(&next, "spot-a"),
+        None,
+        "a new failback step raised spot-a at once after the last one lost every node: {:?}",
+        next.notes
+    );
+    assert!(next.record.retry_after.is_some_and(|t| t > later), "no wait_and_retry: {:?}", next.notes);
+}
+
+#[test]
+fn a_step_node_scaled_in_by_cluster_autoscaler_is_not_an_old_instances_decrement() {
+    // The step raised spot-a 2 -> 4; its [2] and [3] are seen booting. Cluster-autoscaler
+    // (a short scale-down-unneeded-time) scales in the step's [2] with decrement (4 -> 3):
+    // an empty new node, unneeded. AWS reclaims old [0] without warning, and spot-a
+    // replaces it with [4]. Ready new nodes: [3] (the step's) and [4] (a replacement).
+    // The decrement was taken to be an old instance's, which cancelled [0]'s leaving:
+    // nothing was counted as another's, and 2 on-demand nodes were drained for the step's
+    // 1 surviving node: the pool ended one node short.
+    let cfg = config();
+    let (record, observed) = in_fallback();
+    let started = run(&cfg, &record, &observed, &[], now());
+    assert_eq!(desired(&started, "spot-a"), Some(4));
+    let mut booting = observed.clone();
+    booting.spot[0] = asg("spot-a", 4, 4, 20, Market::Spot);
+    let new = [booting.spot[0].instances[2].id.clone(), booting.spot[0].instances[3].id.clone()];
+    nodes_where(&mut booting, |id| (!new.iter().any(|n| n == id)).then_some(true));
+    let seen = run(&cfg, &applied(&started), &booting, &[], now() + Duration::minutes(1));
+    assert!(!kinds(&seen).contains(&"drain"), "{:?}", seen.notes);
+    let record = applied(&seen);
+    let mut later = observed.clone();
+    later.spot[0] = asg("spot-a", 3, 5, 20, Market::Spot);
+    later.spot[0].instances.remove(2); // the step's [2], scaled in with decrement
+    later.spot[0].instances.remove(0); // old [0], reclaimed; [4] replaces it
+    nodes_where(&mut later, |_| Some(true));
     let go = run(&cfg, &record, &later, &[], now() + Duration::minutes(2));
     let drains = kinds(&go).iter().filter(|k| **k == "drain").count();
     assert!(drains <= 1, "{drains} on-demand node(s) drained for 1 Ready node of the step: {:?}", go.notes);
