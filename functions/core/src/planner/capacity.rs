@@ -263,13 +263,15 @@ impl Work<'_> {
     /// counted where it plans their terminate.
     fn follow_new_instances(&self, step: &mut FailbackStep, asg: &ObservedAsg) {
         let Some(before) = &step.instances_before else { return };
+        // Interrupted ones are never followed: their record may be forgotten before the
+        // next look, and they would then read as another writer's removal.
+        let ours = |id: &String| self.record.interruptions.iter().any(|i| &i.instance_id == id);
         let live_new: Vec<String> = asg
             .instances
             .iter()
-            .filter(|i| i.lifecycle_state.is_live() && !before.contains(&i.id))
+            .filter(|i| i.lifecycle_state.is_live() && !before.contains(&i.id) && !ours(&i.id))
             .map(|i| i.id.clone())
             .collect();
-        let ours = |id: &String| self.record.interruptions.iter().any(|i| &i.instance_id == id);
         let gone = step.seen_new.iter().filter(|id| !live_new.contains(id) && !ours(id)).count();
         for _ in 0..gone {
             step.expect_one_less();

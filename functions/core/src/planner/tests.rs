@@ -2676,7 +2676,7 @@ fn a_step_node_surged_elsewhere_does_not_make_cluster_autoscalers_node_the_steps
     nodes_where(&mut later, |id| (id != surge).then_some(true));
     let go = run(&cfg, &record, &later, &[], now() + Duration::minutes(2));
     let drains = kinds(&go).iter().filter(|k| **k == "drain").count();
-    assert!(drains <= 1, "{drains} on-demand node(s) drained for 1 Ready node of the step: {:?}", go.notes);
+    assert_eq!(drains, 1, "on-demand node(s) drained for the step's 1 Ready node: {:?}", go.notes);
 }
 
 #[test]
@@ -2694,7 +2694,7 @@ fn a_step_node_surged_elsewhere_does_not_make_an_old_instances_replacement_the_s
     nodes_where(&mut later, |id| (id != surge).then_some(true));
     let go = run(&cfg, &record, &later, &[], now() + Duration::minutes(2));
     let drains = kinds(&go).iter().filter(|k| **k == "drain").count();
-    assert!(drains <= 1, "{drains} on-demand node(s) drained for 1 Ready node of the step: {:?}", go.notes);
+    assert_eq!(drains, 1, "on-demand node(s) drained for the step's 1 Ready node: {:?}", go.notes);
 }
 
 // ---- failback steps whose nodes leave meanwhile (review of 47c4ff2) ----
@@ -2723,8 +2723,7 @@ fn a_step_whose_every_node_was_reclaimed_is_not_followed_at_once_by_another() {
         event(Signal::SpotInterruption { instance_id: step_node.clone(), action: InstanceAction::Terminate }, at);
     let warned = run(&cfg, &record, &second, &[warning], at);
     assert_eq!(desired(&warned, "spot-b"), Some(2), "the second surge in spot-b: {:?}", warned.notes);
-    // Both of its nodes reclaimed: the step ends here, short.
-    assert_eq!(warned.record.failback.as_ref().map(|f| f.count), None, "{:?}", warned.notes);
+    assert_eq!(warned.record.failback.as_ref().map(|f| f.count), Some(0), "{:?}", warned.notes);
     // A minute later: both of the step's nodes gone, spot-a back at 2 (max 3).
     let mut after = second.clone();
     after.spot[0] = asg("spot-a", 2, 2, 3, Market::Spot);
@@ -2769,4 +2768,67 @@ fn a_step_node_scaled_in_by_cluster_autoscaler_is_not_an_old_instances_decrement
     let go = run(&cfg, &record, &later, &[], now() + Duration::minutes(2));
     let drains = kinds(&go).iter().filter(|k| **k == "drain").count();
     assert!(drains <= 1, "{drains} on-demand node(s) drained for 1 Ready node of the step: {:?}", go.notes);
+}
+
+// ---- review of 1236662: an interrupted step node forgotten before it is seen gone ----
+
+#[test]
+fn a_step_node_surged_elsewhere_that_left_its_asg_is_not_taken_off_the_step_twice() {
+    // As a_step_node_surged_elsewhere_does_not_make_cluster_autoscalers_node_the_steps:
+    // the step's [2] went with decrement (surge in spot-b; count 2 -> 1 then), [3] (the
+    // step's) and [4] (cluster-autoscaler's) are Ready. Once [2] has left spot-a's list
+    // (terminated, no longer described), forget_expired drops its interruption before
+    // advance_failback, so follow_new_instances took it for another writer's removal and
+    // lowered the step a second time (count 0): no on-demand node was drained for [3].
+    let (cfg, record, booting) = a_step_node_surged_elsewhere();
+    let step_node = booting.spot[0].instances[2].id.clone();
+    let mut later = booting.clone();
+    later.spot[0] = asg("spot-a", 4, 5, 4, Market::Spot);
+    later.spot[1] = asg("spot-b", 1, 1, 20, Market::Spot);
+    let surge = later.spot[1].instances[0].id.clone();
+    nodes_where(&mut later, |id| (id != surge && id != step_node).then_some(true));
+    // Still listed, Terminating: 1 drained.
+    let mut terminating = later.clone();
+    terminating.spot[0].instances[2].lifecycle_state = LifecycleState::Terminating;
+    let go = run(&cfg, &record, &terminating, &[], now() + Duration::minutes(2));
+    let drains = kinds(&go).iter().filter(|k| **k == "drain").count();
+    assert_eq!(drains, 1, "[2] still listed: {:?}", go.notes);
+    // Gone from the list: the same pool, the same step.
+    later.spot[0].instances.remove(2);
+    let go = run(&cfg, &record, &later, &[], now() + Duration::minutes(2));
+    let drains = kinds(&go).iter().filter(|k| **k == "drain").count();
+    assert_eq!(drains, 1, "the step's Ready [3] left undrained once [2] left the list: {:?}", go.notes);
+}
+
+#[test]
+fn a_step_node_replaced_by_a_surge_in_its_own_asg_is_still_the_steps() {
+    // The step raised spot-a 2 -> 4; its [2] gets a spot warning while booting: surged in
+    // spot-a itself (5), terminated with decrement (4): the step's sizes unmoved, [4]
+    // replaces [2]. Once [2] had left spot-a's list its interruption was forgotten first,
+    // and follow_new_instances lowered the step (count 1, raised_to 3): [4] was taken for
+    // another writer's and 1 on-demand node drained for 2 new spot nodes ("1 of its 2
+    // left meanwhile", wait_and_retry).
+    let cfg = config();
+    let (record, observed) = in_fallback();
+    let started = run(&cfg, &record, &observed, &[], now());
+    assert_eq!(desired(&started, "spot-a"), Some(4));
+    let mut booting = observed.clone();
+    booting.spot[0] = asg("spot-a", 4, 4, 20, Market::Spot);
+    let new: Vec<String> = booting.spot[0].instances[2..].iter().map(|i| i.id.clone()).collect();
+    nodes_where(&mut booting, |id| (!new.iter().any(|n| n == id)).then_some(true));
+    let step_node = new[0].clone();
+    let at = now() + Duration::seconds(60);
+    let warning =
+        event(Signal::SpotInterruption { instance_id: step_node.clone(), action: InstanceAction::Terminate }, at);
+    let warned = run(&cfg, &applied(&started), &booting, &[warning], at);
+    assert_eq!(desired(&warned, "spot-a"), Some(5), "surged in its own ASG: {:?}", warned.notes);
+    assert_eq!(warned.record.failback.as_ref().map(|f| f.count), Some(2));
+    let mut later = booting.clone();
+    later.spot[0] = asg("spot-a", 4, 5, 20, Market::Spot);
+    later.spot[0].instances.remove(2); // [2] terminated and gone; [4] its surge
+    nodes_where(&mut later, |_| Some(true));
+    let go = run(&cfg, &applied(&warned), &later, &[], now() + Duration::minutes(3));
+    let drains = kinds(&go).iter().filter(|k| **k == "drain").count();
+    assert_eq!(drains, 2, "2 new Ready spot nodes of the step ([3], [2]'s surge [4]): {:?}", go.notes);
+    assert!(!go.notes.iter().any(|n| n.contains("left meanwhile")), "{:?}", go.notes);
 }
