@@ -518,14 +518,23 @@ pub struct FailbackStep {
 }
 
 impl FailbackStep {
+    /// The spot ASG's size once the surge is made (`raised_to`, or in records from before
+    /// it was kept, `desired_before + count`).
+    pub fn raised(&self) -> u32 {
+        if self.raised_to > 0 {
+            self.raised_to
+        } else {
+            self.desired_before + self.count
+        }
+    }
+
     /// An instance launched since the step began (the step's, or another writer's: none
     /// can tell) left its ASG: what the step raised it to and expects are one less.
     pub fn expect_one_less(&mut self) {
         if self.asked == 0 {
             self.asked = self.count;
         }
-        let raised_to = if self.raised_to > 0 { self.raised_to } else { self.desired_before + self.count };
-        self.raised_to = raised_to.saturating_sub(1).max(self.desired_before);
+        self.raised_to = self.raised().saturating_sub(1).max(self.desired_before);
         self.count = self.count.saturating_sub(1);
     }
 }

@@ -163,7 +163,7 @@ impl Work<'_> {
         // writer's (cluster-autoscaler's, for pending pods), launched for slots it asked
         // for before the step (still unfilled then) or since (above the step's raise), or
         // the ASG's replacement of an instance it had before.
-        let raised_to = if step.raised_to > 0 { step.raised_to } else { step.desired_before + step.count };
+        let raised_to = step.raised();
         // Which new nodes are whose, no observation tells; so doubt never removes
         // capacity. On-demand is drained only for nodes surely the step's (the others'
         // taken to be Ready first); a surge is withdrawn only where no new Ready node may
