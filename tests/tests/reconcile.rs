@@ -1866,13 +1866,7 @@ async fn general_waiting_while_batch_drains(
     draining_for: Duration,
 ) -> (ballast_core::event::Event, ballast_core::reconcile::BatchOutcome, TimedAutoscaling, InMemory, FixedClock) {
     let general = fixture("lifecycle-terminate.json");
-    let batch = ballast_tests::aws::event(&ballast_tests::aws::fixture_json("lifecycle-terminate.json", |v| {
-        v["id"] = "batch-scale-in".into();
-        v["time"] = serde_json::json!(general.time.to_rfc3339());
-        v["detail"]["AutoScalingGroupName"] = "eks-batch-spot-c6".into();
-        v["detail"]["EC2InstanceId"] = "i-0c0ffee0000b00001".into();
-        v["detail"]["LifecycleActionToken"] = "batch-token".into();
-    }));
+    let batch = batch_scale_in(&general);
     let mut config = config_with_dry_run(false);
     for pool in &mut config.pools {
         pool.interruption.drain_timeout = "10m".parse().unwrap();
@@ -1897,6 +1891,17 @@ async fn general_waiting_while_batch_drains(
     (general, out, autoscaling, memory, clock)
 }
 
+/// A scale-in lifecycle action for pool `batch` at the time of `general`'s.
+fn batch_scale_in(general: &ballast_core::event::Event) -> ballast_core::event::Event {
+    ballast_tests::aws::event(&ballast_tests::aws::fixture_json("lifecycle-terminate.json", |v| {
+        v["id"] = "batch-scale-in".into();
+        v["time"] = serde_json::json!(general.time.to_rfc3339());
+        v["detail"]["AutoScalingGroupName"] = "eks-batch-spot-c6".into();
+        v["detail"]["EC2InstanceId"] = "i-0c0ffee0000b00001".into();
+        v["detail"]["LifecycleActionToken"] = "batch-token".into();
+    }))
+}
+
 /// As above, but the other run's drain in `general` ends 5 minutes in, while `batch`
 /// still drains: a whole 10-minute drain no longer fits before the deadline. Taking the
 /// lease then, `general`'s run would drain its node for what is left (under 7 minutes)
@@ -1916,6 +1921,52 @@ async fn a_run_waiting_in_a_batch_takes_its_lease_only_while_a_whole_drain_fits(
         !memory.world().calls.contains(&Call::Complete { token }),
         "general's lifecycle action completed after a drain cut short: {:?}",
         out.pools.iter().map(|p| p.plan.pool.clone()).collect::<Vec<_>>()
+    );
+}
+
+/// Two runs of one batch, each waiting for its own pool's lease (both pools drained by
+/// other runs for 11 minutes): neither is at work, so neither keeps the other waiting.
+/// Both give up after the lease wait and fail for their retries, their hooks kept open
+/// meanwhile, instead of holding the invocation to its deadline on each other's account.
+#[tokio::test]
+async fn runs_of_a_batch_that_only_wait_do_not_keep_each_other_waiting() {
+    let general = fixture("lifecycle-terminate.json");
+    let batch = batch_scale_in(&general);
+    let memory = InMemory::new(state("steady.json"));
+    let clock = FixedClock::new(general.time);
+    for pool in ["general", "batch"] {
+        memory.world().pools.entry(pool.into()).or_default().record.draining = Some(ballast_core::model::Draining {
+            owner: format!("draining-{pool}"),
+            until: general.time + Duration::minutes(11),
+        });
+    }
+    let autoscaling = TimedAutoscaling::new(&memory, &clock);
+    let reconciler = Reconciler {
+        config: Arc::new(config_with_dry_run(false)),
+        autoscaling: autoscaling.clone(),
+        cluster: memory.clone(),
+        store: memory.clone(),
+        clock: TurnTakingClock(clock.clone()),
+        owner: "test".into(),
+    };
+    let out = reconciler
+        .handle_until(vec![general.clone(), batch.clone()], Some(general.time + Duration::seconds(720)))
+        .await;
+    let mut retried: Vec<&String> =
+        out.failures.iter().filter(|(e, _)| e.is_retryable()).flat_map(|(_, ids)| ids).collect();
+    retried.sort();
+    let mut both = [&batch.id, &general.id];
+    both.sort();
+    assert_eq!(retried, both, "both leases stay busy: {:?}", errors(&out));
+    let waited = clock.now() - general.time;
+    // The lease wait, a poll's pause past it, and nothing more.
+    let allowed = ballast_core::reconcile::LEASE_WAIT + Duration::seconds(3);
+    assert!(waited <= allowed, "the batch's runs waited {waited} on each other (allowed {allowed})");
+    let beaten: std::collections::BTreeSet<String> =
+        autoscaling.heartbeats_of.lock().unwrap().iter().map(|(_, id)| id.clone()).collect();
+    assert!(
+        beaten.contains("i-0c0ffee0000b00001") && beaten.contains(general.signal.instance_ids()[0]),
+        "each hook kept open while its run waited: {beaten:?}"
     );
 }
 
