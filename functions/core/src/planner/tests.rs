@@ -566,6 +566,21 @@ fn in_fallback() -> (PoolRecord, ObservedPool) {
     (record, pool((2, 2), (0, 0), (3, 3)))
 }
 
+/// The drains a plan asks for.
+fn drain_count(plan: &Plan) -> usize {
+    kinds(plan).iter().filter(|k| **k == "drain").count()
+}
+
+/// A pool in fallback whose first failback step starts now: spot-a raised 2 -> 4.
+/// Returns the config, the record and observation it started from, and the step's plan.
+fn failback_step_started() -> (Config, PoolRecord, ObservedPool, Plan) {
+    let cfg = config();
+    let (record, observed) = in_fallback();
+    let started = run(&cfg, &record, &observed, &[], now());
+    assert_eq!(desired(&started, "spot-a"), Some(4), "the step raises spot-a by failback_step");
+    (cfg, record, observed, started)
+}
+
 #[test]
 fn failback_waits_for_failback_after() {
     let cfg = config();
@@ -615,7 +630,7 @@ fn failback_surges_spot_first_then_drains_on_demand_when_ready() {
     }
     let go = run(&cfg, &applied(&p), &observed, &[], now() + Duration::minutes(2));
     assert_eq!(kinds(&go).iter().filter(|k| **k == "terminate").count(), 2);
-    assert_eq!(kinds(&go).iter().filter(|k| **k == "drain").count(), 2);
+    assert_eq!(drain_count(&go), 2);
     assert!(go.actions.iter().all(|a| !matches!(a.kind, ActionKind::TerminateInstance { decrement: false, .. })));
     assert!(go.actions.iter().any(|a| matches!(a.kind, ActionKind::TerminateInstance { only_if_drained: true, .. })));
     let victims = go.record.failback.clone().unwrap().victims;
@@ -659,7 +674,7 @@ fn failback_counts_only_the_ready_nodes_its_own_raise_brought() {
         n.ready = true;
     }
     let go = run(&cfg, &applied(&p), &observed, &[], now() + Duration::minutes(2));
-    assert_eq!(kinds(&go).iter().filter(|k| **k == "drain").count(), 2);
+    assert_eq!(drain_count(&go), 2);
 }
 
 #[test]
@@ -757,9 +772,7 @@ fn an_interruption_during_a_failback_step_does_not_shrink_what_it_counts() {
     // surge in spot-a (+1) and its termination with decrement (-1), which lowers the
     // step's floor too. spot-a is back at 4, all four nodes Ready: both of the step's
     // count, and two on-demand nodes go.
-    let cfg = config();
-    let (record, observed) = in_fallback();
-    let started = run(&cfg, &record, &observed, &[], now());
+    let (cfg, _, observed, started) = failback_step_started();
     let mut booting = observed.clone();
     booting.spot[0] = asg("spot-a", 4, 4, 20, Market::Spot);
     let warning = spot_warning(&booting, 0, InstanceAction::Terminate);
@@ -771,7 +784,7 @@ fn an_interruption_during_a_failback_step_does_not_shrink_what_it_counts() {
     ready.spot[0].instances.remove(0);
     nodes_where(&mut ready, |_| Some(true));
     let go = run(&cfg, &applied(&replaced), &ready, &[], now() + Duration::minutes(2));
-    assert_eq!(kinds(&go).iter().filter(|k| **k == "drain").count(), 2, "{:#?} {:?}", go.actions, go.notes);
+    assert_eq!(drain_count(&go), 2, "{:#?} {:?}", go.actions, go.notes);
 }
 
 #[test]
@@ -2346,9 +2359,7 @@ fn an_old_instance_replaced_during_a_failback_step_is_not_the_steps_node() {
     // (not in `instances_before`), and once the interrupted instance's decrement has landed
     // spot-a is back at `raised_to`: nothing marks the replacement as another's. Only one
     // of the step's nodes is Ready: at most one on-demand node may go.
-    let cfg = config();
-    let (record, observed) = in_fallback();
-    let started = run(&cfg, &record, &observed, &[], now());
+    let (cfg, _, observed, started) = failback_step_started();
     let mut booting = observed.clone();
     booting.spot[0] = asg("spot-a", 4, 4, 20, Market::Spot);
     let warning = spot_warning(&booting, 0, InstanceAction::Terminate);
@@ -2361,7 +2372,7 @@ fn an_old_instance_replaced_during_a_failback_step_is_not_the_steps_node() {
     let joining = ready.spot[0].instances[2].id.clone();
     nodes_where(&mut ready, |id| Some(id != joining));
     let go = run(&cfg, &applied(&replaced), &ready, &[], now() + Duration::minutes(2));
-    let drains = kinds(&go).iter().filter(|k| **k == "drain").count();
+    let drains = drain_count(&go);
     assert!(drains <= 1, "{drains} on-demand node(s) drained for 1 Ready node of the step: {:?}", go.notes);
 }
 
@@ -2373,17 +2384,14 @@ fn an_instance_the_asg_replaced_during_a_failback_step_is_not_the_steps_node() {
     // of the step's; the other step node is still joining. Before this change the count
     // was a difference of Ready nodes (the old one's going offset its replacement): one of
     // two, waiting. Counted by what launched since, the replacement counted as the step's.
-    let cfg = config();
-    let (record, observed) = in_fallback();
-    let started = run(&cfg, &record, &observed, &[], now());
-    assert_eq!(desired(&started, "spot-a"), Some(4));
+    let (cfg, _, observed, started) = failback_step_started();
     let mut later = observed.clone();
     later.spot[0] = asg("spot-a", 4, 5, 20, Market::Spot);
     later.spot[0].instances.remove(0); // the old instance gone; [3] is its replacement
     let joining = later.spot[0].instances[2].id.clone(); // the step's second
     nodes_where(&mut later, |id| Some(id != joining));
     let go = run(&cfg, &applied(&started), &later, &[], now() + Duration::minutes(1));
-    let drains = kinds(&go).iter().filter(|k| **k == "drain").count();
+    let drains = drain_count(&go);
     assert!(drains <= 1, "{drains} on-demand node(s) drained for 1 Ready node of the step: {:?}", go.notes);
 }
 
@@ -2453,7 +2461,7 @@ fn a_node_booting_when_the_step_began_does_not_hide_an_instance_the_asg_replaced
     let joining = later.spot[0].instances[3].id.clone();
     nodes_where(&mut later, |id| Some(id != joining));
     let go = run(&cfg, &applied(&started), &later, &[], now() + Duration::minutes(1));
-    let drains = kinds(&go).iter().filter(|k| **k == "drain").count();
+    let drains = drain_count(&go);
     assert!(drains <= 1, "{drains} on-demand node(s) drained for 1 Ready node of the step: {:?}", go.notes);
 }
 
@@ -2467,16 +2475,13 @@ fn cluster_autoscaler_removing_an_old_spot_node_during_a_step_leaves_no_node_of_
     // one on-demand node, left the step's other spot node to cluster-autoscaler as
     // surplus (beside the on-demand node it was launched to replace) and held the next
     // step back for wait_and_retry.
-    let cfg = config();
-    let (record, observed) = in_fallback();
-    let started = run(&cfg, &record, &observed, &[], now());
-    assert_eq!(desired(&started, "spot-a"), Some(4));
+    let (cfg, _, observed, started) = failback_step_started();
     let mut later = observed.clone();
     later.spot[0] = asg("spot-a", 3, 4, 20, Market::Spot);
     later.spot[0].instances.remove(0); // scaled in by cluster-autoscaler, with decrement
     nodes_where(&mut later, |_| Some(true));
     let end = run(&cfg, &applied(&started), &later, &[], now() + Duration::minutes(3));
-    let drains = kinds(&end).iter().filter(|k| **k == "drain").count();
+    let drains = drain_count(&end);
     assert_eq!(
         drains,
         2,
@@ -2498,10 +2503,7 @@ fn an_interruption_being_drained_at_a_steps_end_is_not_subtracted_twice() {
     // on-demand node may go. Counted by net rise, the surge's slot above `raised_to` was
     // also taken off as "another writer's", the replacement subtracted twice: 0 of 2,
     // both of the step's Ready nodes left as surplus, nothing moved back.
-    let cfg = config();
-    let (record, observed) = in_fallback();
-    let started = run(&cfg, &record, &observed, &[], now());
-    assert_eq!(desired(&started, "spot-a"), Some(4));
+    let (cfg, _, observed, started) = failback_step_started();
     let mut raised = observed.clone();
     raised.spot[0] = asg("spot-a", 4, 4, 20, Market::Spot);
     nodes_where(&mut raised, |_| Some(true));
@@ -2549,9 +2551,7 @@ fn a_takeover_replanning_an_interruptions_terminate_lowers_the_steps_floor_once(
     // step's floor `desired_before` 2 -> 1. A run taking over during the drain (the
     // terminate not reached) plans the same terminate again, and lowered the floor again,
     // to 0: one decrement, counted twice.
-    let cfg = config();
-    let (record, observed) = in_fallback();
-    let started = run(&cfg, &record, &observed, &[], now());
+    let (cfg, _, observed, started) = failback_step_started();
     let mut raised = observed.clone();
     raised.spot[0] = asg("spot-a", 4, 4, 4, Market::Spot);
     let at = now() + Duration::seconds(30);
@@ -2576,9 +2576,7 @@ fn an_old_instance_replaced_by_a_surge_in_its_own_asg_leaves_the_steps_floor() {
     // The same warning with room in spot-a: its surge raises spot-a, its terminate with
     // decrement lowers it again, and the ASG's size without the step's surge is unmoved.
     // The floor was lowered all the same: a failed step's withdrawal could go one below.
-    let cfg = config();
-    let (record, observed) = in_fallback();
-    let started = run(&cfg, &record, &observed, &[], now());
+    let (cfg, _, observed, started) = failback_step_started();
     let mut raised = observed.clone();
     raised.spot[0] = asg("spot-a", 4, 4, 20, Market::Spot);
     let at = now() + Duration::seconds(30);
@@ -2617,16 +2615,13 @@ fn a_replacement_launched_before_the_instance_it_replaces_leaves_is_not_the_step
     // One of the step's nodes ([2]) is Ready, the other ([3]) is joining. Nothing is gone
     // from `instances_before` yet: counted by what left, nothing marked [4] as another's,
     // and 2 on-demand nodes were drained for 1 Ready node of the step ([0] leaving after).
-    let cfg = config();
-    let (record, observed) = in_fallback();
-    let started = run(&cfg, &record, &observed, &[], now());
-    assert_eq!(desired(&started, "spot-a"), Some(4));
+    let (cfg, _, observed, started) = failback_step_started();
     let mut later = observed.clone();
     later.spot[0] = asg("spot-a", 4, 5, 20, Market::Spot);
     let joining = later.spot[0].instances[3].id.clone();
     nodes_where(&mut later, |id| Some(id != joining));
     let go = run(&cfg, &applied(&started), &later, &[], now() + Duration::minutes(1));
-    let drains = kinds(&go).iter().filter(|k| **k == "drain").count();
+    let drains = drain_count(&go);
     assert!(drains <= 1, "{drains} on-demand node(s) drained for 1 Ready node of the step: {:?}", go.notes);
 }
 
@@ -2675,7 +2670,7 @@ fn a_step_node_surged_elsewhere_does_not_make_cluster_autoscalers_node_the_steps
     let surge = later.spot[1].instances[0].id.clone();
     nodes_where(&mut later, |id| (id != surge).then_some(true));
     let go = run(&cfg, &record, &later, &[], now() + Duration::minutes(2));
-    let drains = kinds(&go).iter().filter(|k| **k == "drain").count();
+    let drains = drain_count(&go);
     assert_eq!(drains, 1, "on-demand node(s) drained for the step's 1 Ready node: {:?}", go.notes);
 }
 
@@ -2693,7 +2688,7 @@ fn a_step_node_surged_elsewhere_does_not_make_an_old_instances_replacement_the_s
     let surge = later.spot[1].instances[0].id.clone();
     nodes_where(&mut later, |id| (id != surge).then_some(true));
     let go = run(&cfg, &record, &later, &[], now() + Duration::minutes(2));
-    let drains = kinds(&go).iter().filter(|k| **k == "drain").count();
+    let drains = drain_count(&go);
     assert_eq!(drains, 1, "on-demand node(s) drained for the step's 1 Ready node: {:?}", go.notes);
 }
 
@@ -2749,10 +2744,7 @@ fn a_step_node_scaled_in_by_cluster_autoscaler_is_not_an_old_instances_decrement
     // The decrement was taken to be an old instance's, which cancelled [0]'s leaving:
     // nothing was counted as another's, and 2 on-demand nodes were drained for the step's
     // 1 surviving node: the pool ended one node short.
-    let cfg = config();
-    let (record, observed) = in_fallback();
-    let started = run(&cfg, &record, &observed, &[], now());
-    assert_eq!(desired(&started, "spot-a"), Some(4));
+    let (cfg, _, observed, started) = failback_step_started();
     let mut booting = observed.clone();
     booting.spot[0] = asg("spot-a", 4, 4, 20, Market::Spot);
     let new = [booting.spot[0].instances[2].id.clone(), booting.spot[0].instances[3].id.clone()];
@@ -2766,7 +2758,7 @@ fn a_step_node_scaled_in_by_cluster_autoscaler_is_not_an_old_instances_decrement
     later.spot[0].instances.remove(0); // old [0], reclaimed; [4] replaces it
     nodes_where(&mut later, |_| Some(true));
     let go = run(&cfg, &record, &later, &[], now() + Duration::minutes(2));
-    let drains = kinds(&go).iter().filter(|k| **k == "drain").count();
+    let drains = drain_count(&go);
     assert!(drains <= 1, "{drains} on-demand node(s) drained for 1 Ready node of the step: {:?}", go.notes);
 }
 
@@ -2791,12 +2783,12 @@ fn a_step_node_surged_elsewhere_that_left_its_asg_is_not_taken_off_the_step_twic
     let mut terminating = later.clone();
     terminating.spot[0].instances[2].lifecycle_state = LifecycleState::Terminating;
     let go = run(&cfg, &record, &terminating, &[], now() + Duration::minutes(2));
-    let drains = kinds(&go).iter().filter(|k| **k == "drain").count();
+    let drains = drain_count(&go);
     assert_eq!(drains, 1, "[2] still listed: {:?}", go.notes);
     // Gone from the list: the same pool, the same step.
     later.spot[0].instances.remove(2);
     let go = run(&cfg, &record, &later, &[], now() + Duration::minutes(2));
-    let drains = kinds(&go).iter().filter(|k| **k == "drain").count();
+    let drains = drain_count(&go);
     assert_eq!(drains, 1, "the step's Ready [3] left undrained once [2] left the list: {:?}", go.notes);
 }
 
@@ -2808,10 +2800,7 @@ fn a_step_node_replaced_by_a_surge_in_its_own_asg_is_still_the_steps() {
     // and follow_new_instances lowered the step (count 1, raised_to 3): [4] was taken for
     // another writer's and 1 on-demand node drained for 2 new spot nodes ("1 of its 2
     // left meanwhile", wait_and_retry).
-    let cfg = config();
-    let (record, observed) = in_fallback();
-    let started = run(&cfg, &record, &observed, &[], now());
-    assert_eq!(desired(&started, "spot-a"), Some(4));
+    let (cfg, _, observed, started) = failback_step_started();
     let mut booting = observed.clone();
     booting.spot[0] = asg("spot-a", 4, 4, 20, Market::Spot);
     let new: Vec<String> = booting.spot[0].instances[2..].iter().map(|i| i.id.clone()).collect();
@@ -2828,7 +2817,7 @@ fn a_step_node_replaced_by_a_surge_in_its_own_asg_is_still_the_steps() {
     later.spot[0].instances.remove(2); // [2] terminated and gone; [4] its surge
     nodes_where(&mut later, |_| Some(true));
     let go = run(&cfg, &applied(&warned), &later, &[], now() + Duration::minutes(3));
-    let drains = kinds(&go).iter().filter(|k| **k == "drain").count();
+    let drains = drain_count(&go);
     assert_eq!(drains, 2, "2 new Ready spot nodes of the step ([3], [2]'s surge [4]): {:?}", go.notes);
     assert!(!go.notes.iter().any(|n| n.contains("left meanwhile")), "{:?}", go.notes);
 }
