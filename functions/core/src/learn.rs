@@ -36,8 +36,13 @@ const LAUNCH_GIVE_UP: Duration = Duration::hours(1);
 const MAX_LOOK_GAP: Duration = Duration::minutes(5);
 /// Decisions of room held kept (one per change; over the bound, neighbours merge).
 const MAX_HELD: usize = 96;
-/// From a pending pod to the ASG's launch: cluster-autoscaler's default scan interval.
+/// From a pending pod to the ASG's launch, until one has been seen: cluster-autoscaler's
+/// default scan interval.
 pub const CA_REACTION: Duration = Duration::seconds(10);
+/// A launch started longer than this after pods became unschedulable was not what
+/// cluster-autoscaler launched for them (they wait on something no node answers: a volume,
+/// an affinity, `max`): it times no reaction.
+const REACTION_BOUND: Duration = Duration::seconds(60);
 /// Demand samples kept for the rise within the absorb span (lows only; over the bound,
 /// neighbours merge).
 const MAX_RECENT: usize = 64;
@@ -85,6 +90,14 @@ pub struct History {
     pub recent: Vec<DemandSample>,
     /// Launch-to-Ready times seen, in seconds, newest last.
     pub lead_secs: Vec<u32>,
+    /// Cluster-autoscaler's reactions seen (from workload pods unschedulable to the next
+    /// launch's start), in seconds, newest last.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reaction_secs: Vec<u32>,
+    /// When workload pods became unschedulable with no launch started since (the
+    /// forwarder's Pods Unschedulable): the next launch's start ends the reaction.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unschedulable_since: Option<DateTime<Utc>>,
     /// The longest wait of each window that missed the target, in seconds, newest last:
     /// how long a pod without room waits for a node, as pods see it (cluster-autoscaler's
     /// reaction, the launch, Ready, the scheduler).
@@ -299,6 +312,10 @@ pub struct Prediction {
     pub lead: Duration,
     /// Whether `lead` was observed or is [`ASSUMED_LEAD`].
     pub lead_observed: bool,
+    /// Cluster-autoscaler's reaction (see [`History::reaction`]).
+    pub reaction: Duration,
+    /// Whether `reaction` was observed or is [`CA_REACTION`].
+    pub reaction_observed: bool,
     /// How long a pod without room waits for a node (see [`History::node_wait`]).
     pub node_wait: Duration,
     /// The span rises are taken over (see [`History::absorb_span`]).
@@ -401,6 +418,8 @@ impl History {
     pub fn retarget(&mut self, allowed_wait_ms: u64, time_zone: &str) {
         *self = History {
             lead_secs: std::mem::take(&mut self.lead_secs),
+            reaction_secs: std::mem::take(&mut self.reaction_secs),
+            unschedulable_since: self.unschedulable_since,
             launching: std::mem::take(&mut self.launching),
             last_look: self.last_look,
             allowed_wait_ms,
@@ -477,7 +496,7 @@ impl History {
     /// How long a pod without room waits for a node: cluster-autoscaler's reaction and the
     /// lead time, or, when longer, the median of what pods waited in windows that missed.
     pub fn node_wait(&self) -> Duration {
-        let launched = self.lead().0 + CA_REACTION;
+        let launched = self.lead().0 + self.reaction().0;
         if self.missed_waits_secs.is_empty() {
             return launched;
         }
@@ -516,6 +535,25 @@ impl History {
         (Duration::seconds(i64::from(quantile(self.lead_secs.clone(), q))), true)
     }
 
+    /// Cluster-autoscaler's reaction: the median of those seen (a launch another writer
+    /// started while pods were pending times less or more than CA took; the median is
+    /// not moved by a few), or [`CA_REACTION`].
+    pub fn reaction(&self) -> (Duration, bool) {
+        if self.reaction_secs.is_empty() {
+            return (CA_REACTION, false);
+        }
+        (Duration::seconds(i64::from(quantile(self.reaction_secs.clone(), 0.5))), true)
+    }
+
+    /// Workload pods of the pool became unschedulable at `since` (the forwarder's Pods
+    /// Unschedulable): the next launch to start times cluster-autoscaler's reaction. Pods
+    /// unschedulable earlier and still unanswered are kept, unless too old to be.
+    pub fn pods_unschedulable(&mut self, since: DateTime<Utc>) {
+        if self.unschedulable_since.is_none_or(|old| since - old > REACTION_BOUND) {
+            self.unschedulable_since = Some(since);
+        }
+    }
+
     /// Takes in one reconcile's observation: the freshest demand and the pool's
     /// instances and nodes. `history_days` bounds the ring.
     pub fn observe(
@@ -543,6 +581,15 @@ impl History {
     /// the launch better than the look that first saw the instance. The caller passes
     /// only an instance whose node is not Ready (a late event starts nothing).
     pub fn launch_started(&mut self, instance_id: &str, started: DateTime<Utc>) {
+        // A launch that started before the pods became unschedulable is not for them.
+        if let Some(since) = self.unschedulable_since.filter(|since| started >= *since) {
+            self.unschedulable_since = None;
+            if started - since <= REACTION_BOUND {
+                self.reaction_secs.push(u32::try_from((started - since).num_seconds()).unwrap_or(u32::MAX));
+                let excess = self.reaction_secs.len().saturating_sub(LEAD_SAMPLES);
+                self.reaction_secs.drain(..excess);
+            }
+        }
         if let Some(launch) = self.launching.get_mut(instance_id) {
             launch.seen = launch.seen.min(started);
             launch.timed = true;
@@ -756,6 +803,7 @@ impl History {
     /// lead time later).
     pub fn predict(&self, now: DateTime<Utc>, history_days: usize) -> Prediction {
         let (lead, lead_observed) = self.lead();
+        let (reaction, reaction_observed) = self.reaction();
         let to = now + lead * 2;
         // The same local times k days before (a daylight saving change between moves them
         // an hour in UTC, not in the pool's day).
@@ -778,6 +826,8 @@ impl History {
             missed: self.missed_at(now),
             lead,
             lead_observed,
+            reaction,
+            reaction_observed,
             node_wait: self.node_wait(),
             absorb: self.absorb_span(),
             from: now,

@@ -272,6 +272,8 @@ mod tests {
         m.relisted(Kind::Nodes, 2);
         let totals = [PoolTotals { cpu_millis: 1500, memory_bytes: 1 << 30, pods: 3, nodes: 2 }];
         m.pools(["general"].into_iter(), &totals, &[Some(1)], (4, 2));
+        m.first_start("general", 0.4);
+        m.first_start("general", 12.0);
         let page = m.encode();
         for line in [
             "ballast_forwarder_events_published_total{kind=\"Pool Demand Changed\"} 2",
@@ -287,6 +289,12 @@ mod tests {
             "ballast_forwarder_pool_nodes{pool=\"general\"} 2",
             "ballast_forwarder_pool_unschedulable_pods{pool=\"general\"} 1",
             "ballast_forwarder_tracked_pods 4",
+            "# TYPE ballast_forwarder_pool_first_start_wait_seconds histogram",
+            "ballast_forwarder_pool_first_start_wait_seconds_count{pool=\"general\"} 2",
+            "ballast_forwarder_pool_first_start_wait_seconds_sum{pool=\"general\"} 12.4",
+            "ballast_forwarder_pool_first_start_wait_seconds_bucket{le=\"0.5\",pool=\"general\"} 1",
+            "ballast_forwarder_pool_first_start_wait_seconds_bucket{le=\"10.0\",pool=\"general\"} 1",
+            "ballast_forwarder_pool_first_start_wait_seconds_bucket{le=\"+Inf\",pool=\"general\"} 2",
         ] {
             assert!(page.lines().any(|l| l == line), "missing {line:?} in\n{page}");
         }

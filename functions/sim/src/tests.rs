@@ -1127,7 +1127,9 @@ fn the_forwarder_sums_up_first_start_waits_every_five_minutes_where_pods_started
 
 /// The simulator sends what AWS and the forwarder send about a launch: Auto Scaling's
 /// Launch Successful (with its start) and the forwarder's Node Lifecycle Ready. The
-/// learner times the pool's lead from them: the 45 s boot of tiny's nodes, to the second.
+/// learner times the pool's lead from them: the 45 s boot of tiny's nodes, to the second;
+/// and cluster-autoscaler's reaction, from the forwarder's Pods Unschedulable to the
+/// launch: within its 10 s scan interval.
 #[test]
 fn the_lead_time_is_learned_from_launch_and_node_ready_events() {
     let sc = daily_bursts("target: { wait_p95: 10s },");
@@ -1136,6 +1138,9 @@ fn the_lead_time_is_learned_from_launch_and_node_ready_events() {
     let learned = record.learned.unwrap();
     assert!(!learned.lead_secs.is_empty(), "the burst launched nodes");
     assert!(learned.lead_secs.iter().all(|&s| s == 45), "{:?}", learned.lead_secs);
+    assert!(!learned.reaction_secs.is_empty(), "the burst's pods waited for cluster-autoscaler");
+    assert!(learned.reaction_secs.iter().all(|&s| s <= 10), "{:?}", learned.reaction_secs);
+    assert!(learned.reaction().1);
 }
 
 #[test]

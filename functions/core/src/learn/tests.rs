@@ -674,6 +674,38 @@ fn pods_that_waited_for_a_node_longer_than_the_lead_time_lengthen_the_span() {
     assert_eq!(h.absorb_span(), Duration::seconds(31));
 }
 
+/// Cluster-autoscaler's reaction is the median of those timed: a launch another writer
+/// started while pods waited (a fallback, a surge) moves it no more than one sample; pods
+/// that waited past the bound for no launch are replaced by the next ones reported; the
+/// reactions outlast a new target, as the lead times do.
+#[test]
+fn cluster_autoscalers_reaction_is_the_median_of_those_seen_and_outlasts_a_new_target() {
+    let mut h = History { allowed_wait_ms: 10_000, lead_secs: vec![120], ..Default::default() };
+    assert_eq!((h.reaction(), h.node_wait()), ((CA_REACTION, false), Duration::seconds(130)));
+    let t0 = monday() + Duration::hours(9);
+    for (k, secs) in [6, 50, 8].into_iter().enumerate() {
+        let since = t0 + Duration::minutes(10 * k as i64);
+        h.pods_unschedulable(since);
+        // Newer pods reported before the launch do not restart the reaction.
+        h.pods_unschedulable(since + Duration::seconds(3));
+        h.launch_started(&format!("i-{k}"), since + Duration::seconds(secs));
+    }
+    assert_eq!(h.reaction_secs, [6, 50, 8]);
+    assert_eq!((h.reaction(), h.node_wait()), ((Duration::seconds(8), true), Duration::seconds(128)));
+    // Pods no launch answered for over a minute: the next report starts afresh.
+    let stuck = t0 + Duration::hours(1);
+    h.pods_unschedulable(stuck);
+    h.pods_unschedulable(stuck + Duration::seconds(61));
+    assert_eq!(h.unschedulable_since, Some(stuck + Duration::seconds(61)));
+    h.launch_started("i-9", stuck + Duration::seconds(65));
+    assert_eq!(h.reaction_secs, [6, 50, 8, 4]);
+    h.retarget(30_000, "");
+    assert_eq!((h.reaction_secs.len(), h.allowed_wait_ms), (4, 30_000));
+    // A record from before reactions were kept reads as none seen.
+    let old: History = serde_json::from_str(r#"{"lead_secs":[120]}"#).unwrap();
+    assert_eq!(old.reaction(), (CA_REACTION, false));
+}
+
 #[test]
 fn windows_at_the_ends_of_time_do_not_panic() {
     let mut h = History::default();
@@ -700,6 +732,53 @@ fn windows_at_the_ends_of_time_do_not_panic() {
     };
     assert!(h.measured(later, 10_000));
     let _ = h.predict(monday() + Duration::minutes(10), 14);
+}
+
+/// Every record at its bound, every slot of 29 days filled with the largest values: the
+/// history stays a small part of DynamoDB's 400 KB item even as uncompressed JSON (the
+/// proptest below seldom fills a slot of every day).
+#[test]
+fn a_history_full_at_every_bound_fits_the_state_record() {
+    let at = monday();
+    let rise = Rise { cpu_millis: u64::from(u32::MAX), memory_bytes: u64::from(u32::MAX) << 20 };
+    let waits = WaitsSeen {
+        window_start: at,
+        window_end: at,
+        pods: u32::MAX,
+        p95_ms: u64::MAX,
+        max_ms: u64::MAX,
+        over: Some(u32::MAX),
+    };
+    let h = History {
+        days: (0..29)
+            .map(|d| DayRises {
+                date: at.date_naive() + Duration::days(d),
+                cpu_millis: vec![Some(u32::MAX); SLOTS_PER_DAY],
+                memory_mib: vec![Some(u32::MAX); SLOTS_PER_DAY],
+                pods: u32::MAX,
+                pods_over: u32::MAX,
+                most_pods: u32::MAX,
+            })
+            .collect(),
+        recent: vec![DemandSample { at, cpu_millis: u64::MAX, memory_bytes: u64::MAX, since: Some(at) }; MAX_RECENT],
+        lead_secs: vec![u32::MAX; LEAD_SAMPLES],
+        reaction_secs: vec![u32::MAX; LEAD_SAMPLES],
+        unschedulable_since: Some(at),
+        missed_waits_secs: vec![u32::MAX; LEAD_SAMPLES],
+        launching: (0..MAX_LAUNCHING).map(|i| (format!("i-{i:017x}"), Launch { seen: at, timed: true })).collect(),
+        held: vec![
+            Held { at, room: rise, at_max: true, overridden: true, seasonal: true, decided: Some(rise) };
+            MAX_HELD
+        ],
+        last_hour: vec![waits; MAX_HOUR_WINDOWS],
+        waits: Some(waits),
+        time_zone: "America/Argentina/ComodRivadavia".into(),
+        ..History::default()
+    };
+    let json = serde_json::to_vec(&h).unwrap().len();
+    assert!(json < 160 * 1024, "{json} bytes of JSON");
+    let back: History = serde_json::from_slice(&serde_json::to_vec(&h).unwrap()).unwrap();
+    assert_eq!(back, h);
 }
 
 proptest! {

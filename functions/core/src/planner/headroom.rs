@@ -296,7 +296,7 @@ impl Work<'_> {
             Basis::TimeOfDay { days } => format!("daily {} ({days} days)", window(p, target.time_zone)),
         };
         let node_wait = p.node_wait.num_seconds();
-        let launched = (p.lead + crate::learn::CA_REACTION).num_seconds();
+        let launched = (p.lead + p.reaction).num_seconds();
         let lead = if node_wait > launched {
             format!(
                 "{} s ({node_wait} s for a node, as pods that missed the target waited; − {} allowed)",
@@ -305,11 +305,12 @@ impl Work<'_> {
             )
         } else {
             format!(
-                "{} s ({} s node launch to Ready, {}; + {} s cluster-autoscaler; − {} allowed)",
+                "{} s ({} s node launch to Ready, {}; + {} s cluster-autoscaler, {}; − {} allowed)",
                 p.absorb.num_seconds(),
                 p.lead.num_seconds(),
                 if p.lead_observed { "observed" } else { "assumed: no launch seen to Ready yet" },
-                crate::learn::CA_REACTION.num_seconds(),
+                p.reaction.num_seconds(),
+                if p.reaction_observed { "observed" } else { "assumed" },
                 target.wait_p95,
             )
         };

@@ -183,6 +183,14 @@ impl Work<'_> {
                 self.record.learned.get_or_insert_with(Default::default).measured(seen, target_ms);
             }
             Signal::PodsUnschedulable(u) => {
+                if self.cfg.headroom.target.is_some() {
+                    // The forwarder reports the first pods at once, newer ones within its
+                    // 5 s: the oldest pod's time is when this began only if that recent (an
+                    // older one waits on something else); else the report's own time is.
+                    let fresh = event.time - u.oldest_pending_since <= chrono::Duration::seconds(5);
+                    let since = if fresh { u.oldest_pending_since } else { event.time };
+                    self.record.learned.get_or_insert_with(Default::default).pods_unschedulable(since.min(self.now));
+                }
                 if self.record.unschedulable.as_ref().is_none_or(|old| old.observed_at < event.time) {
                     self.record.unschedulable = Some(UnschedulableSeen {
                         count: u.count,
