@@ -89,6 +89,7 @@ impl AwsAutoscaling {
                         ScalingActivityStatusCode::Cancelled => ActivityStatus::Cancelled,
                         _ => ActivityStatus::InProgress,
                     },
+                    description: a.description().unwrap_or_default().to_string(),
                     status_message: a.status_message().unwrap_or_default().to_string(),
                     cause: a.cause().unwrap_or_default().to_string(),
                     start: to_chrono(a.start_time()?)?,

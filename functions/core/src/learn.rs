@@ -19,7 +19,7 @@ use chrono::{DateTime, Duration, NaiveDate, TimeZone, Timelike, Utc};
 use chrono_tz::Tz;
 use serde::{Deserialize, Serialize};
 
-use crate::model::{Demand, ObservedPool};
+use crate::model::{ActivityStatus, Demand, ObservedPool};
 
 pub const SLOT_MINUTES: i64 = 15;
 pub const SLOTS_PER_DAY: usize = (24 * 60 / SLOT_MINUTES) as usize;
@@ -639,7 +639,7 @@ impl History {
         }
         let excess = self.lead_secs.len().saturating_sub(LEAD_SAMPLES);
         self.lead_secs.drain(..excess);
-        for id in live {
+        for &id in &live {
             if self.launching.len() >= MAX_LAUNCHING {
                 break;
             }
@@ -648,6 +648,20 @@ impl History {
             if !registered.contains(id) && !self.launching.contains_key(id) {
                 self.launching.insert(id.to_string(), Launch { seen: now, timed: looked_lately });
             }
+        }
+        // Auto Scaling's own record of a launch's start (its scaling activities, read with
+        // the pool) dates it as its Launch Successful event would: to the second, where
+        // that event was lost or is late, rather than to the look.
+        let started: Vec<(String, DateTime<Utc>)> = observed
+            .asgs()
+            .flat_map(|a| a.activities.iter())
+            .filter(|a| matches!(a.status, ActivityStatus::InProgress | ActivityStatus::Successful))
+            .filter_map(|a| Some((a.launched_instance()?, a.start)))
+            .filter(|(id, _)| self.launching.contains_key(*id) && live.contains(id) && !ready.contains(id))
+            .map(|(id, start)| (id.to_string(), start))
+            .collect();
+        for (id, start) in started {
+            self.launch_started(&id, start);
         }
     }
 

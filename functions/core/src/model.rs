@@ -123,6 +123,10 @@ impl LifecycleState {
 pub struct ScalingActivity {
     pub id: String,
     pub status: ActivityStatus,
+    /// Auto Scaling's own words: `Launching a new EC2 instance: i-…` names the instance a
+    /// launch started (see [`ScalingActivity::launched_instance`]).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
     #[serde(default)]
     pub status_message: String,
     #[serde(default)]
@@ -138,6 +142,17 @@ pub enum ActivityStatus {
     Successful,
     Failed,
     Cancelled,
+}
+
+impl ScalingActivity {
+    /// The instance a launch activity started, from its description (`Launching a new EC2
+    /// instance: i-0598c7d356eba48d7`, the id followed by nothing, a space or `.  Status
+    /// Reason: …`); `None` for any other activity, a launch into a warm pool included.
+    pub fn launched_instance(&self) -> Option<&str> {
+        let rest = self.description.strip_prefix("Launching a new EC2 instance: ")?;
+        let id = &rest[..rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '-')).unwrap_or(rest.len())];
+        (id.len() > 2 && id.starts_with("i-")).then_some(id)
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -573,6 +573,7 @@ impl View {
                     .map(|t| ScalingActivity {
                         id: format!("activity-{t}-{}", spec.name),
                         status: ActivityStatus::Failed,
+                        description: String::new(),
                         status_message: NO_SPOT_MESSAGE.into(),
                         cause: String::new(),
                         start: time(t),

@@ -2,7 +2,7 @@ use chrono::{TimeZone, Weekday};
 use proptest::prelude::*;
 
 use super::*;
-use crate::model::{AsgInstance, LifecycleState, Market, NodeState, ObservedAsg};
+use crate::model::{ActivityStatus, AsgInstance, LifecycleState, Market, NodeState, ObservedAsg, ScalingActivity};
 
 /// Monday 2026-11-02 00:00 UTC.
 fn monday() -> DateTime<Utc> {
@@ -243,6 +243,93 @@ fn the_lead_time_is_launch_to_ready_as_observed() {
     assert_eq!(h.lead().0, Duration::seconds(100));
     h.lead_secs = (0..18).map(|_| 100).chain([300, 300]).collect();
     assert_eq!(h.lead().0, Duration::seconds(300));
+}
+
+/// Auto Scaling's scaling activities date a launch as its Launch Successful event would,
+/// where that event was lost: i-old, first seen at the first look (its start unknown), is
+/// timed from its activity's start; a launch activity of an instance whose node is known
+/// (a kubelet restart) or gone, a failed launch and another activity time nothing.
+#[test]
+fn scaling_activities_date_a_launch_whose_event_was_lost() {
+    let mut h = History::default();
+    let t0 = monday();
+    let activity = |id: &str, status, description: &str, start| ScalingActivity {
+        id: id.into(),
+        status,
+        description: description.into(),
+        status_message: String::new(),
+        cause: String::new(),
+        start,
+        end: None,
+    };
+    let with_activities = |ready: &[(&str, Option<bool>)]| {
+        let mut pool = launching_pool(ready);
+        pool.spot[0].activities = vec![
+            activity(
+                "a1",
+                ActivityStatus::InProgress,
+                "Launching a new EC2 instance: i-old",
+                t0 - Duration::seconds(40),
+            ),
+            activity(
+                "a2",
+                ActivityStatus::Successful,
+                "Launching a new EC2 instance: i-node",
+                t0 - Duration::seconds(50),
+            ),
+            activity(
+                "a3",
+                ActivityStatus::Failed,
+                "Launching a new EC2 instance: i-bad.  Status Reason: Instance became unhealthy",
+                t0 - Duration::seconds(45),
+            ),
+            activity("a4", ActivityStatus::Successful, "Terminating EC2 instance: i-new", t0 - Duration::seconds(30)),
+        ];
+        pool
+    };
+    h.observe(&with_activities(&[("i-old", None), ("i-node", Some(false)), ("i-bad", None)]), None, t0, 14);
+    assert_eq!(h.launching["i-old"], Launch { seen: t0 - Duration::seconds(40), timed: true });
+    assert!(!h.launching.contains_key("i-node"));
+    assert!(!h.launching["i-bad"].timed, "a failed launch's activity dates nothing");
+    let ready = [("i-old", Some(true)), ("i-node", Some(true)), ("i-bad", Some(true))];
+    h.observe(&with_activities(&ready), None, t0 + Duration::seconds(60), 14);
+    assert_eq!(h.lead_secs, vec![100], "i-old, 40 s before the first look to Ready a minute after");
+}
+
+#[test]
+fn auto_scalings_launch_descriptions_name_the_instance() {
+    let said = |description: &str| {
+        ScalingActivity {
+            id: "a".into(),
+            status: ActivityStatus::Successful,
+            description: description.into(),
+            status_message: String::new(),
+            cause: String::new(),
+            start: monday(),
+            end: None,
+        }
+        .launched_instance()
+        .map(str::to_string)
+    };
+    // As AWS writes them (DescribeScalingActivities, the docs' examples).
+    assert_eq!(said("Launching a new EC2 instance: i-0598c7d356eba48d7").as_deref(), Some("i-0598c7d356eba48d7"));
+    assert_eq!(
+        said("Launching a new EC2 instance: i-1234abcd1234abcd1.  Status Reason: Instance became unhealthy while waiting for instance to be in InService state.").as_deref(),
+        Some("i-1234abcd1234abcd1")
+    );
+    assert_eq!(
+        said("Launching a new EC2 instance: i-075fa0ad6a018cdfc Duration: 243s").as_deref(),
+        Some("i-075fa0ad6a018cdfc")
+    );
+    for other in [
+        "Launching a new EC2 instance.  Status Reason: Could not launch Spot Instances. UnfulfillableCapacity",
+        "Launching a new EC2 instance into warm pool: i-0598c7d356eba48d7",
+        "Terminating EC2 instance: i-0598c7d356eba48d7",
+        "Launching a new EC2 instance: ",
+        "",
+    ] {
+        assert_eq!(said(other), None, "{other:?}");
+    }
 }
 
 #[test]

@@ -493,6 +493,7 @@ fn capacity_errors_in_scaling_activities_count_too_and_expire() {
     observed.spot[0].activities.push(ScalingActivity {
         id: "act-9".into(),
         status: ActivityStatus::Failed,
+        description: "Launching a new EC2 instance.  Status Reason: Could not launch Spot Instances.".into(),
         status_message: "Could not launch Spot Instances. UnfulfillableCapacity - ...".into(),
         cause: String::new(),
         start: now() - Duration::minutes(1),
