@@ -40,9 +40,15 @@ const MAX_HELD: usize = 96;
 /// default scan interval.
 pub const CA_REACTION: Duration = Duration::seconds(10);
 /// A launch started longer than this after pods became unschedulable was not what
-/// cluster-autoscaler launched for them (they wait on something no node answers: a volume,
-/// an affinity, `max`): it times no reaction.
-const REACTION_BOUND: Duration = Duration::seconds(60);
+/// cluster-autoscaler launched for them (its loop takes its 10 s scan interval and, in a
+/// large cluster, up to a minute more): it times no reaction.
+const REACTION_BOUND: Duration = Duration::minutes(2);
+/// Pods unschedulable this long ago have had every launch started within the bound
+/// reported (its Launch Successful event; its scaling activity at a reconcile): their
+/// reaction is taken then, from the earliest of those launches.
+const REACTION_TAKEN_AFTER: Duration = Duration::minutes(5);
+/// Arrivals of unschedulable pods followed at once.
+const MAX_ARRIVALS: usize = 8;
 /// Demand samples kept for the rise within the absorb span (lows only; over the bound,
 /// neighbours merge).
 const MAX_RECENT: usize = 64;
@@ -90,14 +96,18 @@ pub struct History {
     pub recent: Vec<DemandSample>,
     /// Launch-to-Ready times seen, in seconds, newest last.
     pub lead_secs: Vec<u32>,
-    /// Cluster-autoscaler's reactions seen (from workload pods unschedulable to the next
-    /// launch's start), in seconds, newest last.
+    /// Cluster-autoscaler's reactions seen (from workload pods unschedulable to the
+    /// earliest launch started after them), in seconds, newest last.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reaction_secs: Vec<u32>,
-    /// When workload pods became unschedulable with no launch started since (the
-    /// forwarder's Pods Unschedulable): the next launch's start ends the reaction.
+    /// Arrivals of unschedulable pods being timed, oldest first (see
+    /// [`History::pods_unschedulable`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub arrivals: Vec<Arrival>,
+    /// The newest arrival taken in (kept after its reaction is taken): a report of pods
+    /// no newer is a duplicate or a late one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub unschedulable_since: Option<DateTime<Utc>>,
+    pub last_arrival: Option<DateTime<Utc>>,
     /// The longest wait of each window that missed the target, in seconds, newest last:
     /// how long a pod without room waits for a node, as pods see it (cluster-autoscaler's
     /// reaction, the launch, Ready, the scheduler).
@@ -143,6 +153,15 @@ pub struct History {
     /// When the correction was last raised: windows that began before the raised room
     /// could be in place say nothing of it (one shortfall raises it once).
     pub raised_at: Option<DateTime<Utc>>,
+}
+
+/// Workload pods that became unschedulable in a pool with none unschedulable before, and
+/// the earliest launch seen to start after them (within [`REACTION_BOUND`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Arrival {
+    pub since: DateTime<Utc>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launch: Option<DateTime<Utc>>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -419,7 +438,8 @@ impl History {
         *self = History {
             lead_secs: std::mem::take(&mut self.lead_secs),
             reaction_secs: std::mem::take(&mut self.reaction_secs),
-            unschedulable_since: self.unschedulable_since,
+            arrivals: std::mem::take(&mut self.arrivals),
+            last_arrival: self.last_arrival,
             launching: std::mem::take(&mut self.launching),
             last_look: self.last_look,
             allowed_wait_ms,
@@ -545,13 +565,37 @@ impl History {
         (Duration::seconds(i64::from(quantile(self.reaction_secs.clone(), 0.5))), true)
     }
 
-    /// Workload pods of the pool became unschedulable at `since` (the forwarder's Pods
-    /// Unschedulable): the next launch to start times cluster-autoscaler's reaction. Pods
-    /// unschedulable earlier and still unanswered are kept, unless too old to be.
+    /// Workload pods became unschedulable at `since` in a pool that had none (the
+    /// forwarder's Pods Unschedulable whose oldest pod is that new; the caller judges):
+    /// the earliest launch to start after them, within [`REACTION_BOUND`], times
+    /// cluster-autoscaler's reaction. Pods waiting on what no launch answers (`max`, an
+    /// affinity) are never new again, so they time nothing. A report not newer than the
+    /// last one taken is a duplicate or a late one: nothing.
     pub fn pods_unschedulable(&mut self, since: DateTime<Utc>) {
-        if self.unschedulable_since.is_none_or(|old| since - old > REACTION_BOUND) {
-            self.unschedulable_since = Some(since);
+        if self.last_arrival.is_some_and(|last| since <= last) {
+            return;
         }
+        self.last_arrival = Some(since);
+        self.arrivals.push(Arrival { since, launch: None });
+        if self.arrivals.len() > MAX_ARRIVALS {
+            let oldest = self.arrivals.remove(0);
+            self.take_reaction(oldest);
+        }
+    }
+
+    /// Takes the reactions of arrivals old enough that every launch for them was seen.
+    fn take_reactions(&mut self, now: DateTime<Utc>) {
+        while let Some(&first) = self.arrivals.first().filter(|a| now - a.since >= REACTION_TAKEN_AFTER) {
+            self.arrivals.remove(0);
+            self.take_reaction(first);
+        }
+    }
+
+    fn take_reaction(&mut self, arrival: Arrival) {
+        let Some(launch) = arrival.launch else { return };
+        self.reaction_secs.push(u32::try_from((launch - arrival.since).num_seconds()).unwrap_or(u32::MAX));
+        let excess = self.reaction_secs.len().saturating_sub(LEAD_SAMPLES);
+        self.reaction_secs.drain(..excess);
     }
 
     /// Takes in one reconcile's observation: the freshest demand and the pool's
@@ -568,6 +612,7 @@ impl History {
         let looked_lately = self.last_look.is_some_and(|last| now - last <= MAX_LOOK_GAP);
         self.last_look = Some(now);
         self.follow_launches(observed, now, looked_lately);
+        self.take_reactions(now);
         // The freshest demand known is the demand now: a flat stretch without forwarder
         // events is a stretch of no rise, not one of no data.
         if let Some(d) = demand {
@@ -581,13 +626,12 @@ impl History {
     /// the launch better than the look that first saw the instance. The caller passes
     /// only an instance whose node is not Ready (a late event starts nothing).
     pub fn launch_started(&mut self, instance_id: &str, started: DateTime<Utc>) {
-        // A launch that started before the pods became unschedulable is not for them.
-        if let Some(since) = self.unschedulable_since.filter(|since| started >= *since) {
-            self.unschedulable_since = None;
-            if started - since <= REACTION_BOUND {
-                self.reaction_secs.push(u32::try_from((started - since).num_seconds()).unwrap_or(u32::MAX));
-                let excess = self.reaction_secs.len().saturating_sub(LEAD_SAMPLES);
-                self.reaction_secs.drain(..excess);
+        // For the newest pods unschedulable before it started (a launch that started
+        // before them is not theirs), the earliest such launch, whatever order the events
+        // and activities come in, and however often.
+        if let Some(arrival) = self.arrivals.iter_mut().rev().find(|a| a.since <= started) {
+            if started - arrival.since <= REACTION_BOUND {
+                arrival.launch = Some(arrival.launch.map_or(started, |l| l.min(started)));
             }
         }
         if let Some(launch) = self.launching.get_mut(instance_id) {

@@ -55,6 +55,9 @@ pub struct Bridge {
     pools: Vec<String>,
     /// Per pool: when its newest unschedulable workload pod became so.
     newest_unschedulable: Vec<Option<u64>>,
+    /// Per pool: the workload pods made unschedulable and when (those since placed or
+    /// gone are dropped at the next report), for the report's oldest pod.
+    unschedulable_at: Vec<Vec<(PodId, u64)>>,
     /// Per pool: the newest unschedulable pod the forwarder reported, and when.
     unschedulable_sent: Vec<Option<(u64, u64)>>,
     pub invocations: u32,
@@ -79,9 +82,10 @@ pub struct Bridge {
     /// Per pool: when the forwarder published its demand (newest last).
     #[cfg(test)]
     pub demand_published: Vec<Vec<u64>>,
-    /// Per pool: when the forwarder reported unschedulable pods (newest last).
+    /// Per pool: when the forwarder reported unschedulable pods, and the time its oldest
+    /// pod became so (newest last).
     #[cfg(test)]
-    pub unschedulable_published: Vec<Vec<u64>>,
+    pub unschedulable_published: Vec<Vec<(u64, u64)>>,
 }
 
 /// From a launch's start to its instance running, when Auto Scaling reports it.
@@ -137,6 +141,7 @@ impl Bridge {
             next_id: 0,
             pools: pool_names(sc),
             newest_unschedulable: vec![None; sc.pools().len()],
+            unschedulable_at: vec![Vec::new(); sc.pools().len()],
             unschedulable_sent: vec![None; sc.pools().len()],
             invocations: 0,
             rebalances_sent: 0,
@@ -316,6 +321,7 @@ impl Bridge {
         for &pod in newly_unschedulable {
             if let Some(pool) = model.sc.class_pool[model.cluster.pods[pod].class] {
                 self.newest_unschedulable[pool] = Some(now);
+                self.unschedulable_at[pool].push((pod, now));
             }
         }
     }
@@ -340,20 +346,29 @@ impl Bridge {
             // Placed meanwhile: nothing to report, and no unschedulable pod left whose time
             // a later report could carry (the forwarder's newest is of the pods it lists).
             let count = model.pool_workload(pool).pending;
-            if count == 0 {
+            // As the forwarder's: the time the oldest pod still unschedulable became so.
+            let pods = &model.cluster.pods;
+            // A pod made unschedulable again (evicted, rescheduled) counts from its latest.
+            let mut seen = std::collections::HashSet::new();
+            let at = &mut self.unschedulable_at[pool];
+            at.reverse();
+            at.retain(|&(p, _)| seen.insert(p) && pods[p].alive && pods[p].node.is_none() && pods[p].unschedulable);
+            at.reverse();
+            let Some(oldest) = self.unschedulable_at[pool].iter().map(|&(_, at)| at).min().filter(|_| count > 0) else {
                 self.newest_unschedulable[pool] = None;
+                self.unschedulable_at[pool].clear();
                 continue;
-            }
+            };
             self.unschedulable_sent[pool] = Some((newest, now));
             #[cfg(test)]
-            self.unschedulable_published[pool].push(now);
+            self.unschedulable_published[pool].push((now, oldest));
             self.unschedulable_reports[pool] += 1;
             let detail = PodsUnschedulableDetail {
                 pool: self.pools[pool].clone(),
                 count,
                 cpu_millis: 0,
                 memory_bytes: 0,
-                oldest_pending_since: self.time(now),
+                oldest_pending_since: self.time(oldest),
             };
             sent.push(self.send(now, "ballast.kubernetes", "Pods Unschedulable", Signal::PodsUnschedulable(detail)));
         }

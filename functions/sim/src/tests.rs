@@ -1190,7 +1190,11 @@ fn the_forwarder_reports_unschedulable_pods_when_new_at_most_every_five_seconds(
     let sc = tiny("", "{ name: b, at: [65s, 67s, 69s, 80s], jobs: 1, cpu: '3', memory: 1Gi, duration: [1h, 1h] }");
     let sim = started(&sc, Strategy::Ballast, 1, 5 * MINUTE);
     let published = &sim.ballast.as_ref().unwrap().unschedulable_published[0];
-    let seconds: Vec<f64> = published.iter().map(|&t| t as f64 / 1000.0).collect();
+    let seconds: Vec<f64> = published.iter().map(|&(t, _)| t as f64 / 1000.0).collect();
     // Each a scheduler cycle (200 ms) after the job; 67 s and 69 s wait out the 5 s.
     assert_eq!(seconds, [65.2, 70.2, 80.2], "{seconds:?}");
+    // Each says, as the forwarder's does, when its oldest pod became unschedulable: the
+    // 65 s job's pass, still pending while the nodes boot.
+    let oldest: Vec<f64> = published.iter().map(|&(_, o)| o as f64 / 1000.0).collect();
+    assert_eq!(oldest, [65.2, 65.2, 65.2], "{oldest:?}");
 }

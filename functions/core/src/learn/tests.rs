@@ -761,36 +761,68 @@ fn pods_that_waited_for_a_node_longer_than_the_lead_time_lengthen_the_span() {
     assert_eq!(h.absorb_span(), Duration::seconds(31));
 }
 
-/// Cluster-autoscaler's reaction is the median of those timed: a launch another writer
-/// started while pods waited (a fallback, a surge) moves it no more than one sample; pods
-/// that waited past the bound for no launch are replaced by the next ones reported; the
-/// reactions outlast a new target, as the lead times do.
+/// Cluster-autoscaler's reaction: from pods arriving unschedulable to the earliest launch
+/// started after them (within two minutes), whatever order the launches are reported in
+/// and however often; taken once every such launch has been reported (five minutes on);
+/// the median of those taken, so a launch another writer started moves it by no more than
+/// one sample; kept across a new target, as the lead times are.
 #[test]
-fn cluster_autoscalers_reaction_is_the_median_of_those_seen_and_outlasts_a_new_target() {
+fn cluster_autoscalers_reaction_is_timed_to_the_earliest_launch_after_the_pods() {
     let mut h = History { allowed_wait_ms: 10_000, lead_secs: vec![120], ..Default::default() };
     assert_eq!((h.reaction(), h.node_wait()), ((CA_REACTION, false), Duration::seconds(130)));
     let t0 = monday() + Duration::hours(9);
-    for (k, secs) in [6, 50, 8].into_iter().enumerate() {
+    // Five arrivals ten minutes apart; each one's launches reported latest first, twice.
+    for (k, secs) in [6, 50, 8, 7, 9].into_iter().enumerate() {
         let since = t0 + Duration::minutes(10 * k as i64);
         h.pods_unschedulable(since);
-        // Newer pods reported before the launch do not restart the reaction.
-        h.pods_unschedulable(since + Duration::seconds(3));
-        h.launch_started(&format!("i-{k}"), since + Duration::seconds(secs));
+        h.pods_unschedulable(since); // delivered twice
+        for started in [since + Duration::seconds(secs + 20), since + Duration::seconds(secs)] {
+            h.launch_started(&format!("i-{k}-{started}"), started);
+            h.launch_started(&format!("i-{k}-{started}"), started);
+        }
+        assert!(h.reaction_secs.len() == k, "not taken before every launch for them is in");
+        h.observe(&empty_pool(), None, since + Duration::minutes(5), 14);
     }
-    assert_eq!(h.reaction_secs, [6, 50, 8]);
+    assert_eq!(h.reaction_secs, [6, 50, 8, 7, 9]);
     assert_eq!((h.reaction(), h.node_wait()), ((Duration::seconds(8), true), Duration::seconds(128)));
-    // Pods no launch answered for over a minute: the next report starts afresh.
-    let stuck = t0 + Duration::hours(1);
-    h.pods_unschedulable(stuck);
-    h.pods_unschedulable(stuck + Duration::seconds(61));
-    assert_eq!(h.unschedulable_since, Some(stuck + Duration::seconds(61)));
-    h.launch_started("i-9", stuck + Duration::seconds(65));
-    assert_eq!(h.reaction_secs, [6, 50, 8, 4]);
+    // A late copy of an arrival already timed, and a launch that started before the
+    // pods: nothing.
+    let t1 = t0 + Duration::hours(2);
+    h.pods_unschedulable(t0);
+    assert!(h.arrivals.is_empty());
+    h.pods_unschedulable(t1);
+    h.launch_started("i-before", t1 - Duration::seconds(1));
+    // Nor one 121 s after them.
+    h.launch_started("i-late", t1 + Duration::seconds(121));
+    h.observe(&empty_pool(), None, t1 + Duration::minutes(5), 14);
+    assert_eq!(h.reaction_secs.len(), 5);
+    assert!(h.arrivals.is_empty());
+    // Of two arrivals, a launch is the newer one's.
+    let t2 = t1 + Duration::hours(1);
+    h.pods_unschedulable(t2);
+    h.pods_unschedulable(t2 + Duration::seconds(30));
+    h.launch_started("i-a", t2 + Duration::seconds(40));
+    h.observe(&empty_pool(), None, t2 + Duration::minutes(6), 14);
+    assert_eq!(h.reaction_secs[5..], [10]);
     h.retarget(30_000, "");
-    assert_eq!((h.reaction_secs.len(), h.allowed_wait_ms), (4, 30_000));
+    assert_eq!((h.reaction_secs.len(), h.allowed_wait_ms), (6, 30_000));
     // A record from before reactions were kept reads as none seen.
     let old: History = serde_json::from_str(r#"{"lead_secs":[120]}"#).unwrap();
     assert_eq!(old.reaction(), (CA_REACTION, false));
+}
+
+/// Arrivals are bounded: the oldest beyond eight is taken at once.
+#[test]
+fn arrivals_of_unschedulable_pods_stay_bounded() {
+    let mut h = History::default();
+    let t0 = monday();
+    for k in 0..20 {
+        let since = t0 + Duration::seconds(10 * k);
+        h.pods_unschedulable(since);
+        h.launch_started(&format!("i-{k}"), since + Duration::seconds(3));
+    }
+    assert_eq!(h.arrivals.len(), MAX_ARRIVALS);
+    assert_eq!(h.reaction_secs, [3; 12]);
 }
 
 #[test]
@@ -850,7 +882,8 @@ fn a_history_full_at_every_bound_fits_the_state_record() {
         recent: vec![DemandSample { at, cpu_millis: u64::MAX, memory_bytes: u64::MAX, since: Some(at) }; MAX_RECENT],
         lead_secs: vec![u32::MAX; LEAD_SAMPLES],
         reaction_secs: vec![u32::MAX; LEAD_SAMPLES],
-        unschedulable_since: Some(at),
+        arrivals: vec![Arrival { since: at, launch: Some(at) }; MAX_ARRIVALS],
+        last_arrival: Some(at),
         missed_waits_secs: vec![u32::MAX; LEAD_SAMPLES],
         launching: (0..MAX_LAUNCHING).map(|i| (format!("i-{i:017x}"), Launch { seen: at, timed: true })).collect(),
         held: vec![

@@ -14,6 +14,9 @@ use crate::model::{
 
 /// How long reported launch errors are remembered, to report each once.
 const REPORT_MEMORY_HOURS: i64 = 24;
+/// A Pods Unschedulable this soon after its oldest pod became unschedulable is the
+/// forwarder's first report of them (sent at once; SDK retries take seconds).
+const FRESH_REPORT: Duration = Duration::seconds(15);
 
 impl Work<'_> {
     /// Older disruptions no longer count for the rate or the boost: a late
@@ -183,13 +186,13 @@ impl Work<'_> {
                 self.record.learned.get_or_insert_with(Default::default).measured(seen, target_ms);
             }
             Signal::PodsUnschedulable(u) => {
-                if self.cfg.headroom.target.is_some() {
-                    // The forwarder reports the first pods at once, newer ones within its
-                    // 5 s: the oldest pod's time is when this began only if that recent (an
-                    // older one waits on something else); else the report's own time is.
-                    let fresh = event.time - u.oldest_pending_since <= chrono::Duration::seconds(5);
-                    let since = if fresh { u.oldest_pending_since } else { event.time };
-                    self.record.learned.get_or_insert_with(Default::default).pods_unschedulable(since.min(self.now));
+                // The forwarder reports the first unschedulable pods of a pool at once: a
+                // report whose oldest pod is that new is of pods arriving where none waited.
+                // Any other report (pods waiting on something no launch answers, a report
+                // delayed in delivery) times nothing.
+                if self.cfg.headroom.target.is_some() && event.time - u.oldest_pending_since <= FRESH_REPORT {
+                    let since = u.oldest_pending_since.min(self.now);
+                    self.record.learned.get_or_insert_with(Default::default).pods_unschedulable(since);
                 }
                 if self.record.unschedulable.as_ref().is_none_or(|old| old.observed_at < event.time) {
                     self.record.unschedulable = Some(UnschedulableSeen {

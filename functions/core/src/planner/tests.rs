@@ -2199,18 +2199,18 @@ fn a_launch_is_timed_from_its_launch_event_to_its_node_ready_event() {
 }
 
 /// Cluster-autoscaler's reaction, from the events that date both ends: the forwarder's
-/// Pods Unschedulable (the oldest pod's time when the report is that fresh, else the
-/// report's own) and the next launch's start. A launch that started before the pods were
-/// unschedulable is not for them; pods that waited longer than a minute for a launch were
-/// waiting on something else.
+/// Pods Unschedulable that is the first report of its pods (its oldest pod new) and the
+/// earliest launch to start after them, from Launch Successful or the ASG's scaling
+/// activities. A report of pods that have long waited (on `max`, an affinity) times nothing,
+/// and nor does a launch that started before the pods.
 #[test]
-fn cluster_autoscalers_reaction_is_timed_from_unschedulable_pods_to_the_next_launch() {
+fn cluster_autoscalers_reaction_is_timed_from_new_unschedulable_pods_to_the_earliest_launch() {
     let cfg = target_config(None);
     let at = Utc.with_ymd_and_hms(2026, 11, 18, 8, 0, 0).unwrap();
-    let mut observed = pool((2, 3), (0, 0), (0, 0));
+    let mut observed = pool((2, 4), (0, 0), (0, 0));
     observed.demand = Some(Demand { cpu_millis: 10_000, memory_bytes: 1 << 30, pods: 10, observed_at: at });
-    let launched = observed.spot[0].instances[2].id.clone();
-    observed.nodes.retain(|n| n.instance_id != launched);
+    let (first, second) = (observed.spot[0].instances[2].id.clone(), observed.spot[0].instances[3].id.clone());
+    observed.nodes.retain(|n| n.instance_id != first && n.instance_id != second);
     let unschedulable = |oldest: DateTime<Utc>, sent: DateTime<Utc>| {
         event(
             Signal::PodsUnschedulable(crate::event::PodsUnschedulableDetail {
@@ -2223,34 +2223,48 @@ fn cluster_autoscalers_reaction_is_timed_from_unschedulable_pods_to_the_next_lau
             sent,
         )
     };
-    let launch = |started: DateTime<Utc>| {
-        event(Signal::LaunchSuccessful { asg: "spot-a".into(), instance_id: launched.clone(), started }, at)
+    let launch = |id: &str, started: DateTime<Utc>| {
+        event(Signal::LaunchSuccessful { asg: "spot-a".into(), instance_id: id.into(), started }, at)
     };
     let pending = at - Duration::seconds(40);
-    let reactions = |events: &[Event]| {
-        let p = run(&cfg, &PoolRecord::default(), &observed, events, at);
-        p.record.learned.unwrap().reaction_secs
+    // The reaction is taken five minutes after the pods, at the reconcile then.
+    let reactions = |events: &[Event], observed: &ObservedPool| {
+        let p = run(&cfg, &PoolRecord::default(), observed, events, at);
+        let later = run(&cfg, &p.record, observed, &[], pending + Duration::minutes(5));
+        later.record.learned.unwrap().reaction_secs
     };
-    // Reported a second after the pods became unschedulable; the launch 12 s after them.
-    let timed = [unschedulable(pending, pending + Duration::seconds(1)), launch(pending + Duration::seconds(12))];
-    assert_eq!(reactions(&timed), [12]);
+    // Reported 3 s after the pods; the later launch's event comes first.
+    let timed = [
+        unschedulable(pending, pending + Duration::seconds(3)),
+        launch(&second, pending + Duration::seconds(21)),
+        launch(&first, pending + Duration::seconds(12)),
+    ];
+    assert_eq!(reactions(&timed, &observed), [12]);
     let p = run(&cfg, &PoolRecord::default(), &observed, &timed, at);
-    let history = p.record.learned.as_ref().unwrap();
-    assert_eq!(history.reaction(), (Duration::seconds(12), true));
-    assert_eq!(history.node_wait(), crate::learn::ASSUMED_LEAD + Duration::seconds(12));
-    assert_eq!(history.unschedulable_since, None, "answered");
-    // An old pod among them (20 min pending): the report's own time starts the reaction.
-    let old = [unschedulable(at - Duration::minutes(20), pending), launch(pending + Duration::seconds(9))];
-    assert_eq!(reactions(&old), [9]);
-    // A launch from before the pods: not theirs; they still wait for one.
-    let before = [unschedulable(pending, pending), launch(pending - Duration::seconds(5))];
-    let p = run(&cfg, &PoolRecord::default(), &observed, &before, at);
-    let history = p.record.learned.as_ref().unwrap();
-    assert!(history.reaction_secs.is_empty());
-    assert_eq!(history.unschedulable_since, Some(pending));
-    // A launch 90 s after: not cluster-autoscaler answering them.
-    let long_ago = at - Duration::seconds(100);
-    assert!(reactions(&[unschedulable(long_ago, long_ago), launch(long_ago + Duration::seconds(90))]).is_empty());
+    assert!(p.record.learned.as_ref().unwrap().reaction_secs.is_empty(), "not before every launch is in");
+    // Pods pending for a minute already (and newer ones with them): they wait on what a
+    // launch did not answer, or the report was delayed; nothing (70 s if it were taken).
+    let old =
+        [unschedulable(pending - Duration::seconds(60), pending), launch(&first, pending + Duration::seconds(10))];
+    assert!(reactions(&old, &observed).is_empty());
+    // A launch from before the pods: not theirs.
+    assert!(reactions(&[unschedulable(pending, pending), launch(&first, pending - Duration::seconds(5))], &observed)
+        .is_empty());
+    // The events lost: the scaling activity dates the launch, as the event would have.
+    let mut with_activity = observed.clone();
+    with_activity.spot[0].activities.push(ScalingActivity {
+        id: "act-1".into(),
+        status: ActivityStatus::InProgress,
+        description: format!("Launching a new EC2 instance: {first}"),
+        status_message: String::new(),
+        cause: String::new(),
+        start: pending + Duration::seconds(14),
+        end: None,
+    });
+    let watched = run(&cfg, &PoolRecord::default(), &observed, &[], at - Duration::minutes(1));
+    let p = run(&cfg, &watched.record, &with_activity, &[unschedulable(pending, pending)], at);
+    let later = run(&cfg, &p.record, &with_activity, &[], pending + Duration::minutes(5));
+    assert_eq!(later.record.learned.unwrap().reaction_secs, [14]);
     // Without a target nothing is learned.
     let plain = run(&config(), &PoolRecord::default(), &observed, &timed, at);
     assert_eq!(plain.record.learned, None);
