@@ -47,8 +47,9 @@ const REACTION_BOUND: Duration = Duration::minutes(2);
 /// reported (its Launch Successful event; its scaling activity at a reconcile): their
 /// reaction is taken then, from the earliest of those launches.
 const REACTION_TAKEN_AFTER: Duration = Duration::minutes(5);
-/// Arrivals of unschedulable pods followed at once.
-const MAX_ARRIVALS: usize = 8;
+/// Arrivals of unschedulable pods followed at once (the forwarder reports new ones at most
+/// every 5 s: up to 60 within the 5 minutes each is followed).
+const MAX_ARRIVALS: usize = 64;
 /// Demand samples kept for the rise within the absorb span (lows only; over the bound,
 /// neighbours merge).
 const MAX_RECENT: usize = 64;
@@ -576,7 +577,15 @@ impl History {
             return;
         }
         self.last_arrival = Some(since);
-        self.arrivals.push(Arrival { since, launch: None });
+        // A launch reported before the pods (their report was retried, or came in a later
+        // batch) is still followed until its node is Ready.
+        let launch = self
+            .launching
+            .values()
+            .filter(|l| l.timed && l.seen >= since && l.seen - since <= REACTION_BOUND)
+            .map(|l| l.seen)
+            .min();
+        self.arrivals.push(Arrival { since, launch });
         if self.arrivals.len() > MAX_ARRIVALS {
             let oldest = self.arrivals.remove(0);
             self.take_reaction(oldest);
@@ -626,13 +635,11 @@ impl History {
     /// the launch better than the look that first saw the instance. The caller passes
     /// only an instance whose node is not Ready (a late event starts nothing).
     pub fn launch_started(&mut self, instance_id: &str, started: DateTime<Utc>) {
-        // For the newest pods unschedulable before it started (a launch that started
-        // before them is not theirs), the earliest such launch, whatever order the events
-        // and activities come in, and however often.
-        if let Some(arrival) = self.arrivals.iter_mut().rev().find(|a| a.since <= started) {
-            if started - arrival.since <= REACTION_BOUND {
-                arrival.launch = Some(arrival.launch.map_or(started, |l| l.min(started)));
-            }
+        // Cluster-autoscaler answers every pod pending at its scan: for each arrival before
+        // it (a launch that started before the pods is not theirs), the earliest such
+        // launch, whatever order the events and activities come in, and however often.
+        for arrival in self.arrivals.iter_mut().filter(|a| a.since <= started && started - a.since <= REACTION_BOUND) {
+            arrival.launch = Some(arrival.launch.map_or(started, |l| l.min(started)));
         }
         if let Some(launch) = self.launching.get_mut(instance_id) {
             launch.seen = launch.seen.min(started);

@@ -17,6 +17,8 @@ const REPORT_MEMORY_HOURS: i64 = 24;
 /// A Pods Unschedulable this soon after its oldest pod became unschedulable is the
 /// forwarder's first report of them (sent at once; SDK retries take seconds).
 const FRESH_REPORT: Duration = Duration::seconds(15);
+/// How far the forwarder's clock may run ahead of EventBridge's for its time to be used.
+const CLOCKS_APART: Duration = Duration::seconds(5);
 
 impl Work<'_> {
     /// Older disruptions no longer count for the rate or the boost: a late
@@ -188,9 +190,12 @@ impl Work<'_> {
             Signal::PodsUnschedulable(u) => {
                 // The forwarder reports the first unschedulable pods of a pool at once: a
                 // report whose oldest pod is that new is of pods arriving where none waited.
-                // Any other report (pods waiting on something no launch answers, a report
-                // delayed in delivery) times nothing.
-                if self.cfg.headroom.target.is_some() && event.time - u.oldest_pending_since <= FRESH_REPORT {
+                // Any other report times nothing: one with a pod that has waited longer (on
+                // what no launch answers: while it waits, nothing in the pool is timed), one
+                // that reached EventBridge late (a slow or retried send), or one dated ahead
+                // of it (a clock apart).
+                let age = event.time - u.oldest_pending_since;
+                if self.cfg.headroom.target.is_some() && age <= FRESH_REPORT && age >= -CLOCKS_APART {
                     let since = u.oldest_pending_since.min(self.now);
                     self.record.learned.get_or_insert_with(Default::default).pods_unschedulable(since);
                 }

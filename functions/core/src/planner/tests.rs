@@ -2223,8 +2223,10 @@ fn cluster_autoscalers_reaction_is_timed_from_new_unschedulable_pods_to_the_earl
             sent,
         )
     };
+    // Launch Successful comes when the launch is done: its time, not its start, orders it.
     let launch = |id: &str, started: DateTime<Utc>| {
-        event(Signal::LaunchSuccessful { asg: "spot-a".into(), instance_id: id.into(), started }, at)
+        let done = at - Duration::seconds(if id == second { 2 } else { 1 });
+        event(Signal::LaunchSuccessful { asg: "spot-a".into(), instance_id: id.into(), started }, done)
     };
     let pending = at - Duration::seconds(40);
     // The reaction is taken five minutes after the pods, at the reconcile then.
@@ -2247,6 +2249,10 @@ fn cluster_autoscalers_reaction_is_timed_from_new_unschedulable_pods_to_the_earl
     let old =
         [unschedulable(pending - Duration::seconds(60), pending), launch(&first, pending + Duration::seconds(10))];
     assert!(reactions(&old, &observed).is_empty());
+    // A report dated a minute ahead of EventBridge (a clock apart): nothing.
+    let ahead =
+        [unschedulable(pending + Duration::seconds(60), pending), launch(&first, pending + Duration::seconds(70))];
+    assert!(reactions(&ahead, &observed).is_empty());
     // A launch from before the pods: not theirs.
     assert!(reactions(&[unschedulable(pending, pending), launch(&first, pending - Duration::seconds(5))], &observed)
         .is_empty());
