@@ -690,7 +690,7 @@ impl History {
         }
         let excess = self.lead_secs.len().saturating_sub(LEAD_SAMPLES);
         self.lead_secs.drain(..excess);
-        for &id in &live {
+        for id in live {
             if self.launching.len() >= MAX_LAUNCHING {
                 break;
             }
@@ -702,13 +702,14 @@ impl History {
         }
         // Auto Scaling's own record of a launch's start (its scaling activities, read with
         // the pool) dates it as its Launch Successful event would: to the second, where
-        // that event was lost or is late, rather than to the look.
+        // that event was lost or is late, rather than to the look. Only a launch followed
+        // (live, its node not Ready: the rest were dropped above).
         let started: Vec<(String, DateTime<Utc>)> = observed
             .asgs()
             .flat_map(|a| a.activities.iter())
             .filter(|a| matches!(a.status, ActivityStatus::InProgress | ActivityStatus::Successful))
             .filter_map(|a| Some((a.launched_instance()?, a.start)))
-            .filter(|(id, _)| self.launching.contains_key(*id) && live.contains(id) && !ready.contains(id))
+            .filter(|(id, _)| self.launching.contains_key(*id))
             .map(|(id, start)| (id.to_string(), start))
             .collect();
         for (id, start) in started {

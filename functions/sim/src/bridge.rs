@@ -55,9 +55,10 @@ pub struct Bridge {
     pools: Vec<String>,
     /// Per pool: when its newest unschedulable workload pod became so.
     newest_unschedulable: Vec<Option<u64>>,
-    /// Per pool: the workload pods made unschedulable and when (those since placed or
-    /// gone are dropped at the next report), for the report's oldest pod.
-    unschedulable_at: Vec<Vec<(PodId, u64)>>,
+    /// Per pool: the workload pods made unschedulable and when, the latest time for a pod
+    /// made so again (those since placed or gone are dropped at the next report), for the
+    /// report's oldest pod.
+    unschedulable_at: Vec<BTreeMap<PodId, u64>>,
     /// Per pool: the newest unschedulable pod the forwarder reported, and when.
     unschedulable_sent: Vec<Option<(u64, u64)>>,
     pub invocations: u32,
@@ -141,7 +142,7 @@ impl Bridge {
             next_id: 0,
             pools: pool_names(sc),
             newest_unschedulable: vec![None; sc.pools().len()],
-            unschedulable_at: vec![Vec::new(); sc.pools().len()],
+            unschedulable_at: vec![BTreeMap::new(); sc.pools().len()],
             unschedulable_sent: vec![None; sc.pools().len()],
             invocations: 0,
             rebalances_sent: 0,
@@ -321,7 +322,7 @@ impl Bridge {
         for &pod in newly_unschedulable {
             if let Some(pool) = model.sc.class_pool[model.cluster.pods[pod].class] {
                 self.newest_unschedulable[pool] = Some(now);
-                self.unschedulable_at[pool].push((pod, now));
+                self.unschedulable_at[pool].insert(pod, now);
             }
         }
     }
@@ -348,13 +349,9 @@ impl Bridge {
             let count = model.pool_workload(pool).pending;
             // As the forwarder's: the time the oldest pod still unschedulable became so.
             let pods = &model.cluster.pods;
-            // A pod made unschedulable again (evicted, rescheduled) counts from its latest.
-            let mut seen = std::collections::HashSet::new();
-            let at = &mut self.unschedulable_at[pool];
-            at.reverse();
-            at.retain(|&(p, _)| seen.insert(p) && pods[p].alive && pods[p].node.is_none() && pods[p].unschedulable);
-            at.reverse();
-            let Some(oldest) = self.unschedulable_at[pool].iter().map(|&(_, at)| at).min().filter(|_| count > 0) else {
+            self.unschedulable_at[pool]
+                .retain(|&p, _| pods[p].alive && pods[p].node.is_none() && pods[p].unschedulable);
+            let Some(oldest) = self.unschedulable_at[pool].values().copied().min().filter(|_| count > 0) else {
                 self.newest_unschedulable[pool] = None;
                 self.unschedulable_at[pool].clear();
                 continue;

@@ -908,6 +908,7 @@ fn a_history_full_at_every_bound_fits_the_state_record() {
         ..History::default()
     };
     let json = serde_json::to_vec(&h).unwrap().len();
+    println!("a history full at every bound: {json} bytes of JSON");
     assert!(json < 160 * 1024, "{json} bytes of JSON");
     let back: History = serde_json::from_slice(&serde_json::to_vec(&h).unwrap()).unwrap();
     assert_eq!(back, h);
