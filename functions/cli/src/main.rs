@@ -35,6 +35,15 @@ enum Command {
     /// its function).
     #[cfg(feature = "aws")]
     DeadLetters(commands::aws::DeadLettersArgs),
+    #[cfg(not(feature = "aws"))]
+    #[command(hide = true)]
+    Invoke(NeedsAws),
+    #[cfg(not(feature = "aws"))]
+    #[command(hide = true)]
+    Doctor(NeedsAws),
+    #[cfg(not(feature = "aws"))]
+    #[command(hide = true)]
+    DeadLetters(NeedsAws),
     /// Parse and validate event files.
     Events {
         #[command(subcommand)]
@@ -60,6 +69,39 @@ enum EventsCommand {
 enum ConfigCommand {
     /// List every problem with its path; exit 0 valid, 1 invalid, 2 unreadable.
     Check(commands::config::CheckArgs),
+    /// Validate a config, show what changes against the live version, and write it to
+    /// its SSM parameter; the functions and the forwarder take it within seconds.
+    #[cfg(feature = "aws")]
+    Push(commands::config_home::PushArgs),
+    /// Print the live config (its version on stderr).
+    #[cfg(feature = "aws")]
+    Pull(commands::config_home::PullArgs),
+    /// Needs the `aws` feature (this build has none).
+    #[cfg(not(feature = "aws"))]
+    #[command(hide = true)]
+    Push(NeedsAws),
+    /// Needs the `aws` feature (this build has none).
+    #[cfg(not(feature = "aws"))]
+    #[command(hide = true)]
+    Pull(NeedsAws),
+}
+
+/// A command of the `aws` feature, asked of a build without it: takes any arguments and
+/// says how to get a build that has it.
+#[cfg(not(feature = "aws"))]
+#[derive(clap::Args)]
+struct NeedsAws {
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+    _args: Vec<String>,
+}
+
+#[cfg(not(feature = "aws"))]
+fn needs_aws(command: &str) -> anyhow::Result<ExitCode> {
+    Err(commands::Unusable::Usage(format!(
+        "`ballast {command}` talks to AWS, and this build has no `aws` feature: install the released binary \
+         (docs/src/getting-started.md), or build with `cargo install --locked --path functions/cli --features aws`"
+    ))
+    .into())
 }
 
 fn main() -> ExitCode {
@@ -74,7 +116,21 @@ fn main() -> ExitCode {
         #[cfg(feature = "aws")]
         Command::DeadLetters(args) => commands::aws::dead_letters(args),
         Command::Events { command: EventsCommand::Check(args) } => commands::events::check(args),
+        #[cfg(not(feature = "aws"))]
+        Command::Invoke(_) => needs_aws("invoke"),
+        #[cfg(not(feature = "aws"))]
+        Command::Doctor(_) => needs_aws("doctor"),
+        #[cfg(not(feature = "aws"))]
+        Command::DeadLetters(_) => needs_aws("dead-letters"),
         Command::Config { command: ConfigCommand::Check(args) } => commands::config::check(args),
+        #[cfg(feature = "aws")]
+        Command::Config { command: ConfigCommand::Push(args) } => commands::config_home::push(args),
+        #[cfg(feature = "aws")]
+        Command::Config { command: ConfigCommand::Pull(args) } => commands::config_home::pull(args),
+        #[cfg(not(feature = "aws"))]
+        Command::Config { command: ConfigCommand::Push(_) } => needs_aws("config push"),
+        #[cfg(not(feature = "aws"))]
+        Command::Config { command: ConfigCommand::Pull(_) } => needs_aws("config pull"),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "ballast", &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)

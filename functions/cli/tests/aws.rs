@@ -99,3 +99,83 @@ async fn invoke_doctor_and_dead_letters_against_moto() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("region: is required"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The kill switch as the docs give it: one `ballast config push --dry-run` while a warm
+/// function runs live; the parameter's change event (moto emits none: delivered here as
+/// EventBridge would) puts the function on the new version at once, with no restart.
+#[tokio::test(flavor = "multi_thread")]
+async fn config_push_reaches_a_warm_function_and_the_kill_switch_stops_it() {
+    use ballast_core::ports::ConfigHome;
+    use ballast_lambda::live::{Build, Live};
+    use ballast_lambda::LiveApp;
+    use std::sync::Arc;
+
+    let Some(moto) = Moto::start() else { return };
+    let d = Arc::new(Deployment::create(&moto, 3, (0, 1), chrono::Utc::now()).await);
+    d.wire().await;
+    let dir = std::env::temp_dir().join(format!("ballast-cli-push-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("ballast.yaml");
+    std::fs::write(&file, config_yaml(false, "")).unwrap();
+    let file = file.to_str().unwrap();
+    let parameter = "/ballast/test/config";
+
+    // The first push creates the parameter (Advanced tier) and says the function goes live.
+    let out = ballast(&["config", "push", file], &moto.endpoint);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("/ballast/test/config: none yet; it will be created"), "{text}");
+    assert!(text.contains("wrote version 1 (cluster test, live)"), "{text}");
+    let pulled = ballast(&["config", "pull", "--cluster", "test"], &moto.endpoint);
+    assert_eq!(String::from_utf8_lossy(&pulled.stdout), config_yaml(false, ""), "pull gives back what was pushed");
+    let again = ballast(&["config", "push", file], &moto.endpoint);
+    assert!(String::from_utf8_lossy(&again.stdout).contains("unchanged (version 1), nothing written"));
+
+    // A warm schedule function, as Lambda keeps it between invocations.
+    let home: Box<dyn ConfigHome> = Box::new(ballast_aws::ssm::ParameterHome::new(&d.sdk, parameter));
+    let deployment = Arc::clone(&d);
+    let build: Build<ballast_tests::aws::MotoApp> = Box::new(move |config| {
+        let app = deployment.app_as(config, "schedule", &deployment.sdk).0;
+        Box::pin(async move { Ok(app) })
+    });
+    let function = LiveApp { function: "schedule", live: Live::new("schedule", home, build, |_| {}) };
+    let tick = |id: &str| fixture_json("scheduled-reconcile.json", |v| v["id"] = json!(id));
+    let summary = function.direct(tick("tick-1"), None).await.expect("a live tick");
+    assert_eq!(summary.config_version, Some(1));
+    assert!(summary.pools.iter().all(|p| !p.dry_run) && !summary.pools.is_empty(), "{summary:?}");
+
+    // A config that fails validation is refused by push: nothing written.
+    let bad = dir.join("bad.yaml");
+    std::fs::write(&bad, config_yaml(false, "").replace("max_on_demand: 10", "max_on_demand: ten")).unwrap();
+    let out = ballast(&["config", "push", bad.to_str().unwrap()], &moto.endpoint);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is invalid, nothing written"));
+
+    // The kill switch: no local file needed.
+    let out = ballast(&["config", "push", "--dry-run", "--cluster", "test"], &moto.endpoint);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("-dry_run: false") && text.contains("+dry_run: true"), "the diff shows it: {text}");
+    assert!(text.contains("wrote version 2 (cluster test, dry run)"), "{text}");
+
+    let change = fixture_json("ssm-parameter-change.json", |v| {
+        v["detail"]["name"] = json!(parameter);
+        v["resources"] = json!([format!("arn:aws:ssm:eu-west-1:123456789012:parameter{parameter}")]);
+    });
+    let summary = function.direct(change.clone(), None).await.expect("the change event is taken");
+    assert_eq!(summary.config_version, Some(2));
+    assert!(summary.unrouted.iter().any(|u| u.contains("read again")), "{summary:?}");
+    let summary = function.direct(tick("tick-2"), None).await.expect("a dry tick");
+    assert_eq!(summary.config_version, Some(2));
+    assert!(summary.pools.iter().all(|p| p.dry_run) && !summary.pools.is_empty(), "{summary:?}");
+
+    // A bad version written by hand (its change event read at once) leaves the function
+    // on the last good one.
+    let written = ballast_aws::ssm::write(&aws_sdk_ssm::Client::new(&d.sdk), parameter, "cluster: [").await.unwrap();
+    assert_eq!(written, 3);
+    let summary = function.direct(change, None).await.expect("still running");
+    assert_eq!(summary.config_version, Some(2));
+    let summary = function.direct(tick("tick-3"), None).await.expect("still running");
+    assert_eq!(summary.config_version, Some(2));
+    assert!(summary.pools.iter().all(|p| p.dry_run) && !summary.pools.is_empty(), "{summary:?}");
+}

@@ -7,10 +7,10 @@ use serde_json::Value;
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
     ballast_lambda::init_tracing();
-    let app = ballast_lambda::AwsApp::from_env("cluster-events").await?;
+    let app = ballast_lambda::AwsLiveApp::from_env("cluster-events").await?;
     let app = &app;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
-        app.direct_until(event.payload, ballast_lambda::handlers::deadline_of(&event.context)).await
+        app.direct(event.payload, ballast_lambda::handlers::deadline_of(&event.context)).await
     }))
     .await
 }

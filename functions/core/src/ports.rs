@@ -191,6 +191,24 @@ pub trait Redelivery: Send + Sync {
     async fn retry_in(&self, queue_arn: &str, receipt_handle: &str, after: Duration) -> Result<(), PortError>;
 }
 
+/// One version of the config as its home holds it. `version` is Parameter Store's; a
+/// fixed source (inline text, a file) has none.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigText {
+    pub text: String,
+    pub version: Option<i64>,
+}
+
+/// Where the config lives: an SSM parameter in a deployment, fixed text in local runs.
+#[async_trait]
+pub trait ConfigHome: Send + Sync {
+    async fn read(&self) -> Result<ConfigText, PortError>;
+    /// Names the home in messages (`SSM parameter /ballast/prod/config`).
+    fn describe(&self) -> String;
+    /// Whether it may change while a function runs (a file or inline text does not).
+    fn changes(&self) -> bool;
+}
+
 #[async_trait]
 pub trait Clock: Send + Sync {
     fn now(&self) -> DateTime<Utc>;

@@ -436,6 +436,12 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                 unrouted.push(Unrouted { event_id: event.id.clone(), why: format!("ignored: {why}") });
                 continue;
             }
+            if let Signal::ConfigChanged { parameter, operation } = &event.signal {
+                let why =
+                    format!("the config parameter {parameter} changed ({operation}): read again, no pool reconciled");
+                unrouted.push(Unrouted { event_id: event.id.clone(), why });
+                continue;
+            }
             // Every launch in the account comes by the launch rule: only a pool with a wait
             // target reads one, so without one nothing is described or reconciled for it.
             let for_targets_only = matches!(event.signal, Signal::LaunchSuccessful { .. });

@@ -257,6 +257,13 @@ pub fn kube_error(operation: &str, e: kube::Error) -> PortError {
     PortError::new(kind, operation, message).with_source(e)
 }
 
+/// Whether the API server refused the caller itself: 401 (its identity is not mapped: no
+/// EKS access entry or aws-auth entry) or 403 (no RBAC lets it).
+pub fn access_refused(e: &PortError) -> bool {
+    let Some(source) = e.source.as_deref() else { return false };
+    matches!(source.downcast_ref::<kube::Error>(), Some(kube::Error::Api(status)) if matches!(status.code, 401 | 403))
+}
+
 fn api_code(e: &kube::Error) -> Option<u16> {
     match e {
         kube::Error::Api(status) => Some(status.code),

@@ -5,11 +5,18 @@ use std::sync::Arc;
 use ballast_aws::{AwsAutoscaling, DynamoStore, SqsDeadLetters, SqsRedelivery};
 use ballast_core::config::{Config, ConfigErrors};
 use ballast_core::event::Origin;
-use ballast_core::ports::{Clock, PortError, Redelivery};
+use ballast_core::ports::{Autoscaling, Clock, Cluster, DeadLetters, PortError, Redelivery, StateStore};
 use ballast_core::reconcile::Reconciler;
 use chrono::{DateTime, Utc};
 
+use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
+use ballast_core::ports::ConfigHome;
+use serde_json::Value;
+use tracing::{error, info_span, Instrument};
+
 use crate::cluster::{DetachedCluster, FunctionCluster};
+use crate::handlers::{HandlerError, Summary};
+use crate::live::{is_config_change, Build, FixedHome, Live};
 use crate::settings::{ClusterAccess, ConfigSource, Settings, SettingsError};
 
 /// One function's dependencies, generic over the ports so tests run it in memory.
@@ -106,7 +113,7 @@ pub async fn connect_cluster(
             ballast_kube::Connector::eks(endpoint, sdk.credentials_provider().ok_or(StartError::NoCredentials)?)?
         }
     };
-    Ok(FunctionCluster::Kube(Box::new(ballast_kube::KubeCluster::new(connector, &config.pools))))
+    Ok(FunctionCluster::Kube(Box::new(ballast_kube::KubeCluster::new(connector, &config.pools)), metrics_to_stdout))
 }
 
 /// Reads and validates the config from its source.
@@ -123,14 +130,6 @@ pub async fn load_config(source: &ConfigSource, sdk: &aws_config::SdkConfig) -> 
 }
 
 impl AwsApp {
-    /// Everything a function needs, from the process environment.
-    pub async fn from_env(function: &'static str) -> Result<AwsApp, StartError> {
-        let settings = Settings::from_env(|name| std::env::var(name).ok())?;
-        let sdk = ballast_aws::sdk_config().await;
-        let config = load_config(&settings.config, &sdk).await?;
-        Self::build(function, settings, config, &sdk).await
-    }
-
     pub async fn build(
         function: &'static str,
         settings: Settings,
@@ -161,5 +160,113 @@ impl AwsApp {
             redelivery: Some(Arc::new(SqsRedelivery::new(sdk))),
             metrics: metrics_to_stdout,
         })
+    }
+}
+
+/// A function as Lambda runs it: the app built on the config version in force, built
+/// again when a new version comes (see [`crate::live`]).
+pub struct LiveApp<A, C, S, K, D> {
+    pub function: &'static str,
+    pub live: Live<App<A, C, S, K, D>>,
+}
+
+pub type AwsLiveApp = LiveApp<AwsAutoscaling, FunctionCluster, DynamoStore, SystemClock, SqsDeadLetters>;
+
+impl AwsLiveApp {
+    /// Settings from the process environment; the config from its home, looked at once
+    /// now so that a cold start logs the version it starts on (or why it has none).
+    pub async fn from_env(function: &'static str) -> Result<AwsLiveApp, StartError> {
+        let settings = Settings::from_env(|name| std::env::var(name).ok())?;
+        let sdk = ballast_aws::sdk_config().await;
+        let home: Box<dyn ConfigHome> = match &settings.config {
+            ConfigSource::Inline(yaml) => Box::new(FixedHome { text: yaml.clone(), what: "BALLAST_CONFIG".into() }),
+            ConfigSource::File(path) => Box::new(FixedHome {
+                text: std::fs::read_to_string(path)
+                    .map_err(|source| StartError::ReadFile { path: path.display().to_string(), source })?,
+                what: format!("file {}", path.display()),
+            }),
+            ConfigSource::SsmParameter(name) => Box::new(ballast_aws::ssm::ParameterHome::new(&sdk, name.clone())),
+        };
+        let build: Build<AwsApp> = Box::new(move |config| {
+            let (settings, sdk) = (settings.clone(), sdk.clone());
+            Box::pin(async move { AwsApp::build(function, settings, config, &sdk).await })
+        });
+        let live = Live::new(function, home, build, metrics_to_stdout);
+        // A function with no usable config yet still starts: it says why on every event
+        // and takes the first good version pushed.
+        let _ = live.current(false).await;
+        Ok(LiveApp { function, live })
+    }
+}
+
+impl<A, C, S, K, D> LiveApp<A, C, S, K, D>
+where
+    A: Autoscaling,
+    C: Cluster,
+    S: StateStore,
+    K: Clock,
+    D: DeadLetters,
+{
+    /// One directly invoked event (schedule, cluster-events). With no usable config an
+    /// event worth keeping fails (it reaches the dead-letter queue after the retries); a
+    /// tick or a config change is answered after the error is logged.
+    pub async fn direct(&self, payload: Value, deadline: Option<DateTime<Utc>>) -> Result<Summary, HandlerError> {
+        let changed = is_config_change(&payload);
+        match self.live.current(changed).await {
+            Ok((app, version)) => {
+                let span = info_span!("config", config_version = version);
+                let mut result = app.direct_until(payload, deadline).instrument(span).await;
+                if let Ok(summary) = &mut result {
+                    summary.config_version = version;
+                }
+                result
+            }
+            Err(no_config) => {
+                error!(function = self.function, error = %no_config, "event not handled");
+                if changed || is_tick(&payload) {
+                    Ok(Summary { errors: vec![no_config.to_string()], ..Summary::default() })
+                } else {
+                    Err(HandlerError::Failed(no_config.to_string()))
+                }
+            }
+        }
+    }
+
+    /// One SQS batch (interruption). With no usable config every message is reported
+    /// failed: each comes back, and reaches the dead-letter queue after the queue's
+    /// receives.
+    pub async fn interruption(&self, batch: SqsEvent, deadline: Option<DateTime<Utc>>) -> SqsBatchResponse {
+        let changed = batch.records.iter().any(|m| {
+            m.body.as_deref().and_then(|b| serde_json::from_str::<Value>(b).ok()).is_some_and(|e| is_config_change(&e))
+        });
+        match self.live.current(changed).await {
+            Ok((app, version)) => {
+                let span = info_span!("config", config_version = version);
+                app.interruption_until(batch, deadline).instrument(span).await.0
+            }
+            Err(no_config) => {
+                error!(function = self.function, error = %no_config, messages = batch.records.len(), "batch not handled; its messages come back");
+                let mut response = SqsBatchResponse::default();
+                response.batch_item_failures = batch
+                    .records
+                    .iter()
+                    .filter_map(|m| m.message_id.clone())
+                    .map(|id| {
+                        let mut f = BatchItemFailure::default();
+                        f.item_identifier = id;
+                        f
+                    })
+                    .collect();
+                response
+            }
+        }
+    }
+}
+
+/// A rate tick or Scheduler's reconcile input: worth nothing once its minute has passed.
+fn is_tick(payload: &Value) -> bool {
+    match payload.get("detail-type").and_then(Value::as_str) {
+        Some("Scheduled Event") => payload.get("detail").is_none_or(|d| d.as_object().is_some_and(|m| m.is_empty())),
+        _ => payload.get("action").and_then(Value::as_str) == Some("reconcile"),
     }
 }

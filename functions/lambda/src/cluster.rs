@@ -11,6 +11,7 @@ use ballast_core::model::{Demand, NodeState};
 use ballast_core::ports::{Cluster, DrainReport, ErrorKind, PortError};
 use ballast_kube::KubeCluster;
 use chrono::{DateTime, Utc};
+use tracing::warn;
 
 #[derive(Debug, Clone, Default)]
 pub struct DetachedCluster;
@@ -56,15 +57,38 @@ impl Cluster for DetachedCluster {
 
 /// What a function talks to, chosen once at start.
 pub enum FunctionCluster {
-    Kube(Box<KubeCluster>),
+    /// The cluster, and where a run waiting for access counts (an EMF sink).
+    Kube(Box<KubeCluster>, fn(&serde_json::Value)),
     Detached(DetachedCluster),
 }
 
 impl FunctionCluster {
     fn port(&self) -> &dyn Cluster {
         match self {
-            FunctionCluster::Kube(k) => k.as_ref(),
+            FunctionCluster::Kube(k, _) => k.as_ref(),
             FunctionCluster::Detached(d) => d,
+        }
+    }
+
+    /// A read the cluster refused because the function is not let in yet (no access
+    /// entry: 401; no RBAC: 403) is answered as a detached cluster would, so that the
+    /// Auto Scaling side works and the event is not failed while someone applies the
+    /// cluster side (the stack is deployed first). Changes are still refused.
+    fn or_waiting<T>(&self, read: Result<T, PortError>, detached: impl FnOnce() -> T) -> Result<T, PortError> {
+        match read {
+            Err(e) if ballast_kube::cluster::access_refused(&e) => {
+                warn!(error = %e, "waiting for cluster access: apply infra/k8s (the functions' RBAC) and give the \
+                    functions' roles their access entries (group ballast:functions); Auto Scaling goes on meanwhile");
+                if let FunctionCluster::Kube(_, metrics) = self {
+                    metrics(&crate::metrics::emf_count(
+                        "cluster",
+                        "WaitingForClusterAccess",
+                        Utc::now().timestamp_millis(),
+                    ));
+                }
+                Ok(detached())
+            }
+            other => other,
         }
     }
 }
@@ -72,11 +96,11 @@ impl FunctionCluster {
 #[async_trait]
 impl Cluster for FunctionCluster {
     async fn pool_nodes(&self, pool: &PoolConfig) -> Result<Vec<NodeState>, PortError> {
-        self.port().pool_nodes(pool).await
+        self.or_waiting(self.port().pool_nodes(pool).await, Vec::new)
     }
 
     async fn headroom_replicas(&self, pool: &PoolConfig) -> Result<Option<u32>, PortError> {
-        self.port().headroom_replicas(pool).await
+        self.or_waiting(self.port().headroom_replicas(pool).await, || None)
     }
 
     async fn set_headroom_replicas(&self, pool: &PoolConfig, replicas: u32) -> Result<(), PortError> {
@@ -84,7 +108,7 @@ impl Cluster for FunctionCluster {
     }
 
     async fn pool_demand(&self, pool: &PoolConfig, now: DateTime<Utc>) -> Result<Option<Demand>, PortError> {
-        self.port().pool_demand(pool, now).await
+        self.or_waiting(self.port().pool_demand(pool, now).await, || None)
     }
 
     async fn cordon(&self, node: &str) -> Result<(), PortError> {

@@ -17,11 +17,13 @@ use crate::app::App;
 use crate::metrics::emf;
 
 /// The event sources the interruption function takes (through its queue).
-pub const INTERRUPTION_SOURCES: [&str; 3] = ["aws.ec2", "aws.autoscaling", "aws.health"];
+pub const INTERRUPTION_SOURCES: [&str; 4] = ["aws.ec2", "aws.autoscaling", "aws.health", CONFIG_SOURCE];
 /// The schedule function's: EventBridge scheduled events and Scheduler input.
-pub const SCHEDULE_SOURCES: [&str; 2] = ["aws.events", "aws.scheduler"];
+pub const SCHEDULE_SOURCES: [&str; 3] = ["aws.events", "aws.scheduler", CONFIG_SOURCE];
 /// The cluster-events function's: the forwarder.
-pub const CLUSTER_EVENTS_SOURCES: [&str; 1] = ["ballast.kubernetes"];
+pub const CLUSTER_EVENTS_SOURCES: [&str; 2] = ["ballast.kubernetes", CONFIG_SOURCE];
+/// Parameter Store's change events: every function reads its config again on one.
+pub const CONFIG_SOURCE: &str = "aws.ssm";
 
 /// The sources a directly invoked function takes: its own, or (a local tool's run under
 /// another name) those of both directly invoked functions.
@@ -29,7 +31,12 @@ fn direct_sources(function: &str) -> Vec<&'static str> {
     match function {
         "schedule" => SCHEDULE_SOURCES.to_vec(),
         "cluster-events" => CLUSTER_EVENTS_SOURCES.to_vec(),
-        _ => SCHEDULE_SOURCES.iter().chain(CLUSTER_EVENTS_SOURCES.iter()).copied().collect(),
+        _ => {
+            let mut both: Vec<&str> = SCHEDULE_SOURCES.iter().chain(CLUSTER_EVENTS_SOURCES.iter()).copied().collect();
+            both.sort_unstable();
+            both.dedup();
+            both
+        }
     }
 }
 
@@ -55,8 +62,11 @@ pub const HOOK_HEARTBEAT_TIMEOUT_AT_LEAST: Duration =
     Duration::from_secs(ballast_aws::doctor::HOOK_HEARTBEAT_TIMEOUT_AT_LEAST_SECS);
 
 /// What an invocation did, as the function returns (and logs) it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Summary {
+    /// The config version the invocation ran on (Parameter Store's), when it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub config_version: Option<i64>,
     pub pools: Vec<PoolSummary>,
     pub unrouted: Vec<String>,
     pub duplicates: Vec<String>,
@@ -200,6 +210,7 @@ where
             errors: outcome.failures.iter().map(|(e, _)| e.to_string()).collect(),
             covered: outcome.covered.clone(),
             surplus,
+            config_version: None,
         }
     }
 
@@ -435,7 +446,7 @@ mod tests {
         assert_eq!(foreign_source("interruption", "aws.health", &INTERRUPTION_SOURCES), None);
         assert_eq!(
             foreign_source("interruption", "ballast.kubernetes", &INTERRUPTION_SOURCES).unwrap(),
-            "source: `ballast.kubernetes` is not one the interruption function takes (aws.ec2, aws.autoscaling, aws.health)"
+            "source: `ballast.kubernetes` is not one the interruption function takes (aws.ec2, aws.autoscaling, aws.health, aws.ssm)"
         );
     }
 

@@ -5,10 +5,11 @@
 pub mod app;
 pub mod cluster;
 pub mod handlers;
+pub mod live;
 pub mod metrics;
 pub mod settings;
 
-pub use app::{App, AwsApp};
+pub use app::{App, AwsApp, AwsLiveApp, LiveApp};
 pub use settings::{ConfigSource, Settings, SettingsError};
 
 /// Logs as Lambda's advanced logging controls ask, through the runtime's own subscriber:

@@ -17,8 +17,29 @@ pub const DECISION_METRICS: [&str; 8] = [
 
 /// Every other metric the functions emit (namespace `Ballast`); the templates' dashboards
 /// may name only these and [`DECISION_METRICS`] (tests/tests/wiring.rs).
-pub const OTHER_METRICS: [&str; 7] =
-    ["Decisions", "FallbackUnits", "HeadroomReplicas", "ApiErrors", "ReconcileDuration", "BatchErrors", "SurplusNamed"];
+pub const OTHER_METRICS: [&str; 9] = [
+    "Decisions",
+    "FallbackUnits",
+    "HeadroomReplicas",
+    "ApiErrors",
+    "ReconcileDuration",
+    "BatchErrors",
+    "SurplusNamed",
+    "ConfigRefused",
+    "WaitingForClusterAccess",
+];
+
+/// The EMF document for one count of a metric with no dimension but the function.
+pub fn emf_count(function: &str, metric: &str, timestamp_ms: i64) -> Value {
+    json!({
+        "_aws": {
+            "Timestamp": timestamp_ms,
+            "CloudWatchMetrics": [{ "Namespace": "Ballast", "Dimensions": [["Function"]], "Metrics": [{ "Name": metric, "Unit": "Count" }] }]
+        },
+        "Function": function,
+        metric: 1,
+    })
+}
 
 /// Counts of each kind of decision, by metric name.
 fn decisions(plan: &Plan) -> Vec<(&'static str, u32)> {

@@ -3,7 +3,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use ballast_core::config::{Config, PoolConfig};
+use ballast_core::config::{Config, PoolConfig, PARAMETER_MAX_BYTES, PARAMETER_WARN_BYTES};
 use serde_yaml_ng::Value;
 
 use super::load_config;
@@ -58,6 +58,23 @@ pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let mut warnings = Vec::new();
+    // The config's home is an SSM parameter: a file it cannot hold is refused here, not
+    // at `config push` (or, worse, at a deploy).
+    let size = std::fs::metadata(file).map(|m| m.len() as usize).unwrap_or(0);
+    if size > PARAMETER_MAX_BYTES {
+        problems.push(Problem {
+            input: input.clone(),
+            path: "(file)".into(),
+            message: format!(
+                "{size} bytes: more than the {PARAMETER_MAX_BYTES} an SSM parameter (Advanced tier), the config's home, \
+                 holds; shorten its comments or split its pools into two deployments"
+            ),
+        });
+    } else if size >= PARAMETER_WARN_BYTES {
+        warnings.push(format!(
+            "{size} bytes: near the {PARAMETER_MAX_BYTES} an SSM parameter (Advanced tier), the config's home, holds"
+        ));
+    }
     if let Some(config) = &config {
         if let Some(rbac) = &args.rbac {
             let text = String::from_utf8(super::read(rbac)?)

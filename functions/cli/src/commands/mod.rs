@@ -1,6 +1,8 @@
 #[cfg(feature = "aws")]
 pub mod aws;
 pub mod config;
+#[cfg(feature = "aws")]
+pub mod config_home;
 pub mod events;
 pub mod plan;
 pub mod simulate;

@@ -402,6 +402,12 @@ pub const DEFAULT_SCHEDULE_TIME_ZONE: Tz = Tz::UTC;
 /// attack, and parsing it would cost time and memory for nothing.
 pub const MAX_CONFIG_BYTES: usize = 1 << 20;
 
+/// The most a config may have to live in its home, an SSM parameter of the Advanced tier
+/// (8 KB); `config check` warns from [`PARAMETER_WARN_BYTES`].
+pub const PARAMETER_MAX_BYTES: usize = 8192;
+/// Nine tenths of [`PARAMETER_MAX_BYTES`]: room for one more pool is running out.
+pub const PARAMETER_WARN_BYTES: usize = PARAMETER_MAX_BYTES * 9 / 10;
+
 /// The deepest nesting of lists and mappings a config file may have, checked before it is
 /// parsed (a real config nests 6 deep: `pools[].headroom.schedules[].cron`).
 pub const MAX_CONFIG_DEPTH: usize = 32;

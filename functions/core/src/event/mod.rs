@@ -6,7 +6,7 @@ mod detail;
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
 use chrono::{DateTime, Utc};
 use serde::de::DeserializeOwned;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::units::HumanDuration;
@@ -73,6 +73,12 @@ pub enum Signal {
     PodsUnschedulable(PodsUnschedulableDetail),
     NodeLifecycle(NodeLifecycleDetail),
     PoolWaits(PoolWaitsDetail),
+    /// The config's SSM parameter was written (its own `Parameter Store Change` event):
+    /// the functions read it again; no pool is reconciled for it.
+    ConfigChanged {
+        parameter: String,
+        operation: String,
+    },
     /// A valid event that is not Ballast's to act on (a closed Health event, one that
     /// names only dedicated hosts): noted, never dead-lettered.
     Ignored {
@@ -291,6 +297,13 @@ pub fn parse_event_value(value: Value, origin: Option<&Origin>) -> Result<Event,
     Ok(Event { id, time, source: envelope.source, detail_type: envelope.detail_type, signal })
 }
 
+/// What Parameter Store says of a change to a parameter (fields as AWS sends them).
+#[derive(Debug, Deserialize)]
+struct ParameterChangeDetail {
+    name: String,
+    operation: String,
+}
+
 fn object_detail(detail: Value) -> Result<Value, EventError> {
     match detail {
         Value::Object(_) => Ok(detail),
@@ -424,6 +437,13 @@ fn signal_for(source: &str, detail_type: &str, detail: Value, resources: &[Strin
             Value::Object(ref m) if m.is_empty() => Signal::Reconcile,
             other => schedule_signal(typed(object_detail(other)?, "detail")?)?,
         },
+        ("aws.ssm", "Parameter Store Change") => {
+            let d: ParameterChangeDetail = typed(object_detail(detail)?, "detail")?;
+            Signal::ConfigChanged {
+                parameter: non_empty(d.name, "detail.name")?,
+                operation: non_empty(d.operation, "detail.operation")?,
+            }
+        }
         ("ballast.kubernetes", "Pool Demand Changed") => {
             let d: PoolDemandDetail = typed(object_detail(detail)?, "detail")?;
             non_empty(d.pool.clone(), "detail.pool")?;
@@ -516,6 +536,7 @@ impl Signal {
             | Signal::PoolDemand(_)
             | Signal::NodeLifecycle(_)
             | Signal::PoolWaits(_)
+            | Signal::ConfigChanged { .. }
             | Signal::Ignored { .. } => false,
         }
     }

@@ -108,7 +108,10 @@ impl Work<'_> {
                     history.node_ready(&n.instance_id, n.observed_at.unwrap_or(event.time).min(self.now));
                 }
             }
-            Signal::InstanceStateChange { .. } | Signal::Reconcile | Signal::NodeLifecycle(_) => {}
+            Signal::InstanceStateChange { .. }
+            | Signal::Reconcile
+            | Signal::NodeLifecycle(_)
+            | Signal::ConfigChanged { .. } => {}
             Signal::Ignored { why } => self.note(why.clone()),
             Signal::LaunchUnsuccessful(failure) => {
                 let at = failure.at.unwrap_or(event.time);

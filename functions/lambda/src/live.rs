@@ -1,0 +1,319 @@
+//! The config followed while a function is warm. Its home is one SSM parameter: a new
+//! version is read on the parameter's own change event and otherwise at most
+//! [`CHECK_EVERY`] after it was written, so going live or back to dry run takes seconds,
+//! not a redeploy. A version that fails validation leaves the function on the last good
+//! one (an error and a `ConfigRefused` metric), never down.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use ballast_core::config::Config;
+use ballast_core::ports::{ConfigHome, ConfigText, PortError};
+use futures_util::future::BoxFuture;
+use serde_json::Value;
+use tokio::time::Instant;
+use tracing::{error, info, warn};
+
+use crate::app::StartError;
+
+/// How often a warm function asks whether its config changed when no change event came.
+pub const CHECK_EVERY: Duration = Duration::from_secs(60);
+/// How often a function with no usable config yet looks again.
+pub const RETRY_UNUSABLE_EVERY: Duration = Duration::from_secs(10);
+
+/// A config that never changes: `BALLAST_CONFIG` or `BALLAST_CONFIG_FILE`, read once.
+pub struct FixedHome {
+    pub text: String,
+    pub what: String,
+}
+
+#[async_trait]
+impl ConfigHome for FixedHome {
+    async fn read(&self) -> Result<ConfigText, PortError> {
+        Ok(ConfigText { text: self.text.clone(), version: None })
+    }
+    fn describe(&self) -> String {
+        self.what.clone()
+    }
+    fn changes(&self) -> bool {
+        false
+    }
+}
+
+/// Builds what runs on one config version (the app and its adapters).
+pub type Build<T> = Box<dyn Fn(Config) -> BoxFuture<'static, Result<T, StartError>> + Send + Sync>;
+
+/// Why a function has no config to run on.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("no usable config in {home} yet: {why}")]
+pub struct NoConfig {
+    pub home: String,
+    pub why: String,
+}
+
+struct State<T> {
+    current: Option<(Arc<T>, Option<i64>)>,
+    checked: Option<Instant>,
+    /// The last version refused, so that it is judged (and reported) once.
+    refused: Option<i64>,
+}
+
+/// The config (and what is built on it) in force, followed as its home changes.
+pub struct Live<T> {
+    home: Box<dyn ConfigHome>,
+    build: Build<T>,
+    state: tokio::sync::Mutex<State<T>>,
+    function: &'static str,
+    metrics: fn(&Value),
+}
+
+impl<T> Live<T> {
+    pub fn new(function: &'static str, home: Box<dyn ConfigHome>, build: Build<T>, metrics: fn(&Value)) -> Self {
+        Live {
+            home,
+            build,
+            state: tokio::sync::Mutex::new(State { current: None, checked: None, refused: None }),
+            function,
+            metrics,
+        }
+    }
+
+    /// What is in force and its version, read again from the home when `changed` (its
+    /// change event came) or when the last look is [`CHECK_EVERY`] old.
+    pub async fn current(&self, changed: bool) -> Result<(Arc<T>, Option<i64>), NoConfig> {
+        let mut state = self.state.lock().await;
+        let due = match (&state.current, state.checked) {
+            (None, Some(at)) => at.elapsed() >= RETRY_UNUSABLE_EVERY,
+            (None, None) => true,
+            (Some(_), _) if !self.home.changes() => false,
+            (Some(_), Some(at)) => changed || at.elapsed() >= CHECK_EVERY,
+            (Some(_), None) => true,
+        };
+        if due {
+            self.look(&mut state).await;
+        }
+        match &state.current {
+            Some((app, version)) => Ok((Arc::clone(app), *version)),
+            None => Err(NoConfig { home: self.home.describe(), why: self.unusable_why(&state) }),
+        }
+    }
+
+    fn unusable_why(&self, state: &State<T>) -> String {
+        match state.refused {
+            Some(v) => format!("version {v} was refused (see the error logged with it)"),
+            None => "it could not be read (see the error logged)".into(),
+        }
+    }
+
+    async fn look(&self, state: &mut State<T>) {
+        state.checked = Some(Instant::now());
+        let home = self.home.describe();
+        let in_force = state.current.as_ref().and_then(|(_, v)| *v);
+        let read = match self.home.read().await {
+            Ok(read) => read,
+            Err(e) => {
+                match in_force {
+                    Some(v) => {
+                        warn!(function = self.function, home = %home, error = %e, config_version = v, "cannot read the config; staying on the version in force")
+                    }
+                    None => error!(function = self.function, home = %home, error = %e, "cannot read the config"),
+                }
+                return;
+            }
+        };
+        if state.current.is_some() && read.version == in_force {
+            return;
+        }
+        if read.version.is_some() && read.version == state.refused {
+            return;
+        }
+        let refuse = |state: &mut State<T>, why: String| {
+            state.refused = read.version;
+            let version = read.version.map_or("(unversioned)".to_string(), |v| v.to_string());
+            match in_force {
+                Some(v) => {
+                    error!(function = self.function, home = %home, refused_version = %version, config_version = v, error = %why, "config refused; staying on the last good version")
+                }
+                None => {
+                    error!(function = self.function, home = %home, refused_version = %version, error = %why, "config refused; no good version to run on")
+                }
+            }
+            (self.metrics)(&crate::metrics::emf_count(
+                self.function,
+                "ConfigRefused",
+                chrono::Utc::now().timestamp_millis(),
+            ));
+        };
+        if read.text.trim().is_empty() {
+            refuse(state, "it is empty: write the config with `ballast config push ballast.yaml`".into());
+            return;
+        }
+        let config = match Config::from_yaml(&read.text) {
+            Ok(config) => config,
+            Err(e) => {
+                refuse(state, e.to_string());
+                return;
+            }
+        };
+        match (self.build)(config).await {
+            Ok(app) => {
+                info!(function = self.function, home = %home, config_version = ?read.version, previous_version = ?in_force, "config in force");
+                state.current = Some((Arc::new(app), read.version));
+                state.refused = None;
+            }
+            // A config this function can never run on (another region) is refused; one
+            // whose start failed for a passing reason (DescribeCluster throttled) is tried
+            // again at the next look.
+            Err(e @ (StartError::Config(_) | StartError::Region { .. })) => refuse(state, e.to_string()),
+            Err(e) => match in_force {
+                Some(v) => {
+                    warn!(function = self.function, config_version = ?read.version, in_force = v, error = %e, "cannot start on the new config yet; staying on the version in force")
+                }
+                None => {
+                    error!(function = self.function, config_version = ?read.version, error = %e, "cannot start on the config")
+                }
+            },
+        }
+    }
+}
+
+/// Whether an event (an EventBridge envelope) is Parameter Store's news of a change to a
+/// parameter. The functions accept it whichever parameter it names (a rule selects theirs).
+pub fn is_config_change(event: &Value) -> bool {
+    event.get("source").and_then(Value::as_str) == Some("aws.ssm")
+        && event.get("detail-type").and_then(Value::as_str) == Some("Parameter Store Change")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ballast_core::ports::ErrorKind;
+    use std::sync::Mutex;
+
+    const GOOD: &str = "cluster: c\nregion: eu-west-1\nstate_table: ballast-state\ndry_run: true\npools:\n  - name: general\n    spot_asgs: [s]\n    on_demand_asg: od\n";
+
+    struct Shelf(Mutex<Result<ConfigText, String>>, Mutex<u32>);
+
+    impl Shelf {
+        fn put(&self, text: &str, version: i64) {
+            *self.0.lock().unwrap() = Ok(ConfigText { text: text.into(), version: Some(version) });
+        }
+    }
+
+    struct ShelfHome(Arc<Shelf>);
+
+    #[async_trait]
+    impl ConfigHome for ShelfHome {
+        async fn read(&self) -> Result<ConfigText, PortError> {
+            *self.0 .1.lock().unwrap() += 1;
+            self.0 .0.lock().unwrap().clone().map_err(|e| PortError::new(ErrorKind::Permanent, "GetParameter", e))
+        }
+        fn describe(&self) -> String {
+            "SSM parameter /ballast/c/config".into()
+        }
+        fn changes(&self) -> bool {
+            true
+        }
+    }
+
+    fn live(shelf: &Arc<Shelf>) -> Live<Config> {
+        let build: Build<Config> = Box::new(|config| Box::pin(async move { Ok(config) }));
+        Live::new("schedule", Box::new(ShelfHome(Arc::clone(shelf))), build, |_| {})
+    }
+
+    fn shelf(first: Result<(&str, i64), &str>) -> Arc<Shelf> {
+        let first = first.map(|(t, v)| ConfigText { text: t.into(), version: Some(v) }).map_err(str::to_string);
+        Arc::new(Shelf(Mutex::new(first), Mutex::new(0)))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_new_version_is_read_on_its_event_at_once_and_otherwise_within_a_minute() {
+        let shelf = shelf(Ok((GOOD, 1)));
+        let live = live(&shelf);
+        let (config, version) = live.current(false).await.unwrap();
+        assert!(config.dry_run);
+        assert_eq!(version, Some(1));
+        shelf.put(&GOOD.replace("dry_run: true", "dry_run: false"), 2);
+        tokio::time::advance(Duration::from_secs(30)).await;
+        let (config, version) = live.current(false).await.unwrap();
+        assert_eq!((config.dry_run, version), (true, Some(1)), "not looked again within the minute");
+        let (config, version) = live.current(true).await.unwrap();
+        assert_eq!((config.dry_run, version), (false, Some(2)), "the change event reads it at once");
+        shelf.put(GOOD, 3);
+        tokio::time::advance(CHECK_EVERY).await;
+        let (config, version) = live.current(false).await.unwrap();
+        assert_eq!((config.dry_run, version), (true, Some(3)), "a lost event is made up within a minute");
+        assert_eq!(*shelf.1.lock().unwrap(), 3, "three looks, no more");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_bad_version_keeps_the_last_good_one_and_is_judged_once() {
+        let shelf = shelf(Ok((GOOD, 4)));
+        static REFUSED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let build: Build<Config> = Box::new(|config| Box::pin(async move { Ok(config) }));
+        let live = Live::new("schedule", Box::new(ShelfHome(Arc::clone(&shelf))), build, |doc| {
+            assert_eq!(doc["ConfigRefused"], 1);
+            REFUSED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        });
+        live.current(false).await.unwrap();
+        shelf.put("cluster: c\npools: [", 5);
+        for _ in 0..3 {
+            let (config, version) = live.current(true).await.unwrap();
+            assert_eq!((config.dry_run, version), (true, Some(4)));
+        }
+        assert_eq!(REFUSED.load(std::sync::atomic::Ordering::SeqCst), 1, "one error and one metric per bad version");
+        shelf.put(&GOOD.replace("dry_run: true", "dry_run: false"), 6);
+        let (config, version) = live.current(true).await.unwrap();
+        assert_eq!((config.dry_run, version), (false, Some(6)), "the next good version is taken");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn no_config_yet_is_a_clear_error_looked_at_again_soon() {
+        let shelf = shelf(Err(
+            "there is no config at /ballast/c/config yet: write one with `ballast config push ballast.yaml`",
+        ));
+        let live = live(&shelf);
+        let err = live.current(false).await.unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "no usable config in SSM parameter /ballast/c/config yet: it could not be read (see the error logged)"
+        );
+        shelf.put("", 1);
+        live.current(false).await.unwrap_err();
+        assert_eq!(*shelf.1.lock().unwrap(), 1, "not read again at once");
+        tokio::time::advance(RETRY_UNUSABLE_EVERY).await;
+        let err = live.current(false).await.unwrap_err();
+        assert!(err.to_string().contains("version 1 was refused"), "{err}");
+        shelf.put(GOOD, 2);
+        tokio::time::advance(RETRY_UNUSABLE_EVERY).await;
+        assert_eq!(live.current(false).await.unwrap().1, Some(2));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_start_that_failed_for_a_passing_reason_is_tried_again() {
+        let shelf = shelf(Ok((GOOD, 1)));
+        static CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let build: Build<Config> = Box::new(|config| {
+            Box::pin(async move {
+                if CALLS.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+                    Err(StartError::NoCredentials)
+                } else {
+                    Ok(config)
+                }
+            })
+        });
+        let live = Live::new("schedule", Box::new(ShelfHome(Arc::clone(&shelf))), build, |_| panic!("not a refusal"));
+        live.current(false).await.unwrap_err();
+        tokio::time::advance(RETRY_UNUSABLE_EVERY).await;
+        assert_eq!(live.current(false).await.unwrap().1, Some(1));
+    }
+
+    #[test]
+    fn parameter_store_change_is_known_by_its_source_and_detail_type() {
+        let fixture: Value = serde_json::from_str(include_str!("../../../events/ssm-parameter-change.json")).unwrap();
+        assert!(is_config_change(&fixture));
+        let tick: Value = serde_json::from_str(include_str!("../../../events/scheduled-reconcile.json")).unwrap();
+        assert!(!is_config_change(&tick));
+    }
+}
