@@ -356,3 +356,49 @@ async fn demand_is_summed_across_list_pages() {
     assert_eq!((demand.cpu_millis, demand.pods), expected);
     assert_eq!(demand.memory_bytes, u64::from(expected.1) * (256 << 20));
 }
+
+/// Day one: the stack is deployed before the cluster side. A function whose identity is
+/// not let in yet (no RBAC: 403; no access entry: 401, an unknown token here) reads the
+/// cluster as a detached one would, says it is waiting (a metric each time), and still
+/// refuses to change the cluster; once the RBAC is applied it reads for real.
+#[tokio::test]
+async fn a_function_not_let_in_yet_waits_for_cluster_access() {
+    use ballast_lambda::cluster::FunctionCluster;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static WAITING: AtomicU32 = AtomicU32::new(0);
+    fn count(doc: &serde_json::Value) {
+        assert_eq!(doc["WaitingForClusterAccess"], 1, "{doc}");
+        WAITING.fetch_add(1, Ordering::SeqCst);
+    }
+
+    let Some(plane) = ControlPlane::start(Parts::ApiServer).await else { return };
+    let admin = plane.client(ADMIN_TOKEN);
+    apply_manifests(&admin, "namespace.yaml", &["Namespace"]).await;
+    add_node(&admin, "ip-10-0-0-1.eu-west-1.compute.internal", &[("ballast.io/pool", "general")], "4", "16Gi").await;
+    let function = |token: &str| {
+        let connector = Connector::fixed(plane.kube_config(token)).expect("connector");
+        FunctionCluster::Kube(Box::new(KubeCluster::new(connector, &[pool()])), count)
+    };
+    let now = chrono::Utc::now();
+    for (token, status) in [(FUNCTIONS_TOKEN, "403"), ("no-such-token", "401")] {
+        let cluster = function(token);
+        let before = WAITING.load(Ordering::SeqCst);
+        assert_eq!(cluster.pool_nodes(&pool()).await.expect("waiting, not failed"), vec![], "{status}");
+        assert_eq!(cluster.headroom_replicas(&pool()).await.expect("waiting, not failed"), None, "{status}");
+        assert_eq!(cluster.pool_demand(&pool(), now).await.expect("waiting, not failed"), None, "{status}");
+        assert_eq!(WAITING.load(Ordering::SeqCst) - before, 3, "each read counted ({status})");
+        let change = cluster.set_headroom_replicas(&pool(), 2).await.expect_err("changes are still refused");
+        assert!(change.to_string().contains(status), "{change}");
+    }
+
+    apply_manifests(
+        &admin,
+        "functions-rbac.yaml",
+        &["PriorityClass", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"],
+    )
+    .await;
+    let before = WAITING.load(Ordering::SeqCst);
+    let nodes = function(FUNCTIONS_TOKEN).pool_nodes(&pool()).await.expect("let in");
+    assert_eq!(nodes.len(), 1);
+    assert_eq!(WAITING.load(Ordering::SeqCst), before, "no longer waiting");
+}
