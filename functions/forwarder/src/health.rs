@@ -133,7 +133,14 @@ mod tests {
         // An IPv6 EKS cluster's kubelet probes the pod's IPv6 address: `0.0.0.0` would
         // never answer it, and the pod would never be Ready.
         use clap::Parser;
-        let settings = crate::settings::Settings::try_parse_from(["forwarder", "--event-bus", "b"]).unwrap();
+        let settings = crate::settings::Settings::try_parse_from([
+            "forwarder",
+            "--event-bus",
+            "b",
+            "--config-parameter",
+            "/ballast/c/config",
+        ])
+        .unwrap();
         assert_eq!(settings.health_addr, "[::]:8080".parse::<SocketAddr>().unwrap());
     }
 

@@ -3,6 +3,7 @@
 //! events to EventBridge.
 
 pub mod bus;
+pub mod follow;
 pub mod health;
 pub mod metrics;
 pub mod publisher;

@@ -49,6 +49,8 @@ pub struct Metrics {
     tracked_nodes: Gauge,
     resident: Gauge,
     resident_peak: Gauge,
+    config_version: Gauge,
+    config_refused: Counter,
 }
 
 impl Default for Metrics {
@@ -72,6 +74,16 @@ fn gauge(v: u64) -> i64 {
 }
 
 impl Metrics {
+    /// The config version in force.
+    pub fn config_in_force(&self, version: Option<i64>) {
+        self.config_version.set(version.unwrap_or(0));
+    }
+
+    /// A config version refused.
+    pub fn config_refused(&self) {
+        self.config_refused.inc();
+    }
+
     pub fn new() -> Metrics {
         let mut registry = Registry::with_prefix("ballast_forwarder");
         let m = Metrics {
@@ -93,7 +105,19 @@ impl Metrics {
             tracked_nodes: Gauge::default(),
             resident: Gauge::default(),
             resident_peak: Gauge::default(),
+            config_version: Gauge::default(),
+            config_refused: Counter::default(),
         };
+        registry.register(
+            "config_version",
+            "The version of the config's SSM parameter the forwarder runs on (0: a file, no version)",
+            m.config_version.clone(),
+        );
+        registry.register(
+            "config_refused",
+            "Config versions refused (invalid); the forwarder stays on the last good one",
+            m.config_refused.clone(),
+        );
         registry.register("events_published", "Events EventBridge accepted, by detail-type", m.published.clone());
         registry.register("events_dropped", "Events given up after the last PutEvents attempt", m.dropped.clone());
         registry.register(

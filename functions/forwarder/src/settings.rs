@@ -15,9 +15,13 @@ use crate::publisher::Timing;
     about = "Ballast's in-cluster forwarder: pool demand, unschedulable pods, node changes and first-start waits to EventBridge"
 )]
 pub struct Settings {
-    /// Ballast's config (its pools' node selectors and tolerations decide pool membership).
-    #[arg(long, env = "BALLAST_CONFIG_FILE", default_value = "/etc/ballast/ballast.yaml")]
-    pub config: PathBuf,
+    /// The SSM parameter holding Ballast's config, the functions' own (its pools' node
+    /// selectors and tolerations decide pool membership); followed while the forwarder runs.
+    #[arg(long, env = "BALLAST_CONFIG_PARAMETER", conflicts_with = "config")]
+    pub config_parameter: Option<String>,
+    /// A config file instead (local runs), read once.
+    #[arg(long, env = "BALLAST_CONFIG_FILE", required_unless_present = "config_parameter")]
+    pub config: Option<PathBuf>,
     /// The EventBridge bus (name or ARN) the functions' rule listens on.
     #[arg(long, env = "BALLAST_EVENT_BUS")]
     pub event_bus: String,
@@ -64,7 +68,17 @@ mod tests {
 
     #[test]
     fn durations_read_as_text_and_the_bus_is_required() {
-        let s = Settings::try_parse_from(["forwarder", "--event-bus", "ballast-prod", "--debounce", "10s"]).unwrap();
+        let s = Settings::try_parse_from([
+            "forwarder",
+            "--event-bus",
+            "ballast-prod",
+            "--debounce",
+            "10s",
+            "--config-parameter",
+            "/ballast/prod/config",
+        ])
+        .unwrap();
+        assert_eq!(s.config_parameter.as_deref(), Some("/ballast/prod/config"));
         assert_eq!(s.timing().debounce, std::time::Duration::from_secs(10));
         assert_eq!(s.timing().heartbeat, std::time::Duration::from_secs(300));
         assert_eq!(s.timing().waits_every, std::time::Duration::from_secs(300));
@@ -72,7 +86,9 @@ mod tests {
         if std::env::var_os("BALLAST_EVENT_BUS").is_none() {
             assert!(missing.unwrap_err().to_string().contains("--event-bus"));
         }
-        let bad = Settings::try_parse_from(["forwarder", "--event-bus", "b", "--heartbeat", "soon"]).unwrap_err();
+        let bad =
+            Settings::try_parse_from(["forwarder", "--event-bus", "b", "--config", "c.yaml", "--heartbeat", "soon"])
+                .unwrap_err();
         assert!(bad.to_string().contains("--heartbeat"), "{bad}");
     }
 }
