@@ -330,6 +330,7 @@ impl Deployment {
             ),
             ("lifecycle", "aws.autoscaling", &["EC2 Instance-terminate Lifecycle Action"]),
             ("health", "aws.health", &["AWS Health Event"]),
+            ("config-changed", "aws.ssm", &["Parameter Store Change"]),
         ] {
             let name = format!("ballast-test-{rule}");
             let pattern = serde_json::json!({ "source": [source], "detail-type": detail_types }).to_string();

@@ -277,13 +277,25 @@ async fn doctor_checks_the_wiring_and_says_how_to_fix_it() {
     let config = config(false);
     let doctor = Doctor::new(&d.sdk);
     let wiring = Wiring::conventional(&config);
+
+    // The config's home: missing, then another version than the one given, then the same.
+    let home = |findings: &[ballast_aws::doctor::Finding]| findings[0].clone();
+    let missing = home(&doctor.check(&config, &wiring).await);
+    assert!(!missing.ok && missing.fix.as_deref() == Some("ballast config push ballast.yaml"), "{missing:#?}");
+    let ssm = aws_sdk_ssm::Client::new(&d.sdk);
+    ballast_aws::ssm::write(&ssm, "/ballast/test/config", &config_yaml(true, "")).await.unwrap();
+    let other = home(&doctor.check(&config, &wiring).await);
+    assert!(!other.ok && other.detail == "version 1 differs from the config given here", "{other:#?}");
+    ballast_aws::ssm::write(&ssm, "/ballast/test/config", &config_yaml(false, "")).await.unwrap();
+
     let findings = doctor.check(&config, &wiring).await;
     let bad: Vec<_> = findings.iter().filter(|f| !f.ok).collect();
     assert!(bad.is_empty(), "{bad:#?}");
+    assert!(findings[0].detail.starts_with("version 2, "), "{:#?}", findings[0]);
     assert_eq!(
         findings.len(),
-        2 + 3 + 7 + 2,
-        "table, TTL, two queues and a retention, seven rules, two ASGs: {findings:#?}"
+        1 + 2 + 3 + 8 + 2,
+        "config, table, TTL, two queues and a retention, eight rules, two ASGs: {findings:#?}"
     );
 
     // Termination hooks: one too short to outlast Ballast's heartbeats while its action
@@ -362,8 +374,9 @@ async fn doctor_checks_the_wiring_and_says_how_to_fix_it() {
     )
     .unwrap();
     let findings = doctor.check(&broken, &Wiring::conventional(&broken)).await;
-    let bad: Vec<_> = findings.iter().filter(|f| !f.ok).collect();
+    let bad: Vec<_> = findings.iter().filter(|f| !f.ok && !f.check.starts_with("config ")).collect();
     assert_eq!(bad.len(), 3, "{bad:#?}");
+    assert!(!findings[0].ok, "the live config is not the broken one given: {:#?}", findings[0]);
     assert!(bad
         .iter()
         .any(|f| f.check == "rule ballast-test-health (bus default)"

@@ -38,6 +38,8 @@ pub struct Wiring {
     pub event_bus: String,
     /// (rule, bus, what it must target)
     pub rules: Vec<(String, String, Target)>,
+    /// The config's home, the SSM parameter the functions and the forwarder follow.
+    pub config_parameter: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,7 +50,7 @@ pub enum Target {
 
 /// The AWS events the interruption function takes, one rule each.
 pub const QUEUE_RULES: &[&str] =
-    &["spot-interruption", "rebalance", "state-change", "launch-unsuccessful", "lifecycle", "health"];
+    &["spot-interruption", "rebalance", "state-change", "launch-unsuccessful", "lifecycle", "health", "config-changed"];
 
 impl Wiring {
     pub fn conventional(config: &Config) -> Wiring {
@@ -66,6 +68,7 @@ impl Wiring {
             dead_letter_queue: format!("{prefix}-events-dlq"),
             event_bus: prefix,
             rules,
+            config_parameter: format!("/ballast/{}/config", config.cluster),
         }
     }
 }
@@ -93,6 +96,7 @@ fn err_text(e: impl std::error::Error) -> String {
 }
 
 pub struct Doctor {
+    pub ssm: aws_sdk_ssm::Client,
     pub dynamodb: aws_sdk_dynamodb::Client,
     pub sqs: aws_sdk_sqs::Client,
     pub events: aws_sdk_eventbridge::Client,
@@ -102,6 +106,7 @@ pub struct Doctor {
 impl Doctor {
     pub fn new(conf: &aws_config::SdkConfig) -> Self {
         Doctor {
+            ssm: aws_sdk_ssm::Client::new(conf),
             dynamodb: aws_sdk_dynamodb::Client::new(conf),
             sqs: aws_sdk_sqs::Client::new(conf),
             events: aws_sdk_eventbridge::Client::new(conf),
@@ -110,12 +115,64 @@ impl Doctor {
     }
 
     pub async fn check(&self, config: &Config, wiring: &Wiring) -> Vec<Finding> {
-        let mut findings = Vec::new();
+        let mut findings = vec![self.config_home(config, &wiring.config_parameter).await];
         findings.extend(self.table(&wiring.table).await);
         let queue_arn = self.queues(wiring, &mut findings).await;
         self.rules(wiring, queue_arn.as_deref(), &mut findings).await;
         self.asgs(config, &mut findings).await;
         findings
+    }
+
+    /// The live config: there, valid, within the parameter's size, and the one given.
+    async fn config_home(&self, config: &Config, parameter: &str) -> Finding {
+        let check = format!("config {parameter}");
+        let live = match crate::ssm::read_if_any(&self.ssm, parameter).await {
+            Ok(Some(live)) => live,
+            Ok(None) => {
+                return bad(
+                    check,
+                    "not there: the functions and the forwarder have no config to run on",
+                    "ballast config push ballast.yaml",
+                )
+            }
+            Err(e) => {
+                return bad(
+                    check,
+                    format!("cannot read it: {e}"),
+                    "allow ssm:GetParameter on it to whoever runs doctor",
+                )
+            }
+        };
+        let version = live.version;
+        match Config::from_yaml(&live.text) {
+            Err(e) => bad(
+                check,
+                format!("version {version} is invalid (the functions stay on the last good version): {e}"),
+                "ballast config push ballast.yaml (it validates first)",
+            ),
+            Ok(_) if live.text.len() > ballast_core::config::PARAMETER_MAX_BYTES => bad(
+                check,
+                format!(
+                    "version {version} has {} bytes, over the parameter's {}",
+                    live.text.len(),
+                    ballast_core::config::PARAMETER_MAX_BYTES
+                ),
+                "shorten it and push it again",
+            ),
+            Ok(running) if running != *config => bad(
+                check,
+                format!("version {version} differs from the config given here"),
+                "ballast config push ballast.yaml (it shows the difference), or `ballast config pull` to see what runs",
+            ),
+            Ok(running) => ok(
+                check,
+                format!(
+                    "version {version}, {} byte(s), {}, the same as the config given",
+                    live.text.len(),
+                    if running.dry_run { "dry run" } else { "live" }
+                ),
+            ),
+        }
     }
 
     async fn table(&self, table: &str) -> Vec<Finding> {

@@ -37,8 +37,16 @@ async fn invoke_doctor_and_dead_letters_against_moto() {
 
     let out = ballast(&["doctor", "--config", config], &moto.endpoint);
     let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("FAIL config /ballast/test/config: not there") && text.contains("fix: ballast config push"),
+        "{text}"
+    );
+    assert!(ballast(&["config", "push", config], &moto.endpoint).status.success());
+    let out = ballast(&["doctor", "--config", config], &moto.endpoint);
+    let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
-    assert!(text.contains("14 check(s), 0 problem(s)"), "{text}");
+    assert!(text.contains("16 check(s), 0 problem(s)"), "{text}");
 
     let (_, ids) = d.asg(SPOT).await;
     let warning = fixture_json("spot-interruption-terminate.json", |v| {
