@@ -284,18 +284,47 @@ async fn doctor_checks_the_wiring_and_says_how_to_fix_it() {
     assert!(!missing.ok && missing.fix.as_deref() == Some("ballast config push ballast.yaml"), "{missing:#?}");
     let ssm = aws_sdk_ssm::Client::new(&d.sdk);
     ballast_aws::ssm::write(&ssm, "/ballast/test/config", &config_yaml(true, "")).await.unwrap();
+    let killed = home(&doctor.check(&config, &wiring).await);
+    assert!(
+        !killed.ok && killed.detail.contains("in dry run and the config given is live (the kill switch?)"),
+        "{killed:#?}"
+    );
+    assert!(killed.fix.as_deref().unwrap().starts_with("when you mean to go live again"), "{killed:#?}");
+    ballast_aws::ssm::write(
+        &ssm,
+        "/ballast/test/config",
+        &config_yaml(false, "").replace("max_on_demand: 10", "max_on_demand: 9"),
+    )
+    .await
+    .unwrap();
     let other = home(&doctor.check(&config, &wiring).await);
-    assert!(!other.ok && other.detail == "version 1 differs from the config given here", "{other:#?}");
+    assert!(!other.ok && other.detail == "version 2 differs from the config given here in: pools", "{other:#?}");
     ballast_aws::ssm::write(&ssm, "/ballast/test/config", &config_yaml(false, "")).await.unwrap();
+
+    // Which version each part runs: no forwarder has said yet, then it lags, then all agree.
+    let versions = |findings: &[ballast_aws::doctor::Finding]| findings[1].clone();
+    let missing = versions(&doctor.check(&config, &wiring).await);
+    assert!(!missing.ok && missing.detail.contains("forwarder none noted"), "{missing:#?}");
+    assert!(missing.fix.as_deref().unwrap().contains("kubectl -n ballast logs deploy/ballast-forwarder"));
+    let store = ballast_aws::DynamoStore::new(&d.sdk, TABLE);
+    let note =
+        |part: &str, version: i64| ballast_core::ports::VersionNote { part: part.into(), version, at: Utc::now() };
+    use ballast_core::ports::ConfigVersions;
+    store.note(&note("forwarder", 2)).await.unwrap();
+    store.note(&note("schedule", 3)).await.unwrap();
+    let behind = versions(&doctor.check(&config, &wiring).await);
+    assert!(behind.ok, "version 3 was written just now: the forwarder has minutes to follow: {behind:#?}");
+    assert!(behind.detail.starts_with("parameter version 3; schedule 3 (noted "), "{behind:#?}");
+    store.note(&note("forwarder", 3)).await.unwrap();
 
     let findings = doctor.check(&config, &wiring).await;
     let bad: Vec<_> = findings.iter().filter(|f| !f.ok).collect();
     assert!(bad.is_empty(), "{bad:#?}");
-    assert!(findings[0].detail.starts_with("version 2, "), "{:#?}", findings[0]);
+    assert!(findings[0].detail.starts_with("version 3, "), "{:#?}", findings[0]);
     assert_eq!(
         findings.len(),
-        1 + 2 + 3 + 8 + 2,
-        "config, table, TTL, two queues and a retention, eight rules, two ASGs: {findings:#?}"
+        2 + 2 + 3 + 8 + 2,
+        "config and its versions, table, TTL, two queues and a retention, eight rules, two ASGs: {findings:#?}"
     );
 
     // Termination hooks: one too short to outlast Ballast's heartbeats while its action

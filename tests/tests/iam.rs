@@ -100,8 +100,11 @@ async fn record() -> Option<Vec<Call>> {
         let loaded = load_config(&ConfigSource::SsmParameter(parameter.into()), &sdk).await.expect("config from SSM");
         assert_eq!(loaded.cluster, config.cluster);
         // moto's cluster has a fake CA: connecting may fail after DescribeCluster, which is what counts.
-        let _ =
-            tokio::time::timeout(StdDuration::from_secs(10), connect_cluster(ClusterAccess::Eks, &loaded, &sdk)).await;
+        let _ = tokio::time::timeout(
+            StdDuration::from_secs(10),
+            connect_cluster("schedule", ClusterAccess::Eks, &loaded, &sdk),
+        )
+        .await;
     }
 
     // interruption: a warning while the pool is busy (retried within seconds), then handled;

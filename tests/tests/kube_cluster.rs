@@ -357,17 +357,20 @@ async fn demand_is_summed_across_list_pages() {
     assert_eq!(demand.memory_bytes, u64::from(expected.1) * (256 << 20));
 }
 
-/// Day one: the stack is deployed before the cluster side. A function whose identity is
-/// not let in yet (no RBAC: 403; no access entry: 401, an unknown token here) reads the
-/// cluster as a detached one would, says it is waiting (a metric each time), and still
-/// refuses to change the cluster; once the RBAC is applied it reads for real.
+/// Day one: the stack is deployed before the cluster side, the config in dry run. A
+/// function whose identity is not let in yet (no RBAC: 403; no access entry: 401, an
+/// unknown token here) reads the cluster as a detached one would, says it is waiting (a
+/// metric each time, under its own name), and still refuses to change the cluster; a
+/// live run fails as before (a planner seeing no nodes would complete hooks and withdraw
+/// instances undrained); once the RBAC is applied the same reads see the node.
 #[tokio::test]
-async fn a_function_not_let_in_yet_waits_for_cluster_access() {
-    use ballast_lambda::cluster::FunctionCluster;
+async fn a_dry_run_not_let_in_yet_waits_for_cluster_access_and_a_live_one_fails() {
+    use ballast_lambda::cluster::{FunctionCluster, WaitForAccess};
     use std::sync::atomic::{AtomicU32, Ordering};
     static WAITING: AtomicU32 = AtomicU32::new(0);
     fn count(doc: &serde_json::Value) {
         assert_eq!(doc["WaitingForClusterAccess"], 1, "{doc}");
+        assert_eq!(doc["Function"], "schedule", "{doc}");
         WAITING.fetch_add(1, Ordering::SeqCst);
     }
 
@@ -375,13 +378,14 @@ async fn a_function_not_let_in_yet_waits_for_cluster_access() {
     let admin = plane.client(ADMIN_TOKEN);
     apply_manifests(&admin, "namespace.yaml", &["Namespace"]).await;
     add_node(&admin, "ip-10-0-0-1.eu-west-1.compute.internal", &[("ballast.io/pool", "general")], "4", "16Gi").await;
-    let function = |token: &str| {
+    let function = |token: &str, dry_run: bool| {
         let connector = Connector::fixed(plane.kube_config(token)).expect("connector");
-        FunctionCluster::Kube(Box::new(KubeCluster::new(connector, &[pool()])), count)
+        let wait = dry_run.then_some(WaitForAccess { function: "schedule", metrics: count });
+        FunctionCluster::Kube(Box::new(KubeCluster::new(connector, &[pool()])), wait)
     };
     let now = chrono::Utc::now();
     for (token, status) in [(FUNCTIONS_TOKEN, "403"), ("no-such-token", "401")] {
-        let cluster = function(token);
+        let cluster = function(token, true);
         let before = WAITING.load(Ordering::SeqCst);
         assert_eq!(cluster.pool_nodes(&pool()).await.expect("waiting, not failed"), vec![], "{status}");
         assert_eq!(cluster.headroom_replicas(&pool()).await.expect("waiting, not failed"), None, "{status}");
@@ -389,6 +393,8 @@ async fn a_function_not_let_in_yet_waits_for_cluster_access() {
         assert_eq!(WAITING.load(Ordering::SeqCst) - before, 3, "each read counted ({status})");
         let change = cluster.set_headroom_replicas(&pool(), 2).await.expect_err("changes are still refused");
         assert!(change.to_string().contains(status), "{change}");
+        let live = function(token, false).pool_nodes(&pool()).await.expect_err("a live run fails");
+        assert!(live.to_string().contains(status), "{live}");
     }
 
     apply_manifests(
@@ -398,7 +404,7 @@ async fn a_function_not_let_in_yet_waits_for_cluster_access() {
     )
     .await;
     let before = WAITING.load(Ordering::SeqCst);
-    let nodes = function(FUNCTIONS_TOKEN).pool_nodes(&pool()).await.expect("let in");
+    let nodes = function(FUNCTIONS_TOKEN, true).pool_nodes(&pool()).await.expect("let in");
     assert_eq!(nodes.len(), 1);
     assert_eq!(WAITING.load(Ordering::SeqCst), before, "no longer waiting");
 }

@@ -29,6 +29,14 @@ const TERMINATING: &str = "autoscaling:EC2_INSTANCE_TERMINATING";
 /// `HOOK_HEARTBEAT_TIMEOUT_AT_LEAST`, whose test holds the sum under it.)
 pub const HOOK_HEARTBEAT_TIMEOUT_AT_LEAST_SECS: u64 = 21 * 60;
 
+/// The parts that note the config version they run on.
+pub const VERSION_PARTS: [&str; 4] = ["schedule", "interruption", "cluster-events", "forwarder"];
+/// A function takes a new version within a minute (its change event, else its minute's look).
+const FUNCTIONS_FOLLOW_WITHIN: chrono::Duration = chrono::Duration::minutes(2);
+/// The forwarder looks every minute and says so in demand events at least every heartbeat
+/// (5 minutes by default).
+const FORWARDER_FOLLOWS_WITHIN: chrono::Duration = chrono::Duration::minutes(7);
+
 /// What a deployment is made of, by name.
 #[derive(Debug, Clone)]
 pub struct Wiring {
@@ -91,6 +99,16 @@ fn bad(check: impl Into<String>, detail: impl Into<String>, fix: impl Into<Strin
     Finding { check: check.into(), ok: false, detail: detail.into(), fix: Some(fix.into()) }
 }
 
+/// The top-level keys (and pools, by name) in which two configs differ.
+fn differing_keys(a: &Config, b: &Config) -> Vec<String> {
+    let (a, b) = (serde_json::to_value(a).unwrap_or_default(), serde_json::to_value(b).unwrap_or_default());
+    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else { return vec!["(everything)".into()] };
+    let mut keys: Vec<String> = a.keys().chain(b.keys()).filter(|k| a.get(*k) != b.get(*k)).cloned().collect();
+    keys.sort();
+    keys.dedup();
+    keys
+}
+
 fn err_text(e: impl std::error::Error) -> String {
     aws_smithy_types::error::display::DisplayErrorContext(e).to_string()
 }
@@ -116,6 +134,7 @@ impl Doctor {
 
     pub async fn check(&self, config: &Config, wiring: &Wiring) -> Vec<Finding> {
         let mut findings = vec![self.config_home(config, &wiring.config_parameter).await];
+        findings.push(self.versions(&wiring.table, &wiring.config_parameter, chrono::Utc::now()).await);
         findings.extend(self.table(&wiring.table).await);
         let queue_arn = self.queues(wiring, &mut findings).await;
         self.rules(wiring, queue_arn.as_deref(), &mut findings).await;
@@ -159,9 +178,16 @@ impl Doctor {
                 ),
                 "shorten it and push it again",
             ),
+            // The kill switch leaves the live version in dry run and the file live: pushing
+            // the file is then going live again, never a fix to suggest blindly.
+            Ok(running) if running.dry_run && !config.dry_run && running == Config { dry_run: true, ..config.clone() } => bad(
+                check,
+                format!("version {version} is in dry run and the config given is live (the kill switch?); nothing else differs"),
+                "when you mean to go live again: ballast config push ballast.yaml",
+            ),
             Ok(running) if running != *config => bad(
                 check,
-                format!("version {version} differs from the config given here"),
+                format!("version {version} differs from the config given here in: {}", differing_keys(&running, config).join(", ")),
                 "ballast config push ballast.yaml (it shows the difference), or `ballast config pull` to see what runs",
             ),
             Ok(running) => ok(
@@ -172,6 +198,55 @@ impl Doctor {
                     if running.dry_run { "dry run" } else { "live" }
                 ),
             ),
+        }
+    }
+
+    /// Whether the functions and the forwarder run the parameter's version: each notes
+    /// the version it takes in the state table (the forwarder's comes in its demand events,
+    /// at least every heartbeat). Functions follow within a minute of a change, the
+    /// forwarder within its minute plus a heartbeat; one idle since (an interruption
+    /// function with no event) is reported, not failed.
+    async fn versions(&self, table: &str, parameter: &str, now: chrono::DateTime<chrono::Utc>) -> Finding {
+        let check = "config versions".to_string();
+        let live = match crate::ssm::read_if_any(&self.ssm, parameter).await {
+            Ok(Some(live)) => live,
+            Ok(None) => return bad(check, format!("no config at {parameter}"), "ballast config push ballast.yaml"),
+            Err(e) => return bad(check, format!("cannot read {parameter}: {e}"), "allow ssm:GetParameter on it"),
+        };
+        let store = crate::state::DynamoStore::from_client(self.dynamodb.clone(), table);
+        let notes = match store.config_versions(&VERSION_PARTS).await {
+            Ok(notes) => notes,
+            Err(e) => return bad(check, format!("cannot read the notes in {table}: {e}"), "deploy the stack"),
+        };
+        let since_written = live.modified.map(|m| now - m).unwrap_or_else(chrono::Duration::zero);
+        let said: Vec<String> = VERSION_PARTS
+            .iter()
+            .map(|part| match notes.iter().find(|n| n.part == *part) {
+                Some(n) => format!("{part} {} (noted {})", n.version, n.at.format("%Y-%m-%d %H:%M:%SZ")),
+                None => format!("{part} none noted"),
+            })
+            .collect();
+        let detail = format!("parameter version {}; {}", live.version, said.join(", "));
+        let forwarder = notes.iter().find(|n| n.part == "forwarder");
+        match forwarder {
+            None => bad(
+                check,
+                detail,
+                "no forwarder has reported: apply infra/k8s with your overlay, then `kubectl -n ballast logs deploy/ballast-forwarder`",
+            ),
+            Some(f) if f.version < live.version && since_written > FORWARDER_FOLLOWS_WITHIN => bad(
+                check,
+                detail,
+                "the forwarder runs an older version: `kubectl -n ballast logs deploy/ballast-forwarder` (a refused version is logged, ballast_forwarder_config_refused_total)",
+            ),
+            _ => match notes.iter().find(|n| n.part == "schedule") {
+                Some(s) if s.version < live.version && since_written > FUNCTIONS_FOLLOW_WITHIN => bad(
+                    check,
+                    detail,
+                    "the schedule function runs an older version: its log says why (\"config refused\", metric ConfigRefused)",
+                ),
+                _ => ok(check, detail),
+            },
         }
     }
 

@@ -12,6 +12,12 @@ use crate::classify;
 pub struct ParameterVersion {
     pub text: String,
     pub version: i64,
+    /// When this version was written.
+    pub modified: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+fn modified(p: &aws_sdk_ssm::types::Parameter) -> Option<chrono::DateTime<chrono::Utc>> {
+    p.last_modified_date().and_then(|d| chrono::DateTime::from_timestamp(d.secs(), d.subsec_nanos()))
 }
 
 /// Reads the parameter and its version. A parameter that does not exist yet is a
@@ -31,15 +37,21 @@ pub async fn read(client: &aws_sdk_ssm::Client, name: &str) -> Result<ParameterV
     let parameter = out.parameter().ok_or_else(|| {
         PortError::new(ErrorKind::Retryable, "GetParameter", format!("the answer for {name} holds no parameter"))
     })?;
-    Ok(ParameterVersion { text: parameter.value().unwrap_or_default().to_string(), version: parameter.version() })
+    Ok(ParameterVersion {
+        text: parameter.value().unwrap_or_default().to_string(),
+        version: parameter.version(),
+        modified: modified(parameter),
+    })
 }
 
 /// Reads the parameter, or `None` when it does not exist yet.
 pub async fn read_if_any(client: &aws_sdk_ssm::Client, name: &str) -> Result<Option<ParameterVersion>, PortError> {
     match client.get_parameter().name(name).with_decryption(true).send().await {
-        Ok(out) => Ok(out
-            .parameter()
-            .map(|p| ParameterVersion { text: p.value().unwrap_or_default().to_string(), version: p.version() })),
+        Ok(out) => Ok(out.parameter().map(|p| ParameterVersion {
+            text: p.value().unwrap_or_default().to_string(),
+            version: p.version(),
+            modified: modified(p),
+        })),
         Err(e) if e.as_service_error().is_some_and(|s| s.is_parameter_not_found()) => Ok(None),
         Err(e) => Err(classify("GetParameter", e)),
     }

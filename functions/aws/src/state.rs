@@ -11,7 +11,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, PutRequest, WriteRequest};
 use ballast_core::model::PoolRecord;
-use ballast_core::ports::{ErrorKind, PortError, StateStore, Urgency, Versioned, LEASE_CLAIM_FOR};
+use ballast_core::ports::{
+    ConfigVersions, ErrorKind, PortError, StateStore, Urgency, VersionNote, Versioned, LEASE_CLAIM_FOR,
+};
 use chrono::{DateTime, Utc};
 
 use crate::classify;
@@ -63,9 +65,37 @@ fn key(kind: &str, name: &str) -> HashMap<String, AttributeValue> {
     HashMap::from([(KEY.to_string(), s(format!("{kind}#{name}")))])
 }
 
+/// How long a part's version note is kept: one not renewed in that time is of a part
+/// that no longer runs.
+const VERSION_NOTE_KEPT: chrono::Duration = chrono::Duration::days(30);
+
 impl DynamoStore {
     pub fn new(conf: &aws_config::SdkConfig, table: impl Into<String>) -> Self {
         DynamoStore { client: aws_sdk_dynamodb::Client::new(conf), table: table.into() }
+    }
+
+    /// The config version each of `parts` last noted, where one did.
+    pub async fn config_versions(&self, parts: &[&str]) -> Result<Vec<VersionNote>, PortError> {
+        let mut notes = Vec::new();
+        for part in parts {
+            let out = self
+                .client
+                .get_item()
+                .table_name(&self.table)
+                .set_key(Some(key("config-version", part)))
+                .consistent_read(true)
+                .send()
+                .await
+                .map_err(|e| classify("GetItem", e))?;
+            let Some(item) = out.item() else { continue };
+            let number = |name: &str| item.get(name).and_then(|v| v.as_n().ok()).and_then(|v| v.parse::<i64>().ok());
+            if let (Some(version), Some(at)) =
+                (number("version"), number("at").and_then(|t| DateTime::from_timestamp(t, 0)))
+            {
+                notes.push(VersionNote { part: part.to_string(), version, at });
+            }
+        }
+        Ok(notes)
     }
 
     pub fn from_client(client: aws_sdk_dynamodb::Client, table: impl Into<String>) -> Self {
@@ -431,5 +461,23 @@ mod tests {
             sizes.push((n, stored));
         }
         assert!(sizes.iter().all(|(_, stored)| *stored < 300 * 1024), "instances_before, stored bytes: {sizes:?}");
+    }
+}
+
+#[async_trait]
+impl ConfigVersions for DynamoStore {
+    async fn note(&self, note: &VersionNote) -> Result<(), PortError> {
+        let mut item = key("config-version", &note.part);
+        item.insert("version".into(), n(note.version));
+        item.insert("at".into(), n(note.at.timestamp()));
+        item.insert(TTL_ATTRIBUTE.into(), n((note.at + VERSION_NOTE_KEPT).timestamp()));
+        self.client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .send()
+            .await
+            .map_err(|e| classify("PutItem", e))?;
+        Ok(())
     }
 }

@@ -43,10 +43,14 @@ async fn invoke_doctor_and_dead_letters_against_moto() {
         "{text}"
     );
     assert!(ballast(&["config", "push", config], &moto.endpoint).status.success());
+    // The forwarder says its version in its demand events; the functions note it.
+    let forwarder = ballast_core::ports::VersionNote { part: "forwarder".into(), version: 1, at: chrono::Utc::now() };
+    use ballast_core::ports::ConfigVersions;
+    ballast_aws::DynamoStore::new(&d.sdk, ballast_tests::aws::TABLE).note(&forwarder).await.unwrap();
     let out = ballast(&["doctor", "--config", config], &moto.endpoint);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
-    assert!(text.contains("16 check(s), 0 problem(s)"), "{text}");
+    assert!(text.contains("17 check(s), 0 problem(s)"), "{text}");
 
     let (_, ids) = d.asg(SPOT).await;
     let warning = fixture_json("spot-interruption-terminate.json", |v| {
@@ -146,7 +150,7 @@ async fn config_push_reaches_a_warm_function_and_the_kill_switch_stops_it() {
         let app = deployment.app_as(config, "schedule", &deployment.sdk).0;
         Box::pin(async move { Ok(app) })
     });
-    let function = LiveApp { function: "schedule", live: Live::new("schedule", home, build, |_| {}) };
+    let function = LiveApp::new("schedule", Live::new("schedule", home, build, |_| {}));
     let tick = |id: &str| fixture_json("scheduled-reconcile.json", |v| v["id"] = json!(id));
     let summary = function.direct(tick("tick-1"), None).await.expect("a live tick");
     assert_eq!(summary.config_version, Some(1));
@@ -186,4 +190,23 @@ async fn config_push_reaches_a_warm_function_and_the_kill_switch_stops_it() {
     let summary = function.direct(tick("tick-3"), None).await.expect("still running");
     assert_eq!(summary.config_version, Some(2));
     assert!(summary.pools.iter().all(|p| p.dry_run) && !summary.pools.is_empty(), "{summary:?}");
+
+    // Each part notes the version it runs on for doctor: the functions their own, the
+    // cluster-events function the one the forwarder says in its demand events.
+    let home: Box<dyn ConfigHome> = Box::new(ballast_aws::ssm::ParameterHome::new(&d.sdk, parameter));
+    let deployment = Arc::clone(&d);
+    let build: Build<ballast_tests::aws::MotoApp> = Box::new(move |config| {
+        let app = deployment.app_as(config, "cluster-events", &deployment.sdk).0;
+        Box::pin(async move { Ok(app) })
+    });
+    let cluster_events = LiveApp::new("cluster-events", Live::new("cluster-events", home, build, |_| {}));
+    let demand = fixture_json("forwarder-pool-demand-changed.json", |v| {
+        v["detail"]["config_version"] = json!(1);
+        v["detail"]["observed_at"] = json!(chrono::Utc::now());
+    });
+    cluster_events.direct(demand, None).await.expect("demand taken");
+    let store = ballast_aws::DynamoStore::new(&d.sdk, ballast_tests::aws::TABLE);
+    let notes = store.config_versions(&["schedule", "cluster-events", "forwarder"]).await.unwrap();
+    let said: Vec<(&str, i64)> = notes.iter().map(|n| (n.part.as_str(), n.version)).collect();
+    assert_eq!(said, [("schedule", 2), ("cluster-events", 2), ("forwarder", 1)]);
 }

@@ -209,6 +209,21 @@ pub trait ConfigHome: Send + Sync {
     fn changes(&self) -> bool;
 }
 
+/// That a part of a deployment (a function, the forwarder) runs on a config version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VersionNote {
+    pub part: String,
+    pub version: i64,
+    pub at: DateTime<Utc>,
+}
+
+/// Where the parts of a deployment note the config version they run on, so that
+/// `ballast doctor` can say when they disagree.
+#[async_trait]
+pub trait ConfigVersions: Send + Sync {
+    async fn note(&self, note: &VersionNote) -> Result<(), PortError>;
+}
+
 #[async_trait]
 pub trait Clock: Send + Sync {
     fn now(&self) -> DateTime<Utc>;

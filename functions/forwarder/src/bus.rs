@@ -1,6 +1,7 @@
 //! Where the events go: an EventBridge bus (PutEvents, at most 10 entries per call,
 //! failed entries retried with backoff), or memory in tests.
 
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -23,6 +24,21 @@ pub trait EventBus: Send + Sync {
 pub struct EventBridgeBus {
     client: aws_sdk_eventbridge::Client,
     bus: String,
+    /// The config version in force (0: none), said in each demand event so that the
+    /// functions note it for `ballast doctor`.
+    config_version: Arc<AtomicI64>,
+}
+
+/// An event's detail as sent: a demand event says the config version the forwarder runs on.
+pub fn detail_with_version(event: &Outgoing, config_version: i64) -> String {
+    match event {
+        Outgoing::PoolDemand(_) if config_version > 0 => {
+            let mut detail = serde_json::to_value(event).unwrap_or_default();
+            detail["config_version"] = config_version.into();
+            detail.to_string()
+        }
+        _ => event.detail_json(),
+    }
 }
 
 /// A PutEvents attempt that has not answered by then is abandoned and retried; a call, its
@@ -38,7 +54,17 @@ impl EventBridgeBus {
             .operation_timeout(CALL_TIMEOUT)
             .build();
         let config = aws_sdk_eventbridge::config::Builder::from(sdk).timeout_config(timeouts).build();
-        EventBridgeBus { client: aws_sdk_eventbridge::Client::from_conf(config), bus: bus.into() }
+        EventBridgeBus {
+            client: aws_sdk_eventbridge::Client::from_conf(config),
+            bus: bus.into(),
+            config_version: Arc::default(),
+        }
+    }
+
+    /// Demand events say the version `config_version` holds.
+    pub fn with_config_version(mut self, config_version: Arc<AtomicI64>) -> Self {
+        self.config_version = config_version;
+        self
     }
 }
 
@@ -52,7 +78,7 @@ impl EventBus for EventBridgeBus {
                     .event_bus_name(&self.bus)
                     .source(SOURCE)
                     .detail_type(e.detail_type())
-                    .detail(e.detail_json())
+                    .detail(detail_with_version(e, self.config_version.load(Ordering::Relaxed)))
                     .build()
             })
             .collect();

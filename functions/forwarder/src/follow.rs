@@ -6,6 +6,8 @@
 //! validation is refused once and the forwarder stays on the last good one.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -34,6 +36,7 @@ impl ConfigHome for ParameterHome {
             .client
             .get_parameter()
             .name(&self.name)
+            .with_decryption(true)
             .send()
             .await
             .map_err(|e| ballast_aws_errors::classify("GetParameter", e))?;
@@ -109,6 +112,8 @@ impl Membership {
 /// The config followed in its home.
 pub struct Follow {
     home: Box<dyn ConfigHome>,
+    /// The version in force (0: none, or a file), for the bus to say in demand events.
+    pub in_force: Arc<AtomicI64>,
     version: Option<i64>,
     membership: Option<Membership>,
     refused: Option<i64>,
@@ -116,7 +121,7 @@ pub struct Follow {
 
 impl Follow {
     pub fn new(home: Box<dyn ConfigHome>) -> Follow {
-        Follow { home, version: None, membership: None, refused: None }
+        Follow { home, in_force: Arc::default(), version: None, membership: None, refused: None }
     }
 
     /// The first good config, waiting (and saying why) until there is one.
@@ -165,7 +170,8 @@ impl Follow {
                 return None;
             }
         };
-        if self.membership.is_some() && (read.version == self.version || read.version == self.refused) {
+        let known = self.membership.is_some() && read.version == self.version;
+        if known || (read.version.is_some() && read.version == self.refused) {
             return None;
         }
         let config = match Config::from_yaml(&read.text) {
@@ -181,6 +187,7 @@ impl Follow {
         let changed = self.membership.as_ref() != Some(&membership);
         info!(home = %home, config_version = ?read.version, previous_version = ?self.version, pools_changed = changed, "config in force");
         self.version = read.version;
+        self.in_force.store(read.version.unwrap_or(0), Ordering::Relaxed);
         self.membership = Some(membership);
         metrics.config_in_force(read.version);
         changed.then_some(config)
@@ -190,7 +197,7 @@ impl Follow {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::{Arc, Mutex};
+    use std::sync::Mutex;
 
     const ONE_POOL: &str = "cluster: c\nregion: eu-west-1\nstate_table: ballast-state\ndry_run: true\npools:\n  - name: general\n    spot_asgs: [s]\n    on_demand_asg: od\n    node_selector: { ballast.io/pool: general }\n";
 
@@ -239,5 +246,24 @@ mod tests {
         let config = follow.membership_changed(&metrics).await;
         assert_eq!(config.pools[0].node_selector["ballast.io/pool"], "general-v2");
         assert!(metrics.encode().contains("ballast_forwarder_config_version 4"));
+        assert_eq!(follow.in_force.load(Ordering::Relaxed), 4, "what demand events say");
+    }
+
+    #[test]
+    fn demand_events_say_the_config_version() {
+        use crate::publisher::Outgoing;
+        let demand = Outgoing::PoolDemand(ballast_core::event::PoolDemandDetail {
+            pool: "general".into(),
+            cpu_millis: 1000,
+            memory_bytes: 1 << 30,
+            pods: 2,
+            nodes: 1,
+            observed_at: chrono::DateTime::from_timestamp(1_795_000_000, 0).unwrap(),
+        });
+        let detail: serde_json::Value = serde_json::from_str(&crate::bus::detail_with_version(&demand, 7)).unwrap();
+        assert_eq!(detail["config_version"], 7);
+        assert_eq!(detail["pool"], "general");
+        let none: serde_json::Value = serde_json::from_str(&crate::bus::detail_with_version(&demand, 0)).unwrap();
+        assert!(none.get("config_version").is_none(), "a file has no version to say");
     }
 }

@@ -22,7 +22,7 @@ async fn main() -> Result<(), StartError> {
     let settings = Settings::parse();
     let client = kube::Client::try_default().await?;
     let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-    let bus = Arc::new(EventBridgeBus::new(&sdk, &settings.event_bus));
+
     let home: Box<dyn ConfigHome> = match (&settings.config_parameter, &settings.config) {
         (Some(name), _) => Box::new(ParameterHome { client: aws_sdk_ssm::Client::new(&sdk), name: name.clone() }),
         (None, Some(path)) => Box::new(FileHome(path.clone())),
@@ -37,10 +37,17 @@ async fn main() -> Result<(), StartError> {
         .await
         .map_err(|source| StartError::Health { addr, source })?;
     let mut follow = Follow::new(home);
+    let bus = Arc::new(EventBridgeBus::new(&sdk, &settings.event_bus).with_config_version(follow.in_force.clone()));
+    // As PID 1 the forwarder gets no default SIGTERM handling: it is handled from the start.
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
     // Alive (not ready) while it waits for a config: a missing one is said every 10 s
     // in the log, not by a restart loop.
-    let mut config = follow.first(&metrics, || health_state.tick(chrono::Utc::now().timestamp(), false)).await;
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+    let waiting = || health_state.tick(chrono::Utc::now().timestamp(), false);
+    let mut config = tokio::select! {
+        config = follow.first(&metrics, waiting) => config,
+        _ = term.recv() => return Ok(()),
+        _ = tokio::signal::ctrl_c() => return Ok(()),
+    };
     loop {
         let mut forwarder = Forwarder::new(client.clone(), bus.clone(), &config, settings.timing());
         forwarder.page_size = settings.list_page_size;

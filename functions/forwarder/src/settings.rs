@@ -17,9 +17,9 @@ use crate::publisher::Timing;
 pub struct Settings {
     /// The SSM parameter holding Ballast's config, the functions' own (its pools' node
     /// selectors and tolerations decide pool membership); followed while the forwarder runs.
-    #[arg(long, env = "BALLAST_CONFIG_PARAMETER", conflicts_with = "config")]
+    #[arg(long, env = "BALLAST_CONFIG_PARAMETER")]
     pub config_parameter: Option<String>,
-    /// A config file instead (local runs), read once.
+    /// A config file instead (local runs), read once; the parameter wins when both are set.
     #[arg(long, env = "BALLAST_CONFIG_FILE", required_unless_present = "config_parameter")]
     pub config: Option<PathBuf>,
     /// The EventBridge bus (name or ARN) the functions' rule listens on.

@@ -1,20 +1,23 @@
 //! The app each function builds once at start: config, origin, adapters.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use ballast_aws::{AwsAutoscaling, DynamoStore, SqsDeadLetters, SqsRedelivery};
 use ballast_core::config::{Config, ConfigErrors};
 use ballast_core::event::Origin;
-use ballast_core::ports::{Autoscaling, Clock, Cluster, DeadLetters, PortError, Redelivery, StateStore};
+use ballast_core::ports::{
+    Autoscaling, Clock, Cluster, ConfigVersions, DeadLetters, PortError, Redelivery, StateStore, VersionNote,
+};
 use ballast_core::reconcile::Reconciler;
 use chrono::{DateTime, Utc};
 
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
 use ballast_core::ports::ConfigHome;
 use serde_json::Value;
-use tracing::{error, info_span, Instrument};
+use tracing::{error, info_span, warn, Instrument};
 
-use crate::cluster::{DetachedCluster, FunctionCluster};
+use crate::cluster::{DetachedCluster, FunctionCluster, WaitForAccess};
 use crate::handlers::{HandlerError, Summary};
 use crate::live::{is_config_change, Build, FixedHome, Live};
 use crate::settings::{ClusterAccess, ConfigSource, Settings, SettingsError};
@@ -90,8 +93,23 @@ pub enum StartError {
     NoCredentials,
 }
 
+impl StartError {
+    /// Whether starting on the same config again would fail the same way.
+    pub fn is_permanent(&self) -> bool {
+        match self {
+            StartError::Config(_) | StartError::Region { .. } | StartError::Settings(_) => true,
+            StartError::DescribeCluster { source, .. } => !source.is_retryable(),
+            StartError::ReadFile { .. }
+            | StartError::Parameter(_)
+            | StartError::Connect(_)
+            | StartError::NoCredentials => false,
+        }
+    }
+}
+
 /// The cluster port the settings ask for.
 pub async fn connect_cluster(
+    function: &'static str,
     access: ClusterAccess,
     config: &Config,
     sdk: &aws_config::SdkConfig,
@@ -113,7 +131,8 @@ pub async fn connect_cluster(
             ballast_kube::Connector::eks(endpoint, sdk.credentials_provider().ok_or(StartError::NoCredentials)?)?
         }
     };
-    Ok(FunctionCluster::Kube(Box::new(ballast_kube::KubeCluster::new(connector, &config.pools)), metrics_to_stdout))
+    let wait = config.dry_run.then_some(WaitForAccess { function, metrics: metrics_to_stdout });
+    Ok(FunctionCluster::Kube(Box::new(ballast_kube::KubeCluster::new(connector, &config.pools)), wait))
 }
 
 /// Reads and validates the config from its source.
@@ -141,7 +160,7 @@ impl AwsApp {
                 return Err(StartError::Region { config: config.region.clone(), running });
             }
         }
-        let cluster = connect_cluster(settings.cluster_access, &config, sdk).await?;
+        let cluster = connect_cluster(function, settings.cluster_access, &config, sdk).await?;
         let mut origin = config.origin();
         origin.account = origin.account.or(settings.account);
         Ok(App {
@@ -168,6 +187,10 @@ impl AwsApp {
 pub struct LiveApp<A, C, S, K, D> {
     pub function: &'static str,
     pub live: Live<App<A, C, S, K, D>>,
+    /// The versions noted in the state table, by part, so each is written once.
+    noted: tokio::sync::Mutex<BTreeMap<String, i64>>,
+    /// Brings a batch back within seconds while there is no config (needs none itself).
+    pub redelivery: Option<Arc<dyn Redelivery>>,
 }
 
 pub type AwsLiveApp = LiveApp<AwsAutoscaling, FunctionCluster, DynamoStore, SystemClock, SqsDeadLetters>;
@@ -178,15 +201,21 @@ impl AwsLiveApp {
     pub async fn from_env(function: &'static str) -> Result<AwsLiveApp, StartError> {
         let settings = Settings::from_env(|name| std::env::var(name).ok())?;
         let sdk = ballast_aws::sdk_config().await;
+        // A fixed config never changes: one that is invalid fails the start, as it always will.
+        let fixed = |text: String, what: String| -> Result<Box<dyn ConfigHome>, StartError> {
+            Config::from_yaml(&text)?;
+            Ok(Box::new(FixedHome { text, what }))
+        };
         let home: Box<dyn ConfigHome> = match &settings.config {
-            ConfigSource::Inline(yaml) => Box::new(FixedHome { text: yaml.clone(), what: "BALLAST_CONFIG".into() }),
-            ConfigSource::File(path) => Box::new(FixedHome {
-                text: std::fs::read_to_string(path)
+            ConfigSource::Inline(yaml) => fixed(yaml.clone(), "BALLAST_CONFIG".into())?,
+            ConfigSource::File(path) => fixed(
+                std::fs::read_to_string(path)
                     .map_err(|source| StartError::ReadFile { path: path.display().to_string(), source })?,
-                what: format!("file {}", path.display()),
-            }),
+                format!("file {}", path.display()),
+            )?,
             ConfigSource::SsmParameter(name) => Box::new(ballast_aws::ssm::ParameterHome::new(&sdk, name.clone())),
         };
+        let redelivery: Arc<dyn Redelivery> = Arc::new(SqsRedelivery::new(&sdk));
         let build: Build<AwsApp> = Box::new(move |config| {
             let (settings, sdk) = (settings.clone(), sdk.clone());
             Box::pin(async move { AwsApp::build(function, settings, config, &sdk).await })
@@ -195,7 +224,13 @@ impl AwsLiveApp {
         // A function with no usable config yet still starts: it says why on every event
         // and takes the first good version pushed.
         let _ = live.current(false).await;
-        Ok(LiveApp { function, live })
+        Ok(LiveApp { redelivery: Some(redelivery), ..LiveApp::new(function, live) })
+    }
+}
+
+impl<A, C, S, K, D> LiveApp<A, C, S, K, D> {
+    pub fn new(function: &'static str, live: Live<App<A, C, S, K, D>>) -> Self {
+        LiveApp { function, live, noted: Default::default(), redelivery: None }
     }
 }
 
@@ -203,10 +238,29 @@ impl<A, C, S, K, D> LiveApp<A, C, S, K, D>
 where
     A: Autoscaling,
     C: Cluster,
-    S: StateStore,
+    S: StateStore + ConfigVersions,
     K: Clock,
     D: DeadLetters,
 {
+    /// Notes in the state table that `part` runs on `version` (once per version), for
+    /// `ballast doctor`; a failed note is only logged.
+    async fn note(&self, app: &App<A, C, S, K, D>, part: &str, version: Option<i64>) {
+        let Some(version) = version else { return };
+        let mut noted = self.noted.lock().await;
+        if noted.get(part) == Some(&version) {
+            return;
+        }
+        let note = VersionNote { part: part.to_string(), version, at: app.reconciler.clock.now() };
+        match app.reconciler.store.note(&note).await {
+            Ok(()) => {
+                noted.insert(part.to_string(), version);
+            }
+            Err(e) => {
+                warn!(function = self.function, part, config_version = version, error = %e, "cannot note the config version")
+            }
+        }
+    }
+
     /// One directly invoked event (schedule, cluster-events). With no usable config an
     /// event worth keeping fails (it reaches the dead-letter queue after the retries); a
     /// tick or a config change is answered after the error is logged.
@@ -214,6 +268,12 @@ where
         let changed = is_config_change(&payload);
         match self.live.current(changed).await {
             Ok((app, version)) => {
+                self.note(&app, self.function, version).await;
+                // The forwarder says which version it runs on in its demand events.
+                if payload.get("source").and_then(Value::as_str) == Some("ballast.kubernetes") {
+                    let forwarder = payload.pointer("/detail/config_version").and_then(Value::as_i64);
+                    self.note(&app, "forwarder", forwarder).await;
+                }
                 let span = info_span!("config", config_version = version);
                 let mut result = app.direct_until(payload, deadline).instrument(span).await;
                 if let Ok(summary) = &mut result {
@@ -241,16 +301,19 @@ where
         });
         match self.live.current(changed).await {
             Ok((app, version)) => {
+                self.note(&app, self.function, version).await;
                 let span = info_span!("config", config_version = version);
                 app.interruption_until(batch, deadline).instrument(span).await.0
             }
             Err(no_config) => {
                 error!(function = self.function, error = %no_config, messages = batch.records.len(), "batch not handled; its messages come back");
+                let failed: Vec<String> = batch.records.iter().filter_map(|m| m.message_id.clone()).collect();
+                if let Some(redelivery) = &self.redelivery {
+                    crate::handlers::redeliver_soon(self.function, redelivery.as_ref(), &batch, &failed).await;
+                }
                 let mut response = SqsBatchResponse::default();
-                response.batch_item_failures = batch
-                    .records
-                    .iter()
-                    .filter_map(|m| m.message_id.clone())
+                response.batch_item_failures = failed
+                    .into_iter()
                     .map(|id| {
                         let mut f = BatchItemFailure::default();
                         f.item_identifier = id;

@@ -55,11 +55,20 @@ impl Cluster for DetachedCluster {
     }
 }
 
-/// What a function talks to, chosen once at start.
+/// What a function talks to, chosen once per config version.
 pub enum FunctionCluster {
-    /// The cluster, and where a run waiting for access counts (an EMF sink).
-    Kube(Box<KubeCluster>, fn(&serde_json::Value)),
+    Kube(Box<KubeCluster>, Option<WaitForAccess>),
     Detached(DetachedCluster),
+}
+
+/// A dry run's patience with a cluster that does not let the function in yet (day one:
+/// the stack is deployed before the cluster side). Live runs have none: a planner that
+/// saw no nodes would complete hooks and withdraw instances undrained.
+#[derive(Debug, Clone, Copy)]
+pub struct WaitForAccess {
+    pub function: &'static str,
+    /// Where the `WaitingForClusterAccess` count goes (an EMF sink).
+    pub metrics: fn(&serde_json::Value),
 }
 
 impl FunctionCluster {
@@ -70,25 +79,23 @@ impl FunctionCluster {
         }
     }
 
-    /// A read the cluster refused because the function is not let in yet (no access
-    /// entry: 401; no RBAC: 403) is answered as a detached cluster would, so that the
-    /// Auto Scaling side works and the event is not failed while someone applies the
-    /// cluster side (the stack is deployed first). Changes are still refused.
+    /// In a dry run, a read the cluster refused because the function is not let in yet
+    /// (no access entry: 401; no RBAC: 403) is answered as a detached cluster would, so
+    /// that the plans go on being logged and the event is not failed while someone applies
+    /// the cluster side. Changes are still refused, and a live run fails as before.
     fn or_waiting<T>(&self, read: Result<T, PortError>, detached: impl FnOnce() -> T) -> Result<T, PortError> {
-        match read {
-            Err(e) if ballast_kube::cluster::access_refused(&e) => {
-                warn!(error = %e, "waiting for cluster access: apply infra/k8s (the functions' RBAC) and give the \
-                    functions' roles their access entries (group ballast:functions); Auto Scaling goes on meanwhile");
-                if let FunctionCluster::Kube(_, metrics) = self {
-                    metrics(&crate::metrics::emf_count(
-                        "cluster",
-                        "WaitingForClusterAccess",
-                        Utc::now().timestamp_millis(),
-                    ));
-                }
+        match (read, self) {
+            (Err(e), FunctionCluster::Kube(_, Some(wait))) if ballast_kube::cluster::access_refused(&e) => {
+                warn!(function = wait.function, error = %e, "waiting for cluster access: apply infra/k8s (the functions' \
+                    RBAC) and give the functions' roles their access entries (group ballast:functions)");
+                (wait.metrics)(&crate::metrics::emf_count(
+                    wait.function,
+                    "WaitingForClusterAccess",
+                    Utc::now().timestamp_millis(),
+                ));
                 Ok(detached())
             }
-            other => other,
+            (read, _) => read,
         }
     }
 }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
 use ballast_core::event::{parse_event, parse_event_value, Event};
-use ballast_core::ports::{Autoscaling, Clock, Cluster, DeadLetters, StateStore};
+use ballast_core::ports::{Autoscaling, Clock, Cluster, DeadLetters, Redelivery, StateStore};
 use ballast_core::reconcile::{BatchOutcome, ReconcileError};
 use serde::Serialize;
 use serde_json::Value;
@@ -60,6 +60,19 @@ pub fn retry_after(receive_count: u32) -> Duration {
 /// timeout, 15 min) apart (AWS's default is an hour).
 pub const HOOK_HEARTBEAT_TIMEOUT_AT_LEAST: Duration =
     Duration::from_secs(ballast_aws::doctor::HOOK_HEARTBEAT_TIMEOUT_AT_LEAST_SECS);
+
+/// Brings each of `failed` back after [`retry_after`] its receive count, not after the
+/// queue's visibility timeout. If that cannot be arranged it still comes back, later.
+pub async fn redeliver_soon(function: &str, redelivery: &dyn Redelivery, batch: &SqsEvent, failed: &[String]) {
+    for message in batch.records.iter().filter(|m| m.message_id.as_ref().is_some_and(|id| failed.contains(id))) {
+        let (Some(queue), Some(receipt)) = (&message.event_source_arn, &message.receipt_handle) else { continue };
+        let receives = message.attributes.get("ApproximateReceiveCount").and_then(|c| c.parse().ok()).unwrap_or(1);
+        let after = retry_after(receives);
+        if let Err(e) = redelivery.retry_in(queue, receipt, after).await {
+            warn!(function, message_id = ?message.message_id, error = %e, "could not shorten the retry; the message comes back after the queue's visibility timeout");
+        }
+    }
+}
 
 /// What an invocation did, as the function returns (and logs) it.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -342,14 +355,8 @@ where
     /// Each failed message comes back after [`retry_after`] its receive count, not after
     /// the queue's visibility timeout. If that cannot be arranged it still comes back, later.
     async fn redeliver_soon(&self, batch: &SqsEvent, failed: &[String]) {
-        let Some(redelivery) = &self.redelivery else { return };
-        for message in batch.records.iter().filter(|m| m.message_id.as_ref().is_some_and(|id| failed.contains(id))) {
-            let (Some(queue), Some(receipt)) = (&message.event_source_arn, &message.receipt_handle) else { continue };
-            let receives = message.attributes.get("ApproximateReceiveCount").and_then(|c| c.parse().ok()).unwrap_or(1);
-            let after = retry_after(receives);
-            if let Err(e) = redelivery.retry_in(queue, receipt, after).await {
-                warn!(function = self.function, message_id = ?message.message_id, error = %e, "could not shorten the retry; the message comes back after the queue's visibility timeout");
-            }
+        if let Some(redelivery) = &self.redelivery {
+            redeliver_soon(self.function, redelivery.as_ref(), batch, failed).await;
         }
     }
 

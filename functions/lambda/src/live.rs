@@ -19,6 +19,9 @@ use crate::app::StartError;
 
 /// How often a warm function asks whether its config changed when no change event came.
 pub const CHECK_EVERY: Duration = Duration::from_secs(60);
+/// The longest a look may take (read, parse, connect) before the event goes on with the
+/// version in force: it runs on the event's path.
+pub const LOOK_WITHIN: Duration = Duration::from_secs(10);
 /// How often a function with no usable config yet looks again.
 pub const RETRY_UNUSABLE_EVERY: Duration = Duration::from_secs(10);
 
@@ -84,14 +87,14 @@ impl<T> Live<T> {
     pub async fn current(&self, changed: bool) -> Result<(Arc<T>, Option<i64>), NoConfig> {
         let mut state = self.state.lock().await;
         let due = match (&state.current, state.checked) {
-            (None, Some(at)) => at.elapsed() >= RETRY_UNUSABLE_EVERY,
+            (None, Some(at)) => changed || at.elapsed() >= RETRY_UNUSABLE_EVERY,
             (None, None) => true,
             (Some(_), _) if !self.home.changes() => false,
             (Some(_), Some(at)) => changed || at.elapsed() >= CHECK_EVERY,
             (Some(_), None) => true,
         };
-        if due {
-            self.look(&mut state).await;
+        if due && tokio::time::timeout(LOOK_WITHIN, self.look(&mut state)).await.is_err() {
+            warn!(function = self.function, home = %self.home.describe(), "the config look took over {LOOK_WITHIN:?}; staying on the version in force");
         }
         match &state.current {
             Some((app, version)) => Ok((Arc::clone(app), *version)),
@@ -162,10 +165,10 @@ impl<T> Live<T> {
                 state.current = Some((Arc::new(app), read.version));
                 state.refused = None;
             }
-            // A config this function can never run on (another region) is refused; one
-            // whose start failed for a passing reason (DescribeCluster throttled) is tried
-            // again at the next look.
-            Err(e @ (StartError::Config(_) | StartError::Region { .. })) => refuse(state, e.to_string()),
+            // A config this function can never run on (another region, a cluster that does
+            // not exist or may not be described) is refused; one whose start failed for a
+            // passing reason (DescribeCluster throttled) is tried again at the next look.
+            Err(e) if e.is_permanent() => refuse(state, e.to_string()),
             Err(e) => match in_force {
                 Some(v) => {
                     warn!(function = self.function, config_version = ?read.version, in_force = v, error = %e, "cannot start on the new config yet; staying on the version in force")

@@ -101,6 +101,10 @@ pub struct DeploymentArgs {
     /// The events queue's dead-letter queue (default `ballast-CLUSTER-events-dlq`).
     #[arg(long)]
     dead_letter_queue: Option<String>,
+    /// The config's SSM parameter (default `/ballast/CLUSTER/config`; the templates'
+    /// ConfigParameterName).
+    #[arg(long)]
+    config_parameter: Option<String>,
 }
 
 impl DeploymentArgs {
@@ -110,6 +114,9 @@ impl DeploymentArgs {
         let mut wiring = Wiring::conventional(&config);
         if let Some(q) = &self.dead_letter_queue {
             wiring.dead_letter_queue = q.clone();
+        }
+        if let Some(p) = &self.config_parameter {
+            wiring.config_parameter = p.clone();
         }
         Ok((config, wiring))
     }

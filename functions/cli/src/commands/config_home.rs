@@ -26,9 +26,14 @@ pub struct PushArgs {
     /// within seconds.
     #[arg(long)]
     dry_run: bool,
-    /// Show what would change against the live version and write nothing.
+    /// Show what would change against the live version and write nothing (exit 1 when
+    /// something would).
     #[arg(long)]
     diff: bool,
+    /// The region of the parameter when no file is given (a file's own region otherwise;
+    /// default: the environment's).
+    #[arg(long)]
+    region: Option<String>,
 }
 
 #[derive(Args)]
@@ -39,6 +44,9 @@ pub struct PullArgs {
     /// Names the parameter `/ballast/CLUSTER/config`.
     #[arg(long)]
     cluster: Option<String>,
+    /// The parameter's region (default: the environment's).
+    #[arg(long)]
+    region: Option<String>,
 }
 
 /// The parameter the templates name by default for `cluster`.
@@ -46,30 +54,66 @@ pub fn default_parameter(cluster: &str) -> String {
     format!("/ballast/{cluster}/config")
 }
 
-/// The config text with its top-level `dry_run` set to `on` (the key is added when the
-/// text has none); comments and layout kept.
-pub fn with_dry_run(text: &str, on: bool) -> String {
+/// The config text with its top-level `dry_run` set to `on`, and nothing else changed.
+/// The line is edited in place where that is plain (comments, layout and line endings
+/// kept); otherwise (a flow mapping, a tagged or multi-line value) the YAML is written
+/// again, comments lost. Either way the result must read as the same config but for
+/// `dry_run`, or it is refused.
+pub fn with_dry_run(text: &str, on: bool) -> Result<String, String> {
+    let before = Config::from_yaml(text).map_err(|e| format!("it is not a valid config: {e}"))?;
+    let wanted = Config { dry_run: on, ..before };
+    let reads_as_wanted = |edited: &str| Config::from_yaml(edited).is_ok_and(|c| c == wanted);
+    let edited = edit_in_place(text, on);
+    if reads_as_wanted(&edited) {
+        return Ok(edited);
+    }
+    let mut value: serde_yaml_ng::Value = serde_yaml_ng::from_str(text).map_err(|e| e.to_string())?;
+    let mapping = value.as_mapping_mut().ok_or("the config is not a mapping")?;
+    mapping.insert("dry_run".into(), on.into());
+    let rewritten = serde_yaml_ng::to_string(&value).map_err(|e| e.to_string())?;
+    if reads_as_wanted(&rewritten) {
+        Ok(rewritten)
+    } else {
+        Err("setting dry_run changed more than dry_run".into())
+    }
+}
+
+/// `dry_run`'s value replaced on its own top-level line (the key quoted or not), or the
+/// key added after any leading comments, directives and document marker.
+fn edit_in_place(text: &str, on: bool) -> String {
     let value = if on { "true" } else { "false" };
-    let mut found = false;
-    let mut out: Vec<String> = text
-        .lines()
-        .map(|line| {
-            let Some(rest) = line.strip_prefix("dry_run") else { return line.to_string() };
-            let Some(after) = rest.trim_start().strip_prefix(':') else { return line.to_string() };
-            found = true;
-            // Only the value changes: the spacing and a trailing comment stay as written.
+    let newline = if text.contains("\r\n") { "\r\n" } else { "\n" };
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    let key_line = lines.iter().position(|line| {
+        ["dry_run", "\"dry_run\"", "'dry_run'"]
+            .iter()
+            .any(|k| line.strip_prefix(k).is_some_and(|r| r.trim_start().starts_with(':')))
+    });
+    match key_line {
+        Some(i) => {
+            let line = &lines[i];
+            let colon = line.find(':').unwrap_or(line.len());
+            let (key, after) = line.split_at(colon);
+            let after = &after[1..];
             let spaces = after.len() - after.trim_start().len();
             let tail =
-                after[spaces..].find(|c: char| c.is_whitespace() || c == '#').map_or("", |i| &after[spaces + i..]);
-            format!("dry_run:{}{value}{tail}", &after[..spaces])
-        })
-        .collect();
-    if !found {
-        out.insert(0, format!("dry_run: {value}"));
+                after[spaces..].find(|c: char| c.is_whitespace() || c == '#').map_or("", |j| &after[spaces + j..]);
+            lines[i] = format!("{key}:{}{value}{tail}", &after[..spaces]);
+        }
+        None => {
+            let at = lines
+                .iter()
+                .position(|l| {
+                    let t = l.trim();
+                    !(t.is_empty() || t.starts_with('#') || t.starts_with('%') || t == "---")
+                })
+                .unwrap_or(lines.len());
+            lines.insert(at, format!("dry_run: {value}"));
+        }
     }
-    let mut joined = out.join("\n");
+    let mut joined = lines.join(newline);
     if text.ends_with('\n') {
-        joined.push('\n');
+        joined.push_str(newline);
     }
     joined
 }
@@ -93,7 +137,8 @@ pub fn push(args: PushArgs) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     runtime.block_on(async {
         let sdk = ballast_aws::sdk_config().await;
-        let client = aws_sdk_ssm::Client::new(&sdk);
+        // With no file, the parameter is read where --region (or the environment) says.
+        let client = ssm_client(&sdk, args.region.as_deref());
         let (what, text, named) = match &args.file {
             Some(path) => {
                 let text = String::from_utf8(super::read(path)?)
@@ -112,7 +157,17 @@ pub fn push(args: PushArgs) -> anyhow::Result<ExitCode> {
                 .into())
             }
         };
-        let text = if args.dry_run { with_dry_run(&text, true) } else { text };
+        let text = if args.dry_run {
+            match with_dry_run(&text, true) {
+                Ok(text) => text,
+                Err(why) => {
+                    eprintln!("error: cannot set dry_run in {what}: {why}; nothing written");
+                    return Ok(ExitCode::from(INVALID));
+                }
+            }
+        } else {
+            text
+        };
         let config = match refuse_invalid(&what, &text) {
             Ok(config) => config,
             Err(e) => {
@@ -124,6 +179,16 @@ pub fn push(args: PushArgs) -> anyhow::Result<ExitCode> {
             Some(parameter) => parameter,
             None => parameter_of(&args.parameter, Some(&config.cluster))?,
         };
+        // The functions read the parameter in the config's region, whatever the shell's.
+        if args.region.as_deref().is_some_and(|r| r != config.region) {
+            return Err(Unusable::Usage(format!(
+                "--region {} but the config's region is {}: the functions read it there",
+                args.region.unwrap_or_default(),
+                config.region
+            ))
+            .into());
+        }
+        let client = ssm_client(&sdk, Some(&config.region));
         let live = ballast_aws::ssm::read_if_any(&client, &parameter).await?;
         match &live {
             Some(live) if live.text == text => {
@@ -137,8 +202,9 @@ pub fn push(args: PushArgs) -> anyhow::Result<ExitCode> {
             None => println!("{parameter}: none yet; it will be created"),
         }
         if args.diff {
+            // As `diff` does: 1 when there is a difference (a CI gate can ask for none).
             println!("--diff: nothing written");
-            return Ok(ExitCode::SUCCESS);
+            return Ok(ExitCode::from(INVALID));
         }
         let version = ballast_aws::ssm::write(&client, &parameter, &text).await?;
         println!(
@@ -156,11 +222,19 @@ pub fn pull(args: PullArgs) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     runtime.block_on(async {
         let sdk = ballast_aws::sdk_config().await;
-        let live = ballast_aws::ssm::read(&aws_sdk_ssm::Client::new(&sdk), &parameter).await?;
+        let live = ballast_aws::ssm::read(&ssm_client(&sdk, args.region.as_deref()), &parameter).await?;
         eprintln!("{parameter}: version {}", live.version);
         print!("{}", live.text);
         Ok(ExitCode::SUCCESS)
     })
+}
+
+fn ssm_client(sdk: &aws_config::SdkConfig, region: Option<&str>) -> aws_sdk_ssm::Client {
+    let mut conf = aws_sdk_ssm::config::Builder::from(sdk);
+    if let Some(region) = region {
+        conf = conf.region(aws_config::Region::new(region.to_string()));
+    }
+    aws_sdk_ssm::Client::from_conf(conf.build())
 }
 
 fn parameter_of(given: &Option<String>, cluster: Option<&str>) -> anyhow::Result<String> {
@@ -183,34 +257,61 @@ fn diff(live: &str, new: &str, live_label: &str, new_label: &str) -> String {
 mod tests {
     use super::*;
 
+    const LIVE: &str = "cluster: c\nregion: eu-west-1\nstate_table: ballast-state\ndry_run: false   # go live\npools:\n  - name: general\n    spot_asgs: [s]\n    on_demand_asg: od\n";
+
+    fn dry(text: &str) -> Config {
+        Config::from_yaml(&with_dry_run(text, true).unwrap_or_else(|e| panic!("{e}: {text}"))).unwrap()
+    }
+
     #[test]
-    fn dry_run_is_set_in_place_keeping_its_comment_or_added() {
-        let text = "cluster: c\ndry_run: false   # go live\npools: []\n";
-        assert_eq!(with_dry_run(text, true), "cluster: c\ndry_run: true   # go live\npools: []\n");
-        assert_eq!(with_dry_run("dry_run:false\n", true), "dry_run:true\n");
-        assert_eq!(with_dry_run("cluster: c\n", true), "dry_run: true\ncluster: c\n");
+    fn dry_run_is_set_in_place_keeping_its_comment_and_line_endings() {
+        let edited = with_dry_run(LIVE, true).unwrap();
+        assert_eq!(edited, LIVE.replace("dry_run: false   # go live", "dry_run: true   # go live"));
+        let crlf = LIVE.replace('\n', "\r\n");
+        assert_eq!(with_dry_run(&crlf, true).unwrap(), edited.replace('\n', "\r\n"), "only the one line changes");
+    }
+
+    #[test]
+    fn dry_run_is_set_in_every_form_yaml_allows() {
+        let without = LIVE.replace("dry_run: false   # go live\n", "");
+        let forms = [
+            format!("---\n{without}"),
+            format!("# ballast\n%YAML 1.2\n---\n{without}"),
+            LIVE.replace("dry_run: false", "\"dry_run\": false"),
+            LIVE.replace("dry_run: false", "'dry_run': false"),
+            LIVE.replace("dry_run: false   # go live", "dry_run:\n  false"),
+            LIVE.replace("dry_run: false", "dry_run: !!bool false"),
+            "{cluster: c, region: eu-west-1, state_table: ballast-state, dry_run: false, pools: [{name: general, spot_asgs: [s], on_demand_asg: od}]}\n".to_string(),
+        ];
+        let wanted = Config { dry_run: true, ..Config::from_yaml(LIVE).unwrap() };
+        for form in forms {
+            assert_eq!(dry(&form), wanted, "{form}");
+        }
         // A pool's own key of the same name, indented, is not the deployment's.
-        assert_eq!(with_dry_run("pools:\n  - dry_run: false\n", true), "dry_run: true\npools:\n  - dry_run: false\n");
+        let nested = format!("{without}  # dry_run: false\n");
+        assert_eq!(dry(&nested), wanted);
+    }
+
+    #[test]
+    fn an_invalid_config_is_not_edited() {
+        assert!(with_dry_run("cluster: [", true).unwrap_err().starts_with("it is not a valid config"));
     }
 
     #[test]
     fn the_example_config_set_to_dry_run_is_still_valid_and_dry() {
         let example = include_str!("../../../../ballast.example.yaml");
-        let live = with_dry_run(example, false);
+        let live = with_dry_run(example, false).unwrap();
         assert!(!Config::from_yaml(&live).unwrap().dry_run);
-        let killed = with_dry_run(&live, true);
-        assert!(Config::from_yaml(&killed).unwrap().dry_run);
+        let killed = with_dry_run(&live, true).unwrap();
         assert_eq!(killed, example, "only the one line changes");
     }
 
     #[test]
     fn a_config_over_the_parameter_limit_is_refused_before_anything_is_written() {
         let example = include_str!("../../../../ballast.example.yaml");
-        let big = format!("{example}{}", "# padding\n".repeat(500));
+        let big = format!("{example}{}", "# padding\n".repeat(PARAMETER_MAX_BYTES / 10));
         let err = refuse_invalid("big.yaml", &big).unwrap_err().to_string();
-        assert!(
-            err.starts_with("big.yaml has 8645 bytes; an SSM parameter (Advanced tier) holds at most 8192"),
-            "{err}"
-        );
+        let expected = format!("big.yaml has {} bytes; an SSM parameter (Advanced tier) holds at most 8192", big.len());
+        assert!(err.starts_with(&expected), "{err}");
     }
 }
