@@ -506,7 +506,10 @@ mod tests {
             assert!(why.contains("not one of this stack's functions") && why.contains(foreign), "{why}");
         }
         // Given by ARN, the same names.
-        assert_eq!(stack_functions("arn:aws:lambda:eu-west-1:123456789012:function:ballast-prod-eks-interruption"), own);
+        assert_eq!(
+            stack_functions("arn:aws:lambda:eu-west-1:123456789012:function:ballast-prod-eks-interruption"),
+            own
+        );
         // A name not of the convention: that function alone.
         assert_eq!(stack_functions("my-interrupts"), ["my-interrupts"]);
         assert_eq!(
