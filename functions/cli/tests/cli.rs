@@ -245,6 +245,46 @@ fn plan_ignores_a_successful_launch_unless_a_pool_has_a_wait_target() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// AWS's EC2 retirement sample names its instance only by ARN: the pool holding it
+/// replaces it ahead of the retirement; a host retirement is left to the operator, warned.
+#[test]
+fn plan_replaces_the_instance_of_aws_health_retirement_sample() {
+    let dir = scratch("health-arn");
+    let state = dir.join("state.json");
+    let steady = std::fs::read_to_string(root().join("events/states/steady.json")).unwrap();
+    std::fs::write(&state, steady.replace("i-0a1b2c3d4e5f60001", "i-1234567890abcdef0")).unwrap();
+    let plan = |event: &str| {
+        let out = ballast(&[
+            "plan",
+            "--config",
+            "ballast.example.yaml",
+            "--state",
+            state.to_str().unwrap(),
+            "--event",
+            event,
+        ]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let v = plan("events/health-instance-retirement-aws-sample.json");
+    assert_eq!(v["unrouted"], serde_json::json!([]), "{v:#}");
+    let general = v["plans"].as_array().unwrap().iter().find(|p| p["pool"] == "general").expect("a plan for general");
+    let actions = general["actions"].as_array().unwrap();
+    assert!(
+        actions.iter().any(|a| a["action"] == "cordon_node" && a["node"] == "ip-10-0-0-10.eu-west-1.compute.internal"),
+        "{general:#}"
+    );
+    assert!(
+        actions
+            .iter()
+            .any(|a| a["action"] == "set_desired_capacity" && a["asg"] == "eks-general-spot-m6" && a["to"] == 5),
+        "a replacement surged ahead: {general:#}"
+    );
+    let v = plan("events/health-dedicated-host.json");
+    assert_eq!(v["unrouted"][0]["warning"], true, "{v:#}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 #[test]
 fn plan_is_stable_and_failback_starts_from_the_shipped_state() {
     let args = [

@@ -77,6 +77,9 @@ pub enum Signal {
     /// names only dedicated hosts): noted, never dead-lettered.
     Ignored {
         why: String,
+        /// Worth an operator's look (logged as a warning), not routine.
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        warning: bool,
     },
 }
 
@@ -247,6 +250,19 @@ fn non_empty(value: String, field: &str) -> Result<String, EventError> {
     }
 }
 
+/// The instance an entity or resource names, by id (`i-...`) or by ARN in any partition
+/// (`arn:aws-cn:ec2:REGION:ACCOUNT:instance/i-...`); `None` for anything else.
+fn instance_of(value: &str) -> Option<&str> {
+    if value.starts_with("i-") {
+        return Some(value);
+    }
+    let mut parts = value.splitn(6, ':');
+    let (arn, partition, service) = (parts.next()?, parts.next()?, parts.next()?);
+    let resource = parts.nth(2)?;
+    let aws = partition == "aws" || partition.starts_with("aws-");
+    (arn == "arn" && aws && service == "ec2").then(|| resource.strip_prefix("instance/")).flatten()
+}
+
 fn instance_id(value: String, field: &str) -> Result<String, EventError> {
     let ok = value
         .strip_prefix("i-")
@@ -385,31 +401,50 @@ fn signal_for(source: &str, detail_type: &str, detail: Value, resources: &[Strin
             if category != "scheduledChange" {
                 return Ok(Signal::Ignored {
                     why: format!("AWS Health event of category `{category}`: Ballast acts on scheduledChange only"),
+                    warning: false,
                 });
             }
             let d: HealthDetail = typed(detail, "detail")?;
             if d.service != "EC2" {
-                return Ok(Signal::Ignored { why: format!("AWS Health event for service `{}`, not EC2", d.service) });
+                return Ok(Signal::Ignored {
+                    why: format!("AWS Health event for service `{}`, not EC2", d.service),
+                    warning: false,
+                });
             }
             if d.status_code.as_deref() == Some("closed") {
                 return Ok(Signal::Ignored {
                     why: format!("AWS Health {} is closed: nothing to replace", d.event_type_code),
+                    warning: false,
                 });
             }
-            let mut instance_ids = Vec::new();
-            for (i, entity) in d.affected_entities.into_iter().enumerate() {
-                // Health also lists non-instance entities (volumes, dedicated hosts).
-                if entity.entity_value.starts_with("i-") {
-                    instance_ids
-                        .push(instance_id(entity.entity_value, &format!("detail.affectedEntities[{i}].entityValue"))?);
+            let mut instance_ids: Vec<String> = Vec::new();
+            // AWS names the instance by id or by ARN (its own EC2 retirement sample has only
+            // the ARN, and no `resources`), in the entities, in `resources`, or both.
+            let entities = d
+                .affected_entities
+                .into_iter()
+                .enumerate()
+                .map(|(i, e)| (e.entity_value, format!("detail.affectedEntities[{i}].entityValue")));
+            let named = resources.iter().enumerate().map(|(i, r)| (r.clone(), format!("resources[{i}]")));
+            for (value, field) in entities.chain(named) {
+                // Health also names what is not an instance (volumes, dedicated hosts).
+                if let Some(id) = instance_of(&value) {
+                    let id = instance_id(id.to_string(), &field)?;
+                    if !instance_ids.contains(&id) {
+                        instance_ids.push(id);
+                    }
                 }
             }
             if instance_ids.is_empty() {
+                // An EC2 change to come that Ballast cannot tie to an instance may still take
+                // pool nodes (a dedicated host's): the operator hears of it.
                 return Ok(Signal::Ignored {
                     why: format!(
-                        "AWS Health {} names no EC2 instance (dedicated hosts or other resources)",
+                        "AWS Health {} names no EC2 instance (dedicated hosts or other resources): \
+                         check whether it takes pool nodes",
                         d.event_type_code
                     ),
+                    warning: true,
                 });
             }
             Signal::ScheduledChange {

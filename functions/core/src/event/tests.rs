@@ -171,7 +171,7 @@ fn health_is_parsed_leniently_and_what_is_not_ours_is_ignored_not_refused() {
         [("health-scheduled-change-closed.json", "closed"), ("health-dedicated-host.json", "names no EC2 instance")]
     {
         match ok(file) {
-            Signal::Ignored { why } => assert!(why.contains(says), "{file}: {why}"),
+            Signal::Ignored { why, .. } => assert!(why.contains(says), "{file}: {why}"),
             other => panic!("{file}: {other:?}"),
         }
     }
@@ -190,6 +190,85 @@ fn health_is_parsed_leniently_and_what_is_not_ours_is_ignored_not_refused() {
         parse_event_value(odd, Some(&origin())).unwrap().signal,
         Signal::ScheduledChange { start_time: None, .. }
     ));
+}
+
+/// AWS's own "Amazon EC2 Instance Retirement" sample (the Health EventBridge schema page),
+/// moved to the fixtures' region: the instance only as an ARN, and no `resources`.
+#[test]
+fn health_names_its_instance_by_arn_in_any_partition_or_in_resources() {
+    match ok("health-instance-retirement-aws-sample.json") {
+        Signal::ScheduledChange { instance_ids, event_type_code, start_time, end_time } => {
+            assert_eq!(instance_ids, vec!["i-1234567890abcdef0".to_string()]);
+            assert_eq!(event_type_code, "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED");
+            assert_eq!(start_time.map(|t| t.to_rfc3339()), Some("2026-08-27T13:19:03+00:00".into()));
+            assert_eq!(end_time, None);
+        }
+        other => panic!("{other:?}"),
+    }
+    let sample: Value = serde_json::from_slice(
+        &std::fs::read(events_dir().join("health-instance-retirement-aws-sample.json")).unwrap(),
+    )
+    .unwrap();
+    let with = |entities: Value, resources: Value| {
+        let mut v = sample.clone();
+        v["detail"]["affectedEntities"] = entities;
+        v["resources"] = resources;
+        parse_event_value(v, Some(&origin()))
+    };
+    let ids = |r: Result<Event, EventError>| match r.map(|e| e.signal) {
+        Ok(Signal::ScheduledChange { instance_ids, .. }) => instance_ids,
+        other => panic!("{other:?}"),
+    };
+    let entity = |v: &str| serde_json::json!({ "entityValue": v });
+    // Other partitions; the same instance twice (entity and resource) is one.
+    assert_eq!(
+        ids(with(
+            serde_json::json!([
+                entity("arn:aws-cn:ec2:cn-north-1:123456789012:instance/i-0123456789abcdef0"),
+                entity("arn:aws-us-gov:ec2:us-gov-west-1:123456789012:instance/i-0a1b2c3d"),
+                entity("vol-0123456789abcdef0"),
+                entity("arn:aws:ec2:eu-west-1:123456789012:volume/vol-0123456789abcdef0"),
+            ]),
+            serde_json::json!(["arn:aws-cn:ec2:cn-north-1:123456789012:instance/i-0123456789abcdef0"])
+        )),
+        ["i-0123456789abcdef0", "i-0a1b2c3d"]
+    );
+    // Named in `resources` only (by id or ARN), the entities listing hosts.
+    assert_eq!(
+        ids(with(
+            serde_json::json!([entity("h-0123456789abcdef0")]),
+            serde_json::json!([
+                "i-0f9e8d7c6b5a40001",
+                "arn:aws:ec2:eu-west-1:123456789012:instance/i-0f9e8d7c6b5a40002"
+            ])
+        )),
+        ["i-0f9e8d7c6b5a40001", "i-0f9e8d7c6b5a40002"]
+    );
+    // An instance ARN whose id is not one is refused, naming where it was.
+    let err =
+        with(serde_json::json!([entity("arn:aws:ec2:eu-west-1:123456789012:instance/web-1")]), serde_json::json!([]))
+            .unwrap_err();
+    assert_eq!(err.field_name(), Some("detail.affectedEntities[0].entityValue"), "{err}");
+    // Not an EC2 instance ARN: another service's, or not an ARN at all.
+    for odd in ["arn:aws:rds:eu-west-1:123456789012:db:instance/i-0123456789abcdef0", "arn:lambda-1-101002929", "arn:"]
+    {
+        match with(serde_json::json!([entity(odd)]), serde_json::json!([odd])).unwrap().signal {
+            Signal::Ignored { warning, .. } => assert!(warning, "{odd}"),
+            other => panic!("{odd}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn an_ec2_change_to_come_that_names_no_instance_is_a_warning_and_the_rest_routine() {
+    match ok("health-dedicated-host.json") {
+        Signal::Ignored { why, warning } => assert!(warning && why.contains("names no EC2 instance"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    match ok("health-scheduled-change-closed.json") {
+        Signal::Ignored { warning, .. } => assert!(!warning),
+        other => panic!("{other:?}"),
+    }
 }
 
 #[test]
