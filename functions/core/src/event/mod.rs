@@ -190,6 +190,8 @@ pub enum EventError {
     ForeignAccount { found: String, expected: String },
     #[error("region: event from region `{found}`, but this deployment is in `{expected}`")]
     ForeignRegion { found: String, expected: String },
+    #[error("not an EventBridge event: {what}; {how}")]
+    NotEventBridge { what: String, how: String },
 }
 
 impl EventError {
@@ -264,9 +266,10 @@ fn instance_of(value: &str) -> Option<&str> {
 }
 
 fn instance_id(value: String, field: &str) -> Result<String, EventError> {
+    // EC2 ids have 8 hex digits (before 2016) or 17: nothing between.
     let ok = value
         .strip_prefix("i-")
-        .is_some_and(|hex| (8..=17).contains(&hex.len()) && hex.bytes().all(|b| b.is_ascii_hexdigit()));
+        .is_some_and(|hex| matches!(hex.len(), 8 | 17) && hex.bytes().all(|b| b.is_ascii_hexdigit()));
     if ok {
         Ok(value)
     } else {
@@ -287,6 +290,9 @@ pub fn parse_event_value(value: Value, origin: Option<&Origin>) -> Result<Event,
     };
     if !map.contains_key("detail-type") && map.contains_key("action") {
         return parse_bare_schedule(value);
+    }
+    if !map.contains_key("detail-type") && map.get("Service").and_then(Value::as_str) == Some("AWS Auto Scaling") {
+        return Err(straight_from_auto_scaling(map));
     }
     let envelope: EventBridgeEvent<Value> = typed(value, "")?;
     let id = non_empty(required(envelope.id, "id")?, "id")?;
@@ -379,7 +385,20 @@ fn signal_for(source: &str, detail_type: &str, detail: Value, resources: &[Strin
             }
         }
         ("aws.autoscaling", "EC2 Instance-terminate Lifecycle Action") => {
-            let d: LifecycleActionDetail = typed(object_detail(detail)?, "detail")?;
+            let detail = object_detail(detail)?;
+            // Auto Scaling sends a test notification when a hook is created: no action to
+            // complete, nothing to dead-letter.
+            let test = ["Event", "LifecycleTransition"]
+                .iter()
+                .any(|k| detail.get(k).and_then(Value::as_str) == Some(TEST_NOTIFICATION));
+            if test {
+                let asg = detail.get("AutoScalingGroupName").and_then(Value::as_str).unwrap_or("(unnamed)");
+                return Ok(Signal::Ignored {
+                    why: format!("{TEST_NOTIFICATION} for ASG {asg}: Auto Scaling's test of a new hook"),
+                    warning: false,
+                });
+            }
+            let d: LifecycleActionDetail = typed(detail, "detail")?;
             if d.lifecycle_transition != "autoscaling:EC2_INSTANCE_TERMINATING" {
                 return Err(EventError::field(
                     "detail.LifecycleTransition",
@@ -516,6 +535,34 @@ fn parse_bare_schedule(value: Value) -> Result<Event, EventError> {
         detail_type: "Scheduler Input".into(),
         signal,
     })
+}
+
+/// What Auto Scaling sends when a lifecycle hook is created.
+const TEST_NOTIFICATION: &str = "autoscaling:TEST_NOTIFICATION";
+
+/// A lifecycle hook's own notification (its `NotificationTargetARN` is the queue), which
+/// has no EventBridge envelope: says what it is and how to route the hook instead.
+fn straight_from_auto_scaling(map: &serde_json::Map<String, Value>) -> EventError {
+    let text = |k: &str| map.get(k).and_then(Value::as_str).unwrap_or("(none)").to_string();
+    let what = match text("Event").as_str() {
+        TEST_NOTIFICATION => {
+            format!("Auto Scaling's test notification for a new hook on ASG {}", text("AutoScalingGroupName"))
+        }
+        _ => format!(
+            "lifecycle hook {} of ASG {} ({} of {})",
+            text("LifecycleHookName"),
+            text("AutoScalingGroupName"),
+            text("LifecycleTransition"),
+            text("EC2InstanceId")
+        ),
+    };
+    EventError::NotEventBridge {
+        what: format!("{what}, sent by the hook straight to SQS, without an EventBridge envelope"),
+        how: "create the hook without a notification target (no NotificationTargetARN or role): \
+              Auto Scaling then sends the action to EventBridge, whose rule for \
+              `EC2 Instance-terminate Lifecycle Action` puts it on this queue"
+            .into(),
+    }
 }
 
 fn json_kind(value: &Value) -> &'static str {

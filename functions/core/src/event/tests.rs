@@ -308,6 +308,39 @@ fn a_successful_launch_is_dated_by_its_start() {
 }
 
 #[test]
+fn auto_scalings_test_of_a_new_hook_is_ignored_in_either_field() {
+    match ok("lifecycle-test-notification.json") {
+        Signal::Ignored { why, warning } => {
+            assert!(!warning && why.contains("autoscaling:TEST_NOTIFICATION for ASG eks-general-on-demand"), "{why}")
+        }
+        other => panic!("{other:?}"),
+    }
+    let mut v: Value =
+        serde_json::from_slice(&std::fs::read(events_dir().join("lifecycle-terminate.json")).unwrap()).unwrap();
+    v["detail"]["LifecycleTransition"] = "autoscaling:TEST_NOTIFICATION".into();
+    v["detail"].as_object_mut().unwrap().remove("LifecycleActionToken");
+    assert!(matches!(parse_event_value(v, Some(&origin())).unwrap().signal, Signal::Ignored { warning: false, .. }));
+}
+
+#[test]
+fn an_instance_id_has_8_or_17_hex_digits_as_the_error_says() {
+    let with = |id: &str| {
+        let mut v: Value =
+            serde_json::from_slice(&std::fs::read(events_dir().join("state-change-running.json")).unwrap()).unwrap();
+        v["detail"]["instance-id"] = id.into();
+        parse_event_value(v, Some(&origin()))
+    };
+    for good in ["i-0a1b2c3d", "i-0a1b2c3d4e5f60001", "i-0A1B2C3D"] {
+        assert!(with(good).is_ok(), "{good}");
+    }
+    for n in (0..8).chain(9..17).chain(18..20) {
+        let id = format!("i-{}", "a".repeat(n));
+        let err = with(&id).unwrap_err().to_string();
+        assert!(err.ends_with(&format!("`{id}` is not an EC2 instance id (i- and 8 or 17 hex digits)")), "{err}");
+    }
+}
+
+#[test]
 fn invalid_fixtures_name_the_field() {
     for (file, field, reason) in [
         ("missing-detail.json", Some("detail"), "is required"),
@@ -327,6 +360,12 @@ fn invalid_fixtures_name_the_field() {
         ("pool-waits-p95-above-max.json", Some("detail.p95_seconds"), "90 is above max_seconds (61.2)"),
         ("launch-successful-no-start-time.json", Some("detail.StartTime"), "cannot be timed"),
         ("pool-waits-buckets-falling.json", Some("detail.buckets"), "38 pods within 15 s is not between 40 and"),
+        ("lifecycle-hook-straight-to-sqs.json", None, "lifecycle hook ballast-drain of ASG eks-general-on-demand"),
+        (
+            "lifecycle-test-notification-straight-to-sqs.json",
+            None,
+            "test notification for a new hook on ASG eks-general-on-demand",
+        ),
         (
             "pool-waits-buckets-contradict-p95.json",
             Some("detail.buckets"),
@@ -338,7 +377,12 @@ fn invalid_fixtures_name_the_field() {
         assert!(err.to_string().contains(reason), "{file}: `{err}` should mention `{reason}`");
     }
     let listed = std::fs::read_dir(events_dir().join("invalid")).unwrap().count();
-    assert_eq!(listed, 18, "every invalid fixture has an expectation here");
+    assert_eq!(listed, 20, "every invalid fixture has an expectation here");
+    // Both say how to route the hook instead.
+    for file in ["lifecycle-hook-straight-to-sqs.json", "lifecycle-test-notification-straight-to-sqs.json"] {
+        let err = fixture(&format!("invalid/{file}")).unwrap_err().to_string();
+        assert!(err.contains("straight to SQS") && err.contains("without a notification target"), "{file}: {err}");
+    }
 }
 
 #[test]
