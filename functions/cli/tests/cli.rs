@@ -834,3 +834,51 @@ fn every_command_that_takes_a_config_reads_ballast_config_file() {
     let out = ballast_env(&["config", "check", "functions/cli/tests/data/broken.yaml"], &env);
     assert_eq!(out.status.code(), Some(1));
 }
+
+/// `ballast ... | head -1`: every command ends quietly when its stdout is closed. The
+/// pipe's reading end is closed before the command starts, so every write meets EPIPE
+/// (with `head` that happens only when the output outruns it, a third of the runs).
+#[cfg(unix)]
+#[test]
+fn every_command_ends_quietly_when_its_output_is_closed() {
+    use std::os::unix::process::ExitStatusExt;
+    let events = json_files(Path::new("events"));
+    let mut check: Vec<&str> = vec!["events", "check", "--config", "ballast.example.yaml"];
+    check.extend(events.iter().map(String::as_str));
+    let commands: Vec<Vec<&str>> = vec![
+        vec!["config", "check", "ballast.example.yaml"],
+        vec!["config", "check", "--print", "ballast.example.yaml"],
+        vec!["completions", "bash"],
+        vec!["simulate", "--json", "--seeds", "1"],
+        vec!["simulate", "--seeds", "1"],
+        check,
+        vec![
+            "plan",
+            "--config",
+            "ballast.example.yaml",
+            "--state",
+            "events/states/spot-short.json",
+            "--event",
+            "events/launch-unsuccessful-no-spot-capacity.json",
+        ],
+        vec!["--help"],
+    ];
+    for args in commands {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = Command::new(env!("CARGO_BIN_EXE_ballast"))
+            .args(&args)
+            .current_dir(root())
+            .env_remove("BALLAST_CONFIG_FILE")
+            .stdout(writer)
+            .output()
+            .expect("ballast runs");
+        // Nothing beyond what the command says on stderr when its output is read.
+        let read = ballast_env(&args, &[]);
+        assert!(read.status.success(), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(read.stderr.starts_with(&out.stderr), "{args:?}: {stderr}");
+        let quiet = out.status.success() || out.status.signal() == Some(libc::SIGPIPE);
+        assert!(quiet, "{args:?}: {:?}", out.status);
+    }
+}
