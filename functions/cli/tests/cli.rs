@@ -285,6 +285,75 @@ fn plan_replaces_the_instance_of_aws_health_retirement_sample() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// What the queue delivered, as is: a Lambda SQS batch, or one record (a dead letter).
+#[test]
+fn events_check_and_plan_read_each_body_of_an_sqs_batch_or_record() {
+    let out = ballast(&[
+        "events",
+        "check",
+        "--config",
+        "ballast.example.yaml",
+        "events/sqs/batch.json",
+        "events/sqs/record.json",
+    ]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    let text = stdout(&out);
+    for line in [
+        "ok      events/sqs/batch.json [059f36b4-87a3-44ab-83d2-661975830a7d]  {\"kind\":\"spot_interruption\"",
+        "ok      events/sqs/batch.json [2e1424d4-f796-459a-8184-9c92662be6da]  {\"kind\":\"launch_unsuccessful\"",
+        "ok      events/sqs/record.json [c80e8021-a70a-42c7-a470-796e1186f753]  {\"kind\":\"spot_interruption\"",
+    ] {
+        assert!(text.contains(line), "{line}\n{text}");
+    }
+
+    // A bad body is named by its message id; the others are still read.
+    let dir = scratch("sqs");
+    let mut batch: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(root().join("events/sqs/batch.json")).unwrap()).unwrap();
+    batch["Records"][1]["body"] = r#"{"version":"0","id":"x","detail-type":"EC2 Spot Instance Interruption Warning","source":"aws.ec2","account":"123456789012","time":"2026-11-20T09:12:04Z","region":"eu-west-1","detail":{"instance-id":"vm-1","instance-action":"terminate"}}"#.into();
+    let bad = dir.join("bad-batch.json");
+    std::fs::write(&bad, batch.to_string()).unwrap();
+    let out = ballast(&["events", "check", "--config", "ballast.example.yaml", "--json", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let lines: Vec<serde_json::Value> = stdout(&out).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert_eq!((lines[0]["valid"].clone(), lines[1]["valid"].clone()), (true.into(), false.into()));
+    assert_eq!(lines[1]["message_id"], "2e1424d4-f796-459a-8184-9c92662be6da");
+    assert!(lines[1]["error"].as_str().unwrap().contains("`vm-1` is not an EC2 instance id"), "{lines:?}");
+    let out = ballast(&[
+        "plan",
+        "--config",
+        "ballast.example.yaml",
+        "--state",
+        "events/states/steady.json",
+        "--event",
+        bad.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("message 2e1424d4-f796-459a-8184-9c92662be6da is not a valid event"), "{err}");
+
+    // The batch plans as its two envelopes do.
+    let plan = |events: &[&str]| {
+        let mut args = vec!["plan", "--config", "ballast.example.yaml", "--state", "events/states/spot-short.json"];
+        for e in events {
+            args.extend(["--event", e]);
+        }
+        let out = ballast(&args);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        out.stdout
+    };
+    let from_batch = plan(&["events/sqs/batch.json"]);
+    assert_eq!(
+        from_batch,
+        plan(&["events/spot-interruption-terminate.json", "events/launch-unsuccessful-no-spot-capacity.json"])
+    );
+    let v: serde_json::Value = serde_json::from_slice(&from_batch).unwrap();
+    assert!(v["plans"][0]["actions"].as_array().unwrap().iter().any(|a| a["action"] == "terminate_instance"), "{v:#}");
+    assert_eq!(plan(&["events/sqs/record.json"]), plan(&["events/spot-interruption-terminate.json"]));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 #[test]
 fn plan_is_stable_and_failback_starts_from_the_shipped_state() {
     let args = [

@@ -277,7 +277,51 @@ fn instance_id(value: String, field: &str) -> Result<String, EventError> {
     }
 }
 
-/// Parses one EventBridge envelope (or a bare Scheduler input). With `origin`, an
+/// One message of what an SQS queue delivered: its id (or place) and its body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SqsBody {
+    pub message_id: String,
+    pub body: String,
+}
+
+/// The bodies of a Lambda SQS batch (`{"Records": [...]}`) or of a single SQS record (a
+/// message as the function received it, e.g. a dead letter); `None` when `bytes` are
+/// neither (an envelope, to parse as it is). A record without a text body is refused,
+/// naming it.
+pub fn sqs_bodies(bytes: &[u8]) -> Option<Result<Vec<SqsBody>, EventError>> {
+    let value: Value = serde_json::from_slice(bytes).ok()?;
+    let map = value.as_object()?;
+    let is_record = |m: &serde_json::Map<String, Value>| {
+        m.get("eventSource").and_then(Value::as_str) == Some("aws:sqs")
+            || (m.contains_key("messageId") && m.contains_key("body"))
+    };
+    let body_of = |record: &Value, at: String| -> Result<SqsBody, EventError> {
+        let m = record.as_object().ok_or_else(|| EventError::field(&at, "expected an SQS record (an object)"))?;
+        let body = m
+            .get("body")
+            .and_then(Value::as_str)
+            .ok_or_else(|| EventError::field(format!("{at}.body"), "is required: the message's text"))?;
+        let message_id = m.get("messageId").and_then(Value::as_str).map_or(at, str::to_string);
+        Ok(SqsBody { message_id, body: body.to_string() })
+    };
+    if map.contains_key("detail-type") {
+        return None;
+    }
+    if let Some(records) = map.get("Records") {
+        let Some(records) = records.as_array() else {
+            return Some(Err(EventError::field("Records", "expected an array of SQS records")));
+        };
+        // Records of another service (S3, SNS) are not an SQS batch: read as an event.
+        let sqs = records.iter().any(|r| r.as_object().is_some_and(is_record));
+        if !sqs && !records.is_empty() {
+            return None;
+        }
+        return Some(records.iter().enumerate().map(|(i, r)| body_of(r, format!("Records[{i}]"))).collect());
+    }
+    is_record(map).then(|| body_of(&value, "(record)".into()).map(|b| vec![b]))
+}
+
+/// Parses one EventBridge envelope (or a bare Scheduler input)./// Parses one EventBridge envelope (or a bare Scheduler input). With `origin`, an
 /// event from another account or region is refused.
 pub fn parse_event(bytes: &[u8], origin: Option<&Origin>) -> Result<Event, EventError> {
     let value: Value = serde_json::from_slice(bytes).map_err(EventError::Json)?;

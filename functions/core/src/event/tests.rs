@@ -341,6 +341,33 @@ fn an_instance_id_has_8_or_17_hex_digits_as_the_error_says() {
 }
 
 #[test]
+fn an_sqs_batch_or_record_gives_its_bodies_and_anything_else_is_read_as_an_event() {
+    let read = |name: &str| std::fs::read(events_dir().join(name)).unwrap();
+    let bodies = sqs_bodies(&read("sqs/batch.json")).unwrap().unwrap();
+    assert_eq!(bodies.len(), 2);
+    assert_eq!(bodies[0].message_id, "059f36b4-87a3-44ab-83d2-661975830a7d");
+    assert_eq!(
+        parse_event(bodies[0].body.as_bytes(), Some(&origin())).unwrap().signal,
+        ok("spot-interruption-terminate.json")
+    );
+    let record = sqs_bodies(&read("sqs/record.json")).unwrap().unwrap();
+    assert_eq!(record[0].message_id, "c80e8021-a70a-42c7-a470-796e1186f753");
+    // Envelopes, Scheduler input and other services' records are not SQS deliveries.
+    for name in ["spot-interruption-terminate.json", "scheduler-reconcile.json", "invalid/truncated.json"] {
+        assert!(sqs_bodies(&read(name)).is_none(), "{name}");
+    }
+    let s3 = br#"{"Records":[{"eventSource":"aws:s3","s3":{}}]}"#;
+    assert!(sqs_bodies(s3).is_none());
+    assert_eq!(sqs_bodies(br#"{"Records":[]}"#).unwrap().unwrap(), vec![]);
+    // A record without its text body is named.
+    let no_body = br#"{"Records":[{"messageId":"m1","body":"{}","eventSource":"aws:sqs"},{"messageId":"m2","eventSource":"aws:sqs","body":{"id":1}}]}"#;
+    let err = sqs_bodies(no_body).unwrap().unwrap_err();
+    assert_eq!(err.field_name(), Some("Records[1].body"), "{err}");
+    let err = sqs_bodies(br#"{"Records":{"a":1}}"#).unwrap().unwrap_err();
+    assert_eq!(err.field_name(), Some("Records"), "{err}");
+}
+
+#[test]
 fn invalid_fixtures_name_the_field() {
     for (file, field, reason) in [
         ("missing-detail.json", Some("detail"), "is required"),
