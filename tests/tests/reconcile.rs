@@ -2080,3 +2080,40 @@ async fn a_spot_warning_is_not_held_back_by_another_pools_drain_in_the_same_batc
         errors(&out)
     );
 }
+
+/// Auto Scaling's test of a new hook, through EventBridge, is passed over (not dead-lettered,
+/// no alarm); a hook's own message put straight on the queue is dead-lettered saying what it
+/// is and how to route the hook.
+#[tokio::test]
+async fn a_hooks_test_notification_is_ignored_and_one_sent_straight_to_sqs_is_explained() {
+    use ballast_tests::aws::{fixture_json, sqs_batch};
+    let test = fixture_json("lifecycle-test-notification.json", |_| {});
+    let straight = fixture_json("invalid/lifecycle-hook-straight-to-sqs.json", |_| {});
+    let time = at("2026-11-20T09:00:01Z");
+    let memory = InMemory::new(state("steady.json"));
+    let config = config_with_dry_run(false);
+    let app = ballast_lambda::app::App {
+        function: "interruption",
+        origin: config.origin(),
+        reconciler: reconciler_over(config, memory.clone(), memory.clone(), &memory, FixedClock::new(time)),
+        dead_letters: Some(memory.clone()),
+        max_receives: None,
+        redelivery: None,
+        metrics: ballast_lambda::app::metrics_to_stderr,
+    };
+    let (response, summary) =
+        app.interruption(sqs_batch(&[("m-test".into(), test), ("m-straight".into(), straight)])).await;
+    assert!(response.batch_item_failures.is_empty(), "{:?}", response.batch_item_failures);
+    assert!(summary.errors.is_empty() && summary.pools.is_empty(), "{summary:?}");
+    assert!(summary.unrouted.iter().any(|u| u.contains("autoscaling:TEST_NOTIFICATION")), "{summary:?}");
+    let parked = memory.world().dead_letters.clone();
+    assert_eq!(parked.len(), 1, "only the message sent straight to the queue: {parked:?}");
+    let why = &parked[0].1;
+    assert!(
+        why.contains("lifecycle hook ballast-drain of ASG eks-general-on-demand")
+            && why.contains("straight to SQS")
+            && why.contains("without a notification target"),
+        "{why}"
+    );
+    assert!(!memory.world().calls.iter().any(|c| c.is_effect()), "nothing done for either");
+}

@@ -104,7 +104,21 @@ fn needs_aws(command: &str) -> anyhow::Result<ExitCode> {
     .into())
 }
 
+/// A closed stdout (`ballast ... | head -1`) ends the command quietly, as it does any Unix
+/// filter: Rust ignores SIGPIPE, so each print would otherwise panic on EPIPE.
+#[cfg(unix)]
+fn die_quietly_on_a_closed_pipe() {
+    // SAFETY: restores the default disposition before any thread starts; no handler runs.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
+#[cfg(not(unix))]
+fn die_quietly_on_a_closed_pipe() {}
+
 fn main() -> ExitCode {
+    die_quietly_on_a_closed_pipe();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Simulate(args) => commands::simulate::run(args),

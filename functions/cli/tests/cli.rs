@@ -245,6 +245,115 @@ fn plan_ignores_a_successful_launch_unless_a_pool_has_a_wait_target() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// AWS's EC2 retirement sample names its instance only by ARN: the pool holding it
+/// replaces it ahead of the retirement; a host retirement is left to the operator, warned.
+#[test]
+fn plan_replaces_the_instance_of_aws_health_retirement_sample() {
+    let dir = scratch("health-arn");
+    let state = dir.join("state.json");
+    let steady = std::fs::read_to_string(root().join("events/states/steady.json")).unwrap();
+    std::fs::write(&state, steady.replace("i-0a1b2c3d4e5f60001", "i-1234567890abcdef0")).unwrap();
+    let plan = |event: &str| {
+        let out = ballast(&[
+            "plan",
+            "--config",
+            "ballast.example.yaml",
+            "--state",
+            state.to_str().unwrap(),
+            "--event",
+            event,
+        ]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let v = plan("events/health-instance-retirement-aws-sample.json");
+    assert_eq!(v["unrouted"], serde_json::json!([]), "{v:#}");
+    let general = v["plans"].as_array().unwrap().iter().find(|p| p["pool"] == "general").expect("a plan for general");
+    let actions = general["actions"].as_array().unwrap();
+    assert!(
+        actions.iter().any(|a| a["action"] == "cordon_node" && a["node"] == "ip-10-0-0-10.eu-west-1.compute.internal"),
+        "{general:#}"
+    );
+    assert!(
+        actions
+            .iter()
+            .any(|a| a["action"] == "set_desired_capacity" && a["asg"] == "eks-general-spot-m6" && a["to"] == 5),
+        "a replacement surged ahead: {general:#}"
+    );
+    let v = plan("events/health-dedicated-host.json");
+    assert_eq!(v["unrouted"][0]["warning"], true, "{v:#}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// What the queue delivered, as is: a Lambda SQS batch, or one record (a dead letter).
+#[test]
+fn events_check_and_plan_read_each_body_of_an_sqs_batch_or_record() {
+    let out = ballast(&[
+        "events",
+        "check",
+        "--config",
+        "ballast.example.yaml",
+        "events/sqs/batch.json",
+        "events/sqs/record.json",
+    ]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    let text = stdout(&out);
+    for line in [
+        "ok      events/sqs/batch.json [059f36b4-87a3-44ab-83d2-661975830a7d]  {\"kind\":\"spot_interruption\"",
+        "ok      events/sqs/batch.json [2e1424d4-f796-459a-8184-9c92662be6da]  {\"kind\":\"launch_unsuccessful\"",
+        "ok      events/sqs/record.json [c80e8021-a70a-42c7-a470-796e1186f753]  {\"kind\":\"spot_interruption\"",
+    ] {
+        assert!(text.contains(line), "{line}\n{text}");
+    }
+
+    // A bad body is named by its message id; the others are still read.
+    let dir = scratch("sqs");
+    let mut batch: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(root().join("events/sqs/batch.json")).unwrap()).unwrap();
+    batch["Records"][1]["body"] = r#"{"version":"0","id":"x","detail-type":"EC2 Spot Instance Interruption Warning","source":"aws.ec2","account":"123456789012","time":"2026-11-20T09:12:04Z","region":"eu-west-1","detail":{"instance-id":"vm-1","instance-action":"terminate"}}"#.into();
+    let bad = dir.join("bad-batch.json");
+    std::fs::write(&bad, batch.to_string()).unwrap();
+    let out = ballast(&["events", "check", "--config", "ballast.example.yaml", "--json", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let lines: Vec<serde_json::Value> = stdout(&out).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert_eq!((lines[0]["valid"].clone(), lines[1]["valid"].clone()), (true.into(), false.into()));
+    assert_eq!(lines[1]["message_id"], "2e1424d4-f796-459a-8184-9c92662be6da");
+    assert!(lines[1]["error"].as_str().unwrap().contains("`vm-1` is not an EC2 instance id"), "{lines:?}");
+    let out = ballast(&[
+        "plan",
+        "--config",
+        "ballast.example.yaml",
+        "--state",
+        "events/states/steady.json",
+        "--event",
+        bad.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("message 2e1424d4-f796-459a-8184-9c92662be6da is not a valid event"), "{err}");
+
+    // The batch plans as its two envelopes do.
+    let plan = |events: &[&str]| {
+        let mut args = vec!["plan", "--config", "ballast.example.yaml", "--state", "events/states/spot-short.json"];
+        for e in events {
+            args.extend(["--event", e]);
+        }
+        let out = ballast(&args);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        out.stdout
+    };
+    let from_batch = plan(&["events/sqs/batch.json"]);
+    assert_eq!(
+        from_batch,
+        plan(&["events/spot-interruption-terminate.json", "events/launch-unsuccessful-no-spot-capacity.json"])
+    );
+    let v: serde_json::Value = serde_json::from_slice(&from_batch).unwrap();
+    assert!(v["plans"][0]["actions"].as_array().unwrap().iter().any(|a| a["action"] == "terminate_instance"), "{v:#}");
+    assert_eq!(plan(&["events/sqs/record.json"]), plan(&["events/spot-interruption-terminate.json"]));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 #[test]
 fn plan_is_stable_and_failback_starts_from_the_shipped_state() {
     let args = [
@@ -793,4 +902,52 @@ fn every_command_that_takes_a_config_reads_ballast_config_file() {
     // An explicit argument wins over the variable.
     let out = ballast_env(&["config", "check", "functions/cli/tests/data/broken.yaml"], &env);
     assert_eq!(out.status.code(), Some(1));
+}
+
+/// `ballast ... | head -1`: every command ends quietly when its stdout is closed. The
+/// pipe's reading end is closed before the command starts, so every write meets EPIPE
+/// (with `head` that happens only when the output outruns it, a third of the runs).
+#[cfg(unix)]
+#[test]
+fn every_command_ends_quietly_when_its_output_is_closed() {
+    use std::os::unix::process::ExitStatusExt;
+    let events = json_files(Path::new("events"));
+    let mut check: Vec<&str> = vec!["events", "check", "--config", "ballast.example.yaml"];
+    check.extend(events.iter().map(String::as_str));
+    let commands: Vec<Vec<&str>> = vec![
+        vec!["config", "check", "ballast.example.yaml"],
+        vec!["config", "check", "--print", "ballast.example.yaml"],
+        vec!["completions", "bash"],
+        vec!["simulate", "--json", "--seeds", "1"],
+        vec!["simulate", "--seeds", "1"],
+        check,
+        vec![
+            "plan",
+            "--config",
+            "ballast.example.yaml",
+            "--state",
+            "events/states/spot-short.json",
+            "--event",
+            "events/launch-unsuccessful-no-spot-capacity.json",
+        ],
+        vec!["--help"],
+    ];
+    for args in commands {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = Command::new(env!("CARGO_BIN_EXE_ballast"))
+            .args(&args)
+            .current_dir(root())
+            .env_remove("BALLAST_CONFIG_FILE")
+            .stdout(writer)
+            .output()
+            .expect("ballast runs");
+        // Nothing beyond what the command says on stderr when its output is read.
+        let read = ballast_env(&args, &[]);
+        assert!(read.status.success(), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(read.stderr.starts_with(&out.stderr), "{args:?}: {stderr}");
+        let quiet = out.status.success() || out.status.signal() == Some(libc::SIGPIPE);
+        assert!(quiet, "{args:?}: {:?}", out.status);
+    }
 }

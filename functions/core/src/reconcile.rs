@@ -156,6 +156,9 @@ pub struct PoolOutcome {
 pub struct Unrouted {
     pub event_id: String,
     pub why: String,
+    /// Worth an operator's look, not routine (logged as a warning).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub warning: bool,
 }
 
 #[derive(Debug, Default)]
@@ -432,8 +435,9 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         let mut view: Option<Vec<(String, Vec<ObservedAsg>)>> = None;
         for event in events {
             let mut pools: BTreeSet<String> = BTreeSet::new();
-            if let Signal::Ignored { why } = &event.signal {
-                unrouted.push(Unrouted { event_id: event.id.clone(), why: format!("ignored: {why}") });
+            if let Signal::Ignored { why, warning } = &event.signal {
+                let why = format!("ignored: {why}");
+                unrouted.push(Unrouted { event_id: event.id.clone(), why, warning: *warning });
                 continue;
             }
             if let Signal::ConfigChanged { parameter, operation } = &event.signal {
@@ -447,7 +451,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
             let for_targets_only = matches!(event.signal, Signal::LaunchSuccessful { .. });
             if for_targets_only && !self.config.pools.iter().any(|p| p.headroom.target.is_some()) {
                 let why = "ignored: a successful launch only times a wait target's lead, and no pool has one";
-                unrouted.push(Unrouted { event_id: event.id.clone(), why: why.into() });
+                unrouted.push(Unrouted { event_id: event.id.clone(), why: why.into(), warning: false });
                 continue;
             }
             if event.signal == Signal::Reconcile {
@@ -459,6 +463,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                     unrouted.push(Unrouted {
                         event_id: event.id.clone(),
                         why: format!("names pool `{name}`, which is not in the config"),
+                        warning: false,
                     });
                     continue;
                 }
@@ -507,6 +512,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                 unrouted.push(Unrouted {
                     event_id: event.id.clone(),
                     why: format!("{about} is in none of the configured pools"),
+                    warning: false,
                 });
             }
             for pool in pools {

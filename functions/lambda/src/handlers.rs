@@ -204,7 +204,11 @@ where
             info!(function = self.function, pool = %pool, "tick or node news covered: the run holding the pool's lease is reconciling it");
         }
         for u in &outcome.unrouted {
-            info!(function = self.function, event_id = %u.event_id, why = %u.why, "event concerns no pool");
+            if u.warning {
+                warn!(function = self.function, event_id = %u.event_id, why = %u.why, "event acted on by no pool: look at it");
+            } else {
+                info!(function = self.function, event_id = %u.event_id, why = %u.why, "event concerns no pool");
+            }
         }
         Summary {
             pools: outcome

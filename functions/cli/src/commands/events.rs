@@ -1,7 +1,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use ballast_core::event::{parse_event, Origin};
+use ballast_core::event::{parse_event, sqs_bodies, Event, EventError, Origin};
 use clap::Args;
 
 use super::{load_config, Unusable};
@@ -21,6 +21,8 @@ pub struct CheckArgs {
     /// (`unreadable: true` when the file could not be read).
     #[arg(long)]
     json: bool,
+    /// EventBridge envelopes, or Lambda SQS batches or SQS records (each body is checked,
+    /// named by its message id).
     #[arg(required = true)]
     files: Vec<PathBuf>,
 }
@@ -63,20 +65,34 @@ pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
             }
             Err(err) => return Err(err.into()),
         };
-        match parse_event(&bytes, origin.as_ref()) {
-            Ok(event) => {
-                if args.json {
-                    println!("{}", serde_json::json!({"file": file, "valid": true, "event": event}));
-                } else {
-                    println!("ok      {}  {}", file.display(), serde_json::to_string(&event.signal)?);
-                }
+        for (message_id, parsed) in events_in(&bytes, origin.as_ref()) {
+            let shown = match &message_id {
+                Some(id) => format!("{} [{id}]", file.display()),
+                None => file.display().to_string(),
+            };
+            let mut line = serde_json::json!({"file": file});
+            if let Some(id) = &message_id {
+                line["message_id"] = id.as_str().into();
             }
-            Err(error) => {
-                invalid += 1;
-                if args.json {
-                    println!("{}", serde_json::json!({"file": file, "valid": false, "error": error.to_string()}));
-                } else {
-                    println!("invalid {}  {error}", file.display());
+            match parsed {
+                Ok(event) => {
+                    if args.json {
+                        line["valid"] = true.into();
+                        line["event"] = serde_json::to_value(&event)?;
+                        println!("{line}");
+                    } else {
+                        println!("ok      {shown}  {}", serde_json::to_string(&event.signal)?);
+                    }
+                }
+                Err(error) => {
+                    invalid += 1;
+                    if args.json {
+                        line["valid"] = false.into();
+                        line["error"] = error.to_string().into();
+                        println!("{line}");
+                    } else {
+                        println!("invalid {shown}  {error}");
+                    }
                 }
             }
         }
@@ -94,4 +110,16 @@ pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// The events of a file: an EventBridge envelope, or each body of a Lambda SQS batch or of
+/// one SQS record (a dead letter as the queue delivered it), with its message id.
+pub fn events_in(bytes: &[u8], origin: Option<&Origin>) -> Vec<(Option<String>, Result<Event, EventError>)> {
+    match sqs_bodies(bytes) {
+        None => vec![(None, parse_event(bytes, origin))],
+        Some(Err(e)) => vec![(None, Err(e))],
+        Some(Ok(bodies)) => {
+            bodies.into_iter().map(|b| (Some(b.message_id), parse_event(b.body.as_bytes(), origin))).collect()
+        }
+    }
 }

@@ -3,7 +3,6 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context;
-use ballast_core::event::parse_event;
 use ballast_core::ports::FixedClock;
 use ballast_core::reconcile::Reconciler;
 use ballast_core::snapshot::{Snapshot, SnapshotPorts};
@@ -21,7 +20,9 @@ pub struct PlanArgs {
     /// and headroom (README, "State snapshot").
     #[arg(long)]
     state: PathBuf,
-    /// Event files (EventBridge envelopes); none means a scheduled reconcile of every pool.
+    /// Event files: EventBridge envelopes, or a Lambda SQS batch or one SQS record (each body
+    /// an envelope, e.g. a dead letter as the queue delivered it); none means a scheduled
+    /// reconcile of every pool.
     #[arg(long = "event")]
     events: Vec<PathBuf>,
     /// The planning time (RFC 3339); defaults to the newest event's time.
@@ -38,9 +39,14 @@ pub fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
     let mut events = Vec::new();
     for file in &args.events {
         let bytes = super::read(file)?;
-        events.push(
-            parse_event(&bytes, Some(&origin)).with_context(|| format!("{} is not a valid event", file.display()))?,
-        );
+        // A Lambda SQS batch or one SQS record: each body is an event.
+        for (message_id, parsed) in super::events::events_in(&bytes, Some(&origin)) {
+            let what = match &message_id {
+                Some(id) => format!("{}: message {id}", file.display()),
+                None => file.display().to_string(),
+            };
+            events.push(parsed.with_context(|| format!("{what} is not a valid event"))?);
+        }
     }
     if events.is_empty() {
         let now = args.now.ok_or_else(|| Unusable::Usage("--now is required when no --event gives the time".into()))?;

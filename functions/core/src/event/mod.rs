@@ -83,6 +83,9 @@ pub enum Signal {
     /// names only dedicated hosts): noted, never dead-lettered.
     Ignored {
         why: String,
+        /// Worth an operator's look (logged as a warning), not routine.
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        warning: bool,
     },
 }
 
@@ -193,6 +196,8 @@ pub enum EventError {
     ForeignAccount { found: String, expected: String },
     #[error("region: event from region `{found}`, but this deployment is in `{expected}`")]
     ForeignRegion { found: String, expected: String },
+    #[error("not an EventBridge event: {what}; {how}")]
+    NotEventBridge { what: String, how: String },
 }
 
 impl EventError {
@@ -253,10 +258,24 @@ fn non_empty(value: String, field: &str) -> Result<String, EventError> {
     }
 }
 
+/// The instance an entity or resource names, by id (`i-...`) or by ARN in any partition
+/// (`arn:aws-cn:ec2:REGION:ACCOUNT:instance/i-...`); `None` for anything else.
+fn instance_of(value: &str) -> Option<&str> {
+    if value.starts_with("i-") {
+        return Some(value);
+    }
+    let mut parts = value.splitn(6, ':');
+    let (arn, partition, service) = (parts.next()?, parts.next()?, parts.next()?);
+    let resource = parts.nth(2)?;
+    let aws = partition == "aws" || partition.starts_with("aws-");
+    (arn == "arn" && aws && service == "ec2").then(|| resource.strip_prefix("instance/")).flatten()
+}
+
 fn instance_id(value: String, field: &str) -> Result<String, EventError> {
+    // EC2 ids have 8 hex digits (before 2016) or 17: nothing between.
     let ok = value
         .strip_prefix("i-")
-        .is_some_and(|hex| (8..=17).contains(&hex.len()) && hex.bytes().all(|b| b.is_ascii_hexdigit()));
+        .is_some_and(|hex| matches!(hex.len(), 8 | 17) && hex.bytes().all(|b| b.is_ascii_hexdigit()));
     if ok {
         Ok(value)
     } else {
@@ -264,7 +283,51 @@ fn instance_id(value: String, field: &str) -> Result<String, EventError> {
     }
 }
 
-/// Parses one EventBridge envelope (or a bare Scheduler input). With `origin`, an
+/// One message of what an SQS queue delivered: its id (or place) and its body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SqsBody {
+    pub message_id: String,
+    pub body: String,
+}
+
+/// The bodies of a Lambda SQS batch (`{"Records": [...]}`) or of a single SQS record (a
+/// message as the function received it, e.g. a dead letter); `None` when `bytes` are
+/// neither (an envelope, to parse as it is). A record without a text body is refused,
+/// naming it.
+pub fn sqs_bodies(bytes: &[u8]) -> Option<Result<Vec<SqsBody>, EventError>> {
+    let value: Value = serde_json::from_slice(bytes).ok()?;
+    let map = value.as_object()?;
+    let is_record = |m: &serde_json::Map<String, Value>| {
+        m.get("eventSource").and_then(Value::as_str) == Some("aws:sqs")
+            || (m.contains_key("messageId") && m.contains_key("body"))
+    };
+    let body_of = |record: &Value, at: String| -> Result<SqsBody, EventError> {
+        let m = record.as_object().ok_or_else(|| EventError::field(&at, "expected an SQS record (an object)"))?;
+        let body = m
+            .get("body")
+            .and_then(Value::as_str)
+            .ok_or_else(|| EventError::field(format!("{at}.body"), "is required: the message's text"))?;
+        let message_id = m.get("messageId").and_then(Value::as_str).map_or(at, str::to_string);
+        Ok(SqsBody { message_id, body: body.to_string() })
+    };
+    if map.contains_key("detail-type") {
+        return None;
+    }
+    if let Some(records) = map.get("Records") {
+        let Some(records) = records.as_array() else {
+            return Some(Err(EventError::field("Records", "expected an array of SQS records")));
+        };
+        // Records of another service (S3, SNS) are not an SQS batch: read as an event.
+        let sqs = records.iter().any(|r| r.as_object().is_some_and(is_record));
+        if !sqs && !records.is_empty() {
+            return None;
+        }
+        return Some(records.iter().enumerate().map(|(i, r)| body_of(r, format!("Records[{i}]"))).collect());
+    }
+    is_record(map).then(|| body_of(&value, "(record)".into()).map(|b| vec![b]))
+}
+
+/// Parses one EventBridge envelope (or a bare Scheduler input)./// Parses one EventBridge envelope (or a bare Scheduler input). With `origin`, an
 /// event from another account or region is refused.
 pub fn parse_event(bytes: &[u8], origin: Option<&Origin>) -> Result<Event, EventError> {
     let value: Value = serde_json::from_slice(bytes).map_err(EventError::Json)?;
@@ -277,6 +340,9 @@ pub fn parse_event_value(value: Value, origin: Option<&Origin>) -> Result<Event,
     };
     if !map.contains_key("detail-type") && map.contains_key("action") {
         return parse_bare_schedule(value);
+    }
+    if !map.contains_key("detail-type") && map.get("Service").and_then(Value::as_str) == Some("AWS Auto Scaling") {
+        return Err(straight_from_auto_scaling(map));
     }
     let envelope: EventBridgeEvent<Value> = typed(value, "")?;
     let id = non_empty(required(envelope.id, "id")?, "id")?;
@@ -376,7 +442,20 @@ fn signal_for(source: &str, detail_type: &str, detail: Value, resources: &[Strin
             }
         }
         ("aws.autoscaling", "EC2 Instance-terminate Lifecycle Action") => {
-            let d: LifecycleActionDetail = typed(object_detail(detail)?, "detail")?;
+            let detail = object_detail(detail)?;
+            // Auto Scaling sends a test notification when a hook is created: no action to
+            // complete, nothing to dead-letter.
+            let test = ["Event", "LifecycleTransition"]
+                .iter()
+                .any(|k| detail.get(k).and_then(Value::as_str) == Some(TEST_NOTIFICATION));
+            if test {
+                let asg = detail.get("AutoScalingGroupName").and_then(Value::as_str).unwrap_or("(unnamed)");
+                return Ok(Signal::Ignored {
+                    why: format!("{TEST_NOTIFICATION} for ASG {asg}: Auto Scaling's test of a new hook"),
+                    warning: false,
+                });
+            }
+            let d: LifecycleActionDetail = typed(detail, "detail")?;
             if d.lifecycle_transition != "autoscaling:EC2_INSTANCE_TERMINATING" {
                 return Err(EventError::field(
                     "detail.LifecycleTransition",
@@ -398,31 +477,50 @@ fn signal_for(source: &str, detail_type: &str, detail: Value, resources: &[Strin
             if category != "scheduledChange" {
                 return Ok(Signal::Ignored {
                     why: format!("AWS Health event of category `{category}`: Ballast acts on scheduledChange only"),
+                    warning: false,
                 });
             }
             let d: HealthDetail = typed(detail, "detail")?;
             if d.service != "EC2" {
-                return Ok(Signal::Ignored { why: format!("AWS Health event for service `{}`, not EC2", d.service) });
+                return Ok(Signal::Ignored {
+                    why: format!("AWS Health event for service `{}`, not EC2", d.service),
+                    warning: false,
+                });
             }
             if d.status_code.as_deref() == Some("closed") {
                 return Ok(Signal::Ignored {
                     why: format!("AWS Health {} is closed: nothing to replace", d.event_type_code),
+                    warning: false,
                 });
             }
-            let mut instance_ids = Vec::new();
-            for (i, entity) in d.affected_entities.into_iter().enumerate() {
-                // Health also lists non-instance entities (volumes, dedicated hosts).
-                if entity.entity_value.starts_with("i-") {
-                    instance_ids
-                        .push(instance_id(entity.entity_value, &format!("detail.affectedEntities[{i}].entityValue"))?);
+            let mut instance_ids: Vec<String> = Vec::new();
+            // AWS names the instance by id or by ARN (its own EC2 retirement sample has only
+            // the ARN, and no `resources`), in the entities, in `resources`, or both.
+            let entities = d
+                .affected_entities
+                .into_iter()
+                .enumerate()
+                .map(|(i, e)| (e.entity_value, format!("detail.affectedEntities[{i}].entityValue")));
+            let named = resources.iter().enumerate().map(|(i, r)| (r.clone(), format!("resources[{i}]")));
+            for (value, field) in entities.chain(named) {
+                // Health also names what is not an instance (volumes, dedicated hosts).
+                if let Some(id) = instance_of(&value) {
+                    let id = instance_id(id.to_string(), &field)?;
+                    if !instance_ids.contains(&id) {
+                        instance_ids.push(id);
+                    }
                 }
             }
             if instance_ids.is_empty() {
+                // An EC2 change to come that Ballast cannot tie to an instance may still take
+                // pool nodes (a dedicated host's): the operator hears of it.
                 return Ok(Signal::Ignored {
                     why: format!(
-                        "AWS Health {} names no EC2 instance (dedicated hosts or other resources)",
+                        "AWS Health {} names no EC2 instance (dedicated hosts or other resources): \
+                         check whether it takes pool nodes",
                         d.event_type_code
                     ),
+                    warning: true,
                 });
             }
             Signal::ScheduledChange {
@@ -501,6 +599,34 @@ fn parse_bare_schedule(value: Value) -> Result<Event, EventError> {
         detail_type: "Scheduler Input".into(),
         signal,
     })
+}
+
+/// What Auto Scaling sends when a lifecycle hook is created.
+const TEST_NOTIFICATION: &str = "autoscaling:TEST_NOTIFICATION";
+
+/// A lifecycle hook's own notification (its `NotificationTargetARN` is the queue), which
+/// has no EventBridge envelope: says what it is and how to route the hook instead.
+fn straight_from_auto_scaling(map: &serde_json::Map<String, Value>) -> EventError {
+    let text = |k: &str| map.get(k).and_then(Value::as_str).unwrap_or("(none)").to_string();
+    let what = match text("Event").as_str() {
+        TEST_NOTIFICATION => {
+            format!("Auto Scaling's test notification for a new hook on ASG {}", text("AutoScalingGroupName"))
+        }
+        _ => format!(
+            "lifecycle hook {} of ASG {} ({} of {})",
+            text("LifecycleHookName"),
+            text("AutoScalingGroupName"),
+            text("LifecycleTransition"),
+            text("EC2InstanceId")
+        ),
+    };
+    EventError::NotEventBridge {
+        what: format!("{what}, sent by the hook straight to SQS, without an EventBridge envelope"),
+        how: "create the hook without a notification target (no NotificationTargetARN or role): \
+              Auto Scaling then sends the action to EventBridge, whose rule for \
+              `EC2 Instance-terminate Lifecycle Action` puts it on this queue"
+            .into(),
+    }
 }
 
 fn json_kind(value: &Value) -> &'static str {

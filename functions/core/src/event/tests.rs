@@ -171,7 +171,7 @@ fn health_is_parsed_leniently_and_what_is_not_ours_is_ignored_not_refused() {
         [("health-scheduled-change-closed.json", "closed"), ("health-dedicated-host.json", "names no EC2 instance")]
     {
         match ok(file) {
-            Signal::Ignored { why } => assert!(why.contains(says), "{file}: {why}"),
+            Signal::Ignored { why, .. } => assert!(why.contains(says), "{file}: {why}"),
             other => panic!("{file}: {other:?}"),
         }
     }
@@ -190,6 +190,85 @@ fn health_is_parsed_leniently_and_what_is_not_ours_is_ignored_not_refused() {
         parse_event_value(odd, Some(&origin())).unwrap().signal,
         Signal::ScheduledChange { start_time: None, .. }
     ));
+}
+
+/// AWS's own "Amazon EC2 Instance Retirement" sample (the Health EventBridge schema page),
+/// moved to the fixtures' region: the instance only as an ARN, and no `resources`.
+#[test]
+fn health_names_its_instance_by_arn_in_any_partition_or_in_resources() {
+    match ok("health-instance-retirement-aws-sample.json") {
+        Signal::ScheduledChange { instance_ids, event_type_code, start_time, end_time } => {
+            assert_eq!(instance_ids, vec!["i-1234567890abcdef0".to_string()]);
+            assert_eq!(event_type_code, "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED");
+            assert_eq!(start_time.map(|t| t.to_rfc3339()), Some("2026-08-27T13:19:03+00:00".into()));
+            assert_eq!(end_time, None);
+        }
+        other => panic!("{other:?}"),
+    }
+    let sample: Value = serde_json::from_slice(
+        &std::fs::read(events_dir().join("health-instance-retirement-aws-sample.json")).unwrap(),
+    )
+    .unwrap();
+    let with = |entities: Value, resources: Value| {
+        let mut v = sample.clone();
+        v["detail"]["affectedEntities"] = entities;
+        v["resources"] = resources;
+        parse_event_value(v, Some(&origin()))
+    };
+    let ids = |r: Result<Event, EventError>| match r.map(|e| e.signal) {
+        Ok(Signal::ScheduledChange { instance_ids, .. }) => instance_ids,
+        other => panic!("{other:?}"),
+    };
+    let entity = |v: &str| serde_json::json!({ "entityValue": v });
+    // Other partitions; the same instance twice (entity and resource) is one.
+    assert_eq!(
+        ids(with(
+            serde_json::json!([
+                entity("arn:aws-cn:ec2:cn-north-1:123456789012:instance/i-0123456789abcdef0"),
+                entity("arn:aws-us-gov:ec2:us-gov-west-1:123456789012:instance/i-0a1b2c3d"),
+                entity("vol-0123456789abcdef0"),
+                entity("arn:aws:ec2:eu-west-1:123456789012:volume/vol-0123456789abcdef0"),
+            ]),
+            serde_json::json!(["arn:aws-cn:ec2:cn-north-1:123456789012:instance/i-0123456789abcdef0"])
+        )),
+        ["i-0123456789abcdef0", "i-0a1b2c3d"]
+    );
+    // Named in `resources` only (by id or ARN), the entities listing hosts.
+    assert_eq!(
+        ids(with(
+            serde_json::json!([entity("h-0123456789abcdef0")]),
+            serde_json::json!([
+                "i-0f9e8d7c6b5a40001",
+                "arn:aws:ec2:eu-west-1:123456789012:instance/i-0f9e8d7c6b5a40002"
+            ])
+        )),
+        ["i-0f9e8d7c6b5a40001", "i-0f9e8d7c6b5a40002"]
+    );
+    // An instance ARN whose id is not one is refused, naming where it was.
+    let err =
+        with(serde_json::json!([entity("arn:aws:ec2:eu-west-1:123456789012:instance/web-1")]), serde_json::json!([]))
+            .unwrap_err();
+    assert_eq!(err.field_name(), Some("detail.affectedEntities[0].entityValue"), "{err}");
+    // Not an EC2 instance ARN: another service's, or not an ARN at all.
+    for odd in ["arn:aws:rds:eu-west-1:123456789012:db:instance/i-0123456789abcdef0", "arn:lambda-1-101002929", "arn:"]
+    {
+        match with(serde_json::json!([entity(odd)]), serde_json::json!([odd])).unwrap().signal {
+            Signal::Ignored { warning, .. } => assert!(warning, "{odd}"),
+            other => panic!("{odd}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn an_ec2_change_to_come_that_names_no_instance_is_a_warning_and_the_rest_routine() {
+    match ok("health-dedicated-host.json") {
+        Signal::Ignored { why, warning } => assert!(warning && why.contains("names no EC2 instance"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    match ok("health-scheduled-change-closed.json") {
+        Signal::Ignored { warning, .. } => assert!(!warning),
+        other => panic!("{other:?}"),
+    }
 }
 
 #[test]
@@ -235,6 +314,66 @@ fn a_successful_launch_is_dated_by_its_start() {
 }
 
 #[test]
+fn auto_scalings_test_of_a_new_hook_is_ignored_in_either_field() {
+    match ok("lifecycle-test-notification.json") {
+        Signal::Ignored { why, warning } => {
+            assert!(!warning && why.contains("autoscaling:TEST_NOTIFICATION for ASG eks-general-on-demand"), "{why}")
+        }
+        other => panic!("{other:?}"),
+    }
+    let mut v: Value =
+        serde_json::from_slice(&std::fs::read(events_dir().join("lifecycle-terminate.json")).unwrap()).unwrap();
+    v["detail"]["LifecycleTransition"] = "autoscaling:TEST_NOTIFICATION".into();
+    v["detail"].as_object_mut().unwrap().remove("LifecycleActionToken");
+    assert!(matches!(parse_event_value(v, Some(&origin())).unwrap().signal, Signal::Ignored { warning: false, .. }));
+}
+
+#[test]
+fn an_instance_id_has_8_or_17_hex_digits_as_the_error_says() {
+    let with = |id: &str| {
+        let mut v: Value =
+            serde_json::from_slice(&std::fs::read(events_dir().join("state-change-running.json")).unwrap()).unwrap();
+        v["detail"]["instance-id"] = id.into();
+        parse_event_value(v, Some(&origin()))
+    };
+    for good in ["i-0a1b2c3d", "i-0a1b2c3d4e5f60001", "i-0A1B2C3D"] {
+        assert!(with(good).is_ok(), "{good}");
+    }
+    for n in (0..8).chain(9..17).chain(18..20) {
+        let id = format!("i-{}", "a".repeat(n));
+        let err = with(&id).unwrap_err().to_string();
+        assert!(err.ends_with(&format!("`{id}` is not an EC2 instance id (i- and 8 or 17 hex digits)")), "{err}");
+    }
+}
+
+#[test]
+fn an_sqs_batch_or_record_gives_its_bodies_and_anything_else_is_read_as_an_event() {
+    let read = |name: &str| std::fs::read(events_dir().join(name)).unwrap();
+    let bodies = sqs_bodies(&read("sqs/batch.json")).unwrap().unwrap();
+    assert_eq!(bodies.len(), 2);
+    assert_eq!(bodies[0].message_id, "059f36b4-87a3-44ab-83d2-661975830a7d");
+    assert_eq!(
+        parse_event(bodies[0].body.as_bytes(), Some(&origin())).unwrap().signal,
+        ok("spot-interruption-terminate.json")
+    );
+    let record = sqs_bodies(&read("sqs/record.json")).unwrap().unwrap();
+    assert_eq!(record[0].message_id, "c80e8021-a70a-42c7-a470-796e1186f753");
+    // Envelopes, Scheduler input and other services' records are not SQS deliveries.
+    for name in ["spot-interruption-terminate.json", "scheduler-reconcile.json", "invalid/truncated.json"] {
+        assert!(sqs_bodies(&read(name)).is_none(), "{name}");
+    }
+    let s3 = br#"{"Records":[{"eventSource":"aws:s3","s3":{}}]}"#;
+    assert!(sqs_bodies(s3).is_none());
+    assert_eq!(sqs_bodies(br#"{"Records":[]}"#).unwrap().unwrap(), vec![]);
+    // A record without its text body is named.
+    let no_body = br#"{"Records":[{"messageId":"m1","body":"{}","eventSource":"aws:sqs"},{"messageId":"m2","eventSource":"aws:sqs","body":{"id":1}}]}"#;
+    let err = sqs_bodies(no_body).unwrap().unwrap_err();
+    assert_eq!(err.field_name(), Some("Records[1].body"), "{err}");
+    let err = sqs_bodies(br#"{"Records":{"a":1}}"#).unwrap().unwrap_err();
+    assert_eq!(err.field_name(), Some("Records"), "{err}");
+}
+
+#[test]
 fn invalid_fixtures_name_the_field() {
     for (file, field, reason) in [
         ("missing-detail.json", Some("detail"), "is required"),
@@ -254,6 +393,12 @@ fn invalid_fixtures_name_the_field() {
         ("pool-waits-p95-above-max.json", Some("detail.p95_seconds"), "90 is above max_seconds (61.2)"),
         ("launch-successful-no-start-time.json", Some("detail.StartTime"), "cannot be timed"),
         ("pool-waits-buckets-falling.json", Some("detail.buckets"), "38 pods within 15 s is not between 40 and"),
+        ("lifecycle-hook-straight-to-sqs.json", None, "lifecycle hook ballast-drain of ASG eks-general-on-demand"),
+        (
+            "lifecycle-test-notification-straight-to-sqs.json",
+            None,
+            "test notification for a new hook on ASG eks-general-on-demand",
+        ),
         (
             "pool-waits-buckets-contradict-p95.json",
             Some("detail.buckets"),
@@ -265,7 +410,12 @@ fn invalid_fixtures_name_the_field() {
         assert!(err.to_string().contains(reason), "{file}: `{err}` should mention `{reason}`");
     }
     let listed = std::fs::read_dir(events_dir().join("invalid")).unwrap().count();
-    assert_eq!(listed, 18, "every invalid fixture has an expectation here");
+    assert_eq!(listed, 20, "every invalid fixture has an expectation here");
+    // Both say how to route the hook instead.
+    for file in ["lifecycle-hook-straight-to-sqs.json", "lifecycle-test-notification-straight-to-sqs.json"] {
+        let err = fixture(&format!("invalid/{file}")).unwrap_err().to_string();
+        assert!(err.contains("straight to SQS") && err.contains("without a notification target"), "{file}: {err}");
+    }
 }
 
 #[test]

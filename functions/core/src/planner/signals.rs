@@ -112,7 +112,7 @@ impl Work<'_> {
             | Signal::Reconcile
             | Signal::NodeLifecycle(_)
             | Signal::ConfigChanged { .. } => {}
-            Signal::Ignored { why } => self.note(why.clone()),
+            Signal::Ignored { why, .. } => self.note(why.clone()),
             Signal::LaunchUnsuccessful(failure) => {
                 let at = failure.at.unwrap_or(event.time);
                 let is_spot = self.observed.spot.iter().any(|a| a.name == failure.asg);
