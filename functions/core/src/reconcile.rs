@@ -443,7 +443,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
             if let Signal::ConfigChanged { parameter, operation } = &event.signal {
                 let why =
                     format!("the config parameter {parameter} changed ({operation}): read again, no pool reconciled");
-                unrouted.push(Unrouted { event_id: event.id.clone(), why });
+                unrouted.push(Unrouted { event_id: event.id.clone(), why, warning: false });
                 continue;
             }
             // Every launch in the account comes by the launch rule: only a pool with a wait
