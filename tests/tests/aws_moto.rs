@@ -971,3 +971,36 @@ fn aside(work: impl std::future::Future<Output = ()> + Send + 'static) {
     .join()
     .unwrap();
 }
+
+/// Both ASGs carry the pool's tag: a spot selector by that tag takes the on-demand ASG
+/// too. The functions refuse the pool; the doctor says so against the account.
+#[tokio::test]
+async fn doctor_shows_an_asg_two_selectors_take() {
+    use ballast_aws::doctor::{Doctor, Wiring};
+    let Some(moto) = Moto::start() else { return };
+    let d = Deployment::create(&moto, 2, (0, 1), now()).await;
+    d.wire().await;
+    let yaml = config_yaml(false, "").replacen(
+        &format!("spot_asgs: [{SPOT}]"),
+        "spot_asgs: [{ tags: { ballast.io/pool: general } }]",
+        1,
+    );
+    let overlapping = Config::from_yaml(&yaml).unwrap();
+    let doctor = Doctor::new(&d.sdk);
+    let findings = doctor.check(&overlapping, &Wiring::conventional(&overlapping)).await;
+    let roles: Vec<_> = findings.iter().filter(|f| f.check == "pool general ASG roles").collect();
+    assert_eq!(roles.len(), 1, "{findings:#?}");
+    assert!(!roles[0].ok, "{:#?}", roles[0]);
+    assert!(
+        roles[0].detail.starts_with(&format!(
+            "ASG {ON_DEMAND} is selected as pool general's spot ASG by `tags(ballast.io/pool=general)` and as pool \
+             general's on-demand ASG by `{ON_DEMAND}`"
+        )),
+        "{:#?}",
+        roles[0]
+    );
+    // The shipped form (by name) is one role each: no such finding.
+    let shipped = config(false);
+    let findings = doctor.check(&shipped, &Wiring::conventional(&shipped)).await;
+    assert!(!findings.iter().any(|f| f.check.ends_with("ASG roles")), "{findings:#?}");
+}

@@ -5,8 +5,9 @@
 use aws_sdk_dynamodb::types::{KeyType, ScalarAttributeType, TableStatus, TimeToLiveStatus};
 use aws_sdk_eventbridge::types::RuleState;
 use aws_sdk_sqs::types::QueueAttributeName;
-use ballast_core::config::{AsgSelector, Config};
+use ballast_core::config::{check_one_role, resolve_pool_asgs, selectors, AsgRef, AsgSelector, Config, ResolveError};
 use serde::Serialize;
+use std::collections::BTreeMap;
 
 use crate::autoscaling::{purchases_spot, AwsAutoscaling};
 use crate::state::{KEY, TTL_ATTRIBUTE};
@@ -139,6 +140,7 @@ impl Doctor {
         let queue_arn = self.queues(wiring, &mut findings).await;
         self.rules(wiring, queue_arn.as_deref(), &mut findings).await;
         self.asgs(config, &mut findings).await;
+        self.roles(config, &mut findings).await;
         findings
     }
 
@@ -474,6 +476,35 @@ impl Doctor {
                     check,
                     format!("terminating, HeartbeatTimeout {} s", t.map_or("3600 (the default)".into(), |t| t.to_string())),
                 )),
+            }
+        }
+    }
+
+    /// The pools resolved as the functions resolve them: an ASG two selectors take (two
+    /// roles of a pool, or two pools) is refused there, so neither pool is reconciled.
+    async fn roles(&self, config: &Config, findings: &mut Vec<Finding>) {
+        let mut listed: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+        for pool in &config.pools {
+            for (_, selector) in selectors(pool) {
+                // A listing that fails is reported by the ASG checks.
+                for group in self.autoscaling.select(selector).await.unwrap_or_default() {
+                    let name = group.auto_scaling_group_name().unwrap_or_default().to_string();
+                    listed.insert(name, crate::autoscaling::tags_of(&group));
+                }
+            }
+        }
+        let refs = || listed.iter().map(|(name, tags)| AsgRef { name, tags });
+        for pool in &config.pools {
+            let outcome = resolve_pool_asgs(pool, refs()).and_then(|resolved| {
+                let mine: Vec<&str> = resolved.spot.iter().copied().chain(resolved.on_demand).collect();
+                check_one_role(pool, &config.pools, refs().filter(|a| mine.contains(&a.name)))
+            });
+            if let Err(e @ ResolveError::TwoRoles { .. }) = outcome {
+                findings.push(bad(
+                    format!("pool {} ASG roles", pool.name),
+                    e.to_string(),
+                    "narrow the selectors in the config, or retag the ASG, so that each ASG serves one role of one pool",
+                ));
             }
         }
     }

@@ -354,6 +354,128 @@ fn events_check_and_plan_read_each_body_of_an_sqs_batch_or_record() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// An ASG two selectors take, in two roles of a pool or in two pools, is refused where the
+/// pool is resolved, naming the ASG, both selectors and pools; nothing of the pool is planned.
+/// Tag selectors sure to overlap are refused by `config check` already.
+#[test]
+fn an_asg_selected_in_two_roles_is_refused_not_sized_twice() {
+    let dir = scratch("two-roles");
+    let example = std::fs::read_to_string(root().join("ballast.example.yaml")).unwrap();
+    let general_spot = "    spot_asgs:\n      - eks-general-spot-m6\n      - tags:\n          ballast.io/pool: general\n          ballast.io/capacity: spot-fallback\n";
+    assert!(example.contains(general_spot));
+    let write = |name: &str, text: String| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    // The example's pattern mirrored: spot by the pool's tag, on-demand by the pool's tag
+    // and a capacity tag. Every on-demand ASG is a spot one too.
+    let mirrored = write(
+        "mirrored.yaml",
+        example.replace(general_spot, "    spot_asgs:\n      - tags: { ballast.io/pool: general }\n").replace(
+            "on_demand_asg: eks-general-on-demand",
+            "on_demand_asg: { tags: { ballast.io/pool: general, ballast.io/capacity: on-demand } }",
+        ),
+    );
+    let out = ballast(&["config", "check", &mirrored]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let text = format!("{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+    assert!(
+        text.contains("pools[0].on_demand_asg")
+            && text.contains(
+                "`tags(ballast.io/capacity=on-demand,ballast.io/pool=general)` (on-demand role of pool general)"
+            )
+            && text.contains("`tags(ballast.io/pool=general)` (spot role of pool general, pools[0])"),
+        "{text}"
+    );
+    // Across pools: general's `{capacity: spot}` against batch's `{capacity: spot, pool: batch}`.
+    let across = write(
+        "across.yaml",
+        example.replace(general_spot, "    spot_asgs:\n      - tags: { ballast.io/capacity: spot }\n").replace(
+            "      - eks-batch-spot-c6\n",
+            "      - tags: { ballast.io/capacity: spot, ballast.io/pool: batch }\n",
+        ),
+    );
+    let out = ballast(&["config", "check", &across]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(stdout(&out).contains("pools[1].spot_asgs") && stdout(&out).contains("pool batch"), "{}", stdout(&out));
+
+    // What only the ASGs' tags tell: a name and a tag selector taking the same ASG.
+    let state: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(root().join("events/states/spot-short.json")).unwrap()).unwrap();
+    let tagged = |tags: &[(&str, &[(&str, &str)])]| {
+        let mut s = state.clone();
+        for asg in s["asgs"].as_array_mut().unwrap() {
+            for (name, pairs) in tags {
+                if asg["name"] == *name {
+                    for (k, v) in *pairs {
+                        asg["tags"][*k] = (*v).into();
+                    }
+                }
+            }
+        }
+        s.to_string()
+    };
+    let plan = |config: &str, state: &str| {
+        ballast(&[
+            "plan",
+            "--config",
+            config,
+            "--state",
+            state,
+            "--event",
+            "events/launch-unsuccessful-no-spot-capacity.json",
+        ])
+    };
+    let within = write(
+        "within.yaml",
+        example.replace(general_spot, "    spot_asgs:\n      - tags: { ballast.io/pool: general }\n"),
+    );
+    assert!(ballast(&["config", "check", &within]).status.success());
+    let state_within = write("within.json", tagged(&[("eks-general-on-demand", &[("ballast.io/pool", "general")])]));
+    let out = plan(&within, &state_within);
+    assert_ne!(out.status.code(), Some(0), "{}", stdout(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "ASG eks-general-on-demand is selected as pool general's spot ASG by `tags(ballast.io/pool=general)` \
+             and as pool general's on-demand ASG by `eks-general-on-demand`"
+        ),
+        "{err}"
+    );
+    assert!(!stdout(&out).contains("set_desired_capacity"), "nothing planned: {}", stdout(&out));
+
+    let across_pools = write(
+        "across-pools.yaml",
+        example.replace(general_spot, "    spot_asgs:\n      - tags: { ballast.io/capacity: spot }\n"),
+    );
+    assert!(ballast(&["config", "check", &across_pools]).status.success());
+    let state_across = write(
+        "across.json",
+        tagged(&[
+            ("eks-general-spot-m6", &[("ballast.io/capacity", "spot")]),
+            ("eks-batch-spot-c6", &[("ballast.io/capacity", "spot")]),
+        ]),
+    );
+    let out = plan(&across_pools, &state_across);
+    assert_ne!(out.status.code(), Some(0), "{}", stdout(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "ASG eks-batch-spot-c6 is selected as pool general's spot ASG by `tags(ballast.io/capacity=spot)` \
+             and as pool batch's spot ASG by `eks-batch-spot-c6`"
+        ),
+        "{err}"
+    );
+    // Told apart, the same state plans.
+    let out = plan(
+        &across_pools,
+        &write("apart.json", tagged(&[("eks-general-spot-m6", &[("ballast.io/capacity", "spot")])])),
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 #[test]
 fn plan_is_stable_and_failback_starts_from_the_shipped_state() {
     let args = [

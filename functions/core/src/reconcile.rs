@@ -9,7 +9,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::config::{AsgSelector, Config, PoolConfig};
+use crate::config::{check_one_role, AsgRef, AsgSelector, Config, PoolConfig};
 use crate::event::{Event, Signal};
 use crate::model::{CapacityCall, Draining, ObservedAsg, ObservedPool, PoolRecord};
 use crate::plan::{Action, ActionKind, LifecycleRef, Plan};
@@ -531,6 +531,11 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         now: DateTime<Utc>,
     ) -> Result<ObservedPool, PortError> {
         let (spot, on_demand) = self.autoscaling.describe_pool(pool).await?;
+        // Another pool's selectors taking one of these ASGs would size it twice: the pool
+        // is refused before anything is planned.
+        let listed = spot.iter().chain(&on_demand).map(|a| AsgRef { name: &a.name, tags: &a.tags });
+        check_one_role(pool, &self.config.pools, listed)
+            .map_err(|e| PortError::new(ErrorKind::Permanent, "describe_pool", e.to_string()))?;
         let nodes = self.cluster.pool_nodes(pool).await?;
         let headroom_replicas = self.cluster.headroom_replicas(pool).await?;
         let forwarded = events

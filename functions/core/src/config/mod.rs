@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize, Serializer};
 use serde_yaml_ng::Value;
 
 use crate::units::{format_cpu_millis, format_memory_bytes, parse_cpu_millis, parse_memory_bytes, HumanDuration};
-pub use resolve::{resolve_pool_asgs, AsgRef, ResolveError, ResolvedPool};
+pub use resolve::{check_one_role, resolve_pool_asgs, selectors, AsgRef, ResolveError, ResolvedPool, Role};
 use walk::{kind, Fields, Issues};
 
 /// The lowest priority cluster-autoscaler still scales up for (its default
@@ -603,7 +603,40 @@ fn check_pool_names(items: &[Value], issues: &mut Issues) {
     }
 }
 
+/// Tag selectors one of which asks for a subset of the other's tags: every ASG the wider
+/// one matches, the narrower one matches too. Refused in two roles (within a pool or across
+/// pools) as sure to overlap; other pairs are checked when the ASGs are resolved.
+fn check_tag_overlaps(pools: &[(usize, PoolConfig)], issues: &mut Issues) {
+    let mut seen: Vec<(usize, &str, resolve::Role, &BTreeMap<String, String>)> = Vec::new();
+    for (i, pool) in pools {
+        for (role, selector) in resolve::selectors(pool) {
+            let AsgSelector::Tags(tags) = selector else { continue };
+            let within =
+                |a: &BTreeMap<String, String>, b: &BTreeMap<String, String>| a.iter().all(|(k, v)| b.get(k) == Some(v));
+            let clash = seen.iter().find(|(j, _, other_role, other)| {
+                (j != i || *other_role != role) && (within(tags, other) || within(other, tags))
+            });
+            if let Some((j, other_pool, other_role, other)) = clash {
+                let field = match role {
+                    resolve::Role::Spot => "spot_asgs",
+                    resolve::Role::OnDemand => "on_demand_asg",
+                };
+                issues.push(
+                    format!("pools[{i}].{field}"),
+                    format!(
+                        "`{selector}` ({} role of pool {}) and `{}` ({other_role} role of pool {other_pool}, pools[{j}]) \
+                         select the same ASGs: an ASG serves one role of one pool; add a tag that tells them apart",
+                        role, pool.name, AsgSelector::Tags((*other).clone())
+                    ),
+                );
+            }
+            seen.push((*i, &pool.name, role, tags));
+        }
+    }
+}
+
 fn check_across_pools(pools: &[(usize, PoolConfig)], issues: &mut Issues) {
+    check_tag_overlaps(pools, issues);
     let mut asg_owner: BTreeMap<String, usize> = BTreeMap::new();
     for (i, pool) in pools {
         let named = pool

@@ -31,6 +31,70 @@ pub enum ResolveError {
     NoOnDemand { pool: String, selector: AsgSelector },
     #[error("pool {pool}: on-demand selector `{selector}` matches {count} ASGs; it must match one")]
     ManyOnDemand { pool: String, selector: AsgSelector, count: usize },
+    /// Sized for two roles, an ASG would be moved twice by one plan (or by two pools' plans),
+    /// so neither pool is planned until the selectors tell them apart.
+    #[error(
+        "ASG {asg} is selected as pool {pool}'s {role} ASG by `{selector}` and as pool {other_pool}'s {other_role} \
+         ASG by `{other_selector}`: an ASG serves one role of one pool; narrow the selectors (pool {pool} is not \
+         planned until then)"
+    )]
+    TwoRoles {
+        asg: String,
+        pool: String,
+        role: Role,
+        selector: Box<AsgSelector>,
+        other_pool: String,
+        other_role: Role,
+        other_selector: Box<AsgSelector>,
+    },
+}
+
+/// What a pool uses an ASG for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Spot,
+    OnDemand,
+}
+
+impl std::fmt::Display for Role {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Role::Spot => "spot",
+            Role::OnDemand => "on-demand",
+        })
+    }
+}
+
+/// Every selector of a pool with the role it selects for.
+pub fn selectors(pool: &PoolConfig) -> impl Iterator<Item = (Role, &AsgSelector)> {
+    pool.spot_asgs.iter().map(|s| (Role::Spot, s)).chain(pool.on_demand_asg.iter().map(|s| (Role::OnDemand, s)))
+}
+
+/// Refuses `pool` when one of its ASGs (`asgs`, as resolved for it) is selected by another
+/// pool too. Each pool is resolved alone, so this is checked against the other pools'
+/// selectors, from the ASG's own name and tags.
+pub fn check_one_role<'a>(
+    pool: &PoolConfig,
+    pools: &[PoolConfig],
+    asgs: impl IntoIterator<Item = AsgRef<'a>>,
+) -> Result<(), ResolveError> {
+    for asg in asgs {
+        let Some((role, selector)) = selectors(pool).find(|(_, s)| s.matches(asg.name, asg.tags)) else { continue };
+        for other in pools.iter().filter(|p| p.name != pool.name) {
+            if let Some((other_role, other_selector)) = selectors(other).find(|(_, s)| s.matches(asg.name, asg.tags)) {
+                return Err(ResolveError::TwoRoles {
+                    asg: asg.name.to_string(),
+                    pool: pool.name.clone(),
+                    role,
+                    selector: Box::new(selector.clone()),
+                    other_pool: other.name.clone(),
+                    other_role,
+                    other_selector: Box::new(other_selector.clone()),
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Resolves `pool`'s selectors against `asgs` (any order; names are unique). Each spot
@@ -66,7 +130,18 @@ pub fn resolve_pool_asgs<'a>(
     };
     let mut on_demand = matching(&listed, selector);
     match (on_demand.next(), on_demand.count()) {
-        (Some(asg), 0) => Ok(ResolvedPool { spot, on_demand: Some(asg.name) }),
+        (Some(asg), 0) => match pool.spot_asgs.iter().find(|s| s.matches(asg.name, asg.tags)) {
+            Some(spot_selector) => Err(ResolveError::TwoRoles {
+                asg: asg.name.to_string(),
+                pool: pool.name.clone(),
+                role: Role::Spot,
+                selector: Box::new(spot_selector.clone()),
+                other_pool: pool.name.clone(),
+                other_role: Role::OnDemand,
+                other_selector: Box::new(selector.clone()),
+            }),
+            None => Ok(ResolvedPool { spot, on_demand: Some(asg.name) }),
+        },
         (None, _) => Err(ResolveError::NoOnDemand { pool: pool.name.clone(), selector: selector.clone() }),
         (Some(_), more) => {
             Err(ResolveError::ManyOnDemand { pool: pool.name.clone(), selector: selector.clone(), count: more + 1 })
@@ -145,6 +220,34 @@ mod tests {
             err.to_string(),
             "pool p: on-demand selector `tags(ballast.io/pool=general)` matches 3 ASGs; it must match one"
         );
+    }
+
+    #[test]
+    fn an_asg_in_two_roles_is_refused_naming_it_both_selectors_and_pools() {
+        let asgs = listed();
+        let p = pool("[{tags: {ballast.io/pool: general}}]", "spot-fallback");
+        let err = resolve_pool_asgs(&p, asgs.refs()).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "ASG spot-fallback is selected as pool p's spot ASG by `tags(ballast.io/pool=general)` and as pool p's \
+             on-demand ASG by `spot-fallback`: an ASG serves one role of one pool; narrow the selectors (pool p is \
+             not planned until then)"
+        );
+        // Across pools, from the ASG's own tags: the other pool's on-demand selector.
+        let mut other = pool("[other]", "{tags: {ballast.io/capacity: spot-fallback}}");
+        other.name = "q".into();
+        let mine = pool("[spot-z, {tags: {ballast.io/pool: general}}]", "od");
+        let resolved = resolve_pool_asgs(&mine, asgs.refs()).unwrap();
+        let refs = || asgs.refs().filter(|a| resolved.spot.contains(&a.name));
+        let err = check_one_role(&mine, &[mine.clone(), other.clone()], refs()).unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                ResolveError::TwoRoles { asg, other_pool, other_role: Role::OnDemand, .. } if asg == "spot-fallback" && other_pool == "q"
+            ),
+            "{err}"
+        );
+        assert_eq!(check_one_role(&mine, std::slice::from_ref(&mine), refs()), Ok(()), "a pool alone");
     }
 
     #[test]
