@@ -337,6 +337,24 @@ impl StateStore for DynamoStore {
     }
 }
 
+#[async_trait]
+impl ConfigVersions for DynamoStore {
+    async fn note(&self, note: &VersionNote) -> Result<(), PortError> {
+        let mut item = key("config-version", &note.part);
+        item.insert("version".into(), n(note.version));
+        item.insert("at".into(), n(note.at.timestamp()));
+        item.insert(TTL_ATTRIBUTE.into(), n((note.at + VERSION_NOTE_KEPT).timestamp()));
+        self.client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .send()
+            .await
+            .map_err(|e| classify("PutItem", e))?;
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -461,23 +479,5 @@ mod tests {
             sizes.push((n, stored));
         }
         assert!(sizes.iter().all(|(_, stored)| *stored < 300 * 1024), "instances_before, stored bytes: {sizes:?}");
-    }
-}
-
-#[async_trait]
-impl ConfigVersions for DynamoStore {
-    async fn note(&self, note: &VersionNote) -> Result<(), PortError> {
-        let mut item = key("config-version", &note.part);
-        item.insert("version".into(), n(note.version));
-        item.insert("at".into(), n(note.at.timestamp()));
-        item.insert(TTL_ATTRIBUTE.into(), n((note.at + VERSION_NOTE_KEPT).timestamp()));
-        self.client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(item))
-            .send()
-            .await
-            .map_err(|e| classify("PutItem", e))?;
-        Ok(())
     }
 }
