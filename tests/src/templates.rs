@@ -43,12 +43,13 @@ pub fn sam_parameters(vpc: bool) -> BTreeMap<&'static str, Value> {
     let mut p = BTreeMap::from([
         ("ClusterName", Value::from(crate::aws::CLUSTER)),
         ("StateTableName", Value::from(crate::aws::TABLE)),
-        ("BallastConfig", Value::from("cluster: test")),
     ]);
     if vpc {
         p.insert("VpcId", Value::from(VPC));
         p.insert("SubnetIds", Value::from(SUBNETS.join(",")));
         p.insert("SecurityGroupIds", Value::from(SECURITY_GROUPS.join(",")));
+        p.insert("CreateVpcEndpoints", Value::from("true"));
+        p.insert("VpcEndpointRouteTableIds", Value::from(ROUTE_TABLES.join(",")));
     }
     p
 }
@@ -57,6 +58,13 @@ pub fn sam_parameters(vpc: bool) -> BTreeMap<&'static str, Value> {
 pub const VPC: &str = "vpc-0123456789abcdef0";
 pub const SUBNETS: [&str; 2] = ["subnet-0aaaaaaaaaaaaaaa1", "subnet-0bbbbbbbbbbbbbbb2"];
 pub const SECURITY_GROUPS: [&str; 1] = ["sg-0123456789abcdef0"];
+/// The subnets' route tables, for the DynamoDB gateway endpoint the VPC mode creates.
+pub const ROUTE_TABLES: [&str; 1] = ["rtb-0123456789abcdef0"];
+
+/// The Python of the SAM CLI's venv (aws-sam-translator, the SAM CLI's own modules).
+pub fn infra_python() -> Option<PathBuf> {
+    python()
+}
 
 fn python() -> Option<PathBuf> {
     if let Ok(path) = std::env::var("BALLAST_INFRA_PYTHON") {
@@ -129,6 +137,7 @@ pub struct Resource {
 
 struct Renderer<'a> {
     raw: &'a Map<String, Value>,
+    mappings: Map<String, Value>,
     parameters: BTreeMap<String, Value>,
     conditions: BTreeMap<String, bool>,
 }
@@ -151,7 +160,8 @@ impl Template {
             };
             parameters.insert(name.clone(), value);
         }
-        let mut renderer = Renderer { raw, parameters, conditions: BTreeMap::new() };
+        let mappings = template["Mappings"].as_object().cloned().unwrap_or_default();
+        let mut renderer = Renderer { raw, mappings, parameters, conditions: BTreeMap::new() };
         // Conditions may refer to each other: decide until nothing changes.
         let conditions = template["Conditions"].as_object().cloned().unwrap_or_default();
         for _ in 0..conditions.len() + 1 {
@@ -299,6 +309,10 @@ impl Renderer<'_> {
                         let cond = v[0].as_str().expect("If condition");
                         let holds = *self.conditions.get(cond).unwrap_or_else(|| panic!("condition {cond}"));
                         self.resolve(&v[if holds { 1 } else { 2 }])
+                    }
+                    "Fn::FindInMap" => {
+                        let keys: Vec<String> = (0..3).map(|i| text(&self.resolve(&v[i]))).collect();
+                        self.mappings[&keys[0]][&keys[1]][&keys[2]].clone()
                     }
                     "Fn::GetAZs" => Value::Array(vec![Value::from("eu-west-1a"), Value::from("eu-west-1b")]),
                     _ => Value::Object(

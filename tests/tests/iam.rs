@@ -50,6 +50,9 @@ fn needed_without_a_call(caller: &str, action: &str) -> Option<&'static str> {
         | "ec2:AssignPrivateIpAddresses"
         | "ec2:UnassignPrivateIpAddresses"
         | "ec2:DescribeNetworkInterfaces" => "Lambda attaches the function to the VPC (private EKS endpoint) with its role",
+        "ssm:GetParameter" if caller == "forwarder" => {
+            "the forwarder reads the config from the same parameter as the functions (BALLAST_CONFIG_PARAMETER) and follows its changes"
+        }
         "ec2:DescribeInstances" => {
             "tells spot from on-demand instances in a mixed-instances spot ASG (functions/aws/src/autoscaling.rs spot_instance_ids); the test's spot ASG buys spot only"
         }
@@ -473,5 +476,187 @@ fn an_operator_cannot_send_dead_letters_back_to_the_events_queue_so_replay_invok
         .filter(|(id, (r, _))| !id.ends_with(r.as_str()))
         .map(|(id, (r, _))| format!("{id}: {r}"))
         .collect();
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+/// Evaluates `cases` and returns those whose result is not what each wants (`Denied`:
+/// either denial).
+fn judge(cases: Vec<(Case, &'static str)>) -> Option<Vec<String>> {
+    let want: BTreeMap<String, &str> = cases.iter().map(|(c, w)| (c.id.clone(), *w)).collect();
+    let cases: Vec<Case> = cases.into_iter().map(|(c, _)| c).collect();
+    let results = evaluate(&cases)?;
+    assert_eq!(results.len(), want.len());
+    Some(
+        want.iter()
+            .filter(|(id, want)| {
+                let got = results[*id].0.as_str();
+                match **want {
+                    "Denied" => got != "ExplicitlyDenied" && got != "ImplicitlyDenied",
+                    want => got != want,
+                }
+            })
+            .map(|(id, want)| format!("{id}: want {want}, got {:?}", results[id]))
+            .collect(),
+    )
+}
+
+#[test]
+fn only_the_three_functions_may_send_to_the_dead_letter_queue_and_only_over_tls() {
+    // `ballast dead-letters --replay` acts on what it reads there (from a review).
+    let dlq = format!("arn:aws:sqs:{REGION}:{ACCOUNT}:ballast-{CLUSTER}-events-dlq");
+    let queue = format!("arn:aws:sqs:{REGION}:{ACCOUNT}:ballast-{CLUSTER}-events");
+    let admin = "arn:aws:iam::123456789012:role/admin";
+    let everything = vec![(
+        "admin".to_string(),
+        json!({ "Version": "2012-10-17", "Statement": [{ "Effect": "Allow", "Action": "*", "Resource": "*" }] }),
+    )];
+    let send = |caller: &str, tls: bool| Call {
+        caller: caller.into(),
+        action: "sqs:SendMessage".into(),
+        resource: dlq.clone(),
+        context: BTreeMap::from([
+            ("aws:RequestedRegion".to_string(), Value::from(REGION)),
+            ("aws:SecureTransport".to_string(), Value::from(if tls { "true" } else { "false" })),
+        ]),
+    };
+    let mut cases = Vec::new();
+    for v in VARIANTS {
+        let Some(t) = rendered(v) else { return };
+        let mut add = |what: String, arn: &str, policies: &[(String, Value)], call: Call, want| {
+            let mut case = Case::new(format!("{}: {what}", v.name()), arn, policies, &call);
+            case.resource_policy = resource_policy(&t, &call);
+            assert!(case.resource_policy.is_some(), "{}: the dead-letter queue has no policy", v.name());
+            cases.push((case, want));
+        };
+        for caller in ["interruption", "schedule", "cluster-events"] {
+            let (role, arn) = role_of(&t, caller);
+            let policies = t.role_policies(&role);
+            add(format!("{caller} sends"), &arn, &policies, send(caller, true), "Allowed");
+            add(format!("{caller} sends without TLS"), &arn, &policies, send(caller, false), "ExplicitlyDenied");
+        }
+        let (role, arn) = role_of(&t, "forwarder");
+        add("the forwarder sends".into(), &arn, &t.role_policies(&role), send("forwarder", true), "Denied");
+        add("an administrator sends".into(), admin, &everything, send("admin", true), "ExplicitlyDenied");
+        // Only the events queue may redrive to it.
+        let dead = t
+            .find("AWS::SQS::Queue", "QueueName", &format!("ballast-{CLUSTER}-events-dlq"))
+            .expect("the dead-letter queue");
+        let redrive = &dead.properties["RedriveAllowPolicy"];
+        let redrive: Value = match redrive {
+            Value::String(s) => serde_json::from_str(s).unwrap(),
+            other => other.clone(),
+        };
+        assert_eq!(redrive, json!({ "redrivePermission": "byQueue", "sourceQueueArns": [queue] }), "{}", v.name());
+    }
+    let Some(wrong) = judge(cases) else { return };
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+#[test]
+fn only_this_clusters_forwarder_service_account_may_assume_its_role() {
+    // EKS Pod Identity assumes the role with session tags naming the pod's cluster,
+    // namespace and service account; without conditions on them any association of the
+    // account could (from a review).
+    let cluster_arn = format!("arn:aws:eks:{REGION}:{ACCOUNT}:cluster/{CLUSTER}");
+    let tags = |cluster: &str, namespace: &str, account: &str| {
+        BTreeMap::from([
+            ("aws:SourceAccount".to_string(), Value::from(ACCOUNT)),
+            ("aws:RequestTag/eks-cluster-arn".to_string(), Value::from(cluster.replace("ACCOUNT", ACCOUNT))),
+            ("aws:RequestTag/eks-cluster-name".to_string(), Value::from(cluster.rsplit('/').next().unwrap())),
+            ("aws:RequestTag/kubernetes-namespace".to_string(), Value::from(namespace)),
+            ("aws:RequestTag/kubernetes-service-account".to_string(), Value::from(account)),
+        ])
+    };
+    let other_cluster = format!("arn:aws:eks:{REGION}:{ACCOUNT}:cluster/other");
+    let mut cases = Vec::new();
+    for v in VARIANTS {
+        let Some(t) = rendered(v) else { return };
+        let (_, role_arn) = t.forwarder_role();
+        let role = t
+            .of_kind("AWS::IAM::Role")
+            .map(|(_, r)| r)
+            .find(|r| r.properties["AssumeRolePolicyDocument"].to_string().contains("pods.eks.amazonaws.com"))
+            .unwrap();
+        let trust = role.properties["AssumeRolePolicyDocument"].clone();
+        for action in ["sts:AssumeRole", "sts:TagSession"] {
+            for (what, context, want) in [
+                (
+                    "ballast/ballast-forwarder of this cluster",
+                    tags(&cluster_arn, "ballast", "ballast-forwarder"),
+                    "Allowed",
+                ),
+                ("another namespace", tags(&cluster_arn, "default", "ballast-forwarder"), "Denied"),
+                ("another service account", tags(&cluster_arn, "ballast", "default"), "Denied"),
+                ("another cluster", tags(&other_cluster, "ballast", "ballast-forwarder"), "Denied"),
+                (
+                    "no session tags",
+                    BTreeMap::from([("aws:SourceAccount".to_string(), Value::from(ACCOUNT))]),
+                    "Denied",
+                ),
+            ] {
+                let call = Call { caller: "pods".into(), action: action.into(), resource: role_arn.clone(), context };
+                let mut case =
+                    Case::new(format!("{}: {action} by {what}", v.name()), "pods.eks.amazonaws.com", &[], &call);
+                case.resource_policy = Some(trust.clone());
+                cases.push((case, want));
+            }
+        }
+    }
+    let Some(wrong) = judge(cases) else { return };
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+#[test]
+fn the_read_only_wildcard_statements_hold_only_in_the_stacks_region() {
+    let mut cases = Vec::new();
+    for v in VARIANTS {
+        let Some(t) = rendered(v) else { return };
+        let vpc = t
+            .of_kind("AWS::IAM::ManagedPolicy")
+            .any(|(_, p)| p.properties["PolicyDocument"].to_string().contains("ec2:DescribeNetworkInterfaces"));
+        for caller in ["interruption", "schedule", "cluster-events"] {
+            let (role, arn) = role_of(&t, caller);
+            let policies = t.role_policies(&role);
+            let mut actions = vec![
+                "autoscaling:DescribeAutoScalingGroups",
+                "autoscaling:DescribeScalingActivities",
+                "ec2:DescribeInstances",
+            ];
+            if vpc {
+                actions.push("ec2:DescribeNetworkInterfaces");
+            }
+            for action in actions {
+                for (region, want) in [(REGION, "Allowed"), ("us-east-1", "Denied")] {
+                    let call = Call {
+                        caller: caller.into(),
+                        action: action.into(),
+                        resource: "*".into(),
+                        context: BTreeMap::from([("aws:RequestedRegion".to_string(), Value::from(region))]),
+                    };
+                    let case =
+                        Case::new(format!("{}: {caller} {action} in {region}", v.name()), &arn, &policies, &call);
+                    cases.push((case, want));
+                }
+            }
+        }
+        // The forwarder reads the config parameter, and no other.
+        let (role, arn) = role_of(&t, "forwarder");
+        let policies = t.role_policies(&role);
+        for (parameter, want) in
+            [(format!("ballast/{CLUSTER}/config"), "Allowed"), ("ballast/other/config".to_string(), "Denied")]
+        {
+            let call = Call {
+                caller: "forwarder".into(),
+                action: "ssm:GetParameter".into(),
+                resource: format!("arn:aws:ssm:{REGION}:{ACCOUNT}:parameter/{parameter}"),
+                context: BTreeMap::from([("aws:RequestedRegion".to_string(), Value::from(REGION))]),
+            };
+            cases.push((
+                Case::new(format!("{}: the forwarder reads /{parameter}", v.name()), &arn, &policies, &call),
+                want,
+            ));
+        }
+    }
+    let Some(wrong) = judge(cases) else { return };
     assert!(wrong.is_empty(), "{wrong:#?}");
 }

@@ -78,7 +78,7 @@ async fn headroom_apply_is_idempotent_and_takes_back_fields_another_manager_chan
     let pool = pool();
     assert_eq!(cluster.headroom_replicas(&pool).await.unwrap(), None, "no Deployment yet");
     cluster.set_headroom_replicas(&pool, 3).await.unwrap();
-    let deployments: Api<Deployment> = Api::namespaced(admin.clone(), "ballast");
+    let deployments: Api<Deployment> = Api::namespaced(admin.clone(), "ballast-headroom");
     let first = deployments.get("ballast-headroom-general").await.unwrap();
     assert_eq!(first.spec.as_ref().unwrap().replicas, Some(3));
     let pc: Api<PriorityClass> = Api::all(admin.clone());
@@ -149,7 +149,7 @@ async fn pause_pods_land_on_pool_nodes_and_a_workload_preempts_them() {
     add_node(&admin, "general-1", &[("ballast.io/pool", "general")], "4", "16Gi").await;
     add_node(&admin, "batch-1", &[("ballast.io/pool", "batch")], "8", "32Gi").await;
     cluster.set_headroom_replicas(&pool, 2).await.unwrap();
-    let pods: Api<Pod> = Api::namespaced(admin.clone(), "ballast");
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), "ballast-headroom");
     let pause = ListParams::default().labels("ballast.io/headroom=true");
     eventually(Duration::from_secs(60), "two pause pods bound to general-1", || async {
         let list = pods.list(&pause).await.unwrap();
@@ -276,7 +276,17 @@ async fn the_functions_group_cannot_do_more_than_its_role() {
     };
     assert!(forbidden(apply("default", "ballast-headroom-general").await), "no Deployment outside the namespace");
     assert!(forbidden(apply("kube-system", "coredns").await), "nor anyone else's");
-    assert!(forbidden(apply("ballast", "ballast-forwarder").await), "nor another Deployment in the namespace");
+    assert!(forbidden(apply("ballast-headroom", "ballast-forwarder").await), "nor another in the namespace by name");
+    // Nothing in the forwarder's namespace: a Deployment there could run as its service
+    // account (its AWS role). Before the headroom had a namespace of its own, this was allowed.
+    assert!(forbidden(apply("ballast", "ballast-headroom-general").await), "no pool's Deployment beside the forwarder");
+    let as_forwarder: Deployment = serde_json::from_value(json!({ "metadata": { "name": "sneaky" },
+        "spec": { "selector": { "matchLabels": { "a": "b" } }, "template": { "metadata": { "labels": { "a": "b" } },
+        "spec": { "serviceAccountName": "ballast-forwarder", "containers": [{ "name": "c", "image": "x" }] } } } }))
+    .unwrap();
+    let created =
+        Api::<Deployment>::namespaced(functions.clone(), "ballast").create(&PostParams::default(), &as_forwarder).await;
+    assert!(forbidden(created), "no Deployment created in the forwarder's namespace");
     let deployments: Api<Deployment> = Api::namespaced(functions.clone(), "ballast");
     assert!(forbidden(deployments.get("ballast-forwarder").await));
     let listed = deployments.list(&ListParams::default()).await;

@@ -133,7 +133,7 @@ async fn the_three_functions_under_the_runtime_emulator() {
     let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(summary["errors"], json!([]), "{summary}");
     // 182.5 CPU of demand at 10%, one CPU per pause pod: 19, capped at the pool's max of 10.
-    let headroom = Api::<KubeDeployment>::namespaced(admin.clone(), "ballast");
+    let headroom = Api::<KubeDeployment>::namespaced(admin.clone(), "ballast-headroom");
     let applied = headroom.get("ballast-headroom-general").await.unwrap();
     assert_eq!(applied.spec.unwrap().replicas, Some(10), "{summary}");
     let foreign = ballast_tests::repo_root().join("events/invalid/foreign-account.json");

@@ -1,11 +1,14 @@
 //! `infra/k8s` is a kustomize base: rendered by Debian's kubectl 1.20 (`kubectl
 //! kustomize`), alone and under an overlay that sets the image, the event bus and the
-//! config, and the overlay's output is applied to a real API server (validation and
-//! admission). The forwarder's ServiceAccount can watch pods and nodes but change nothing.
-//! The namespace enforces the `restricted` Pod Security Standard, and the pods Ballast runs
-//! there (the forwarder, the pause pods the functions apply) meet it as the server stores
-//! them. The forwarder's pods carry Prometheus's scrape annotations for the port it serves
-//! `/metrics` on.
+//! config parameter's name, and the overlay's output is applied to a real API server
+//! (validation and admission). The forwarder's ServiceAccount can watch pods and nodes but
+//! change nothing. The namespaces enforce the `restricted` Pod Security Standard, and the
+//! pods Ballast runs there (the forwarder; the pause pods the functions apply, in a
+//! namespace of their own under a quota) meet it as the server stores them. The
+//! forwarder's pods carry Prometheus's scrape annotations for the port it serves `/metrics`
+//! on, its image is pinned by digest, and a NetworkPolicy lets it reach only what it calls.
+//! The headroom admission policy (Kubernetes 1.30+, not applied here) is evaluated with a
+//! CEL interpreter against the pause pods the functions make and against forbidden ones.
 
 use std::path::Path;
 
@@ -22,8 +25,9 @@ use kube::api::{ListParams, Patch, PatchParams};
 use kube::Api;
 use serde_json::{json, Value};
 
-const IMAGE: &str = "123456789012.dkr.ecr.eu-west-1.amazonaws.com/ballast-forwarder";
+const IMAGE: &str = "123456789012.dkr.ecr.eu-west-1.amazonaws.com/ballast-forwarder@sha256:1111111111111111111111111111111111111111111111111111111111111111";
 const BUS: &str = "ballast-prod-eks";
+const CONFIG_PARAMETER: &str = "/ballast/prod-eks/config";
 
 /// An overlay as the README shows it, over a copy of the base (kustomize 2 loads only
 /// files under a kustomization's own directory).
@@ -36,27 +40,36 @@ fn overlay(root: &Path) -> std::path::PathBuf {
     }
     let dir = root.join("prod");
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::copy(ballast_tests::repo_root().join("ballast.example.yaml"), dir.join("ballast.yaml")).unwrap();
+    // kustomize 2 cannot re-pin a digest through `images:`: the image goes in a patch.
+    let image = format!(
+        "apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: ballast-forwarder
+  namespace: ballast
+spec:
+  template:
+    spec:
+      containers:
+        - name: forwarder
+          image: {IMAGE}
+"
+    );
+    std::fs::write(dir.join("image.yaml"), image).unwrap();
     let kustomization = format!(
         "apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 bases:
   - ../base
-images:
-  - name: ghcr.io/ballast-dev/ballast-forwarder
-    newName: {IMAGE}
-    newTag: 0.2.0
+patchesStrategicMerge:
+  - image.yaml
 configMapGenerator:
   - name: ballast-forwarder-settings
     namespace: ballast
     behavior: merge
     literals:
       - BALLAST_EVENT_BUS={BUS}
-  - name: ballast-config
-    namespace: ballast
-    behavior: replace
-    files:
-      - ballast.yaml
+      - BALLAST_CONFIG_PARAMETER={CONFIG_PARAMETER}
 "
     );
     std::fs::write(dir.join("kustomization.yaml"), kustomization).unwrap();
@@ -70,18 +83,30 @@ fn find<'a>(objects: &'a [Value], kind: &str, name_prefix: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no {kind} {name_prefix}* in {objects:#?}"))
 }
 
-/// The forwarder's Deployment reads the generated ConfigMaps by their hashed names, and
-/// its scrape annotations name the port its container serves and its settings bind.
-fn check_wiring(objects: &[Value]) -> (Value, Value, Value) {
+/// The forwarder's Deployment reads the generated settings by their hashed name (the
+/// config from the SSM parameter they name, no copy of it in the cluster), and its scrape
+/// annotations name the port its container serves and its settings bind.
+fn check_wiring(objects: &[Value]) -> (Value, Value) {
     let deployment = find(objects, "Deployment", "ballast-forwarder").clone();
     let settings = find(objects, "ConfigMap", "ballast-forwarder-settings").clone();
-    let config = find(objects, "ConfigMap", "ballast-config").clone();
     let pod = &deployment["spec"]["template"];
     let container = &pod["spec"]["containers"][0];
     assert_eq!(container["envFrom"][0]["configMapRef"]["name"], settings["metadata"]["name"]);
-    let volume = pod["spec"]["volumes"].as_array().unwrap().iter().find(|v| v["name"] == "config").unwrap();
-    assert_eq!(volume["configMap"]["name"], config["metadata"]["name"]);
-    assert_ne!(config["metadata"]["name"], "ballast-config", "a generated name (with its hash) rolls the pods");
+    assert_ne!(
+        settings["metadata"]["name"], "ballast-forwarder-settings",
+        "a generated name (with its hash) rolls the pods"
+    );
+    let parameter = settings["data"]["BALLAST_CONFIG_PARAMETER"].as_str().expect("the config parameter's name");
+    assert!(parameter.starts_with('/'), "{parameter}");
+    let configs: Vec<&Value> = objects
+        .iter()
+        .filter(|o| {
+            o["kind"] == "ConfigMap" && o["metadata"]["name"].as_str().is_some_and(|n| n.starts_with("ballast-config"))
+        })
+        .collect();
+    assert!(configs.is_empty(), "a second copy of the config in the cluster: {configs:?}");
+    assert!(pod["spec"]["volumes"].is_null(), "no config volume: {}", pod["spec"]["volumes"]);
+    assert!(container["env"].as_array().into_iter().flatten().all(|e| e["name"] != "BALLAST_CONFIG_FILE"));
     let annotations = &pod["metadata"]["annotations"];
     assert_eq!(annotations["prometheus.io/scrape"], "true");
     assert_eq!(annotations["prometheus.io/path"], "/metrics");
@@ -110,8 +135,47 @@ fn check_wiring(objects: &[Value]) -> (Value, Value, Value) {
     assert!(bind.ip() == std::net::Ipv6Addr::UNSPECIFIED, "{bind} takes no IPv6 probe");
     let service = find(objects, "Service", "ballast-forwarder-metrics");
     assert_eq!(service["spec"]["ports"][0]["port"], port);
-    Config::from_yaml(config["data"]["ballast.yaml"].as_str().unwrap()).expect("the rendered config is valid");
-    (deployment, settings, config)
+    check_network_policy(objects, port);
+    (deployment, settings)
+}
+
+/// Default deny in `ballast`, and the forwarder's own way out: DNS, HTTPS (the API server,
+/// EventBridge, SSM, STS), the Pod Identity agent; in: its metrics port.
+fn check_network_policy(objects: &[Value], port: u16) {
+    let policies: Vec<&Value> = objects.iter().filter(|o| o["kind"] == "NetworkPolicy").collect();
+    let deny = policies.iter().find(|p| p["spec"]["podSelector"] == json!({}));
+    let deny = deny.unwrap_or_else(|| panic!("no default-deny NetworkPolicy: {policies:#?}"));
+    assert_eq!(deny["metadata"]["namespace"], "ballast");
+    assert_eq!(deny["spec"]["policyTypes"], json!(["Ingress", "Egress"]));
+    assert!(deny["spec"]["ingress"].is_null() && deny["spec"]["egress"].is_null(), "{deny}");
+    let forwarder = policies
+        .iter()
+        .find(|p| p["spec"]["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "forwarder")
+        .expect("the forwarder's NetworkPolicy");
+    let rules = |key: &str| forwarder["spec"][key].as_array().cloned().unwrap_or_default();
+    let allows_port = |rule: &Value, port: u16, protocol: &str| {
+        rule["ports"].as_array().into_iter().flatten().any(|p| p["port"] == port && p["protocol"] == protocol)
+    };
+    let egress = rules("egress");
+    let anywhere = |r: &Value| r["to"].is_null();
+    for (what, ok) in [
+        ("DNS over UDP", egress.iter().any(|r| allows_port(r, 53, "UDP"))),
+        ("DNS over TCP", egress.iter().any(|r| allows_port(r, 53, "TCP"))),
+        ("HTTPS to the API server and AWS", egress.iter().any(|r| anywhere(r) && allows_port(r, 443, "TCP"))),
+        (
+            "the Pod Identity agent",
+            egress.iter().any(|r| {
+                allows_port(r, 80, "TCP")
+                    && r["to"].as_array().into_iter().flatten().any(|t| t["ipBlock"]["cidr"] == "169.254.170.23/32")
+            }),
+        ),
+        ("its metrics, in", rules("ingress").iter().any(|r| allows_port(r, port, "TCP"))),
+    ] {
+        assert!(ok, "the forwarder's NetworkPolicy does not allow {what}: {forwarder}");
+    }
+    // Nothing else goes anywhere: every other egress rule names its destination.
+    let open: Vec<&Value> = egress.iter().filter(|r| anywhere(r) && !allows_port(r, 443, "TCP")).collect();
+    assert!(open.is_empty(), "egress open beyond HTTPS: {open:?}");
 }
 
 #[tokio::test]
@@ -120,46 +184,58 @@ async fn the_kustomize_base_renders_applies_and_the_forwarder_is_read_only() {
     let Some(plane) = ControlPlane::start(Parts::ApiServer).await else { return };
     let admin = plane.client(ADMIN_TOKEN);
 
-    // The base alone: a placeholder config, the published image.
+    // The base alone: a placeholder parameter name, the published image pinned by digest.
     let base = kustomize(&kubectl, &ballast_tests::repo_root().join("infra/k8s"));
-    let (deployment, _, _) = check_wiring(&base);
-    assert_eq!(
-        deployment["spec"]["template"]["spec"]["containers"][0]["image"],
-        "ghcr.io/ballast-dev/ballast-forwarder:0.1.0"
-    );
+    let (deployment, _) = check_wiring(&base);
+    let image = deployment["spec"]["template"]["spec"]["containers"][0]["image"].as_str().unwrap().to_string();
+    let digest = image.strip_prefix("ghcr.io/ballast-dev/ballast-forwarder@sha256:").unwrap_or_default();
+    assert!(digest.len() == 64 && digest.chars().all(|c| c.is_ascii_hexdigit()), "not pinned by digest: {image}");
 
-    // An overlay sets the image, the event bus and the config; the rest of the settings stay.
+    // An overlay sets the image, the event bus and the config parameter; the rest stays.
     let tmp = std::env::temp_dir().join(format!("ballast-kustomize-{}", std::process::id()));
     let rendered = kustomize(&kubectl, &overlay(&tmp));
-    let (deployment, settings, config) = check_wiring(&rendered);
-    assert_eq!(deployment["spec"]["template"]["spec"]["containers"][0]["image"], format!("{IMAGE}:0.2.0"));
+    let (deployment, settings) = check_wiring(&rendered);
+    assert_eq!(deployment["spec"]["template"]["spec"]["containers"][0]["image"], IMAGE);
     assert_eq!(settings["data"]["BALLAST_EVENT_BUS"], BUS);
+    assert_eq!(settings["data"]["BALLAST_CONFIG_PARAMETER"], CONFIG_PARAMETER);
     assert_eq!(settings["data"]["BALLAST_DEBOUNCE"], "30s", "merged, not replaced");
-    let example = std::fs::read_to_string(ballast_tests::repo_root().join("ballast.example.yaml")).unwrap();
-    assert_eq!(config["data"]["ballast.yaml"], example.as_str());
     let _ = std::fs::remove_dir_all(&tmp);
+    check_headroom_quota(&rendered);
 
     // Everything the overlay renders, applied for real.
     let applied = apply_objects(&admin, &rendered, false).await;
     let kinds: Vec<&str> = applied.iter().filter_map(|o| o["kind"].as_str()).collect();
-    for kind in ["Namespace", "PriorityClass", "ClusterRole", "RoleBinding", "ConfigMap", "Service", "Deployment"] {
+    for kind in [
+        "Namespace",
+        "ResourceQuota",
+        "PriorityClass",
+        "ClusterRole",
+        "RoleBinding",
+        "ConfigMap",
+        "Service",
+        "Deployment",
+        "NetworkPolicy",
+    ] {
         assert!(kinds.contains(&kind), "{kind} not applied: {kinds:?}");
     }
     let stored = Api::<Deployment>::namespaced(admin.clone(), "ballast").get("ballast-forwarder").await.unwrap();
     let spec = serde_json::to_value(stored.spec.unwrap().template.spec.unwrap()).unwrap();
     let wrong = restricted_violations(&spec);
     assert!(wrong.is_empty(), "the forwarder breaks the restricted standard: {wrong:?}");
-    let namespace = Api::<Namespace>::all(admin.clone()).get("ballast").await.unwrap();
-    let labels = namespace.metadata.labels.unwrap_or_default();
-    assert_eq!(labels.get("pod-security.kubernetes.io/enforce").map(String::as_str), Some("restricted"));
+    for name in ["ballast", "ballast-headroom"] {
+        let namespace = Api::<Namespace>::all(admin.clone()).get(name).await.unwrap();
+        let labels = namespace.metadata.labels.unwrap_or_default();
+        assert_eq!(labels.get("pod-security.kubernetes.io/enforce").map(String::as_str), Some("restricted"), "{name}");
+    }
 
     // The pause pods, as the functions apply them (their group, their RBAC).
     let mut pool = ballast_tests::example_config().pools.remove(0);
     pool.headroom.pod_cpu_millis = 100;
     let connector = Connector::fixed(plane.kube_config(FUNCTIONS_TOKEN)).expect("connector");
     KubeCluster::new(connector, std::slice::from_ref(&pool)).set_headroom_replicas(&pool, 1).await.unwrap();
+    assert_eq!(pool.headroom.namespace, "ballast-headroom");
     let headroom =
-        Api::<Deployment>::namespaced(admin.clone(), "ballast").get("ballast-headroom-general").await.unwrap();
+        Api::<Deployment>::namespaced(admin.clone(), "ballast-headroom").get("ballast-headroom-general").await.unwrap();
     let spec = serde_json::to_value(headroom.spec.unwrap().template.spec.unwrap()).unwrap();
     let wrong = restricted_violations(&spec);
     assert!(wrong.is_empty(), "the pause pods break the restricted standard: {wrong:?}");
@@ -173,4 +249,191 @@ async fn the_kustomize_base_renders_applies_and_the_forwarder_is_read_only() {
     assert!(patch.is_err_and(denied), "the forwarder cannot change nodes");
     let secrets = Api::<Secret>::all(forwarder).list(&ListParams::default()).await;
     assert!(secrets.is_err_and(denied), "the forwarder cannot read secrets");
+}
+
+/// The headroom namespace's quota leaves room for every pool of the example config at its
+/// headroom `max`, and bounds what pause pods can take.
+fn check_headroom_quota(objects: &[Value]) {
+    let quota = objects
+        .iter()
+        .find(|o| o["kind"] == "ResourceQuota" && o["metadata"]["namespace"] == "ballast-headroom")
+        .expect("a ResourceQuota in ballast-headroom");
+    let hard = &quota["spec"]["hard"];
+    let config = ballast_tests::example_config();
+    let pods: u64 = config.pools.iter().map(|p| u64::from(p.headroom.max)).sum();
+    let cpu: u64 = config.pools.iter().map(|p| u64::from(p.headroom.max) * p.headroom.pod_cpu_millis).sum();
+    let memory: u64 = config.pools.iter().map(|p| u64::from(p.headroom.max) * p.headroom.pod_memory_bytes).sum();
+    let quantity = |key: &str| -> f64 {
+        let q = hard[key].as_str().unwrap_or_else(|| panic!("quota without {key}: {hard}"));
+        let (number, factor) = match q {
+            q if q.ends_with("Gi") => (&q[..q.len() - 2], f64::from(1u32 << 30)),
+            q if q.ends_with('m') => (&q[..q.len() - 1], 0.001),
+            q => (q, 1.0),
+        };
+        number.parse::<f64>().unwrap() * factor
+    };
+    assert!(quantity("pods") >= pods as f64, "pods {} < {pods}", hard["pods"]);
+    assert!(quantity("requests.cpu") * 1000.0 >= cpu as f64, "requests.cpu {} < {cpu}m", hard["requests.cpu"]);
+    assert!(quantity("requests.memory") >= memory as f64, "requests.memory {} < {memory}", hard["requests.memory"]);
+}
+
+#[test]
+fn headroom_lives_by_default_in_its_own_namespace_which_the_functions_rbac_covers() {
+    // A pool that names no namespace: its pause pods are not beside the forwarder, whose
+    // service account (and AWS role) a Deployment there could use.
+    let example = std::fs::read_to_string(ballast_tests::repo_root().join("ballast.example.yaml")).unwrap();
+    let config = Config::from_yaml(&example.replace("      namespace: ballast-headroom\n", "")).unwrap();
+    assert!(config.pools.iter().all(|p| p.headroom.namespace == "ballast-headroom"));
+    let rbac = std::fs::read_to_string(ballast_tests::repo_root().join("infra/k8s/functions-rbac.yaml")).unwrap();
+    let roles: Vec<Value> = serde_yaml_ng::Deserializer::from_str(&rbac)
+        .map(|d| <Value as serde::Deserialize>::deserialize(d).unwrap())
+        .filter(|o| o["kind"] == "Role" || o["kind"] == "RoleBinding")
+        .collect();
+    assert_eq!(roles.len(), 2, "{roles:?}");
+    for o in roles {
+        assert_eq!(o["metadata"]["namespace"], "ballast-headroom", "{o}");
+    }
+}
+
+/// The messages of the headroom admission policy's validations that `object` fails, its
+/// variables and validations evaluated in order as the API server does (an evaluation
+/// error denies too: failurePolicy Fail).
+fn admission_failures(object: &Value) -> Vec<String> {
+    use cel_interpreter::{Context, Program};
+    let text =
+        std::fs::read_to_string(ballast_tests::repo_root().join("infra/k8s/headroom-admission-policy.yaml")).unwrap();
+    let docs: Vec<Value> = serde_yaml_ng::Deserializer::from_str(&text)
+        .map(|d| <Value as serde::Deserialize>::deserialize(d).unwrap())
+        .collect();
+    let policy = docs.iter().find(|d| d["kind"] == "ValidatingAdmissionPolicy").expect("the policy");
+    let mut context = Context::default();
+    context.add_variable("object", object).unwrap();
+    let mut variables = serde_json::Map::new();
+    for v in policy["spec"]["variables"].as_array().into_iter().flatten() {
+        context.add_variable("variables", Value::Object(variables.clone())).unwrap();
+        let expression = v["expression"].as_str().unwrap();
+        let program = Program::compile(expression).unwrap_or_else(|e| panic!("{expression}: {e}"));
+        match program.execute(&context) {
+            Ok(value) => {
+                variables.insert(v["name"].as_str().unwrap().to_string(), value.json().unwrap());
+            }
+            Err(e) => return vec![format!("variable {}: {e}", v["name"])],
+        }
+    }
+    context.add_variable("variables", Value::Object(variables)).unwrap();
+    let mut failed = Vec::new();
+    for v in policy["spec"]["validations"].as_array().into_iter().flatten() {
+        let expression = v["expression"].as_str().unwrap();
+        let program = Program::compile(expression).unwrap_or_else(|e| panic!("{expression}: {e}"));
+        match program.execute(&context) {
+            Ok(cel_interpreter::Value::Bool(true)) => {}
+            Ok(other) => failed.push(format!("{} ({other:?})", v["message"].as_str().unwrap_or(expression))),
+            Err(e) => failed.push(format!("{} (error: {e})", v["message"].as_str().unwrap_or(expression))),
+        }
+    }
+    failed
+}
+
+#[test]
+fn the_headroom_admission_policy_admits_the_pause_pods_and_nothing_else() {
+    let text =
+        std::fs::read_to_string(ballast_tests::repo_root().join("infra/k8s/headroom-admission-policy.yaml")).unwrap();
+    let docs: Vec<Value> = serde_yaml_ng::Deserializer::from_str(&text)
+        .map(|d| <Value as serde::Deserialize>::deserialize(d).unwrap())
+        .collect();
+    let policy = docs.iter().find(|d| d["kind"] == "ValidatingAdmissionPolicy").expect("the policy");
+    let binding = docs.iter().find(|d| d["kind"] == "ValidatingAdmissionPolicyBinding").expect("its binding");
+    assert!(docs.iter().all(|d| d["apiVersion"] == "admissionregistration.k8s.io/v1"), "GA only");
+    assert_eq!(binding["spec"]["policyName"], policy["metadata"]["name"]);
+    assert_eq!(binding["spec"]["validationActions"], json!(["Deny"]));
+    assert_eq!(policy["spec"]["failurePolicy"], "Fail");
+    // Not in the base: the test API server (1.20) and clusters before 1.30 refuse the kind.
+    let kustomization =
+        std::fs::read_to_string(ballast_tests::repo_root().join("infra/k8s/kustomization.yaml")).unwrap();
+    assert!(!kustomization.lines().any(|l| l.trim() == "- headroom-admission-policy.yaml"));
+
+    let config = ballast_tests::example_config();
+    let mut checked = 0;
+    for pool in &config.pools {
+        let selector = &policy["spec"]["matchConstraints"]["namespaceSelector"]["matchLabels"];
+        assert_eq!(selector["kubernetes.io/metadata.name"], pool.headroom.namespace.as_str());
+        // As the functions make them: the Deployment, and a pod of its template.
+        let deployment = serde_json::to_value(ballast_kube::headroom::deployment(pool, 2)).unwrap();
+        let pod = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": { "name": "pause", "namespace": pool.headroom.namespace },
+            "spec": deployment["spec"]["template"]["spec"],
+        });
+        for (what, object) in [("Deployment", &deployment), ("Pod", &pod)] {
+            let failed = admission_failures(object);
+            assert!(failed.is_empty(), "pool {}: its pause {what} is refused: {failed:#?}", pool.name);
+            let spec = if what == "Pod" { "/spec" } else { "/spec/template/spec" };
+            let forbidden: Vec<(&str, &str, Box<dyn Fn(&mut Value)>)> = vec![
+                (
+                    "another image",
+                    "only the configured pause image",
+                    Box::new(|s| {
+                        s["containers"][0]["image"] = json!("ghcr.io/ballast-dev/ballast-forwarder@sha256:0000000000000000000000000000000000000000000000000000000000000000")
+                    }),
+                ),
+                (
+                    "the pause image by tag",
+                    "only the configured pause image",
+                    Box::new(|s| s["containers"][0]["image"] = json!("registry.k8s.io/pause:3.10")),
+                ),
+                (
+                    "a second container",
+                    "only the configured pause image",
+                    Box::new(|s| {
+                        let mut second = s["containers"][0].clone();
+                        second["name"] = json!("shell");
+                        second["image"] = json!("busybox");
+                        s["containers"].as_array_mut().unwrap().push(second);
+                    }),
+                ),
+                (
+                    "a service-account token",
+                    "no service-account token",
+                    Box::new(|s| {
+                        s["automountServiceAccountToken"] = json!(true);
+                        s["serviceAccountName"] = json!("ballast-forwarder");
+                    }),
+                ),
+                (
+                    "the default token mount",
+                    "no service-account token",
+                    Box::new(|s| {
+                        s.as_object_mut().unwrap().remove("automountServiceAccountToken");
+                    }),
+                ),
+                (
+                    "an init container",
+                    "no init or ephemeral containers",
+                    Box::new(|s| s["initContainers"] = json!([{ "name": "init", "image": "busybox" }])),
+                ),
+                (
+                    "a volume",
+                    "no volumes",
+                    Box::new(|s| s["volumes"] = json!([{ "name": "token", "secret": { "secretName": "x" } }])),
+                ),
+                (
+                    "another PriorityClass",
+                    "headroom PriorityClass",
+                    Box::new(|s| s["priorityClassName"] = json!("system-cluster-critical")),
+                ),
+            ];
+            for (change, message, apply) in forbidden {
+                let mut bad = object.clone();
+                apply(bad.pointer_mut(spec).unwrap());
+                let failed = admission_failures(&bad);
+                assert!(
+                    failed.iter().any(|f| f.contains(message)),
+                    "pool {}: a {what} with {change} is admitted or refused for another reason: {failed:#?}",
+                    pool.name
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert_eq!(checked, 8 * 2 * config.pools.len());
 }

@@ -3,13 +3,15 @@
 //! account 123456789012, against every fixture in events/, judged by moto's own matcher:
 //! each rule targets its own SQS queue, each fixture is put on the bus (by moto, in that
 //! account), and the queues say which rules matched. A typo in a pattern fails here.
+//! The config-changed rule takes the config parameter's own Create and Update events,
+//! not another parameter's nor a Delete.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use ballast_tests::moto::Moto;
 use ballast_tests::repo_root;
-use ballast_tests::templates::{rendered, Template, Variant};
-use serde_json::Value;
+use ballast_tests::templates::{rendered, sam_parameters, sam_translated, Template, Variant};
+use serde_json::{json, Value};
 
 /// (rule, on the forwarder's bus, pattern) from a rendered template.
 fn rules(template: &Template) -> Vec<(String, bool, Value)> {
@@ -34,6 +36,8 @@ fn expected(rule_kind: &str, fixture: &str) -> bool {
         "lifecycle" => fixture.starts_with("lifecycle-"),
         "health" => fixture.starts_with("health-"),
         "forwarder" => fixture.starts_with("forwarder-"),
+        // Variants made by the test (another parameter, a Delete) take nothing.
+        "config-changed" => fixture == "ssm-parameter-change.json",
         other => panic!("a rule of unknown kind: {other}"),
     }
 }
@@ -49,6 +53,7 @@ fn kind_of(pattern: &Value) -> &'static str {
         "EC2 Instance-terminate Lifecycle Action" => "lifecycle",
         "AWS Health Event" => "health",
         "Pool Demand Changed" => "forwarder",
+        "Parameter Store Change" => "config-changed",
         other => panic!("a rule for an unexpected detail-type: {other}"),
     }
 }
@@ -60,7 +65,7 @@ async fn check(template_name: &str, template: Template) {
     let sqs = aws_sdk_sqs::Client::new(&sdk);
     events.create_event_bus().name("ballast-forwarder").send().await.unwrap();
     let rules = rules(&template);
-    assert_eq!(rules.len(), 7, "{template_name}: six AWS event rules and the forwarder's");
+    assert_eq!(rules.len(), 8, "{template_name}: six AWS event rules, the config's and the forwarder's");
     let mut queues = BTreeMap::new();
     for (index, (rule, custom_bus, pattern)) in rules.iter().enumerate() {
         let url =
@@ -90,6 +95,13 @@ async fn check(template_name: &str, template: Template) {
     }
     fixtures.sort_by(|a, b| a.0.cmp(&b.0));
     assert!(fixtures.len() >= 26);
+    let change = fixtures.iter().find(|(n, _)| n == "ssm-parameter-change.json").expect("the SSM fixture").1.clone();
+    let mut other = change.clone();
+    other["detail"]["name"] = json!("/ballast/prod-eks/config-old");
+    fixtures.push(("ssm-parameter-change (another parameter)".into(), other));
+    let mut deleted = change;
+    deleted["detail"]["operation"] = json!("Delete");
+    fixtures.push(("ssm-parameter-change (deleted)".into(), deleted));
     let mut matched: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for (name, fixture) in &fixtures {
         for bus in ["default", "ballast-forwarder"] {
@@ -139,8 +151,11 @@ async fn check(template_name: &str, template: Template) {
 
 #[tokio::test]
 async fn sam_template_patterns_match_exactly_their_events() {
-    let Some(template) = rendered(Variant::Sam) else { return };
-    check("SAM", template).await;
+    // Deployed with the fixture's parameter name (the default names it after the cluster).
+    let Some(raw) = sam_translated() else { return };
+    let mut parameters = sam_parameters(false);
+    parameters.insert("ConfigParameterName", Value::from("/ballast/prod-eks/config"));
+    check("SAM", Template::render(&raw, &parameters)).await;
 }
 
 #[tokio::test]

@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 
 use ballast_lambda::metrics::{DECISION_METRICS, OTHER_METRICS};
 use ballast_tests::templates::{rendered, strings, text, Template, Variant, ACCOUNT, REGION};
-use serde_json::Value;
+use serde_json::{json, Value};
 
 const FUNCTIONS: [&str; 3] = ["interruption", "schedule", "cluster-events"];
 
@@ -92,17 +92,42 @@ fn the_queue_keeps_a_message_through_every_redrive_and_the_dead_letter_queue_lon
         if dlq_retention <= retention {
             wrong.push(format!("dead-letter retention {dlq_retention} s not longer than the queue's {retention} s"));
         }
-        // Six times the longest function timeout, as Lambda's SQS integration recommends.
-        let timeout = t
-            .of_kind("AWS::Lambda::Function")
-            .filter_map(|(_, f)| text(&f.properties["Timeout"]).parse::<u64>().ok())
-            .max()
-            .unwrap_or(0);
-        if visibility < 6 * timeout.min(900) {
-            wrong.push(format!("VisibilityTimeout {visibility} s < 6 x the function timeout {timeout} s"));
-        }
+        wrong.extend(visibility_is_six_function_timeouts(variant, t));
         wrong
     });
+}
+
+/// The events queue's visibility timeout is six times its consumer's timeout, as Lambda's
+/// SQS integration recommends, and no more: a crashed batch hides its Spot warnings
+/// (worthless after two minutes) and lifecycle actions for that long.
+fn visibility_is_six_function_timeouts(variant: Variant, t: &Template) -> Vec<String> {
+    let queue = t.find("AWS::SQS::Queue", "QueueName", &format!("ballast-{}-events", cluster(variant))).unwrap();
+    let visibility = text(&queue.properties["VisibilityTimeout"]).parse::<u64>().unwrap_or(0);
+    let function = t.find("AWS::Lambda::Function", "FunctionName", &function_name(variant, "interruption")).unwrap();
+    let timeout = text(&function.properties["Timeout"]).parse::<u64>().unwrap_or(0);
+    if timeout == 0 || visibility != 6 * timeout {
+        vec![format!("VisibilityTimeout {visibility} s is not 6 x the interruption function's timeout {timeout} s")]
+    } else {
+        Vec::new()
+    }
+}
+
+#[test]
+fn the_queues_visibility_follows_every_function_timeout_sam_allows() {
+    use ballast_tests::templates::{sam_parameters, sam_translated};
+    let Some(raw) = sam_translated() else { return };
+    let allowed = raw["Parameters"]["FunctionTimeoutSeconds"]["AllowedValues"].as_array().cloned().unwrap_or_default();
+    assert!(allowed.len() >= 10, "FunctionTimeoutSeconds allows {allowed:?}");
+    let mut wrong = Vec::new();
+    for timeout in allowed {
+        let mut parameters = sam_parameters(false);
+        parameters.insert("FunctionTimeoutSeconds", timeout.clone());
+        let t = Template::render(&raw, &parameters);
+        wrong.extend(
+            visibility_is_six_function_timeouts(Variant::Sam, &t).into_iter().map(|w| format!("{timeout}: {w}")),
+        );
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
 }
 
 #[test]
@@ -186,6 +211,117 @@ fn vpc_mode_is_refused_before_deploying_unless_it_is_whole() {
     assert!(no_vpc.len() == 1 && no_vpc[0].contains("VpcId"), "{no_vpc:?}");
     let no_groups = failed_rules(&raw, &with(&[("SubnetIds", subnets), ("VpcId", VPC)]));
     assert!(no_groups.len() == 1 && no_groups[0].contains("SecurityGroupIds"), "{no_groups:?}");
+    // The VPC endpoints need the VPC, and the route tables of the DynamoDB gateway.
+    let tables = ballast_tests::templates::ROUTE_TABLES.join(",");
+    let endpoints = [("CreateVpcEndpoints", "true"), ("VpcEndpointRouteTableIds", tables.as_str())];
+    let no_network = failed_rules(&raw, &with(&endpoints));
+    assert!(no_network.len() == 1 && no_network[0].contains("SubnetIds"), "{no_network:?}");
+    let mut whole_with_endpoints = whole.clone();
+    whole_with_endpoints.extend(endpoints);
+    assert!(failed_rules(&raw, &whole_with_endpoints).is_empty());
+    whole_with_endpoints.remove("VpcEndpointRouteTableIds");
+    let no_tables = failed_rules(&raw, &whole_with_endpoints);
+    assert!(no_tables.len() == 1 && no_tables[0].contains("VpcEndpointRouteTableIds"), "{no_tables:?}");
+}
+
+#[test]
+fn the_vpc_mode_creates_the_endpoints_the_functions_call_and_lists_them() {
+    use ballast_tests::templates::{ROUTE_TABLES, SECURITY_GROUPS, SUBNETS, VPC};
+    // What the functions call: config, credentials and the EKS token's STS, the cluster,
+    // the ASGs, the instances, the queue, EventBridge, their logs; DynamoDB by gateway.
+    let interface = ["ssm", "sts", "eks", "autoscaling", "ec2", "sqs", "events", "logs"];
+    each(|variant, t| {
+        let mut wrong = Vec::new();
+        let vpc = matches!(variant, Variant::SamVpc | Variant::CdkVpc);
+        let mut services = BTreeSet::new();
+        for (id, e) in t.of_kind("AWS::EC2::VPCEndpoint") {
+            let p = &e.properties;
+            let service = text(&p["ServiceName"]);
+            let short = service.strip_prefix(&format!("com.amazonaws.{REGION}.")).unwrap_or(&service).to_string();
+            let ok = match text(&p["VpcEndpointType"]).as_str() {
+                "Interface" => {
+                    strings(&p["SubnetIds"]) == SUBNETS
+                        && strings(&p["SecurityGroupIds"]) == SECURITY_GROUPS
+                        && text(&p["PrivateDnsEnabled"]) == "true"
+                }
+                "Gateway" => short == "dynamodb" && strings(&p["RouteTableIds"]) == ROUTE_TABLES,
+                _ => false,
+            };
+            if !ok || text(&p["VpcId"]) != VPC {
+                wrong.push(format!("endpoint {id}: {p}"));
+            }
+            services.insert(short);
+        }
+        let want: BTreeSet<String> = if vpc {
+            interface.iter().chain(["dynamodb"].iter()).map(|s| s.to_string()).collect()
+        } else {
+            BTreeSet::new()
+        };
+        if services != want {
+            wrong.push(format!("endpoints for {services:?}, want {want:?}"));
+        }
+        wrong
+    });
+}
+
+#[test]
+fn the_cdk_app_refuses_a_vpc_mode_whose_zones_do_not_fit_before_synth() {
+    let dir = ballast_tests::repo_root().join("infra/cdk");
+    if !dir.join("node_modules/ts-node").exists() {
+        assert!(!ballast_tests::moto::required(), "CI=true but infra/cdk has no node_modules: run scripts/test");
+        eprintln!("skipped: infra/cdk not installed (scripts/test runs npm ci there)");
+        return;
+    }
+    // The stack as the app builds it (no bundling), for each set of props.
+    let script = r#"
+const { App } = require('aws-cdk-lib');
+const { BallastStack } = require('./lib/ballast-stack');
+const base = {
+  env: { account: '123456789012', region: 'eu-west-1' }, clusterName: 'test', configParameterName: '',
+  accessEntries: true, stateTableName: 'ballast-test-state', vpcId: 'vpc-0123456789abcdef0',
+  subnetIds: ['subnet-0aaaaaaaaaaaaaaa1', 'subnet-0bbbbbbbbbbbbbbb2'], securityGroupIds: ['sg-0123456789abcdef0'],
+  availabilityZones: ['eu-west-1a', 'eu-west-1b'], createVpcEndpoints: false, routeTableIds: [],
+};
+const cases = JSON.parse(process.argv[1]);
+for (const [name, extra] of cases) {
+  const app = new App();
+  app.node.setContext('aws:cdk:bundling-stacks', []);
+  try { new BallastStack(app, 'ballast-test', { ...base, ...extra }); console.log(`${name}: ok`); }
+  catch (e) { console.log(`${name}: ${e.message}`); }
+}
+"#;
+    let subnets3 = json!(["subnet-1", "subnet-2", "subnet-3"]);
+    let cases = json!([
+        ["fits", {}],
+        ["no zones", { "availabilityZones": [] }],
+        ["another region", { "availabilityZones": ["us-east-1a", "us-east-1b"] }],
+        ["a zone twice", { "availabilityZones": ["eu-west-1a", "eu-west-1a"] }],
+        ["uneven", { "subnetIds": subnets3 }],
+        ["endpoints without route tables", { "createVpcEndpoints": true }],
+        ["endpoints without a VPC", { "createVpcEndpoints": true, "routeTableIds": ["rtb-1"], "subnetIds": [], "availabilityZones": [] }],
+        ["a config name without /", { "configParameterName": "ballast/test/config" }],
+    ]);
+    let out = std::process::Command::new("node")
+        .current_dir(&dir)
+        .env("TS_NODE_TRANSPILE_ONLY", "1")
+        .args(["-r", "ts-node/register", "-e", script, &cases.to_string()])
+        .output()
+        .expect("node runs");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    for (case, want) in [
+        ("fits", "ok"),
+        ("no zones", "subnetIds needs availabilityZones"),
+        ("another region", "not zones of the stack's region eu-west-1"),
+        ("a zone twice", "a zone is given twice"),
+        ("uneven", "3 subnetIds over 2 availabilityZones"),
+        ("endpoints without route tables", "createVpcEndpoints needs routeTableIds"),
+        ("endpoints without a VPC", "createVpcEndpoints needs subnetIds"),
+        ("a config name without /", "a parameter name starting with /"),
+    ] {
+        let line = text.lines().find(|l| l.starts_with(&format!("{case}: "))).unwrap_or_default();
+        assert!(line.contains(want), "{case}: want `{want}`, got `{line}` in:\n{text}");
+    }
 }
 
 #[test]
@@ -248,17 +384,12 @@ fn a_tick_is_never_throttled_behind_a_drain_and_a_waiting_override() {
 }
 
 #[test]
-fn the_queue_is_polled_with_a_maximum_concurrency_not_a_starved_reservation() {
+fn the_queue_is_polled_with_a_maximum_concurrency_the_function_reserves() {
     each(|variant, t| {
         let mut wrong = Vec::new();
         let name = function_name(variant, "interruption");
         let function = t.find("AWS::Lambda::Function", "FunctionName", &name).unwrap();
-        if !function.properties["ReservedConcurrentExecutions"].is_null() {
-            wrong.push(format!(
-                "interruption has a reserved concurrency ({}): below the SQS pollers' minimum of 5 it throttles them",
-                function.properties["ReservedConcurrentExecutions"]
-            ));
-        }
+        let reserved = text(&function.properties["ReservedConcurrentExecutions"]).parse::<u32>().unwrap_or(0);
         let mappings: Vec<&Value> = t
             .of_kind("AWS::Lambda::EventSourceMapping")
             .map(|(_, m)| &m.properties)
@@ -269,6 +400,13 @@ fn the_queue_is_polled_with_a_maximum_concurrency_not_a_starved_reservation() {
                 let max = text(&m["ScalingConfig"]["MaximumConcurrency"]).parse::<u32>().unwrap_or(0);
                 if !(2..=1000).contains(&max) {
                     wrong.push(format!("the event source mapping's MaximumConcurrency is {max}, want 2..=1000"));
+                }
+                // Fewer reserved and the pollers' invocations are throttled in a storm;
+                // none reserved and other functions of the account can starve it.
+                if reserved < max {
+                    wrong.push(format!(
+                        "interruption reserves {reserved} executions, under the queue's MaximumConcurrency {max}"
+                    ));
                 }
                 if !strings(&m["FunctionResponseTypes"]).contains(&"ReportBatchItemFailures".to_string()) {
                     wrong.push("no ReportBatchItemFailures".into());
@@ -300,8 +438,8 @@ fn only_the_stacks_rules_may_send_to_the_queue_and_only_this_accounts_events_mat
         let mut wrong = Vec::new();
         let queue_arn = format!("arn:aws:sqs:{REGION}:{ACCOUNT}:ballast-{}-events", cluster(variant));
         let rules = rules_targeting(t, &queue_arn);
-        if rules.len() != 6 {
-            wrong.push(format!("{} rules target the queue, want 6", rules.len()));
+        if rules.len() != 7 {
+            wrong.push(format!("{} rules target the queue, want 7 (six AWS event rules, the config's)", rules.len()));
         }
         let policy_statements: Vec<Value> = t
             .of_kind("AWS::SQS::QueuePolicy")
@@ -441,6 +579,14 @@ fn events_waiting_past_any_working_deployments_wait_raise_an_alarm() {
             let threshold = a["Threshold"].as_f64().or_else(|| text(&a["Threshold"]).parse().ok()).unwrap_or(0.0);
             let period = a["Period"].as_u64().or_else(|| text(&a["Period"]).parse().ok()).unwrap_or(0);
             let evaluations = a["EvaluationPeriods"].as_u64().or_else(|| text(&a["EvaluationPeriods"]).parse().ok());
+            let queue = t.find("AWS::SQS::Queue", "QueueName", &queue).unwrap();
+            let n = |v: &Value| text(v).parse::<f64>().unwrap_or(0.0);
+            let redriven_after =
+                n(&queue.properties["VisibilityTimeout"]) * n(&queue.properties["RedrivePolicy"]["maxReceiveCount"]);
+            // Before a batch that crashes every time reaches the dead-letter queue.
+            if threshold >= redriven_after {
+                wrong.push(format!("the age alarm ({threshold} s) fires only after a crashing batch is dead-lettered ({redriven_after} s)"));
+            }
             // Not on a working deployment's waits; within half an hour of a failing one's.
             if !(f64::from(longest_wait)..=1800.0).contains(&threshold)
                 || text(&a["ComparisonOperator"]) != "GreaterThanThreshold"
@@ -601,4 +747,260 @@ fn the_forwarder_image_builds_from_bases_pinned_by_digest_and_the_locked_depende
         ignore.lines().any(|l| l.trim().trim_end_matches('/') == "target"),
         "the build context leaves target out: {ignore}"
     );
+}
+
+/// The config parameter's name as a deployment of `variant` gets it by default.
+fn config_name(variant: Variant) -> String {
+    format!("/ballast/{}/config", cluster(variant))
+}
+
+/// What is wrong with how the template names and follows the config parameter `name`.
+fn config_wiring(variant: Variant, t: &Template, name: &str) -> Vec<String> {
+    let mut wrong = Vec::new();
+    // Written by `ballast config push`: a stack that wrote it would overwrite it on each update.
+    for (id, _) in t.of_kind("AWS::SSM::Parameter") {
+        wrong.push(format!("the stack creates the SSM parameter {id}"));
+    }
+    let arn = format!("arn:aws:ssm:{REGION}:{ACCOUNT}:parameter{name}");
+    let roles = t.function_roles();
+    let (forwarder, _) = t.forwarder_role();
+    for (who, role) in FUNCTIONS
+        .iter()
+        .map(|f| (f.to_string(), roles[&function_name(variant, f)].clone()))
+        .chain(std::iter::once(("forwarder".to_string(), forwarder)))
+    {
+        if who != "forwarder" {
+            let function = t.find("AWS::Lambda::Function", "FunctionName", &function_name(variant, &who)).unwrap();
+            let told = text(&function.properties["Environment"]["Variables"]["BALLAST_CONFIG_PARAMETER"]);
+            if told != name {
+                wrong.push(format!("{who}: BALLAST_CONFIG_PARAMETER is `{told}`, want `{name}`"));
+            }
+        }
+        let reads: Vec<Vec<String>> = statements(t, &role)
+            .iter()
+            .filter(|(_, s)| allows(s, "ssm:GetParameter"))
+            .map(|(_, s)| strings(&s["Resource"]))
+            .collect();
+        if reads != vec![vec![arn.clone()]] {
+            wrong.push(format!("{who}: ssm:GetParameter on {reads:?}, want exactly [{arn}]"));
+        }
+    }
+    // Its change event reaches every function: two directly (with their permission), the
+    // interruption function through its queue.
+    let rules: Vec<(&String, &ballast_tests::templates::Resource)> = t
+        .of_kind("AWS::Events::Rule")
+        .filter(|(_, r)| r.properties["EventPattern"]["source"] == serde_json::json!(["aws.ssm"]))
+        .collect();
+    let [(_, rule)] = rules.as_slice() else {
+        wrong.push(format!("{} rules on aws.ssm, want one", rules.len()));
+        return wrong;
+    };
+    let rule_name = text(&rule.properties["Name"]);
+    if rule_name != format!("ballast-{}-config-changed", cluster(variant)) || !rule.properties["EventBusName"].is_null()
+    {
+        wrong.push(format!(
+            "the config rule is {rule_name} on {}, want ballast-CLUSTER-config-changed on the default bus",
+            rule.properties["EventBusName"]
+        ));
+    }
+    let pattern = &rule.properties["EventPattern"];
+    let want = serde_json::json!({
+        "account": [ACCOUNT], "source": ["aws.ssm"], "detail-type": ["Parameter Store Change"],
+        "detail": { "name": [name], "operation": ["Create", "Update"] },
+    });
+    if *pattern != want {
+        wrong.push(format!("the config rule's pattern is {pattern}, want {want}"));
+    }
+    let rule_arn = format!("arn:aws:events:{REGION}:{ACCOUNT}:rule/{rule_name}");
+    let targets: BTreeSet<String> =
+        rule.properties["Targets"].as_array().into_iter().flatten().map(|x| text(&x["Arn"])).collect();
+    let function_arn = |f: &str| format!("arn:aws:lambda:{REGION}:{ACCOUNT}:function:{}", function_name(variant, f));
+    let queue = format!("arn:aws:sqs:{REGION}:{ACCOUNT}:ballast-{}-events", cluster(variant));
+    let want: BTreeSet<String> = [function_arn("schedule"), function_arn("cluster-events"), queue].into();
+    if targets != want {
+        wrong.push(format!("the config rule targets {targets:?}, want {want:?}"));
+    }
+    for f in ["schedule", "cluster-events"] {
+        let permitted = t.of_kind("AWS::Lambda::Permission").any(|(_, p)| {
+            let target = text(&p.properties["FunctionName"]);
+            (target == function_name(variant, f) || target == function_arn(f))
+                && p.properties["Principal"] == "events.amazonaws.com"
+                && text(&p.properties["SourceArn"]) == rule_arn
+        });
+        if !permitted {
+            wrong.push(format!("{f}: no permission for the config rule to invoke it"));
+        }
+    }
+    wrong
+}
+
+#[test]
+fn the_stack_names_the_config_parameter_and_every_function_follows_its_changes() {
+    each(|variant, t| config_wiring(variant, t, &config_name(variant)));
+}
+
+#[test]
+fn a_config_parameter_of_another_name_is_read_and_followed_under_that_name() {
+    use ballast_tests::templates::{sam_parameters, sam_translated};
+    let Some(raw) = sam_translated() else { return };
+    assert!(raw["Parameters"].get("BallastConfig").is_none(), "the config is no CloudFormation parameter");
+    let pattern = text(&raw["Parameters"]["ConfigParameterName"]["AllowedPattern"]);
+    assert!(pattern.starts_with("^(/"), "a name must start with /: {pattern}");
+    let mut parameters = sam_parameters(false);
+    parameters.insert("ConfigParameterName", Value::from("/platform/ballast.yaml"));
+    let t = Template::render(&raw, &parameters);
+    let wrong = config_wiring(Variant::Sam, &t, "/platform/ballast.yaml");
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+/// The EKS side of the stack: an access entry per function role (the group
+/// infra/k8s/functions-rbac.yaml binds) and the forwarder's Pod Identity association.
+fn eks_access(variant: Variant, t: &Template, entries: bool) -> Vec<String> {
+    let mut wrong = Vec::new();
+    let roles = t.function_roles();
+    let mut want: BTreeSet<String> = BTreeSet::new();
+    if entries {
+        want = FUNCTIONS
+            .iter()
+            .map(|f| format!("arn:aws:iam::{ACCOUNT}:role/{}", roles[&function_name(variant, f)]))
+            .collect();
+    }
+    let mut got = BTreeSet::new();
+    for (id, e) in t.of_kind("AWS::EKS::AccessEntry") {
+        let p = &e.properties;
+        got.insert(text(&p["PrincipalArn"]));
+        if text(&p["ClusterName"]) != cluster(variant)
+            || strings(&p["KubernetesGroups"]) != vec!["ballast:functions".to_string()]
+            || text(&p["Type"]) != "STANDARD"
+        {
+            wrong.push(format!("access entry {id}: {p}"));
+        }
+    }
+    if got != want {
+        wrong.push(format!("access entries for {got:?}, want {want:?}"));
+    }
+    let (_, forwarder) = t.forwarder_role();
+    let associations: Vec<&Value> = t.of_kind("AWS::EKS::PodIdentityAssociation").map(|(_, a)| &a.properties).collect();
+    let ok = |a: &&Value| {
+        text(&a["ClusterName"]) == cluster(variant)
+            && a["Namespace"] == "ballast"
+            && a["ServiceAccount"] == "ballast-forwarder"
+            && text(&a["RoleArn"]) == forwarder
+    };
+    if associations.len() != 1 || !associations.iter().all(ok) {
+        wrong.push(format!(
+            "Pod Identity associations {associations:?}, want ballast/ballast-forwarder with {forwarder}"
+        ));
+    }
+    wrong
+}
+
+#[test]
+fn the_function_roles_get_access_entries_and_the_forwarder_its_pod_identity() {
+    each(|variant, t| eks_access(variant, t, true));
+}
+
+#[test]
+fn a_cluster_on_config_map_authentication_gets_no_access_entries() {
+    use ballast_tests::templates::{sam_parameters, sam_translated};
+    let Some(raw) = sam_translated() else { return };
+    let mut parameters = sam_parameters(false);
+    parameters.insert("ClusterAccessEntries", Value::from("false"));
+    let wrong = eks_access(Variant::Sam, &Template::render(&raw, &parameters), false);
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+#[test]
+fn a_silent_forwarder_raises_an_alarm_within_fifteen_minutes() {
+    // Its heartbeat (infra/k8s BALLAST_HEARTBEAT) sends every pool's demand every 5 min.
+    each(|variant, t| {
+        let mut wrong = Vec::new();
+        let bus = format!("ballast-{}", cluster(variant));
+        let rule = format!("ballast-{}-forwarder", cluster(variant));
+        let on_bus =
+            t.find("AWS::Events::Rule", "Name", &rule).is_some_and(|r| text(&r.properties["EventBusName"]) == bus);
+        if !on_bus {
+            wrong.push(format!("no rule {rule} on the bus {bus}"));
+        }
+        let alarm =
+            t.of_kind("AWS::CloudWatch::Alarm").map(|(_, a)| &a.properties).find(|a| a["Namespace"] == "AWS/Events");
+        let Some(a) = alarm else { return vec!["no alarm on the forwarder's events".into()] };
+        let dims: BTreeSet<(String, String)> =
+            a["Dimensions"].as_array().into_iter().flatten().map(|d| (text(&d["Name"]), text(&d["Value"]))).collect();
+        let want: BTreeSet<(String, String)> = [("EventBusName".into(), bus), ("RuleName".into(), rule)].into();
+        let n = |k: &str| text(&a[k]).parse::<f64>().unwrap_or(-1.0);
+        let window = n("Period") * n("EvaluationPeriods");
+        if dims != want
+            || a["MetricName"] != "TriggeredRules"
+            || text(&a["ComparisonOperator"]) != "LessThanThreshold"
+            || n("Threshold") != 1.0
+            || text(&a["TreatMissingData"]) != "breaching"
+            || !(600.0..=900.0).contains(&window)
+            || n("DatapointsToAlarm") != n("EvaluationPeriods")
+            || strings(&a["AlarmActions"]).is_empty()
+        {
+            wrong.push(format!("the forwarder's alarm does not fire after 15 minutes without its events: {a}"));
+        }
+        wrong
+    });
+}
+
+/// The capabilities CloudFormation requires of a template's resources, each with why.
+fn required_capabilities(raw: &Value) -> BTreeSet<(String, String)> {
+    let iam = [
+        ("AWS::IAM::Role", Some("RoleName")),
+        ("AWS::IAM::ManagedPolicy", Some("ManagedPolicyName")),
+        ("AWS::IAM::User", Some("UserName")),
+        ("AWS::IAM::Group", Some("GroupName")),
+        ("AWS::IAM::InstanceProfile", Some("InstanceProfileName")),
+        ("AWS::IAM::Policy", None),
+        ("AWS::IAM::AccessKey", None),
+        ("AWS::IAM::UserToGroupAddition", None),
+    ];
+    let mut needed = BTreeSet::new();
+    for (id, r) in raw["Resources"].as_object().into_iter().flatten() {
+        let kind = r["Type"].as_str().unwrap_or_default();
+        if let Some((_, name)) = iam.iter().find(|(k, _)| *k == kind) {
+            let named = name.is_some_and(|n| !r["Properties"][n].is_null());
+            let capability = if named { "CAPABILITY_NAMED_IAM" } else { "CAPABILITY_IAM" };
+            needed.insert((capability.to_string(), format!("{id} ({kind})")));
+        }
+        if kind == "AWS::CloudFormation::Stack" || kind == "AWS::Serverless::Application" {
+            needed.insert(("CAPABILITY_AUTO_EXPAND".to_string(), format!("{id} ({kind})")));
+        }
+    }
+    needed
+}
+
+/// What `capabilities` does not cover of `needed` (CAPABILITY_NAMED_IAM implies CAPABILITY_IAM).
+fn uncovered(needed: &BTreeSet<(String, String)>, capabilities: &BTreeSet<String>) -> Vec<String> {
+    needed
+        .iter()
+        .filter(|(c, _)| {
+            !(capabilities.contains(c) || (c == "CAPABILITY_IAM" && capabilities.contains("CAPABILITY_NAMED_IAM")))
+        })
+        .map(|(c, why)| format!("{why} needs {c}"))
+        .collect()
+}
+
+#[test]
+fn the_shipped_samconfig_passes_every_capability_the_stack_needs() {
+    use ballast_tests::templates::{infra_python, sam_translated};
+    let Some(translated) = sam_translated() else { return };
+    let python = infra_python().expect("the SAM CLI's venv");
+    // The capabilities as the SAM CLI itself reads them from the shipped file.
+    let script = "import sys\nfrom samcli.lib.config.samconfig import SamConfig\n\
+        c = SamConfig(sys.argv[1], 'samconfig.toml').get_all(['deploy'], 'parameters')\n\
+        print(c.get('capabilities', ''))";
+    let dir = ballast_tests::repo_root().join("infra/sam");
+    let out = std::process::Command::new(python).arg("-c").arg(script).arg(&dir).output().expect("python runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let capabilities: BTreeSet<String> =
+        String::from_utf8_lossy(&out.stdout).split_whitespace().map(str::to_string).collect();
+    let needed = required_capabilities(&translated);
+    assert!(needed.iter().any(|(c, _)| c == "CAPABILITY_NAMED_IAM"), "the roles have fixed names: {needed:?}");
+    // `sam deploy --guided`'s default would be refused.
+    assert!(!uncovered(&needed, &BTreeSet::from(["CAPABILITY_IAM".to_string()])).is_empty());
+    let wrong = uncovered(&needed, &capabilities);
+    assert!(wrong.is_empty(), "infra/sam/samconfig.toml passes {capabilities:?}: {wrong:#?}");
 }

@@ -144,7 +144,7 @@ fn config_check_holds_the_config_to_the_functions_rbac_and_timeout() {
     std::fs::create_dir_all(&dir).unwrap();
     let example = std::fs::read_to_string(root().join("ballast.example.yaml")).unwrap();
     let elsewhere = dir.join("elsewhere.yaml");
-    std::fs::write(&elsewhere, example.replacen("namespace: ballast", "namespace: kube-system", 1)).unwrap();
+    std::fs::write(&elsewhere, example.replacen("namespace: ballast-headroom", "namespace: kube-system", 1)).unwrap();
     let out = ballast(&["config", "check", elsewhere.to_str().unwrap(), "--rbac", "infra/k8s/functions-rbac.yaml"]);
     assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
     assert!(stdout(&out).contains("pools[0].headroom.namespace: `kube-system` is not covered"), "{}", stdout(&out));
@@ -686,7 +686,7 @@ fn config_check_json_says_which_input_is_wrong_and_why() {
     let dir = scratch("json");
     let example = std::fs::read_to_string(root().join("ballast.example.yaml")).unwrap();
     let elsewhere = dir.join("elsewhere.yaml");
-    std::fs::write(&elsewhere, example.replacen("namespace: ballast", "namespace: kube-system", 1)).unwrap();
+    std::fs::write(&elsewhere, example.replacen("namespace: ballast-headroom", "namespace: kube-system", 1)).unwrap();
     let rbac = "infra/k8s/functions-rbac.yaml";
     let out = ballast_env(&["config", "check", "--json", elsewhere.to_str().unwrap(), "--rbac", rbac], &[]);
     assert_eq!(out.status.code(), Some(1));

@@ -1,7 +1,5 @@
 #!/usr/bin/env node
 // The CDK app: one Ballast stack, checked by cdk-nag's AwsSolutions rules.
-import * as fs from 'fs';
-import * as path from 'path';
 import { App, Validations } from 'aws-cdk-lib';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { BallastStack } from '../lib/ballast-stack';
@@ -20,16 +18,26 @@ const context = (key: string, fallback?: string): string => {
 };
 const list = (key: string): string[] => context(key, '').split(',').map((s) => s.trim()).filter(Boolean);
 
-const configFile = path.resolve(__dirname, '..', context('configFile'));
+const flag = (key: string, fallback: boolean): boolean => {
+  const value = context(key, String(fallback));
+  if (value !== 'true' && value !== 'false') throw new Error(`context ${key}: true or false, not ${JSON.stringify(value)}`);
+  return value === 'true';
+};
+
 new BallastStack(app, `ballast-${context('clusterName')}`, {
   env: { account: context('account'), region: context('region') },
   clusterName: context('clusterName'),
-  config: fs.readFileSync(configFile, 'utf8'),
+  // Empty: /ballast/CLUSTER/config, where `ballast config push` writes by default.
+  configParameterName: context('configParameterName', ''),
+  // false: the cluster stays on CONFIG_MAP authentication (map the roles in aws-auth).
+  accessEntries: flag('accessEntries', true),
   stateTableName: context('stateTableName', 'ballast-state'),
   vpcId: context('vpcId', ''),
   subnetIds: list('subnetIds'),
   securityGroupIds: list('securityGroupIds'),
   availabilityZones: list('availabilityZones'),
+  createVpcEndpoints: flag('createVpcEndpoints', false),
+  routeTableIds: list('routeTableIds'),
   headroomOverride: app.node.tryGetContext('headroomOverride'),
   alarmTopicArn: app.node.tryGetContext('alarmTopicArn'),
   alarmEmail: app.node.tryGetContext('alarmEmail'),

@@ -1,6 +1,7 @@
 // The same system as infra/sam/template.yaml: three Rust functions built with
 // cargo-lambda, the rules and queue that feed them, the schedules, the forwarder's
-// bus, the state table, the config; one least-privilege role per function.
+// bus, the state table, the EKS access; one least-privilege role per function. The
+// config is an SSM parameter `ballast config push` writes before deploying.
 import * as path from 'path';
 import { CfnOutput, CfnResource, Duration, RemovalPolicy, Stack, StackProps, Validations } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
@@ -18,7 +19,6 @@ import * as scheduler from 'aws-cdk-lib/aws-scheduler';
 import * as sns from 'aws-cdk-lib/aws-sns';
 import * as subscriptions from 'aws-cdk-lib/aws-sns-subscriptions';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
-import * as ssm from 'aws-cdk-lib/aws-ssm';
 import { RustFunction } from 'cargo-lambda-cdk';
 import { Construct } from 'constructs';
 
@@ -32,12 +32,18 @@ export interface HeadroomOverride {
 
 export interface BallastProps extends StackProps {
   clusterName: string;
-  config: string;
+  /** The SSM parameter holding ballast.yaml; empty for /ballast/CLUSTER/config. */
+  configParameterName: string;
+  /** Create the EKS access entries of the function roles (false: CONFIG_MAP authentication). */
+  accessEntries: boolean;
   stateTableName: string;
   vpcId: string;
   subnetIds: string[];
   securityGroupIds: string[];
   availabilityZones: string[];
+  /** Create the VPC endpoints the functions need (interface, and DynamoDB's gateway in routeTableIds). */
+  createVpcEndpoints: boolean;
+  routeTableIds: string[];
   headroomOverride?: HeadroomOverride;
   /** An SNS topic of your own for the alarms; without one the stack creates one. */
   alarmTopicArn?: string;
@@ -78,6 +84,9 @@ export const FORWARDER_PATTERN: events.EventPattern = {
   detailType: ['Pool Demand Changed', 'Pods Unschedulable', 'Node Lifecycle', 'Pool Waits Measured'],
 };
 
+/** The AWS endpoints the functions call: in private subnets with no NAT, one VPC endpoint each. */
+export const INTERFACE_ENDPOINTS = ['ssm', 'sts', 'eks', 'autoscaling', 'ec2', 'sqs', 'events', 'logs'];
+
 const WORKSPACE = path.resolve(__dirname, '..', '..', '..', 'Cargo.toml');
 // At least the longest drain_timeout plus 120 s (the lease): `ballast config check --function-timeout`.
 const FUNCTION_TIMEOUT = Duration.seconds(300);
@@ -110,18 +119,17 @@ export class BallastStack extends Stack {
           '(it names every resource, ballast-CLUSTER-launch-unsuccessful the longest, within the 64 characters AWS allows)',
       );
     }
-    if (props.subnetIds.length && (!props.vpcId || !props.securityGroupIds.length)) {
-      throw new Error('subnetIds needs vpcId (the VPC the subnets are in) and securityGroupIds');
-    }
+    checkVpc(props, this.region);
     const prefix = `ballast-${props.clusterName}`;
 
     // ---- configuration and state ----
-    const config = new ssm.StringParameter(this, 'Config', {
-      parameterName: `/ballast/${props.clusterName}/config`,
-      stringValue: props.config,
-      tier: ssm.ParameterTier.ADVANCED,
-      description: 'ballast.yaml, read by the functions at start.',
-    });
+    // Written by `ballast config push`, not by this stack: the functions follow its changes
+    // (the config-changed rule) without a redeploy.
+    const configName = props.configParameterName || `/ballast/${props.clusterName}/config`;
+    if (!/^\/[a-zA-Z0-9_.\/-]{1,1010}$/.test(configName)) {
+      throw new Error(`configParameterName ${JSON.stringify(configName)}: a parameter name starting with / (letters, digits, _ . - /)`);
+    }
+    const configArn = `arn:${this.partition}:ssm:${this.region}:${this.account}:parameter${configName}`;
     const table = new dynamodb.Table(this, 'State', {
       tableName: props.stateTableName,
       partitionKey: { name: 'pk', type: dynamodb.AttributeType.STRING },
@@ -139,15 +147,23 @@ export class BallastStack extends Stack {
       retentionPeriod: Duration.days(14),
       encryption: sqs.QueueEncryption.SQS_MANAGED,
       enforceSSL: true,
+      // Only the events queue may redrive here (named, not referenced: it refers to this queue).
+      redriveAllowPolicy: {
+        redrivePermission: sqs.RedrivePermission.BY_QUEUE,
+        sourceQueues: [
+          sqs.Queue.fromQueueArn(this, 'EventsQueueByName', `arn:${this.partition}:sqs:${this.region}:${this.account}:${prefix}-events`),
+        ],
+      },
     });
     const queue = new sqs.Queue(this, 'EventsQueue', {
       queueName: `${prefix}-events`,
-      // Six times the longest function timeout (900 s), as Lambda's SQS integration
-      // recommends. Only a crashed or timed-out invocation waits this long: a retryable
-      // failure is made visible again within seconds (backing off) by the function.
-      visibilityTimeout: Duration.seconds(5400),
-      // Four days: 6.4 times visibilityTimeout x maxReceiveCount (54,000 s), so a message
-      // that keeps failing reaches the dead-letter queue before it could expire.
+      // Six times the function timeout, as Lambda's SQS integration recommends. Longer
+      // would hide a crashed batch's Spot warnings (worthless after two minutes) and
+      // lifecycle actions for as long. Only a crashed or timed-out invocation waits this
+      // long: a retryable failure is made visible again within seconds by the function.
+      visibilityTimeout: Duration.seconds(6 * FUNCTION_TIMEOUT.toSeconds()),
+      // Four days: at least 6.4 times visibilityTimeout x maxReceiveCount (54,000 s at the
+      // longest timeout), so a message that keeps failing is dead-lettered before it expires.
       retentionPeriod: Duration.days(4),
       encryption: sqs.QueueEncryption.SQS_MANAGED,
       enforceSSL: true,
@@ -194,16 +210,6 @@ export class BallastStack extends Stack {
           targets: [new targets.SqsQueue(queue)],
         }),
     );
-    queue.addToResourcePolicy(
-      new iam.PolicyStatement({
-        sid: 'OnlyTheRules',
-        effect: iam.Effect.DENY,
-        principals: [new iam.AnyPrincipal()],
-        actions: ['sqs:SendMessage'],
-        resources: [queue.queueArn],
-        conditions: { ArnNotEquals: { 'aws:SourceArn': queueRules.map((r) => r.ruleArn) } },
-      }),
-    );
 
     // ---- the functions, one role each ----
     const vpc = props.subnetIds.length
@@ -218,7 +224,7 @@ export class BallastStack extends Stack {
     const reconcile = new iam.ManagedPolicy(this, 'ReconcilePolicy', {
       description: 'Ballast reconcile: read and change the tagged ASGs of its pools, the state table, the config.',
       statements: [
-        new iam.PolicyStatement({ sid: 'ReadConfig', actions: ['ssm:GetParameter'], resources: [config.parameterArn] }),
+        new iam.PolicyStatement({ sid: 'ReadConfig', actions: ['ssm:GetParameter'], resources: [configArn] }),
         // Endpoint and CA at start (BALLAST_CLUSTER_ACCESS=eks, the default).
         new iam.PolicyStatement({
           sid: 'FindCluster',
@@ -246,10 +252,12 @@ export class BallastStack extends Stack {
             Null: { 'aws:ResourceTag/ballast.io/pool': 'false' },
           },
         }),
+        // These Describe APIs support no resource-level permissions: the region bounds them.
         new iam.PolicyStatement({
           sid: 'ReadAsgsAndInstances',
           actions: ['autoscaling:DescribeAutoScalingGroups', 'autoscaling:DescribeScalingActivities', 'ec2:DescribeInstances'],
           resources: ['*'],
+          conditions: { StringEquals: { 'aws:RequestedRegion': this.region } },
         }),
       ],
     });
@@ -275,7 +283,12 @@ export class BallastStack extends Stack {
               resources: [interfaces],
               conditions: { ArnEquals: { 'ec2:Vpc': ec2Arn(`vpc/${props.vpcId}`) } },
             }),
-            new iam.PolicyStatement({ sid: 'DescribeInterfaces', actions: ['ec2:DescribeNetworkInterfaces'], resources: ['*'] }),
+            new iam.PolicyStatement({
+              sid: 'DescribeInterfaces',
+              actions: ['ec2:DescribeNetworkInterfaces'],
+              resources: ['*'],
+              conditions: { StringEquals: { 'aws:RequestedRegion': this.region } },
+            }),
           ],
         })
       : undefined;
@@ -328,7 +341,7 @@ export class BallastStack extends Stack {
         vpc,
         securityGroups: vpc ? securityGroups : undefined,
         environment: {
-          BALLAST_CONFIG_PARAMETER: config.parameterName,
+          BALLAST_CONFIG_PARAMETER: configName,
           BALLAST_ACCOUNT_ID: this.account,
           ...environment,
         },
@@ -345,14 +358,23 @@ export class BallastStack extends Stack {
           destinationConfig: { onFailure: { destination: deadLetters.queueArn } },
         });
       }
+      if (props.accessEntries) {
+        // The role in the cluster, as the group infra/k8s/functions-rbac.yaml binds.
+        new eks.CfnAccessEntry(this, `${name}-access`, {
+          clusterName: props.clusterName,
+          principalArn: role.roleArn,
+          kubernetesGroups: ['ballast:functions'],
+          type: 'STANDARD',
+        });
+      }
       return { fn, role, logGroup };
     };
 
-    // Leases serialise per pool; the event source's maxConcurrency (not a reserved
-    // concurrency below the SQS pollers' minimum, which would throttle them) bounds storms.
+    // Leases serialise per pool; the event source's maxConcurrency bounds storms, and as
+    // many are reserved so that other functions of the account cannot starve it.
     const interruption = makeFunction(
       'interruption',
-      undefined,
+      INTERRUPTION_MAX_CONCURRENCY,
       [
         new iam.PolicyStatement({ sid: 'DeadLetters', actions: ['sqs:SendMessage'], resources: [deadLetters.queueArn] }),
       ],
@@ -374,6 +396,79 @@ export class BallastStack extends Stack {
     // waits beside the other pools' events.
     const clusterEvents = makeFunction('cluster-events', 4, [], {}, { retryAttempts: 2, maxEventAge: Duration.minutes(10) });
 
+    // A new config version reaches every function within seconds: the two invoked directly,
+    // the interruption function through its queue.
+    const configChanged = new events.Rule(this, 'ConfigChangedRule', {
+      ruleName: `${prefix}-config-changed`,
+      eventPattern: {
+        account: [this.account],
+        source: ['aws.ssm'],
+        detailType: ['Parameter Store Change'],
+        detail: { name: [configName], operation: ['Create', 'Update'] },
+      },
+      targets: [new targets.LambdaFunction(schedule.fn), new targets.LambdaFunction(clusterEvents.fn), new targets.SqsQueue(queue)],
+    });
+    queue.addToResourcePolicy(
+      new iam.PolicyStatement({
+        sid: 'OnlyTheRules',
+        effect: iam.Effect.DENY,
+        principals: [new iam.AnyPrincipal()],
+        actions: ['sqs:SendMessage'],
+        resources: [queue.queueArn],
+        conditions: { ArnNotEquals: { 'aws:SourceArn': [...queueRules, configChanged].map((r) => r.ruleArn) } },
+      }),
+    );
+
+    // `ballast dead-letters --replay` acts on what it reads there: only the three functions
+    // (their own dead letters, the on-failure destinations) may write to the dead-letter queue.
+    const functionRoles = [interruption, schedule, clusterEvents].map(({ role }) => role.roleArn);
+    deadLetters.addToResourcePolicy(
+      new iam.PolicyStatement({
+        sid: 'TheFunctions',
+        principals: functionRoles.map((arn) => new iam.ArnPrincipal(arn)),
+        actions: ['sqs:SendMessage'],
+        resources: [deadLetters.queueArn],
+      }),
+    );
+    deadLetters.addToResourcePolicy(
+      new iam.PolicyStatement({
+        sid: 'OnlyTheFunctions',
+        effect: iam.Effect.DENY,
+        principals: [new iam.AnyPrincipal()],
+        actions: ['sqs:SendMessage'],
+        resources: [deadLetters.queueArn],
+        conditions: { ArnNotEquals: { 'aws:PrincipalArn': functionRoles } },
+      }),
+    );
+
+    if (props.createVpcEndpoints && vpc) {
+      // Private subnets without a route to AWS: the endpoints the functions call.
+      for (const service of INTERFACE_ENDPOINTS) {
+        new ec2.CfnVPCEndpoint(this, `Endpoint-${service}`, {
+          vpcEndpointType: 'Interface',
+          serviceName: `com.amazonaws.${this.region}.${service}`,
+          vpcId: props.vpcId,
+          subnetIds: props.subnetIds,
+          securityGroupIds: props.securityGroupIds,
+          privateDnsEnabled: true,
+        });
+      }
+      new ec2.CfnVPCEndpoint(this, 'Endpoint-dynamodb', {
+        vpcEndpointType: 'Gateway',
+        serviceName: `com.amazonaws.${this.region}.dynamodb`,
+        vpcId: props.vpcId,
+        routeTableIds: props.routeTableIds,
+      });
+    }
+    new CfnOutput(this, 'VpcEndpointServices', {
+      description: 'The AWS endpoints the functions call; in private subnets with no NAT, the VPC needs an endpoint for each (createVpcEndpoints makes them).',
+      value: `com.amazonaws.${this.region}.{${INTERFACE_ENDPOINTS.join(',')}} (interface), com.amazonaws.${this.region}.dynamodb (gateway)`,
+    });
+    new CfnOutput(this, 'ConfigParameter', {
+      description: 'The SSM parameter the functions and the forwarder read (infra/k8s BALLAST_CONFIG_PARAMETER); `ballast config push` writes it.',
+      value: configName,
+    });
+
     // ---- the forwarder's bus ----
     const bus = new events.EventBus(this, 'ForwarderBus', { eventBusName: prefix });
     new events.Rule(this, 'ForwarderRule', {
@@ -382,23 +477,30 @@ export class BallastStack extends Stack {
       eventPattern: { ...FORWARDER_PATTERN, account: [this.account] },
       targets: [new targets.LambdaFunction(clusterEvents.fn)],
     });
-    // The forwarder's AWS identity (EKS Pod Identity for ballast/ballast-forwarder): it may
-    // put events on this bus and nothing else.
+    // The forwarder's AWS identity (EKS Pod Identity): it may put events on this bus and
+    // read the config. Only this cluster's ballast/ballast-forwarder may assume it (the
+    // session tags EKS Pod Identity sets), not any Pod Identity association of the account.
     const forwarderRole = new iam.Role(this, 'ForwarderRole', {
-      assumedBy: new iam.ServicePrincipal('pods.eks.amazonaws.com', { conditions: { StringEquals: { 'aws:SourceAccount': this.account } } }),
+      assumedBy: new iam.ServicePrincipal('pods.eks.amazonaws.com', {
+        conditions: {
+          StringEquals: {
+            'aws:SourceAccount': this.account,
+            'aws:RequestTag/eks-cluster-arn': `arn:${this.partition}:eks:${this.region}:${this.account}:cluster/${props.clusterName}`,
+            'aws:RequestTag/eks-cluster-name': props.clusterName,
+            'aws:RequestTag/kubernetes-namespace': 'ballast',
+            'aws:RequestTag/kubernetes-service-account': 'ballast-forwarder',
+          },
+        },
+      }).withSessionTags(),
       inlinePolicies: {
         'put-events': new iam.PolicyDocument({
-          statements: [new iam.PolicyStatement({ actions: ['events:PutEvents'], resources: [bus.eventBusArn] })],
+          statements: [
+            new iam.PolicyStatement({ actions: ['events:PutEvents'], resources: [bus.eventBusArn] }),
+            new iam.PolicyStatement({ sid: 'ReadConfig', actions: ['ssm:GetParameter'], resources: [configArn] }),
+          ],
         }),
       },
     });
-    forwarderRole.assumeRolePolicy?.addStatements(
-      new iam.PolicyStatement({
-        actions: ['sts:TagSession'],
-        principals: [new iam.ServicePrincipal('pods.eks.amazonaws.com')],
-        conditions: { StringEquals: { 'aws:SourceAccount': this.account } },
-      }),
-    );
     // Only the forwarder's role may put events on the bus (an allow for it, a deny for
     // every other principal, the account's own included).
     bus.addToResourcePolicy(
@@ -425,6 +527,27 @@ export class BallastStack extends Stack {
       serviceAccount: 'ballast-forwarder',
       roleArn: forwarderRole.roleArn,
     });
+    // The forwarder publishes every pool's demand at least every heartbeat (5 min): fifteen
+    // minutes with no event on its rule means it is down, or cannot reach or write to the
+    // bus (its Pod Identity, the NetworkPolicy). No data is silence too.
+    const silentAlarm = new cloudwatch.Alarm(this, 'ForwarderSilentAlarm', {
+      alarmName: `${prefix}-forwarder-silent`,
+      alarmDescription:
+        'No event from the in-cluster forwarder for 15 minutes; Ballast falls back to listing pods itself. Check the ballast-forwarder pod, its logs and its Pod Identity association.',
+      metric: new cloudwatch.Metric({
+        namespace: 'AWS/Events',
+        metricName: 'TriggeredRules',
+        dimensionsMap: { EventBusName: prefix, RuleName: `${prefix}-forwarder` },
+        statistic: 'Sum',
+        period: Duration.minutes(5),
+      }),
+      threshold: 1,
+      evaluationPeriods: 3,
+      datapointsToAlarm: 3,
+      comparisonOperator: cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+      treatMissingData: cloudwatch.TreatMissingData.BREACHING,
+    });
+    silentAlarm.addAlarmAction(new cwactions.SnsAction(alarmTopic));
     new CfnOutput(this, 'EventBusName', { value: bus.eventBusName, description: 'The forwarder publishes here (BALLAST_EVENT_BUS).' });
     new CfnOutput(this, 'ForwarderRoleArn', { value: forwarderRole.roleArn });
 
@@ -557,5 +680,40 @@ export class BallastStack extends Stack {
       ],
     };
     new cloudwatch.CfnDashboard(this, 'Dashboard', { dashboardName: prefix, dashboardBody: this.toJsonString(body) });
+  }
+}
+
+/** VPC mode is whole and its availability zones fit the subnets and the region, before synth. */
+export function checkVpc(
+  props: Pick<BallastProps, 'vpcId' | 'subnetIds' | 'securityGroupIds' | 'availabilityZones' | 'createVpcEndpoints' | 'routeTableIds'>,
+  region: string,
+): void {
+  if (props.createVpcEndpoints && !props.subnetIds.length) {
+    throw new Error('createVpcEndpoints needs subnetIds, vpcId and securityGroupIds (the functions\' VPC)');
+  }
+  if (props.createVpcEndpoints && !props.routeTableIds.length) {
+    throw new Error('createVpcEndpoints needs routeTableIds (the DynamoDB gateway endpoint)');
+  }
+  if (!props.subnetIds.length) return;
+  if (!props.vpcId || !props.securityGroupIds.length) {
+    throw new Error('subnetIds needs vpcId (the VPC the subnets are in) and securityGroupIds');
+  }
+  const zones = props.availabilityZones;
+  // The CDK assigns the subnets to the zones in order, as many per zone: a wrong zone
+  // would only show as a failed deploy (or a function in one zone only).
+  if (!zones.length) {
+    throw new Error('subnetIds needs availabilityZones (the zones of the subnets, in the same order)');
+  }
+  const wrong = zones.filter((z) => !z.startsWith(region) || !/^[a-z]{2}(-[a-z]+)+-\d[a-z]$/.test(z));
+  if (wrong.length) {
+    throw new Error(`availabilityZones ${wrong.join(', ')}: not zones of the stack's region ${region}`);
+  }
+  if (new Set(zones).size !== zones.length) {
+    throw new Error(`availabilityZones ${zones.join(', ')}: a zone is given twice`);
+  }
+  if (props.subnetIds.length % zones.length !== 0) {
+    throw new Error(
+      `${props.subnetIds.length} subnetIds over ${zones.length} availabilityZones: give as many subnets in each zone, in the zones' order`,
+    );
   }
 }

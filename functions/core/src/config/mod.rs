@@ -383,7 +383,7 @@ impl Default for HeadroomConfig {
             pod_memory_bytes: 2 << 30,
             min: 0,
             max: 50,
-            namespace: "ballast".into(),
+            namespace: "ballast-headroom".into(),
             priority_class: PriorityClassConfig { name: "ballast-headroom".into(), value: CA_EXPENDABLE_CUTOFF },
             image: DEFAULT_PAUSE_IMAGE.into(),
             schedules: Vec::new(),
