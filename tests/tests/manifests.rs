@@ -295,6 +295,9 @@ fn headroom_lives_by_default_in_its_own_namespace_which_the_functions_rbac_cover
     }
 }
 
+/// A change to a pod spec that the admission policy must refuse.
+type Change = Box<dyn Fn(&mut Value)>;
+
 /// The messages of the headroom admission policy's validations that `object` fails, its
 /// variables and validations evaluated in order as the API server does (an evaluation
 /// error denies too: failurePolicy Fail).
@@ -368,7 +371,7 @@ fn the_headroom_admission_policy_admits_the_pause_pods_and_nothing_else() {
             let failed = admission_failures(object);
             assert!(failed.is_empty(), "pool {}: its pause {what} is refused: {failed:#?}", pool.name);
             let spec = if what == "Pod" { "/spec" } else { "/spec/template/spec" };
-            let forbidden: Vec<(&str, &str, Box<dyn Fn(&mut Value)>)> = vec![
+            let forbidden: Vec<(&str, &str, Change)> = vec![
                 (
                     "another image",
                     "only the configured pause image",

@@ -265,7 +265,7 @@ fn the_vpc_mode_creates_the_endpoints_the_functions_call_and_lists_them() {
 }
 
 #[test]
-fn the_cdk_app_refuses_a_vpc_mode_whose_zones_do_not_fit_before_synth() {
+fn the_cdk_app_checks_its_vpc_and_config_name_before_synth_and_maps_access_on_request() {
     let dir = ballast_tests::repo_root().join("infra/cdk");
     if !dir.join("node_modules/ts-node").exists() {
         assert!(!ballast_tests::moto::required(), "CI=true but infra/cdk has no node_modules: run scripts/test");
@@ -275,6 +275,7 @@ fn the_cdk_app_refuses_a_vpc_mode_whose_zones_do_not_fit_before_synth() {
     // The stack as the app builds it (no bundling), for each set of props.
     let script = r#"
 const { App } = require('aws-cdk-lib');
+const eks = require('aws-cdk-lib/aws-eks');
 const { BallastStack } = require('./lib/ballast-stack');
 const base = {
   env: { account: '123456789012', region: 'eu-west-1' }, clusterName: 'test', configParameterName: '',
@@ -286,13 +287,18 @@ const cases = JSON.parse(process.argv[1]);
 for (const [name, extra] of cases) {
   const app = new App();
   app.node.setContext('aws:cdk:bundling-stacks', []);
-  try { new BallastStack(app, 'ballast-test', { ...base, ...extra }); console.log(`${name}: ok`); }
+  try {
+    const stack = new BallastStack(app, 'ballast-test', { ...base, ...extra });
+    const entries = stack.node.findAll().filter((c) => c instanceof eks.CfnAccessEntry).length;
+    console.log(`${name}: ok, ${entries} access entries`);
+  }
   catch (e) { console.log(`${name}: ${e.message}`); }
 }
 "#;
     let subnets3 = json!(["subnet-1", "subnet-2", "subnet-3"]);
     let cases = json!([
         ["fits", {}],
+        ["on CONFIG_MAP authentication", { "accessEntries": false }],
         ["no zones", { "availabilityZones": [] }],
         ["another region", { "availabilityZones": ["us-east-1a", "us-east-1b"] }],
         ["a zone twice", { "availabilityZones": ["eu-west-1a", "eu-west-1a"] }],
@@ -310,7 +316,8 @@ for (const [name, extra] of cases) {
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
     for (case, want) in [
-        ("fits", "ok"),
+        ("fits", "ok, 3 access entries"),
+        ("on CONFIG_MAP authentication", "ok, 0 access entries"),
         ("no zones", "subnetIds needs availabilityZones"),
         ("another region", "not zones of the stack's region eu-west-1"),
         ("a zone twice", "a zone is given twice"),

@@ -5,6 +5,11 @@
 //! on-failure record) to its function again. Each is invoked and waited for, so a letter
 //! is deleted only once its function handled it. Behind the `replay` feature: only the
 //! CLI needs Lambda's SDK.
+//!
+//! Anyone who may send to the dead-letter queue could name any function in a letter, so a
+//! replay invokes only this stack's own functions (`ballast-CLUSTER-{interruption,
+//! schedule,cluster-events}`), in the queue's own account and the client's region, by name;
+//! a letter naming another is kept and reported, never sent.
 
 use aws_sdk_sqs::types::MessageSystemAttributeName;
 use ballast_core::ports::{ErrorKind, PortError};
@@ -118,6 +123,44 @@ pub struct DeadLetterQueue {
     lambda: aws_sdk_lambda::Client,
     url: String,
     interruption_function: String,
+    /// The queue's account (from its URL) and the region of the clients: the stack's.
+    account: String,
+    region: String,
+}
+
+/// The functions of the stack whose interruption function is `interruption`
+/// (`ballast-CLUSTER-interruption`, or its ARN): the three of `ballast-CLUSTER-`, by name,
+/// or that one alone.
+fn stack_functions(interruption: &str) -> Vec<String> {
+    let interruption = unqualified(interruption).rsplit(':').next().unwrap_or_default();
+    match interruption.strip_suffix("interruption") {
+        Some(prefix) if prefix.ends_with('-') => {
+            ["interruption", "schedule", "cluster-events"].iter().map(|f| format!("{prefix}{f}")).collect()
+        }
+        _ => vec![interruption.to_string()],
+    }
+}
+
+/// The function a failed invocation's record names, as a bare name to invoke, if it is one
+/// of `own` in `account` and `region`; otherwise why not.
+fn own_function(arn: &str, own: &[String], account: &str, region: &str) -> Result<String, String> {
+    let parts: Vec<&str> = unqualified(arn).split(':').collect();
+    match parts.as_slice() {
+        ["arn", _, "lambda", r, a, "function", name]
+            if *r == region && *a == account && own.iter().any(|o| o == name) =>
+        {
+            Ok(name.to_string())
+        }
+        _ => Err(format!(
+            "names {arn}, not one of this stack's functions ({} in account {account}, region {region}): not invoked",
+            own.join(", ")
+        )),
+    }
+}
+
+/// A queue URL's account: `https://sqs.REGION.amazonaws.com/ACCOUNT/NAME`.
+fn url_account(url: &str) -> String {
+    url.trim_end_matches('/').rsplit('/').nth(1).unwrap_or_default().to_string()
 }
 
 /// What became of a letter sent back.
@@ -171,7 +214,27 @@ impl DeadLetterQueue {
         interruption_function: &str,
     ) -> Result<Self, PortError> {
         let url = queue_url(&sqs, name).await?;
-        Ok(DeadLetterQueue { sqs, lambda, url, interruption_function: interruption_function.to_string() })
+        let account = url_account(&url);
+        let region = lambda.config().region().map(|r| r.to_string()).unwrap_or_default();
+        Ok(DeadLetterQueue {
+            sqs,
+            lambda,
+            url,
+            interruption_function: interruption_function.to_string(),
+            account,
+            region,
+        })
+    }
+
+    /// The function `letter` would be sent back to (a bare name, in the stack's account and
+    /// region), or why it will not be sent.
+    pub fn target(&self, letter: &Letter) -> Result<String, String> {
+        match letter {
+            Letter::Event { .. } => Ok(self.interruption_function.clone()),
+            Letter::FailedInvocation { function, .. } => {
+                own_function(function, &stack_functions(&self.interruption_function), &self.account, &self.region)
+            }
+        }
     }
 
     /// Sends up to `max` letters back, one at a time, each hidden while its function runs;
@@ -329,17 +392,16 @@ impl DeadLetterQueue {
     }
 
     async fn invoke(&self, letter: &DeadLetter) -> Result<SentBack, PortError> {
-        let (function, payload) = match &letter.letter {
+        let target = self.target(&letter.letter).map_err(|why| PortError::new(ErrorKind::Permanent, "Invoke", why))?;
+        let function = target.as_str();
+        let payload = match &letter.letter {
             // As the queue would deliver it: a batch of one message.
-            Letter::Event { .. } => (
-                self.interruption_function.as_str(),
-                serde_json::json!({ "Records": [{
-                    "messageId": letter.message_id,
-                    "body": letter.body,
-                    "eventSource": "aws:sqs",
-                }] }),
-            ),
-            Letter::FailedInvocation { function, payload, .. } => (function.as_str(), payload.clone()),
+            Letter::Event { .. } => serde_json::json!({ "Records": [{
+                "messageId": letter.message_id,
+                "body": letter.body,
+                "eventSource": "aws:sqs",
+            }] }),
+            Letter::FailedInvocation { payload, .. } => payload.clone(),
         };
         let bytes =
             serde_json::to_vec(&payload).map_err(|e| PortError::new(ErrorKind::Permanent, "Invoke", e.to_string()))?;
@@ -420,6 +482,40 @@ mod tests {
         assert!(without.describe().ends_with("no reason recorded (moved by the queue's redrive policy)"));
         // Not JSON at all (a malformed message the function dead-lettered): still listed.
         assert!(matches!(Letter::read("{\"version\":", Some("malformed".into())), Letter::Event { id: None, .. }));
+    }
+
+    #[test]
+    fn only_the_stacks_own_functions_in_its_account_and_region_are_invoked() {
+        let own = stack_functions("ballast-prod-eks-interruption");
+        assert_eq!(
+            own,
+            ["ballast-prod-eks-interruption", "ballast-prod-eks-schedule", "ballast-prod-eks-cluster-events"]
+        );
+        let check = |arn: &str| own_function(arn, &own, "123456789012", "eu-west-1");
+        let arn = "arn:aws:lambda:eu-west-1:123456789012:function:ballast-prod-eks-schedule";
+        assert_eq!(check(arn).as_deref(), Ok("ballast-prod-eks-schedule"));
+        assert_eq!(check(&format!("{arn}:$LATEST")).as_deref(), Ok("ballast-prod-eks-schedule"));
+        for foreign in [
+            "arn:aws:lambda:eu-west-1:123456789012:function:delete-everything",
+            "arn:aws:lambda:eu-west-1:123456789012:function:ballast-other-schedule",
+            "arn:aws:lambda:eu-west-1:999999999999:function:ballast-prod-eks-schedule",
+            "arn:aws:lambda:us-east-1:123456789012:function:ballast-prod-eks-schedule",
+            "ballast-prod-eks-schedule",
+        ] {
+            let why = check(foreign).unwrap_err();
+            assert!(why.contains("not one of this stack's functions") && why.contains(foreign), "{why}");
+        }
+        // Given by ARN, the same names.
+        assert_eq!(
+            stack_functions("arn:aws:lambda:eu-west-1:123456789012:function:ballast-prod-eks-interruption"),
+            own
+        );
+        // A name not of the convention: that function alone.
+        assert_eq!(stack_functions("my-interrupts"), ["my-interrupts"]);
+        assert_eq!(
+            url_account("https://sqs.eu-west-1.amazonaws.com/123456789012/ballast-prod-eks-events-dlq"),
+            "123456789012"
+        );
     }
 
     #[test]

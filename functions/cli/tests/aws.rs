@@ -26,7 +26,8 @@ fn ballast(args: &[&str], endpoint: &str) -> std::process::Output {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn invoke_doctor_and_dead_letters_against_moto() {
-    let Some(moto) = Moto::start() else { return };
+    // Recording: which functions a replay invoked.
+    let Some(moto) = Moto::start_recording() else { return };
     let d = Deployment::create(&moto, 3, (0, 1), chrono::Utc::now()).await;
     d.wire().await;
     let dir = std::env::temp_dir().join(format!("ballast-cli-aws-{}", std::process::id()));
@@ -83,14 +84,46 @@ async fn invoke_doctor_and_dead_letters_against_moto() {
         text.contains("2 letter(s) read in ballast-test-events-dlq (--max reached: more may be in the queue)"),
         "{text}"
     );
-    let (code, text) = dead_letters(&["--replay", "--max", "2"]);
+    // --replay lists where each would go and sends nothing without --yes.
+    let (code, text) = dead_letters(&["--replay"]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("-> ballast-test-interruption"), "{text}");
+    assert!(text.contains("3 letter(s) read in ballast-test-events-dlq; nothing sent: add --yes"), "{text}");
+    assert!(!moto.requests().iter().any(|r| r["url"].as_str().is_some_and(|u| u.ends_with("/invocations"))));
+    let (code, text) = dead_letters(&["--replay", "--yes", "--max", "2"]);
     assert_eq!(code, Some(0), "{text}");
     assert!(text.contains("2 of 2 letter(s) handled by their functions and deleted (--max reached"), "{text}");
-    let (code, text) = dead_letters(&["--replay"]);
+    let (code, text) = dead_letters(&["--replay", "--yes"]);
     assert_eq!(code, Some(0), "{text}");
     assert!(text.contains("1 of 1 letter(s) handled by their functions and deleted\n"), "{text}");
     let (_, text) = dead_letters(&[]);
     assert!(text.contains("0 letter(s) read"), "{text}");
+
+    // Anyone who may write to the queue could name any function: a letter naming one that
+    // is not this stack's is listed as refused, never invoked, and kept.
+    let mut record: Value = serde_json::from_str(
+        &std::fs::read_to_string(ballast_tests::repo_root().join("events/dead-letters/on-failure-record.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    let foreign = "arn:aws:lambda:eu-west-1:123456789012:function:someone-elses";
+    record["requestContext"]["functionArn"] = json!(foreign);
+    moto.function(&d.sdk, "someone-elses").await;
+    d.sqs.send_message().queue_url(&d.dlq_url).message_body(record.to_string()).send().await.unwrap();
+    let (code, text) = dead_letters(&["--replay"]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains(&format!("-> refused: names {foreign}, not one of this stack's functions")), "{text}");
+    let (code, text) = dead_letters(&["--replay", "--yes"]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("not sent back, kept:") && text.contains("0 of 1 letter(s) handled"), "{text}");
+    let invoked = |name: &str| {
+        moto.requests()
+            .iter()
+            .any(|r| r["url"].as_str().is_some_and(|u| u.contains(&format!("/functions/{name}/invocations"))))
+    };
+    assert!(!invoked("someone-elses"), "the foreign function was invoked");
+    let (_, text) = dead_letters(&[]);
+    assert!(text.contains("1 letter(s) read"), "kept: {text}");
 
     // A broken config is named, not panicked on.
     std::fs::write(dir.join("bad.yaml"), "cluster: x\n").unwrap();

@@ -144,10 +144,14 @@ pub fn doctor(args: DoctorArgs) -> anyhow::Result<ExitCode> {
 pub struct DeadLettersArgs {
     #[command(flatten)]
     deployment: DeploymentArgs,
-    /// Send each letter back to the function it failed in and wait for it; delete those it
-    /// handled. Without it the letters are only listed and left in the queue.
+    /// Send each letter back to the function it failed in (only this stack's own) and wait
+    /// for it; delete those it handled. Without --yes, only list where each would go.
+    /// Without --replay the letters are only listed and left in the queue.
     #[arg(long)]
     replay: bool,
+    /// With --replay: send them (the letters are listed first without it).
+    #[arg(long, requires = "replay")]
+    yes: bool,
     /// At most this many letters.
     #[arg(long, default_value_t = 1000)]
     max: usize,
@@ -166,17 +170,40 @@ pub fn dead_letters(args: DeadLettersArgs) -> anyhow::Result<ExitCode> {
         let sdk = ballast_aws::sdk_config().await;
         let dlq = DeadLetterQueue::open(&sdk, &wiring.dead_letter_queue, &interruption).await?;
         let more = |read: usize| if read >= args.max { " (--max reached: more may be in the queue)" } else { "" };
-        if !args.replay {
+        if !args.replay || !args.yes {
             let letters = dlq.receive(args.max, LISTED_FOR).await?;
             dlq.release(&letters).await?;
+            // Where each would be sent: only this stack's functions (a letter may name any).
+            let targets: Vec<Result<String, String>> = letters.iter().map(|l| dlq.target(&l.letter)).collect();
             if args.json {
-                println!("{}", serde_json::to_string_pretty(&letters)?);
+                let listed: Vec<Value> = letters
+                    .iter()
+                    .zip(&targets)
+                    .map(|(l, t)| {
+                        let mut v = serde_json::to_value(l).unwrap_or_default();
+                        match t {
+                            Ok(f) => v["replay_to"] = json!(f),
+                            Err(why) => v["refused"] = json!(why),
+                        }
+                        v
+                    })
+                    .collect();
+                println!("{}", serde_json::to_string_pretty(&listed)?);
             } else {
-                for l in &letters {
-                    println!("{}  {}", l.message_id, l.letter.describe());
+                for (l, t) in letters.iter().zip(&targets) {
+                    match (args.replay, t) {
+                        (true, Ok(f)) => println!("{}  {}  -> {f}", l.message_id, l.letter.describe()),
+                        (true, Err(why)) => println!("{}  {}  -> refused: {why}", l.message_id, l.letter.describe()),
+                        (false, _) => println!("{}  {}", l.message_id, l.letter.describe()),
+                    }
                 }
+                let next = if args.replay {
+                    "nothing sent: add --yes to send them back"
+                } else {
+                    "--replay lists where each would go, --replay --yes sends them back once the cause is fixed"
+                };
                 println!(
-                    "{} letter(s) read in {}{}; --replay sends them back once the cause is fixed",
+                    "{} letter(s) read in {}{}; {next}",
                     letters.len(),
                     wiring.dead_letter_queue,
                     more(letters.len())
