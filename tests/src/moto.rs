@@ -55,15 +55,34 @@ impl Moto {
         Self::launch(true)
     }
 
+    /// `scripts/moto-sam-server` (moto with what `sam deploy` and `cdk deploy` need from
+    /// CloudFormation) run by the Python of moto's venv. `None` (skip) only outside CI.
+    pub fn start_sam() -> Option<Moto> {
+        let python = crate::cache_dir().map(|c| c.join("venv/bin/python")).filter(|p| p.exists());
+        let Some(python) = python else {
+            assert!(!required(), "CI=true but moto's venv is missing: run scripts/test");
+            eprintln!("skipped: moto's venv not found (scripts/test installs it)");
+            return None;
+        };
+        let mut command = Command::new(python);
+        command.arg(crate::repo_root().join("scripts/moto-sam-server"));
+        // It imports aws-sam-translator and boto3 before listening: slower than moto_server.
+        Some(Self::launch_with(command, false, Duration::from_secs(60)))
+    }
+
     fn launch(record: bool) -> Option<Moto> {
         let Some(binary) = moto_binary() else {
             assert!(!required(), "CI=true but moto_server is missing: run scripts/test, or set BALLAST_MOTO_SERVER");
             eprintln!("skipped: moto_server not found (scripts/test installs it)");
             return None;
         };
+        Some(Self::launch_with(Command::new(binary), record, Duration::from_secs(20)))
+    }
+
+    fn launch_with(mut command: Command, record: bool, wait: Duration) -> Moto {
+        let binary = command.get_program().to_string_lossy().into_owned();
         let port = crate::free_port();
         let recording = record.then(|| std::env::temp_dir().join(format!("ballast-moto-{port}.jsonl")));
-        let mut command = Command::new(&binary);
         // moto's recorder writes to ./moto_recording unless told otherwise: never the work tree.
         let log = recording.clone().unwrap_or_else(|| std::env::temp_dir().join(format!("ballast-moto-{port}.unused")));
         command.env("MOTO_RECORDER_FILEPATH", &log);
@@ -75,13 +94,13 @@ impl Moto {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()));
+            .unwrap_or_else(|e| panic!("cannot start {binary}: {e}"));
         let mut moto = Moto { child, endpoint: format!("http://127.0.0.1:{port}"), recording };
-        let deadline = Instant::now() + Duration::from_secs(20);
+        let deadline = Instant::now() + wait;
         while TcpStream::connect(("127.0.0.1", port)).is_err() {
             if Instant::now() > deadline {
                 let _ = moto.child.kill();
-                panic!("moto_server did not listen on 127.0.0.1:{port} within 20s");
+                panic!("moto_server did not listen on 127.0.0.1:{port} within {wait:?}");
             }
             if let Ok(Some(status)) = moto.child.try_wait() {
                 panic!("moto_server exited: {status}");
@@ -94,7 +113,7 @@ impl Moto {
         if let Ok(Some(status)) = moto.child.try_wait() {
             panic!("moto_server exited after 127.0.0.1:{port} answered (another process holds it?): {status}");
         }
-        Some(moto)
+        moto
     }
 
     /// The SDK config for this server: dummy credentials, a region, one attempt per
