@@ -225,7 +225,10 @@ async fn config_push_reaches_a_warm_function_and_the_kill_switch_stops_it() {
     assert!(summary.pools.iter().all(|p| p.dry_run) && !summary.pools.is_empty(), "{summary:?}");
 
     // Each part notes the version it runs on for doctor: the functions their own, the
-    // cluster-events function the one the forwarder says in its demand events.
+    // cluster-events function the one the forwarder says in its demand events. A cold
+    // function needs a good latest version (the bad one above has no fallback yet).
+    let ssm = aws_sdk_ssm::Client::new(&d.sdk);
+    assert_eq!(ballast_aws::ssm::write(&ssm, parameter, &config_yaml(true, "")).await.unwrap(), 4);
     let home: Box<dyn ConfigHome> = Box::new(ballast_aws::ssm::ParameterHome::new(&d.sdk, parameter));
     let deployment = Arc::clone(&d);
     let build: Build<ballast_tests::aws::MotoApp> = Box::new(move |config| {
@@ -241,5 +244,5 @@ async fn config_push_reaches_a_warm_function_and_the_kill_switch_stops_it() {
     let store = ballast_aws::DynamoStore::new(&d.sdk, ballast_tests::aws::TABLE);
     let notes = store.config_versions(&["schedule", "cluster-events", "forwarder"]).await.unwrap();
     let said: Vec<(&str, i64)> = notes.iter().map(|n| (n.part.as_str(), n.version)).collect();
-    assert_eq!(said, [("schedule", 2), ("cluster-events", 2), ("forwarder", 1)]);
+    assert_eq!(said, [("schedule", 2), ("cluster-events", 4), ("forwarder", 1)]);
 }
