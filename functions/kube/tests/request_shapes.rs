@@ -163,12 +163,12 @@ async fn headroom_is_server_side_applied_as_ballast_and_forced_only_after_a_conf
     let seen = next(&mut handle).await;
     assert_eq!(
         (seen.method.as_str(), seen.uri.as_str()),
-        ("GET", "/apis/apps/v1/namespaces/ballast/deployments/ballast-headroom-general")
+        ("GET", "/apis/apps/v1/namespaces/ballast-headroom/deployments/ballast-headroom-general")
     );
     reply(seen.send, StatusCode::NOT_FOUND, status(404, "NotFound", "not found"));
     let seen = next(&mut handle).await;
     assert_eq!(seen.method, "PATCH");
-    assert_eq!(seen.uri, "/apis/apps/v1/namespaces/ballast/deployments/ballast-headroom-general?&fieldManager=ballast");
+    assert_eq!(seen.uri, "/apis/apps/v1/namespaces/ballast-headroom/deployments/ballast-headroom-general?&fieldManager=ballast");
     assert_eq!((&seen.body["apiVersion"], &seen.body["spec"]["replicas"]), (&json!("apps/v1"), &json!(5)));
     let conflict = "Apply failed with 1 conflict: conflict with \"kubectl-scale\": .spec.replicas";
     reply(seen.send, StatusCode::CONFLICT, status(409, "Conflict", conflict));
@@ -176,7 +176,7 @@ async fn headroom_is_server_side_applied_as_ballast_and_forced_only_after_a_conf
     assert_eq!(seen.method, "PATCH");
     assert_eq!(
         seen.uri,
-        "/apis/apps/v1/namespaces/ballast/deployments/ballast-headroom-general?&force=true&fieldManager=ballast"
+        "/apis/apps/v1/namespaces/ballast-headroom/deployments/ballast-headroom-general?&force=true&fieldManager=ballast"
     );
     let applied =
         json!({ "apiVersion": "apps/v1", "kind": "Deployment", "metadata": { "name": "ballast-headroom-general" } });
