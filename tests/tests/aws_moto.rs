@@ -605,7 +605,7 @@ async fn each_function_takes_only_its_own_sources() {
     assert!(response.batch_item_failures.is_empty());
     assert_eq!(
         summary.invalid,
-        vec!["m-demand: source: `ballast.kubernetes` is not one the interruption function takes (aws.ec2, aws.autoscaling, aws.health)".to_string()]
+        vec!["m-demand: source: `ballast.kubernetes` is not one the interruption function takes (aws.ec2, aws.autoscaling, aws.health, aws.ssm)".to_string()]
     );
     assert_eq!(d.dead_letters().await, vec![demand.to_string()]);
 
@@ -946,7 +946,7 @@ async fn a_letter_its_function_rejects_is_kept_with_why() {
     let record = on_failure_record(&schedule);
     d.sqs.send_message().queue_url(&queue.dlq_url).message_body(record.to_string()).send().await.unwrap();
     let rejected =
-        "event rejected: source: `aws.ec2` is not one the schedule function takes (aws.events, aws.scheduler)";
+        "event rejected: source: `aws.ec2` is not one the schedule function takes (aws.events, aws.scheduler, aws.ssm)";
     moto.lambda_answers(&[&json!({ "pools": [], "invalid": [rejected], "errors": [] }).to_string()]);
     let dlq = DeadLetterQueue::open(&d.sdk, "ballast-test-replay-dlq", "ballast-test-interruption").await.unwrap();
     let letters = dlq.receive(10, REPLAYED_FOR).await.unwrap();

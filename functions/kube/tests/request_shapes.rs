@@ -168,7 +168,10 @@ async fn headroom_is_server_side_applied_as_ballast_and_forced_only_after_a_conf
     reply(seen.send, StatusCode::NOT_FOUND, status(404, "NotFound", "not found"));
     let seen = next(&mut handle).await;
     assert_eq!(seen.method, "PATCH");
-    assert_eq!(seen.uri, "/apis/apps/v1/namespaces/ballast-headroom/deployments/ballast-headroom-general?&fieldManager=ballast");
+    assert_eq!(
+        seen.uri,
+        "/apis/apps/v1/namespaces/ballast-headroom/deployments/ballast-headroom-general?&fieldManager=ballast"
+    );
     assert_eq!((&seen.body["apiVersion"], &seen.body["spec"]["replicas"]), (&json!("apps/v1"), &json!(5)));
     let conflict = "Apply failed with 1 conflict: conflict with \"kubectl-scale\": .spec.replicas";
     reply(seen.send, StatusCode::CONFLICT, status(409, "Conflict", conflict));
