@@ -2390,7 +2390,7 @@ fn size_after(plan: &Plan, observed: &ObservedPool) -> u32 {
 }
 
 // A surge moved by a fallback whose raise never landed comes back to its ASG with what
-// it held there, so a slot deleted there since is still seen (review 30).
+// it held there, so a slot deleted there since is still seen.
 #[test]
 fn a_surge_unmoved_after_a_move_that_never_landed_is_still_judged() {
     let (cfg, observed) = one_spot((4, 4), (2, 2));
@@ -2416,7 +2416,7 @@ fn a_surge_unmoved_after_a_move_that_never_landed_is_still_judged() {
 }
 
 // A surge on the on-demand ASG for an on-demand instance (AWS Health) is no fallback
-// unit: its slot deleted, the fallback units stay (review 30).
+// unit: its slot deleted, the fallback units stay.
 #[test]
 fn a_deleted_surge_of_an_on_demand_instance_takes_no_fallback_unit() {
     let cfg = config();
@@ -2447,7 +2447,7 @@ fn a_deleted_surge_of_an_on_demand_instance_takes_no_fallback_unit() {
 }
 
 // A surge whose raise nets out against a withdrawal in the same plan makes no call on its
-// ASG: it holds at the size before the plan, and is judged (review 30).
+// ASG: it holds at the size before the plan, and is judged.
 #[test]
 fn a_surge_netted_against_a_withdrawal_is_still_judged() {
     let (cfg, observed) = one_spot((4, 4), (2, 2));
