@@ -268,6 +268,23 @@ async fn a_tick_while_another_run_holds_the_lease_succeeds_without_acting() {
     assert!(mutating.is_empty(), "{mutating:?}");
 }
 
+/// A cold start on a refused version finds the newest good one before it across the pages
+/// of the parameter's history (moto pages it by 50, as Parameter Store does).
+#[tokio::test]
+async fn earlier_config_versions_come_newest_first_across_history_pages() {
+    use ballast_core::ports::ConfigHome;
+    let Some(moto) = Moto::start() else { return };
+    let d = Deployment::create(&moto, 1, (0, 1), now()).await;
+    let ssm = aws_sdk_ssm::Client::new(&d.sdk);
+    for n in 1..=55 {
+        ballast_aws::ssm::write(&ssm, "/ballast/test/config", &format!("# version {n}\n")).await.unwrap();
+    }
+    let home = ballast_aws::ssm::ParameterHome::new(&d.sdk, "/ballast/test/config");
+    let earlier = home.earlier(55, 3).await.unwrap();
+    let got: Vec<(Option<i64>, &str)> = earlier.iter().map(|v| (v.version, v.text.as_str())).collect();
+    assert_eq!(got, [(Some(54), "# version 54\n"), (Some(53), "# version 53\n"), (Some(52), "# version 52\n")]);
+}
+
 #[tokio::test]
 async fn doctor_checks_the_wiring_and_says_how_to_fix_it() {
     use ballast_aws::doctor::{Doctor, Wiring};

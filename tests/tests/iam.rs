@@ -15,7 +15,7 @@ use std::time::Duration as StdDuration;
 use ballast_core::config::Config;
 use ballast_core::event::PoolDemandDetail;
 use ballast_core::model::PoolRecord;
-use ballast_core::ports::{StateStore, Urgency};
+use ballast_core::ports::{ConfigHome, StateStore, Urgency};
 use ballast_forwarder::bus::{EventBridgeBus, EventBus};
 use ballast_forwarder::publisher::Outgoing;
 use ballast_lambda::app::{connect_cluster, load_config};
@@ -109,6 +109,34 @@ async fn record() -> Option<Vec<Call>> {
         )
         .await;
     }
+
+    // A cold start (a function's, the forwarder's) on a refused latest version looks for
+    // the newest good one before it in the parameter's history.
+    let ssm = aws_sdk_ssm::Client::new(&d.sdk);
+    let bad = ssm
+        .put_parameter()
+        .name(parameter)
+        .value("pools: [")
+        .overwrite(true)
+        .r#type(aws_sdk_ssm::types::ParameterType::String)
+        .send()
+        .await
+        .unwrap()
+        .version();
+    for f in CALLERS {
+        let sdk = moto.sdk_as(f).await;
+        let home: Box<dyn ConfigHome> = if f == "forwarder" {
+            Box::new(ballast_forwarder::follow::ParameterHome {
+                client: aws_sdk_ssm::Client::new(&sdk),
+                name: parameter.into(),
+            })
+        } else {
+            Box::new(ballast_aws::ssm::ParameterHome::new(&sdk, parameter))
+        };
+        let earlier = home.earlier(bad, 20).await.expect("the parameter's history");
+        assert_eq!(earlier.first().map(|v| v.text.as_str()), Some(yaml.as_str()), "{f}: the good version before");
+    }
+    ballast_aws::ssm::write(&ssm, parameter, &yaml).await.unwrap();
 
     // interruption: a warning while the pool is busy (retried within seconds), then handled;
     // a malformed message (dead-lettered).
@@ -229,6 +257,8 @@ async fn every_call_is_allowed_by_both_templates_and_every_grant_is_used() {
     for must in [
         ("interruption", "eks:DescribeCluster"),
         ("schedule", "ssm:GetParameter"),
+        ("schedule", "ssm:GetParameterHistory"),
+        ("forwarder", "ssm:GetParameterHistory"),
         ("interruption", "sqs:ChangeMessageVisibility"),
         ("interruption", "sqs:SendMessage"),
         ("interruption", "autoscaling:TerminateInstanceInAutoScalingGroup"),

@@ -3,7 +3,7 @@
 
 use async_trait::async_trait;
 use aws_sdk_ssm::types::{ParameterTier, ParameterType};
-use ballast_core::ports::{ConfigHome, ConfigText, ErrorKind, PortError};
+use ballast_core::ports::{newest_before, ConfigHome, ConfigText, ErrorKind, PortError};
 
 use crate::classify;
 
@@ -57,6 +57,21 @@ pub async fn read_if_any(client: &aws_sdk_ssm::Client, name: &str) -> Result<Opt
     }
 }
 
+/// Every version Parameter Store keeps of the parameter (its last 100), in its order.
+pub async fn history(client: &aws_sdk_ssm::Client, name: &str) -> Result<Vec<ConfigText>, PortError> {
+    let mut versions = Vec::new();
+    let mut pages = client.get_parameter_history().name(name).with_decryption(true).into_paginator().send();
+    while let Some(page) = pages.next().await {
+        let page = page.map_err(|e| classify("GetParameterHistory", e))?;
+        versions.extend(
+            page.parameters()
+                .iter()
+                .map(|p| ConfigText { text: p.value().unwrap_or_default().to_string(), version: Some(p.version()) }),
+        );
+    }
+    Ok(versions)
+}
+
 /// Writes a new version in the Advanced tier (a config may pass the Standard tier's 4 KB)
 /// and returns its number.
 pub async fn write(client: &aws_sdk_ssm::Client, name: &str, text: &str) -> Result<i64, PortError> {
@@ -104,5 +119,9 @@ impl ConfigHome for ParameterHome {
 
     fn changes(&self) -> bool {
         true
+    }
+
+    async fn earlier(&self, before: i64, at_most: usize) -> Result<Vec<ConfigText>, PortError> {
+        Ok(newest_before(history(&self.client, &self.name).await?, before, at_most))
     }
 }

@@ -207,6 +207,21 @@ pub trait ConfigHome: Send + Sync {
     fn describe(&self) -> String;
     /// Whether it may change while a function runs (a file or inline text does not).
     fn changes(&self) -> bool;
+    /// Versions before `before`, newest first, at most `at_most`: where a cold start looks
+    /// for the newest good config when the latest is refused. A home without versions
+    /// (a file, inline text) has none.
+    async fn earlier(&self, before: i64, at_most: usize) -> Result<Vec<ConfigText>, PortError> {
+        let _ = (before, at_most);
+        Ok(Vec::new())
+    }
+}
+
+/// What [`ConfigHome::earlier`] returns from a home's whole history, in any order.
+pub fn newest_before(mut versions: Vec<ConfigText>, before: i64, at_most: usize) -> Vec<ConfigText> {
+    versions.retain(|v| v.version.is_some_and(|n| n < before));
+    versions.sort_by_key(|v| std::cmp::Reverse(v.version));
+    versions.truncate(at_most);
+    versions
 }
 
 /// That a part of a deployment (a function, the forwarder) runs on a config version.

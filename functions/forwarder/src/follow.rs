@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use ballast_core::config::{Config, Toleration};
-use ballast_core::ports::{ConfigHome, ConfigText, ErrorKind, PortError};
+use ballast_core::ports::{newest_before, ConfigHome, ConfigText, ErrorKind, PortError};
 use tracing::{error, info, warn};
 
 use crate::metrics::Metrics;
@@ -22,6 +22,9 @@ use crate::metrics::Metrics;
 pub const LOOK_EVERY: Duration = Duration::from_secs(60);
 /// How often a forwarder with no usable config yet looks again.
 pub const RETRY_EVERY: Duration = Duration::from_secs(10);
+/// How many earlier versions a forwarder starting on a refused one judges (as the
+/// functions do).
+pub const LOOK_BACK_AT_MOST: usize = 20;
 
 /// The SSM parameter `name` (the forwarder's Pod Identity role may read that one only).
 pub struct ParameterHome {
@@ -56,6 +59,22 @@ impl ConfigHome for ParameterHome {
 
     fn changes(&self) -> bool {
         true
+    }
+
+    async fn earlier(&self, before: i64, at_most: usize) -> Result<Vec<ConfigText>, PortError> {
+        let mut versions = Vec::new();
+        let mut pages =
+            self.client.get_parameter_history().name(&self.name).with_decryption(true).into_paginator().send();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| ballast_aws_errors::classify("GetParameterHistory", e))?;
+            versions.extend(
+                page.parameters().iter().map(|p| ConfigText {
+                    text: p.value().unwrap_or_default().to_string(),
+                    version: Some(p.version()),
+                }),
+            );
+        }
+        Ok(newest_before(versions, before, at_most))
     }
 }
 
@@ -117,11 +136,13 @@ pub struct Follow {
     version: Option<i64>,
     membership: Option<Membership>,
     refused: Option<i64>,
+    /// The versions before `refused` were all judged, none good.
+    history_judged: bool,
 }
 
 impl Follow {
     pub fn new(home: Box<dyn ConfigHome>) -> Follow {
-        Follow { home, in_force: Arc::default(), version: None, membership: None, refused: None }
+        Follow { home, in_force: Arc::default(), version: None, membership: None, refused: None, history_judged: false }
     }
 
     /// The first good config, waiting (and saying why) until there is one.
@@ -171,25 +192,60 @@ impl Follow {
             }
         };
         let known = self.membership.is_some() && read.version == self.version;
-        if known || (read.version.is_some() && read.version == self.refused) {
+        if known {
             return None;
+        }
+        if read.version.is_some() && read.version == self.refused {
+            return self.fall_back(metrics).await;
         }
         let config = match Config::from_yaml(&read.text) {
             Ok(config) => config,
             Err(e) => {
                 self.refused = read.version;
+                self.history_judged = false;
                 metrics.config_refused();
                 error!(home = %home, refused_version = ?read.version, config_version = ?self.version, error = %e, "config refused; staying on the last good version");
+                return self.fall_back(metrics).await;
+            }
+        };
+        self.take(config, read.version, metrics)
+    }
+
+    /// A forwarder starting on a refused version runs on the newest good one before it
+    /// (one already running keeps its own), until a good version is written.
+    async fn fall_back(&mut self, metrics: &Metrics) -> Option<Config> {
+        let refused = self.refused?;
+        if self.membership.is_some() || self.history_judged {
+            return None;
+        }
+        let home = self.home.describe();
+        let earlier = match self.home.earlier(refused, LOOK_BACK_AT_MOST).await {
+            Ok(earlier) => earlier,
+            Err(e) => {
+                error!(home = %home, refused_version = refused, error = %e, "cannot read the config's earlier versions");
                 return None;
             }
         };
+        self.history_judged = true;
+        let Some((config, version)) =
+            earlier.into_iter().find_map(|v| Config::from_yaml(&v.text).ok().map(|c| (c, v.version)))
+        else {
+            error!(home = %home, refused_version = refused, "no earlier config version is good either: write a good one with `ballast config push`");
+            return None;
+        };
+        warn!(home = %home, config_version = ?version, refused_version = refused, "running on the newest good config version before the refused one, until a good version is written");
+        self.take(config, version, metrics)
+    }
+
+    /// Puts a good version in force; returns it when the watchers must start on it.
+    fn take(&mut self, config: Config, version: Option<i64>, metrics: &Metrics) -> Option<Config> {
         let membership = Membership::of(&config);
         let changed = self.membership.as_ref() != Some(&membership);
-        info!(home = %home, config_version = ?read.version, previous_version = ?self.version, pools_changed = changed, "config in force");
-        self.version = read.version;
-        self.in_force.store(read.version.unwrap_or(0), Ordering::Relaxed);
+        info!(home = %self.home.describe(), config_version = ?version, previous_version = ?self.version, pools_changed = changed, "config in force");
+        self.version = version;
+        self.in_force.store(version.unwrap_or(0), Ordering::Relaxed);
         self.membership = Some(membership);
-        metrics.config_in_force(read.version);
+        metrics.config_in_force(version);
         changed.then_some(config)
     }
 }
@@ -247,6 +303,46 @@ mod tests {
         assert_eq!(config.pools[0].node_selector["ballast.io/pool"], "general-v2");
         assert!(metrics.encode().contains("ballast_forwarder_config_version 4"));
         assert_eq!(follow.in_force.load(Ordering::Relaxed), 4, "what demand events say");
+    }
+
+    /// A parameter's history: versions written in turn, the last one read.
+    struct History(Arc<Mutex<Vec<(String, i64)>>>);
+
+    #[async_trait]
+    impl ConfigHome for History {
+        async fn read(&self) -> Result<ConfigText, PortError> {
+            let (text, version) = self.0.lock().unwrap().last().cloned().unwrap_or_default();
+            Ok(ConfigText { text, version: Some(version) })
+        }
+        fn describe(&self) -> String {
+            "history".into()
+        }
+        fn changes(&self) -> bool {
+            true
+        }
+        async fn earlier(&self, before: i64, at_most: usize) -> Result<Vec<ConfigText>, PortError> {
+            let all: Vec<ConfigText> =
+                self.0.lock().unwrap().iter().map(|(t, v)| ConfigText { text: t.clone(), version: Some(*v) }).collect();
+            Ok(newest_before(all, before, at_most))
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_forwarder_starting_on_a_refused_version_runs_on_the_newest_good_one_before_it() {
+        let moved = ONE_POOL.replace("ballast.io/pool: general }", "ballast.io/pool: general-v2 }");
+        let versions = vec![(ONE_POOL.to_string(), 1), (moved, 2), ("pools: [".to_string(), 3)];
+        let history = Arc::new(Mutex::new(versions));
+        let mut follow = Follow::new(Box::new(History(Arc::clone(&history))));
+        let metrics = Metrics::new();
+        let first = tokio::time::timeout(Duration::from_secs(1), follow.first(&metrics, || {})).await;
+        let first = first.expect("started on an earlier version, not waiting for a good one");
+        assert_eq!(first.pools[0].node_selector["ballast.io/pool"], "general-v2", "the newest good one: 2");
+        assert_eq!(follow.in_force.load(Ordering::Relaxed), 2);
+        assert!(metrics.encode().contains("ballast_forwarder_config_refused_total 1"));
+        history.lock().unwrap().push((ONE_POOL.to_string(), 4));
+        let config = follow.membership_changed(&metrics).await;
+        assert_eq!(config.pools[0].node_selector["ballast.io/pool"], "general", "the next good version is taken");
+        assert_eq!(follow.in_force.load(Ordering::Relaxed), 4);
     }
 
     #[test]

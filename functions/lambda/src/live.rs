@@ -24,6 +24,10 @@ pub const CHECK_EVERY: Duration = Duration::from_secs(60);
 pub const LOOK_WITHIN: Duration = Duration::from_secs(10);
 /// How often a function with no usable config yet looks again.
 pub const RETRY_UNUSABLE_EVERY: Duration = Duration::from_secs(10);
+/// How many earlier versions a cold start on a refused one judges (Parameter Store keeps
+/// 100): a few bad versions in a row are a rare mistake; a long run of them, a broken
+/// writer not worth a slow start.
+pub const LOOK_BACK_AT_MOST: usize = 20;
 
 /// A config that never changes: `BALLAST_CONFIG` or `BALLAST_CONFIG_FILE`, read once.
 pub struct FixedHome {
@@ -60,6 +64,8 @@ struct State<T> {
     checked: Option<Instant>,
     /// The last version refused, so that it is judged (and reported) once.
     refused: Option<i64>,
+    /// The versions before `refused` were all judged, none good: not read again for it.
+    history_judged: bool,
 }
 
 /// The config (and what is built on it) in force, followed as its home changes.
@@ -76,7 +82,12 @@ impl<T> Live<T> {
         Live {
             home,
             build,
-            state: tokio::sync::Mutex::new(State { current: None, checked: None, refused: None }),
+            state: tokio::sync::Mutex::new(State {
+                current: None,
+                checked: None,
+                refused: None,
+                history_judged: false,
+            }),
             function,
             metrics,
         }
@@ -104,6 +115,9 @@ impl<T> Live<T> {
 
     fn unusable_why(&self, state: &State<T>) -> String {
         match state.refused {
+            Some(v) if state.history_judged => {
+                format!("version {v} was refused and no earlier version is good (see the errors logged)")
+            }
             Some(v) => format!("version {v} was refused (see the error logged with it)"),
             None => "it could not be read (see the error logged)".into(),
         }
@@ -129,47 +143,40 @@ impl<T> Live<T> {
             return;
         }
         if read.version.is_some() && read.version == state.refused {
+            if state.current.is_none() {
+                self.fall_back(state).await;
+            }
             return;
         }
-        let refuse = |state: &mut State<T>, why: String| {
-            state.refused = read.version;
-            let version = read.version.map_or("(unversioned)".to_string(), |v| v.to_string());
-            match in_force {
-                Some(v) => {
-                    error!(function = self.function, home = %home, refused_version = %version, config_version = v, error = %why, "config refused; staying on the last good version")
-                }
-                None => {
-                    error!(function = self.function, home = %home, refused_version = %version, error = %why, "config refused; no good version to run on")
-                }
-            }
-            (self.metrics)(&crate::metrics::emf_count(
-                self.function,
-                "ConfigRefused",
-                chrono::Utc::now().timestamp_millis(),
-            ));
-        };
-        if read.text.trim().is_empty() {
-            refuse(state, "it is empty: write the config with `ballast config push ballast.yaml`".into());
-            return;
-        }
-        let config = match Config::from_yaml(&read.text) {
-            Ok(config) => config,
-            Err(e) => {
-                refuse(state, e.to_string());
-                return;
-            }
-        };
-        match (self.build)(config).await {
+        match self.judge(&read).await {
             Ok(app) => {
                 info!(function = self.function, home = %home, config_version = ?read.version, previous_version = ?in_force, "config in force");
                 state.current = Some((Arc::new(app), read.version));
                 state.refused = None;
+                state.history_judged = false;
             }
-            // A config this function can never run on (another region, a cluster that does
-            // not exist or may not be described) is refused; one whose start failed for a
-            // passing reason (DescribeCluster throttled) is tried again at the next look.
-            Err(e) if e.is_permanent() => refuse(state, e.to_string()),
-            Err(e) => match in_force {
+            Err(Verdict::Refused(why)) => {
+                state.refused = read.version;
+                state.history_judged = false;
+                let version = read.version.map_or("(unversioned)".to_string(), |v| v.to_string());
+                match in_force {
+                    Some(v) => {
+                        error!(function = self.function, home = %home, refused_version = %version, config_version = v, error = %why, "config refused; staying on the last good version")
+                    }
+                    None => {
+                        error!(function = self.function, home = %home, refused_version = %version, error = %why, "config refused; looking for the newest good version before it")
+                    }
+                }
+                (self.metrics)(&crate::metrics::emf_count(
+                    self.function,
+                    "ConfigRefused",
+                    chrono::Utc::now().timestamp_millis(),
+                ));
+                if state.current.is_none() {
+                    self.fall_back(state).await;
+                }
+            }
+            Err(Verdict::NotYet(e)) => match in_force {
                 Some(v) => {
                     warn!(function = self.function, config_version = ?read.version, in_force = v, error = %e, "cannot start on the new config yet; staying on the version in force")
                 }
@@ -179,6 +186,66 @@ impl<T> Live<T> {
             },
         }
     }
+
+    /// Whether a version can be run on: it parses, and what is built on it starts.
+    async fn judge(&self, read: &ConfigText) -> Result<T, Verdict> {
+        if read.text.trim().is_empty() {
+            return Err(Verdict::Refused(
+                "it is empty: write the config with `ballast config push ballast.yaml`".into(),
+            ));
+        }
+        let config = Config::from_yaml(&read.text).map_err(|e| Verdict::Refused(e.to_string()))?;
+        match (self.build)(config).await {
+            Ok(app) => Ok(app),
+            // A config this function can never run on (another region, a cluster that does
+            // not exist or may not be described) is refused; one whose start failed for a
+            // passing reason (DescribeCluster throttled) is tried again at the next look.
+            Err(e) if e.is_permanent() => Err(Verdict::Refused(e.to_string())),
+            Err(e) => Err(Verdict::NotYet(e)),
+        }
+    }
+
+    /// A cold start whose latest version is refused runs on the newest good one before it
+    /// (a warm function keeps the one it has): a hand-written bad version then takes no
+    /// function down, whenever Lambda starts one. Until a good version is pushed.
+    async fn fall_back(&self, state: &mut State<T>) {
+        let Some(refused) = state.refused else { return };
+        if state.history_judged {
+            return;
+        }
+        let home = self.home.describe();
+        let earlier = match self.home.earlier(refused, LOOK_BACK_AT_MOST).await {
+            Ok(earlier) => earlier,
+            Err(e) => {
+                error!(function = self.function, home = %home, refused_version = refused, error = %e, "cannot read the config's earlier versions");
+                return;
+            }
+        };
+        for older in earlier {
+            match self.judge(&older).await {
+                Ok(app) => {
+                    warn!(function = self.function, home = %home, config_version = ?older.version, refused_version = refused, "running on the newest good config version before the refused one, until a good version is written");
+                    state.current = Some((Arc::new(app), older.version));
+                    return;
+                }
+                Err(Verdict::Refused(_)) => continue,
+                // Looked at again at the next look, from the newest.
+                Err(Verdict::NotYet(e)) => {
+                    warn!(function = self.function, home = %home, config_version = ?older.version, error = %e, "cannot start on an earlier config version yet");
+                    return;
+                }
+            }
+        }
+        state.history_judged = true;
+        error!(function = self.function, home = %home, refused_version = refused, "no earlier config version is good either: write a good one with `ballast config push`");
+    }
+}
+
+enum Verdict {
+    /// Never to be run on (reported once per version).
+    Refused(String),
+    /// Not now: tried again at the next look.
+    NotYet(StartError),
 }
 
 /// Whether an event (an EventBridge envelope) is Parameter Store's news of a change to a
@@ -196,11 +263,15 @@ mod tests {
 
     const GOOD: &str = "cluster: c\nregion: eu-west-1\nstate_table: ballast-state\ndry_run: true\npools:\n  - name: general\n    spot_asgs: [s]\n    on_demand_asg: od\n";
 
-    struct Shelf(Mutex<Result<ConfigText, String>>, Mutex<u32>);
+    /// A parameter: its latest version (or why it cannot be read), how often it was read,
+    /// its history and how often that was read.
+    struct Shelf(Mutex<Result<ConfigText, String>>, Mutex<u32>, Mutex<Vec<ConfigText>>, Mutex<u32>);
 
     impl Shelf {
         fn put(&self, text: &str, version: i64) {
-            *self.0.lock().unwrap() = Ok(ConfigText { text: text.into(), version: Some(version) });
+            let put = ConfigText { text: text.into(), version: Some(version) };
+            self.2.lock().unwrap().push(put.clone());
+            *self.0.lock().unwrap() = Ok(put);
         }
     }
 
@@ -218,6 +289,10 @@ mod tests {
         fn changes(&self) -> bool {
             true
         }
+        async fn earlier(&self, before: i64, at_most: usize) -> Result<Vec<ConfigText>, PortError> {
+            *self.0 .3.lock().unwrap() += 1;
+            Ok(ballast_core::ports::newest_before(self.0 .2.lock().unwrap().clone(), before, at_most))
+        }
     }
 
     fn live(shelf: &Arc<Shelf>) -> Live<Config> {
@@ -227,7 +302,8 @@ mod tests {
 
     fn shelf(first: Result<(&str, i64), &str>) -> Arc<Shelf> {
         let first = first.map(|(t, v)| ConfigText { text: t.into(), version: Some(v) }).map_err(str::to_string);
-        Arc::new(Shelf(Mutex::new(first), Mutex::new(0)))
+        let history = first.iter().cloned().collect();
+        Arc::new(Shelf(Mutex::new(first), Mutex::new(0), Mutex::new(history), Mutex::new(0)))
     }
 
     #[tokio::test(start_paused = true)]
@@ -269,6 +345,67 @@ mod tests {
         shelf.put(&GOOD.replace("dry_run: true", "dry_run: false"), 6);
         let (config, version) = live.current(true).await.unwrap();
         assert_eq!((config.dry_run, version), (false, Some(6)), "the next good version is taken");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_cold_start_on_a_refused_version_runs_on_the_newest_good_one_before_it() {
+        let shelf = shelf(Ok((GOOD, 1)));
+        shelf.put(&GOOD.replace("dry_run: true", "dry_run: false"), 2);
+        shelf.put(&GOOD.replace("region: eu-west-1", "region: elsewhere-1"), 3);
+        shelf.put("cluster: c\npools: [", 4);
+        static REFUSED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        // Version 3 parses but cannot be started on (as a config for another region).
+        let build: Build<Config> = Box::new(|config| {
+            Box::pin(async move {
+                if config.region == "elsewhere-1" {
+                    Err(StartError::Region { config: config.region.clone(), running: "eu-west-1".into() })
+                } else {
+                    Ok(config)
+                }
+            })
+        });
+        let live = Live::new("schedule", Box::new(ShelfHome(Arc::clone(&shelf))), build, |_| {
+            REFUSED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        });
+        let (config, version) = live.current(false).await.unwrap();
+        assert_eq!((config.dry_run, version), (false, Some(2)), "the newest good version before the refused 4");
+        for _ in 0..3 {
+            tokio::time::advance(CHECK_EVERY).await;
+            assert_eq!(live.current(false).await.unwrap().1, Some(2));
+        }
+        assert_eq!(REFUSED.load(std::sync::atomic::Ordering::SeqCst), 1, "the refused version is reported once");
+        assert_eq!(*shelf.3.lock().unwrap(), 1, "the history is read once");
+        shelf.put(GOOD, 5);
+        assert_eq!(live.current(true).await.unwrap().1, Some(5), "the next good version is taken");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn with_no_good_version_before_the_refused_one_the_error_says_so_and_history_is_read_once() {
+        let shelf = shelf(Ok(("", 1)));
+        shelf.put("cluster: c\npools: [", 2);
+        let live = live(&shelf);
+        let err = live.current(false).await.unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "no usable config in SSM parameter /ballast/c/config yet: version 2 was refused and no earlier version is good (see the errors logged)"
+        );
+        tokio::time::advance(RETRY_UNUSABLE_EVERY).await;
+        live.current(false).await.unwrap_err();
+        assert_eq!(*shelf.3.lock().unwrap(), 1, "not read again for the same refused version");
+        shelf.put(GOOD, 3);
+        tokio::time::advance(RETRY_UNUSABLE_EVERY).await;
+        assert_eq!(live.current(false).await.unwrap().1, Some(3));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_warm_function_keeps_its_version_and_does_not_fall_back() {
+        let shelf = shelf(Ok((GOOD, 1)));
+        let live = live(&shelf);
+        live.current(false).await.unwrap();
+        shelf.put(&GOOD.replace("dry_run: true", "dry_run: false"), 2);
+        shelf.put("cluster: c\npools: [", 3);
+        assert_eq!(live.current(true).await.unwrap().1, Some(1), "warm on 1, it never saw 2 in force");
+        assert_eq!(*shelf.3.lock().unwrap(), 0);
     }
 
     #[tokio::test(start_paused = true)]

@@ -224,7 +224,8 @@ export class BallastStack extends Stack {
     const reconcile = new iam.ManagedPolicy(this, 'ReconcilePolicy', {
       description: 'Ballast reconcile: read and change the tagged ASGs of its pools, the state table, the config.',
       statements: [
-        new iam.PolicyStatement({ sid: 'ReadConfig', actions: ['ssm:GetParameter'], resources: [configArn] }),
+        // The history: a cold start on a hand-written bad version runs on the newest good one.
+        new iam.PolicyStatement({ sid: 'ReadConfig', actions: ['ssm:GetParameter', 'ssm:GetParameterHistory'], resources: [configArn] }),
         // Endpoint and CA at start (BALLAST_CLUSTER_ACCESS=eks, the default).
         new iam.PolicyStatement({
           sid: 'FindCluster',
@@ -496,7 +497,8 @@ export class BallastStack extends Stack {
         'put-events': new iam.PolicyDocument({
           statements: [
             new iam.PolicyStatement({ actions: ['events:PutEvents'], resources: [bus.eventBusArn] }),
-            new iam.PolicyStatement({ sid: 'ReadConfig', actions: ['ssm:GetParameter'], resources: [configArn] }),
+            // The history: a cold start on a hand-written bad version runs on the newest good one.
+            new iam.PolicyStatement({ sid: 'ReadConfig', actions: ['ssm:GetParameter', 'ssm:GetParameterHistory'], resources: [configArn] }),
           ],
         }),
       },
