@@ -418,3 +418,66 @@ async fn a_dry_run_not_let_in_yet_waits_for_cluster_access_and_a_live_one_fails(
     assert_eq!(nodes.len(), 1);
     assert_eq!(WAITING.load(Ordering::SeqCst), before, "no longer waiting");
 }
+
+/// `ballast doctor`'s cluster checks against the API server's own authorizer: the shipped
+/// RBAC lets the functions' group do every thing the functions do; without the headroom
+/// Role's binding, exactly those things are named; the forwarder and aws-auth are found or
+/// said missing with their fix.
+#[tokio::test]
+async fn doctor_asks_the_api_server_what_the_functions_may_do_and_finds_the_forwarder() {
+    use ballast_kube::doctor;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use k8s_openapi::api::rbac::v1::RoleBinding;
+    let Some((plane, admin, _)) = setup(Parts::ApiServer).await else { return };
+    let config = ballast_tests::example_config();
+
+    let allowed = doctor::rbac(&admin, &config).await;
+    assert!(allowed.ok, "{allowed:#?}");
+    assert_eq!(allowed.detail, format!("may do all {} things the functions do", doctor::needs(&config).len()));
+    let bindings: Api<RoleBinding> = Api::namespaced(admin.clone(), "ballast-headroom");
+    for b in bindings.list(&Default::default()).await.unwrap().items {
+        bindings.delete(b.metadata.name.as_deref().unwrap(), &Default::default()).await.unwrap();
+    }
+    let denied = doctor::rbac(&admin, &config).await;
+    assert!(!denied.ok, "{denied:#?}");
+    assert_eq!(
+        denied.detail,
+        "may not create deployments in ballast-headroom, get deployments ballast-headroom-batch in ballast-headroom, \
+         get deployments ballast-headroom-general in ballast-headroom, patch deployments ballast-headroom-batch in \
+         ballast-headroom, patch deployments ballast-headroom-general in ballast-headroom"
+    );
+    // The functions' own group may not ask: the finding says whose kubeconfig to use.
+    let functions = kube::Client::try_from(plane.kube_config(FUNCTIONS_TOKEN)).unwrap();
+    let refused = doctor::rbac(&functions, &config).await;
+    assert!(!refused.ok && refused.detail.starts_with("cannot ask the API server"), "{refused:#?}");
+
+    let missing = doctor::forwarder(&admin).await;
+    assert_eq!((missing.ok, missing.detail.as_str()), (false, "not deployed"), "{missing:#?}");
+    let deployments: Api<Deployment> = Api::namespaced(admin.clone(), "ballast");
+    let forwarder: Deployment = serde_json::from_value(json!({
+        "metadata": { "name": "ballast-forwarder" },
+        "spec": {
+            "selector": { "matchLabels": { "app": "f" } },
+            "template": { "metadata": { "labels": { "app": "f" } }, "spec": { "containers": [{ "name": "f", "image": "f:1" }] } },
+        },
+    }))
+    .unwrap();
+    deployments.create(&PostParams::default(), &forwarder).await.unwrap();
+    let down = doctor::forwarder(&admin).await;
+    assert!(!down.ok && down.detail.starts_with("deployed, none available"), "{down:#?}");
+    let status = json!({ "status": { "replicas": 1, "readyReplicas": 1, "availableReplicas": 1 } });
+    deployments.patch_status("ballast-forwarder", &PatchParams::default(), &Patch::Merge(status)).await.unwrap();
+    assert!(doctor::forwarder(&admin).await.ok);
+
+    let roles = vec!["arn:aws:iam::123456789012:role/ballast-test-schedule".to_string()];
+    let unmapped = doctor::aws_auth(&admin, &roles).await;
+    assert!(!unmapped.ok && unmapped.fix.as_deref().unwrap().contains("groups: [ballast:functions]"), "{unmapped:#?}");
+    let map: ConfigMap = serde_json::from_value(json!({
+        "metadata": { "name": "aws-auth" },
+        "data": { "mapRoles": "- rolearn: arn:aws:iam::123456789012:role/ballast-test-schedule\n  username: ballast-function:{{SessionName}}\n  groups:\n    - ballast:functions\n" },
+    }))
+    .unwrap();
+    Api::<ConfigMap>::namespaced(admin.clone(), "kube-system").create(&PostParams::default(), &map).await.unwrap();
+    let mapped = doctor::aws_auth(&admin, &roles).await;
+    assert!(mapped.ok, "{mapped:#?}");
+}

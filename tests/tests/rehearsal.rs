@@ -976,6 +976,13 @@ async fn cluster_side(admin: &kube::Client, outputs: &BTreeMap<String, String>) 
     let spec = serde_json::to_string(&forwarder.spec).unwrap();
     let name = settings.metadata.name.clone().unwrap();
     assert!(spec.contains(&name), "the forwarder reads {name} (kustomize's hashed name): {spec}");
+    // No kubelet runs here: the Deployment says its pod is up, as the deployment controller
+    // would once it ran (`ballast doctor` checks it).
+    let status = serde_json::json!({ "status": { "replicas": 1, "readyReplicas": 1, "availableReplicas": 1 } });
+    Api::<Deployment>::namespaced(admin.clone(), "ballast")
+        .patch_status("ballast-forwarder", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(status))
+        .await
+        .expect("the forwarder's status");
 }
 
 /// The CDK stack against SAM's: the same outputs where both have them (names the

@@ -5,8 +5,9 @@
 use aws_sdk_dynamodb::types::{KeyType, ScalarAttributeType, TableStatus, TimeToLiveStatus};
 use aws_sdk_eventbridge::types::RuleState;
 use aws_sdk_sqs::types::QueueAttributeName;
-use ballast_core::config::{check_one_role, resolve_pool_asgs, selectors, AsgRef, AsgSelector, Config, ResolveError};
-use serde::Serialize;
+use ballast_core::config::{
+    check_one_role, resolve_pool_asgs, selectors, AsgRef, AsgSelector, Config, ResolveError, FUNCTIONS_GROUP,
+};
 use std::collections::BTreeMap;
 
 use crate::autoscaling::{purchases_spot, AwsAutoscaling};
@@ -30,6 +31,8 @@ const TERMINATING: &str = "autoscaling:EC2_INSTANCE_TERMINATING";
 /// `HOOK_HEARTBEAT_TIMEOUT_AT_LEAST`, whose test holds the sum under it.)
 pub const HOOK_HEARTBEAT_TIMEOUT_AT_LEAST_SECS: u64 = 21 * 60;
 
+/// The functions, by the name their role and function take after `ballast-CLUSTER-`.
+pub const FUNCTIONS: [&str; 3] = ["interruption", "schedule", "cluster-events"];
 /// The parts that note the config version they run on.
 pub const VERSION_PARTS: [&str; 4] = ["schedule", "interruption", "cluster-events", "forwarder"];
 /// A function takes a new version within a minute (its change event, else its minute's look).
@@ -82,22 +85,14 @@ impl Wiring {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Finding {
-    pub check: String,
-    pub ok: bool,
-    pub detail: String,
-    /// How to fix it, when it is wrong.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub fix: Option<String>,
-}
+pub use ballast_core::finding::Finding;
 
 fn ok(check: impl Into<String>, detail: impl Into<String>) -> Finding {
-    Finding { check: check.into(), ok: true, detail: detail.into(), fix: None }
+    Finding::ok(check, detail)
 }
 
 fn bad(check: impl Into<String>, detail: impl Into<String>, fix: impl Into<String>) -> Finding {
-    Finding { check: check.into(), ok: false, detail: detail.into(), fix: Some(fix.into()) }
+    Finding::bad(check, detail, fix)
 }
 
 /// The top-level keys (and pools, by name) in which two configs differ.
@@ -115,6 +110,7 @@ fn err_text(e: impl std::error::Error) -> String {
 }
 
 pub struct Doctor {
+    pub eks: aws_sdk_eks::Client,
     pub ssm: aws_sdk_ssm::Client,
     pub dynamodb: aws_sdk_dynamodb::Client,
     pub sqs: aws_sdk_sqs::Client,
@@ -125,6 +121,7 @@ pub struct Doctor {
 impl Doctor {
     pub fn new(conf: &aws_config::SdkConfig) -> Self {
         Doctor {
+            eks: aws_sdk_eks::Client::new(conf),
             ssm: aws_sdk_ssm::Client::new(conf),
             dynamodb: aws_sdk_dynamodb::Client::new(conf),
             sqs: aws_sdk_sqs::Client::new(conf),
@@ -142,6 +139,90 @@ impl Doctor {
         self.asgs(config, &mut findings).await;
         self.roles(config, &mut findings).await;
         findings
+    }
+
+    /// The function roles' way into the cluster: an access entry each, in the group the
+    /// RBAC binds. On a cluster that authenticates with `aws-auth` only, the roles are
+    /// returned for the caller to look up there.
+    pub async fn access(&self, config: &Config) -> (Finding, Option<Vec<String>>) {
+        let check = "cluster access entries".to_string();
+        let cluster = match self.eks.describe_cluster().name(&config.cluster).send().await {
+            Ok(out) => out.cluster,
+            Err(e) => {
+                let fix = format!(
+                    "check `cluster` and `region` in the config, and that doctor may eks:DescribeCluster {}",
+                    config.cluster
+                );
+                return (bad(check, format!("cannot describe cluster {}: {}", config.cluster, err_text(e)), fix), None);
+            }
+        };
+        let Some(cluster) = cluster else {
+            return (bad(check, "DescribeCluster answered without a cluster", "run doctor again"), None);
+        };
+        // arn:PARTITION:eks:REGION:ACCOUNT:cluster/NAME
+        let arn: Vec<&str> = cluster.arn().unwrap_or_default().split(':').collect();
+        let (Some(partition), Some(account)) = (arn.get(1), arn.get(4)) else {
+            return (
+                bad(check, format!("the cluster's ARN {:?} is not an EKS ARN", cluster.arn()), "run doctor again"),
+                None,
+            );
+        };
+        let roles: Vec<String> = FUNCTIONS
+            .iter()
+            .map(|f| format!("arn:{partition}:iam::{account}:role/ballast-{}-{f}", config.cluster))
+            .collect();
+        let mode = cluster.access_config().and_then(|a| a.authentication_mode());
+        if mode == Some(&aws_sdk_eks::types::AuthenticationMode::ConfigMap) {
+            return (
+                ok(check, "the cluster authenticates with aws-auth only (CONFIG_MAP): no access entries; aws-auth is checked instead"),
+                Some(roles),
+            );
+        }
+        let mut missing = Vec::new();
+        for role in &roles {
+            match self.eks.describe_access_entry().cluster_name(&config.cluster).principal_arn(role).send().await {
+                Ok(out) => {
+                    let groups = out.access_entry().map(|e| e.kubernetes_groups()).unwrap_or_default();
+                    if !groups.iter().any(|g| g == FUNCTIONS_GROUP) {
+                        missing.push((role, format!("{role} is in {groups:?}, not {FUNCTIONS_GROUP}")));
+                    }
+                }
+                Err(e) if e.as_service_error().is_some_and(|s| s.is_resource_not_found_exception()) => {
+                    missing.push((role, format!("{role} has no access entry")))
+                }
+                Err(e) => {
+                    return (
+                        bad(
+                            check,
+                            format!("cannot read the access entry of {role}: {}", err_text(e)),
+                            "allow eks:DescribeAccessEntry on the cluster to whoever runs doctor",
+                        ),
+                        None,
+                    )
+                }
+            }
+        }
+        if missing.is_empty() {
+            return (ok(check, format!("the {} function roles are in {FUNCTIONS_GROUP}", roles.len())), None);
+        }
+        let commands: Vec<String> = missing
+            .iter()
+            .map(|(role, _)| {
+                format!(
+                    "aws eks create-access-entry --cluster-name {} --principal-arn {role} --kubernetes-groups {FUNCTIONS_GROUP}",
+                    config.cluster
+                )
+            })
+            .collect();
+        let why: Vec<String> = missing.into_iter().map(|(_, why)| why).collect();
+        (
+            bad(
+                check,
+                why.join("; "),
+                format!("deploy with ClusterAccessEntries=true (-c accessEntries=true), or: {}", commands.join("; ")),
+            ),
+            None,
+        )
     }
 
     /// The live config: there, valid, within the parameter's size, and the one given.

@@ -36,7 +36,8 @@ async fn invoke_doctor_and_dead_letters_against_moto() {
     std::fs::write(&config, config_yaml(false, "")).unwrap();
     let config = config.to_str().unwrap();
 
-    let out = ballast(&["doctor", "--config", config], &moto.endpoint);
+    // moto has no Kubernetes behind its EKS (tests/tests/rehearsal.rs runs the cluster side).
+    let out = ballast(&["doctor", "--no-cluster", "--config", config], &moto.endpoint);
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(
@@ -48,10 +49,28 @@ async fn invoke_doctor_and_dead_letters_against_moto() {
     let forwarder = ballast_core::ports::VersionNote { part: "forwarder".into(), version: 1, at: chrono::Utc::now() };
     use ballast_core::ports::ConfigVersions;
     ballast_aws::DynamoStore::new(&d.sdk, ballast_tests::aws::TABLE).note(&forwarder).await.unwrap();
-    let out = ballast(&["doctor", "--config", config], &moto.endpoint);
+    let out = ballast(&["doctor", "--no-cluster", "--config", config], &moto.endpoint);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
-    assert!(text.contains("17 check(s), 0 problem(s)"), "{text}");
+    assert!(text.contains("17 check(s), 0 problem(s) (cluster side skipped: --no-cluster)"), "{text}");
+    // Without --no-cluster, a cluster EKS does not know and no kubeconfig are each named.
+    let mut doctor = Command::new(env!("CARGO_BIN_EXE_ballast"));
+    let out = doctor
+        .args(["doctor", "--config", config])
+        .env("AWS_ENDPOINT_URL", &moto.endpoint)
+        .env("AWS_REGION", "eu-west-1")
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("AWS_MAX_ATTEMPTS", "1")
+        .env("KUBECONFIG", dir.join("no-kubeconfig"))
+        .env("HOME", &dir)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("FAIL cluster access entries: cannot describe cluster test"), "{text}");
+    assert!(text.contains("FAIL cluster: cannot reach it with the kubeconfig"), "{text}");
+    assert!(text.contains("fix: aws eks update-kubeconfig --name test --region eu-west-1"), "{text}");
 
     let (_, ids) = d.asg(SPOT).await;
     let warning = fixture_json("spot-interruption-terminate.json", |v| {

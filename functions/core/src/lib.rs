@@ -5,6 +5,7 @@
 
 pub mod config;
 pub mod event;
+pub mod finding;
 pub mod forwarder;
 pub mod learn;
 #[cfg(feature = "test-doubles")]

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 use aws_lambda_events::event::sqs::SqsEvent;
-use ballast_aws::doctor::{Doctor, Wiring};
+use ballast_aws::doctor::{Doctor, Finding, Wiring};
 use ballast_lambda::{AwsApp, ConfigSource, Settings};
 use clap::{Args, ValueEnum};
 use serde_json::{json, Value};
@@ -90,6 +90,10 @@ pub struct DoctorArgs {
     /// Print JSON findings.
     #[arg(long)]
     json: bool,
+    /// Skip the cluster side: the function roles' access entries and what needs the
+    /// kubeconfig (RBAC, forwarder, aws-auth).
+    #[arg(long)]
+    no_cluster: bool,
 }
 
 /// A deployment by its config and the name of its dead-letter queue.
@@ -130,7 +134,14 @@ pub fn doctor(args: DoctorArgs) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let findings = runtime.block_on(async {
         let sdk = ballast_aws::sdk_config().await;
-        Doctor::new(&sdk).check(&config, &wiring).await
+        let doctor = Doctor::new(&sdk);
+        let mut findings = doctor.check(&config, &wiring).await;
+        if !args.no_cluster {
+            let (access, aws_auth_roles) = doctor.access(&config).await;
+            findings.push(access);
+            findings.extend(cluster_side(&config, aws_auth_roles).await);
+        }
+        findings
     });
     let bad = findings.iter().filter(|f| !f.ok).count();
     if args.json {
@@ -142,9 +153,34 @@ pub fn doctor(args: DoctorArgs) -> anyhow::Result<ExitCode> {
                 println!("       fix: {fix}");
             }
         }
-        println!("{} check(s), {bad} problem(s)", findings.len());
+        let skipped = if args.no_cluster { " (cluster side skipped: --no-cluster)" } else { "" };
+        println!("{} check(s), {bad} problem(s){skipped}", findings.len());
     }
     Ok(if bad == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// The cluster side, as the operator's kubeconfig (its current context) reaches it.
+async fn cluster_side(config: &ballast_core::config::Config, aws_auth_roles: Option<Vec<String>>) -> Vec<Finding> {
+    let client = match ballast_kube::Connector::kubeconfig().await {
+        Ok(connector) => connector.client().await.map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    };
+    let client = match client {
+        Ok(client) => client,
+        Err(e) => {
+            return vec![Finding::bad(
+                "cluster",
+                format!("cannot reach it with the kubeconfig: {e}"),
+                format!("aws eks update-kubeconfig --name {} --region {}", config.cluster, config.region),
+            )]
+        }
+    };
+    let mut findings =
+        vec![ballast_kube::doctor::rbac(&client, config).await, ballast_kube::doctor::forwarder(&client).await];
+    if let Some(roles) = aws_auth_roles {
+        findings.push(ballast_kube::doctor::aws_auth(&client, &roles).await);
+    }
+    findings
 }
 
 #[derive(Args)]

@@ -8,8 +8,7 @@ use serde_yaml_ng::Value;
 
 use super::load_config;
 
-/// The Kubernetes group the functions' IAM roles map to (EKS access entry).
-pub const FUNCTIONS_GROUP: &str = "ballast:functions";
+pub use ballast_core::config::FUNCTIONS_GROUP;
 
 #[derive(clap::Args)]
 pub struct CheckArgs {

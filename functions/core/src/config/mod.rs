@@ -27,6 +27,10 @@ use walk::{kind, Fields, Issues};
 /// `--expendable-pods-priority-cutoff`).
 pub const CA_EXPENDABLE_CUTOFF: i32 = -10;
 
+/// The Kubernetes group the function roles are mapped to (their EKS access entries, or
+/// `aws-auth`), which infra/k8s/functions-rbac.yaml binds.
+pub const FUNCTIONS_GROUP: &str = "ballast:functions";
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Config {
     pub cluster: String,
