@@ -2117,3 +2117,59 @@ async fn a_hooks_test_notification_is_ignored_and_one_sent_straight_to_sqs_is_ex
     );
     assert!(!memory.world().calls.iter().any(|c| c.is_effect()), "nothing done for either");
 }
+
+/// The kill switch stands a live run down. A live run left work open (a failback step
+/// draining an on-demand node, a rebalance replacement whose node is cordoned; both as a
+/// run that died mid-drain leaves them); the first run with `dry_run` set uncordons both
+/// nodes, ends the step and the replacement (naming what they launched as surplus),
+/// keeps the instances in service, and starts nothing.
+#[tokio::test]
+async fn the_kill_switch_undoes_a_live_runs_open_work_and_starts_nothing() {
+    let tick = fixture("scheduled-reconcile.json");
+    let (victim, replaced) = ("i-0f9e8d7c6b5a40001", "i-0a1b2c3d4e5f60001");
+    let mut world = state("steady.json");
+    let mut nodes = Vec::new();
+    for id in [victim, replaced] {
+        let n = world.nodes.iter_mut().find(|n| n.state.instance_id == id).expect("the instance's node");
+        n.state.unschedulable = true;
+        nodes.push(n.state.name.clone());
+    }
+    let record = &mut world.pools.get_mut("general").unwrap().record;
+    record.failback = Some(
+        serde_json::from_value(serde_json::json!({
+            "spot_asg": "eks-general-spot-m6", "count": 1, "started_at": "2026-11-20T08:50:00Z",
+            "ready_before": 4, "victims": [victim], "victims_since": "2026-11-20T08:55:00Z",
+        }))
+        .unwrap(),
+    );
+    record.interruptions = vec![serde_json::from_value(serde_json::json!({
+        "instance_id": replaced, "asg": "eks-general-spot-m6", "cause": { "kind": "rebalance" },
+        "noticed_at": "2026-11-20T08:56:00Z", "planned_at": "2026-11-20T08:56:00Z",
+        "surge": { "asg": "eks-general-spot-m6", "planned_at": "2026-11-20T08:56:00Z", "plan": 1 },
+    }))
+    .unwrap()];
+    let d = Deployment::new(config_with_dry_run(true), world, tick.time);
+    let out = d.reconciler.handle(vec![tick.clone()]).await;
+    assert!(out.failures.is_empty(), "{:?}", errors(&out));
+    let done = effects(&d);
+    let mut uncordoned: Vec<String> =
+        done.iter().filter_map(|c| if let Call::Uncordon { node } = c { Some(node.clone()) } else { None }).collect();
+    uncordoned.sort();
+    nodes.sort();
+    assert_eq!(uncordoned, nodes, "{done:?}");
+    assert_eq!(done.len(), 2, "only the undo: {done:?}");
+    {
+        let world = d.memory.world();
+        assert!(world.nodes.iter().all(|n| !n.state.unschedulable));
+        let live = &world.pools["general"].record;
+        assert!(live.failback.is_none() && live.interruptions.is_empty(), "{live:?}");
+    }
+    assert!(out.pools.iter().all(|p| p.plan.dry_run && p.applied.is_empty()), "the rest is a dry run");
+
+    // The next dry run sees the nodes schedulable, forgets them and changes nothing.
+    d.clock.advance(Duration::minutes(1));
+    d.reconciler.handle(vec![tick]).await;
+    assert_eq!(effects(&d).len(), 2);
+    let live = d.memory.world().pools["general"].record.clone();
+    assert!(live.uncordon.is_empty() && !ballast_core::planner::has_open_work(&live), "{live:?}");
+}

@@ -1,6 +1,8 @@
 //! `reconcile(pool)`: take the lease, observe, plan, record, apply. Every function
 //! ends here; the simulator and `ballast plan` run the same code.
 
+mod stand_down;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -616,6 +618,9 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
     ) -> Result<PoolOutcome, ReconcileError> {
         let name = pool.name.as_str();
         let dry_run = self.config.dry_run;
+        if dry_run {
+            self.stand_down_live(pool, deadline, lease).await?;
+        }
         let key = if dry_run { format!("{name}{DRY_RUN_SUFFIX}") } else { name.to_string() };
         let mut at_work = None;
         for _ in 0..MAX_ATTEMPTS {

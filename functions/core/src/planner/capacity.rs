@@ -382,7 +382,7 @@ impl Work<'_> {
             let node = node.name.clone();
             self.act(
                 ActionKind::UncordonNode { node, instance_id: id.clone() },
-                format!("release {id}: cordoned for a failback step that no longer holds it"),
+                format!("release {id}: cordoned for work Ballast no longer holds it for"),
             );
             still.push(id);
         }

@@ -25,6 +25,7 @@ mod headroom;
 mod journal;
 mod replace;
 mod signals;
+mod stand_down;
 
 use std::collections::BTreeMap;
 
@@ -40,6 +41,7 @@ use crate::plan::{Action, ActionKind, HeadroomDecision, Plan};
 pub const CLOCK_SKEW: chrono::Duration = chrono::Duration::seconds(120);
 
 pub use headroom::{headroom_percent, headroom_replicas, PercentSource};
+pub use stand_down::{has_open_work, stand_down};
 
 /// The words of a note that leaves surplus instances to cluster-autoscaler, after their
 /// count and before the ASG: "2 surplus instance(s) left in eks-general-spot".

@@ -1,0 +1,55 @@
+//! The kill switch's stand-down, run by a dry run under the pool's lease before it plans
+//! on its shadow record: the live record's open work that can be undone is undone and
+//! applied (see [`crate::planner::stand_down`]); the rest of the run changes nothing.
+
+use super::{ReconcileError, Reconciler, Run, MAX_ATTEMPTS};
+use crate::config::PoolConfig;
+use crate::planner::{has_open_work, stand_down, PlanInput};
+use crate::ports::{Autoscaling, Clock, Cluster, ErrorKind, StateStore, Versioned};
+
+impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K> {
+    /// Stands the live record down, when it holds open work; logs the plan it applied.
+    pub(super) async fn stand_down_live(
+        &self,
+        pool: &PoolConfig,
+        deadline: Option<chrono::DateTime<chrono::Utc>>,
+        lease: &mut super::Lease,
+    ) -> Result<(), ReconcileError> {
+        let name = pool.name.as_str();
+        for _ in 0..MAX_ATTEMPTS {
+            let Versioned { value: record, version } =
+                self.store.load(name).await.map_err(ReconcileError::port(name))?;
+            if !has_open_work(&record) {
+                return Ok(());
+            }
+            let now = self.clock.now();
+            let observed = self.observe(pool, &record, &[], now).await.map_err(ReconcileError::port(name))?;
+            let plan =
+                stand_down(PlanInput { pool, dry_run: false, record: &record, observed: &observed, events: &[], now });
+            let version = match self.store.save(name, &plan.record, version).await {
+                Ok(v) => v,
+                Err(e) if e.kind == ErrorKind::Conflict => continue,
+                Err(source) => {
+                    return Err(ReconcileError::Apply {
+                        pool: name.to_string(),
+                        plan: Box::new(plan),
+                        failed_at: 0,
+                        source,
+                    })
+                }
+            };
+            let mut run = Run { pool, key: name, record: plan.record.clone(), version, deadline, lease };
+            return match self.apply(&plan, &mut run).await {
+                Ok(applied) => {
+                    tracing::info!(pool = name, applied = applied.len(), plan = %plan.log_line(), "stand-down: dry_run is set; the live run's open work undone");
+                    Ok(())
+                }
+                Err((failed_at, source)) => {
+                    self.take_back_intent(name, &plan, failed_at, run.record.clone(), run.version).await;
+                    Err(ReconcileError::Apply { pool: name.to_string(), plan: Box::new(plan), failed_at, source })
+                }
+            };
+        }
+        Err(ReconcileError::Contention { pool: name.to_string() })
+    }
+}
