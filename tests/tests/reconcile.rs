@@ -2126,19 +2126,26 @@ async fn a_hooks_test_notification_is_ignored_and_one_sent_straight_to_sqs_is_ex
 #[tokio::test]
 async fn the_kill_switch_undoes_a_live_runs_open_work_and_starts_nothing() {
     let tick = fixture("scheduled-reconcile.json");
-    let (victim, replaced) = ("i-0f9e8d7c6b5a40001", "i-0a1b2c3d4e5f60001");
+    // The second victim's terminate landed: it waits on its termination hook.
+    let (victim, leaving, replaced) = ("i-0f9e8d7c6b5a40001", "i-0f9e8d7c6b5a40002", "i-0a1b2c3d4e5f60001");
     let mut world = state("steady.json");
     let mut nodes = Vec::new();
-    for id in [victim, replaced] {
+    for id in [victim, leaving, replaced] {
         let n = world.nodes.iter_mut().find(|n| n.state.instance_id == id).expect("the instance's node");
         n.state.unschedulable = true;
         nodes.push(n.state.name.clone());
+    }
+    let leaving_node = nodes.remove(1);
+    for asg in &mut world.asgs {
+        for i in asg.instances.iter_mut().filter(|i| i.id == leaving) {
+            i.lifecycle_state = ballast_core::model::LifecycleState::TerminatingWait;
+        }
     }
     let record = &mut world.pools.get_mut("general").unwrap().record;
     record.failback = Some(
         serde_json::from_value(serde_json::json!({
             "spot_asg": "eks-general-spot-m6", "count": 1, "started_at": "2026-11-20T08:50:00Z",
-            "ready_before": 4, "victims": [victim], "victims_since": "2026-11-20T08:55:00Z",
+            "ready_before": 4, "victims": [victim, leaving], "victims_since": "2026-11-20T08:55:00Z",
         }))
         .unwrap(),
     );
@@ -2146,6 +2153,8 @@ async fn the_kill_switch_undoes_a_live_runs_open_work_and_starts_nothing() {
         "instance_id": replaced, "asg": "eks-general-spot-m6", "cause": { "kind": "rebalance" },
         "noticed_at": "2026-11-20T08:56:00Z", "planned_at": "2026-11-20T08:56:00Z",
         "surge": { "asg": "eks-general-spot-m6", "planned_at": "2026-11-20T08:56:00Z", "plan": 1 },
+        // Recorded when the terminate was planned; the run died in the drain before it.
+        "terminated": true,
     }))
     .unwrap()];
     let d = Deployment::new(config_with_dry_run(true), world, tick.time);
@@ -2160,7 +2169,9 @@ async fn the_kill_switch_undoes_a_live_runs_open_work_and_starts_nothing() {
     assert_eq!(done.len(), 2, "only the undo: {done:?}");
     {
         let world = d.memory.world();
-        assert!(world.nodes.iter().all(|n| !n.state.unschedulable));
+        let cordoned: Vec<&str> =
+            world.nodes.iter().filter(|n| n.state.unschedulable).map(|n| n.state.name.as_str()).collect();
+        assert_eq!(cordoned, vec![leaving_node.as_str()], "the leaving instance's node stays cordoned");
         let live = &world.pools["general"].record;
         assert!(live.failback.is_none() && live.interruptions.is_empty(), "{live:?}");
     }

@@ -178,7 +178,10 @@ impl Doctor {
                 Some(roles),
             );
         }
+        // With API_AND_CONFIG_MAP, a role with no entry may be mapped in aws-auth instead.
+        let config_map_too = mode != Some(&aws_sdk_eks::types::AuthenticationMode::Api);
         let mut missing = Vec::new();
+        let mut in_aws_auth = Vec::new();
         for role in &roles {
             match self.eks.describe_access_entry().cluster_name(&config.cluster).principal_arn(role).send().await {
                 Ok(out) => {
@@ -188,7 +191,11 @@ impl Doctor {
                     }
                 }
                 Err(e) if e.as_service_error().is_some_and(|s| s.is_resource_not_found_exception()) => {
-                    missing.push((role, format!("{role} has no access entry")))
+                    if config_map_too {
+                        in_aws_auth.push(role.clone());
+                    } else {
+                        missing.push((role, format!("{role} has no access entry")))
+                    }
                 }
                 Err(e) => {
                     return (
@@ -202,8 +209,18 @@ impl Doctor {
                 }
             }
         }
+        let in_aws_auth = (!in_aws_auth.is_empty()).then_some(in_aws_auth);
         if missing.is_empty() {
-            return (ok(check, format!("the {} function roles are in {FUNCTIONS_GROUP}", roles.len())), None);
+            let detail = match &in_aws_auth {
+                None => format!("the {} function roles are in {FUNCTIONS_GROUP}", roles.len()),
+                Some(rest) => format!(
+                    "{} of {} function roles have an entry in {FUNCTIONS_GROUP}; {} none (looked up in aws-auth)",
+                    roles.len() - rest.len(),
+                    roles.len(),
+                    rest.join(", ")
+                ),
+            };
+            return (ok(check, detail), in_aws_auth);
         }
         let commands: Vec<String> = missing
             .iter()
@@ -221,7 +238,7 @@ impl Doctor {
                 why.join("; "),
                 format!("deploy with ClusterAccessEntries=true (-c accessEntries=true), or: {}", commands.join("; ")),
             ),
-            None,
+            in_aws_auth,
         )
     }
 

@@ -56,7 +56,7 @@ async fn each_function_role_needs_an_entry_in_the_functions_group() {
     let config = Config::from_yaml(CONFIG).unwrap();
     let describe = mock!(aws_sdk_eks::Client::describe_cluster)
         .match_requests(|r| r.name() == Some("prod"))
-        .then_output(|| cluster(AuthenticationMode::ApiAndConfigMap));
+        .then_output(|| cluster(AuthenticationMode::Api));
     let entry = |function: &'static str, groups: &'static [&'static str]| {
         mock!(aws_sdk_eks::Client::describe_access_entry)
             .match_requests(move |r| {
@@ -106,4 +106,23 @@ async fn a_cluster_on_aws_auth_only_hands_the_roles_to_the_cluster_check() {
     let (finding, aws_auth) = doctor(eks).access(&config).await;
     assert!(finding.ok, "{finding:#?}");
     assert_eq!(aws_auth, Some(vec![role("interruption"), role("schedule"), role("cluster-events")]));
+}
+
+#[tokio::test]
+async fn with_api_and_config_map_a_role_without_an_entry_is_looked_up_in_aws_auth() {
+    let config = Config::from_yaml(CONFIG).unwrap();
+    let describe =
+        mock!(aws_sdk_eks::Client::describe_cluster).then_output(|| cluster(AuthenticationMode::ApiAndConfigMap));
+    let schedule = mock!(aws_sdk_eks::Client::describe_access_entry)
+        .match_requests(|r| r.principal_arn() == Some(role("schedule").as_str()))
+        .then_http_response(not_found);
+    let others = mock!(aws_sdk_eks::Client::describe_access_entry).then_output(|| {
+        let entry = AccessEntry::builder().kubernetes_groups("ballast:functions").build();
+        DescribeAccessEntryOutput::builder().access_entry(entry).build()
+    });
+    let eks = mock_client!(aws_sdk_eks, RuleMode::MatchAny, [&describe, &schedule, &others]);
+    let (finding, aws_auth) = doctor(eks).access(&config).await;
+    assert!(finding.ok, "{finding:#?}");
+    assert_eq!(aws_auth, Some(vec![role("schedule")]));
+    assert!(finding.detail.starts_with("2 of 3 function roles have an entry"), "{finding:#?}");
 }

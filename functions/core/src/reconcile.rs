@@ -619,7 +619,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         let name = pool.name.as_str();
         let dry_run = self.config.dry_run;
         if dry_run {
-            self.stand_down_live(pool, deadline, lease).await?;
+            self.stand_down_live(pool, deadline, lease).await;
         }
         let key = if dry_run { format!("{name}{DRY_RUN_SUFFIX}") } else { name.to_string() };
         let mut at_work = None;

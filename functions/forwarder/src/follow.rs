@@ -211,13 +211,16 @@ impl Follow {
         self.take(config, read.version, metrics)
     }
 
-    /// A forwarder starting on a refused version runs on the newest good one before it
-    /// (one already running keeps its own), until a good version is written.
+    /// A refused latest version leaves the forwarder on the newest good version before it,
+    /// as the functions: found in the history when starting, and when running if one
+    /// newer than its own was written in between. Until a good version is written.
     async fn fall_back(&mut self, metrics: &Metrics) -> Option<Config> {
         let refused = self.refused?;
-        if self.membership.is_some() || self.history_judged {
+        if self.history_judged {
             return None;
         }
+        // Said once per refused version, found or not.
+        self.history_judged = true;
         let home = self.home.describe();
         let earlier = match self.home.earlier(refused, LOOK_BACK_AT_MOST).await {
             Ok(earlier) => earlier,
@@ -226,14 +229,18 @@ impl Follow {
                 return None;
             }
         };
-        self.history_judged = true;
-        let Some((config, version)) =
-            earlier.into_iter().find_map(|v| Config::from_yaml(&v.text).ok().map(|c| (c, v.version)))
-        else {
-            error!(home = %home, refused_version = refused, "no earlier config version is good either: write a good one with `ballast config push`");
+        let in_force = self.version;
+        let found = earlier
+            .into_iter()
+            .take_while(|v| in_force.is_none_or(|f| v.version.is_some_and(|n| n > f)))
+            .find_map(|v| Config::from_yaml(&v.text).ok().map(|c| (c, v.version)));
+        let Some((config, version)) = found else {
+            if self.membership.is_none() {
+                error!(home = %home, refused_version = refused, "no earlier config version is good either: write a good one with `ballast config push`");
+            }
             return None;
         };
-        warn!(home = %home, config_version = ?version, refused_version = refused, "running on the newest good config version before the refused one, until a good version is written");
+        warn!(home = %home, config_version = ?version, refused_version = refused, previous_version = ?in_force, "running on the newest good config version before the refused one, until a good version is written");
         self.take(config, version, metrics)
     }
 

@@ -49,14 +49,13 @@ impl fmt::Display for Need {
     }
 }
 
-/// What the functions do with the Kubernetes API for this config: read and cordon nodes,
+/// What the functions do with the Kubernetes API for this config: list and cordon nodes,
 /// list and evict pods (in any namespace), read each pool's PriorityClass, and keep each
 /// pool's pause-pod Deployment in its namespace (server-side apply: get, patch, create).
 pub fn needs(config: &Config) -> Vec<Need> {
     let cluster =
         |verb, group, resource, subresource| Need { verb, group, resource, subresource, name: None, namespace: None };
     let mut needs: BTreeSet<Need> = [
-        cluster("get", "", "nodes", None),
         cluster("list", "", "nodes", None),
         cluster("patch", "", "nodes", None),
         cluster("list", "", "pods", None),
@@ -81,6 +80,16 @@ pub fn needs(config: &Config) -> Vec<Need> {
         needs.insert(Need { namespace, ..cluster("create", "apps", "deployments", None) });
     }
     needs.into_iter().collect()
+}
+
+/// The operator's kubeconfig (its current context), as kubectl reads it, and the API
+/// server it points at, for the findings to name.
+pub async fn connect() -> Result<(kube::Client, String), String> {
+    let config = kube::Config::from_kubeconfig(&Default::default()).await.map_err(|e| e.to_string())?;
+    let server = config.cluster_url.to_string();
+    let connector = crate::Connector::fixed(config).map_err(|e| e.to_string())?;
+    let client = connector.client().await.map_err(|e| e.to_string())?;
+    Ok((client, server))
 }
 
 /// Asks the API server whether the group may do each thing the functions do.

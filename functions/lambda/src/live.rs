@@ -143,9 +143,7 @@ impl<T> Live<T> {
             return;
         }
         if read.version.is_some() && read.version == state.refused {
-            if state.current.is_none() {
-                self.fall_back(state).await;
-            }
+            self.fall_back(state).await;
             return;
         }
         match self.judge(&read).await {
@@ -155,13 +153,13 @@ impl<T> Live<T> {
                 state.refused = None;
                 state.history_judged = false;
             }
-            Err(Verdict::Refused(why)) => {
+            Err(Verdict::Refused(why)) | Err(Verdict::Unstartable(_, why)) => {
                 state.refused = read.version;
                 state.history_judged = false;
                 let version = read.version.map_or("(unversioned)".to_string(), |v| v.to_string());
                 match in_force {
                     Some(v) => {
-                        error!(function = self.function, home = %home, refused_version = %version, config_version = v, error = %why, "config refused; staying on the last good version")
+                        error!(function = self.function, home = %home, refused_version = %version, config_version = v, error = %why, "config refused; looking for a good version between it and the one in force")
                     }
                     None => {
                         error!(function = self.function, home = %home, refused_version = %version, error = %why, "config refused; looking for the newest good version before it")
@@ -172,9 +170,7 @@ impl<T> Live<T> {
                     "ConfigRefused",
                     chrono::Utc::now().timestamp_millis(),
                 ));
-                if state.current.is_none() {
-                    self.fall_back(state).await;
-                }
+                self.fall_back(state).await;
             }
             Err(Verdict::NotYet(e)) => match in_force {
                 Some(v) => {
@@ -200,50 +196,69 @@ impl<T> Live<T> {
             // A config this function can never run on (another region, a cluster that does
             // not exist or may not be described) is refused; one whose start failed for a
             // passing reason (DescribeCluster throttled) is tried again at the next look.
-            Err(e) if e.is_permanent() => Err(Verdict::Refused(e.to_string())),
+            Err(e) if e.is_permanent() => {
+                let why = e.to_string();
+                Err(Verdict::Unstartable(e, why))
+            }
             Err(e) => Err(Verdict::NotYet(e)),
         }
     }
 
-    /// A cold start whose latest version is refused runs on the newest good one before it
-    /// (a warm function keeps the one it has): a hand-written bad version then takes no
-    /// function down, whenever Lambda starts one. Until a good version is pushed.
+    /// A refused latest version leaves the function on the newest good version before it:
+    /// a cold start finds one in the history, and so does a warm function when one newer
+    /// than its own was written in between (else warm and cold functions would run
+    /// different versions, one live and one dry). Until a good version is pushed.
     async fn fall_back(&self, state: &mut State<T>) {
         let Some(refused) = state.refused else { return };
         if state.history_judged {
             return;
         }
         let home = self.home.describe();
+        let in_force = state.current.as_ref().and_then(|(_, v)| *v);
         let earlier = match self.home.earlier(refused, LOOK_BACK_AT_MOST).await {
             Ok(earlier) => earlier,
             Err(e) => {
+                // Said once: the next look tries again only for another version.
+                state.history_judged = true;
                 error!(function = self.function, home = %home, refused_version = refused, error = %e, "cannot read the config's earlier versions");
                 return;
             }
         };
-        for older in earlier {
+        let newer_than_in_force = |v: &ConfigText| in_force.is_none_or(|f| v.version.is_some_and(|n| n > f));
+        for older in earlier.into_iter().take_while(newer_than_in_force) {
             match self.judge(&older).await {
                 Ok(app) => {
-                    warn!(function = self.function, home = %home, config_version = ?older.version, refused_version = refused, "running on the newest good config version before the refused one, until a good version is written");
+                    warn!(function = self.function, home = %home, config_version = ?older.version, refused_version = refused, previous_version = ?in_force, "running on the newest good config version before the refused one, until a good version is written");
                     state.current = Some((Arc::new(app), older.version));
+                    state.history_judged = true;
                     return;
                 }
-                Err(Verdict::Refused(_)) => continue,
-                // Looked at again at the next look, from the newest.
-                Err(Verdict::NotYet(e)) => {
+                // A version of its own that cannot be run on (it does not parse, or names
+                // another region): the one before it may.
+                Err(Verdict::Refused(why)) | Err(Verdict::Unstartable(StartError::Region { .. }, why)) => {
+                    info!(function = self.function, home = %home, config_version = ?older.version, error = %why, "earlier config version refused too");
+                }
+                // What fails whatever the version (access to the cluster): judged again at
+                // the next look, from the newest.
+                Err(Verdict::Unstartable(e, _)) | Err(Verdict::NotYet(e)) => {
                     warn!(function = self.function, home = %home, config_version = ?older.version, error = %e, "cannot start on an earlier config version yet");
                     return;
                 }
             }
         }
         state.history_judged = true;
-        error!(function = self.function, home = %home, refused_version = refused, "no earlier config version is good either: write a good one with `ballast config push`");
+        if in_force.is_none() {
+            error!(function = self.function, home = %home, refused_version = refused, "no earlier config version is good either: write a good one with `ballast config push`");
+        }
     }
 }
 
 enum Verdict {
-    /// Never to be run on (reported once per version).
+    /// Never to be run on (reported once per version): it does not parse.
     Refused(String),
+    /// It parses, but starting on it fails for good (another region, a cluster that
+    /// cannot be described); said as the second field.
+    Unstartable(StartError, String),
     /// Not now: tried again at the next look.
     NotYet(StartError),
 }
@@ -398,14 +413,22 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_warm_function_keeps_its_version_and_does_not_fall_back() {
+    async fn a_warm_function_takes_the_good_version_written_before_a_refused_one_never_an_older_one() {
         let shelf = shelf(Ok((GOOD, 1)));
         let live = live(&shelf);
         live.current(false).await.unwrap();
+        // Going live and a broken hand edit within seconds: the warm function takes 2, as a
+        // cold one does, rather than staying dry on 1.
         shelf.put(&GOOD.replace("dry_run: true", "dry_run: false"), 2);
         shelf.put("cluster: c\npools: [", 3);
-        assert_eq!(live.current(true).await.unwrap().1, Some(1), "warm on 1, it never saw 2 in force");
-        assert_eq!(*shelf.3.lock().unwrap(), 0);
+        let (config, version) = live.current(true).await.unwrap();
+        assert_eq!((config.dry_run, version), (false, Some(2)));
+        // A bad version on top of the one in force: it stays, nothing older is taken.
+        shelf.put("cluster: c\npools: [", 4);
+        assert_eq!(live.current(true).await.unwrap().1, Some(2));
+        tokio::time::advance(CHECK_EVERY).await;
+        assert_eq!(live.current(false).await.unwrap().1, Some(2));
+        assert_eq!(*shelf.3.lock().unwrap(), 2, "the history read once per refused version");
     }
 
     #[tokio::test(start_paused = true)]

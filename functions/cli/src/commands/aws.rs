@@ -161,12 +161,8 @@ pub fn doctor(args: DoctorArgs) -> anyhow::Result<ExitCode> {
 
 /// The cluster side, as the operator's kubeconfig (its current context) reaches it.
 async fn cluster_side(config: &ballast_core::config::Config, aws_auth_roles: Option<Vec<String>>) -> Vec<Finding> {
-    let client = match ballast_kube::Connector::kubeconfig().await {
-        Ok(connector) => connector.client().await.map_err(|e| e.to_string()),
-        Err(e) => Err(e.to_string()),
-    };
-    let client = match client {
-        Ok(client) => client,
+    let (client, server) = match ballast_kube::doctor::connect().await {
+        Ok(connected) => connected,
         Err(e) => {
             return vec![Finding::bad(
                 "cluster",
@@ -175,8 +171,19 @@ async fn cluster_side(config: &ballast_core::config::Config, aws_auth_roles: Opt
             )]
         }
     };
-    let mut findings =
-        vec![ballast_kube::doctor::rbac(&client, config).await, ballast_kube::doctor::forwarder(&client).await];
+    // Which cluster the checks below asked: the kubeconfig's, which may not be this one.
+    let context = Finding::ok(
+        "cluster",
+        format!(
+            "asked through the kubeconfig's current context, API server {server} (`aws eks update-kubeconfig --name {}` points it at this cluster)",
+            config.cluster
+        ),
+    );
+    let mut findings = vec![
+        context,
+        ballast_kube::doctor::rbac(&client, config).await,
+        ballast_kube::doctor::forwarder(&client).await,
+    ];
     if let Some(roles) = aws_auth_roles {
         findings.push(ballast_kube::doctor::aws_auth(&client, &roles).await);
     }

@@ -8,8 +8,20 @@ use crate::planner::{has_open_work, stand_down, PlanInput};
 use crate::ports::{Autoscaling, Clock, Cluster, ErrorKind, StateStore, Versioned};
 
 impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K> {
-    /// Stands the live record down, when it holds open work; logs the plan it applied.
+    /// Stands the live record down, when it holds open work; logs the plan it applied. A
+    /// failure is logged and left to the next run: the dry run goes on regardless.
     pub(super) async fn stand_down_live(
+        &self,
+        pool: &PoolConfig,
+        deadline: Option<chrono::DateTime<chrono::Utc>>,
+        lease: &mut super::Lease,
+    ) {
+        if let Err(e) = self.try_stand_down(pool, deadline, lease).await {
+            tracing::warn!(pool = %pool.name, error = %e, "stand-down: could not undo the live run's open work; the next run tries again");
+        }
+    }
+
+    async fn try_stand_down(
         &self,
         pool: &PoolConfig,
         deadline: Option<chrono::DateTime<chrono::Utc>>,
@@ -23,9 +35,18 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                 return Ok(());
             }
             let now = self.clock.now();
+            // A live run still draining (on the version before the switch) finishes its
+            // drain first: undoing its cordon under it would draw pods back to the node.
+            if record.draining.as_ref().is_some_and(|d| d.owner != self.owner && now < d.until) {
+                tracing::info!(pool = name, "stand-down: a live run is still draining; left to the next run");
+                return Ok(());
+            }
             let observed = self.observe(pool, &record, &[], now).await.map_err(ReconcileError::port(name))?;
             let plan =
                 stand_down(PlanInput { pool, dry_run: false, record: &record, observed: &observed, events: &[], now });
+            if plan.record == record && plan.effects().next().is_none() {
+                return Ok(());
+            }
             let version = match self.store.save(name, &plan.record, version).await {
                 Ok(v) => v,
                 Err(e) if e.kind == ErrorKind::Conflict => continue,
