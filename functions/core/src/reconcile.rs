@@ -563,7 +563,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         events: &[Event],
         now: DateTime<Utc>,
     ) -> Plan {
-        plan(PlanInput { pool, dry_run: self.config.dry_run, record, observed, events, now })
+        plan(PlanInput { pool, dry_run: self.config.dry_run, record, observed, events, now, run: &self.owner })
     }
 
     /// One pool: lease, observe, plan, write the record, apply.
