@@ -1039,3 +1039,64 @@ fn withdrawals_netted_into_a_raise_that_did_not_land_are_still_made() {
     ];
     run(steps, false).unwrap();
 }
+
+/// A scale-in's terminate lifecycle action is planned by a run that dies: right after
+/// the plan is stored (its heartbeat never made), or after its first action (the
+/// heartbeat). Nothing takes its intent back (a killed run never gets there), and its
+/// redelivered event is deduplicated. Before, every later plan skipped the action as
+/// `planned`: the hook lapsed and the instance went with its pods undrained. Now the
+/// record says which run planned it and until when: within that window a tick does not
+/// plan it twice; past it, with the instance still in Terminating:Wait, a tick plans it
+/// again (heartbeat, cordon, drain, complete).
+#[test]
+fn a_lifecycle_action_left_planned_by_a_run_that_died_is_planned_again_after_its_window() {
+    use ballast_core::event::LifecycleAction;
+    use ballast_core::memory::Call;
+    for crash in [1, 2] {
+        let mut h = Harness::new(false);
+        let instance = "i-0f9e8d7c6b5a40001";
+        if let Some(i) =
+            h.ports.memory.world().asg_mut(OD).and_then(|a| a.instances.iter_mut().find(|i| i.id == instance))
+        {
+            i.lifecycle_state = LifecycleState::TerminatingWait;
+        }
+        let token = format!("token-{crash}");
+        let action = LifecycleAction {
+            asg: OD.into(),
+            hook: "ballast-drain".into(),
+            token: token.clone(),
+            instance_id: instance.into(),
+        };
+        let hook = h.event(Signal::TerminateLifecycleAction(action));
+        let calls =
+            |h: &Harness, what: fn(&Call) -> bool| h.ports.memory.world().calls.iter().filter(|c| what(c)).count();
+        let heartbeats = |c: &Call| matches!(c, Call::Heartbeat { .. });
+        let completes = |c: &Call| matches!(c, Call::Complete { .. });
+        h.reconcile(vec![hook], Fault::Crash(crash), CaMove::None, false);
+        let record = h.ports.memory.world().pools.get(POOL).map(|p| p.record.clone()).unwrap_or_default();
+        let pending = record.lifecycle_actions.iter().find(|a| a.token == token).cloned().expect("recorded");
+        assert!(pending.planned, "crash {crash}: {pending:?}");
+        assert_eq!(pending.planned_by.as_deref(), Some("fault-model"));
+        let until = pending.planned_until.expect("until when");
+        assert_eq!(calls(&h, completes), 0, "crash {crash}: the dead run completed nothing");
+        let beats_of_the_dead_run = calls(&h, heartbeats);
+
+        // Within the dead run's window (it may still be draining): not planned twice.
+        h.clock.advance(Duration::seconds(60));
+        assert!(h.now() < until);
+        let tick = h.event(Signal::Reconcile);
+        h.reconcile(vec![tick], Fault::None, CaMove::None, false);
+        assert_eq!(calls(&h, heartbeats), beats_of_the_dead_run, "crash {crash}: planned twice within the window");
+        assert_eq!(calls(&h, completes), 0);
+
+        // Past it, the instance still waiting: planned again and completed.
+        h.clock.advance(until - h.now() + Duration::seconds(1));
+        let tick = h.event(Signal::Reconcile);
+        let notes = h.reconcile(vec![tick], Fault::None, CaMove::None, false);
+        assert!(notes.iter().any(|n| n.contains("planned by fault-model, which left it undone")), "{notes:?}");
+        assert_eq!(calls(&h, heartbeats), beats_of_the_dead_run + 1, "crash {crash}: the hook kept open");
+        assert_eq!(calls(&h, completes), 1, "crash {crash}: drained and completed");
+        let world = h.ports.memory.world();
+        assert!(world.calls.contains(&Call::Complete { token: token.clone() }));
+    }
+}

@@ -11,6 +11,7 @@ pub mod redelivery;
 pub mod replay;
 pub mod ssm;
 pub mod state;
+pub mod timeouts;
 
 pub use autoscaling::AwsAutoscaling;
 pub use ballast_aws_errors::classify;
@@ -18,21 +19,30 @@ pub use compute::AwsCompute;
 pub use dead_letters::SqsDeadLetters;
 pub use redelivery::SqsRedelivery;
 pub use state::DynamoStore;
+pub use timeouts::{CallTimeouts, CALL_TIMEOUTS};
 
 use aws_config::retry::RetryConfig;
 use aws_config::{BehaviorVersion, SdkConfig};
 use std::path::PathBuf;
 
 /// The SDK configuration from the environment (region, credentials, and
-/// `AWS_ENDPOINT_URL` for a local emulator), with standard retries, trusting the
-/// system's CA bundle file (see [`trust_bundle`]).
+/// `AWS_ENDPOINT_URL` for a local emulator), with standard retries and every call
+/// bounded by [`CALL_TIMEOUTS`], trusting the system's CA bundle file (see
+/// [`trust_bundle`]).
 pub async fn sdk_config() -> SdkConfig {
-    let loader =
-        aws_config::defaults(BehaviorVersion::latest()).retry_config(RetryConfig::standard().with_max_attempts(3));
+    let loader = sdk_loader(CALL_TIMEOUTS);
     match https_client(trust_bundle(std::env::var_os("SSL_CERT_FILE").map(PathBuf::from))) {
         Some(client) => loader.http_client(client).load().await,
         None => loader.load().await,
     }
+}
+
+/// The loader [`sdk_config`] starts from: standard retries (3 attempts), each call bounded
+/// by `timeouts`. Tests give it their own endpoint and shorter bounds.
+pub fn sdk_loader(timeouts: CallTimeouts) -> aws_config::ConfigLoader {
+    aws_config::defaults(BehaviorVersion::latest())
+        .retry_config(RetryConfig::standard().with_max_attempts(3))
+        .timeout_config(timeouts.config())
 }
 
 /// CA bundle files, the first found wins: Amazon Linux's (the Lambda runtime's), then

@@ -18,6 +18,9 @@ use crate::plan::{Action, ActionKind, LifecycleRef, Plan};
 use crate::planner::{plan, PlanInput, CLOCK_SKEW};
 use crate::ports::{Autoscaling, Clock, Cluster, DrainReport, ErrorKind, PortError, StateStore, Urgency, Versioned};
 
+mod handover;
+pub use handover::{after_drain, AfterDrain};
+
 /// A forwarder demand event younger than this spares the reconcile a pod listing: the
 /// forwarder's heartbeat (5 min) and a minute for its delivery, so a tick just before the
 /// next heartbeat lands does not list every pod of the pool.
@@ -354,8 +357,8 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                 hooks_kept_at = self.clock.now();
             }
             // Waiting on for the batch, the lease is taken only while a whole drain fits
-            // before the deadline: a drain cut short would still complete its lifecycle
-            // actions, its pods not all evicted. Until the others are done, hooks kept.
+            // before the deadline: a drain cut short would only hand its lifecycle actions
+            // on to a later run. Until the others are done, hooks kept.
             let drain_fits = self.clock.now() + drain_and_margins(pool) <= deadline;
             if self.clock.now() > give_up && !drain_fits {
                 continue;
@@ -565,7 +568,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         events: &[Event],
         now: DateTime<Utc>,
     ) -> Plan {
-        plan(PlanInput { pool, dry_run: self.config.dry_run, record, observed, events, now })
+        plan(PlanInput { pool, dry_run: self.config.dry_run, record, observed, events, now, run: &self.owner })
     }
 
     /// One pool: lease, observe, plan, write the record, apply.
@@ -1056,6 +1059,8 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
     async fn apply(&self, plan: &Plan, run: &mut Run<'_>) -> Result<Vec<Applied>, (usize, PortError)> {
         let mut applied = Vec::new();
         let mut drained: BTreeMap<String, bool> = BTreeMap::new();
+        // By lifecycle action token: whether its drain lets it be completed.
+        let mut hooks: BTreeMap<String, AfterDrain> = BTreeMap::new();
         let mut index = 0;
         while index < plan.actions.len() {
             let action = &plan.actions[index];
@@ -1085,8 +1090,13 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                 }))
                 .await;
                 for (offset, (action, result)) in drains.iter().zip(results).enumerate() {
-                    let ActionKind::DrainNode { instance_id, .. } = &action.kind else { unreachable!() };
+                    let ActionKind::DrainNode { instance_id, lifecycle, timeout, .. } = &action.kind else {
+                        unreachable!()
+                    };
                     let report = result.map_err(|e| (index + offset, e))?;
+                    if let Some(l) = lifecycle {
+                        hooks.insert(l.token.clone(), after_drain(report.complete(), timeout_of(action), timeout.0));
+                    }
                     drained.insert(instance_id.clone(), report.complete());
                     applied.push(Applied::Drained(report));
                 }
@@ -1099,7 +1109,10 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                     for (at, action) in plan.actions.iter().enumerate().skip(index) {
                         if let ActionKind::CompleteLifecycleAction(l) = &action.kind {
                             // A failure here leaves only this one and those after it to redo.
-                            let done = lifecycle_call(self.autoscaling.complete_lifecycle_action(l).await);
+                            let done = match hooks.get(&l.token) {
+                                Some(AfterDrain::HandOn) => self.hand_on_taken_over(run.key, l).await,
+                                _ => lifecycle_call(self.autoscaling.complete_lifecycle_action(l).await),
+                            };
                             applied.push(done.map_err(|e| (at, e))?);
                         }
                     }
@@ -1130,9 +1143,10 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                 ActionKind::RecordLifecycleHeartbeat(action) => {
                     lifecycle_call(self.autoscaling.record_lifecycle_heartbeat(action).await)
                 }
-                ActionKind::CompleteLifecycleAction(action) => {
-                    lifecycle_call(self.autoscaling.complete_lifecycle_action(action).await)
-                }
+                ActionKind::CompleteLifecycleAction(action) => match hooks.get(&action.token) {
+                    Some(AfterDrain::HandOn) => self.hand_on(run, action).await,
+                    _ => lifecycle_call(self.autoscaling.complete_lifecycle_action(action).await),
+                },
                 ActionKind::SetHeadroomReplicas { to, .. } => {
                     self.cluster.set_headroom_replicas(run.pool, *to).await.map(|_| Applied::Done)
                 }

@@ -58,17 +58,45 @@ pub enum Connector {
     Eks(Box<EksConnector>),
 }
 
-/// Every write must fail fast and be classified by Ballast: kube's default 429 retry
-/// would hold an eviction a PodDisruptionBudget blocks for minutes.
-fn tune(mut config: kube::Config) -> kube::Config {
+/// The bounds of one Kubernetes call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KubeTimeouts {
+    /// Establishing the connection (TCP and TLS).
+    pub connect: Duration,
+    /// The longest wait for the next bytes of a response (a server that accepted the
+    /// request and never answers fails here).
+    pub read: Duration,
+    /// The longest wait to send the request.
+    pub write: Duration,
+}
+
+/// The functions' bounds. No call starts within the reconcile's `DEADLINE_MARGIN` (10 s)
+/// of the invocation's deadline, so a call that hangs fails (retryable) within 8 s,
+/// before the deadline, and the run ends by its error with its plan logged instead of
+/// being killed mid-plan. The API server answers Ballast's gets, pages of lists and
+/// evictions within a second; a drain's own time is its loop's, not one call's.
+pub const KUBE_TIMEOUTS: KubeTimeouts =
+    KubeTimeouts { connect: Duration::from_secs(3), read: Duration::from_secs(8), write: Duration::from_secs(8) };
+
+/// Every call bounded by `timeouts`; every write fails fast and is classified by
+/// Ballast: kube's default 429 retry would hold an eviction a PodDisruptionBudget blocks
+/// for minutes.
+pub fn tune(mut config: kube::Config, timeouts: KubeTimeouts) -> kube::Config {
     config.default_retry = false;
-    config.read_timeout = Some(Duration::from_secs(30));
+    config.connect_timeout = Some(timeouts.connect);
+    config.read_timeout = Some(timeouts.read);
+    config.write_timeout = Some(timeouts.write);
     config
 }
 
 impl Connector {
     pub fn fixed(config: kube::Config) -> Result<Connector, ConnectError> {
-        Ok(Connector::Fixed(kube::Client::try_from(tune(config)).map_err(ConnectError::Client)?))
+        Connector::fixed_with(config, KUBE_TIMEOUTS)
+    }
+
+    /// As [`Connector::fixed`], each call bounded by `timeouts` (tests' shorter ones).
+    pub fn fixed_with(config: kube::Config, timeouts: KubeTimeouts) -> Result<Connector, ConnectError> {
+        Ok(Connector::Fixed(kube::Client::try_from(tune(config, timeouts)).map_err(ConnectError::Client)?))
     }
 
     /// From `KUBECONFIG` or `~/.kube/config`, for development.
@@ -82,7 +110,7 @@ impl Connector {
             endpoint: endpoint.endpoint.clone(),
             reason: e.to_string(),
         })?;
-        let mut base = tune(kube::Config::new(uri));
+        let mut base = tune(kube::Config::new(uri), KUBE_TIMEOUTS);
         base.root_cert = Some(ca_certificates(&endpoint.certificate_authority)?);
         Ok(Connector::Eks(Box::new(EksConnector {
             base,
@@ -134,6 +162,32 @@ pub fn ca_certificates(base64_pem: &str) -> Result<Vec<Vec<u8>>, ConnectError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_call_is_bounded_within_the_deadline_margin() {
+        let margin = ballast_core::reconcile::DEADLINE_MARGIN.to_std().unwrap();
+        let config = tune(kube::Config::new("https://example.invalid".parse().unwrap()), KUBE_TIMEOUTS);
+        assert_eq!(config.connect_timeout, Some(Duration::from_secs(3)));
+        assert_eq!(config.read_timeout, Some(Duration::from_secs(8)));
+        assert_eq!(config.write_timeout, Some(Duration::from_secs(8)));
+        assert!(!config.default_retry);
+        for bound in [config.connect_timeout, config.read_timeout, config.write_timeout] {
+            assert!(bound.is_some_and(|b| b < margin), "{bound:?} against a margin of {margin:?}");
+        }
+        let Connector::Eks(eks) = Connector::eks(
+            EksEndpoint {
+                cluster: "c".into(),
+                region: "eu-west-1".into(),
+                endpoint: "https://ABCDEF.gr7.eu-west-1.eks.amazonaws.com".into(),
+                certificate_authority: STANDARD.encode(CA_PEM),
+            },
+            SharedCredentialsProvider::new(aws_credential_types::Credentials::new("AKID", "s", None, None, "t")),
+        )
+        .expect("connector") else {
+            panic!("an EKS connector")
+        };
+        assert_eq!(eks.base.read_timeout, Some(Duration::from_secs(8)), "the EKS connection is bounded too");
+    }
 
     #[test]
     fn bad_certificate_data_says_what_is_wrong() {

@@ -23,6 +23,7 @@
 mod capacity;
 mod headroom;
 mod journal;
+mod lifecycle;
 mod replace;
 mod signals;
 mod stand_down;
@@ -57,6 +58,8 @@ pub struct PlanInput<'a> {
     /// This pool's signals not yet seen, in any order, possibly repeated.
     pub events: &'a [Event],
     pub now: DateTime<Utc>,
+    /// The run planning (its lease owner), recorded on what it takes on.
+    pub run: &'a str,
 }
 
 pub fn plan(input: PlanInput<'_>) -> Plan {

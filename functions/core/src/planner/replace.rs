@@ -1,5 +1,5 @@
 //! Replacing instances that are going away (Spot interruption warnings, rebalance
-//! recommendations, Health scheduled changes) and terminate lifecycle actions.
+//! recommendations, Health scheduled changes).
 
 use super::Work;
 use crate::event::InstanceAction;
@@ -220,36 +220,6 @@ impl Work<'_> {
         match &step.instances_before {
             Some(before) if !before.iter().any(|id| id == instance_id) => step.expect_one_less(),
             _ => step.desired_before = step.desired_before.saturating_sub(1),
-        }
-    }
-
-    pub(super) fn lifecycle_actions(&mut self) {
-        for index in 0..self.record.lifecycle_actions.len() {
-            let pending = self.record.lifecycle_actions[index].clone();
-            if pending.planned {
-                continue;
-            }
-            let action = LifecycleRef {
-                asg: pending.asg.clone(),
-                hook: pending.hook.clone(),
-                token: pending.token.clone(),
-                instance_id: pending.instance_id.clone(),
-            };
-            let reason =
-                format!("terminate lifecycle action {} on {} for {}", pending.hook, pending.asg, pending.instance_id);
-            if self.cfg.interruption.drain && self.observed.node_of_instance(&pending.instance_id).is_some() {
-                self.act(
-                    ActionKind::RecordLifecycleHeartbeat(action.clone()),
-                    format!("{reason}: keep the hook open while draining"),
-                );
-            }
-            let drain = (self.cfg.interruption.drain_timeout, None);
-            self.cordon_and_drain(&pending.instance_id, Some(action.clone()), drain, &reason);
-            self.act(
-                ActionKind::CompleteLifecycleAction(action),
-                format!("{reason}: drained, let termination continue"),
-            );
-            self.record.lifecycle_actions[index].planned = true;
         }
     }
 }

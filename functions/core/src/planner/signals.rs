@@ -143,6 +143,9 @@ impl Work<'_> {
                         instance_id: action.instance_id.clone(),
                         received_at: event.time,
                         planned: false,
+                        planned_by: None,
+                        planned_until: None,
+                        drain_until: None,
                     });
                 }
             }
