@@ -42,8 +42,15 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                 return Ok(());
             }
             let observed = self.observe(pool, &record, &[], now).await.map_err(ReconcileError::port(name))?;
-            let plan =
-                stand_down(PlanInput { pool, dry_run: false, record: &record, observed: &observed, events: &[], now });
+            let plan = stand_down(PlanInput {
+                pool,
+                dry_run: false,
+                record: &record,
+                observed: &observed,
+                events: &[],
+                now,
+                run: &self.owner,
+            });
             if plan.record == record && plan.effects().next().is_none() {
                 return Ok(());
             }
