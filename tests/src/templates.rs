@@ -81,6 +81,11 @@ pub fn sam_translated() -> Option<Value> {
 }
 
 fn translate_sam() -> Option<Value> {
+    sam_translated_file(&crate::repo_root().join("infra/sam/template.yaml"))
+}
+
+/// A SAM template file as CloudFormation (`None`, the test skips, only outside CI).
+pub fn sam_translated_file(template: &std::path::Path) -> Option<Value> {
     let Some(python) = python() else {
         assert!(!required(), "CI=true but aws-sam-translator's venv is missing: run scripts/test");
         eprintln!("skipped: aws-sam-translator not installed (scripts/test installs it)");
@@ -89,7 +94,7 @@ fn translate_sam() -> Option<Value> {
     let root = crate::repo_root();
     let out = Command::new(&python)
         .arg(root.join("infra/sam/translate.py"))
-        .arg(root.join("infra/sam/template.yaml"))
+        .arg(template)
         .output()
         .unwrap_or_else(|e| panic!("cannot run {}: {e}", python.display()));
     assert!(out.status.success(), "aws-sam-translator failed: {}", String::from_utf8_lossy(&out.stderr));

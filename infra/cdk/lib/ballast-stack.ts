@@ -1,8 +1,7 @@
-// The same system as infra/sam/template.yaml: three Rust functions built with
-// cargo-lambda, the rules and queue that feed them, the schedules, the forwarder's
+// The same system as infra/sam/template.yaml: three Rust functions (built with
+// cargo-lambda, or a release's zips), the rules and queue that feed them, the schedules, the forwarder's
 // bus, the state table, the EKS access; one least-privilege role per function. The
 // config is an SSM parameter `ballast config push` writes before deploying.
-import * as path from 'path';
 import { CfnOutput, CfnResource, Duration, RemovalPolicy, Stack, StackProps, Validations } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as cwactions from 'aws-cdk-lib/aws-cloudwatch-actions';
@@ -19,8 +18,8 @@ import * as scheduler from 'aws-cdk-lib/aws-scheduler';
 import * as sns from 'aws-cdk-lib/aws-sns';
 import * as subscriptions from 'aws-cdk-lib/aws-sns-subscriptions';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
-import { RustFunction } from 'cargo-lambda-cdk';
 import { Construct } from 'constructs';
+import { releaseZips, rustFunction } from './function-code';
 
 export interface HeadroomOverride {
   cron: string;
@@ -49,6 +48,8 @@ export interface BallastProps extends StackProps {
   alarmTopicArn?: string;
   /** An e-mail subscribed to the created alarm topic. */
   alarmEmail?: string;
+  /** A directory with a release's ballast-VERSION-lambda-FUNCTION-arm64.zip: deploy those, build nothing. */
+  lambdaZips?: string;
 }
 
 /** The AWS events the interruption function takes: one rule each, into the queue. */
@@ -87,7 +88,6 @@ export const FORWARDER_PATTERN: events.EventPattern = {
 /** The AWS endpoints the functions call: in private subnets with no NAT, one VPC endpoint each. */
 export const INTERFACE_ENDPOINTS = ['ssm', 'sts', 'eks', 'autoscaling', 'ec2', 'sqs', 'events', 'logs'];
 
-const WORKSPACE = path.resolve(__dirname, '..', '..', '..', 'Cargo.toml');
 // At least the longest drain_timeout plus 120 s (the lease): `ballast config check --function-timeout`.
 const FUNCTION_TIMEOUT = Duration.seconds(300);
 // The interruption function's most concurrent invocations (the SQS event source's minimum is 2).
@@ -120,6 +120,7 @@ export class BallastStack extends Stack {
       );
     }
     checkVpc(props, this.region);
+    const zips = props.lambdaZips ? releaseZips(props.lambdaZips) : undefined;
     const prefix = `ballast-${props.clusterName}`;
 
     // ---- configuration and state ----
@@ -322,11 +323,8 @@ export class BallastStack extends Stack {
           }),
         },
       });
-      const fn = new RustFunction(this, name, {
+      const fn = rustFunction(this, name, name, {
         functionName,
-        manifestPath: WORKSPACE,
-        binaryName: name,
-        architecture: lambda.Architecture.ARM_64,
         memorySize: 128,
         timeout: FUNCTION_TIMEOUT,
         role,
@@ -345,7 +343,7 @@ export class BallastStack extends Stack {
           BALLAST_ACCOUNT_ID: this.account,
           ...environment,
         },
-      });
+      }, zips?.[name]);
       if (asynchronous) {
         // Invoked asynchronously: what still fails after the retries lands in the
         // dead-letter queue, whose alarm goes off. (Written out, not SqsDestination, whose
