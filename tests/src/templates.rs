@@ -128,10 +128,13 @@ pub fn rendered(variant: Variant) -> Option<Template> {
     })
 }
 
-/// A rendered template: its resources (those whose condition holds) with every intrinsic resolved.
+/// A rendered template: its resources and outputs (those whose condition holds) with every
+/// intrinsic resolved.
 #[derive(Debug, Clone)]
 pub struct Template {
     pub resources: BTreeMap<String, Resource>,
+    /// Each output's value.
+    pub outputs: BTreeMap<String, Value>,
 }
 
 #[derive(Debug, Clone)]
@@ -186,7 +189,16 @@ impl Template {
             let properties = renderer.resolve(r.get("Properties").unwrap_or(&Value::Null));
             resources.insert(id.clone(), Resource { kind: r["Type"].as_str().unwrap_or_default().into(), properties });
         }
-        Template { resources }
+        let mut outputs = BTreeMap::new();
+        for (name, o) in template["Outputs"].as_object().into_iter().flatten() {
+            if let Some(c) = o.get("Condition").and_then(Value::as_str) {
+                if !renderer.conditions.get(c).copied().unwrap_or_else(|| panic!("condition {c} undecided")) {
+                    continue;
+                }
+            }
+            outputs.insert(name.clone(), renderer.resolve(&o["Value"]));
+        }
+        Template { resources, outputs }
     }
 
     pub fn of_kind<'a>(&'a self, kind: &'a str) -> impl Iterator<Item = (&'a String, &'a Resource)> + 'a {

@@ -2,7 +2,7 @@
 // cargo-lambda, or a release's zips), the rules and queue that feed them, the schedules, the forwarder's
 // bus, the state table, the EKS access; one least-privilege role per function. The
 // config is an SSM parameter `ballast config push` writes before deploying.
-import { CfnOutput, CfnResource, Duration, RemovalPolicy, Stack, StackProps, Validations } from 'aws-cdk-lib';
+import { CfnResource, Duration, RemovalPolicy, Stack, StackProps, Validations } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as cwactions from 'aws-cdk-lib/aws-cloudwatch-actions';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
@@ -20,6 +20,7 @@ import * as subscriptions from 'aws-cdk-lib/aws-sns-subscriptions';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
 import { releaseZips, rustFunction } from './function-code';
+import { addOutputs } from './outputs';
 
 export interface HeadroomOverride {
   cron: string;
@@ -458,14 +459,6 @@ export class BallastStack extends Stack {
         routeTableIds: props.routeTableIds,
       });
     }
-    new CfnOutput(this, 'VpcEndpointServices', {
-      description: 'The AWS endpoints the functions call; in private subnets with no NAT, the VPC needs an endpoint for each (createVpcEndpoints makes them).',
-      value: `com.amazonaws.${this.region}.{${INTERFACE_ENDPOINTS.join(',')}} (interface), com.amazonaws.${this.region}.dynamodb (gateway)`,
-    });
-    new CfnOutput(this, 'ConfigParameter', {
-      description: 'The SSM parameter the functions and the forwarder read (infra/k8s BALLAST_CONFIG_PARAMETER); `ballast config push` writes it.',
-      value: configName,
-    });
 
     // ---- the forwarder's bus ----
     const bus = new events.EventBus(this, 'ForwarderBus', { eventBusName: prefix });
@@ -546,8 +539,6 @@ export class BallastStack extends Stack {
       treatMissingData: cloudwatch.TreatMissingData.BREACHING,
     });
     silentAlarm.addAlarmAction(new cwactions.SnsAction(alarmTopic));
-    new CfnOutput(this, 'EventBusName', { value: bus.eventBusName, description: 'The forwarder publishes here (BALLAST_EVENT_BUS).' });
-    new CfnOutput(this, 'ForwarderRoleArn', { value: forwarderRole.roleArn });
 
     // ---- schedules ----
     const schedulerRole = new iam.Role(this, 'SchedulerRole', {
@@ -587,7 +578,10 @@ export class BallastStack extends Stack {
       });
     }
 
-    this.dashboard(prefix, deadLetters);
+    const dashboard = this.dashboard(prefix, deadLetters);
+    // The outputs of the SAM template, by the same names.
+    const roles = { interruption: interruption.role, schedule: schedule.role, clusterEvents: clusterEvents.role };
+    addOutputs(this, { table, queue, deadLetters, alarmTopic, dashboard, bus, forwarderRole, configName, interfaceEndpoints: INTERFACE_ENDPOINTS, functionRoles: roles });
 
     // ---- cdk-nag: each acknowledged finding with its reason ----
     Validations.of(reconcile).acknowledge(
@@ -644,7 +638,7 @@ export class BallastStack extends Stack {
   }
 
   /** Decisions by kind, fallback units, headroom replicas, API errors, reconcile duration, dead letters, surplus named. */
-  private dashboard(prefix: string, deadLetters: sqs.IQueue): void {
+  private dashboard(prefix: string, deadLetters: sqs.IQueue): cloudwatch.CfnDashboard {
     const search = (dimensions: string, metric: string, stat: string, period: number) =>
       `SEARCH('{Ballast,${dimensions}} MetricName=${metric}', '${stat}', ${period})`;
     const quoted = (names: string[]) => `(${names.map((n) => `"${n}"`).join(' OR ')})`;
@@ -677,7 +671,7 @@ export class BallastStack extends Stack {
         ]),
       ],
     };
-    new cloudwatch.CfnDashboard(this, 'Dashboard', { dashboardName: prefix, dashboardBody: this.toJsonString(body) });
+    return new cloudwatch.CfnDashboard(this, 'Dashboard', { dashboardName: prefix, dashboardBody: this.toJsonString(body) });
   }
 }
 
