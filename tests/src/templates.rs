@@ -81,6 +81,11 @@ pub fn sam_translated() -> Option<Value> {
 }
 
 fn translate_sam() -> Option<Value> {
+    sam_translated_file(&crate::repo_root().join("infra/sam/template.yaml"))
+}
+
+/// A SAM template file as CloudFormation (`None`, the test skips, only outside CI).
+pub fn sam_translated_file(template: &std::path::Path) -> Option<Value> {
     let Some(python) = python() else {
         assert!(!required(), "CI=true but aws-sam-translator's venv is missing: run scripts/test");
         eprintln!("skipped: aws-sam-translator not installed (scripts/test installs it)");
@@ -89,7 +94,7 @@ fn translate_sam() -> Option<Value> {
     let root = crate::repo_root();
     let out = Command::new(&python)
         .arg(root.join("infra/sam/translate.py"))
-        .arg(root.join("infra/sam/template.yaml"))
+        .arg(template)
         .output()
         .unwrap_or_else(|e| panic!("cannot run {}: {e}", python.display()));
     assert!(out.status.success(), "aws-sam-translator failed: {}", String::from_utf8_lossy(&out.stderr));
@@ -123,10 +128,13 @@ pub fn rendered(variant: Variant) -> Option<Template> {
     })
 }
 
-/// A rendered template: its resources (those whose condition holds) with every intrinsic resolved.
+/// A rendered template: its resources and outputs (those whose condition holds) with every
+/// intrinsic resolved.
 #[derive(Debug, Clone)]
 pub struct Template {
     pub resources: BTreeMap<String, Resource>,
+    /// Each output's value.
+    pub outputs: BTreeMap<String, Value>,
 }
 
 #[derive(Debug, Clone)]
@@ -181,7 +189,16 @@ impl Template {
             let properties = renderer.resolve(r.get("Properties").unwrap_or(&Value::Null));
             resources.insert(id.clone(), Resource { kind: r["Type"].as_str().unwrap_or_default().into(), properties });
         }
-        Template { resources }
+        let mut outputs = BTreeMap::new();
+        for (name, o) in template["Outputs"].as_object().into_iter().flatten() {
+            if let Some(c) = o.get("Condition").and_then(Value::as_str) {
+                if !renderer.conditions.get(c).copied().unwrap_or_else(|| panic!("condition {c} undecided")) {
+                    continue;
+                }
+            }
+            outputs.insert(name.clone(), renderer.resolve(&o["Value"]));
+        }
+        Template { resources, outputs }
     }
 
     pub fn of_kind<'a>(&'a self, kind: &'a str) -> impl Iterator<Item = (&'a String, &'a Resource)> + 'a {

@@ -5,7 +5,8 @@ import { AwsSolutionsChecks } from 'cdk-nag';
 import { BallastStack } from '../lib/ballast-stack';
 
 // BALLAST_CDK_SKIP_BUILD=1 synthesizes without building the Rust functions (CI checks
-// the template and cdk-nag; `cdk deploy` builds them with cargo-lambda).
+// the template and cdk-nag; `cdk deploy` builds them with cargo-lambda, or takes a
+// release's zips with -c lambdaZips=DIR).
 const app = new App();
 if (process.env.BALLAST_CDK_SKIP_BUILD) {
   // Set before any stack exists, so it wins over the CLI's default (bundle every stack).
@@ -41,6 +42,8 @@ new BallastStack(app, `ballast-${context('clusterName')}`, {
   headroomOverride: app.node.tryGetContext('headroomOverride'),
   alarmTopicArn: app.node.tryGetContext('alarmTopicArn'),
   alarmEmail: app.node.tryGetContext('alarmEmail'),
+  // A directory holding a release's three ballast-VERSION-lambda-FUNCTION-arm64.zip: no Rust build.
+  lambdaZips: app.node.tryGetContext('lambdaZips'),
 });
 
 Validations.of(app).addPlugins(new AwsSolutionsChecks(app));

@@ -1,9 +1,8 @@
-// The same system as infra/sam/template.yaml: three Rust functions built with
-// cargo-lambda, the rules and queue that feed them, the schedules, the forwarder's
+// The same system as infra/sam/template.yaml: three Rust functions (built with
+// cargo-lambda, or a release's zips), the rules and queue that feed them, the schedules, the forwarder's
 // bus, the state table, the EKS access; one least-privilege role per function. The
 // config is an SSM parameter `ballast config push` writes before deploying.
-import * as path from 'path';
-import { CfnOutput, CfnResource, Duration, RemovalPolicy, Stack, StackProps, Validations } from 'aws-cdk-lib';
+import { CfnResource, Duration, RemovalPolicy, Stack, StackProps, Validations } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as cwactions from 'aws-cdk-lib/aws-cloudwatch-actions';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
@@ -19,8 +18,9 @@ import * as scheduler from 'aws-cdk-lib/aws-scheduler';
 import * as sns from 'aws-cdk-lib/aws-sns';
 import * as subscriptions from 'aws-cdk-lib/aws-sns-subscriptions';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
-import { RustFunction } from 'cargo-lambda-cdk';
 import { Construct } from 'constructs';
+import { releaseZips, rustFunction } from './function-code';
+import { addOutputs } from './outputs';
 
 export interface HeadroomOverride {
   cron: string;
@@ -49,6 +49,8 @@ export interface BallastProps extends StackProps {
   alarmTopicArn?: string;
   /** An e-mail subscribed to the created alarm topic. */
   alarmEmail?: string;
+  /** A directory with a release's ballast-VERSION-lambda-FUNCTION-arm64.zip: deploy those, build nothing. */
+  lambdaZips?: string;
 }
 
 /** The AWS events the interruption function takes: one rule each, into the queue. */
@@ -87,7 +89,6 @@ export const FORWARDER_PATTERN: events.EventPattern = {
 /** The AWS endpoints the functions call: in private subnets with no NAT, one VPC endpoint each. */
 export const INTERFACE_ENDPOINTS = ['ssm', 'sts', 'eks', 'autoscaling', 'ec2', 'sqs', 'events', 'logs'];
 
-const WORKSPACE = path.resolve(__dirname, '..', '..', '..', 'Cargo.toml');
 // At least the longest drain_timeout plus 120 s (the lease): `ballast config check --function-timeout`.
 const FUNCTION_TIMEOUT = Duration.seconds(300);
 // The interruption function's most concurrent invocations (the SQS event source's minimum is 2).
@@ -120,6 +121,7 @@ export class BallastStack extends Stack {
       );
     }
     checkVpc(props, this.region);
+    const zips = props.lambdaZips ? releaseZips(props.lambdaZips) : undefined;
     const prefix = `ballast-${props.clusterName}`;
 
     // ---- configuration and state ----
@@ -323,11 +325,8 @@ export class BallastStack extends Stack {
           }),
         },
       });
-      const fn = new RustFunction(this, name, {
+      const fn = rustFunction(this, name, name, {
         functionName,
-        manifestPath: WORKSPACE,
-        binaryName: name,
-        architecture: lambda.Architecture.ARM_64,
         memorySize: 128,
         timeout: FUNCTION_TIMEOUT,
         role,
@@ -346,7 +345,7 @@ export class BallastStack extends Stack {
           BALLAST_ACCOUNT_ID: this.account,
           ...environment,
         },
-      });
+      }, zips?.[name]);
       if (asynchronous) {
         // Invoked asynchronously: what still fails after the retries lands in the
         // dead-letter queue, whose alarm goes off. (Written out, not SqsDestination, whose
@@ -461,14 +460,6 @@ export class BallastStack extends Stack {
         routeTableIds: props.routeTableIds,
       });
     }
-    new CfnOutput(this, 'VpcEndpointServices', {
-      description: 'The AWS endpoints the functions call; in private subnets with no NAT, the VPC needs an endpoint for each (createVpcEndpoints makes them).',
-      value: `com.amazonaws.${this.region}.{${INTERFACE_ENDPOINTS.join(',')}} (interface), com.amazonaws.${this.region}.dynamodb (gateway)`,
-    });
-    new CfnOutput(this, 'ConfigParameter', {
-      description: 'The SSM parameter the functions and the forwarder read (infra/k8s BALLAST_CONFIG_PARAMETER); `ballast config push` writes it.',
-      value: configName,
-    });
 
     // ---- the forwarder's bus ----
     const bus = new events.EventBus(this, 'ForwarderBus', { eventBusName: prefix });
@@ -550,8 +541,6 @@ export class BallastStack extends Stack {
       treatMissingData: cloudwatch.TreatMissingData.BREACHING,
     });
     silentAlarm.addAlarmAction(new cwactions.SnsAction(alarmTopic));
-    new CfnOutput(this, 'EventBusName', { value: bus.eventBusName, description: 'The forwarder publishes here (BALLAST_EVENT_BUS).' });
-    new CfnOutput(this, 'ForwarderRoleArn', { value: forwarderRole.roleArn });
 
     // ---- schedules ----
     const schedulerRole = new iam.Role(this, 'SchedulerRole', {
@@ -591,7 +580,10 @@ export class BallastStack extends Stack {
       });
     }
 
-    this.dashboard(prefix, deadLetters);
+    const dashboard = this.dashboard(prefix, deadLetters);
+    // The outputs of the SAM template, by the same names.
+    const roles = { interruption: interruption.role, schedule: schedule.role, clusterEvents: clusterEvents.role };
+    addOutputs(this, { table, queue, deadLetters, alarmTopic, dashboard, bus, forwarderRole, configName, interfaceEndpoints: INTERFACE_ENDPOINTS, functionRoles: roles });
 
     // ---- cdk-nag: each acknowledged finding with its reason ----
     Validations.of(reconcile).acknowledge(
@@ -648,7 +640,7 @@ export class BallastStack extends Stack {
   }
 
   /** Decisions by kind, fallback units, headroom replicas, API errors, reconcile duration, dead letters, surplus named. */
-  private dashboard(prefix: string, deadLetters: sqs.IQueue): void {
+  private dashboard(prefix: string, deadLetters: sqs.IQueue): cloudwatch.CfnDashboard {
     const search = (dimensions: string, metric: string, stat: string, period: number) =>
       `SEARCH('{Ballast,${dimensions}} MetricName=${metric}', '${stat}', ${period})`;
     const quoted = (names: string[]) => `(${names.map((n) => `"${n}"`).join(' OR ')})`;
@@ -681,7 +673,7 @@ export class BallastStack extends Stack {
         ]),
       ],
     };
-    new cloudwatch.CfnDashboard(this, 'Dashboard', { dashboardName: prefix, dashboardBody: this.toJsonString(body) });
+    return new cloudwatch.CfnDashboard(this, 'Dashboard', { dashboardName: prefix, dashboardBody: this.toJsonString(body) });
   }
 }
 
