@@ -9,7 +9,7 @@ use std::time::Instant;
 use ballast_core::config::Config;
 use ballast_tests::aws::*;
 use ballast_tests::moto::Moto;
-use ballast_tests::timeline::{first_call, quantile};
+use ballast_tests::timeline::{first_call, quantile, sequence};
 use chrono::Duration;
 use serde_json::json;
 
@@ -114,6 +114,7 @@ async fn main() {
 
     // One warning at a time on the warm function, a minute apart (no batching window).
     let mut single_runs = Vec::new();
+    let mut last_sequence = String::new();
     for (n, instance) in ids[WARNINGS..WARNINGS + SINGLES].iter().enumerate() {
         d.clock.advance(Duration::seconds(60));
         let at = *d.clock.0.lock().unwrap();
@@ -127,6 +128,7 @@ async fn main() {
         let (response, _) = app.interruption(sqs_batch(&[(format!("single-{n}"), body)])).await;
         assert!(response.batch_item_failures.is_empty(), "single warning {n} failed");
         single_runs.push(first_call(&d.timeline.calls(), received).expect("a single warning made no mutating call"));
+        last_sequence = sequence(&d.timeline.calls(), received);
     }
     let (_, spot_after) = d.asg(SPOT).await;
     let singles_left = ids[WARNINGS..WARNINGS + SINGLES].iter().filter(|v| spot_after.contains(v)).count();
@@ -134,6 +136,7 @@ async fn main() {
     assert_eq!(storm_runs.len(), batches.len(), "a storm batch made no mutating call");
     let (storm_p50, storm_p99) = report("storm batches", &storm_runs);
     let (single_p50, single_p99) = report("single warnings, warm", &single_runs);
+    println!("  the last single warning's calls: {last_sequence}");
     let total = if spot_desired + od_desired == 1100 + 1 { "unchanged" } else { "changed" };
     println!(
         "row: at most {max_sets_per_asg} `SetDesiredCapacity` per ASG per batch; {terminated} `TerminateInstanceInAutoScalingGroup`, {}; {still_there} lost; total desired {total}; batch received to first mutating call p50 {storm_p50:.0} ms, p99 {storm_p99:.0} ms ({SINGLES} single warnings: p50 {single_p50:.0} ms, p99 {single_p99:.0} ms; goal p99 <= 100 ms)",

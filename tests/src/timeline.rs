@@ -89,10 +89,23 @@ impl Intercept for Timeline {
         _: &RuntimeComponents,
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
-        let lease = ctx.request().body().bytes().is_some_and(|b| String::from_utf8_lossy(b).contains("\"lease#"));
-        if let (true, Some(Index(i))) = (lease, cfg.load::<Index>()) {
+        let request = ctx.request();
+        let body = request.body().bytes().map(|b| String::from_utf8_lossy(b).into_owned()).unwrap_or_default();
+        // The operation as sent: `Action=` of a Query call (Auto Scaling, EC2), the target
+        // header of a JSON one (DynamoDB).
+        let operation = body
+            .split('&')
+            .find_map(|p| p.strip_prefix("Action="))
+            .or_else(|| request.headers().get("x-amz-target").and_then(|t| t.rsplit('.').next()))
+            .map(str::to_string);
+        if let Some(Index(i)) = cfg.load::<Index>() {
             if let Some(call) = self.calls.lock().expect("timeline").get_mut(*i) {
-                call.part = "lease".into();
+                if let Some(operation) = operation {
+                    call.operation = operation;
+                }
+                if body.contains("\"lease#") {
+                    call.part = "lease".into();
+                }
             }
         }
         Ok(())
@@ -148,7 +161,48 @@ pub fn first_call(calls: &[Call], from: Instant) -> Option<(f64, Vec<(String, f6
             parts.push((name.to_string(), total * 1000.0));
         }
     }
-    Some(((first - from).as_secs_f64() * 1000.0, parts))
+    // What no call covers: the function's own work (parsing, planning, waiting its turn).
+    let mut spans: Vec<(Instant, Instant)> = calls
+        .iter()
+        .filter(|c| c.started >= from && c.started < first)
+        .map(|c| (c.started, c.ended.unwrap_or(first).min(first)))
+        .collect();
+    spans.sort();
+    let mut covered = 0.0;
+    let mut open: Option<(Instant, Instant)> = None;
+    for (s, e) in spans {
+        open = match open {
+            Some((os, oe)) if s <= oe => Some((os, oe.max(e))),
+            Some((os, oe)) => {
+                covered += (oe - os).as_secs_f64();
+                Some((s, e))
+            }
+            None => Some((s, e)),
+        };
+    }
+    if let Some((os, oe)) = open {
+        covered += (oe - os).as_secs_f64();
+    }
+    let total = (first - from).as_secs_f64();
+    parts.push(("in the function".into(), (total - covered).max(0.0) * 1000.0));
+    Some((total * 1000.0, parts))
+}
+
+/// The calls from `from` to the first mutating one, in order: `part Operation ms`.
+pub fn sequence(calls: &[Call], from: Instant) -> String {
+    let mut list: Vec<&Call> = calls.iter().filter(|c| c.started >= from).collect();
+    list.sort_by_key(|c| c.started);
+    let mut out = Vec::new();
+    for call in list {
+        let at = (call.started - from).as_secs_f64() * 1000.0;
+        if call.is_mutating() {
+            out.push(format!("+{at:.0} ms {}", call.operation));
+            break;
+        }
+        let took = call.ended.map_or(f64::NAN, |e| (e - call.started).as_secs_f64() * 1000.0);
+        out.push(format!("+{at:.0} ms {} {} {took:.0} ms", call.part, call.operation));
+    }
+    out.join(", ")
 }
 
 /// The `q` quantile (0..=1) of `values`, nearest rank.
