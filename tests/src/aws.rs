@@ -28,6 +28,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use crate::moto::{Moto, Recorder, Unlaunched};
+use crate::timeline::Timeline;
 
 pub const SPOT: &str = "ballast-test-spot";
 pub const ON_DEMAND: &str = "ballast-test-on-demand";
@@ -96,6 +97,8 @@ pub struct Deployment {
     pub dlq_url: String,
     pub recorder: Recorder,
     pub unlaunched: Unlaunched,
+    /// When each call of the function's clients (and the mirrored cluster's) started and ended.
+    pub timeline: Timeline,
     pub clock: FixedClock,
 }
 
@@ -179,7 +182,10 @@ impl Deployment {
         // The mirrored cluster's reads stand in for Kubernetes: they meet no injected fault
         // (a fault there is not one of Ballast's calls, and counting them would shift where
         // Ballast's own calls fail).
-        let cluster_view = aws_sdk_autoscaling::Client::from_conf(builder.clone().build());
+        let timeline = Timeline::new("Auto Scaling");
+        let cluster_view =
+            aws_sdk_autoscaling::Client::from_conf(builder.clone().interceptor(timeline.part("Kubernetes")).build());
+        builder = builder.interceptor(timeline.clone());
         if let Some(faults) = &faults {
             builder = builder.interceptor(faults.clone());
         }
@@ -259,7 +265,17 @@ impl Deployment {
         if let Some(faults) = &faults {
             faults.enable();
         }
-        Deployment { sdk, autoscaling, cluster_view, sqs, dlq_url, recorder, unlaunched, clock: FixedClock::new(now) }
+        Deployment {
+            sdk,
+            autoscaling,
+            cluster_view,
+            sqs,
+            dlq_url,
+            recorder,
+            unlaunched,
+            timeline,
+            clock: FixedClock::new(now),
+        }
     }
 
     pub fn app(&self, config: Config) -> (MotoApp, MirrorCluster) {
@@ -273,8 +289,16 @@ impl Deployment {
     pub fn app_as(&self, config: Config, function: &'static str, sdk: &SdkConfig) -> (MotoApp, MirrorCluster) {
         let functions_autoscaling =
             if std::ptr::eq(sdk, &self.sdk) { self.autoscaling.clone() } else { aws_sdk_autoscaling::Client::new(sdk) };
-        let autoscaling = AwsAutoscaling::from_clients(functions_autoscaling, aws_sdk_ec2::Client::new(sdk));
-        let mirror = AwsAutoscaling::from_clients(self.cluster_view.clone(), aws_sdk_ec2::Client::new(&self.sdk));
+        let timed_ec2 = |sdk: &SdkConfig, part| {
+            aws_sdk_ec2::Client::from_conf(
+                aws_sdk_ec2::config::Builder::from(sdk).interceptor(self.timeline.part(part)).build(),
+            )
+        };
+        let autoscaling = AwsAutoscaling::from_clients(functions_autoscaling, timed_ec2(sdk, "EC2"));
+        let mirror = AwsAutoscaling::from_clients(self.cluster_view.clone(), timed_ec2(&self.sdk, "Kubernetes"));
+        let dynamodb = aws_sdk_dynamodb::Client::from_conf(
+            aws_sdk_dynamodb::config::Builder::from(sdk).interceptor(self.timeline.part("state table")).build(),
+        );
         let cluster = MirrorCluster {
             autoscaling: mirror,
             cordoned: Default::default(),
@@ -287,7 +311,7 @@ impl Deployment {
             reconciler: Reconciler {
                 autoscaling,
                 cluster: cluster.clone(),
-                store: DynamoStore::new(sdk, config.state_table.clone()),
+                store: DynamoStore::from_client(dynamodb, config.state_table.clone()),
                 clock: self.clock.clone(),
                 owner: "test".into(),
                 config: Arc::new(config),

@@ -9,6 +9,7 @@ pub mod iam;
 pub mod kube;
 pub mod moto;
 pub mod templates;
+pub mod timeline;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -535,14 +535,6 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         events: &[Event],
         now: DateTime<Utc>,
     ) -> Result<ObservedPool, PortError> {
-        let (spot, on_demand) = self.autoscaling.describe_pool(pool).await?;
-        // Another pool's selectors taking one of these ASGs would size it twice: the pool
-        // is refused before anything is planned.
-        let listed = spot.iter().chain(&on_demand).map(|a| AsgRef { name: &a.name, tags: &a.tags });
-        check_one_role(pool, &self.config.pools, listed)
-            .map_err(|e| PortError::new(ErrorKind::Permanent, "describe_pool", e.to_string()))?;
-        let nodes = self.cluster.pool_nodes(pool).await?;
-        let headroom_replicas = self.cluster.headroom_replicas(pool).await?;
         let forwarded = events
             .iter()
             .filter_map(|e| match &e.signal {
@@ -553,10 +545,26 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
             .max();
         // No fresh forwarder event: list the pool's pods ourselves. A time ahead of now
         // (a bad clock) is not fresh: it would spare the listing forever.
-        let demand = match forwarded {
-            Some(at) if at <= now + CLOCK_SKEW && now - at < DEMAND_FRESH_FOR => None,
-            _ => self.cluster.pool_demand(pool, now).await?,
+        let demand = async {
+            match forwarded {
+                Some(at) if at <= now + CLOCK_SKEW && now - at < DEMAND_FRESH_FOR => Ok(None),
+                _ => self.cluster.pool_demand(pool, now).await,
+            }
         };
+        // The reads are independent: made together, the run waits for the slowest, not
+        // their sum (a spot warning's first call waits on them).
+        let ((spot, on_demand), nodes, headroom_replicas, demand) = futures_util::future::try_join4(
+            self.autoscaling.describe_pool(pool),
+            self.cluster.pool_nodes(pool),
+            self.cluster.headroom_replicas(pool),
+            demand,
+        )
+        .await?;
+        // Another pool's selectors taking one of these ASGs would size it twice: the pool
+        // is refused before anything is planned.
+        let listed = spot.iter().chain(&on_demand).map(|a| AsgRef { name: &a.name, tags: &a.tags });
+        check_one_role(pool, &self.config.pools, listed)
+            .map_err(|e| PortError::new(ErrorKind::Permanent, "describe_pool", e.to_string()))?;
         Ok(ObservedPool { spot, on_demand, nodes, headroom_replicas, demand })
     }
 
