@@ -23,6 +23,7 @@
 mod capacity;
 mod headroom;
 mod journal;
+mod remake;
 mod replace;
 mod signals;
 
@@ -40,6 +41,7 @@ use crate::plan::{Action, ActionKind, HeadroomDecision, Plan};
 pub const CLOCK_SKEW: chrono::Duration = chrono::Duration::seconds(120);
 
 pub use headroom::{headroom_percent, headroom_replicas, PercentSource};
+pub use remake::STALE_WRITE_WINDOW;
 
 /// The words of a note that leaves surplus instances to cluster-autoscaler, after their
 /// count and before the ASG: "2 surplus instance(s) left in eks-general-spot".
@@ -69,6 +71,7 @@ pub fn plan(input: PlanInput<'_>) -> Plan {
         work.ingest(event);
     }
     work.ingest_activities();
+    work.remake_undone_raises();
     work.reconcile_fallback_units();
     work.judge_spot();
     work.advance_failback();
@@ -108,6 +111,10 @@ struct Work<'a> {
     notes: Vec<String>,
     surplus: BTreeMap<String, u32>,
     headroom: Option<HeadroomDecision>,
+    /// Surges re-planned per ASG because another writer took their slots.
+    surges_replanned: BTreeMap<String, u32>,
+    /// Raises of Ballast's another writer undid, made again by this plan, per ASG.
+    remade: BTreeMap<String, u32>,
 }
 
 impl<'a> Work<'a> {
@@ -132,6 +139,8 @@ impl<'a> Work<'a> {
             notes: Vec::new(),
             surplus: BTreeMap::new(),
             headroom: None,
+            surges_replanned: BTreeMap::new(),
+            remade: BTreeMap::new(),
         }
     }
 
@@ -337,6 +346,21 @@ impl<'a> Work<'a> {
         if !calls.is_empty() {
             self.record.plans = self.seq;
         }
+        let raised: Vec<String> = raises
+            .iter()
+            .filter_map(|a| match &a.kind {
+                ActionKind::SetDesiredCapacity { asg, .. } => Some(asg.clone()),
+                _ => None,
+            })
+            .collect();
+        let raised_live = raised
+            .iter()
+            .filter_map(|name| self.observed.asg(name))
+            .map(|asg| {
+                let live = asg.instances.iter().filter(|i| i.lifecycle_state.is_live()).map(|i| i.id.clone());
+                (asg.name.clone(), live.collect())
+            })
+            .collect();
         self.record.journal = (!calls.is_empty()).then_some(Journal {
             planned_at: self.now,
             seq: self.seq,
@@ -345,6 +369,8 @@ impl<'a> Work<'a> {
             attempted: 0,
             owed: std::mem::take(&mut self.owed),
             moves: std::mem::take(&mut self.moves),
+            live: raised_live,
+            remakes: self.remade.keys().filter(|a| raised.iter().any(|r| r == *a)).cloned().collect(),
         });
         let record_changed = self.record != *self.input.record;
         let mut all = Vec::with_capacity(self.actions.len() + raises.len() + lowers.len() + 1);
@@ -366,6 +392,7 @@ impl<'a> Work<'a> {
             record: self.record,
             headroom: self.headroom,
             surplus: self.surplus,
+            remade: self.remade,
         }
     }
 }
