@@ -49,11 +49,17 @@ impl Work<'_> {
             }
         }
         for (asg, from, to, left_at, taken) in last {
-            if to > from {
+            // A raise kept from before, undone before this write read the ASG (a stale
+            // write between a look and the call, which apply rebased onto): still owed.
+            let owed = match self.record.raised.get(asg) {
+                Some(kept) if !kept.remade => self.expected(asg, kept).saturating_sub(from).min(kept.by),
+                _ => 0,
+            };
+            if to > from || owed > 0 {
                 let live = journal.live.get(asg).into_iter().flatten();
                 let raise = OwnRaise {
-                    to: left_at,
-                    by: to - from,
+                    to: left_at + owed,
+                    by: to.saturating_sub(from) + owed,
                     at: journal.planned_at,
                     live: live.filter(|id| !taken.contains(&id.as_str())).cloned().collect(),
                     remade: journal.remakes.iter().any(|a| a == asg),
@@ -65,16 +71,23 @@ impl Work<'_> {
         }
     }
 
+    /// What a kept raise leaves the ASG at now, less the instances gone since (each
+    /// explains a lower of one), or launched since and already leaving.
+    fn expected(&self, name: &str, raise: &OwnRaise) -> u32 {
+        let Some(asg) = self.observed.asg(name) else { return 0 };
+        let gone = raise.live.iter().filter(|id| !is_live(self.observed, id)).count()
+            + asg.instances.iter().filter(|i| !i.lifecycle_state.is_live() && !raise.live.contains(&i.id)).count();
+        raise.to.saturating_sub(gone as u32)
+    }
+
     /// Makes again, once, each kept raise another writer undid without removing an
     /// instance; forgets those found standing once the window is past.
     pub(super) fn remake_undone_raises(&mut self) {
         let kept = std::mem::take(&mut self.record.raised);
         for (name, raise) in kept {
             let Some(asg) = self.observed.asg(&name) else { continue };
-            // Instances gone since it was planned, or launched since and already leaving.
-            let gone = raise.live.iter().filter(|id| !is_live(self.observed, id)).count()
-                + asg.instances.iter().filter(|i| !i.lifecycle_state.is_live() && !raise.live.contains(&i.id)).count();
-            let expected = raise.to.saturating_sub(gone as u32);
+            let expected = self.expected(&name, &raise);
+            let gone = raise.to - expected;
             // Surges re-planned for the same missing slots are made again by the rules.
             let replanned = self.surges_replanned.get(&name).copied().unwrap_or(0);
             let undone = expected.saturating_sub(asg.desired).min(raise.by).saturating_sub(replanned);
