@@ -1089,3 +1089,25 @@ fn a_fallback_move_undone_by_a_stale_write_is_made_again() {
     ];
     run(steps, false).unwrap();
 }
+
+/// Found by the same invariant: a fallback moves spot-m6's missing slots onto the fallback
+/// spot ASG; cluster-autoscaler, its cache read before, scales that ASG from the size
+/// before the move, undoing one slot; then the fallback ASG fails too. The slot is made
+/// again and moved on with the ASG's other missing ones, not left lost.
+#[test]
+fn a_move_undone_on_an_asg_that_then_fails_is_moved_on() {
+    let step = |kind, ca, ca_after| replayed(kind, Fault::None, ca, ca_after, 0, false);
+    let steps = vec![
+        replayed(
+            Kind::CapacityError { group: 0 },
+            Fault::None,
+            CaMove::ScaleOut { asg: 0, by: 2 },
+            CaMove::None,
+            0,
+            true,
+        ),
+        step(Kind::NodeReady { pick: 0 }, CaMove::RemoveIdleOnDemand { pick: 0 }, CaMove::ScaleOut { asg: 1, by: 1 }),
+        step(Kind::CapacityError { group: 1 }, CaMove::None, CaMove::None),
+    ];
+    run(steps, false).unwrap();
+}

@@ -353,6 +353,13 @@ impl<'a> Work<'a> {
                 _ => None,
             })
             .collect();
+        // Slots made again that a rule moved on at once (the ASG kept off): made, not
+        // to be made again when the ASG is seen short of them.
+        for (asg, kept) in self.record.raised.iter_mut() {
+            if self.remade.contains_key(asg) && !raised.contains(asg) {
+                kept.remade = true;
+            }
+        }
         let raised_live = raised
             .iter()
             .filter_map(|name| self.observed.asg(name))

@@ -108,16 +108,13 @@ impl Work<'_> {
                 self.note(format!("{what}, after it was made again once: not made a third time"));
                 continue;
             }
-            if let Some(off) = self.record.unavailable.get(&name) {
-                let note = format!("{what}: not made again, {name} is kept off ({})", off.reason);
-                self.note(note);
-                continue;
-            }
             let n = undone.min(self.room_up(asg));
             if n == 0 {
                 self.note(format!("{what}: not made again, {name} is at its maximum"));
                 continue;
             }
+            // On a spot ASG kept off, the slots made again move on with its other missing
+            // ones (`fall_back`), as the raise's would have.
             self.note(format!("{what}: made again, once ({n})"));
             self.adjust(
                 &name,

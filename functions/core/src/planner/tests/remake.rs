@@ -87,16 +87,22 @@ fn a_remake_that_did_not_land_is_made_again() {
 }
 
 #[test]
-fn a_failing_spot_asgs_raise_undone_is_not_made_again() {
-    // A failback step raised spot-a; spot-a failed again since and is kept off.
+fn a_failing_spot_asgs_raise_undone_is_made_again_and_moved_on() {
+    // A failback step raised spot-a 2 -> 4; cluster-autoscaler set it back to 2 and
+    // spot-a fails again: the two slots go where the pool has capacity, not lost.
     let (cfg, mut observed) = one_spot((4, 2), (2, 2));
     let mut record = PoolRecord::default();
-    record.raised.insert(
-        "spot-a".into(),
-        OwnRaise { to: 4, by: 2, at: now() - Duration::seconds(40), live: vec![], remade: false },
-    );
+    let live = observed.spot[0].instances.iter().map(|i| i.id.clone()).collect();
+    record
+        .raised
+        .insert("spot-a".into(), OwnRaise { to: 4, by: 2, at: now() - Duration::seconds(40), live, remade: false });
     observed.spot[0].desired = 2;
     let p = run(&cfg, &record, &observed, &[capacity_error("spot-a", now())], now());
-    assert_eq!(p.raises_remade(), 0);
-    assert!(p.notes.iter().any(|n| n.contains("kept off")), "{:#?}", p.notes);
+    assert_eq!(p.raises_remade(), 2, "{:#?}", p.notes);
+    assert_eq!((desired(&p, "spot-a"), desired(&p, "od")), (None, Some(4)), "{:#?} {:#?}", p.actions, p.notes);
+    // Moved on, they are made: spot-a still short of them next look is no cause to make
+    // them again (each time moving two more onto on-demand).
+    od(&mut observed).desired = 4;
+    let next = run(&cfg, &applied(&p), &observed, &[], now() + Duration::seconds(30));
+    assert_eq!((next.raises_remade(), desired(&next, "od")), (0, None), "{:#?} {:#?}", next.actions, next.notes);
 }
