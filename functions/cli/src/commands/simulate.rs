@@ -228,7 +228,7 @@ const ROWS: [Row; 17] = [
     ("peak nodes", |r| Some(f64::from(r.peak_nodes)), |v| format!("{v:.1}")),
     ("headroom held at max", |r| r.headroom_held_at_max_pct, |v| format!("{v:.1}%")),
     ("headroom held at min", |r| r.headroom_held_at_min_pct, |v| format!("{v:.1}%")),
-    ("slots CA's stale writes took", |r| r.ca_stale_slots_taken.map(f64::from), |v| format!("{v:.1}")),
+    ("CA stale slots taken", |r| r.ca_stale_slots_taken.map(f64::from), |v| format!("{v:.1}")),
     ("raises made again", |r| r.raises_remade.map(f64::from), |v| format!("{v:.1}")),
 ];
 

@@ -48,11 +48,26 @@ impl Work<'_> {
                 CapacityCall::Terminate { .. } => {}
             }
         }
+        // Decrements of ours on an ASG this journal did not write: a raise kept there
+        // holds one less (its instance then, or one launched into its slots since).
+        for call in journal.calls.iter().filter(|c| c.done()) {
+            if let CapacityCall::Terminate { asg, instance_id, decrement: true, .. } = call {
+                if last.iter().any(|(a, ..)| a == asg) {
+                    continue;
+                }
+                if let Some(kept) = self.record.raised.get_mut(asg) {
+                    kept.to = kept.to.saturating_sub(1);
+                    kept.live.retain(|id| id != instance_id);
+                }
+            }
+        }
         for (asg, from, to, left_at, taken) in last {
             // A raise kept from before, undone before this write read the ASG (a stale
             // write between a look and the call, which apply rebased onto): still owed.
+            // (Not if this write is the one that makes it again.)
+            let remakes = journal.remakes.iter().any(|a| a == asg);
             let owed = match self.record.raised.get(asg) {
-                Some(kept) if !kept.remade => self.expected(asg, kept).saturating_sub(from).min(kept.by),
+                Some(kept) if !kept.remade && !remakes => self.expected(asg, kept).saturating_sub(from).min(kept.by),
                 _ => 0,
             };
             if to > from || owed > 0 {
