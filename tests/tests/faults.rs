@@ -50,6 +50,9 @@ use ballast_tests::{config_with_dry_run, state};
 use chrono::{DateTime, Duration, Utc};
 use proptest::prelude::*;
 
+#[path = "faults/ca.rs"]
+mod ca;
+
 const POOL: &str = "general";
 const SPOT: [&str; 2] = ["eks-general-spot-m6", "eks-general-spot-fallback"];
 const OD: &str = "eks-general-on-demand";
@@ -115,6 +118,20 @@ struct FaultState {
     ca: Option<CaMove>,
     /// Ballast's own net change of desired size per ASG.
     ballast_net: std::collections::BTreeMap<String, i64>,
+    /// Cluster-autoscaler's ASG cache (its writes are made from it).
+    ca_cache: ca::Cache,
+    /// Slots Ballast's writes added that cluster-autoscaler took since (a write from a
+    /// stale size, unfulfillable slots deleted with its own): the pool's capacity is
+    /// Ballast's net change less these.
+    taken: i64,
+    /// Of those, taken since Ballast last looked: not yet Ballast's to make good.
+    taken_unseen: i64,
+    /// Of those, taken again right after Ballast made them again (made once, not fought).
+    taken_excused: i64,
+    /// The ASGs Ballast's last look made a raise again on.
+    remade_last_look: BTreeSet<String>,
+    /// No excuse for a failed scale-up's deletion (`unfilled_slots_deleted_under_a_raise_...`).
+    strict: bool,
     violations: Vec<String>,
 }
 
@@ -133,26 +150,34 @@ impl Faulty {
     /// Cluster-autoscaler's move, outside Ballast's calls: between a run's observe and its
     /// first write, or between runs.
     fn ca_moves(&self, m: CaMove) {
-        let backed_off: BTreeSet<String> = {
-            let st = self.st();
-            let now = st.now.unwrap_or_default();
-            st.backoff_until.iter().filter(|(_, until)| **until > now).map(|(a, _)| a.clone()).collect()
-        };
-        let name = match m {
-            CaMove::ScaleOut { asg, .. } => SPOT.iter().copied().chain([OD]).nth(asg % 3),
-            _ => None,
-        };
-        let size = |name: Option<&str>| name.and_then(|n| self.memory.world().asg(n).map(|a| a.desired)).unwrap_or(0);
-        let before = size(name);
-        let scaled_in = ca_act(&mut self.memory.world(), m, &backed_off);
-        let raised = size(name) - before;
         let mut st = self.st();
+        let now = st.now.unwrap_or_default();
+        let backed_off: BTreeSet<String> =
+            st.backoff_until.iter().filter(|(_, until)| **until > now).map(|(a, _)| a.clone()).collect();
+        let holds = st.ballast_net.clone();
+        let done = st.ca_cache.act(&mut self.memory.world(), m, &backed_off, &holds, now);
         // Each slot cluster-autoscaler removed may have been a surplus Ballast left it.
-        st.scale_ins += i64::from(scaled_in);
-        if let Some(lowered) = name.and_then(|n| st.doubted.get_mut(n)) {
-            let excused = raised.min(*lowered);
-            *lowered -= excused;
-            st.excusable += i64::from(excused);
+        st.scale_ins += i64::from(done.scaled_in);
+        if let Some((name, change)) = done.changed {
+            let raised = u32::try_from(change.max(0)).unwrap_or(0);
+            if let Some(lowered) = st.doubted.get_mut(&name) {
+                let excused = raised.min(*lowered);
+                *lowered -= excused;
+                st.excusable += i64::from(excused);
+            }
+            if done.taken > 0 {
+                st.taken += i64::from(done.taken);
+                // Ballast makes a raise undone again once; undone again right after, it is
+                // left (the cache refreshes within the minute; pending pods bring it back).
+                let unfulfillable = !st.strict && matches!(m, CaMove::DeleteUnfulfillable { .. });
+                if st.remade_last_look.contains(&name) || unfulfillable {
+                    // The second: a failed scale-up's unfilled slots, Ballast's among them,
+                    // are not all made good yet (`unfilled_slots_deleted_under_a_raise_...`).
+                    st.taken_excused += i64::from(done.taken);
+                } else {
+                    st.taken_unseen += i64::from(done.taken);
+                }
+            }
         }
     }
 
@@ -188,47 +213,6 @@ impl Faulty {
         }
         Ok(())
     }
-}
-
-/// Carries out cluster-autoscaler's move; whether it scaled an ASG in.
-fn ca_act(world: &mut World, m: CaMove, backed_off: &BTreeSet<String>) -> u32 {
-    let names: Vec<&str> = SPOT.iter().copied().chain([OD]).collect();
-    match m {
-        CaMove::None => 0,
-        CaMove::ScaleOut { asg, by } => {
-            let name = names[asg % names.len()];
-            if !backed_off.contains(name) {
-                if let Some(a) = world.asg_mut(name) {
-                    a.desired = (a.desired + by).min(a.max);
-                }
-            }
-            0
-        }
-        CaMove::ScaleIn { asg, pick } => u32::from(scale_in(world, names[asg % names.len()], pick)),
-        CaMove::RemoveIdleOnDemand { pick } => u32::from(scale_in(world, OD, pick)),
-        CaMove::DeleteUnfulfillable { asg } => {
-            let name = names[asg % names.len()];
-            let Some(a) = world.asg_mut(name).filter(|_| backed_off.contains(name)) else { return 0 };
-            let instances = (a.instances.len() as u32).max(a.min);
-            let deleted = a.desired.saturating_sub(instances);
-            a.desired -= deleted;
-            deleted
-        }
-    }
-}
-
-/// Cluster-autoscaler's scale-in: TerminateInstanceInAutoScalingGroup with decrement.
-fn scale_in(world: &mut World, asg: &str, pick: usize) -> bool {
-    let Some(a) = world.asg_mut(asg) else { return false };
-    let live: Vec<usize> =
-        (0..a.instances.len()).filter(|i| a.instances[*i].lifecycle_state == LifecycleState::InService).collect();
-    if live.is_empty() || a.desired <= a.min {
-        return false;
-    }
-    let i = live[pick % live.len()];
-    a.instances[i].lifecycle_state = LifecycleState::Terminating;
-    a.desired -= 1;
-    true
 }
 
 fn violation(st: &mut FaultState, what: String) {
@@ -656,6 +640,20 @@ impl Harness {
             st.excusable,
             st.ballast_net
         );
+        // The pool's capacity: what Ballast's writes added, less what cluster-autoscaler
+        // took of it since (its writes from a stale cached size, its deleting of a failed
+        // scale-up's unfilled slots). Taken since Ballast's last look is not yet its to
+        // make good; taken right after it made them good once is left.
+        let capacity = net - st.taken;
+        prop_assert!(
+            capacity + st.excusable + st.taken_unseen + st.taken_excused >= 0,
+            "{at}: the pool holds {capacity} of Ballast's slots: cluster-autoscaler took {} ({} since Ballast's last \
+             look, {} after it made them again), net {:?}",
+            st.taken,
+            st.taken_unseen,
+            st.taken_excused,
+            st.ballast_net
+        );
         let od = st.ballast_net.get(OD).copied().unwrap_or(0);
         prop_assert!(od >= 0, "{at}: Ballast removed {} on-demand instances it never added", -od);
         prop_assert!(!self.spot_only || od == 0, "{at}: Ballast changed {OD}, not in the spot-only pool, by {od}");
@@ -705,6 +703,9 @@ impl Harness {
             st.ca = Some(ca);
             st.now = Some(*self.clock.0.lock().unwrap());
         }
+        // What cluster-autoscaler took before this run observes (its move inside the run
+        // comes after the observe).
+        let unseen_before = self.ports.st().taken_unseen;
 
         if std::env::var_os("BALLAST_FAULT_DEBUG").is_some() {
             let w = self.ports.memory.world();
@@ -741,6 +742,12 @@ impl Harness {
                 *st.doubted_next.entry(asg).or_default() += by;
             }
             let next = std::mem::take(&mut st.doubted_next);
+            // What cluster-autoscaler took before the run is Ballast's to make good once a
+            // run that saw it applied its plan whole.
+            if let Some(plan) = outcome.pools.iter().map(|p| &p.plan).find(|p| p.pool == POOL) {
+                st.taken_unseen -= unseen_before;
+                st.remade_last_look = plan.remade.keys().cloned().collect();
+            }
             if looked {
                 st.doubted = next;
             } else {
@@ -813,7 +820,12 @@ fn left_to_ca(notes: &[String]) -> i64 {
 }
 
 fn run(steps: Vec<Step>, spot_only: bool) -> Result<(), TestCaseError> {
+    run_strict(steps, spot_only, false)
+}
+
+fn run_strict(steps: Vec<Step>, spot_only: bool, strict: bool) -> Result<(), TestCaseError> {
     let mut h = Harness::new(spot_only);
+    h.ports.st().strict = strict;
     let mut handed_to_ca = 0i64;
     for (index, step) in steps.iter().enumerate() {
         h.clock.advance(Duration::seconds(i64::from(step.advance_secs)));
@@ -850,10 +862,12 @@ fn run(steps: Vec<Step>, spot_only: bool) -> Result<(), TestCaseError> {
     prop_assert_eq!(record.fallback_units, 0, "fallback not moved back");
     prop_assert!(world.nodes.iter().all(|n| !n.state.unschedulable), "a node stays cordoned");
     let net = h.total();
-    let (scale_ins, ballast_net) = {
+    let (scale_ins, ballast_net, taken) = {
         let st = h.ports.st();
-        (st.scale_ins, st.ballast_net.clone())
+        (st.scale_ins, st.ballast_net.clone(), st.taken)
     };
+    // What Ballast's writes still hold: cluster-autoscaler's takings are not Ballast's surplus.
+    let net = net - taken;
     // No surplus beyond what Ballast named in its notes (one replacement per interruption,
     // no leaked surge or move), less what cluster-autoscaler's scale-ins may have removed.
     prop_assert!(
@@ -1099,4 +1113,98 @@ fn a_lifecycle_action_left_planned_by_a_run_that_died_is_planned_again_after_its
         let world = h.ports.memory.world();
         assert!(world.calls.contains(&Call::Complete { token: token.clone() }));
     }
+}
+
+/// Found by the pool-capacity invariant (and there before cluster-autoscaler's cache was
+/// modelled): two warnings surge onto the fallback spot ASG, which cannot launch;
+/// cluster-autoscaler deletes the first surge's unfilled slot between the second run's
+/// observe and its raise, which apply rebases onto the deleted size, so one slot is left
+/// for two interrupted instances gone with decrement. The raise kept from the first run
+/// carries what was undone before the second wrote: the next look makes it again.
+/// (Strict: outside it the invariant still excuses what a failed scale-up's deletion
+/// takes, `unfulfillable`: unfilled slots deleted on a spot ASG kept off stay lost.)
+#[test]
+fn unfilled_slots_deleted_under_a_raise_are_made_again() {
+    let step = |kind, ca, lost| replayed(kind, Fault::None, ca, CaMove::None, 0, lost);
+    let steps = vec![
+        step(Kind::CapacityError { group: 0 }, CaMove::None, false),
+        step(Kind::Warning { pick: 0 }, CaMove::None, true),
+        step(Kind::Warning { pick: 0 }, CaMove::DeleteUnfulfillable { asg: 1 }, false),
+    ];
+    run_strict(steps, false, true).unwrap();
+}
+
+/// Found by the pool-capacity invariant once cluster-autoscaler wrote from its cache: a
+/// fallback moves spot-m6's missing slots onto on-demand; cluster-autoscaler, its cache
+/// read before the move, scales on-demand up by one from the size before it, taking
+/// back two of the move's three slots without removing an instance. The next look
+/// makes them again (before, they were lost).
+#[test]
+fn a_fallback_move_undone_by_a_stale_write_is_made_again() {
+    let step = |kind, ca, ca_after, advance_secs, lost| replayed(kind, Fault::None, ca, ca_after, advance_secs, lost);
+    let steps = vec![
+        step(Kind::CapacityError { group: 1 }, CaMove::None, CaMove::None, 0, false),
+        step(Kind::Warning { pick: 0 }, CaMove::None, CaMove::ScaleOut { asg: 0, by: 1 }, 0, true),
+        step(Kind::CapacityError { group: 0 }, CaMove::ScaleOut { asg: 0, by: 1 }, CaMove::None, 300, true),
+        step(Kind::CapacityError { group: 0 }, CaMove::ScaleOut { asg: 2, by: 1 }, CaMove::None, 0, false),
+    ];
+    run(steps, false).unwrap();
+}
+
+/// Found by the same invariant: a fallback moves spot-m6's missing slots onto the fallback
+/// spot ASG; cluster-autoscaler, its cache read before, scales that ASG from the size
+/// before the move, undoing one slot; then the fallback ASG fails too. The slot is made
+/// again and moved on with the ASG's other missing ones, not left lost.
+#[test]
+fn a_move_undone_on_an_asg_that_then_fails_is_moved_on() {
+    let step = |kind, ca, ca_after| replayed(kind, Fault::None, ca, ca_after, 0, false);
+    let steps = vec![
+        replayed(
+            Kind::CapacityError { group: 0 },
+            Fault::None,
+            CaMove::ScaleOut { asg: 0, by: 2 },
+            CaMove::None,
+            0,
+            true,
+        ),
+        step(Kind::NodeReady { pick: 0 }, CaMove::RemoveIdleOnDemand { pick: 0 }, CaMove::ScaleOut { asg: 1, by: 1 }),
+        step(Kind::CapacityError { group: 1 }, CaMove::None, CaMove::None),
+    ];
+    run(steps, false).unwrap();
+}
+
+/// Found by `BALLAST_FAULT_CASES=10000`: an instance launched into a raise's slot is
+/// withdrawn by Ballast (terminate with decrement) in a later plan and leaves the ASG's
+/// list; the raise kept from before holds one less for it, so the ASG one lower is not
+/// taken for an undone raise (nor is a raise made again counted twice).
+#[test]
+fn a_withdrawal_of_an_instance_launched_since_is_no_undone_raise() {
+    let steps = vec![
+        replayed(Kind::Tick, Fault::None, CaMove::ScaleOut { asg: 0, by: 1 }, CaMove::None, 0, false),
+        replayed(
+            Kind::Reclaim { pick: 9603072301882136784, state_change: false },
+            Fault::None,
+            CaMove::None,
+            CaMove::ScaleOut { asg: 1, by: 1 },
+            121,
+            true,
+        ),
+        replayed(
+            Kind::NodeReady { pick: 0 },
+            Fault::Ambiguous(3),
+            CaMove::RemoveIdleOnDemand { pick: 0 },
+            CaMove::RemoveIdleOnDemand { pick: 0 },
+            59,
+            false,
+        ),
+        replayed(
+            Kind::Reclaim { pick: 8997342943237446411, state_change: true },
+            Fault::None,
+            CaMove::None,
+            CaMove::None,
+            0,
+            false,
+        ),
+    ];
+    run(steps, false).unwrap();
 }

@@ -419,6 +419,8 @@ mod tests {
                 attempted: 0,
                 owed: Vec::new(),
                 moves: Vec::new(),
+                live: Default::default(),
+                remakes: Vec::new(),
                 calls: ids
                     .iter()
                     .map(|i| CapacityCall::Terminate {

@@ -264,6 +264,30 @@ pub struct PoolRecord {
     /// acted on at once): scheduled ticks stand down until it is done or `until`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub draining: Option<Draining>,
+    /// Ballast's own raises that landed, per ASG, kept while another writer may still
+    /// undo them from a size read before them (see `planner::remake`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub raised: BTreeMap<String, OwnRaise>,
+}
+
+/// A raise of Ballast's that landed: what it left the ASG at, and what could explain a
+/// lower since other than its being undone (an instance then live, gone now).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OwnRaise {
+    /// The size the write left the ASG at (less decrements of ours landed after it).
+    pub to: u32,
+    /// How much of it the write added.
+    pub by: u32,
+    /// When the plan that made it was made.
+    pub at: DateTime<Utc>,
+    /// The ASG's live instances when that plan looked: each one gone since explains a
+    /// lower of one (a terminate-with-decrement, the ASG killing one to meet a lower).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub live: Vec<String>,
+    /// The write made this raise again after another writer had undone it: undone once
+    /// more, it is not made a third time.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub remade: bool,
 }
 
 /// See [`PoolRecord::draining`].
@@ -313,6 +337,12 @@ pub struct Journal {
     /// those that did.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub moves: Vec<Move>,
+    /// The live instances, when the plan looked, of each ASG it raises (see [`OwnRaise`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub live: BTreeMap<String, Vec<String>>,
+    /// ASGs whose raise in this plan makes again one another writer undid.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub remakes: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

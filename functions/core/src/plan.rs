@@ -28,6 +28,10 @@ pub struct Plan {
     /// a metric and a test can hold Ballast to what it named.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub surplus: BTreeMap<String, u32>,
+    /// Slots of Ballast's own raises another writer undid without removing an instance,
+    /// raised again by this plan, per ASG (each said in a note; counted for a metric).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub remade: BTreeMap<String, u32>,
 }
 
 /// The headroom the pool's percent asks for and what `headroom.min`/`max` let through.
@@ -60,6 +64,11 @@ impl Plan {
     /// Instances named as possible surplus, all ASGs together.
     pub fn surplus_named(&self) -> u32 {
         self.surplus.values().sum()
+    }
+
+    /// Slots made again after another writer undid Ballast's raise, all ASGs together.
+    pub fn raises_remade(&self) -> u32 {
+        self.remade.values().sum()
     }
 
     /// The actions that change something outside Ballast's own record.

@@ -17,7 +17,7 @@ pub const DECISION_METRICS: [&str; 8] = [
 
 /// Every other metric the functions emit (namespace `Ballast`); the templates' dashboards
 /// may name only these and [`DECISION_METRICS`] (tests/tests/wiring.rs).
-pub const OTHER_METRICS: [&str; 9] = [
+pub const OTHER_METRICS: [&str; 10] = [
     "Decisions",
     "FallbackUnits",
     "HeadroomReplicas",
@@ -25,6 +25,7 @@ pub const OTHER_METRICS: [&str; 9] = [
     "ReconcileDuration",
     "BatchErrors",
     "SurplusNamed",
+    "RaisesRemade",
     "ConfigRefused",
     "WaitingForClusterAccess",
 ];
@@ -102,6 +103,8 @@ pub fn emf(
             put(name, json!(count), "Count");
         }
         put("FallbackUnits", json!(plan.record.fallback_units), "Count");
+        // Raises of Ballast's another writer undid (cluster-autoscaler from a stale size), made again.
+        put("RaisesRemade", json!(plan.raises_remade()), "Count");
         if let Some(to) = plan.effects().find_map(|a| match a.kind {
             ActionKind::SetHeadroomReplicas { to, .. } => Some(to),
             _ => None,
@@ -149,6 +152,7 @@ mod tests {
             notes: vec![],
             record: PoolRecord { fallback_units: 3, ..Default::default() },
             headroom: None,
+            remade: Default::default(),
             surplus: [("b".to_string(), 2)].into(),
         };
         let doc = emf("interruption", Some(&plan), "general", 1, plan.surplus_named(), 42, 1_700_000_000_000);

@@ -100,6 +100,8 @@ pub struct Invocation {
     pub calls: Vec<Call>,
     /// Each planned pool's headroom decision, by the pool's index.
     pub headroom: Vec<(usize, HeadroomDecision)>,
+    /// Slots of its raises another writer undid that its plans made again.
+    pub remade: u32,
 }
 
 pub fn instance_id(node: NodeId) -> String {
@@ -406,8 +408,10 @@ impl Bridge {
             .iter()
             .filter_map(|p| Some((self.pools.iter().position(|n| *n == p.plan.pool)?, p.plan.headroom?)))
             .collect();
+        let stopped = outcome.failures.iter().filter_map(|(e, _)| e.plan());
+        let remade = outcome.pools.iter().map(|p| &p.plan).chain(stopped).map(|p| p.raises_remade()).sum();
         let recorded = std::mem::take(&mut self.ports.view().calls);
-        Invocation { calls: calls_on_model(model, recorded), headroom }
+        Invocation { calls: calls_on_model(model, recorded), headroom, remade }
     }
 }
 

@@ -1,4 +1,10 @@
 //! A model of cluster-autoscaler's AWS behaviour, each rule from its source:
+//! - sizes written as its AWS provider writes them: `IncreaseSize(delta)` sets the ASG
+//!   cache's `curSize + delta`, the cache refreshed from AWS at most every
+//!   `asg_cache_refresh` and otherwise moved only by CA's own writes (`setAsgSizeNoLock`,
+//!   `DeleteInstances`' `curSize--`, after which the next loop refreshes), so within a
+//!   refresh of another writer's raise CA may set the ASG from the size before it;
+//!   `TargetSize` (the upcoming nodes scale-up counts) is that cached size too;
 //! - a scan every `scan_interval`; bin-packing scale-up for pending pods at or above
 //!   the expendable cutoff, onto upcoming nodes first;
 //! - the priority expander: one node group per scan, the highest priority among the
@@ -40,6 +46,8 @@ pub struct GroupView {
     pub backoff_until: u64,
     pub backoff_ms: u64,
     pub last_failure: Option<u64>,
+    /// The AWS provider's cached `curSize` (`None` before the first refresh).
+    pub cur_size: Option<u32>,
 }
 
 /// A scan's steps, in order. Each reads the pool after the calls of the one before
@@ -68,6 +76,9 @@ pub struct ClusterAutoscaler<'s> {
     last_scale_up: u64,
     /// Per node id: since when CA finds the node unneeded.
     unneeded_since: Vec<Option<u64>>,
+    /// Slots of another writer's CA's writes took back: a size written from its cache
+    /// below what the ASG was at (a raise of Ballast's made since the cache was read).
+    pub stale_slots_taken: u32,
 }
 
 impl<'s> ClusterAutoscaler<'s> {
@@ -83,6 +94,7 @@ impl<'s> ClusterAutoscaler<'s> {
             next_refresh,
             last_scale_up: 0,
             unneeded_since: Vec::new(),
+            stale_slots_taken: 0,
         }
     }
 
@@ -113,6 +125,9 @@ impl<'s> ClusterAutoscaler<'s> {
             return unfulfillable;
         }
         self.next_refresh = now + ms(self.sc.ca.asg_cache_refresh);
+        for (view, state) in self.groups.iter_mut().zip(&model.asgs) {
+            view.cur_size = Some(state.desired);
+        }
         if !self.sc.ca.fail_fast {
             return unfulfillable;
         }
@@ -123,10 +138,17 @@ impl<'s> ClusterAutoscaler<'s> {
         unfulfillable
     }
 
-    /// Sets a group's size as CA does (`setAsgSizeNoLock`): the write time is remembered.
+    /// Sets a group's size as CA does (`setAsgSizeNoLock`): the write time and the size
+    /// are remembered in the cache.
     fn set_size(&mut self, g: usize, desired: u32, now: u64) -> Call {
         self.groups[g].last_write = now;
+        self.groups[g].cur_size = Some(desired);
         Call::SetDesired { group: g, desired }
+    }
+
+    /// The group's size as CA's cache has it (`TargetSize`).
+    fn target_size(&self, model: &Model, g: usize) -> u32 {
+        self.groups[g].cur_size.unwrap_or(model.asgs[g].desired)
     }
 
     fn detect_failed_scale_ups(&mut self, model: &Model, now: u64, unfulfillable: &[bool]) -> Vec<Call> {
@@ -265,7 +287,7 @@ impl ClusterAutoscaler<'_> {
         for (g, state) in model.asgs.iter().enumerate() {
             let ready =
                 state.nodes.iter().filter(|&&n| model.cluster.nodes[n].phase == NodePhase::Ready).count() as u32;
-            let missing = state.desired.saturating_sub(ready) as usize;
+            let missing = self.target_size(model, g).saturating_sub(ready) as usize;
             if missing > 0 {
                 upcoming.extend(std::iter::repeat_n(Bin::template(model, g), missing));
             }
@@ -281,7 +303,7 @@ impl ClusterAutoscaler<'_> {
             if now < self.groups[g].backoff_until {
                 continue;
             }
-            let room = spec.max.saturating_sub(model.asgs[g].desired);
+            let room = spec.max.saturating_sub(self.target_size(model, g));
             let added = pack(&mut shapes.clone(), &mut Vec::new(), Some(Bin::template(model, g)), room, accepts);
             if added > 0 {
                 options.push((g, added, priority));
@@ -291,7 +313,9 @@ impl ClusterAutoscaler<'_> {
         let best = options.iter().map(|o| o.2).max()?;
         options.retain(|o| o.2 == best);
         let (g, added, _) = options[self.rng.random_range(0..options.len())];
-        let desired = model.asgs[g].desired + added;
+        // `IncreaseSize`: from the cached size, whatever the ASG is at now.
+        let desired = self.target_size(model, g) + added;
+        self.stale_slots_taken += model.asgs[g].desired.saturating_sub(desired);
         self.groups[g].scale_up_requested = true;
         self.last_scale_up = now;
         Some(self.set_size(g, desired, now))
@@ -386,7 +410,14 @@ impl ClusterAutoscaler<'_> {
                 kept -= 1;
             }
         }
-        // DeleteNodes: TerminateInstanceInAutoScalingGroup, decrementing.
+        // DeleteNodes: TerminateInstanceInAutoScalingGroup, decrementing (AWS decrements
+        // the live size); the cache's `curSize--`, and a refresh at the next loop.
+        for &node in &removals {
+            let g = model.cluster.nodes[node].group;
+            let view = &mut self.groups[g];
+            view.cur_size = Some(view.cur_size.unwrap_or(model.asgs[g].desired).saturating_sub(1));
+            self.next_refresh = now;
+        }
         removals.into_iter().map(|node| Call::Remove { node, decrement: true }).collect()
     }
 }

@@ -288,6 +288,7 @@ impl<'s> Engine<'s> {
             for (pool, decision) in invocation.headroom {
                 self.metrics.headroom_decided(pool, decision);
             }
+            self.metrics.raises_remade += invocation.remade;
             self.apply(invocation.calls);
             // A launch its own call started that failed: the ASG's EventBridge rule sends
             // that on to Ballast like any other.

@@ -35,7 +35,12 @@ pub fn simulate(scenario: &Scenario, strategy: Strategy, seed: u64, progress: &m
     let mut engine = engine::Engine::new(scenario, strategy, seed);
     engine.run(progress);
     let invocations = engine.ballast.as_ref().map(|b| b.invocations).unwrap_or(0);
-    engine.metrics.report(scenario, strategy.label(), engine.market.interruptions, invocations)
+    let mut report = engine.metrics.report(scenario, strategy.label(), engine.market.interruptions, invocations);
+    if engine.ballast.is_some() {
+        report.ca_stale_slots_taken = Some(engine.ca.stale_slots_taken);
+        report.raises_remade = Some(engine.metrics.raises_remade);
+    }
+    report
 }
 
 /// A setting of Ballast's headroom that `--sweep` can vary.

@@ -44,6 +44,8 @@ pub struct Metrics {
     cost: f64,
     spare_weighted: f64,
     spare_time: f64,
+    /// Slots of Ballast's raises that cluster-autoscaler undid, made again by Ballast.
+    pub raises_remade: u32,
     pub series: Vec<Sample>,
     /// Per Ballast pool, where its fallback shows: its on-demand group's (time, desired)
     /// at each change, its spot groups' failed launches, and its spot instance types.
@@ -100,6 +102,7 @@ impl Metrics {
             cost: 0.0,
             spare_weighted: 0.0,
             spare_time: 0.0,
+            raises_remade: 0,
             series: Vec::new(),
             pools,
             peak_pods: 0,
@@ -292,6 +295,8 @@ impl Metrics {
             } else {
                 Vec::new()
             },
+            ca_stale_slots_taken: None,
+            raises_remade: None,
             series: self.series.clone(),
         }
     }
@@ -449,6 +454,11 @@ pub struct Report {
     /// pool was held).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub headroom_by_pool: Vec<PoolHeadroom>,
+    /// Slots of Ballast's raises cluster-autoscaler took back, writing from its ASG cache
+    /// a size read before them; Ballast only.
+    pub ca_stale_slots_taken: Option<u32>,
+    /// Of those, what Ballast made again (each once); Ballast only.
+    pub raises_remade: Option<u32>,
     #[serde(skip)]
     pub series: Vec<Sample>,
 }

@@ -212,7 +212,7 @@ fn cell(values: &[Option<f64>], show: &dyn Fn(f64) -> String) -> String {
 
 type Row = (&'static str, fn(&Report) -> Option<f64>, fn(f64) -> String);
 
-const ROWS: [Row; 15] = [
+const ROWS: [Row; 17] = [
     ("first-start wait p50", |r| Some(r.pod_wait_p50_s), humanise),
     ("first-start wait p95", |r| Some(r.pod_wait_p95_s), humanise),
     ("first-start wait max", |r| Some(r.pod_wait_max_s), humanise),
@@ -228,6 +228,8 @@ const ROWS: [Row; 15] = [
     ("peak nodes", |r| Some(f64::from(r.peak_nodes)), |v| format!("{v:.1}")),
     ("headroom held at max", |r| r.headroom_held_at_max_pct, |v| format!("{v:.1}%")),
     ("headroom held at min", |r| r.headroom_held_at_min_pct, |v| format!("{v:.1}%")),
+    ("CA stale slots taken", |r| r.ca_stale_slots_taken.map(f64::from), |v| format!("{v:.1}")),
+    ("raises made again", |r| r.raises_remade.map(f64::from), |v| format!("{v:.1}")),
 ];
 
 /// `runs[s]` holds strategy `s`'s reports, one per seed.

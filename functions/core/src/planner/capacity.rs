@@ -34,7 +34,9 @@ impl Work<'_> {
             self.record.fallback_since = None;
             return;
         };
-        let held = od.desired.saturating_sub(od.min);
+        // A raise of Ballast's made again (`remake`) holds its units again.
+        let remade = self.remade.get(&od.name).copied().unwrap_or(0);
+        let held = (od.desired + remade).saturating_sub(od.min);
         if self.record.fallback_units > held {
             self.note(format!(
                 "fallback units {} -> {held}: {} holds only {held} above its minimum",

@@ -193,6 +193,7 @@ impl Work<'_> {
                 self.withdraw_unmatched_raises(&asg_name, by - n, &answers, &journal);
             }
         }
+        self.keep_own_raises(&journal);
         self.surges_taken_since(&journal);
     }
 
@@ -252,6 +253,7 @@ impl Work<'_> {
                     continue;
                 }
                 taken -= 1;
+                *self.surges_replanned.entry(asg.clone()).or_default() += 1;
                 let instance_id = self.record.interruptions[index].instance_id.clone();
                 let why = format!(
                     "{asg} is at {desired}, below the {holds_at} Ballast's own calls left it at while {instance_id}'s \

@@ -24,6 +24,7 @@ mod capacity;
 mod headroom;
 mod journal;
 mod lifecycle;
+mod remake;
 mod replace;
 mod signals;
 mod stand_down;
@@ -42,6 +43,7 @@ use crate::plan::{Action, ActionKind, HeadroomDecision, Plan};
 pub const CLOCK_SKEW: chrono::Duration = chrono::Duration::seconds(120);
 
 pub use headroom::{headroom_percent, headroom_replicas, PercentSource};
+pub use remake::STALE_WRITE_WINDOW;
 pub use stand_down::{has_open_work, stand_down};
 
 /// The words of a note that leaves surplus instances to cluster-autoscaler, after their
@@ -74,6 +76,7 @@ pub fn plan(input: PlanInput<'_>) -> Plan {
         work.ingest(event);
     }
     work.ingest_activities();
+    work.remake_undone_raises();
     work.reconcile_fallback_units();
     work.judge_spot();
     work.advance_failback();
@@ -113,6 +116,10 @@ struct Work<'a> {
     notes: Vec<String>,
     surplus: BTreeMap<String, u32>,
     headroom: Option<HeadroomDecision>,
+    /// Surges re-planned per ASG because another writer took their slots.
+    surges_replanned: BTreeMap<String, u32>,
+    /// Raises of Ballast's another writer undid, made again by this plan, per ASG.
+    remade: BTreeMap<String, u32>,
 }
 
 impl<'a> Work<'a> {
@@ -137,6 +144,8 @@ impl<'a> Work<'a> {
             notes: Vec::new(),
             surplus: BTreeMap::new(),
             headroom: None,
+            surges_replanned: BTreeMap::new(),
+            remade: BTreeMap::new(),
         }
     }
 
@@ -342,6 +351,28 @@ impl<'a> Work<'a> {
         if !calls.is_empty() {
             self.record.plans = self.seq;
         }
+        let raised: Vec<String> = raises
+            .iter()
+            .filter_map(|a| match &a.kind {
+                ActionKind::SetDesiredCapacity { asg, .. } => Some(asg.clone()),
+                _ => None,
+            })
+            .collect();
+        // Slots made again that a rule moved on at once (the ASG kept off): made, not
+        // to be made again when the ASG is seen short of them.
+        for (asg, kept) in self.record.raised.iter_mut() {
+            if self.remade.contains_key(asg) && !raised.contains(asg) {
+                kept.remade = true;
+            }
+        }
+        let raised_live = raised
+            .iter()
+            .filter_map(|name| self.observed.asg(name))
+            .map(|asg| {
+                let live = asg.instances.iter().filter(|i| i.lifecycle_state.is_live()).map(|i| i.id.clone());
+                (asg.name.clone(), live.collect())
+            })
+            .collect();
         self.record.journal = (!calls.is_empty()).then_some(Journal {
             planned_at: self.now,
             seq: self.seq,
@@ -350,6 +381,8 @@ impl<'a> Work<'a> {
             attempted: 0,
             owed: std::mem::take(&mut self.owed),
             moves: std::mem::take(&mut self.moves),
+            live: raised_live,
+            remakes: self.remade.keys().filter(|a| raised.iter().any(|r| r == *a)).cloned().collect(),
         });
         let record_changed = self.record != *self.input.record;
         let mut all = Vec::with_capacity(self.actions.len() + raises.len() + lowers.len() + 1);
@@ -371,6 +404,7 @@ impl<'a> Work<'a> {
             record: self.record,
             headroom: self.headroom,
             surplus: self.surplus,
+            remade: self.remade,
         }
     }
 }

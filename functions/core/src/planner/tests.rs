@@ -1861,6 +1861,8 @@ fn with_journal(calls: Vec<CapacityCall>, attempted: usize, owed: Vec<OwedLower>
             attempted,
             owed,
             moves,
+            live: Default::default(),
+            remakes: Vec::new(),
         }),
         ..PoolRecord::default()
     }
@@ -3028,3 +3030,5 @@ fn a_step_node_replaced_by_a_surge_in_its_own_asg_is_still_the_steps() {
     assert_eq!(drains, 2, "2 new Ready spot nodes of the step ([3], [2]'s surge [4]): {:?}", go.notes);
     assert!(!go.notes.iter().any(|n| n.contains("left meanwhile")), "{:?}", go.notes);
 }
+
+mod remake;
