@@ -1491,7 +1491,7 @@ async fn a_drained_hook_whose_completion_failed_after_a_takeover_is_completed_by
 
 // The terminate raise_undone sends without decrement (the surge's slot was deleted) is not
 // read by the next plan as "terminated without decrement: the surge is surplus", which
-// would withdraw the replacement's slot and leave the pool one short after all (review 30).
+// would withdraw the replacement's slot and leave the pool one short after all.
 #[tokio::test]
 async fn no_decrement_for_a_deleted_surge_is_not_followed_by_a_withdrawal() {
     let (warning, memory, clock, first) = warned_with_throttled_terminates(1);
@@ -1522,7 +1522,7 @@ async fn no_decrement_for_a_deleted_surge_is_not_followed_by_a_withdrawal() {
 }
 
 // Taken over, the drainer completes the first of two hooks and is throttled on the second:
-// only the second is planned again, not the one completed (review 30).
+// only the second is planned again, not the one completed.
 #[tokio::test]
 async fn a_hook_completed_before_a_throttled_one_after_a_takeover_is_not_planned_again() {
     let first = fixture("lifecycle-terminate.json");
@@ -1585,8 +1585,7 @@ impl Autoscaling for ScaledInBeforeTheRaise {
 
 // Observed at 4, cluster-autoscaler scales in an idle node (4 -> 3) before the surge's
 // write, which is rebased (3 -> 4). The surge's slot is there: judged by what the rebased
-// raise left (4), not the size before the plan plus the raise (5), x1 goes with decrement
-// (review 31).
+// raise left (4), not the size before the plan plus the raise (5), x1 goes with decrement.
 #[tokio::test]
 async fn a_scale_in_before_this_plans_raise_does_not_refuse_its_surges_decrement() {
     let warning = fixture("spot-interruption-terminate.json");
@@ -1608,7 +1607,7 @@ async fn a_scale_in_before_this_plans_raise_does_not_refuse_its_surges_decrement
 
 // The surge went to the spot-fallback ASG (spot-m6 at max); P1's terminate is throttled;
 // the fallback ASG is then deleted (a node group replaced). The surge is made again in
-// the pool, and no run fails reading the size of an ASG that no longer exists (review 31).
+// the pool, and no run fails reading the size of an ASG that no longer exists.
 #[tokio::test]
 async fn a_surge_in_an_asg_deleted_since_does_not_fail_every_run() {
     let mut world = state("steady.json");
@@ -1637,7 +1636,7 @@ async fn a_surge_in_an_asg_deleted_since_does_not_fail_every_run() {
 // P1 surges spot-m6 for x1 (4 -> 5), its terminate throttled. P2 retries it and also moves
 // the failing spot-fallback's 2 missing slots to on-demand (2 -> 4). While x1 drains,
 // cluster-autoscaler scales in an idle on-demand node (4 -> 3). x1's surge in spot-m6 is
-// untouched: it is judged there alone, and x1 goes with decrement (review 31).
+// untouched: it is judged there alone, and x1 goes with decrement.
 #[tokio::test]
 async fn a_scale_in_of_another_raised_asg_does_not_refuse_the_surges_decrement() {
     let (warning, memory, clock, first) = warned_with_throttled_terminates(1);
@@ -1684,7 +1683,7 @@ async fn a_scale_in_of_another_raised_asg_does_not_refuse_the_surges_decrement()
 // (cluster-autoscaler holds 2 above its minimum there). The surge is made again in the
 // new on-demand ASG: the dropped surge's unit must be taken back, or the pool counts
 // 2 fallback units for the 1 Ballast holds (and fail-back later removes an instance
-// cluster-autoscaler asked for) (review 32).
+// cluster-autoscaler asked for).
 #[tokio::test]
 async fn a_dropped_on_demand_surge_gives_back_its_fallback_unit() {
     let mut world = state("steady.json");
@@ -1731,7 +1730,7 @@ async fn a_dropped_on_demand_surge_gives_back_its_fallback_unit() {
     assert_eq!(world.pools["general"].record.fallback_units, 1, "one unit for the one surge Ballast holds");
 }
 
-// Deadlines that must add up on real AWS (review 38).
+// Deadlines that must add up on real AWS.
 
 /// drain_timeout 5m, and a node whose pod a PodDisruptionBudget holds. The run that
 /// takes the action on has only part of it before its deadline: a direct invocation that
