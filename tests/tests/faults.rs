@@ -224,6 +224,15 @@ impl Autoscaling for Faulty {
     async fn describe_pool(&self, pool: &PoolConfig) -> Result<(Vec<ObservedAsg>, Option<ObservedAsg>), PortError> {
         self.memory.describe_pool(pool).await
     }
+    async fn asgs_of_instances(&self, ids: &[String]) -> Result<std::collections::BTreeMap<String, String>, PortError> {
+        self.memory.asgs_of_instances(ids).await
+    }
+    async fn asg_tags(
+        &self,
+        asgs: &[String],
+    ) -> Result<std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>, PortError> {
+        self.memory.asg_tags(asgs).await
+    }
     async fn asg_size(&self, asg: &str) -> Result<AsgSize, PortError> {
         self.memory.asg_size(asg).await
     }

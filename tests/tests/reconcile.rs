@@ -559,6 +559,15 @@ impl Autoscaling for Throttles {
     async fn describe_pool(&self, pool: &PoolConfig) -> Result<(Vec<ObservedAsg>, Option<ObservedAsg>), PortError> {
         self.inner.describe_pool(pool).await
     }
+    async fn asgs_of_instances(&self, ids: &[String]) -> Result<std::collections::BTreeMap<String, String>, PortError> {
+        self.inner.asgs_of_instances(ids).await
+    }
+    async fn asg_tags(
+        &self,
+        asgs: &[String],
+    ) -> Result<std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>, PortError> {
+        self.inner.asg_tags(asgs).await
+    }
     async fn asg_size(&self, asg: &str) -> Result<AsgSize, PortError> {
         self.inner.asg_size(asg).await
     }
@@ -710,6 +719,15 @@ struct ThrottledDescribe(InMemory);
 impl Autoscaling for ThrottledDescribe {
     async fn describe_pool(&self, _: &PoolConfig) -> Result<(Vec<ObservedAsg>, Option<ObservedAsg>), PortError> {
         Err(PortError::new(ErrorKind::Retryable, "DescribeAutoScalingGroups", "Throttling: Rate exceeded"))
+    }
+    async fn asgs_of_instances(&self, _: &[String]) -> Result<std::collections::BTreeMap<String, String>, PortError> {
+        Err(PortError::new(ErrorKind::Retryable, "DescribeAutoScalingInstances", "Throttling: Rate exceeded"))
+    }
+    async fn asg_tags(
+        &self,
+        _: &[String],
+    ) -> Result<std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>, PortError> {
+        Err(PortError::new(ErrorKind::Retryable, "DescribeTags", "Throttling: Rate exceeded"))
     }
     async fn asg_size(&self, asg: &str) -> Result<AsgSize, PortError> {
         self.0.asg_size(asg).await
@@ -1234,6 +1252,15 @@ impl Autoscaling for Refusing {
     async fn describe_pool(&self, pool: &PoolConfig) -> Result<(Vec<ObservedAsg>, Option<ObservedAsg>), PortError> {
         self.memory.describe_pool(pool).await
     }
+    async fn asgs_of_instances(&self, ids: &[String]) -> Result<std::collections::BTreeMap<String, String>, PortError> {
+        self.memory.asgs_of_instances(ids).await
+    }
+    async fn asg_tags(
+        &self,
+        asgs: &[String],
+    ) -> Result<std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>, PortError> {
+        self.memory.asg_tags(asgs).await
+    }
     async fn asg_size(&self, asg: &str) -> Result<AsgSize, PortError> {
         self.memory.asg_size(asg).await
     }
@@ -1559,6 +1586,15 @@ struct ScaledInBeforeTheRaise {
 impl Autoscaling for ScaledInBeforeTheRaise {
     async fn describe_pool(&self, pool: &PoolConfig) -> Result<(Vec<ObservedAsg>, Option<ObservedAsg>), PortError> {
         self.inner.describe_pool(pool).await
+    }
+    async fn asgs_of_instances(&self, ids: &[String]) -> Result<std::collections::BTreeMap<String, String>, PortError> {
+        self.inner.asgs_of_instances(ids).await
+    }
+    async fn asg_tags(
+        &self,
+        asgs: &[String],
+    ) -> Result<std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>, PortError> {
+        self.inner.asg_tags(asgs).await
     }
     async fn asg_size(&self, asg: &str) -> Result<AsgSize, PortError> {
         if asg == "eks-general-spot-m6" && !self.done.swap(true, Ordering::SeqCst) {
@@ -2037,6 +2073,15 @@ impl TimedAutoscaling {
 impl Autoscaling for TimedAutoscaling {
     async fn describe_pool(&self, p: &PoolConfig) -> Result<(Vec<ObservedAsg>, Option<ObservedAsg>), PortError> {
         self.inner.describe_pool(p).await
+    }
+    async fn asgs_of_instances(&self, ids: &[String]) -> Result<std::collections::BTreeMap<String, String>, PortError> {
+        self.inner.asgs_of_instances(ids).await
+    }
+    async fn asg_tags(
+        &self,
+        asgs: &[String],
+    ) -> Result<std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>, PortError> {
+        self.inner.asg_tags(asgs).await
     }
     async fn asg_size(&self, asg: &str) -> Result<AsgSize, PortError> {
         self.inner.asg_size(asg).await

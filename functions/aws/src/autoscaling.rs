@@ -9,11 +9,15 @@ use ballast_core::model::{ActivityStatus, AsgInstance, AsgSize, LifecycleState, 
 use ballast_core::plan::LifecycleRef;
 use ballast_core::ports::{Autoscaling, ErrorKind, PortError};
 use chrono::{DateTime, Utc};
+use futures_util::future::{join_all, try_join_all};
 
 use crate::classify;
 
 /// How many recent scaling activities a pool observation reads per spot ASG.
 const ACTIVITIES: i32 = 20;
+/// How many instance ids DescribeAutoScalingInstances takes in one call (and how many
+/// ASG names one DescribeTags filter is given).
+const INSTANCE_IDS_PER_CALL: usize = 50;
 
 #[derive(Debug, Clone)]
 pub struct AwsAutoscaling {
@@ -99,15 +103,30 @@ impl AwsAutoscaling {
             .collect())
     }
 
-    async fn observe(&self, group: &AutoScalingGroup, role: Market) -> Result<ObservedAsg, PortError> {
+    async fn observe(
+        &self,
+        group: &AutoScalingGroup,
+        role: Market,
+        activities_read: Option<&Vec<ScalingActivity>>,
+    ) -> Result<ObservedAsg, PortError> {
         let name = group.auto_scaling_group_name().unwrap_or_default().to_string();
         let ids: Vec<String> = group.instances().iter().filter_map(|i| i.instance_id().map(str::to_string)).collect();
         let all_spot = role == Market::Spot && purchases_only_spot(group);
-        let spot_ids = if role == Market::Spot && !all_spot && !ids.is_empty() {
-            self.spot_instance_ids(&ids).await?
-        } else {
-            BTreeSet::new()
+        let spot_ids = async {
+            if role == Market::Spot && !all_spot && !ids.is_empty() {
+                self.spot_instance_ids(&ids).await
+            } else {
+                Ok(BTreeSet::new())
+            }
         };
+        let activities = async {
+            match activities_read {
+                Some(read) => Ok(read.clone()),
+                None if role == Market::Spot => self.activities(&name).await,
+                None => Ok(Vec::new()),
+            }
+        };
+        let (spot_ids, activities) = tokio::try_join!(spot_ids, activities)?;
         let instances = group
             .instances()
             .iter()
@@ -123,7 +142,6 @@ impl AwsAutoscaling {
                 })
             })
             .collect();
-        let activities = if role == Market::Spot { self.activities(&name).await? } else { Vec::new() };
         Ok(ObservedAsg {
             tags: tags_of(group),
             desired: count(group.desired_capacity()),
@@ -190,26 +208,84 @@ fn lifecycle(state: &SdkLifecycle) -> LifecycleState {
 impl Autoscaling for AwsAutoscaling {
     async fn describe_pool(&self, pool: &PoolConfig) -> Result<(Vec<ObservedAsg>, Option<ObservedAsg>), PortError> {
         // Each selector is one listing (AWS filters by name or tags); the pool is then
-        // resolved against all of them with the shared rule.
+        // resolved against all of them with the shared rule. Listings, then the ASGs'
+        // own reads, are made together: a spot warning's first call waits on them.
+        let selectors = pool.spot_asgs.iter().chain(pool.on_demand_asg.as_ref());
+        // A spot ASG named in the config has its activities read beside the listings; one
+        // that fails here (not found) is read again after, to fail with its own error.
+        let named_spot = pool.spot_asgs.iter().filter_map(|s| match s {
+            AsgSelector::Name(name) => Some(name.as_str()),
+            AsgSelector::Tags(_) => None,
+        });
+        let prefetch =
+            join_all(named_spot.map(|name| async move { (name.to_string(), self.activities(name).await.ok()) }));
+        let (listings, prefetched) = tokio::join!(try_join_all(selectors.map(|s| self.select(s))), prefetch);
+        let listings = listings?;
+        let prefetched: BTreeMap<String, Vec<ScalingActivity>> =
+            prefetched.into_iter().filter_map(|(name, a)| Some((name, a?))).collect();
         let mut listed: BTreeMap<String, (AutoScalingGroup, BTreeMap<String, String>)> = BTreeMap::new();
-        for selector in pool.spot_asgs.iter().chain(pool.on_demand_asg.as_ref()) {
-            for group in self.select(selector).await? {
-                let name = group.auto_scaling_group_name().unwrap_or_default().to_string();
-                let tags = tags_of(&group);
-                listed.insert(name, (group, tags));
-            }
+        for group in listings.into_iter().flatten() {
+            let name = group.auto_scaling_group_name().unwrap_or_default().to_string();
+            let tags = tags_of(&group);
+            listed.insert(name, (group, tags));
         }
         let resolved = resolve_pool_asgs(pool, listed.iter().map(|(name, (_, tags))| AsgRef { name, tags }))
             .map_err(|e| PortError::new(ErrorKind::Permanent, "DescribeAutoScalingGroups", e.to_string()))?;
-        let mut spot = Vec::with_capacity(resolved.spot.len());
-        for name in resolved.spot {
-            spot.push(self.observe(&listed[name].0, Market::Spot).await?);
-        }
-        let od = match resolved.on_demand {
-            Some(name) => Some(self.observe(&listed[name].0, Market::OnDemand).await?),
-            None => None,
+        let spot = try_join_all(
+            resolved.spot.iter().map(|name| self.observe(&listed[*name].0, Market::Spot, prefetched.get(*name))),
+        );
+        let on_demand = async {
+            match resolved.on_demand {
+                Some(name) => self.observe(&listed[name].0, Market::OnDemand, None).await.map(Some),
+                None => Ok(None),
+            }
         };
-        Ok((spot, od))
+        tokio::try_join!(spot, on_demand)
+    }
+
+    async fn asgs_of_instances(&self, instance_ids: &[String]) -> Result<BTreeMap<String, String>, PortError> {
+        let mut found = BTreeMap::new();
+        // Without ids the call would describe every instance in the account; AWS takes
+        // at most 50 a call.
+        for chunk in instance_ids.chunks(INSTANCE_IDS_PER_CALL) {
+            let mut pages = self
+                .autoscaling
+                .describe_auto_scaling_instances()
+                .set_instance_ids(Some(chunk.to_vec()))
+                .into_paginator()
+                .send();
+            while let Some(page) = pages.next().await {
+                let page = page.map_err(|e| classify("DescribeAutoScalingInstances", e))?;
+                for instance in page.auto_scaling_instances() {
+                    if let (Some(id), Some(asg)) = (instance.instance_id(), instance.auto_scaling_group_name()) {
+                        found.insert(id.to_string(), asg.to_string());
+                    }
+                }
+            }
+        }
+        Ok(found)
+    }
+
+    async fn asg_tags(&self, asgs: &[String]) -> Result<BTreeMap<String, BTreeMap<String, String>>, PortError> {
+        let mut tags: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+        for chunk in asgs.chunks(INSTANCE_IDS_PER_CALL) {
+            let filter = Filter::builder().name("auto-scaling-group").set_values(Some(chunk.to_vec())).build();
+            let mut pages = self.autoscaling.describe_tags().filters(filter).into_paginator().send();
+            while let Some(page) = pages.next().await {
+                let page = page.map_err(|e| classify("DescribeTags", e))?;
+                for tag in page.tags() {
+                    let (Some(asg), Some(key)) = (tag.resource_id(), tag.key()) else { continue };
+                    // An emulator ignoring the filter answers for every ASG.
+                    if !chunk.iter().any(|name| name == asg) {
+                        continue;
+                    }
+                    tags.entry(asg.to_string())
+                        .or_default()
+                        .insert(key.to_string(), tag.value().unwrap_or_default().to_string());
+                }
+            }
+        }
+        Ok(tags)
     }
 
     async fn asg_size(&self, asg: &str) -> Result<AsgSize, PortError> {

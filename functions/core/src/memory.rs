@@ -210,6 +210,14 @@ impl Autoscaling for InMemory {
         Ok((spot.into_iter().cloned().collect(), on_demand.cloned()))
     }
 
+    async fn asgs_of_instances(&self, instance_ids: &[String]) -> Result<BTreeMap<String, String>, PortError> {
+        Ok(snapshot::asgs_of_instances(&self.world().asgs, instance_ids))
+    }
+
+    async fn asg_tags(&self, asgs: &[String]) -> Result<BTreeMap<String, BTreeMap<String, String>>, PortError> {
+        Ok(snapshot::asg_tags(&self.world().asgs, asgs))
+    }
+
     async fn asg_size(&self, asg: &str) -> Result<AsgSize, PortError> {
         let world = self.world();
         world.asg(asg).map(ObservedAsg::size).ok_or_else(|| not_found("asg_size", format!("ASG {asg} not found")))

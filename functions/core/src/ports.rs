@@ -3,7 +3,7 @@
 //! ([`crate::snapshot::SnapshotPorts`]), the simulator has its own over its model, and
 //! the tests have in-memory doubles (`crate::memory`, feature `test-doubles`).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::error::Error as StdError;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -58,6 +58,12 @@ pub trait Autoscaling: Send + Sync {
     /// The pool's ASGs: the spot ones in the pool's preference order, then on-demand
     /// (`None` for a spot-only pool).
     async fn describe_pool(&self, pool: &PoolConfig) -> Result<(Vec<ObservedAsg>, Option<ObservedAsg>), PortError>;
+    /// The ASG each of these instances is in (those in none left out). Routing asks this,
+    /// not [`Self::describe_pool`]: a pool's description lists every instance of its ASGs,
+    /// and a spot warning's first call waits on the routing.
+    async fn asgs_of_instances(&self, instance_ids: &[String]) -> Result<BTreeMap<String, String>, PortError>;
+    /// The tags of each of these ASGs that has any, for tag selectors.
+    async fn asg_tags(&self, asgs: &[String]) -> Result<BTreeMap<String, BTreeMap<String, String>>, PortError>;
     /// One ASG's size now: read again just before a write, since the write is absolute.
     async fn asg_size(&self, asg: &str) -> Result<AsgSize, PortError>;
     async fn set_desired_capacity(&self, asg: &str, desired: u32) -> Result<(), PortError>;

@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use crate::config::{check_one_role, AsgRef, AsgSelector, Config, PoolConfig};
 use crate::event::{Event, Signal};
-use crate::model::{CapacityCall, Draining, ObservedAsg, ObservedPool, PoolRecord};
+use crate::model::{CapacityCall, Draining, ObservedPool, PoolRecord};
 use crate::plan::{Action, ActionKind, LifecycleRef, Plan};
 use crate::planner::{plan, PlanInput, CLOCK_SKEW};
 use crate::ports::{Autoscaling, Clock, Cluster, DrainReport, ErrorKind, PortError, StateStore, Urgency, Versioned};
@@ -432,12 +432,12 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         Ok((kept, duplicates))
     }
 
-    /// Which pool each event concerns. Instance and tag-selected ASG signals need the
-    /// ASGs; they are described once per batch, only when some event needs it.
+    /// Which pool each event concerns. An instance's ASG, and a tag-selected ASG's tags,
+    /// are looked up once per batch, for the events that need them.
     async fn route(&self, events: Vec<Event>) -> Result<(BTreeMap<String, Vec<Event>>, Vec<Unrouted>), PortError> {
         let mut routed: BTreeMap<String, Vec<Event>> = BTreeMap::new();
         let mut unrouted = Vec::new();
-        let mut view: Option<Vec<(String, Vec<ObservedAsg>)>> = None;
+        let located = self.locate(&events).await?;
         for event in events {
             let mut pools: BTreeSet<String> = BTreeSet::new();
             if let Signal::Ignored { why, warning } = &event.signal {
@@ -473,35 +473,17 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                     continue;
                 }
             } else {
-                let by_name = event.signal.named_asg().and_then(|asg| {
-                    self.config.pools.iter().find(|p| {
-                        p.spot_asgs
-                            .iter()
-                            .chain(p.on_demand_asg.as_ref())
-                            .any(|s| s == &AsgSelector::Name(asg.to_string()))
-                    })
-                });
-                if let Some(pool) = by_name {
+                if let Some(pool) = self.pool_naming(&event.signal) {
                     pools.insert(pool.name.clone());
                 } else {
-                    if view.is_none() {
-                        let mut all = Vec::new();
-                        for pool in &self.config.pools {
-                            let (spot, od) = self.autoscaling.describe_pool(pool).await?;
-                            all.push((pool.name.clone(), spot.into_iter().chain(od).collect()));
-                        }
-                        view = Some(all);
-                    }
-                    let asgs = view.as_deref().unwrap_or_default();
                     let instances = event.signal.instance_ids();
-                    for (pool, groups) in asgs {
-                        let hit = groups.iter().any(|g| {
-                            event.signal.named_asg() == Some(g.name.as_str())
-                                || instances.iter().any(|id| g.instance(id).is_some())
-                        });
-                        if hit {
-                            pools.insert(pool.clone());
-                        }
+                    let asgs = event
+                        .signal
+                        .named_asg()
+                        .into_iter()
+                        .chain(instances.iter().filter_map(|id| located.asg_of(id)));
+                    for asg in asgs {
+                        pools.extend(located.pools_selecting(&self.config.pools, asg).map(|p| p.name.clone()));
                     }
                 }
             }
@@ -525,6 +507,59 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
             }
         }
         Ok((routed, unrouted))
+    }
+
+    /// The pool selecting the signal's ASG by its name.
+    fn pool_naming(&self, signal: &Signal) -> Option<&PoolConfig> {
+        let asg = signal.named_asg()?;
+        self.config.pools.iter().find(|p| {
+            p.spot_asgs.iter().chain(p.on_demand_asg.as_ref()).any(|s| s == &AsgSelector::Name(asg.to_string()))
+        })
+    }
+
+    /// The ASGs of the batch's instances (and the tags of those and of the named ASGs,
+    /// when a pool selects by tags): two small lookups instead of describing every pool.
+    async fn locate(&self, events: &[Event]) -> Result<Located, PortError> {
+        let (instances, named) = self.to_locate(events);
+        let instance_asgs =
+            if instances.is_empty() { BTreeMap::new() } else { self.autoscaling.asgs_of_instances(&instances).await? };
+        let names: Vec<String> =
+            named.into_iter().chain(instance_asgs.values().cloned()).collect::<BTreeSet<_>>().into_iter().collect();
+        let tags = if names.is_empty() || !self.selects_by_tags() {
+            BTreeMap::new()
+        } else {
+            self.autoscaling.asg_tags(&names).await?
+        };
+        Ok(Located { instance_asgs, tags })
+    }
+
+    /// The instances, and the ASGs by name, that the events routed by neither the config
+    /// alone nor a pool's name concern.
+    fn to_locate(&self, events: &[Event]) -> (Vec<String>, Vec<String>) {
+        let targets = self.config.pools.iter().any(|p| p.headroom.target.is_some());
+        let mut instances = BTreeSet::new();
+        let mut named = BTreeSet::new();
+        for event in events {
+            let located_by_config = match &event.signal {
+                Signal::Ignored { .. } | Signal::ConfigChanged { .. } | Signal::Reconcile => true,
+                Signal::LaunchSuccessful { .. } if !targets => true,
+                signal => signal.named_pool().is_some() || self.pool_naming(signal).is_some(),
+            };
+            if located_by_config {
+                continue;
+            }
+            instances.extend(event.signal.instance_ids().iter().map(|id| id.to_string()));
+            named.extend(event.signal.named_asg().map(str::to_string));
+        }
+        (instances.into_iter().collect(), named.into_iter().collect())
+    }
+
+    fn selects_by_tags(&self) -> bool {
+        self.config
+            .pools
+            .iter()
+            .flat_map(|p| p.spot_asgs.iter().chain(p.on_demand_asg.as_ref()))
+            .any(|s| matches!(s, AsgSelector::Tags(_)))
     }
 
     /// Reads the pool as it is now: ASGs, nodes, headroom, and demand when needed.
@@ -1345,6 +1380,27 @@ fn unplan(plan: &Plan, failed_at: usize, mut record: PoolRecord) -> PoolRecord {
         }
     }
     record
+}
+
+/// Where the batch's instances and ASGs are: each instance's ASG, each ASG's tags.
+struct Located {
+    instance_asgs: BTreeMap<String, String>,
+    tags: BTreeMap<String, BTreeMap<String, String>>,
+}
+
+impl Located {
+    fn asg_of(&self, instance_id: &str) -> Option<&str> {
+        self.instance_asgs.get(instance_id).map(String::as_str)
+    }
+
+    /// The pools one of whose selectors takes the ASG (two pools taking it are refused
+    /// when each is observed).
+    fn pools_selecting<'p>(&self, pools: &'p [PoolConfig], asg: &str) -> impl Iterator<Item = &'p PoolConfig> {
+        let no_tags = BTreeMap::new();
+        let tags = self.tags.get(asg).cloned().unwrap_or(no_tags);
+        let asg = asg.to_string();
+        pools.iter().filter(move |p| p.spot_asgs.iter().chain(p.on_demand_asg.as_ref()).any(|s| s.matches(&asg, &tags)))
+    }
 }
 
 #[cfg(test)]

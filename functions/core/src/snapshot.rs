@@ -131,6 +131,14 @@ impl Autoscaling for SnapshotPorts {
         Ok((spot.into_iter().cloned().collect(), on_demand.cloned()))
     }
 
+    async fn asgs_of_instances(&self, instance_ids: &[String]) -> Result<BTreeMap<String, String>, PortError> {
+        Ok(asgs_of_instances(&self.0.asgs, instance_ids))
+    }
+
+    async fn asg_tags(&self, asgs: &[String]) -> Result<BTreeMap<String, BTreeMap<String, String>>, PortError> {
+        Ok(asg_tags(&self.0.asgs, asgs))
+    }
+
     async fn asg_size(&self, asg: &str) -> Result<AsgSize, PortError> {
         self.0
             .asg(asg)
@@ -226,6 +234,20 @@ impl StateStore for SnapshotPorts {
     async fn mark_seen(&self, _event_ids: &[String], _expires_at: DateTime<Utc>) -> Result<(), PortError> {
         Err(read_only("mark_seen"))
     }
+}
+
+/// The ASG each listed instance is in, among `asgs` (as DescribeAutoScalingInstances answers).
+pub fn asgs_of_instances(asgs: &[ObservedAsg], instance_ids: &[String]) -> BTreeMap<String, String> {
+    asgs.iter()
+        .flat_map(|a| a.instances.iter().map(move |i| (i, a)))
+        .filter(|(i, _)| instance_ids.contains(&i.id))
+        .map(|(i, a)| (i.id.clone(), a.name.clone()))
+        .collect()
+}
+
+/// The tags of each named ASG found among `asgs` (as DescribeTags by ASG name answers).
+pub fn asg_tags(asgs: &[ObservedAsg], names: &[String]) -> BTreeMap<String, BTreeMap<String, String>> {
+    asgs.iter().filter(|a| names.contains(&a.name)).map(|a| (a.name.clone(), a.tags.clone())).collect()
 }
 
 #[cfg(test)]

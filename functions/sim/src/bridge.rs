@@ -671,6 +671,14 @@ impl Autoscaling for SimPorts {
         Ok((spot.into_iter().cloned().collect(), on_demand.cloned()))
     }
 
+    async fn asgs_of_instances(&self, instance_ids: &[String]) -> Result<BTreeMap<String, String>, PortError> {
+        Ok(ballast_core::snapshot::asgs_of_instances(&self.view().asgs, instance_ids))
+    }
+
+    async fn asg_tags(&self, asgs: &[String]) -> Result<BTreeMap<String, BTreeMap<String, String>>, PortError> {
+        Ok(ballast_core::snapshot::asg_tags(&self.view().asgs, asgs))
+    }
+
     async fn asg_size(&self, asg: &str) -> Result<AsgSize, PortError> {
         let view = self.view();
         let found = view.asgs.iter().find(|a| a.name == asg);

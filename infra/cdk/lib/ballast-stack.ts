@@ -377,6 +377,14 @@ export class BallastStack extends Stack {
       INTERRUPTION_MAX_CONCURRENCY,
       [
         new iam.PolicyStatement({ sid: 'DeadLetters', actions: ['sqs:SendMessage'], resources: [deadLetters.queueArn] }),
+        // A warning is routed by its instance's ASG (and that ASG's tags, for tag
+        // selectors). No resource-level permissions: the region bounds them.
+        new iam.PolicyStatement({
+          sid: 'RouteByInstance',
+          actions: ['autoscaling:DescribeAutoScalingInstances', 'autoscaling:DescribeTags'],
+          resources: ['*'],
+          conditions: { StringEquals: { 'aws:RequestedRegion': this.region } },
+        }),
       ],
       // On the queue's last receive a message still failing is dead-lettered with its errors.
       { BALLAST_DEAD_LETTER_QUEUE_URL: deadLetters.queueUrl, BALLAST_MAX_RECEIVES: String(MAX_RECEIVES) },
@@ -596,6 +604,10 @@ export class BallastStack extends Stack {
         reason: "Pools may select ASGs by tag, so names are not known in advance; the mutating actions are conditioned on the ASG's ballast.io/cluster and ballast.io/pool tags instead.",
       },
     );
+    Validations.of(interruption.role).acknowledge({
+      id: 'AwsSolutions::AwsSolutions-IAM5[Resource::*]',
+      reason: 'DescribeAutoScalingInstances and DescribeTags support no resource-level permissions; they are read-only.',
+    });
     for (const { role, logGroup } of [interruption, schedule, clusterEvents]) {
       const logGroupId = this.resolve((logGroup.node.defaultChild as CfnResource).logicalId);
       Validations.of(role).acknowledge({
