@@ -21,7 +21,8 @@ fn headroom_uses_the_schedule_that_fired_last_in_its_time_zone() {
     assert!(matches!(p.actions.last().unwrap().kind, ActionKind::SetHeadroomReplicas { to: 2, .. }));
     // Saturday noon: still Friday's 19:00 profile.
     let weekend = Utc.with_ymd_and_hms(2026, 11, 21, 12, 0, 0).unwrap();
-    let (percent, source, _) = headroom_percent(&cfg.pools[0].headroom, &PoolRecord::default(), weekend);
+    let PercentInForce { percent, source, .. } =
+        headroom_percent(&cfg.pools[0].headroom, &PoolRecord::default(), weekend);
     assert_eq!(percent, 5);
     assert!(
         matches!(source, PercentSource::Schedule { fired_at, .. } if fired_at == Utc.with_ymd_and_hms(2026, 11, 20, 18, 0, 0).unwrap())
@@ -32,7 +33,7 @@ fn headroom_uses_the_schedule_that_fired_last_in_its_time_zone() {
 fn headroom_default_without_schedules_and_override_wins() {
     let cfg = with(|y| y.split("      schedules:").next().unwrap().to_string());
     let mut record = PoolRecord::default();
-    assert_eq!(headroom_percent(&cfg.pools[0].headroom, &record, now()).0, 10);
+    assert_eq!(headroom_percent(&cfg.pools[0].headroom, &record, now()).percent, 10);
     let over = event(
         Signal::HeadroomOverride { pool: "p".into(), percent: 40, duration: "2h".parse().unwrap() },
         now() - Duration::minutes(30),
@@ -73,9 +74,10 @@ fn headroom_boost_after_interruption_and_clamp() {
         at: now() - Duration::minutes(10),
         kind: DisruptionKind::InterruptionWarning,
     });
-    let (percent, _, boosted) = headroom_percent(&cfg.pools[0].headroom, &record, now());
+    let PercentInForce { percent, boosted, .. } = headroom_percent(&cfg.pools[0].headroom, &record, now());
     assert_eq!((percent, boosted), (35, true));
-    let (percent, _, _) = headroom_percent(&cfg.pools[0].headroom, &record, now() + Duration::minutes(25));
+    let PercentInForce { percent, .. } =
+        headroom_percent(&cfg.pools[0].headroom, &record, now() + Duration::minutes(25));
     assert_eq!(percent, 25, "boost lasts boost_for (30m) after the interruption");
     let h = &cfg.pools[0].headroom;
     assert_eq!(headroom_replicas(h, &demand(0, 0), 25), (0, 1), "clamped up to min 1");
