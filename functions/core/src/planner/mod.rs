@@ -42,7 +42,7 @@ use crate::plan::{Action, ActionKind, HeadroomDecision, Plan};
 /// forwarder and Lambda); a time further ahead is taken as `now`, with a note.
 pub const CLOCK_SKEW: chrono::Duration = chrono::Duration::seconds(120);
 
-pub use headroom::{headroom_percent, headroom_replicas, PercentSource};
+pub use headroom::{headroom_percent, headroom_replicas, PercentInForce, PercentSource};
 pub use remake::STALE_WRITE_WINDOW;
 pub use stand_down::{has_open_work, stand_down};
 

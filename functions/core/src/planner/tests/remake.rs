@@ -4,7 +4,7 @@ use super::*;
 
 /// A fallback move onto on-demand (spot-a failing: its 4 missing slots to od), applied.
 fn moved_to_on_demand() -> (Config, ObservedPool, Plan) {
-    let (cfg, mut observed) = one_spot((6, 2), (0, 0));
+    let (cfg, mut observed) = one_spot(pool().spot("spot-a", sized(6).live(2)));
     od(&mut observed).max = 10;
     let p = run(&cfg, &PoolRecord::default(), &observed, &[capacity_error("spot-a", now())], now());
     assert_eq!((desired(&p, "od"), desired(&p, "spot-a")), (Some(4), Some(2)), "{:#?}", p.actions);
@@ -48,7 +48,7 @@ fn a_lower_explained_by_instances_gone_is_not_undone() {
     let mut after = observed.clone();
     after.spot[0].desired = 2;
     // od filled its 4 slots; cluster-autoscaler then scaled one in with decrement.
-    let filled = asg("od", 4, 4, 10, Market::OnDemand);
+    let filled = on_demand_asg(sized(4));
     after.on_demand = Some(filled);
     let mut record = applied(&p);
     let p2 = run(&cfg, &record, &after, &[], now() + Duration::seconds(30));
@@ -90,7 +90,7 @@ fn a_remake_that_did_not_land_is_made_again() {
 fn a_failing_spot_asgs_raise_undone_is_made_again_and_moved_on() {
     // A failback step raised spot-a 2 -> 4; cluster-autoscaler set it back to 2 and
     // spot-a fails again: the two slots go where the pool has capacity, not lost.
-    let (cfg, mut observed) = one_spot((4, 2), (2, 2));
+    let (cfg, mut observed) = one_spot(pool().spot("spot-a", sized(4).live(2)).on_demand(sized(2)));
     let mut record = PoolRecord::default();
     let live = observed.spot[0].instances.iter().map(|i| i.id.clone()).collect();
     record

@@ -1,0 +1,172 @@
+//! Headroom: pause pods that hold room for the pool's next pods.
+//!
+//! A [`Strategy`] says how many pause pods it wants and why: a percent of the pool's
+//! requests ([`percent`]) or what a wait target learned ([`wait_target`]). This module
+//! picks one from the pool's config (an override's percent wins over a target) and
+//! applies what holds whichever decided: the `min`/`max` bounds, telling a target that
+//! `max` cuts, and what the pods hold from now for the wait learner.
+
+mod percent;
+mod wait_target;
+
+use chrono::{DateTime, Utc};
+
+pub use percent::{headroom_percent, headroom_replicas, PercentInForce, PercentSource};
+
+use super::Work;
+use crate::config::HeadroomConfig;
+use crate::learn::{DecidedBy, History, Rise};
+use crate::model::Demand;
+use crate::plan::{ActionKind, HeadroomDecision};
+
+/// What a strategy is given of the planner's state.
+pub(super) struct Given<'a> {
+    pub cfg: &'a HeadroomConfig,
+    /// The freshest demand: the forwarder's event or the reconcile's own count.
+    pub demand: &'a Demand,
+    /// The percent in force: override, schedule or default, with the interruption boost.
+    pub percent: &'a PercentInForce,
+    /// What the wait learner holds; `None` without a wait target.
+    pub learned: Option<&'a History>,
+    pub now: DateTime<Utc>,
+}
+
+/// The pause pods a strategy wants, before the bounds, and why.
+pub(super) struct Wanted<R> {
+    pub pods: u32,
+    /// The count is the rise past days show (the wait target learned it), not a percent.
+    pub learned: bool,
+    pub reason: R,
+}
+
+/// A way to size the headroom.
+pub(super) trait Strategy {
+    type Reason: Reason;
+
+    fn wanted(self, given: &Given) -> Wanted<Self::Reason>;
+}
+
+/// Why a strategy wants its pods, told once the bounds are applied.
+pub(super) trait Reason {
+    fn tell(&self, given: &Given, bounded: Bounded) -> String;
+
+    /// What cannot be met when `max` cuts what is wanted, to be told apart from the
+    /// action's reason; `None`: the clamp in the reason says enough.
+    fn unmet(&self) -> Option<String> {
+        None
+    }
+}
+
+/// A wanted count and what `[min, max]` lets through.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Bounded {
+    pub wanted: u32,
+    pub replicas: u32,
+}
+
+impl Bounded {
+    fn new(cfg: &HeadroomConfig, wanted: u32) -> Self {
+        Bounded { wanted, replicas: wanted.clamp(cfg.min, cfg.max.max(cfg.min)) }
+    }
+
+    /// `, clamped from W to [min, max]` when the bounds changed the count.
+    fn clamp_said(self, cfg: &HeadroomConfig) -> String {
+        if self.wanted != self.replicas {
+            format!(", clamped from {} to [{}, {}]", self.wanted, cfg.min, cfg.max)
+        } else {
+            String::new()
+        }
+    }
+}
+
+/// What a strategy decided, the bounds applied and the reason told.
+struct Decided {
+    bounded: Bounded,
+    learned: bool,
+    reason: String,
+    unmet: Option<String>,
+}
+
+fn decide<S: Strategy>(strategy: S, given: &Given) -> Decided {
+    let wanted = strategy.wanted(given);
+    let bounded = Bounded::new(given.cfg, wanted.pods);
+    Decided {
+        bounded,
+        learned: wanted.learned,
+        reason: wanted.reason.tell(given, bounded),
+        unmet: wanted.reason.unmet().filter(|_| bounded.wanted > given.cfg.max),
+    }
+}
+
+/// When a target `max` does not let through is told again.
+const UNMET_REPORT_EVERY: chrono::Duration = chrono::Duration::hours(1);
+
+impl Work<'_> {
+    pub(super) fn headroom(&mut self) {
+        let cfg = &self.cfg.headroom;
+        // The freshest demand wins: the forwarder's event or the reconcile's own count.
+        let demand = [self.record.demand, self.observed.demand].into_iter().flatten().max_by_key(|d| d.observed_at);
+        // The learner takes in every run while a target is set, whatever sizes the pods.
+        let prediction = wait_target::learn(&mut self.record, self.observed, demand, self.now, cfg.target);
+        let Some(demand) = demand else {
+            self.note("no demand known yet (no forwarder event, no pod listing): headroom unchanged");
+            return;
+        };
+        let percent = headroom_percent(cfg, &self.record, self.now);
+        let given =
+            Given { cfg, demand: &demand, percent: &percent, learned: self.record.learned.as_ref(), now: self.now };
+        // An override is what the operator says now: it wins over the target.
+        let decided = match prediction.filter(|_| !matches!(percent.source, PercentSource::Override { .. })) {
+            None => decide(percent::FromPercent, &given),
+            Some((prediction, target)) => decide(wait_target::FromWaitTarget { prediction, target }, &given),
+        };
+        let Decided { bounded: Bounded { wanted: raw, replicas }, learned, reason, unmet } = decided;
+        if let Some(what) = unmet {
+            self.report_unmet(&what, raw);
+        }
+        // What the pause pods hold from now, whatever decided it (an override too): the
+        // next wait measurements are judged against it. A dry run changes nothing: the
+        // pods the cluster runs are what the waits measure, beside what was decided.
+        let room = |replicas: u32| Rise {
+            cpu_millis: u64::from(replicas).saturating_mul(cfg.pod_cpu_millis),
+            memory_bytes: u64::from(replicas).saturating_mul(cfg.pod_memory_bytes),
+        };
+        let dry_run = self.input.dry_run;
+        let running = if dry_run { self.observed.headroom_replicas.unwrap_or(0) } else { replicas };
+        if let Some(history) = self.record.learned.as_mut() {
+            // In a dry run the prediction decided nothing the cluster holds: a burst above
+            // the room there is no sign the prediction was short.
+            let by = match (&percent.source, learned && !dry_run) {
+                (PercentSource::Override { .. }, _) => DecidedBy::Override,
+                (_, true) => DecidedBy::Seasonal,
+                (_, false) => DecidedBy::Percent,
+            };
+            history.held(self.now, room(running), raw > replicas && !dry_run, by, dry_run.then(|| room(replicas)));
+        }
+        self.headroom = Some(HeadroomDecision { percent: percent.percent, wanted: raw, replicas, learned });
+        if self.observed.headroom_replicas == Some(replicas) {
+            return;
+        }
+        self.act(
+            ActionKind::SetHeadroomReplicas {
+                namespace: cfg.namespace.clone(),
+                from: self.observed.headroom_replicas,
+                to: replicas,
+            },
+            reason,
+        );
+    }
+
+    /// Tells, once an hour, that `what` needs more pause pods than `max`.
+    fn report_unmet(&mut self, what: &str, needed: u32) {
+        let history = self.record.learned.get_or_insert_with(Default::default);
+        if history.unmet_reported_at.is_some_and(|at| self.now - at < UNMET_REPORT_EVERY) {
+            return;
+        }
+        history.unmet_reported_at = Some(self.now);
+        self.note(format!(
+            "{what} cannot be met within headroom.max: it needs {needed} pause pods, max is {} (told once an hour)",
+            self.cfg.headroom.max
+        ));
+    }
+}

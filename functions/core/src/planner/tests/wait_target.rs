@@ -1,0 +1,546 @@
+//! Headroom from a wait target: what is learned (rises, lead, reaction, waits) and how it sizes the pause pods.
+
+use chrono::DurationRound;
+
+use super::*;
+
+fn target_config(floor: Option<bool>) -> Config {
+    let floor = floor.map(|f| format!(", floor: {f}")).unwrap_or_default();
+    with(|c| {
+        c.replace(
+            "      boost_for: 30m\n",
+            &format!("      boost_for: 30m\n      target: {{ wait_p95: 10s, history: 14d{floor} }}\n"),
+        )
+    })
+}
+
+/// Wednesday 2026-11-18 08:55 UTC, after two days with a 09:00 ramp from 10 to 40 CPU
+/// (6 CPU a minute), observed each minute since Monday 00:00.
+fn ramp_history() -> (crate::learn::History, DateTime<Utc>) {
+    let monday = Utc.with_ymd_and_hms(2026, 11, 16, 0, 0, 0).unwrap();
+    let cpu_at = |t: DateTime<Utc>| {
+        let minutes = (t - t.duration_trunc(Duration::days(1)).unwrap()).num_minutes();
+        if (9 * 60..17 * 60).contains(&minutes) {
+            10_000 + 6_000 * (minutes - 9 * 60 + 1).min(5) as u64
+        } else {
+            10_000
+        }
+    };
+    // The 10 s target: rises over 180 s of assumed lead + 10 s of CA − 10 s allowed.
+    let mut history = crate::learn::History { allowed_wait_ms: 10_000, ..Default::default() };
+    let minutes = 2 * 24 * 60 + 8 * 60 + 55;
+    for m in 0..minutes {
+        let at = monday + Duration::minutes(m);
+        let d = Demand { cpu_millis: cpu_at(at), memory_bytes: 1 << 30, pods: 10, observed_at: at };
+        history.observe(&pool().spot("spot-a", sized(2)).build(), Some(d), at, 14);
+    }
+    (history, monday + Duration::minutes(minutes))
+}
+
+fn learned_plan(cfg: &Config, record: &PoolRecord, events: &[Event], at: DateTime<Utc>) -> Plan {
+    let mut observed = pool().spot("spot-a", sized(2)).build();
+    observed.demand = Some(Demand { cpu_millis: 10_000, memory_bytes: 1 << 30, pods: 10, observed_at: at });
+    observed.headroom_replicas = Some(1);
+    run(cfg, record, &observed, events, at)
+}
+
+fn headroom_action(p: &Plan) -> Option<(u32, &str)> {
+    p.actions.iter().find_map(|a| match a.kind {
+        ActionKind::SetHeadroomReplicas { to, .. } => Some((to, a.reason.as_str())),
+        _ => None,
+    })
+}
+
+/// The interruption boost adds to the learned room (a recent interruption is a sign more
+/// capacity may go), and says so.
+#[test]
+fn the_interruption_boost_adds_to_the_learned_room() {
+    let cfg = target_config(Some(false));
+    let (history, at) = ramp_history();
+    let mut record = PoolRecord { learned: Some(history), ..Default::default() };
+    let plain = learned_plan(&cfg, &record, &[], at).headroom.unwrap();
+    record.disruptions.push(Disruption {
+        instance_id: "i-1".into(),
+        asg: "spot-a".into(),
+        at: at - Duration::minutes(10),
+        kind: DisruptionKind::InterruptionWarning,
+    });
+    let p = learned_plan(&cfg, &record, &[], at);
+    let boosted = p.headroom.unwrap();
+    // 10 % more of the 10 CPU demand: one pause pod.
+    assert_eq!((plain.replicas, boosted.replicas), (18, 19));
+    assert!(boosted.learned);
+    let (_, reason) = headroom_action(&p).unwrap();
+    assert!(reason.contains("18 pods, +1 after a recent interruption"), "{reason}");
+}
+
+#[test]
+fn a_wait_target_places_room_before_a_daily_ramp_and_says_why() {
+    let cfg = target_config(None);
+    let (history, at) = ramp_history();
+    let record = PoolRecord { learned: Some(history), ..Default::default() };
+    let p = learned_plan(&cfg, &record, &[], at);
+    let (to, reason) = headroom_action(&p).expect("headroom raised before the ramp");
+    // 18 CPU rise within the assumed 180 s lead time, at 1 CPU per pause pod.
+    assert_eq!(to, 18, "{reason}");
+    assert!(p.headroom.unwrap().learned);
+    for words in [
+        "18 pause pods: p95 rise of 18 CPU",
+        "within 180 s (180 s node launch to Ready, assumed: no launch seen to Ready yet; + 10 s cluster-autoscaler, assumed; − 10s allowed) daily 08:45–09:15Z (2 days)",
+        "no wait measured yet, target 10s",
+    ] {
+        assert!(reason.contains(words), "{words:?} not in {reason:?}");
+    }
+    // At 03:00 (04:00 in Paris: the 5 % schedule) nothing rises: with min 0, the floor
+    // (5 % of 10 CPU: 1 pod, percent was written) holds, and without it nothing does.
+    let (quiet, at3) = {
+        let (mut h, at) = ramp_history();
+        let night = at + Duration::hours(18) + Duration::minutes(5);
+        for m in 0..(18 * 60 + 5) {
+            let t = at + Duration::minutes(m);
+            let d = Demand { cpu_millis: 10_000, memory_bytes: 1 << 30, pods: 10, observed_at: t };
+            h.observe(&pool().spot("spot-a", sized(2)).build(), Some(d), t, 14);
+        }
+        (h, night)
+    };
+    let record = PoolRecord { learned: Some(quiet), ..Default::default() };
+    let with_min_0 = |floor| {
+        let mut cfg = target_config(floor);
+        cfg.pools[0].headroom.min = 0;
+        cfg
+    };
+    let floored = learned_plan(&with_min_0(None), &record, &[], at3).headroom.unwrap();
+    assert_eq!((floored.replicas, floored.learned), (1, true));
+    let free = learned_plan(&with_min_0(Some(false)), &record, &[], at3).headroom.unwrap();
+    assert_eq!((free.replicas, free.learned), (0, true));
+}
+
+fn waits_event(end: DateTime<Utc>, pods: u32, p95: f64) -> Event {
+    event(
+        Signal::PoolWaits(crate::event::PoolWaitsDetail {
+            pool: "p".into(),
+            window_start: end - Duration::minutes(5),
+            window_end: end,
+            pods,
+            p95_seconds: p95,
+            max_seconds: p95 * 2.0,
+            buckets: vec![],
+        }),
+        end,
+    )
+}
+
+#[test]
+fn waits_missed_under_an_override_do_not_grow_the_learned_room() {
+    let cfg = target_config(None);
+    let (history, at) = ramp_history();
+    // The operator holds the headroom at 0 % for an hour; pods miss meanwhile.
+    let record = PoolRecord {
+        learned: Some(history),
+        headroom_override: Some(HeadroomOverride { percent: 0, until: at + Duration::hours(1), set_at: at }),
+        ..Default::default()
+    };
+    let first = learned_plan(&cfg, &record, &[], at);
+    assert_eq!(first.headroom.unwrap().replicas, 1, "0 %, held up by min 1");
+    let mut record = first.record;
+    for k in 1..=4 {
+        let t = at + Duration::minutes(5 * k);
+        record = learned_plan(&cfg, &record, &[waits_event(t, 30, 60.0)], t).record;
+    }
+    let learned = record.learned.as_ref().unwrap();
+    assert_eq!(learned.correction(), 1.0, "the room held was the override's, not the rise's");
+}
+
+#[test]
+fn a_window_from_a_clock_ahead_is_taken_as_ending_now_and_later_windows_still_count() {
+    let cfg = target_config(None);
+    let (history, at) = ramp_history();
+    let record = PoolRecord { learned: Some(history), ..Default::default() };
+    let ahead = waits_event(Utc.with_ymd_and_hms(9999, 12, 31, 0, 0, 0).unwrap(), 30, 2.0);
+    let p = learned_plan(&cfg, &record, &[ahead], at);
+    assert_eq!(p.record.learned.as_ref().unwrap().waits.unwrap().window_end, at);
+    let next =
+        learned_plan(&cfg, &p.record, &[waits_event(at + Duration::minutes(5), 30, 3.0)], at + Duration::minutes(5));
+    assert_eq!(next.record.learned.as_ref().unwrap().waits.unwrap().p95_ms, 3_000);
+}
+
+#[test]
+fn a_new_target_starts_the_learning_again_but_keeps_the_lead_times() {
+    let (mut history, at) = ramp_history();
+    history.lead_secs = vec![90, 95];
+    history.correction_permille = 2_000;
+    let record = PoolRecord { learned: Some(history), ..Default::default() };
+    let mut cfg = target_config(None);
+    cfg.pools[0].headroom.target.as_mut().unwrap().wait_p95 = "30s".parse().unwrap();
+    let p = learned_plan(&cfg, &record, &[], at);
+    let learned = p.record.learned.as_ref().unwrap();
+    assert_eq!((learned.allowed_wait_ms, learned.correction(), learned.lead_secs.clone()), (30_000, 1.0, vec![90, 95]));
+    assert!(learned.days.iter().all(|d| d.date == at.date_naive()), "only what was seen since");
+    assert!(!p.headroom.unwrap().learned, "no past day under the new target: percent");
+}
+
+#[test]
+fn the_floor_is_the_written_percent_unless_turned_off() {
+    let (history, at) = ramp_history();
+    // 08:55 on a Wednesday is 09:55 in Paris: the 07:00 schedule is in force, made 250 %.
+    let record = PoolRecord { learned: Some(history), ..Default::default() };
+    let high = |floor| {
+        let mut cfg = target_config(floor);
+        cfg.pools[0].headroom.schedules[0].percent = 250;
+        cfg
+    };
+    let floored = learned_plan(&high(None), &record, &[], at);
+    let (to, reason) = headroom_action(&floored).unwrap();
+    assert_eq!(to, 25, "250 % of 10 CPU is above the 18 learned: {reason}");
+    assert!(reason.contains("held at the 250% floor (25)"), "{reason}");
+    let free = learned_plan(&high(Some(false)), &record, &[], at);
+    assert_eq!(headroom_action(&free).unwrap().0, 18);
+}
+
+#[test]
+fn percent_is_used_until_a_past_day_shows_the_time_and_an_override_wins_over_the_target() {
+    let cfg = target_config(None);
+    let fresh = learned_plan(&cfg, &PoolRecord::default(), &[], now());
+    let (to, reason) = headroom_action(&fresh).unwrap();
+    assert_eq!(to, 3, "25 % (the schedule in force) of 10 CPU: {reason}");
+    assert!(
+        reason.contains("until a past day shows this time of day")
+            && reason.ends_with("; wait target 10s; no wait measured yet"),
+        "{reason}"
+    );
+    assert!(!fresh.headroom.unwrap().learned);
+    // Waits that missed raise the percent's room, never lower it.
+    let missed = event(
+        Signal::PoolWaits(crate::event::PoolWaitsDetail {
+            pool: "p".into(),
+            window_start: now() - Duration::minutes(5),
+            window_end: now(),
+            pods: 12,
+            p95_seconds: 70.0,
+            max_seconds: 80.0,
+            buckets: vec![],
+        }),
+        now(),
+    );
+    let raised = learned_plan(&cfg, &fresh.record, &[missed], now() + Duration::minutes(1));
+    let (to, reason) = headroom_action(&raised).unwrap();
+    assert_eq!(to, 5, "ceil(3 × 1.5): {reason}");
+    assert!(
+        reason.contains("percent × 1.50 from measured waits")
+            && reason.contains("measured p95 wait last hour ≤ 70.0 s over 12 pods (1 window"),
+        "{reason}"
+    );
+    assert_eq!(fresh.record.learned.as_ref().unwrap().last_look, Some(now()), "learning starts at once");
+    let (history, at) = ramp_history();
+    let record = PoolRecord {
+        learned: Some(history),
+        headroom_override: Some(HeadroomOverride { percent: 50, until: at + Duration::hours(1), set_at: at }),
+        ..Default::default()
+    };
+    let p = learned_plan(&cfg, &record, &[], at);
+    let (to, reason) = headroom_action(&p).unwrap();
+    assert_eq!(to, 5, "50 % of 10 CPU: {reason}");
+    assert!(reason.contains("override until"), "{reason}");
+    // Without a target the history is dropped, not kept growing.
+    let plain = learned_plan(&config(), &PoolRecord { learned: record.learned.clone(), ..Default::default() }, &[], at);
+    assert_eq!(plain.record.learned, None);
+}
+
+#[test]
+fn a_missed_wait_raises_the_room_and_a_target_above_max_is_told_once_an_hour() {
+    let cfg = target_config(None);
+    let (history, at) = ramp_history();
+    let record = PoolRecord { learned: Some(history), ..Default::default() };
+    let waits = |end: DateTime<Utc>, p95: f64| {
+        event(
+            Signal::PoolWaits(crate::event::PoolWaitsDetail {
+                pool: "p".into(),
+                window_start: end - Duration::minutes(5),
+                window_end: end,
+                pods: 40,
+                p95_seconds: p95,
+                max_seconds: p95 * 2.0,
+                buckets: vec![],
+            }),
+            end,
+        )
+    };
+    let p = learned_plan(&cfg, &record, &[waits(at, 24.0)], at);
+    let (to, reason) = headroom_action(&p).unwrap();
+    assert_eq!(to, 27, "18 × 1.5: {reason}");
+    assert!(reason.contains("× 1.50 from measured waits"), "{reason}");
+    let measured = format!("measured p95 wait last hour ≤ 24.0 s over 40 pods (1 window, to {})", at.format("%H:%MZ"));
+    assert!(reason.contains(&measured), "{reason}");
+    // The next morning, before any window with pods: the last one measured is dated.
+    let learned = PoolRecord { learned: p.record.learned.clone(), ..Default::default() };
+    let next_morning = at + Duration::hours(20);
+    let mut observed = pool().spot("spot-a", sized(2)).build();
+    observed.demand = Some(Demand { cpu_millis: 10_000, memory_bytes: 1 << 30, pods: 10, observed_at: next_morning });
+    observed.headroom_replicas = Some(5);
+    let next_day = run(&cfg, &learned, &observed, &[], next_morning);
+    let (_, reason) = headroom_action(&next_day).expect("5 pause pods lowered");
+    let last = format!("last measured p95 wait 24.0 s over 40 pods (to {})", at.format("%Y-%m-%d %H:%MZ"));
+    assert!(reason.contains(&last), "{reason}");
+    // max 20 does not let 27 through: told once, then not again within the hour.
+    let mut capped = cfg.clone();
+    capped.pools[0].headroom.max = 20;
+    let told = |p: &Plan| {
+        p.notes.iter().any(|n| n.contains("cannot be met within headroom.max: it needs 27 pause pods, max is 20"))
+    };
+    let first = learned_plan(&capped, &record, &[waits(at, 24.0)], at);
+    assert_eq!(first.headroom.unwrap().replicas, 20);
+    assert!(told(&first), "{:?}", first.notes);
+    // Still 27 needed, a minute on and 59 minutes after it was told: not told again.
+    let any_told = |p: &Plan| p.notes.iter().any(|n| n.contains("cannot be met within headroom.max"));
+    let still_above = |p: &Plan| {
+        let (to, reason) = headroom_action(p).unwrap_or((20, ""));
+        assert_eq!(p.headroom.unwrap().replicas, 20);
+        assert!(to == 20 && (reason.is_empty() || reason.contains("clamped from 27 to")), "{reason}");
+    };
+    let again = learned_plan(&capped, &first.record, &[], at + Duration::minutes(1));
+    still_above(&again);
+    assert!(!any_told(&again), "{:?}", again.notes);
+    let mut within_the_hour = first.record.clone();
+    within_the_hour.learned.as_mut().unwrap().unmet_reported_at = Some(at - Duration::minutes(59));
+    let still = learned_plan(&capped, &within_the_hour, &[], at);
+    still_above(&still);
+    assert!(!any_told(&still), "{:?}", still.notes);
+    let mut an_hour_on = again.record.clone();
+    an_hour_on.learned.as_mut().unwrap().unmet_reported_at = Some(at - Duration::minutes(61));
+    let later = learned_plan(&capped, &an_hour_on, &[], at);
+    assert!(later.notes.iter().any(|n| n.contains("cannot be met within headroom.max")), "{:?}", later.notes);
+    // Waits of a pool without a target change nothing.
+    let plain = learned_plan(&config(), &PoolRecord::default(), &[waits(at, 24.0)], at);
+    assert_eq!(plain.record.learned, None);
+}
+
+/// The lead time from the events that date both ends of a launch: the ASG's Launch
+/// Successful (its StartTime) and the forwarder's Node Lifecycle Ready, to the second,
+/// where the reconcile's looks date them only to within a minute. A late launch event for
+/// a node already registered starts nothing.
+#[test]
+fn a_launch_is_timed_from_its_launch_event_to_its_node_ready_event() {
+    let cfg = target_config(None);
+    let at = Utc.with_ymd_and_hms(2026, 11, 18, 8, 0, 0).unwrap();
+    let mut observed = pool().spot("spot-a", sized(2).live(3)).build();
+    observed.demand = Some(Demand { cpu_millis: 10_000, memory_bytes: 1 << 30, pods: 10, observed_at: at });
+    let launched = observed.spot[0].instances[2].id.clone();
+    // Its kubelet registered the node; the CNI has not made it Ready yet.
+    observed.nodes.iter_mut().filter(|n| n.instance_id == launched).for_each(|n| n.ready = false);
+    let launch = event(
+        Signal::LaunchSuccessful {
+            asg: "spot-a".into(),
+            instance_id: launched.clone(),
+            started: at - Duration::seconds(37),
+        },
+        at,
+    );
+    let first = run(&cfg, &PoolRecord::default(), &observed, std::slice::from_ref(&launch), at);
+    let history = first.record.learned.as_ref().unwrap();
+    assert_eq!(history.launching[&launched].seen, at - Duration::seconds(37), "dated by the event, not the look");
+    let ready_at = at + Duration::seconds(121);
+    let ready = event(
+        Signal::NodeLifecycle(crate::event::NodeLifecycleDetail {
+            pool: "p".into(),
+            node: format!("node-{launched}"),
+            provider_id: format!("aws:///eu-west-1a/{launched}"),
+            instance_id: launched.clone(),
+            capacity_type: crate::event::CapacityType::Spot,
+            condition: crate::event::NodeCondition::Ready,
+            observed_at: Some(ready_at),
+        }),
+        ready_at + Duration::seconds(20),
+    );
+    // The next reconcile comes a minute after Ready and sees the node: the event decides.
+    let mut later = observed.clone();
+    later.nodes = pool().spot("spot-a", sized(2).live(3)).build().nodes;
+    let second = run(&cfg, &first.record, &later, &[ready], ready_at + Duration::seconds(60));
+    let history = second.record.learned.as_ref().unwrap();
+    assert_eq!(history.lead_secs, [158], "37 s before the first look to 121 s after it");
+    assert!(!history.launching.contains_key(&launched));
+    // The same launch event again, late: the node is Ready, nothing is followed.
+    let third = run(&cfg, &second.record, &later, &[launch], ready_at + Duration::seconds(120));
+    assert!(!third.record.learned.as_ref().unwrap().launching.contains_key(&launched));
+}
+
+/// Cluster-autoscaler's reaction, from the events that date both ends: the forwarder's
+/// Pods Unschedulable that is the first report of its pods (its oldest pod new) and the
+/// earliest launch to start after them, from Launch Successful or the ASG's scaling
+/// activities. A report of pods that have long waited (on `max`, an affinity) times nothing,
+/// and nor does a launch that started before the pods.
+#[test]
+fn cluster_autoscalers_reaction_is_timed_from_new_unschedulable_pods_to_the_earliest_launch() {
+    let cfg = target_config(None);
+    let at = Utc.with_ymd_and_hms(2026, 11, 18, 8, 0, 0).unwrap();
+    let mut observed = pool().spot("spot-a", sized(2).live(4)).build();
+    observed.demand = Some(Demand { cpu_millis: 10_000, memory_bytes: 1 << 30, pods: 10, observed_at: at });
+    let (first, second) = (observed.spot[0].instances[2].id.clone(), observed.spot[0].instances[3].id.clone());
+    observed.nodes.retain(|n| n.instance_id != first && n.instance_id != second);
+    let unschedulable = |oldest: DateTime<Utc>, sent: DateTime<Utc>| {
+        event(
+            Signal::PodsUnschedulable(crate::event::PodsUnschedulableDetail {
+                pool: "p".into(),
+                count: 2,
+                cpu_millis: 2_000,
+                memory_bytes: 1 << 30,
+                oldest_pending_since: oldest,
+            }),
+            sent,
+        )
+    };
+    // Launch Successful comes when the launch is done: its time, not its start, orders it.
+    let launch = |id: &str, started: DateTime<Utc>| {
+        let done = at - Duration::seconds(if id == second { 2 } else { 1 });
+        event(Signal::LaunchSuccessful { asg: "spot-a".into(), instance_id: id.into(), started }, done)
+    };
+    let pending = at - Duration::seconds(40);
+    // The reaction is taken five minutes after the pods, at the reconcile then.
+    let reactions = |events: &[Event], observed: &ObservedPool| {
+        let p = run(&cfg, &PoolRecord::default(), observed, events, at);
+        let later = run(&cfg, &p.record, observed, &[], pending + Duration::minutes(5));
+        later.record.learned.unwrap().reaction_secs
+    };
+    // Reported 3 s after the pods; the later launch's event comes first.
+    let timed = [
+        unschedulable(pending, pending + Duration::seconds(3)),
+        launch(&second, pending + Duration::seconds(21)),
+        launch(&first, pending + Duration::seconds(12)),
+    ];
+    assert_eq!(reactions(&timed, &observed), [12]);
+    let p = run(&cfg, &PoolRecord::default(), &observed, &timed, at);
+    assert!(p.record.learned.as_ref().unwrap().reaction_secs.is_empty(), "not before every launch is in");
+    // Pods pending for a minute already (and newer ones with them): they wait on what a
+    // launch did not answer, or the report was delayed; nothing (70 s if it were taken).
+    let old =
+        [unschedulable(pending - Duration::seconds(60), pending), launch(&first, pending + Duration::seconds(10))];
+    assert!(reactions(&old, &observed).is_empty());
+    // A report dated a minute ahead of EventBridge (a clock apart): nothing.
+    let ahead =
+        [unschedulable(pending + Duration::seconds(60), pending), launch(&first, pending + Duration::seconds(70))];
+    assert!(reactions(&ahead, &observed).is_empty());
+    // A launch from before the pods: not theirs.
+    assert!(reactions(&[unschedulable(pending, pending), launch(&first, pending - Duration::seconds(5))], &observed)
+        .is_empty());
+    // The events lost: the scaling activity dates the launch, as the event would have.
+    let mut with_activity = observed.clone();
+    with_activity.spot[0].activities.push(ScalingActivity {
+        id: "act-1".into(),
+        status: ActivityStatus::InProgress,
+        description: format!("Launching a new EC2 instance: {first}"),
+        status_message: String::new(),
+        cause: String::new(),
+        start: pending + Duration::seconds(14),
+        end: None,
+    });
+    let watched = run(&cfg, &PoolRecord::default(), &observed, &[], at - Duration::minutes(1));
+    let p = run(&cfg, &watched.record, &with_activity, &[unschedulable(pending, pending)], at);
+    let later = run(&cfg, &p.record, &with_activity, &[], pending + Duration::minutes(5));
+    assert_eq!(later.record.learned.unwrap().reaction_secs, [14]);
+    // Without a target nothing is learned.
+    let plain = run(&config(), &PoolRecord::default(), &observed, &timed, at);
+    assert_eq!(plain.record.learned, None);
+}
+
+/// The reason says which parts of the time to capacity were observed (the launch to
+/// Ready, cluster-autoscaler's reaction) and, once two weeks show the ramp on the same
+/// weekday, that it is the weekday's.
+#[test]
+fn a_wait_target_says_what_it_observed_and_which_weekday_it_learned_from() {
+    let cfg = target_config(None);
+    let (mut history, _) = ramp_history();
+    let monday = chrono::NaiveDate::from_ymd_opt(2026, 11, 16).unwrap();
+    let mut week_before = history.days.iter().find(|d| d.date == monday).unwrap().clone();
+    week_before.date = monday - Duration::days(7);
+    history.days.insert(0, week_before);
+    history.lead_secs = vec![150; 5];
+    history.reaction_secs = vec![8];
+    let next_monday = Utc.with_ymd_and_hms(2026, 11, 23, 8, 55, 0).unwrap();
+    let record = PoolRecord { learned: Some(history), ..Default::default() };
+    let p = learned_plan(&cfg, &record, &[], next_monday);
+    let (to, reason) = headroom_action(&p).expect("room before Monday's ramp");
+    assert_eq!(to, 18, "{reason}");
+    for words in [
+        "18 pause pods: p95 rise of 18 CPU",
+        "within 148 s (150 s node launch to Ready, observed; + 8 s cluster-autoscaler, observed; − 10s allowed)",
+        "on Mondays 08:45–",
+        "(2 weeks)",
+    ] {
+        assert!(reason.contains(words), "{words:?} not in {reason:?}");
+    }
+    // On the Tuesday after, no two Tuesdays show a ramp: by time of day.
+    let p = learned_plan(&cfg, &record, &[], next_monday + Duration::days(1));
+    let (_, reason) = headroom_action(&p).expect("room before the daily ramp");
+    assert!(reason.contains("daily 08:45–"), "{reason}");
+}
+
+/// A dry run changes no pause pods: what the waits measure is the room the cluster holds,
+/// so that is what the learner judges them against, never its own unapplied decision.
+#[test]
+fn a_dry_run_judges_waits_against_the_pause_pods_the_cluster_runs() {
+    let mut cfg = target_config(None);
+    cfg.dry_run = true;
+    let (history, at) = ramp_history();
+    // Wednesday's ramp comes as on the days before: 6 CPU a minute from 09:00.
+    let plan_at = |record: &PoolRecord, events: &[Event], t: DateTime<Utc>| {
+        let minutes = (t - at).num_minutes() - 5;
+        let cpu = 10_000 + 6_000 * minutes.clamp(0, 5) as u64;
+        let mut observed = pool().spot("spot-a", sized(2)).build();
+        observed.demand = Some(Demand { cpu_millis: cpu, memory_bytes: cpu << 20, pods: 10, observed_at: t });
+        observed.headroom_replicas = Some(1);
+        run(&cfg, record, &observed, events, t)
+    };
+    let p = plan_at(&PoolRecord { learned: Some(history), ..Default::default() }, &[], at);
+    assert!(p.headroom.unwrap().replicas > 1, "a live run would hold more");
+    let held = p.record.learned.as_ref().unwrap().held.last().copied().unwrap();
+    assert_eq!(held.room.cpu_millis, cfg.pools[0].headroom.pod_cpu_millis, "one pod's room: what runs");
+    assert!(!held.seasonal && !held.at_max);
+    let mut record = p.record;
+    for m in 1..=15 {
+        let t = at + Duration::minutes(m);
+        let waits = if m % 5 == 0 { vec![waits_event(t, 30, 60.0)] } else { vec![] };
+        record = plan_at(&record, &waits, t).record;
+    }
+    // Pods waited: the ramp was above the one pod, which the prediction never set, and
+    // within the room it decided, which a live run would have held.
+    let learned = record.learned.as_ref().unwrap();
+    assert_eq!(learned.correction(), 1.0, "no sign the prediction was short");
+    assert_eq!(learned.missed, crate::learn::Rise::default(), "nor a burst a live run would have missed");
+    assert!(learned.held.iter().all(|h| h.decided.is_some()), "what was decided is kept beside what ran");
+}
+
+/// The forwarder's buckets say how many first starts waited past the target, whatever
+/// it is: the plan's reason weighs them against the 5 % a p95 allows.
+#[test]
+fn the_reason_weighs_first_starts_over_the_target_against_its_five_percent() {
+    let cfg = target_config(None);
+    let (history, at) = ramp_history();
+    let record = PoolRecord { learned: Some(history), ..Default::default() };
+    let mut waits = vec![2.0; 38];
+    waits.extend([10.0, 12.5]);
+    let detail = crate::event::PoolWaitsDetail::summing("p", at - Duration::minutes(5), at, &mut waits).unwrap();
+    let p = learned_plan(&cfg, &record, &[event(Signal::PoolWaits(detail), at)], at);
+    let (_, reason) = headroom_action(&p).unwrap();
+    assert!(
+        reason.contains("1 of 40 first starts over the target in 3 days kept (2.5 %, the target allows 5 %)"),
+        "a wait of exactly 10 s meets a 10 s target: {reason}"
+    );
+    assert_eq!(p.record.learned.unwrap().budget(), (40, 1));
+}
+
+/// A target between two bucket bounds counts from the lower one: pods that waited 10–12 s
+/// count as over a 12 s target (more over, never fewer).
+#[test]
+fn a_target_between_bucket_bounds_counts_over_from_the_lower_bound() {
+    let cfg = with(|c| {
+        c.replace("      boost_for: 30m\n", "      boost_for: 30m\n      target: { wait_p95: 12s, history: 14d }\n")
+    });
+    let mut history = ramp_history().0;
+    history.allowed_wait_ms = 12_000;
+    let at = ramp_history().1;
+    let record = PoolRecord { learned: Some(history), ..Default::default() };
+    let mut waits = vec![2.0; 38];
+    waits.extend([11.0, 11.5]);
+    let detail = crate::event::PoolWaitsDetail::summing("p", at - Duration::minutes(5), at, &mut waits).unwrap();
+    let p = learned_plan(&cfg, &record, &[event(Signal::PoolWaits(detail), at)], at);
+    assert_eq!(p.record.learned.unwrap().budget(), (40, 2));
+}
