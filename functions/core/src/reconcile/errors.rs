@@ -121,3 +121,17 @@ impl ApplyError {
         move |source| ApplyError { failed_at, source }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::ApplyError;
+    use crate::ports::{ErrorKind, PortError};
+
+    #[test]
+    fn an_apply_error_names_the_action_it_stopped_at() {
+        let source = PortError::new(ErrorKind::Retryable, "set_desired_capacity", "throttled");
+        let err = ApplyError::at(2)(source);
+        assert_eq!(err.failed_at, 2);
+        assert_eq!(err.to_string(), "applying action 3 of the plan stopped: set_desired_capacity: throttled");
+    }
+}
