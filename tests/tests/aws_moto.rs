@@ -5,6 +5,7 @@
 use ballast_core::config::Config;
 use ballast_core::model::PoolRecord;
 use ballast_core::ports::{StateStore, Urgency};
+use ballast_core::reconcile::Budget;
 use ballast_tests::aws::*;
 use ballast_tests::moto::Moto;
 use chrono::{DateTime, Duration, Utc};
@@ -136,7 +137,7 @@ async fn non_capacity_failure_is_reported_without_fallback() {
     for fixture in ["launch-unsuccessful-vcpu-limit-exceeded.json", "launch-unsuccessful-invalid-launch-template.json"]
     {
         let failure = event(&fixture_json(fixture, |v| v["detail"]["AutoScalingGroupName"] = json!(SPOT)));
-        let outcome = app.reconciler.handle(vec![failure]).await;
+        let outcome = app.reconciler.handle(vec![failure], Budget::default()).await;
         assert!(outcome.failures.is_empty());
         assert!(
             outcome.pools[0].plan.notes.iter().any(|n| n.contains("not falling back")),

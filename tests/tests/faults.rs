@@ -45,7 +45,7 @@ use ballast_core::planner::SURPLUS_NOTE;
 use ballast_core::ports::{
     Autoscaling, Cluster, DrainReport, ErrorKind, FixedClock, PortError, StateStore, Urgency, Versioned,
 };
-use ballast_core::reconcile::{ReconcileError, Reconciler};
+use ballast_core::reconcile::{Budget, ReconcileError, Reconciler};
 use ballast_tests::{config_with_dry_run, state};
 use chrono::{DateTime, Duration, Utc};
 use proptest::prelude::*;
@@ -733,7 +733,7 @@ impl Harness {
                 .collect();
             eprintln!("  live {live:?}");
         }
-        let outcome = self.rt.block_on(self.reconciler.handle(events));
+        let outcome = self.rt.block_on(self.reconciler.handle(events, Budget::default()));
         // Whether Ballast looked at the pool's ASGs in this run and recorded what it
         // judged (a run with no event for the pool, stopped before it observed, or whose
         // record write failed, leaves every doubt standing: the next run judges again).
@@ -1014,7 +1014,7 @@ fn a_lower_in_doubt_finished_runs_later_takes_only_what_cluster_autoscaler_added
 /// from a failing spot ASG planned 0->9 on the fallback ASG, cluster-autoscaler raised
 /// the fallback by 2 before the write, the rebased raise was clamped at the ASG's max
 /// (8 of 9) and the move's lower still took 9. A raise that no longer fits whole is now
-/// not made; the next run plans afresh (`rebase` in reconcile.rs).
+/// not made; the next run plans afresh (`rebase` in reconcile/apply.rs).
 #[test]
 fn a_move_whose_raise_no_longer_fits_under_max_is_not_applied() {
     let step = |kind, fault, ca, advance_secs, lost| replayed(kind, fault, ca, CaMove::None, advance_secs, lost);

@@ -15,6 +15,7 @@ use ballast_core::event::{
 };
 use ballast_core::memory::World;
 use ballast_core::plan::Plan;
+use ballast_core::reconcile::Budget;
 use ballast_tests::*;
 use chrono::{DateTime, Duration, Utc};
 use proptest::prelude::*;
@@ -193,7 +194,7 @@ fn run(steps: Vec<Step>, dry_run: bool) -> Result<(), TestCaseError> {
                 batch.push(event);
             }
         }
-        let outcome = rt.block_on(d.reconciler.handle(batch.clone()));
+        let outcome = rt.block_on(d.reconciler.handle(batch.clone(), Budget::default()));
         prop_assert!(
             outcome.failures.is_empty(),
             "step {index}: {:?}",

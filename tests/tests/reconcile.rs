@@ -12,6 +12,7 @@ use ballast_core::plan::LifecycleRef;
 use ballast_core::ports::{Autoscaling, ErrorKind, PortError, StateStore, Urgency, Versioned};
 use ballast_core::ports::{Clock, FixedClock};
 use ballast_core::reconcile::Applied;
+use ballast_core::reconcile::Budget;
 use ballast_core::reconcile::Reconciler;
 use ballast_tests::*;
 use chrono::{DateTime, Duration, Utc};
@@ -28,7 +29,7 @@ fn effects(d: &Deployment) -> Vec<Call> {
 async fn interruption_is_applied_once_and_duplicates_are_dropped() {
     let warning = fixture("spot-interruption-terminate.json");
     let d = Deployment::new(config_with_dry_run(false), state("steady.json"), warning.time);
-    let out = d.reconciler.handle(vec![warning.clone(), warning.clone()]).await;
+    let out = d.reconciler.handle(vec![warning.clone(), warning.clone()], Budget::default()).await;
     assert!(out.failures.is_empty(), "{:?}", out.failures);
     assert_eq!(out.duplicates, vec![warning.id.clone()], "the in-batch duplicate is dropped");
     assert_eq!(out.pools.len(), 1);
@@ -40,7 +41,7 @@ async fn interruption_is_applied_once_and_duplicates_are_dropped() {
     // The same event again, later: seen, nothing applied.
     d.clock.advance(Duration::seconds(30));
     let before = d.memory.world().calls.len();
-    let again = d.reconciler.handle(vec![warning.clone()]).await;
+    let again = d.reconciler.handle(vec![warning.clone()], Budget::default()).await;
     assert_eq!(again.duplicates, vec![warning.id]);
     assert_eq!(d.memory.world().calls.len(), before);
 }
@@ -51,7 +52,7 @@ async fn capacity_error_moves_shortfall_within_one_invocation() {
     let d = Deployment::new(config_with_dry_run(false), state("spot-short.json"), event.time);
     let total_before: u32 =
         d.memory.world().asgs.iter().filter(|a| a.name.starts_with("eks-general")).map(|a| a.desired).sum();
-    let out = d.reconciler.handle(vec![event]).await;
+    let out = d.reconciler.handle(vec![event], Budget::default()).await;
     assert!(out.failures.is_empty());
     assert_eq!(d.desired("eks-general-spot-m6"), 4);
     assert_eq!(d.desired("eks-general-on-demand"), 4);
@@ -66,7 +67,7 @@ async fn non_capacity_failure_does_not_fall_back() {
     for name in ["launch-unsuccessful-vcpu-limit-exceeded.json", "launch-unsuccessful-invalid-launch-template.json"] {
         let event = fixture(name);
         let d = Deployment::new(config_with_dry_run(false), state("spot-short.json"), event.time);
-        let out = d.reconciler.handle(vec![event]).await;
+        let out = d.reconciler.handle(vec![event], Budget::default()).await;
         assert_eq!(d.desired("eks-general-on-demand"), 2, "{name}");
         assert!(out.pools[0].plan.notes.iter().any(|n| n.contains("not falling back")), "{name}");
     }
@@ -78,7 +79,7 @@ async fn dry_run_changes_nothing() {
         vec![fixture("spot-interruption-terminate.json"), fixture("launch-unsuccessful-no-spot-capacity.json")];
     let d = Deployment::new(config_with_dry_run(true), state("spot-short.json"), events[0].time);
     let before = d.memory.world().clone();
-    let out = d.reconciler.handle(events).await;
+    let out = d.reconciler.handle(events, Budget::default()).await;
     assert!(out.pools.iter().all(|p| p.plan.dry_run && p.applied.is_empty()));
     assert!(out.pools[0].plan.effects().count() > 0, "the plan still says what it would do");
     let after = d.memory.world();
@@ -101,7 +102,7 @@ async fn a_held_lease_makes_a_retryable_failure() {
         "general".into(),
         ballast_core::memory::Lease { owner: "other".into(), until: event.time + Duration::minutes(1) },
     );
-    let out = d.reconciler.handle(vec![event.clone()]).await;
+    let out = d.reconciler.handle(vec![event.clone()], Budget::default()).await;
     assert_eq!(out.failures.len(), 1);
     assert!(out.failures[0].0.is_retryable());
     assert_eq!(out.failures[0].1, vec![event.id.clone()]);
@@ -109,7 +110,7 @@ async fn a_held_lease_makes_a_retryable_failure() {
     assert!(d.memory.world().seen.is_empty(), "not marked seen: the retry will do it");
     // Once it expires, the retry goes through.
     d.clock.advance(Duration::minutes(2));
-    let out = d.reconciler.handle(vec![event]).await;
+    let out = d.reconciler.handle(vec![event], Budget::default()).await;
     assert!(out.failures.is_empty());
     assert!(!effects(&d).is_empty());
 }
@@ -130,7 +131,7 @@ async fn a_run_that_died_holding_the_lease_holds_a_spot_warning_back_two_minutes
         .unwrap();
     assert!(taken);
     d.clock.advance(Duration::minutes(2) + Duration::seconds(1));
-    let out = d.reconciler.handle(vec![warning]).await;
+    let out = d.reconciler.handle(vec![warning], Budget::default()).await;
     assert!(out.failures.is_empty(), "{:?}", errors(&out));
     assert!(!effects(&d).is_empty());
 }
@@ -152,7 +153,7 @@ async fn a_tick_meeting_a_held_lease_is_covered_by_its_holder_not_failed() {
     let d = Deployment::new(config_with_dry_run(false), state("steady.json"), tick.time);
     held(&d, tick.time, Duration::minutes(5));
     let deadline = tick.time + Duration::minutes(15);
-    let out = d.reconciler.handle_until(vec![tick], Some(deadline)).await;
+    let out = d.reconciler.handle(vec![tick], Budget::until(deadline)).await;
     assert!(out.failures.is_empty(), "{:?}", out.failures);
     assert!(out.pools.iter().all(|p| p.plan.pool != "general"), "nothing planned for the busy pool");
     assert!(out.covered.contains(&"general".to_string()), "{:?}", out.covered);
@@ -177,7 +178,7 @@ async fn news_of_a_node_meeting_a_held_lease_is_covered_by_its_holder() {
     for event in [news.clone(), ready.clone()] {
         let d = Deployment::new(config.clone(), state("steady.json"), news.time);
         held(&d, news.time, Duration::minutes(5));
-        let out = d.reconciler.handle_until_waiting(vec![event.clone()], Some(deadline), Duration::MAX).await;
+        let out = d.reconciler.handle(vec![event.clone()], Budget::until(deadline).waiting(Duration::MAX)).await;
         assert!(out.failures.is_empty(), "{:?}", errors(&out));
         assert_eq!(out.covered, ["general"], "{:?}", event.signal);
         assert_eq!(d.clock.now(), news.time, "no wait");
@@ -194,7 +195,7 @@ async fn news_of_a_node_meeting_a_held_lease_is_covered_by_its_holder() {
         });
     let d = Deployment::new(config, state("steady.json"), news.time);
     held(&d, news.time, Duration::minutes(5));
-    let out = d.reconciler.handle_until_waiting(vec![ready], Some(deadline), Duration::MAX).await;
+    let out = d.reconciler.handle(vec![ready], Budget::until(deadline).waiting(Duration::MAX)).await;
     assert!(out.failures.is_empty() && out.covered.is_empty(), "{:?} {:?}", errors(&out), out.covered);
     assert!(d.clock.now() - news.time >= Duration::minutes(5), "waited for the lease");
 }
@@ -207,7 +208,7 @@ async fn an_event_meeting_a_held_lease_waits_for_it_briefly() {
     let warning = fixture("spot-interruption-terminate.json");
     let d = Deployment::new(config_with_dry_run(false), state("steady.json"), warning.time);
     held(&d, warning.time, Duration::seconds(10));
-    let out = d.reconciler.handle_until(vec![warning.clone()], Some(warning.time + Duration::minutes(15))).await;
+    let out = d.reconciler.handle(vec![warning.clone()], Budget::until(warning.time + Duration::minutes(15))).await;
     assert!(out.failures.is_empty(), "{:?}", errors(&out));
     assert_eq!(out.pools.len(), 1);
     let waited = d.clock.now() - warning.time;
@@ -221,7 +222,7 @@ async fn an_event_meeting_a_held_lease_waits_for_it_briefly() {
     // fails for a retry, as without the wait.
     let d = Deployment::new(config_with_dry_run(false), state("steady.json"), warning.time);
     held(&d, warning.time, Duration::minutes(4));
-    let out = d.reconciler.handle_until(vec![warning.clone()], Some(warning.time + Duration::minutes(15))).await;
+    let out = d.reconciler.handle(vec![warning.clone()], Budget::until(warning.time + Duration::minutes(15))).await;
     assert_eq!(out.failures.len(), 1);
     assert!(out.failures[0].0.is_retryable());
     let waited = d.clock.now() - warning.time;
@@ -233,7 +234,7 @@ async fn an_event_meeting_a_held_lease_waits_for_it_briefly() {
     held(&d, warning.time, Duration::minutes(4));
     let out = d
         .reconciler
-        .handle_until_waiting(vec![warning.clone()], Some(warning.time + Duration::minutes(15)), Duration::MAX)
+        .handle(vec![warning.clone()], Budget::until(warning.time + Duration::minutes(15)).waiting(Duration::MAX))
         .await;
     assert!(out.failures.is_empty(), "{:?}", errors(&out));
     let waited = d.clock.now() - warning.time;
@@ -241,7 +242,7 @@ async fn an_event_meeting_a_held_lease_waits_for_it_briefly() {
     // Nor past what the deadline leaves the run.
     let d = Deployment::new(config_with_dry_run(false), state("steady.json"), warning.time);
     held(&d, warning.time, Duration::seconds(10));
-    let out = d.reconciler.handle_until(vec![warning.clone()], Some(warning.time + Duration::seconds(75))).await;
+    let out = d.reconciler.handle(vec![warning.clone()], Budget::until(warning.time + Duration::seconds(75))).await;
     assert_eq!(out.failures.len(), 1, "a minute and the margin kept for the run");
     assert!(d.clock.now() - warning.time < Duration::seconds(5));
 }
@@ -266,7 +267,9 @@ impl Clock for LetGoWhileAWarningWaits {
         self.clock.sleep(for_).await;
         if self.waits.fetch_add(1, Ordering::SeqCst) == 1 {
             self.memory.release_lease("general", "other").await.unwrap();
-            let out = another_run(&self.memory, self.clock.clone()).handle(vec![self.can_wait.clone()]).await;
+            let out = another_run(&self.memory, self.clock.clone())
+                .handle(vec![self.can_wait.clone()], Budget::default())
+                .await;
             *self.its_outcome.lock().unwrap() = Some(out);
         }
     }
@@ -300,7 +303,7 @@ async fn a_spot_warning_waiting_for_the_lease_goes_before_events_that_can_wait()
             clock: waiting_clock,
             owner: "warned-run".into(),
         };
-        let out = warned.handle_until(vec![warning.clone()], Some(warning.time + Duration::minutes(15))).await;
+        let out = warned.handle(vec![warning.clone()], Budget::until(warning.time + Duration::minutes(15))).await;
         assert!(out.failures.is_empty(), "{can_wait}: {:?}", errors(&out));
         assert!(
             terminations(&memory)
@@ -318,7 +321,7 @@ async fn a_spot_warning_waiting_for_the_lease_goes_before_events_that_can_wait()
         }
         // Its turn comes once the warning's claim lapses (another warning may wait under it).
         clock.advance(ballast_core::ports::LEASE_CLAIM_FOR);
-        let out = another_run(&memory, clock.clone()).handle(vec![fixture(can_wait)]).await;
+        let out = another_run(&memory, clock.clone()).handle(vec![fixture(can_wait)], Budget::default()).await;
         assert!(out.failures.is_empty(), "{can_wait}: {:?}", errors(&out));
     }
 }
@@ -342,7 +345,8 @@ async fn a_busy_pool_waits_after_the_free_ones() {
     };
     let d = Deployment::new(config_with_dry_run(false), world, general.time);
     held(&d, general.time, Duration::seconds(8));
-    let out = d.reconciler.handle_until(vec![general.clone(), batch], Some(general.time + Duration::minutes(15))).await;
+    let out =
+        d.reconciler.handle(vec![general.clone(), batch], Budget::until(general.time + Duration::minutes(15))).await;
     assert!(out.failures.is_empty());
     let order: Vec<&str> = out.pools.iter().map(|p| p.plan.pool.as_str()).collect();
     assert_eq!(order, ["batch", "general"]);
@@ -370,12 +374,12 @@ async fn an_event_for_two_pools_handled_for_one_is_still_retried_for_the_other()
     *instance_ids = vec![general.clone(), batch.clone()];
     let d = Deployment::new(config_with_dry_run(false), world, health.time);
     held(&d, health.time, Duration::minutes(1));
-    let first = d.reconciler.handle(vec![health.clone()]).await;
+    let first = d.reconciler.handle(vec![health.clone()], Budget::default()).await;
     assert_eq!(first.pools.iter().map(|p| p.plan.pool.as_str()).collect::<Vec<_>>(), ["batch"]);
     assert_eq!(first.failures.len(), 1);
     assert!(first.failures[0].0.is_retryable());
     d.clock.advance(Duration::minutes(2));
-    let retry = d.reconciler.handle(vec![health.clone()]).await;
+    let retry = d.reconciler.handle(vec![health.clone()], Budget::default()).await;
     assert!(retry.failures.is_empty(), "{:?}", errors(&retry));
     assert_eq!(retry.pools.iter().map(|p| p.plan.pool.as_str()).collect::<Vec<_>>(), ["general"]);
     assert_eq!(retry.duplicates, [health.id.clone()], "a duplicate for the batch pool only");
@@ -385,7 +389,7 @@ async fn an_event_for_two_pools_handled_for_one_is_still_retried_for_the_other()
         effects(&d)
     );
     // Handled for both now: a third delivery does nothing.
-    let third = d.reconciler.handle(vec![health.clone()]).await;
+    let third = d.reconciler.handle(vec![health.clone()], Budget::default()).await;
     assert!(third.pools.is_empty() && third.failures.is_empty());
 }
 
@@ -425,7 +429,7 @@ async fn no_room_to_surge_keeps_capacity() {
     world.asg_mut("eks-general-spot-fallback").unwrap().max = 0;
     world.asg_mut("eks-general-on-demand").unwrap().max = 2;
     let d = Deployment::new(config_with_dry_run(false), world, warning.time);
-    let out = d.reconciler.handle(vec![warning]).await;
+    let out = d.reconciler.handle(vec![warning], Budget::default()).await;
     assert!(out.failures.is_empty());
     let plan = &out.pools[0].plan;
     assert!(plan.notes.iter().any(|n| n.contains("no room to surge")));
@@ -438,7 +442,7 @@ async fn version_conflict_replans_and_the_record_is_versioned() {
     let event = fixture("launch-unsuccessful-no-spot-capacity.json");
     let d = Deployment::new(config_with_dry_run(false), state("spot-short.json"), event.time);
     let v0 = d.memory.world().pools["general"].version;
-    let out = d.reconciler.handle(vec![event]).await;
+    let out = d.reconciler.handle(vec![event], Budget::default()).await;
     assert!(out.failures.is_empty());
     let world = d.memory.world();
     let pool = &world.pools["general"];
@@ -478,7 +482,7 @@ async fn a_storm_becomes_one_desired_write_per_asg_per_batch() {
     let mut config = config_with_dry_run(false);
     config.pools[0].fallback.interruption_rate.count = 100;
     let d = Deployment::new(config, world, base.time);
-    let out = d.reconciler.handle(batch).await;
+    let out = d.reconciler.handle(batch, Budget::default()).await;
     assert!(out.failures.is_empty(), "{:?}", out.failures);
     let calls = effects(&d);
     let sets = calls.iter().filter(|c| matches!(c, Call::SetDesired { .. })).count();
@@ -495,7 +499,7 @@ async fn reconcile_routes_every_pool_and_unknown_instances_are_unrouted() {
     let mut stranger = fixture("rebalance-recommendation.json");
     stranger.signal =
         ballast_core::event::Signal::RebalanceRecommendation { instance_id: "i-0123456789abcdef0".into() };
-    let out = d.reconciler.handle(vec![tick, stranger.clone()]).await;
+    let out = d.reconciler.handle(vec![tick, stranger.clone()], Budget::default()).await;
     let pools: Vec<&str> = out.pools.iter().map(|p| p.plan.pool.as_str()).collect();
     assert_eq!(pools, vec!["batch", "general"]);
     assert_eq!(out.unrouted.len(), 1);
@@ -507,7 +511,7 @@ async fn reconcile_routes_every_pool_and_unknown_instances_are_unrouted() {
 async fn lifecycle_action_is_drained_and_completed() {
     let event = fixture("lifecycle-terminate.json");
     let d = Deployment::new(config_with_dry_run(false), state("steady.json"), event.time);
-    let out = d.reconciler.handle(vec![event]).await;
+    let out = d.reconciler.handle(vec![event], Budget::default()).await;
     assert!(out.failures.is_empty());
     let calls = effects(&d);
     let token = "87654321-4321-4321-4321-210987654321".to_string();
@@ -519,7 +523,7 @@ async fn lifecycle_action_is_drained_and_completed() {
 async fn headroom_override_event_is_applied() {
     let event = fixture("headroom-override.json");
     let d = Deployment::new(config_with_dry_run(false), state("steady.json"), at("2026-11-20T08:30:00Z"));
-    let out = d.reconciler.handle(vec![event]).await;
+    let out = d.reconciler.handle(vec![event], Budget::default()).await;
     assert!(out.failures.is_empty());
     // 40% of 38 CPU / 120Gi at 1 CPU / 2Gi per pod: max(15.2, 24) = 24, within max 40.
     assert!(effects(&d).contains(&Call::SetHeadroom { pool: "general".into(), replicas: 24 }));
@@ -623,7 +627,7 @@ async fn surged_and_throttled(
     memory: &InMemory,
     (asg, desired): (&str, u32),
 ) {
-    let out = reconciler.handle(vec![warning.clone()]).await;
+    let out = reconciler.handle(vec![warning.clone()], Budget::default()).await;
     assert_eq!(out.failures.len(), 1, "{:?}", errors(&out));
     assert!(out.failures[0].0.is_retryable(), "throttling is retryable: the message goes back to the queue");
     assert_eq!(memory.world().asg(asg).unwrap().desired, desired, "the surge was applied");
@@ -652,7 +656,7 @@ async fn failed_apply_takes_back_its_intent_and_the_retry_does_not_double() {
         assert!(world.seen.is_empty());
     }
     clock.advance(Duration::seconds(20));
-    let out = reconciler.handle(vec![warning]).await;
+    let out = reconciler.handle(vec![warning], Budget::default()).await;
     assert!(out.failures.is_empty(), "{:?}", out.failures);
     let world = memory.world();
     let sets: Vec<_> = world.calls.iter().filter(|c| matches!(c, Call::SetDesired { .. })).collect();
@@ -671,7 +675,7 @@ async fn a_surge_deleted_before_a_later_plans_terminate_is_not_followed_by_a_dec
     surged_and_throttled(&reconciler, &warning, &memory, ("eks-general-spot-m6", 5)).await;
     delete_unfulfillable(&memory);
     clock.advance(Duration::seconds(20));
-    let out = reconciler.handle(vec![warning]).await;
+    let out = reconciler.handle(vec![warning], Budget::default()).await;
     assert!(out.failures.is_empty(), "{:?}", errors(&out));
     let notes = &out.pools[0].plan.notes;
     assert!(notes.iter().any(|n| n.contains("the surge is made again")), "{notes:?}");
@@ -694,7 +698,7 @@ async fn a_long_drain_for_a_lifecycle_action_heartbeats_between_slices() {
     let mut config = config_with_dry_run(false);
     config.pools[0].interruption.drain_timeout = "3m 30s".parse().unwrap();
     let d = Deployment::new(config, world, event.time);
-    let out = d.reconciler.handle(vec![event]).await;
+    let out = d.reconciler.handle(vec![event], Budget::default()).await;
     assert!(out.failures.is_empty());
     let calls = effects(&d);
     let drains = calls.iter().filter(|c| matches!(c, Call::Drain { .. })).count();
@@ -806,7 +810,7 @@ async fn a_batch_wide_failure_returns_every_event_for_a_retry() {
         clock: FixedClock::new(warning.time),
         owner: "test".into(),
     };
-    let out = reconciler.handle(batch.clone()).await;
+    let out = reconciler.handle(batch.clone(), Budget::default()).await;
     assert_eq!(out.failures.len(), 1);
     assert!(out.failures[0].0.is_retryable());
     let mut ids = out.failures[0].1.clone();
@@ -822,7 +826,7 @@ async fn a_batch_wide_failure_returns_every_event_for_a_retry() {
         clock: FixedClock::new(warning.time),
         owner: "test".into(),
     };
-    let out = reconciler.handle(batch).await;
+    let out = reconciler.handle(batch, Budget::default()).await;
     assert_eq!(out.failures.len(), 1);
     assert!(out.failures[0].0.is_retryable());
     let mut ids = out.failures[0].1.clone();
@@ -843,7 +847,7 @@ async fn a_plan_applied_whole_whose_events_could_not_be_marked_handled_is_report
         clock: FixedClock::new(warning.time),
         owner: "test".into(),
     };
-    let out = reconciler.handle(vec![warning.clone()]).await;
+    let out = reconciler.handle(vec![warning.clone()], Budget::default()).await;
     assert_eq!(out.failures.len(), 1, "{:?}", out.pools);
     let (err, ids) = &out.failures[0];
     assert!(err.is_retryable(), "the event comes back: {err}");
@@ -865,7 +869,7 @@ async fn a_plan_applied_whole_whose_events_could_not_be_marked_handled_is_report
         clock: FixedClock::new(warning.time),
         owner: "test".into(),
     }
-    .handle(vec![warning])
+    .handle(vec![warning], Budget::default())
     .await;
     assert!(retry.failures.is_empty(), "{:?}", retry.failures.iter().map(|(e, _)| e.to_string()).collect::<Vec<_>>());
     assert_eq!(terminated(&memory), applied, "not terminated twice");
@@ -1039,7 +1043,7 @@ async fn a_spot_warning_during_another_runs_drain_is_acted_on_at_once() {
         let warned_at = fixture("spot-interruption-terminate.json").time;
         let drained_for = (clock.now() - warned_at).to_std().unwrap();
         assert!(drained_for > std::time::Duration::ZERO, "the second warning comes during the drain");
-        let out = another_run(&memory, clock).handle(vec![second]).await;
+        let out = another_run(&memory, clock).handle(vec![second], Budget::default()).await;
         assert!(out.failures.is_empty(), "acted on, not retried: {:?}", errors(&out));
         let calls = memory.world().calls.clone();
         assert!(calls.contains(&Call::SetDesired { asg: "eks-general-spot-m6".into(), desired: 6 }), "{calls:?}");
@@ -1055,7 +1059,7 @@ async fn a_spot_warning_during_another_runs_drain_is_acted_on_at_once() {
         });
         assert_eq!(redrain, Some(std::time::Duration::from_secs(100) - drained_for), "drained {drained_for:?}");
     });
-    let out = reconciler.handle(vec![warning]).await;
+    let out = reconciler.handle(vec![warning], Budget::default()).await;
     assert!(out.failures.is_empty(), "{:?}", errors(&out));
     assert_eq!(cluster.lease_left_at_drain.lock().unwrap().len(), 1, "the first run drained once");
     let left_to_it =
@@ -1078,12 +1082,13 @@ async fn a_spot_warning_during_another_runs_drain_is_acted_on_at_once() {
 #[tokio::test]
 async fn a_tick_during_a_drain_stands_down_and_the_drain_finishes_its_own_plan() {
     let (warning, memory, _, reconciler) = warned_with_a_run_during_the_drain(|memory, clock| async move {
-        let out = another_run(&memory, clock).handle(vec![fixture("scheduled-reconcile.json")]).await;
+        let out =
+            another_run(&memory, clock).handle(vec![fixture("scheduled-reconcile.json")], Budget::default()).await;
         assert!(out.failures.is_empty(), "{:?}", errors(&out));
         assert_eq!(out.covered, ["general"], "the draining run's pool is left to it");
         assert!(out.pools.iter().all(|p| p.plan.pool != "general"));
     });
-    let out = reconciler.handle(vec![warning]).await;
+    let out = reconciler.handle(vec![warning], Budget::default()).await;
     finished_its_own_plan(&out, &memory);
     let world = memory.world();
     assert_eq!(world.asg("eks-general-spot-m6").unwrap().desired, 4);
@@ -1097,7 +1102,7 @@ async fn an_event_that_can_wait_waits_for_a_drain_rather_than_take_it_over() {
     // that: one blocked by a PodDisruptionBudget would never end in its terminate.
     let (warning, memory, _, reconciler) = warned_with_a_run_during_the_drain(|memory, clock| async move {
         for event in ["forwarder-pool-demand-changed.json", "forwarder-pods-unschedulable.json"] {
-            let out = another_run(&memory, clock.clone()).handle(vec![fixture(event)]).await;
+            let out = another_run(&memory, clock.clone()).handle(vec![fixture(event)], Budget::default()).await;
             assert_eq!(
                 errors(&out),
                 ["pool general: another run holds the lease; try again shortly"],
@@ -1106,7 +1111,7 @@ async fn an_event_that_can_wait_waits_for_a_drain_rather_than_take_it_over() {
             assert!(out.failures.iter().all(|f| f.0.is_retryable()));
         }
     });
-    let out = reconciler.handle(vec![warning]).await;
+    let out = reconciler.handle(vec![warning], Budget::default()).await;
     finished_its_own_plan(&out, &memory);
 }
 
@@ -1119,7 +1124,7 @@ async fn a_lease_held_at_the_drains_end_by_a_run_that_planned_nothing_is_waited_
         let until = clock.now() + Duration::seconds(90) + Duration::seconds(5);
         memory.world().leases.insert("general".into(), ballast_core::memory::Lease { owner: "a-tick".into(), until });
     });
-    let out = reconciler.handle(vec![warning]).await;
+    let out = reconciler.handle(vec![warning], Budget::default()).await;
     finished_its_own_plan(&out, &memory);
 }
 
@@ -1130,18 +1135,22 @@ async fn a_run_that_died_in_its_drain_holds_ticks_back_only_until_its_drains_wou
     let (warning, memory, _, reconciler) = warned_with_a_run_during_the_drain(|_, _| async move {
         std::future::pending::<()>().await;
     });
-    let died =
-        tokio::time::timeout(std::time::Duration::from_millis(200), reconciler.handle(vec![warning.clone()])).await;
+    let died = tokio::time::timeout(
+        std::time::Duration::from_millis(200),
+        reconciler.handle(vec![warning.clone()], Budget::default()),
+    )
+    .await;
     assert!(died.is_err(), "the first run never came back from its drain");
     let until = memory.world().pools["general"].record.draining.clone().expect("the mark").until;
     let clock = FixedClock::new(warning.time + Duration::seconds(30));
-    let out = another_run(&memory, clock.clone()).handle(vec![fixture("scheduled-reconcile.json")]).await;
+    let out =
+        another_run(&memory, clock.clone()).handle(vec![fixture("scheduled-reconcile.json")], Budget::default()).await;
     assert_eq!(out.covered, ["general"]);
     clock.advance(until - (warning.time + Duration::seconds(30)));
     let next_tick = ballast_tests::aws::event(&ballast_tests::aws::fixture_json("scheduled-reconcile.json", |v| {
         v["id"] = "the-next-tick".into();
     }));
-    let out = another_run(&memory, clock).handle(vec![next_tick]).await;
+    let out = another_run(&memory, clock).handle(vec![next_tick], Budget::default()).await;
     assert!(out.failures.is_empty() && out.covered.is_empty(), "{:?} {:?}", errors(&out), out.covered);
     assert_eq!(terminations(&memory), [Call::Terminate { instance_id: "i-0a1b2c3d4e5f60001".into(), decrement: true }]);
     assert_eq!(memory.world().asg("eks-general-spot-m6").unwrap().desired, 4);
@@ -1153,7 +1162,9 @@ fn taken_over_by_a_spot_warning(memory: &InMemory, clock: &FixedClock) -> SlowCl
     let (world, at) = (memory.clone(), clock.clone());
     *cluster.run_during_drain.lock().unwrap() = Some(Box::new(move || {
         Box::pin(async move {
-            let out = another_run(&world, at).handle(vec![fixture("spot-interruption-terminate.json")]).await;
+            let out = another_run(&world, at)
+                .handle(vec![fixture("spot-interruption-terminate.json")], Budget::default())
+                .await;
             assert!(out.failures.is_empty(), "{:?}", errors(&out));
         })
     }));
@@ -1167,7 +1178,7 @@ async fn a_lifecycle_action_drained_before_another_run_took_over_is_still_comple
     let clock = FixedClock::new(event.time);
     let cluster = taken_over_by_a_spot_warning(&memory, &clock);
     let reconciler = reconciler_over(config_with_dry_run(false), memory.clone(), cluster, &memory, clock);
-    let out = reconciler.handle(vec![event]).await;
+    let out = reconciler.handle(vec![event], Budget::default()).await;
     assert!(out.failures.is_empty(), "{:?}", errors(&out));
     let token = "87654321-4321-4321-4321-210987654321".to_string();
     let completes = memory.world().calls.iter().filter(|c| **c == Call::Complete { token: token.clone() }).count();
@@ -1200,7 +1211,7 @@ async fn a_surge_cluster_autoscaler_deleted_as_unfulfillable_is_not_followed_by_
         assert_eq!(asg.desired, 5, "surged, the slot unfilled");
         asg.desired = asg.instances.len() as u32;
     });
-    let out = reconciler.handle(vec![warning]).await;
+    let out = reconciler.handle(vec![warning], Budget::default()).await;
     assert!(out.failures.is_empty(), "{:?}", errors(&out));
     let world = memory.world();
     assert!(world.calls.contains(&Call::Terminate { instance_id: "i-0a1b2c3d4e5f60001".into(), decrement: false }));
@@ -1219,7 +1230,7 @@ async fn an_instance_aws_reclaimed_during_the_drain_is_no_failure_and_its_surge_
         let mut world = memory.world();
         world.asgs.iter_mut().for_each(|a| a.instances.retain(|i| i.id != "i-0a1b2c3d4e5f60001"));
     });
-    let out = reconciler.handle(vec![warning.clone()]).await;
+    let out = reconciler.handle(vec![warning.clone()], Budget::default()).await;
     assert!(out.failures.is_empty(), "{:?}", errors(&out));
     let skipped = out.pools[0].applied.iter().any(
         |a| matches!(a, Applied::Skipped { why } if why.contains("left eks-general-spot-m6 before Ballast removed it")),
@@ -1227,7 +1238,7 @@ async fn an_instance_aws_reclaimed_during_the_drain_is_no_failure_and_its_surge_
     assert!(skipped, "{:?}", out.pools[0].applied);
     assert_eq!(memory.world().asg("eks-general-spot-m6").unwrap().desired, 5, "surged, never decremented");
     // The next tick withdraws the surge's unfilled slot: back to 4, nothing left over.
-    let tick = reconciler.handle(vec![fixture("scheduled-reconcile.json")]).await;
+    let tick = reconciler.handle(vec![fixture("scheduled-reconcile.json")], Budget::default()).await;
     assert!(tick.failures.is_empty(), "{:?}", errors(&tick));
     let general = tick.pools.iter().find(|p| p.plan.pool == "general").unwrap();
     assert_eq!(memory.world().asg("eks-general-spot-m6").unwrap().desired, 4, "{:?}", general.plan.notes);
@@ -1307,7 +1318,7 @@ async fn a_lifecycle_action_already_over_is_not_a_failure() {
         &memory,
         FixedClock::new(event.time),
     );
-    let out = reconciler.handle(vec![event.clone()]).await;
+    let out = reconciler.handle(vec![event.clone()], Budget::default()).await;
     assert!(out.failures.is_empty(), "{:?}", errors(&out));
     let over = out.pools[0]
         .applied
@@ -1326,7 +1337,7 @@ async fn a_lifecycle_action_already_over_is_not_a_failure() {
         pool.interruption.drain_timeout = ballast_core::units::HumanDuration(std::time::Duration::from_secs(300));
     }
     let reconciler = reconciler_over(config, lifecycle_over(&memory), cluster.clone(), &memory, clock);
-    let out = reconciler.handle(vec![event]).await;
+    let out = reconciler.handle(vec![event], Budget::default()).await;
     assert!(out.failures.is_empty(), "{:?}", errors(&out));
     assert_eq!(cluster.lease_left_at_drain.lock().unwrap().len(), 1, "one slice, not five");
 }
@@ -1404,13 +1415,13 @@ async fn a_surge_deleted_after_two_failed_terminates_is_not_followed_by_a_decrem
     let (warning, memory, clock, reconciler) = warned_with_throttled_terminates(2);
     surged_and_throttled(&reconciler, &warning, &memory, ("eks-general-spot-m6", 5)).await;
     clock.advance(Duration::seconds(20));
-    let out = reconciler.handle(vec![warning.clone()]).await;
+    let out = reconciler.handle(vec![warning.clone()], Budget::default()).await;
     assert_eq!(out.failures.len(), 1, "P2 throttled too");
     assert_eq!(memory.world().asg("eks-general-spot-m6").unwrap().desired, 5);
     delete_unfulfillable(&memory);
     assert_eq!(memory.world().asg("eks-general-spot-m6").unwrap().desired, 4, "CA deleted the surge's slot");
     clock.advance(Duration::seconds(20));
-    let out = reconciler.handle(vec![warning]).await;
+    let out = reconciler.handle(vec![warning], Budget::default()).await;
     assert!(out.failures.is_empty(), "{:?}", errors(&out));
     let world = memory.world();
     assert_eq!(
@@ -1431,7 +1442,7 @@ async fn a_surge_deleted_during_the_retrys_drain_is_not_followed_by_a_decrement(
     surged_and_throttled(&first, &warning, &memory, ("eks-general-spot-m6", 5)).await;
     clock.advance(Duration::seconds(20));
     let retry = retry_whose_drain_deletes_the_surge(&memory, &clock);
-    let out = retry.handle(vec![warning]).await;
+    let out = retry.handle(vec![warning], Budget::default()).await;
     assert!(out.failures.is_empty(), "{:?}", errors(&out));
     let world = memory.world();
     assert!(world.calls.iter().any(|c| matches!(c, Call::Drain { .. })), "P2 drained");
@@ -1464,12 +1475,12 @@ async fn a_lifecycle_action_without_a_drain_in_a_taken_over_plan_is_still_comple
                     v["resources"] =
                         serde_json::json!(["arn:aws:ec2:eu-west-1:123456789012:instance/i-0a1b2c3d4e5f60002"]);
                 }));
-            let out = another_run(&world, at).handle(vec![second]).await;
+            let out = another_run(&world, at).handle(vec![second], Budget::default()).await;
             assert!(out.failures.is_empty(), "{:?}", errors(&out));
         })
     }));
     let reconciler = reconciler_over(config_with_dry_run(false), memory.clone(), cluster, &memory, clock.clone());
-    let out = reconciler.handle(vec![warning, hook]).await;
+    let out = reconciler.handle(vec![warning, hook], Budget::default()).await;
     assert!(out.failures.is_empty(), "{:?}", errors(&out));
     // Later runs (ticks) do not complete it either.
     for n in 0..3 {
@@ -1477,7 +1488,7 @@ async fn a_lifecycle_action_without_a_drain_in_a_taken_over_plan_is_still_comple
         let tick = ballast_tests::aws::event(&ballast_tests::aws::fixture_json("scheduled-reconcile.json", |v| {
             v["id"] = format!("tick-{n}").into();
         }));
-        let out = another_run(&memory, clock.clone()).handle(vec![tick]).await;
+        let out = another_run(&memory, clock.clone()).handle(vec![tick], Budget::default()).await;
         assert!(out.failures.is_empty(), "{:?}", errors(&out));
     }
     let token = "87654321-4321-4321-4321-210987654321".to_string();
@@ -1497,18 +1508,18 @@ async fn a_drained_hook_whose_completion_failed_after_a_takeover_is_completed_by
     let cluster = taken_over_by_a_spot_warning(&memory, &clock);
     let autoscaling = Throttles::completes(&memory, 1);
     let reconciler = reconciler_over(config_with_dry_run(false), autoscaling, cluster, &memory, clock.clone());
-    let out = reconciler.handle(vec![event.clone()]).await;
+    let out = reconciler.handle(vec![event.clone()], Budget::default()).await;
     assert_eq!(out.failures.len(), 1, "throttled: retried");
     // The queue's retry, and ticks.
     clock.advance(Duration::seconds(30));
-    let retry = another_run(&memory, clock.clone()).handle(vec![event]).await;
+    let retry = another_run(&memory, clock.clone()).handle(vec![event], Budget::default()).await;
     assert!(retry.failures.is_empty(), "{:?}", errors(&retry));
     for n in 0..3 {
         clock.advance(Duration::seconds(60));
         let tick = ballast_tests::aws::event(&ballast_tests::aws::fixture_json("scheduled-reconcile.json", |v| {
             v["id"] = format!("tick-{n}").into();
         }));
-        another_run(&memory, clock.clone()).handle(vec![tick]).await;
+        another_run(&memory, clock.clone()).handle(vec![tick], Budget::default()).await;
     }
     let token = "87654321-4321-4321-4321-210987654321".to_string();
     let world = memory.world();
@@ -1525,7 +1536,7 @@ async fn no_decrement_for_a_deleted_surge_is_not_followed_by_a_withdrawal() {
     surged_and_throttled(&first, &warning, &memory, ("eks-general-spot-m6", 5)).await;
     clock.advance(Duration::seconds(20));
     let retry = retry_whose_drain_deletes_the_surge(&memory, &clock);
-    let out = retry.handle(vec![warning]).await;
+    let out = retry.handle(vec![warning], Budget::default()).await;
     assert!(out.failures.is_empty(), "{:?}", errors(&out));
     assert_eq!(memory.world().asg("eks-general-spot-m6").unwrap().desired, 4, "no decrement");
     assert!(memory
@@ -1537,7 +1548,7 @@ async fn no_decrement_for_a_deleted_surge_is_not_followed_by_a_withdrawal() {
     let tick = ballast_tests::aws::event(&ballast_tests::aws::fixture_json("scheduled-reconcile.json", |v| {
         v["id"] = "tick-after".into();
     }));
-    let out = another_run(&memory, clock.clone()).handle(vec![tick]).await;
+    let out = another_run(&memory, clock.clone()).handle(vec![tick], Budget::default()).await;
     assert!(out.failures.is_empty(), "{:?}", errors(&out));
     let world = memory.world();
     assert_eq!(
@@ -1563,10 +1574,10 @@ async fn a_hook_completed_before_a_throttled_one_after_a_takeover_is_not_planned
     let cluster = taken_over_by_a_spot_warning(&memory, &clock);
     let autoscaling = Throttles { token: Some("second-token".into()), ..Throttles::completes(&memory, 1) };
     let reconciler = reconciler_over(config_with_dry_run(false), autoscaling, cluster, &memory, clock.clone());
-    let out = reconciler.handle(vec![first.clone(), second.clone()]).await;
+    let out = reconciler.handle(vec![first.clone(), second.clone()], Budget::default()).await;
     assert_eq!(out.failures.len(), 1, "throttled: retried");
     clock.advance(Duration::seconds(30));
-    let retry = another_run(&memory, clock.clone()).handle(vec![first, second]).await;
+    let retry = another_run(&memory, clock.clone()).handle(vec![first, second], Budget::default()).await;
     assert!(retry.failures.is_empty(), "{:?}", errors(&retry));
     let world = memory.world();
     let count = |token: &str| world.calls.iter().filter(|c| **c == Call::Complete { token: token.into() }).count();
@@ -1629,7 +1640,7 @@ async fn a_scale_in_before_this_plans_raise_does_not_refuse_its_surges_decrement
     let clock = FixedClock::new(warning.time);
     let autoscaling = ScaledInBeforeTheRaise { inner: memory.clone(), done: false.into() };
     let reconciler = reconciler_over(config_with_dry_run(false), autoscaling, memory.clone(), &memory, clock);
-    let out = reconciler.handle(vec![warning]).await;
+    let out = reconciler.handle(vec![warning], Budget::default()).await;
     assert!(out.failures.is_empty(), "{:?}", errors(&out));
     let world = memory.world();
     assert_eq!(
@@ -1663,7 +1674,7 @@ async fn a_surge_in_an_asg_deleted_since_does_not_fail_every_run() {
         let tick = ballast_tests::aws::event(&ballast_tests::aws::fixture_json("scheduled-reconcile.json", |v| {
             v["id"] = format!("tick-{n}").into();
         }));
-        let out = reconciler.handle(vec![warning.clone(), tick]).await;
+        let out = reconciler.handle(vec![warning.clone(), tick], Budget::default()).await;
         failed.extend(errors(&out).into_iter().map(|e| format!("run {n}: {e}")));
     }
     assert!(failed.is_empty(), "{failed:#?}");
@@ -1702,7 +1713,7 @@ async fn a_scale_in_of_another_raised_asg_does_not_refuse_the_surges_decrement()
     };
     let cluster = SlowCluster { during_drain: Some(scale_in), ..SlowCluster::new(&memory, &clock) };
     let retry = reconciler_over(config_with_dry_run(false), memory.clone(), cluster, &memory, clock.clone());
-    let out = retry.handle(vec![warning, failed]).await;
+    let out = retry.handle(vec![warning, failed], Budget::default()).await;
     assert!(out.failures.is_empty(), "{:?}", errors(&out));
     let world = memory.world();
     assert_eq!(
@@ -1755,7 +1766,7 @@ async fn a_dropped_on_demand_surge_gives_back_its_fallback_unit() {
     let tick = ballast_tests::aws::event(&ballast_tests::aws::fixture_json("scheduled-reconcile.json", |v| {
         v["id"] = "tick-1".into();
     }));
-    let out = reconciler.handle(vec![warning.clone(), tick]).await;
+    let out = reconciler.handle(vec![warning.clone(), tick], Budget::default()).await;
     let world = memory.world();
     assert!(out.failures.is_empty(), "{:?}", errors(&out));
     assert_eq!(
@@ -1788,8 +1799,9 @@ async fn a_drain_cut_by_the_deadline_hands_its_lifecycle_action_on_to_the_next_r
         let timeout = config.min_function_timeout().as_secs() as i64;
         let reconciler = reconciler_over(config, memory.clone(), cluster, &memory, clock.clone());
         let completes = || memory.world().calls.iter().filter(|c| matches!(c, Call::Complete { .. })).count();
-        let out =
-            reconciler.handle_until(vec![event.clone()], Some(clock.now() + Duration::seconds(first_deadline))).await;
+        let out = reconciler
+            .handle(vec![event.clone()], Budget::until(clock.now() + Duration::seconds(first_deadline)))
+            .await;
         assert!(out.failures.is_empty(), "{:?}", errors(&out));
         assert_eq!(completes(), 0, "deadline {first_deadline} s: completed after a drain cut short");
         let handed_on =
@@ -1801,7 +1813,7 @@ async fn a_drain_cut_by_the_deadline_hands_its_lifecycle_action_on_to_the_next_r
             clock.advance(Duration::seconds(60));
             let mut reconcile = fixture("scheduled-reconcile.json");
             reconcile.id = format!("tick-{tick}");
-            let out = reconciler.handle_until(vec![reconcile], Some(clock.now() + Duration::seconds(timeout))).await;
+            let out = reconciler.handle(vec![reconcile], Budget::until(clock.now() + Duration::seconds(timeout))).await;
             log.push(format!("tick {tick} at +{}s: {:?}", (clock.now() - event.time).num_seconds(), errors(&out)));
             if completes() > 0 {
                 completed_at = Some(clock.now());
@@ -1841,7 +1853,7 @@ async fn a_lifecycle_action_waiting_for_another_runs_drain_keeps_its_hook_open()
     let mut planned = false;
     for receive in 1..=10u32 {
         let deadline = clock.now() + Duration::seconds(720);
-        let out = reconciler.handle_until(vec![event.clone()], Some(deadline)).await;
+        let out = reconciler.handle(vec![event.clone()], Budget::until(deadline)).await;
         log.push(format!("receive {receive} at +{}s: {:?}", (clock.now() - event.time).num_seconds(), errors(&out)));
         if out.failures.is_empty() {
             planned = true;
@@ -1934,7 +1946,8 @@ async fn general_waiting_while_batch_drains(
         clock: TurnTakingClock(clock.clone()),
         owner: "test".into(),
     };
-    let out = reconciler.handle_until(vec![general.clone(), batch], Some(general.time + Duration::seconds(720))).await;
+    let out =
+        reconciler.handle(vec![general.clone(), batch], Budget::until(general.time + Duration::seconds(720))).await;
     (general, out, autoscaling, memory, clock)
 }
 
@@ -1997,7 +2010,7 @@ async fn runs_of_a_batch_that_only_wait_do_not_keep_each_other_waiting() {
         owner: "test".into(),
     };
     let out = reconciler
-        .handle_until(vec![general.clone(), batch.clone()], Some(general.time + Duration::seconds(720)))
+        .handle(vec![general.clone(), batch.clone()], Budget::until(general.time + Duration::seconds(720)))
         .await;
     let mut retried: Vec<&String> =
         out.failures.iter().filter(|(e, _)| e.is_retryable()).flat_map(|(_, ids)| ids).collect();
@@ -2125,7 +2138,7 @@ async fn a_spot_warning_is_not_held_back_by_another_pools_drain_in_the_same_batc
     let autoscaling = TimedAutoscaling::new(&memory, &clock);
     let reconciler = reconciler_over(config_with_dry_run(false), autoscaling.clone(), cluster, &memory, clock.clone());
     let out =
-        reconciler.handle_until(vec![lifecycle, warning.clone()], Some(warning.time + Duration::seconds(300))).await;
+        reconciler.handle(vec![lifecycle, warning.clone()], Budget::until(warning.time + Duration::seconds(300))).await;
     let writes = autoscaling.writes.lock().unwrap().clone();
     let surge = writes.iter().find(|(_, asg, _)| asg.starts_with("eks-general-spot"));
     let after = surge.map(|(at, _, _)| (*at - warning.time).num_seconds());
@@ -2214,7 +2227,7 @@ async fn the_kill_switch_undoes_a_live_runs_open_work_and_starts_nothing() {
     }))
     .unwrap()];
     let d = Deployment::new(config_with_dry_run(true), world, tick.time);
-    let out = d.reconciler.handle(vec![tick.clone()]).await;
+    let out = d.reconciler.handle(vec![tick.clone()], Budget::default()).await;
     assert!(out.failures.is_empty(), "{:?}", errors(&out));
     let done = effects(&d);
     let mut uncordoned: Vec<String> =
@@ -2235,7 +2248,7 @@ async fn the_kill_switch_undoes_a_live_runs_open_work_and_starts_nothing() {
 
     // The next dry run sees the nodes schedulable, forgets them and changes nothing.
     d.clock.advance(Duration::minutes(1));
-    d.reconciler.handle(vec![tick]).await;
+    d.reconciler.handle(vec![tick], Budget::default()).await;
     assert_eq!(effects(&d).len(), 2);
     let live = d.memory.world().pools["general"].record.clone();
     assert!(live.uncordon.is_empty() && !ballast_core::planner::has_open_work(&live), "{live:?}");

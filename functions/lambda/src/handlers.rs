@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
 use ballast_core::event::{parse_event, parse_event_value, Event};
 use ballast_core::ports::{Autoscaling, Clock, Cluster, DeadLetters, Redelivery, StateStore};
-use ballast_core::reconcile::{BatchOutcome, ReconcileError};
+use ballast_core::reconcile::{BatchOutcome, Budget, ReconcileError};
 use serde::Serialize;
 use serde_json::Value;
 use tracing::{error, info, warn};
@@ -277,7 +277,7 @@ where
                 }
             }
         }
-        let outcome = self.reconciler.handle_until(events, deadline).await;
+        let outcome = self.reconciler.handle(events, Budget { deadline, ..Budget::default() }).await;
         let messages = |event_ids: &[String]| -> Vec<String> {
             event_ids.iter().flat_map(|id| messages_of.get(id).cloned().unwrap_or_default()).collect()
         };
@@ -406,7 +406,7 @@ where
         };
         // One or two retries, a minute apart: a busy lease (another run's drain) is waited
         // out within the deadline rather than spend them.
-        let outcome = self.reconciler.handle_until_waiting(vec![event], deadline, chrono::Duration::MAX).await;
+        let outcome = self.reconciler.handle(vec![event], Budget { deadline, lease_wait: chrono::Duration::MAX }).await;
         let retry =
             outcome.failures.iter().filter(|(e, _)| e.is_retryable()).map(|(e, _)| e.to_string()).collect::<Vec<_>>();
         let permanent =

@@ -27,7 +27,7 @@ use ballast_core::ports::{
     may_take_lease, note_lease_claim, Autoscaling, Cluster, DrainReport, ErrorKind, FixedClock, PortError, StateStore,
     Urgency, Versioned,
 };
-use ballast_core::reconcile::Reconciler;
+use ballast_core::reconcile::{Budget, Reconciler};
 use ballast_core::snapshot::pool_asgs;
 use chrono::{DateTime, Utc};
 
@@ -402,7 +402,7 @@ impl Bridge {
         self.ports.view().sync(model, now, self.start);
         self.clock.set(self.time(now));
         self.invocations += 1;
-        let outcome = self.runtime.block_on(self.reconciler.handle(batch));
+        let outcome = self.runtime.block_on(self.reconciler.handle(batch, Budget::default()));
         let headroom = outcome
             .pools
             .iter()

@@ -5,7 +5,8 @@
 
 use std::time::Duration;
 
-use super::{lifecycle_call, Applied, Reconciler, Run, MAX_ATTEMPTS};
+use super::apply::{lifecycle_call, Run};
+use super::{Applied, Reconciler, MAX_ATTEMPTS};
 use crate::plan::LifecycleRef;
 use crate::ports::{Autoscaling, Clock, Cluster, ErrorKind, PortError, StateStore};
 

@@ -2,7 +2,9 @@
 //! on its shadow record: the live record's open work that can be undone is undone and
 //! applied (see [`crate::planner::stand_down`]); the rest of the run changes nothing.
 
-use super::{ReconcileError, Reconciler, Run, MAX_ATTEMPTS};
+use super::apply::Run;
+use super::lease::Lease;
+use super::{ApplyError, ReconcileError, Reconciler, MAX_ATTEMPTS};
 use crate::config::PoolConfig;
 use crate::planner::{has_open_work, stand_down, PlanInput};
 use crate::ports::{Autoscaling, Clock, Cluster, ErrorKind, StateStore, Versioned};
@@ -14,7 +16,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         &self,
         pool: &PoolConfig,
         deadline: Option<chrono::DateTime<chrono::Utc>>,
-        lease: &mut super::Lease,
+        lease: &mut Lease,
     ) {
         if let Err(e) = self.try_stand_down(pool, deadline, lease).await {
             tracing::warn!(pool = %pool.name, error = %e, "stand-down: could not undo the live run's open work; the next run tries again");
@@ -25,7 +27,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         &self,
         pool: &PoolConfig,
         deadline: Option<chrono::DateTime<chrono::Utc>>,
-        lease: &mut super::Lease,
+        lease: &mut Lease,
     ) -> Result<(), ReconcileError> {
         let name = pool.name.as_str();
         for _ in 0..MAX_ATTEMPTS {
@@ -72,7 +74,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                     tracing::info!(pool = name, applied = applied.len(), plan = %plan.log_line(), "stand-down: dry_run is set; the live run's open work undone");
                     Ok(())
                 }
-                Err((failed_at, source)) => {
+                Err(ApplyError { failed_at, source }) => {
                     self.take_back_intent(name, &plan, failed_at, run.record.clone(), run.version).await;
                     Err(ReconcileError::Apply { pool: name.to_string(), plan: Box::new(plan), failed_at, source })
                 }
