@@ -39,13 +39,14 @@ use ballast_core::event::{
     NodeLifecycleDetail, PoolWaitsDetail, Signal,
 };
 use ballast_core::memory::{InMemory, World};
-use ballast_core::model::{AsgSize, Demand, LifecycleState, Market, NodeState, ObservedAsg, PoolRecord};
+use ballast_core::observe::{AsgSize, Demand, LifecycleState, Market, NodeState, ObservedAsg};
 use ballast_core::plan::LifecycleRef;
 use ballast_core::planner::SURPLUS_NOTE;
 use ballast_core::ports::{
     Autoscaling, Cluster, DrainReport, ErrorKind, FixedClock, PortError, StateStore, Urgency, Versioned,
 };
 use ballast_core::reconcile::{ReconcileError, Reconciler};
+use ballast_core::record::PoolRecord;
 use ballast_tests::{config_with_dry_run, state};
 use chrono::{DateTime, Duration, Utc};
 use proptest::prelude::*;

@@ -19,7 +19,7 @@ use chrono::{DateTime, Duration, NaiveDate, TimeZone, Timelike, Utc};
 use chrono_tz::Tz;
 use serde::{Deserialize, Serialize};
 
-use crate::model::{ActivityStatus, Demand, ObservedPool};
+use crate::observe::{ActivityStatus, Demand, ObservedPool};
 
 pub const SLOT_MINUTES: i64 = 15;
 pub const SLOTS_PER_DAY: usize = (24 * 60 / SLOT_MINUTES) as usize;

@@ -13,10 +13,11 @@ use serde::Serialize;
 
 use crate::config::{check_one_role, AsgRef, AsgSelector, Config, PoolConfig};
 use crate::event::{Event, Signal};
-use crate::model::{CapacityCall, Draining, ObservedAsg, ObservedPool, PoolRecord};
+use crate::observe::{ObservedAsg, ObservedPool};
 use crate::plan::{Action, ActionKind, LifecycleRef, Plan};
 use crate::planner::{plan, PlanInput, CLOCK_SKEW};
 use crate::ports::{Autoscaling, Clock, Cluster, DrainReport, ErrorKind, PortError, StateStore, Urgency, Versioned};
+use crate::record::{CapacityCall, Draining, PoolRecord};
 
 mod handover;
 pub use handover::{after_drain, AfterDrain};
@@ -1315,7 +1316,7 @@ fn lifecycle_call(result: Result<(), PortError>) -> Result<Applied, PortError> {
 /// whole under the ASG's max (another writer raised it meanwhile) is not made: the
 /// lowers and terminations it pays for would take more than it adds, so the run stops
 /// and the next one plans afresh from what is there.
-fn rebase(asg: &str, from: u32, to: u32, size: &crate::model::AsgSize) -> Result<u32, PortError> {
+fn rebase(asg: &str, from: u32, to: u32, size: &crate::observe::AsgSize) -> Result<u32, PortError> {
     let delta = i64::from(to) - i64::from(from);
     let target = size.shifted(delta);
     let fits = i64::from(target) - i64::from(size.desired);
@@ -1350,7 +1351,7 @@ fn unplan(plan: &Plan, failed_at: usize, mut record: PoolRecord) -> PoolRecord {
 #[cfg(test)]
 mod tests {
     use super::rebase;
-    use crate::model::AsgSize;
+    use crate::observe::AsgSize;
 
     #[test]
     fn a_raise_that_no_longer_fits_under_max_is_not_made() {

@@ -2,7 +2,7 @@ use chrono::{TimeZone, Weekday};
 use proptest::prelude::*;
 
 use super::*;
-use crate::model::{ActivityStatus, AsgInstance, LifecycleState, Market, NodeState, ObservedAsg, ScalingActivity};
+use crate::observe::{ActivityStatus, AsgInstance, LifecycleState, Market, NodeState, ObservedAsg, ScalingActivity};
 
 /// Monday 2026-11-02 00:00 UTC.
 fn monday() -> DateTime<Utc> {

@@ -8,8 +8,9 @@ use chrono::Timelike;
 
 use crate::config::{HeadroomConfig, WaitTarget};
 use crate::learn::{Basis, DecidedBy, Prediction, Rise, SLOT_MINUTES};
-use crate::model::{Demand, DisruptionKind, PoolRecord};
+use crate::observe::Demand;
 use crate::plan::{ActionKind, HeadroomDecision};
+use crate::record::{DisruptionKind, PoolRecord};
 use crate::units::{format_cpu_millis, format_memory_bytes};
 
 /// Where the percent in force comes from.
