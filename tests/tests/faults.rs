@@ -684,11 +684,15 @@ impl Harness {
             // Bounded whatever arrives, late or repeated: the record must fit DynamoDB's item.
             let size = serde_json::to_vec(learned).unwrap().len();
             prop_assert!(size < 48_000, "{at}: the learned history is {size} bytes");
-            prop_assert!((0..=4_000).contains(&learned.correction_permille), "{at}: {}", learned.correction_permille);
             prop_assert!(
-                learned.lead_secs.len() <= 20 && learned.lead_secs.iter().all(|&s| s < 3600),
+                (0..=4_000).contains(&learned.correction.correction_permille),
+                "{at}: {}",
+                learned.correction.correction_permille
+            );
+            prop_assert!(
+                learned.lead.lead_secs.len() <= 20 && learned.lead.lead_secs.iter().all(|&s| s < 3600),
                 "{at}: {:?}",
-                learned.lead_secs
+                learned.lead.lead_secs
             );
         }
         Ok(())
@@ -943,7 +947,7 @@ fn the_spot_only_pools_learner_times_a_launch_through_the_harness() {
         let ready = h.make(&Kind::NodeReady { pick: 0 }).unwrap();
         h.reconcile(vec![ready], Fault::None, CaMove::None, false);
         let record = h.ports.memory.world().pools.get(POOL).map(|p| p.record.clone()).unwrap_or_default();
-        let lead = record.learned.map(|l| l.lead_secs).unwrap_or_default();
+        let lead = record.learned.map(|l| l.lead.lead_secs).unwrap_or_default();
         // A run that died before saving took nothing in: its events come again (SQS).
         if matches!(fault, Fault::Crash(0)) && lead.is_empty() {
             continue;

@@ -1,6 +1,11 @@
 use chrono::{TimeZone, Weekday};
 use proptest::prelude::*;
 
+use super::correction::{CORRECTION_RANGE, MAX_HOUR_WINDOWS};
+use super::held::MAX_HELD;
+use super::lead::{LEAD_SAMPLES, MAX_LAUNCHING};
+use super::reaction::MAX_ARRIVALS;
+use super::seasonal::MAX_RECENT;
 use super::*;
 use crate::observe::{ActivityStatus, AsgInstance, LifecycleState, Market, NodeState, ObservedAsg, ScalingActivity};
 
@@ -53,7 +58,7 @@ fn a_rise_within_one_lead_time_goes_into_its_slot() {
         let now = t0 + Duration::minutes(minute);
         h.observe(&empty_pool(), Some(demand_at(cpu, now)), now, 14);
     }
-    let day = &h.days[0];
+    let day = &h.seasonal.days[0];
     // 09:00–09:15: 10 CPU more within the assumed 180 s lead time; 10 minutes later
     // nothing rose, which does not lower the slot's largest rise.
     assert_eq!(day.cpu_millis[36], Some(10_000));
@@ -63,7 +68,7 @@ fn a_rise_within_one_lead_time_goes_into_its_slot() {
     let mut slow = History::default();
     watch(&mut slow, t0, 20, 14, |t| 10_000 + 1_000 * (t - t0).num_minutes() as u64);
     assert_eq!(
-        slow.days[0].cpu_millis[36],
+        slow.seasonal.days[0].cpu_millis[36],
         Some(4_000),
         "1 CPU a minute over 180 s of lead and 10 s of CA, from the sample before"
     );
@@ -99,7 +104,7 @@ fn a_longer_allowed_wait_needs_less_room_and_none_once_a_node_comes_within_it() 
     for (allowed_ms, expected) in [(0, 24_000), (70_000, 12_000), (130_000, 6_000), (190_000, 0), (600_000, 0)] {
         let mut h = History { allowed_wait_ms: allowed_ms, ..Default::default() };
         watch(&mut h, monday() + Duration::hours(8), 70, 14, &ramp);
-        let rise = h.days[0].cpu_millis[36];
+        let rise = h.seasonal.days[0].cpu_millis[36];
         assert_eq!(rise, Some(expected), "allowed {allowed_ms} ms: span {}", h.absorb_span());
     }
 }
@@ -160,7 +165,7 @@ fn the_rise_is_taken_from_the_spans_low_however_often_demand_is_sampled() {
     }
     let now = start + Duration::seconds(188);
     assert_eq!(h.predict(now, 14).recent.cpu_millis, 3_000, "from the 10 CPU low at 09:00:00");
-    assert!(h.recent.len() <= 64, "bounded: {}", h.recent.len());
+    assert!(h.seasonal.recent.len() <= 64, "bounded: {}", h.seasonal.recent.len());
     // A steady ramp keeps every sample a low: thinned, the rise still starts at the low.
     let mut ramp = History::default();
     for i in 0..200 {
@@ -170,7 +175,7 @@ fn the_rise_is_taken_from_the_spans_low_however_often_demand_is_sampled() {
     let now = start + Duration::seconds(199);
     let rise = ramp.predict(now, 14).recent.cpu_millis;
     assert!((1_900..=1_990).contains(&rise), "10 m a second over the 190 s span, or from a little before it: {rise}");
-    assert!(ramp.recent.len() <= 64);
+    assert!(ramp.seasonal.recent.len() <= 64);
 }
 
 /// A pool of launching instances: `(id, None)` has no node yet, `(id, Some(ready))` has one.
@@ -221,27 +226,27 @@ fn the_lead_time_is_launch_to_ready_as_observed() {
     h.observe(&launching_pool(&both), None, t0 + Duration::seconds(30), 14);
     let ready = [("i-old", Some(true)), ("i-node", Some(true)), ("i-new", Some(true))];
     h.observe(&launching_pool(&ready), None, t0 + Duration::seconds(160), 14);
-    assert_eq!(h.lead_secs, vec![130], "i-new only");
+    assert_eq!(h.lead.lead_secs, vec![130], "i-new only");
     assert_eq!(h.lead(), (Duration::seconds(130), true));
-    assert!(h.launching.is_empty());
+    assert!(h.lead.launching.is_empty());
     // A launch that leaves the ASG before Ready is forgotten, not counted.
     h.observe(&launching_pool(&[("i-gone", None)]), None, t0 + Duration::seconds(200), 14);
     h.observe(&empty_pool(), None, t0 + Duration::seconds(260), 14);
-    assert!(h.launching.is_empty());
-    assert_eq!(h.lead_secs, vec![130]);
+    assert!(h.lead.launching.is_empty());
+    assert_eq!(h.lead.lead_secs, vec![130]);
     // A launch whose Ready is seen only after a long gap between looks (Ballast stopped)
     // is not timed: it became Ready any time in the gap.
     h.observe(&launching_pool(&[("i-late", None)]), None, t0 + Duration::seconds(300), 14);
     h.observe(&launching_pool(&[("i-late", Some(true))]), None, t0 + Duration::hours(3), 14);
-    assert_eq!(h.lead_secs, vec![130]);
+    assert_eq!(h.lead.lead_secs, vec![130]);
     // While fewer than five were timed, one odd launch is not the lead time.
-    h.lead_secs = vec![100, 110, 900];
+    h.lead.lead_secs = vec![100, 110, 900];
     assert_eq!(h.lead().0, Duration::seconds(110));
     // The 95th percentile of what was seen: one slow launch in twenty is the 5 % the
     // target leaves out; two are not.
-    h.lead_secs = (0..19).map(|_| 100).chain([300]).collect();
+    h.lead.lead_secs = (0..19).map(|_| 100).chain([300]).collect();
     assert_eq!(h.lead().0, Duration::seconds(100));
-    h.lead_secs = (0..18).map(|_| 100).chain([300, 300]).collect();
+    h.lead.lead_secs = (0..18).map(|_| 100).chain([300, 300]).collect();
     assert_eq!(h.lead().0, Duration::seconds(300));
 }
 
@@ -288,12 +293,12 @@ fn scaling_activities_date_a_launch_whose_event_was_lost() {
         pool
     };
     h.observe(&with_activities(&[("i-old", None), ("i-node", Some(false)), ("i-bad", None)]), None, t0, 14);
-    assert_eq!(h.launching["i-old"], Launch { seen: t0 - Duration::seconds(40), timed: true });
-    assert!(!h.launching.contains_key("i-node"));
-    assert!(!h.launching["i-bad"].timed, "a failed launch's activity dates nothing");
+    assert_eq!(h.lead.launching["i-old"], Launch { seen: t0 - Duration::seconds(40), timed: true });
+    assert!(!h.lead.launching.contains_key("i-node"));
+    assert!(!h.lead.launching["i-bad"].timed, "a failed launch's activity dates nothing");
     let ready = [("i-old", Some(true)), ("i-node", Some(true)), ("i-bad", Some(true))];
     h.observe(&with_activities(&ready), None, t0 + Duration::seconds(60), 14);
-    assert_eq!(h.lead_secs, vec![100], "i-old, 40 s before the first look to Ready a minute after");
+    assert_eq!(h.lead.lead_secs, vec![100], "i-old, 40 s before the first look to Ready a minute after");
 }
 
 #[test]
@@ -376,7 +381,7 @@ fn the_last_hours_waits_are_bounded_by_their_windows_p95() {
     h.measured(window(70, 10, 1_000), 10_000);
     assert_eq!(h.waits_last_hour(at(70)), Some((6_000, 38, 3, at(70))), "the 00:05 window is over an hour old");
     assert_eq!(h.waits_last_hour(at(200)), None, "nothing within the hour");
-    assert!(h.last_hour.len() <= 3);
+    assert!(h.correction.last_hour.len() <= 3);
 }
 
 /// An override's room meeting the target says nothing of the learned room: the
@@ -386,7 +391,8 @@ fn the_last_hours_waits_are_bounded_by_their_windows_p95() {
 fn windows_met_under_an_override_leave_the_correction_alone() {
     let at = |m: i64| monday() + Duration::minutes(m);
     let met = |m: i64| WaitsSeen { max_ms: 2_000, ..five_minutes_to(m, 30, 1_000) };
-    let mut h = History { correction_permille: 2_000, ..Default::default() };
+    let mut h =
+        History { correction: Correction { correction_permille: 2_000, ..Default::default() }, ..Default::default() };
     let room = Rise { cpu_millis: 100_000, memory_bytes: 200 << 30 };
     h.held(at(0), room, false, DecidedBy::Override, None);
     for m in 1..=24 {
@@ -423,7 +429,7 @@ fn pooled_windows_are_judged_against_the_room_held_over_their_whole_span() {
             max_ms: if missed { 60_000 } else { 1_000 },
         };
         h.measured(waits, 10_000);
-        assert_eq!(h.few.pods == 0, i == 9, "judged at the tenth window");
+        assert_eq!(h.correction.few.pods == 0, i == 9, "judged at the tenth window");
     }
     assert_eq!(h.correction(), 1.0, "the override at the span's start: nothing the learning decided");
     // The same with a decision every 20 s (a scale-up): more than the record keeps, yet
@@ -435,15 +441,15 @@ fn pooled_windows_are_judged_against_the_room_held_over_their_whole_span() {
         let room = Rise { cpu_millis: 1_000 * (k % 7 + 1), memory_bytes: 0 };
         busy.held(at(0) + Duration::seconds(20 * k as i64), room, false, DecidedBy::Percent, None);
     }
-    assert!(busy.held.len() <= 96, "bounded: {}", busy.held.len());
-    assert!(busy.held[0].overridden && busy.held[0].at == at(0), "{:?}", busy.held[0]);
+    assert!(busy.held.decisions.len() <= 96, "bounded: {}", busy.held.decisions.len());
+    assert!(busy.held.decisions[0].overridden && busy.held.decisions[0].at == at(0), "{:?}", busy.held.decisions[0]);
     for (i, m) in (5..=50).step_by(5).enumerate() {
         let p95_ms = if m == 5 || m == 30 { 60_000 } else { 1_000 };
         busy.measured(
             WaitsSeen { over: None, window_start: at(m - 5), window_end: at(m), pods: 1, p95_ms, max_ms: p95_ms },
             10_000,
         );
-        assert_eq!(busy.few.pods == 0, i == 9);
+        assert_eq!(busy.correction.few.pods == 0, i == 9);
     }
     assert_eq!(busy.correction(), 1.0);
 }
@@ -471,7 +477,11 @@ fn burst_at_nine(day: DateTime<Utc>, by: DecidedBy) -> (History, DateTime<Utc>, 
 fn a_burst_larger_than_the_room_is_kept_and_fades_and_a_miss_with_room_raises_the_correction() {
     let (mut h, t0, window) = burst_at_nine(monday(), DecidedBy::Percent);
     h.measured(window, 10_000);
-    assert_eq!((h.missed.cpu_millis, h.correction()), (20_000, 1.0), "a burst above the room: kept, not a correction");
+    assert_eq!(
+        (h.correction.missed.cpu_millis, h.correction()),
+        (20_000, 1.0),
+        "a burst above the room: kept, not a correction"
+    );
     let p = h.predict(t0 + Duration::minutes(5), 14);
     assert_eq!(p.missed.cpu_millis, 20_000);
     // Halved every 12 hours unless renewed.
@@ -518,8 +528,12 @@ fn windows_of_a_few_pods_are_judged_together() {
     }
     h.measured(waits(25, 2, 1_000), 10_000);
     assert_eq!(h.correction(), 1.5, "10 pods, 2 windows missed: judged as one missed window");
-    assert_eq!(h.few, FewPods::default(), "judged: the pool starts again");
-    assert_eq!(h.missed_waits_secs, [22], "the longest wait of the windows that missed, not the last window's");
+    assert_eq!(h.correction.few, FewPods::default(), "judged: the pool starts again");
+    assert_eq!(
+        h.correction.missed_waits_secs,
+        [22],
+        "the longest wait of the windows that missed, not the last window's"
+    );
     // One odd pod among ten is no pattern; ten that all met are evidence to shrink.
     for k in 0..5 {
         h.measured(waits(30 + 5 * k, 2, if k == 0 { 60_000 } else { 1_000 }), 10_000);
@@ -533,7 +547,7 @@ fn windows_of_a_few_pods_are_judged_together() {
     h.measured(waits(100, 2, 60_000), 10_000);
     h.measured(waits(105, 2, 60_000), 10_000);
     h.measured(waits(200, 2, 1_000), 10_000);
-    assert_eq!((h.few.pods, h.few.missed_windows), (2, 0), "{:?}", h.few);
+    assert_eq!((h.correction.few.pods, h.correction.few.missed_windows), (2, 0), "{:?}", h.correction.few);
 }
 
 /// A pool whose day before Monday counted `pods` first starts, `over` of them past the
@@ -543,7 +557,12 @@ fn with_budget(pods: u32, over: u32) -> History {
     let day = DayRises { date: sunday, cpu_millis: vec![], memory_mib: vec![], pods, pods_over: over, most_pods: 2 };
     // The first day counted is long gone from the ring: every day kept counts whole.
     let first_counted = Some((monday() - Duration::days(30)).date_naive());
-    History { lead_secs: vec![180], days: vec![day], first_counted, ..Default::default() }
+    History {
+        lead: Lead { lead_secs: vec![180], ..Default::default() },
+        seasonal: Seasonal { days: vec![day], ..Default::default() },
+        correction: Correction { first_counted, ..Default::default() },
+        ..Default::default()
+    }
 }
 
 /// A window at 09:00 + `m` minutes on Monday, with the forwarder's count over the target.
@@ -561,7 +580,7 @@ fn a_miss_the_wait_budget_affords_adds_no_room() {
     h.held(miss.window_start - Duration::minutes(10), room, false, DecidedBy::Seasonal, None);
     h.measured(counted(5, 60, 2_000, 0), 10_000);
     let mut spent = h.clone();
-    spent.days[0].pods_over = 30;
+    spent.seasonal.days[0].pods_over = 30;
     h.measured(miss, 10_000);
     assert_eq!((h.correction(), h.budget()), (1.0, (1_090, 13)), "13 of 1,090 over, 3 of 90 today: within");
     spent.measured(miss, 10_000);
@@ -602,7 +621,7 @@ fn windows_met_within_the_wait_budget_shrink_the_room_below_the_rise() {
     assert_eq!((h.budget_share(), h.correction(), rise(&h)), (1.0, 1.0, 10_000.0));
     // Between 1.5 % and 3 % spent, windows met hold the room where it is.
     let mut between = with_budget(1_000, 20);
-    between.budget_share_permille = Some(500);
+    between.correction.budget_share_permille = Some(500);
     between.measured(counted(5, 10, 2_000, 0), 10_000);
     assert_eq!(between.budget_share(), 0.5);
 }
@@ -631,12 +650,12 @@ fn the_wait_budget_needs_a_hundred_first_starts_over_two_days() {
 fn the_room_shrinks_only_while_the_budget_left_takes_the_largest_window() {
     let quiet_then_ramp = |pods: u32| {
         let mut h = with_budget(pods, 0);
-        h.days[0].most_pods = 60;
+        h.seasonal.days[0].most_pods = 60;
         // A day before it, the first counted: its largest window (the pool filling up)
         // does not count.
         let saturday = (monday() - Duration::days(2)).date_naive();
-        h.first_counted = Some(saturday);
-        h.days.insert(
+        h.correction.first_counted = Some(saturday);
+        h.seasonal.days.insert(
             0,
             DayRises { date: saturday, cpu_millis: vec![], memory_mib: vec![], pods: 1, pods_over: 0, most_pods: 500 },
         );
@@ -693,7 +712,7 @@ fn a_missed_p95_counts_its_pods_over_even_if_the_buckets_say_none() {
 /// shortfall, one raise (not one per window, compounding).
 #[test]
 fn one_shortfall_raises_the_correction_once() {
-    let mut h = History { lead_secs: vec![180], ..Default::default() };
+    let mut h = History { lead: Lead { lead_secs: vec![180], ..Default::default() }, ..Default::default() };
     let at = |m: i64| monday() + Duration::hours(9) + Duration::minutes(m);
     h.held(at(-10), Rise { cpu_millis: 20_000, memory_bytes: 40 << 30 }, false, DecidedBy::Seasonal, None);
     let miss = |m: i64| WaitsSeen { max_ms: 90_000, ..five_minutes_to(9 * 60 + m, 30, 60_000) };
@@ -711,11 +730,11 @@ fn one_shortfall_raises_the_correction_once() {
 fn a_miss_under_the_seasonal_prediction_raises_the_correction() {
     let (mut h, t0, window) = burst_at_nine(monday() + Duration::days(1), DecidedBy::Seasonal);
     h.measured(window, 10_000);
-    assert_eq!((h.missed.cpu_millis, h.correction()), (0, 1.5));
+    assert_eq!((h.correction.missed.cpu_millis, h.correction()), (0, 1.5));
     // A span the percent decided in part is the percent's: the burst is kept instead.
-    let mut h2 = History { held: vec![], ..h.clone() };
-    h2.correction_permille = 0;
-    h2.waits = None;
+    let mut h2 = History { held: HeldRoom::default(), ..h.clone() };
+    h2.correction.correction_permille = 0;
+    h2.correction.waits = None;
     h2.held(
         t0 - Duration::minutes(10),
         Rise { cpu_millis: 5_000, memory_bytes: 10 << 30 },
@@ -731,12 +750,16 @@ fn a_miss_under_the_seasonal_prediction_raises_the_correction() {
         None,
     );
     h2.measured(window, 10_000);
-    assert_eq!((h2.missed.cpu_millis, h2.correction()), (20_000, 1.0));
+    assert_eq!((h2.correction.missed.cpu_millis, h2.correction()), (20_000, 1.0));
 }
 
 #[test]
 fn pods_that_waited_for_a_node_longer_than_the_lead_time_lengthen_the_span() {
-    let mut h = History { allowed_wait_ms: 70_000, lead_secs: vec![60], ..Default::default() };
+    let mut h = History {
+        allowed_wait_ms: 70_000,
+        lead: Lead { lead_secs: vec![60], ..Default::default() },
+        ..Default::default()
+    };
     assert_eq!(
         (h.node_wait(), h.absorb_span()),
         (Duration::seconds(70), Duration::zero()),
@@ -768,7 +791,11 @@ fn pods_that_waited_for_a_node_longer_than_the_lead_time_lengthen_the_span() {
 /// one sample; kept across a new target, as the lead times are.
 #[test]
 fn cluster_autoscalers_reaction_is_timed_to_the_earliest_launch_after_the_pods() {
-    let mut h = History { allowed_wait_ms: 10_000, lead_secs: vec![120], ..Default::default() };
+    let mut h = History {
+        allowed_wait_ms: 10_000,
+        lead: Lead { lead_secs: vec![120], ..Default::default() },
+        ..Default::default()
+    };
     assert_eq!((h.reaction(), h.node_wait()), ((CA_REACTION, false), Duration::seconds(130)));
     let t0 = monday() + Duration::hours(9);
     // Five arrivals ten minutes apart; each one's launches reported latest first, twice.
@@ -776,36 +803,36 @@ fn cluster_autoscalers_reaction_is_timed_to_the_earliest_launch_after_the_pods()
         let since = t0 + Duration::minutes(10 * k as i64);
         h.pods_unschedulable(since);
         h.pods_unschedulable(since); // delivered twice
-        assert_eq!(h.arrivals.len(), 1);
+        assert_eq!(h.reaction.arrivals.len(), 1);
         for started in [since + Duration::seconds(secs + 20), since + Duration::seconds(secs)] {
             h.launch_started(&format!("i-{k}-{started}"), started);
             h.launch_started(&format!("i-{k}-{started}"), started);
         }
         h.observe(&empty_pool(), None, since + Duration::minutes(5) - Duration::seconds(1), 14);
-        assert_eq!(h.reaction_secs.len(), k, "not taken before every launch for them can be in");
+        assert_eq!(h.reaction.reaction_secs.len(), k, "not taken before every launch for them can be in");
         h.observe(&empty_pool(), None, since + Duration::minutes(5), 14);
     }
-    assert_eq!(h.reaction_secs, [6, 50, 8, 7, 9]);
+    assert_eq!(h.reaction.reaction_secs, [6, 50, 8, 7, 9]);
     assert_eq!((h.reaction(), h.node_wait()), ((Duration::seconds(8), true), Duration::seconds(128)));
     // A late copy of an arrival already timed, and a launch that started before the
     // pods: nothing.
     let t1 = t0 + Duration::hours(2);
     h.pods_unschedulable(t0);
-    assert!(h.arrivals.is_empty());
+    assert!(h.reaction.arrivals.is_empty());
     h.pods_unschedulable(t1);
     h.launch_started("i-before", t1 - Duration::seconds(1));
     // Nor one 121 s after them.
     h.launch_started("i-late", t1 + Duration::seconds(121));
     h.observe(&empty_pool(), None, t1 + Duration::minutes(5), 14);
-    assert_eq!(h.reaction_secs.len(), 5);
-    assert!(h.arrivals.is_empty());
+    assert_eq!(h.reaction.reaction_secs.len(), 5);
+    assert!(h.reaction.arrivals.is_empty());
     // Two arrivals before one launch: cluster-autoscaler's scan answered both.
     let t2 = t1 + Duration::hours(1);
     h.pods_unschedulable(t2);
     h.pods_unschedulable(t2 + Duration::seconds(30));
     h.launch_started("i-a", t2 + Duration::seconds(40));
     h.observe(&empty_pool(), None, t2 + Duration::minutes(6), 14);
-    assert_eq!(h.reaction_secs[5..], [40, 10]);
+    assert_eq!(h.reaction.reaction_secs[5..], [40, 10]);
     // A slow cluster-autoscaler (a large cluster): 90 s is its reaction.
     let t3 = t2 + Duration::hours(1);
     h.pods_unschedulable(t3);
@@ -815,9 +842,9 @@ fn cluster_autoscalers_reaction_is_timed_to_the_earliest_launch_after_the_pods()
     h.launch_started("i-early-news", t4 + Duration::seconds(20));
     h.pods_unschedulable(t4);
     h.observe(&empty_pool(), None, t4 + Duration::minutes(5), 14);
-    assert_eq!(h.reaction_secs[7..], [90, 20]);
+    assert_eq!(h.reaction.reaction_secs[7..], [90, 20]);
     h.retarget(30_000, "");
-    assert_eq!((h.reaction_secs.len(), h.allowed_wait_ms), (9, 30_000));
+    assert_eq!((h.reaction.reaction_secs.len(), h.allowed_wait_ms), (9, 30_000));
     // A record from before reactions were kept reads as none seen.
     let old: History = serde_json::from_str(r#"{"lead_secs":[120]}"#).unwrap();
     assert_eq!(old.reaction(), (CA_REACTION, false));
@@ -833,8 +860,8 @@ fn arrivals_of_unschedulable_pods_stay_bounded() {
         h.pods_unschedulable(since);
         h.launch_started(&format!("i-{k}"), since + Duration::seconds(3));
     }
-    assert_eq!(h.arrivals.len(), MAX_ARRIVALS);
-    assert_eq!(h.reaction_secs, [3; 12]);
+    assert_eq!(h.reaction.arrivals.len(), MAX_ARRIVALS);
+    assert_eq!(h.reaction.reaction_secs, [3; 12]);
 }
 
 #[test]
@@ -881,29 +908,44 @@ fn a_history_full_at_every_bound_fits_the_state_record() {
         over: Some(u32::MAX),
     };
     let h = History {
-        days: (0..29)
-            .map(|d| DayRises {
-                date: at.date_naive() + Duration::days(d),
-                cpu_millis: vec![Some(u32::MAX); SLOTS_PER_DAY],
-                memory_mib: vec![Some(u32::MAX); SLOTS_PER_DAY],
-                pods: u32::MAX,
-                pods_over: u32::MAX,
-                most_pods: u32::MAX,
-            })
-            .collect(),
-        recent: vec![DemandSample { at, cpu_millis: u64::MAX, memory_bytes: u64::MAX, since: Some(at) }; MAX_RECENT],
-        lead_secs: vec![u32::MAX; LEAD_SAMPLES],
-        reaction_secs: vec![u32::MAX; LEAD_SAMPLES],
-        arrivals: vec![Arrival { since: at, launch: Some(at) }; MAX_ARRIVALS],
-        last_arrival: Some(at),
-        missed_waits_secs: vec![u32::MAX; LEAD_SAMPLES],
-        launching: (0..MAX_LAUNCHING).map(|i| (format!("i-{i:017x}"), Launch { seen: at, timed: true })).collect(),
-        held: vec![
-            Held { at, room: rise, at_max: true, overridden: true, seasonal: true, decided: Some(rise) };
-            MAX_HELD
-        ],
-        last_hour: vec![waits; MAX_HOUR_WINDOWS],
-        waits: Some(waits),
+        seasonal: Seasonal {
+            days: (0..29)
+                .map(|d| DayRises {
+                    date: at.date_naive() + Duration::days(d),
+                    cpu_millis: vec![Some(u32::MAX); SLOTS_PER_DAY],
+                    memory_mib: vec![Some(u32::MAX); SLOTS_PER_DAY],
+                    pods: u32::MAX,
+                    pods_over: u32::MAX,
+                    most_pods: u32::MAX,
+                })
+                .collect(),
+            recent: vec![
+                DemandSample { at, cpu_millis: u64::MAX, memory_bytes: u64::MAX, since: Some(at) };
+                MAX_RECENT
+            ],
+        },
+        reaction: Reaction {
+            reaction_secs: vec![u32::MAX; LEAD_SAMPLES],
+            arrivals: vec![Arrival { since: at, launch: Some(at) }; MAX_ARRIVALS],
+            last_arrival: Some(at),
+        },
+        lead: Lead {
+            lead_secs: vec![u32::MAX; LEAD_SAMPLES],
+            launching: (0..MAX_LAUNCHING).map(|i| (format!("i-{i:017x}"), Launch { seen: at, timed: true })).collect(),
+            last_look: None,
+        },
+        held: HeldRoom {
+            decisions: vec![
+                Held { at, room: rise, at_max: true, overridden: true, seasonal: true, decided: Some(rise) };
+                MAX_HELD
+            ],
+        },
+        correction: Correction {
+            missed_waits_secs: vec![u32::MAX; LEAD_SAMPLES],
+            last_hour: vec![waits; MAX_HOUR_WINDOWS],
+            waits: Some(waits),
+            ..Correction::default()
+        },
         time_zone: "America/Argentina/ComodRivadavia".into(),
         ..History::default()
     };
@@ -936,13 +978,13 @@ proptest! {
             h.observe(&pool, Some(demand_at(cpu, now)), now, days);
             let window = WaitsSeen { over: None, window_start: now - Duration::minutes(5), window_end: now, pods: u32::from(nodes) * 5, p95_ms: cpu % 30_000, max_ms: cpu % 90_000 };
             h.measured(window, 10_000);
-            prop_assert!(h.days.len() <= days + 1);
-            prop_assert!(h.recent.len() <= MAX_RECENT);
-            prop_assert!(h.lead_secs.len() <= LEAD_SAMPLES && h.missed_waits_secs.len() <= LEAD_SAMPLES);
-            prop_assert!(h.held.len() <= MAX_HELD);
-            prop_assert!(h.launching.len() <= MAX_LAUNCHING);
+            prop_assert!(h.seasonal.days.len() <= days + 1);
+            prop_assert!(h.seasonal.recent.len() <= MAX_RECENT);
+            prop_assert!(h.lead.lead_secs.len() <= LEAD_SAMPLES && h.correction.missed_waits_secs.len() <= LEAD_SAMPLES);
+            prop_assert!(h.held.decisions.len() <= MAX_HELD);
+            prop_assert!(h.lead.launching.len() <= MAX_LAUNCHING);
             let (lo, hi) = CORRECTION_RANGE;
-            prop_assert!((lo..=hi).contains(&h.correction_permille) || h.correction_permille == 0);
+            prop_assert!((lo..=hi).contains(&h.correction.correction_permille) || h.correction.correction_permille == 0);
             let p = h.predict(now, days);
             prop_assert!(p.seasonal.is_none_or(|(r, _)| r.cpu_millis <= 2_000_000));
             prop_assert!(p.missed.cpu_millis <= 2_000_000 && p.recent.cpu_millis <= 2_000_000);
@@ -975,18 +1017,18 @@ proptest! {
             let rise = h.predict(now, 14).recent;
             prop_assert!(rise.cpu_millis >= cpu - low(|s| s.1), "cpu {} < {}", rise.cpu_millis, cpu - low(|s| s.1));
             prop_assert!(rise.memory_bytes >= mem - low(|s| s.2));
-            prop_assert!(h.recent.windows(2).all(|w| w[0].since() <= w[1].since() && w[0].at < w[1].at));
-            prop_assert!(h.recent.len() <= MAX_RECENT);
+            prop_assert!(h.seasonal.recent.windows(2).all(|w| w[0].since() <= w[1].since() && w[0].at < w[1].at));
+            prop_assert!(h.seasonal.recent.len() <= MAX_RECENT);
 
             let room = Rise { cpu_millis: room * 1_000, memory_bytes: 0 };
             let by = [DecidedBy::Percent, DecidedBy::Seasonal, DecidedBy::Override, DecidedBy::Seasonal][usize::from(flags)];
             h.held(now, room, flags == 3, by, None);
             decisions.push(Held { at: now, room, at_max: flags == 3, overridden: flags == 2, seasonal: flags != 0 && flags != 2, decided: None });
-            prop_assert!(h.held.len() <= MAX_HELD);
+            prop_assert!(h.held.decisions.len() <= MAX_HELD);
             let from = now - Duration::minutes(30);
             let full_start = decisions.iter().rposition(|d| d.at <= from).unwrap_or(0);
             let full: Vec<&Held> = decisions[full_start..].iter().collect();
-            let kept = h.held_over(from, now);
+            let kept = h.held.over(from, now);
             prop_assert!(kept.least.cpu_millis <= full.iter().map(|d| d.room.cpu_millis).min().unwrap());
             prop_assert!(kept.not_ours || !full.iter().any(|d| d.at_max || d.overridden));
             prop_assert!(kept.overridden || !full.iter().any(|d| d.overridden));
@@ -1034,7 +1076,7 @@ fn the_wait_budget_is_read_from_old_records_and_cleared_by_a_new_target() {
     let h: History = serde_json::from_str(old).unwrap();
     assert_eq!((h.budget(), h.budget_share(), h.correction()), ((0, 0), 1.0, 1.5));
     let mut h = with_budget(2_000, 10);
-    h.budget_share_permille = Some(400);
+    h.correction.budget_share_permille = Some(400);
     h.retarget(30_000, "");
     assert_eq!((h.budget(), h.budget_share()), ((0, 0), 1.0));
 }
@@ -1044,12 +1086,28 @@ fn the_wait_budget_is_read_from_old_records_and_cleared_by_a_new_target() {
 #[test]
 fn the_oldest_day_kept_counts_once_the_first_is_gone() {
     let mut h = with_budget(1_000, 0);
-    h.days[0].most_pods = 400;
+    h.seasonal.days[0].most_pods = 400;
     for k in 1..=20 {
         h.measured(counted(5 * k, 1, 2_000, 0), 10_000);
     }
     assert_eq!(h.budget_share(), 1.0, "30 left of 3 %: not a 400-pod ramp");
-    h.first_counted = h.days.first().map(|d| d.date);
+    h.correction.first_counted = h.seasonal.days.first().map(|d| d.date);
     h.measured(counted(105, 1, 2_000, 0), 10_000);
     assert_eq!(h.budget_share(), 0.95, "the same day as the first counted is the pool filling up");
+}
+
+/// A pool record written before the learners were split (by f924d6c, every field of the
+/// record and of its history set) reads back, and writes back byte for byte: the state
+/// store's records are unchanged by the split.
+#[test]
+fn a_record_written_before_the_split_reads_and_writes_back_the_same() {
+    let written = include_str!("../../fixtures/pool-record.json");
+    let record: crate::record::PoolRecord = serde_json::from_str(written).unwrap();
+    let history = record.learned.as_ref().unwrap();
+    assert!(!history.seasonal.days.is_empty() && !history.lead.lead_secs.is_empty());
+    assert!(!history.reaction.arrivals.is_empty() && !history.held.decisions.is_empty());
+    assert!(history.correction.waits.is_some() && history.unmet_reported_at.is_some());
+    assert_eq!(serde_json::to_string_pretty(&record).unwrap() + "\n", written);
+    let compact: serde_json::Value = serde_json::from_str(written).unwrap();
+    assert_eq!(serde_json::to_string(&record).unwrap(), serde_json::to_string(&compact).unwrap());
 }

@@ -249,7 +249,7 @@ impl Work<'_> {
             (0, _) => last,
             (pods, over) => format!(
                 "{last}; {over} of {pods} first starts over the target in {} days kept ({:.1} %, the target allows {} %)",
-                history.days.len(),
+                history.seasonal.days.len(),
                 f64::from(over) * 100.0 / f64::from(pods),
                 crate::learn::WAIT_BUDGET * 100.0,
             ),
@@ -265,7 +265,7 @@ impl Work<'_> {
                 last.format("%H:%MZ")
             );
         }
-        match history.waits {
+        match history.correction.waits {
             // The last window with pods is over an hour old, maybe yesterday's: dated.
             Some(w) => format!(
                 "last measured p95 wait {:.1} s over {} pods (to {})",
