@@ -19,7 +19,7 @@ use aws_sdk_sqs::types::QueueAttributeName;
 use ballast_aws::{AwsAutoscaling, DynamoStore, SqsDeadLetters, SqsRedelivery};
 use ballast_core::config::{Config, PoolConfig};
 use ballast_core::event::{parse_event_value, Event};
-use ballast_core::model::{Demand, LifecycleState, NodeState};
+use ballast_core::observe::{Demand, LifecycleState, NodeState};
 use ballast_core::ports::FixedClock;
 use ballast_core::ports::{Autoscaling, Cluster, DrainReport, PortError};
 use ballast_core::reconcile::Reconciler;

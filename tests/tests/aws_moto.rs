@@ -3,9 +3,9 @@
 //! instances a capacity error kept from launching, an interceptor hides them.
 
 use ballast_core::config::Config;
-use ballast_core::model::PoolRecord;
 use ballast_core::ports::{StateStore, Urgency};
 use ballast_core::reconcile::Budget;
+use ballast_core::record::PoolRecord;
 use ballast_tests::aws::*;
 use ballast_tests::moto::Moto;
 use chrono::{DateTime, Duration, Utc};
@@ -544,7 +544,7 @@ async fn compute_eks_and_state_adapters_against_moto() {
 
     // The pool record is written with a version condition.
     let store = ballast_aws::DynamoStore::new(&d.sdk, TABLE);
-    let record = ballast_core::model::PoolRecord { fallback_units: 1, ..Default::default() };
+    let record = ballast_core::record::PoolRecord { fallback_units: 1, ..Default::default() };
     assert_eq!(store.save("general", &record, 0).await.unwrap(), 1);
     let conflict = store.save("general", &record, 0).await.unwrap_err();
     assert_eq!(conflict.kind, ErrorKind::Conflict, "{conflict}");

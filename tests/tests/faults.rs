@@ -39,13 +39,14 @@ use ballast_core::event::{
     NodeLifecycleDetail, PoolWaitsDetail, Signal,
 };
 use ballast_core::memory::{InMemory, World};
-use ballast_core::model::{AsgSize, Demand, LifecycleState, Market, NodeState, ObservedAsg, PoolRecord};
+use ballast_core::observe::{AsgSize, Demand, LifecycleState, Market, NodeState, ObservedAsg};
 use ballast_core::plan::LifecycleRef;
 use ballast_core::planner::SURPLUS_NOTE;
 use ballast_core::ports::{
     Autoscaling, Cluster, DrainReport, ErrorKind, FixedClock, PortError, StateStore, Urgency, Versioned,
 };
 use ballast_core::reconcile::{Budget, ReconcileError, Reconciler};
+use ballast_core::record::PoolRecord;
 use ballast_tests::{config_with_dry_run, state};
 use chrono::{DateTime, Duration, Utc};
 use proptest::prelude::*;
@@ -692,11 +693,15 @@ impl Harness {
             // Bounded whatever arrives, late or repeated: the record must fit DynamoDB's item.
             let size = serde_json::to_vec(learned).unwrap().len();
             prop_assert!(size < 48_000, "{at}: the learned history is {size} bytes");
-            prop_assert!((0..=4_000).contains(&learned.correction_permille), "{at}: {}", learned.correction_permille);
             prop_assert!(
-                learned.lead_secs.len() <= 20 && learned.lead_secs.iter().all(|&s| s < 3600),
+                (0..=4_000).contains(&learned.correction.correction_permille),
+                "{at}: {}",
+                learned.correction.correction_permille
+            );
+            prop_assert!(
+                learned.lead.lead_secs.len() <= 20 && learned.lead.lead_secs.iter().all(|&s| s < 3600),
                 "{at}: {:?}",
-                learned.lead_secs
+                learned.lead.lead_secs
             );
         }
         Ok(())
@@ -951,7 +956,7 @@ fn the_spot_only_pools_learner_times_a_launch_through_the_harness() {
         let ready = h.make(&Kind::NodeReady { pick: 0 }).unwrap();
         h.reconcile(vec![ready], Fault::None, CaMove::None, false);
         let record = h.ports.memory.world().pools.get(POOL).map(|p| p.record.clone()).unwrap_or_default();
-        let lead = record.learned.map(|l| l.lead_secs).unwrap_or_default();
+        let lead = record.learned.map(|l| l.lead.lead_secs).unwrap_or_default();
         // A run that died before saving took nothing in: its events come again (SQS).
         if matches!(fault, Fault::Crash(0)) && lead.is_empty() {
             continue;

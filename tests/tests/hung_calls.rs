@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use ballast_aws::{AwsAutoscaling, CallTimeouts, DynamoStore};
 use ballast_core::config::PoolConfig;
 use ballast_core::memory::{Call, InMemory};
-use ballast_core::model::{AsgSize, ObservedAsg};
+use ballast_core::observe::{AsgSize, ObservedAsg};
 use ballast_core::plan::LifecycleRef;
 use ballast_core::ports::{Autoscaling, Cluster, PortError, StateStore};
 use ballast_core::reconcile::Reconciler;

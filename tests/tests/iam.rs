@@ -14,8 +14,8 @@ use std::time::Duration as StdDuration;
 
 use ballast_core::config::Config;
 use ballast_core::event::PoolDemandDetail;
-use ballast_core::model::PoolRecord;
 use ballast_core::ports::{ConfigHome, StateStore, Urgency};
+use ballast_core::record::PoolRecord;
 use ballast_forwarder::bus::{EventBridgeBus, EventBus};
 use ballast_forwarder::publisher::Outgoing;
 use ballast_lambda::app::{connect_cluster, load_config};

@@ -5,15 +5,15 @@ use std::sync::Arc;
 
 use ballast_core::config::PoolConfig;
 use ballast_core::memory::{Call, InMemory};
-use ballast_core::model::AsgSize;
-use ballast_core::model::ObservedAsg;
-use ballast_core::model::PoolRecord;
+use ballast_core::observe::AsgSize;
+use ballast_core::observe::ObservedAsg;
 use ballast_core::plan::LifecycleRef;
 use ballast_core::ports::{Autoscaling, ErrorKind, PortError, StateStore, Urgency, Versioned};
 use ballast_core::ports::{Clock, FixedClock};
 use ballast_core::reconcile::Applied;
 use ballast_core::reconcile::Budget;
 use ballast_core::reconcile::Reconciler;
+use ballast_core::record::PoolRecord;
 use ballast_tests::*;
 use chrono::{DateTime, Duration, Utc};
 
@@ -398,7 +398,7 @@ async fn the_forwarders_demand_is_trusted_until_its_next_heartbeat_has_landed() 
     // The forwarder publishes each pool's demand at least every 5 min (its heartbeat);
     // the next one lands seconds after that. A tick between must not list every pod.
     use ballast_core::forwarder::DemandTiming;
-    use ballast_core::model::Demand;
+    use ballast_core::observe::Demand;
     let tick = fixture("scheduled-reconcile.json");
     let d = Deployment::new(config_with_dry_run(false), state("steady.json"), tick.time);
     let pool = d.reconciler.config.pool("general").unwrap().clone();
@@ -464,7 +464,7 @@ async fn a_storm_becomes_one_desired_write_per_asg_per_batch() {
     let template = asg.instances[0].clone();
     for n in 5..=40u64 {
         asg.instances
-            .push(ballast_core::model::AsgInstance { id: format!("i-0a1b2c3d4e5f6{n:04}"), ..template.clone() });
+            .push(ballast_core::observe::AsgInstance { id: format!("i-0a1b2c3d4e5f6{n:04}"), ..template.clone() });
     }
     asg.desired = asg.instances.len() as u32;
     let base = fixture("spot-interruption-terminate.json");
@@ -930,7 +930,7 @@ fn errors(out: &ballast_core::reconcile::BatchOutcome) -> Vec<String> {
 
 #[async_trait::async_trait]
 impl ballast_core::ports::Cluster for SlowCluster {
-    async fn pool_nodes(&self, pool: &PoolConfig) -> Result<Vec<ballast_core::model::NodeState>, PortError> {
+    async fn pool_nodes(&self, pool: &PoolConfig) -> Result<Vec<ballast_core::observe::NodeState>, PortError> {
         self.memory.pool_nodes(pool).await
     }
     async fn headroom_replicas(&self, pool: &PoolConfig) -> Result<Option<u32>, PortError> {
@@ -943,7 +943,7 @@ impl ballast_core::ports::Cluster for SlowCluster {
         &self,
         pool: &PoolConfig,
         now: DateTime<Utc>,
-    ) -> Result<Option<ballast_core::model::Demand>, PortError> {
+    ) -> Result<Option<ballast_core::observe::Demand>, PortError> {
         self.memory.pool_demand(pool, now).await
     }
     async fn cordon(&self, node: &str) -> Result<(), PortError> {
@@ -1845,8 +1845,10 @@ async fn a_lifecycle_action_waiting_for_another_runs_drain_keeps_its_hook_open()
     let memory = InMemory::new(state("steady.json"));
     let clock = FixedClock::new(event.time);
     // Another run lent the lease for its drain: it drains until 11 min from now.
-    memory.world().pools.entry("general".into()).or_default().record.draining =
-        Some(ballast_core::model::Draining { owner: "draining-run".into(), until: event.time + Duration::minutes(11) });
+    memory.world().pools.entry("general".into()).or_default().record.draining = Some(ballast_core::record::Draining {
+        owner: "draining-run".into(),
+        until: event.time + Duration::minutes(11),
+    });
     let autoscaling = TimedAutoscaling::new(&memory, &clock);
     let reconciler = reconciler_over(config, autoscaling.clone(), memory.clone(), &memory, clock.clone());
     let mut log = Vec::new();
@@ -1933,7 +1935,7 @@ async fn general_waiting_while_batch_drains(
     let memory = InMemory::new(state("steady.json"));
     let clock = FixedClock::new(general.time);
     memory.world().pools.entry("general".into()).or_default().record.draining =
-        Some(ballast_core::model::Draining { owner: "draining-run".into(), until: general.time + draining_for });
+        Some(ballast_core::record::Draining { owner: "draining-run".into(), until: general.time + draining_for });
     let mut cluster = SlowCluster::new(&memory, &clock);
     cluster.blocked = true;
     cluster.in_steps = true;
@@ -1995,7 +1997,7 @@ async fn runs_of_a_batch_that_only_wait_do_not_keep_each_other_waiting() {
     let memory = InMemory::new(state("steady.json"));
     let clock = FixedClock::new(general.time);
     for pool in ["general", "batch"] {
-        memory.world().pools.entry(pool.into()).or_default().record.draining = Some(ballast_core::model::Draining {
+        memory.world().pools.entry(pool.into()).or_default().record.draining = Some(ballast_core::record::Draining {
             owner: format!("draining-{pool}"),
             until: general.time + Duration::minutes(11),
         });
@@ -2207,7 +2209,7 @@ async fn the_kill_switch_undoes_a_live_runs_open_work_and_starts_nothing() {
     let leaving_node = nodes.remove(1);
     for asg in &mut world.asgs {
         for i in asg.instances.iter_mut().filter(|i| i.id == leaving) {
-            i.lifecycle_state = ballast_core::model::LifecycleState::TerminatingWait;
+            i.lifecycle_state = ballast_core::observe::LifecycleState::TerminatingWait;
         }
     }
     let record = &mut world.pools.get_mut("general").unwrap().record;

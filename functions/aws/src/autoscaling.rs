@@ -5,7 +5,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use async_trait::async_trait;
 use aws_sdk_autoscaling::types::{AutoScalingGroup, Filter, LifecycleState as SdkLifecycle, ScalingActivityStatusCode};
 use ballast_core::config::{resolve_pool_asgs, AsgRef, AsgSelector, PoolConfig};
-use ballast_core::model::{ActivityStatus, AsgInstance, AsgSize, LifecycleState, Market, ObservedAsg, ScalingActivity};
+use ballast_core::observe::{
+    ActivityStatus, AsgInstance, AsgSize, LifecycleState, Market, ObservedAsg, ScalingActivity,
+};
 use ballast_core::plan::LifecycleRef;
 use ballast_core::ports::{Autoscaling, ErrorKind, PortError};
 use chrono::{DateTime, Utc};

@@ -10,10 +10,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, PutRequest, WriteRequest};
-use ballast_core::model::PoolRecord;
 use ballast_core::ports::{
     ConfigVersions, ErrorKind, PortError, StateStore, Urgency, VersionNote, Versioned, LEASE_CLAIM_FOR,
 };
+use ballast_core::record::PoolRecord;
 use chrono::{DateTime, Utc};
 
 use crate::classify;
@@ -359,7 +359,7 @@ impl ConfigVersions for DynamoStore {
 mod tests {
     use super::*;
     use ballast_core::event::InstanceAction;
-    use ballast_core::model::{
+    use ballast_core::record::{
         CapacityCall, Disruption, DisruptionKind, Interruption, InterruptionCause, Journal, Surge,
     };
 
@@ -454,7 +454,7 @@ mod tests {
     /// the 5,000 interruptions the README bounds the record for, it still fits.
     #[test]
     fn a_failback_step_of_a_10000_instance_asg_beside_5000_interruptions_fits() {
-        use ballast_core::model::FailbackStep;
+        use ballast_core::record::FailbackStep;
         let mut id = instance_ids();
         let storm = a_storm_of(&(0..5000).map(|_| id()).collect::<Vec<_>>());
         let mut sizes = Vec::new();

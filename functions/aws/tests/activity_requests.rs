@@ -8,7 +8,7 @@ use aws_smithy_runtime_api::http::StatusCode;
 use aws_smithy_types::body::SdkBody;
 use ballast_aws::AwsAutoscaling;
 use ballast_core::config::Config;
-use ballast_core::model::ActivityStatus;
+use ballast_core::observe::ActivityStatus;
 use ballast_core::ports::Autoscaling;
 
 fn ok(body: &'static str) -> HttpResponse {

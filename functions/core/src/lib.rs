@@ -10,11 +10,12 @@ pub mod forwarder;
 pub mod learn;
 #[cfg(feature = "test-doubles")]
 pub mod memory;
-pub mod model;
+pub mod observe;
 pub mod plan;
 pub mod planner;
 pub mod ports;
 pub mod quantile;
 pub mod reconcile;
+pub mod record;
 pub mod snapshot;
 pub mod units;

@@ -13,12 +13,13 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use crate::config::{resolve_pool_asgs, AsgRef, Config, PoolConfig};
-use crate::model::{AsgInstance, AsgSize, Demand, LifecycleState, Market, NodeState, ObservedAsg, PoolRecord};
+use crate::observe::{AsgInstance, AsgSize, Demand, LifecycleState, Market, NodeState, ObservedAsg};
 use crate::plan::LifecycleRef;
 use crate::ports::{
     may_take_lease, note_lease_claim, Autoscaling, Cluster, DeadLetters, DrainReport, ErrorKind, PortError, StateStore,
     Urgency, Versioned,
 };
+use crate::record::PoolRecord;
 use crate::snapshot::{self, Snapshot};
 
 /// The whole emulated world of a deployment.

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::model::PoolRecord;
+use crate::record::PoolRecord;
 use crate::units::HumanDuration;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

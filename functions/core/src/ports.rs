@@ -13,8 +13,9 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::config::PoolConfig;
-use crate::model::{AsgSize, Demand, NodeState, ObservedAsg, PoolRecord};
+use crate::observe::{AsgSize, Demand, NodeState, ObservedAsg};
 use crate::plan::LifecycleRef;
+use crate::record::PoolRecord;
 
 /// Whether trying again can help.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

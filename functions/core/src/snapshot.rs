@@ -15,9 +15,10 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{resolve_pool_asgs, AsgRef, PoolConfig};
-use crate::model::{AsgSize, Demand, NodeState, ObservedAsg, PoolRecord};
+use crate::observe::{AsgSize, Demand, NodeState, ObservedAsg};
 use crate::plan::LifecycleRef;
 use crate::ports::{Autoscaling, Cluster, DrainReport, ErrorKind, PortError, StateStore, Versioned};
+use crate::record::PoolRecord;
 
 /// A deployment as Ballast observes it at one moment.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use ballast_core::config::PoolConfig;
-use ballast_core::model::{Demand, NodeState};
+use ballast_core::observe::{Demand, NodeState};
 use ballast_core::ports::{Cluster, DrainReport, ErrorKind, PortError};
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::apps::v1::Deployment;

@@ -133,8 +133,8 @@ pub fn emf(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ballast_core::model::PoolRecord;
     use ballast_core::plan::Action;
+    use ballast_core::record::PoolRecord;
 
     #[test]
     fn one_line_of_embedded_metric_format_per_pool() {

@@ -18,9 +18,9 @@ use ballast_core::event::{
     PodsUnschedulableDetail, PoolDemandDetail, PoolWaitsDetail, Signal,
 };
 use ballast_core::forwarder::{DemandTiming, Requests, UnschedulableTiming};
-use ballast_core::model::{
+use ballast_core::observe::{
     ActivityStatus, AsgInstance, AsgSize, Demand, LifecycleState, Market as CoreMarket, NodeState, ObservedAsg,
-    PoolRecord, ScalingActivity,
+    ScalingActivity,
 };
 use ballast_core::plan::{HeadroomDecision, LifecycleRef};
 use ballast_core::ports::{
@@ -28,6 +28,7 @@ use ballast_core::ports::{
     Urgency, Versioned,
 };
 use ballast_core::reconcile::{Budget, Reconciler};
+use ballast_core::record::PoolRecord;
 use ballast_core::snapshot::pool_asgs;
 use chrono::{DateTime, Utc};
 

@@ -1136,11 +1136,11 @@ fn the_lead_time_is_learned_from_launch_and_node_ready_events() {
     let sim = started(&sc, Strategy::Ballast, 1, 9 * 60 * MINUTE + 20 * MINUTE);
     let record = sim.ballast.as_ref().unwrap().record(0).unwrap();
     let learned = record.learned.unwrap();
-    assert!(!learned.lead_secs.is_empty(), "the burst launched nodes");
-    assert!(learned.lead_secs.iter().all(|&s| s == 45), "{:?}", learned.lead_secs);
-    println!("lead times {:?} s, reactions {:?} s", learned.lead_secs, learned.reaction_secs);
-    assert!(!learned.reaction_secs.is_empty(), "the burst's pods waited for cluster-autoscaler");
-    assert!(learned.reaction_secs.iter().all(|&s| s <= 10), "{:?}", learned.reaction_secs);
+    assert!(!learned.lead.lead_secs.is_empty(), "the burst launched nodes");
+    assert!(learned.lead.lead_secs.iter().all(|&s| s == 45), "{:?}", learned.lead.lead_secs);
+    println!("lead times {:?} s, reactions {:?} s", learned.lead.lead_secs, learned.reaction.reaction_secs);
+    assert!(!learned.reaction.reaction_secs.is_empty(), "the burst's pods waited for cluster-autoscaler");
+    assert!(learned.reaction.reaction_secs.iter().all(|&s| s <= 10), "{:?}", learned.reaction.reaction_secs);
     assert!(learned.reaction().1);
 }
 

@@ -16,7 +16,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use ballast_core::memory::World;
-use ballast_core::model::LifecycleState;
+use ballast_core::observe::LifecycleState;
 use chrono::{DateTime, Duration, Utc};
 
 use super::{CaMove, OD, SPOT};

@@ -3,8 +3,9 @@
 
 use super::{since, Work};
 use crate::config::PoolConfig;
-use crate::model::{FailbackStep, LifecycleState, Move, ObservedAsg, SurgeMove};
+use crate::observe::{LifecycleState, ObservedAsg};
 use crate::plan::ActionKind;
+use crate::record::{FailbackStep, Move, SurgeMove};
 
 /// How long a failback step's victims may take to drain before they are released:
 /// a few drain attempts, one per reconcile.

@@ -11,7 +11,7 @@
 //! longer live. A call known to have landed is never repeated.
 
 use super::{is_live, Work};
-use crate::model::{CapacityCall, Journal, Move, OwedLower, SurgeMove};
+use crate::record::{CapacityCall, Journal, Move, OwedLower, SurgeMove};
 
 impl Work<'_> {
     pub(super) fn settle_journal(&mut self) {
@@ -229,7 +229,7 @@ impl Work<'_> {
         }
         for asg in asgs {
             let Some(desired) = self.observed.asg(&asg).map(|a| a.desired) else { continue };
-            let waiting = |i: &crate::model::Interruption| {
+            let waiting = |i: &crate::record::Interruption| {
                 !i.terminated && i.surge.as_ref().is_some_and(|s| s.asg == asg && s.holds_at.is_some())
             };
             let holds_at = self

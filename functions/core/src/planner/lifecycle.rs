@@ -2,7 +2,7 @@
 //! again when the run that planned it is over and it still waits.
 
 use super::Work;
-use crate::model::LifecycleState;
+use crate::observe::LifecycleState;
 use crate::plan::{ActionKind, LifecycleRef};
 use crate::units::HumanDuration;
 

@@ -35,8 +35,9 @@ use chrono::{DateTime, Utc};
 
 use crate::config::PoolConfig;
 use crate::event::{Event, Signal};
-use crate::model::{CapacityCall, Journal, ObservedAsg, ObservedPool, PoolRecord};
+use crate::observe::{ObservedAsg, ObservedPool};
 use crate::plan::{Action, ActionKind, HeadroomDecision, Plan};
+use crate::record::{CapacityCall, Journal, PoolRecord};
 
 /// How far ahead of `now` an event's time may be (clock skew between EventBridge, the
 /// forwarder and Lambda); a time further ahead is taken as `now`, with a note.
@@ -107,9 +108,9 @@ struct Work<'a> {
     failing: BTreeMap<String, String>,
     moved_this_plan: bool,
     /// Lowers of this plan owed whatever its own raises do (see `Journal::owed`).
-    owed: Vec<crate::model::OwedLower>,
+    owed: Vec<crate::record::OwedLower>,
     /// This plan's moves (see `Journal::moves`).
-    moves: Vec<crate::model::Move>,
+    moves: Vec<crate::record::Move>,
     /// This plan's number, should it journal capacity calls.
     seq: u64,
     actions: Vec<Action>,
@@ -196,7 +197,7 @@ impl<'a> Work<'a> {
             // Owed even if this plan's raises do not land; if the slots fill before it is
             // made, as many instances are withdrawn instead.
             let floor = floor.max(asg.min);
-            self.owed.push(crate::model::OwedLower {
+            self.owed.push(crate::record::OwedLower {
                 asg: asg_name.to_string(),
                 by: lower,
                 raised: vec![(asg_name.to_string(), floor, floor + lower)],

@@ -19,7 +19,7 @@
 use chrono::Duration;
 
 use super::{is_live, Work};
-use crate::model::{CapacityCall, Journal, OwnRaise};
+use crate::record::{CapacityCall, Journal, OwnRaise};
 
 /// How long after a raise another writer's undoing of it is looked for: twice
 /// cluster-autoscaler's cache refresh (one missed refresh) and a scan, rounded up. Beyond

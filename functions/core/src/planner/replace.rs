@@ -3,8 +3,8 @@
 
 use super::Work;
 use crate::event::InstanceAction;
-use crate::model::{Interruption, InterruptionCause, Surge};
 use crate::plan::{ActionKind, LifecycleRef};
+use crate::record::{Interruption, InterruptionCause, Surge};
 use crate::units::HumanDuration;
 
 /// The least drain a spot warning's node is given once its time after the warning is

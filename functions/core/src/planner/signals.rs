@@ -7,9 +7,10 @@ use super::Work;
 use crate::config::RebalancePolicy;
 use crate::event::{Event, LaunchError, NodeCondition, Signal};
 use crate::learn::WaitsSeen;
-use crate::model::{
-    ActivityStatus, Demand, Disruption, DisruptionKind, HeadroomOverride, Interruption, InterruptionCause,
-    LifecycleState, Market, PendingLifecycleAction, ReportedLaunchError, Unavailable, UnschedulableSeen,
+use crate::observe::{ActivityStatus, Demand, LifecycleState, Market};
+use crate::record::{
+    Disruption, DisruptionKind, HeadroomOverride, Interruption, InterruptionCause, PendingLifecycleAction,
+    ReportedLaunchError, Unavailable, UnschedulableSeen,
 };
 
 /// How long reported launch errors are remembered, to report each once.

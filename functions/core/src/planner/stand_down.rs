@@ -8,8 +8,9 @@
 //! drains, no headroom change. The journal is kept for when the pool goes live again.
 
 use super::{PlanInput, Work};
-use crate::model::{InterruptionCause, ObservedPool, PoolRecord};
+use crate::observe::ObservedPool;
 use crate::plan::Plan;
+use crate::record::{InterruptionCause, PoolRecord};
 
 /// Whether the live record holds work a stand-down undoes.
 pub fn has_open_work(record: &PoolRecord) -> bool {

@@ -14,9 +14,10 @@ use super::{
     SETTLE_ATTEMPTS,
 };
 use crate::config::PoolConfig;
-use crate::model::{AsgSize, CapacityCall, PoolRecord};
+use crate::observe::AsgSize;
 use crate::plan::{Action, ActionKind, LifecycleRef, Plan};
 use crate::ports::{Autoscaling, Clock, Cluster, DrainReport, ErrorKind, PortError, StateStore};
+use crate::record::{CapacityCall, PoolRecord};
 
 /// One plan being applied: the record as journaled so far and its version.
 pub(super) struct Run<'a> {
@@ -393,7 +394,7 @@ pub(super) fn rebase(asg: &str, from: u32, to: u32, size: &AsgSize) -> Result<u3
 #[cfg(test)]
 mod tests {
     use super::rebase;
-    use crate::model::AsgSize;
+    use crate::observe::AsgSize;
 
     #[test]
     fn a_raise_that_no_longer_fits_under_max_is_not_made() {

@@ -4,9 +4,9 @@
 
 use super::apply::{is_capacity_call, rebase, Run};
 use super::{Reconciler, MAX_ATTEMPTS};
-use crate::model::{CapacityCall, PoolRecord};
 use crate::plan::{ActionKind, Plan};
 use crate::ports::{Autoscaling, Clock, Cluster, ErrorKind, PortError, StateStore};
+use crate::record::{CapacityCall, PoolRecord};
 
 impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K> {
     /// Marks the journal's next open call for this effect done (or rewrites it first,

@@ -13,9 +13,9 @@ use super::{
 };
 use crate::config::PoolConfig;
 use crate::event::{Event, Signal};
-use crate::model::Draining;
 use crate::plan::LifecycleRef;
 use crate::ports::{Autoscaling, Clock, Cluster, ErrorKind, PortError, StateStore, Urgency};
+use crate::record::Draining;
 
 impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K> {
     /// As [`Self::reconcile`], counted in `working` from when the pool is its own (the

@@ -13,10 +13,11 @@ use super::{
 };
 use crate::config::{check_one_role, AsgRef, PoolConfig};
 use crate::event::{Event, Signal};
-use crate::model::{ObservedPool, PoolRecord};
+use crate::observe::ObservedPool;
 use crate::plan::Plan;
 use crate::planner::{plan, PlanInput, CLOCK_SKEW};
 use crate::ports::{Autoscaling, Clock, Cluster, ErrorKind, PortError, StateStore, Urgency, Versioned};
+use crate::record::PoolRecord;
 
 impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K> {
     /// One pool: lease, observe, plan, write the record, apply.

@@ -16,7 +16,7 @@ pub use percent::{headroom_percent, headroom_replicas, PercentInForce, PercentSo
 use super::Work;
 use crate::config::HeadroomConfig;
 use crate::learn::{DecidedBy, History, Rise};
-use crate::model::Demand;
+use crate::observe::Demand;
 use crate::plan::{ActionKind, HeadroomDecision};
 
 /// What a strategy is given of the planner's state.

@@ -5,7 +5,8 @@ use serde::Serialize;
 
 use super::{Bounded, Given, Reason, Strategy, Wanted};
 use crate::config::HeadroomConfig;
-use crate::model::{Demand, DisruptionKind, PoolRecord};
+use crate::observe::Demand;
+use crate::record::{DisruptionKind, PoolRecord};
 use crate::units::{format_cpu_millis, format_memory_bytes};
 
 /// Where the percent in force comes from.

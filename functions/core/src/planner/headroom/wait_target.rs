@@ -8,7 +8,8 @@ use super::percent::{self, headroom_replicas};
 use super::{Bounded, Given, Reason, Strategy, Wanted};
 use crate::config::{HeadroomConfig, WaitTarget};
 use crate::learn::{Basis, History, Prediction, Rise, SLOT_MINUTES};
-use crate::model::{Demand, ObservedPool, PoolRecord};
+use crate::observe::{Demand, ObservedPool};
+use crate::record::PoolRecord;
 use crate::units::{format_cpu_millis, format_memory_bytes};
 
 /// Takes this run into the learner while a target is set and predicts the coming
@@ -156,7 +157,7 @@ fn measured(given: &Given) -> String {
         (0, _) => last,
         (pods, over) => format!(
             "{last}; {over} of {pods} first starts over the target in {} days kept ({:.1} %, the target allows {} %)",
-            history.days.len(),
+            history.seasonal.days.len(),
             f64::from(over) * 100.0 / f64::from(pods),
             crate::learn::WAIT_BUDGET * 100.0,
         ),
@@ -172,7 +173,7 @@ fn last_measured(history: &History, now: DateTime<Utc>) -> String {
             last.format("%H:%MZ")
         );
     }
-    match history.waits {
+    match history.correction.waits {
         // The last window with pods is over an hour old, maybe yesterday's: dated.
         Some(w) => format!(
             "last measured p95 wait {:.1} s over {} pods (to {})",

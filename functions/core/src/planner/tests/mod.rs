@@ -9,8 +9,9 @@ use crate::config::Config;
 use crate::event::{
     CapacityError, Event, InstanceAction, InstanceState, LaunchError, LaunchFailure, LifecycleAction, Signal,
 };
-use crate::model::*;
+use crate::observe::*;
 use crate::plan::ActionKind;
+use crate::record::*;
 
 const CONFIG: &str = r#"
 cluster: c

@@ -158,24 +158,27 @@ fn a_window_from_a_clock_ahead_is_taken_as_ending_now_and_later_windows_still_co
     let record = PoolRecord { learned: Some(history), ..Default::default() };
     let ahead = waits_event(Utc.with_ymd_and_hms(9999, 12, 31, 0, 0, 0).unwrap(), 30, 2.0);
     let p = learned_plan(&cfg, &record, &[ahead], at);
-    assert_eq!(p.record.learned.as_ref().unwrap().waits.unwrap().window_end, at);
+    assert_eq!(p.record.learned.as_ref().unwrap().correction.waits.unwrap().window_end, at);
     let next =
         learned_plan(&cfg, &p.record, &[waits_event(at + Duration::minutes(5), 30, 3.0)], at + Duration::minutes(5));
-    assert_eq!(next.record.learned.as_ref().unwrap().waits.unwrap().p95_ms, 3_000);
+    assert_eq!(next.record.learned.as_ref().unwrap().correction.waits.unwrap().p95_ms, 3_000);
 }
 
 #[test]
 fn a_new_target_starts_the_learning_again_but_keeps_the_lead_times() {
     let (mut history, at) = ramp_history();
-    history.lead_secs = vec![90, 95];
-    history.correction_permille = 2_000;
+    history.lead.lead_secs = vec![90, 95];
+    history.correction.correction_permille = 2_000;
     let record = PoolRecord { learned: Some(history), ..Default::default() };
     let mut cfg = target_config(None);
     cfg.pools[0].headroom.target.as_mut().unwrap().wait_p95 = "30s".parse().unwrap();
     let p = learned_plan(&cfg, &record, &[], at);
     let learned = p.record.learned.as_ref().unwrap();
-    assert_eq!((learned.allowed_wait_ms, learned.correction(), learned.lead_secs.clone()), (30_000, 1.0, vec![90, 95]));
-    assert!(learned.days.iter().all(|d| d.date == at.date_naive()), "only what was seen since");
+    assert_eq!(
+        (learned.allowed_wait_ms, learned.correction(), learned.lead.lead_secs.clone()),
+        (30_000, 1.0, vec![90, 95])
+    );
+    assert!(learned.seasonal.days.iter().all(|d| d.date == at.date_naive()), "only what was seen since");
     assert!(!p.headroom.unwrap().learned, "no past day under the new target: percent");
 }
 
@@ -230,7 +233,7 @@ fn percent_is_used_until_a_past_day_shows_the_time_and_an_override_wins_over_the
             && reason.contains("measured p95 wait last hour ≤ 70.0 s over 12 pods (1 window"),
         "{reason}"
     );
-    assert_eq!(fresh.record.learned.as_ref().unwrap().last_look, Some(now()), "learning starts at once");
+    assert_eq!(fresh.record.learned.as_ref().unwrap().lead.last_look, Some(now()), "learning starts at once");
     let (history, at) = ramp_history();
     let record = PoolRecord {
         learned: Some(history),
@@ -337,7 +340,7 @@ fn a_launch_is_timed_from_its_launch_event_to_its_node_ready_event() {
     );
     let first = run(&cfg, &PoolRecord::default(), &observed, std::slice::from_ref(&launch), at);
     let history = first.record.learned.as_ref().unwrap();
-    assert_eq!(history.launching[&launched].seen, at - Duration::seconds(37), "dated by the event, not the look");
+    assert_eq!(history.lead.launching[&launched].seen, at - Duration::seconds(37), "dated by the event, not the look");
     let ready_at = at + Duration::seconds(121);
     let ready = event(
         Signal::NodeLifecycle(crate::event::NodeLifecycleDetail {
@@ -356,11 +359,11 @@ fn a_launch_is_timed_from_its_launch_event_to_its_node_ready_event() {
     later.nodes = pool().spot("spot-a", sized(2).live(3)).build().nodes;
     let second = run(&cfg, &first.record, &later, &[ready], ready_at + Duration::seconds(60));
     let history = second.record.learned.as_ref().unwrap();
-    assert_eq!(history.lead_secs, [158], "37 s before the first look to 121 s after it");
-    assert!(!history.launching.contains_key(&launched));
+    assert_eq!(history.lead.lead_secs, [158], "37 s before the first look to 121 s after it");
+    assert!(!history.lead.launching.contains_key(&launched));
     // The same launch event again, late: the node is Ready, nothing is followed.
     let third = run(&cfg, &second.record, &later, &[launch], ready_at + Duration::seconds(120));
-    assert!(!third.record.learned.as_ref().unwrap().launching.contains_key(&launched));
+    assert!(!third.record.learned.as_ref().unwrap().lead.launching.contains_key(&launched));
 }
 
 /// Cluster-autoscaler's reaction, from the events that date both ends: the forwarder's
@@ -398,7 +401,7 @@ fn cluster_autoscalers_reaction_is_timed_from_new_unschedulable_pods_to_the_earl
     let reactions = |events: &[Event], observed: &ObservedPool| {
         let p = run(&cfg, &PoolRecord::default(), observed, events, at);
         let later = run(&cfg, &p.record, observed, &[], pending + Duration::minutes(5));
-        later.record.learned.unwrap().reaction_secs
+        later.record.learned.unwrap().reaction.reaction_secs
     };
     // Reported 3 s after the pods; the later launch's event comes first.
     let timed = [
@@ -408,7 +411,7 @@ fn cluster_autoscalers_reaction_is_timed_from_new_unschedulable_pods_to_the_earl
     ];
     assert_eq!(reactions(&timed, &observed), [12]);
     let p = run(&cfg, &PoolRecord::default(), &observed, &timed, at);
-    assert!(p.record.learned.as_ref().unwrap().reaction_secs.is_empty(), "not before every launch is in");
+    assert!(p.record.learned.as_ref().unwrap().reaction.reaction_secs.is_empty(), "not before every launch is in");
     // Pods pending for a minute already (and newer ones with them): they wait on what a
     // launch did not answer, or the report was delayed; nothing (70 s if it were taken).
     let old =
@@ -435,7 +438,7 @@ fn cluster_autoscalers_reaction_is_timed_from_new_unschedulable_pods_to_the_earl
     let watched = run(&cfg, &PoolRecord::default(), &observed, &[], at - Duration::minutes(1));
     let p = run(&cfg, &watched.record, &with_activity, &[unschedulable(pending, pending)], at);
     let later = run(&cfg, &p.record, &with_activity, &[], pending + Duration::minutes(5));
-    assert_eq!(later.record.learned.unwrap().reaction_secs, [14]);
+    assert_eq!(later.record.learned.unwrap().reaction.reaction_secs, [14]);
     // Without a target nothing is learned.
     let plain = run(&config(), &PoolRecord::default(), &observed, &timed, at);
     assert_eq!(plain.record.learned, None);
@@ -449,11 +452,11 @@ fn a_wait_target_says_what_it_observed_and_which_weekday_it_learned_from() {
     let cfg = target_config(None);
     let (mut history, _) = ramp_history();
     let monday = chrono::NaiveDate::from_ymd_opt(2026, 11, 16).unwrap();
-    let mut week_before = history.days.iter().find(|d| d.date == monday).unwrap().clone();
+    let mut week_before = history.seasonal.days.iter().find(|d| d.date == monday).unwrap().clone();
     week_before.date = monday - Duration::days(7);
-    history.days.insert(0, week_before);
-    history.lead_secs = vec![150; 5];
-    history.reaction_secs = vec![8];
+    history.seasonal.days.insert(0, week_before);
+    history.lead.lead_secs = vec![150; 5];
+    history.reaction.reaction_secs = vec![8];
     let next_monday = Utc.with_ymd_and_hms(2026, 11, 23, 8, 55, 0).unwrap();
     let record = PoolRecord { learned: Some(history), ..Default::default() };
     let p = learned_plan(&cfg, &record, &[], next_monday);
@@ -491,7 +494,7 @@ fn a_dry_run_judges_waits_against_the_pause_pods_the_cluster_runs() {
     };
     let p = plan_at(&PoolRecord { learned: Some(history), ..Default::default() }, &[], at);
     assert!(p.headroom.unwrap().replicas > 1, "a live run would hold more");
-    let held = p.record.learned.as_ref().unwrap().held.last().copied().unwrap();
+    let held = p.record.learned.as_ref().unwrap().held.decisions.last().copied().unwrap();
     assert_eq!(held.room.cpu_millis, cfg.pools[0].headroom.pod_cpu_millis, "one pod's room: what runs");
     assert!(!held.seasonal && !held.at_max);
     let mut record = p.record;
@@ -504,8 +507,8 @@ fn a_dry_run_judges_waits_against_the_pause_pods_the_cluster_runs() {
     // within the room it decided, which a live run would have held.
     let learned = record.learned.as_ref().unwrap();
     assert_eq!(learned.correction(), 1.0, "no sign the prediction was short");
-    assert_eq!(learned.missed, crate::learn::Rise::default(), "nor a burst a live run would have missed");
-    assert!(learned.held.iter().all(|h| h.decided.is_some()), "what was decided is kept beside what ran");
+    assert_eq!(learned.correction.missed, crate::learn::Rise::default(), "nor a burst a live run would have missed");
+    assert!(learned.held.decisions.iter().all(|h| h.decided.is_some()), "what was decided is kept beside what ran");
 }
 
 /// The forwarder's buckets say how many first starts waited past the target, whatever

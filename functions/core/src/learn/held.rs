@@ -1,0 +1,124 @@
+//! Room held: what the pause pods held at each recent decision, and what decided it,
+//! so that a window's measured waits are judged against the room that was in place.
+
+use chrono::{DateTime, Duration, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::correction::FEW_POOLED_OVER;
+use super::{merge_shortest, DecidedBy, Rise};
+
+/// Decisions of room held kept (one per change; over the bound, neighbours merge).
+pub(super) const MAX_HELD: usize = 96;
+
+/// The held-room learner's memory.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HeldRoom {
+    /// The room the pause pods held at each recent decision (over the last lead time, an
+    /// hour of pooled windows and a window), and whether `headroom.max` held them below
+    /// what was asked.
+    pub decisions: Vec<Held>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Held {
+    pub at: DateTime<Utc>,
+    pub room: Rise,
+    pub at_max: bool,
+    /// An override decided it: what waits then measure says nothing of the learning.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub overridden: bool,
+    /// The seasonal prediction decided it (not the percent, while history was short).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub seasonal: bool,
+    /// In a dry run, the room decided but not applied (`room` is what the cluster runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided: Option<Rise>,
+}
+
+/// The room held over a span, as [`HeldRoom::over`] sums it up.
+pub(super) struct HeldOver {
+    pub(super) least: Rise,
+    pub(super) decided: Rise,
+    /// `max` held the pods down or an override decided them at some point.
+    pub(super) not_ours: bool,
+    /// An override decided them at some point.
+    pub(super) overridden: bool,
+    pub(super) seasonal: bool,
+    /// A dry run decided them at some point: the cluster ran other room.
+    pub(super) dry_run: bool,
+}
+
+impl HeldRoom {
+    /// What the pause pods hold from `at`, kept over the longest span a measurement
+    /// covers given the lead time `lead`.
+    pub(super) fn hold(
+        &mut self,
+        at: DateTime<Utc>,
+        room: Rise,
+        at_max: bool,
+        by: DecidedBy,
+        decided: Option<Rise>,
+        lead: Duration,
+    ) {
+        let (overridden, seasonal) = (by == DecidedBy::Override, by == DecidedBy::Seasonal);
+        let next = Held { at, room, at_max, overridden, seasonal, decided };
+        if self.decisions.last().is_some_and(|h| Held { at, ..*h } == next) {
+            return;
+        }
+        // Kept over the longest span a measurement covers (pooled windows of few pods).
+        let keep_from = at - lead - FEW_POOLED_OVER - Duration::minutes(15);
+        let first_kept = self.decisions.iter().rposition(|h| h.at <= keep_from).unwrap_or(0);
+        self.decisions.drain(..first_kept);
+        self.decisions.push(next);
+        // Over the bound (decisions changing every few seconds in a scale-up), the two
+        // neighbours holding for the shortest time become one that says the least of both:
+        // the lower room, `max` or an override if either, seasonal only if both. The span
+        // stays covered; what it is judged against errs towards not raising on a miss.
+        merge_shortest(
+            &mut self.decisions,
+            MAX_HELD,
+            |h| h.at,
+            |first, second| Held {
+                at: first.at,
+                room: first.room.min(second.room),
+                at_max: first.at_max || second.at_max,
+                overridden: first.overridden || second.overridden,
+                seasonal: first.seasonal && second.seasonal,
+                decided: match (first.decided, second.decided) {
+                    (None, None) => None,
+                    (a, b) => Some(a.unwrap_or(first.room).min(b.unwrap_or(second.room))),
+                },
+            },
+        );
+    }
+
+    /// The least room held over `[from, to]` (nothing recorded over the span, no
+    /// decision yet, is no room) and the least decided (the same but in a dry run),
+    /// whether at some point of it `max` held the pods down or an override decided them,
+    /// and whether the seasonal prediction decided all of it.
+    pub(super) fn over(&self, from: DateTime<Utc>, to: DateTime<Utc>) -> HeldOver {
+        let start = self.decisions.iter().rposition(|h| h.at <= from).unwrap_or(0);
+        let mut during = self.decisions[start..].iter().filter(|h| h.at <= to).peekable();
+        if during.peek().is_none() {
+            return HeldOver {
+                least: Rise::default(),
+                decided: Rise::default(),
+                not_ours: false,
+                overridden: false,
+                seasonal: false,
+                dry_run: false,
+            };
+        }
+        let most = Rise { cpu_millis: u64::MAX, memory_bytes: u64::MAX };
+        let start =
+            HeldOver { least: most, decided: most, not_ours: false, overridden: false, seasonal: true, dry_run: false };
+        during.fold(start, |over, h| HeldOver {
+            least: over.least.min(h.room),
+            decided: over.decided.min(h.decided.unwrap_or(h.room)),
+            not_ours: over.not_ours || h.at_max || h.overridden,
+            overridden: over.overridden || h.overridden,
+            seasonal: over.seasonal && h.seasonal,
+            dry_run: over.dry_run || h.decided.is_some(),
+        })
+    }
+}

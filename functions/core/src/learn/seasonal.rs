@@ -1,0 +1,205 @@
+//! Seasonal rises: how much demand rose within one absorb span, kept per 15-minute slot
+//! of each day in a ring of at most `target.history` days, and the rise under way now.
+
+use chrono::{DateTime, Duration, NaiveDate, TimeZone, Utc};
+use chrono_tz::Tz;
+use serde::{Deserialize, Serialize};
+
+use super::{day_slot, merge_shortest, mib, quantile, Basis, Rise};
+
+pub const SLOT_MINUTES: i64 = 15;
+pub const SLOTS_PER_DAY: usize = (24 * 60 / SLOT_MINUTES) as usize;
+/// Demand samples kept for the rise within the absorb span (lows only; over the bound,
+/// neighbours merge).
+pub(super) const MAX_RECENT: usize = 64;
+
+/// The seasonal learner's memory.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Seasonal {
+    /// Largest rise within the absorb span (see `History::absorb_span`) ending in each
+    /// slot, per day (in the history's time zone), oldest first.
+    pub days: Vec<DayRises>,
+    /// Demand samples of the last absorb span and the last one before it: only the lows
+    /// (see [`Seasonal::sample`]), at most 64.
+    pub recent: Vec<DemandSample>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DayRises {
+    pub date: NaiveDate,
+    /// Per slot, `None` where nothing was observed.
+    pub cpu_millis: Vec<Option<u32>>,
+    pub memory_mib: Vec<Option<u32>>,
+    /// First starts measured in windows ending this day, counted with how many waited
+    /// longer than the target (only windows whose forwarder counts them).
+    #[serde(default)]
+    pub pods: u32,
+    #[serde(default)]
+    pub pods_over: u32,
+    /// The most first starts one window of the day counted.
+    #[serde(default)]
+    pub most_pods: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DemandSample {
+    pub at: DateTime<Utc>,
+    pub cpu_millis: u64,
+    pub memory_bytes: u64,
+    /// The earliest time it stands for, when earlier samples it undercut were dropped
+    /// (see [`Seasonal::sample`]); `at` otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<DateTime<Utc>>,
+}
+
+impl DemandSample {
+    pub(super) fn since(&self) -> DateTime<Utc> {
+        self.since.unwrap_or(self.at)
+    }
+}
+
+/// The same local time `days` days before `at` in `tz` (the later instant where that
+/// local time is skipped or repeated by a daylight saving change).
+fn days_before(at: DateTime<Utc>, days: i64, tz: Tz) -> Option<DateTime<Utc>> {
+    let local = at.with_timezone(&tz).naive_local().checked_sub_signed(Duration::days(days))?;
+    let found = tz.from_local_datetime(&local);
+    let found = found.latest().or_else(|| tz.from_local_datetime(&(local + Duration::hours(1))).latest())?;
+    Some(found.with_timezone(&Utc))
+}
+
+impl Seasonal {
+    /// A demand sample: the rise since the lowest demand within the absorb span `absorb`
+    /// goes into the sample's slot.
+    pub(super) fn sample(&mut self, s: DemandSample, absorb: Duration, tz: Tz) {
+        if self.recent.last().is_some_and(|last| last.at >= s.at) {
+            return;
+        }
+        let start = s.at - absorb;
+        // The last sample standing for a time at or before the window's start is the
+        // demand at its start.
+        let before = self.recent.iter().rposition(|r| r.since() <= start).unwrap_or(0);
+        self.recent.drain(..before);
+        // No span (a new node comes within the allowed wait): nothing needs room.
+        let within = if start < s.at { self.recent.as_slice() } else { &[] };
+        let floor = |f: fn(&DemandSample) -> u64| within.iter().map(f).min().unwrap_or(f(&s)).min(f(&s));
+        let rise_cpu = s.cpu_millis - floor(|r| r.cpu_millis);
+        let rise_mem = s.memory_bytes - floor(|r| r.memory_bytes);
+        // The samples just before this one that it undercuts in CPU and memory are no
+        // window's low any more (a window holding them holds it): it stands for their time
+        // instead. So reconciles every few seconds at a flat demand keep one sample, and
+        // the span's start is not pushed out by their number.
+        let mut s = s;
+        while let Some(last) =
+            self.recent.last().filter(|l| l.cpu_millis >= s.cpu_millis && l.memory_bytes >= s.memory_bytes)
+        {
+            s.since = Some(last.since());
+            self.recent.pop();
+        }
+        self.recent.push(s);
+        // Still too many (a steady ramp: each sample a low): the two neighbours standing
+        // for the shortest time become one, at the lower of the two from the earlier time,
+        // so a span may start a little lower (more room), never with its low dropped.
+        merge_shortest(&mut self.recent, MAX_RECENT, DemandSample::since, |first, second| DemandSample {
+            at: second.at,
+            cpu_millis: first.cpu_millis.min(second.cpu_millis),
+            memory_bytes: first.memory_bytes.min(second.memory_bytes),
+            since: Some(first.since()),
+        });
+        let (date, slot) = day_slot(s.at, tz);
+        let day = self.day_mut(date);
+        let cpu = u32::try_from(rise_cpu).unwrap_or(u32::MAX);
+        day.cpu_millis[slot] = Some(day.cpu_millis[slot].map_or(cpu, |old| old.max(cpu)));
+        day.memory_mib[slot] = Some(day.memory_mib[slot].map_or(mib(rise_mem), |old| old.max(mib(rise_mem))));
+    }
+
+    /// Drops the days older than `history_days` before `now`'s.
+    pub(super) fn forget(&mut self, now: DateTime<Utc>, history_days: usize, tz: Tz) {
+        let keep_from = day_slot(now, tz).0 - Duration::days(history_days as i64);
+        self.days.retain(|d| d.date >= keep_from);
+    }
+
+    /// The record of `date`, made if none.
+    pub(super) fn day_mut(&mut self, date: NaiveDate) -> &mut DayRises {
+        let day = match self.days.iter().position(|d| d.date == date) {
+            Some(i) => &mut self.days[i],
+            None => {
+                let fresh = DayRises {
+                    date,
+                    cpu_millis: vec![None; SLOTS_PER_DAY],
+                    memory_mib: vec![None; SLOTS_PER_DAY],
+                    pods: 0,
+                    pods_over: 0,
+                    most_pods: 0,
+                };
+                let at = self.days.partition_point(|d| d.date < date);
+                self.days.insert(at, fresh);
+                &mut self.days[at]
+            }
+        };
+        // A record of another shape (read back from the store) is brought to this one.
+        day.cpu_millis.resize(SLOTS_PER_DAY, None);
+        day.memory_mib.resize(SLOTS_PER_DAY, None);
+        day
+    }
+
+    /// What rose within the absorb span `span` up to the newest demand sample (none if
+    /// that is older than the span): a ramp under way goes on, and a rise longer ago than
+    /// that has the nodes it made cluster-autoscaler launch.
+    pub(super) fn rise_now(&self, now: DateTime<Utc>, span: Duration) -> Rise {
+        let Some(last) = self.recent.last().filter(|l| now - l.at < span) else { return Rise::default() };
+        let start = last.at - span;
+        let from = self.recent.iter().rposition(|r| r.since() <= start).unwrap_or(0);
+        let low = |f: fn(&DemandSample) -> u64| self.recent[from..].iter().map(f).min().unwrap_or(0);
+        Rise {
+            cpu_millis: last.cpu_millis - low(|r| r.cpu_millis),
+            memory_bytes: last.memory_bytes - low(|r| r.memory_bytes),
+        }
+    }
+
+    /// The largest rise recorded in the slots covering `[from, to]`, if any slot has data.
+    pub(super) fn largest_rise(&self, from: DateTime<Utc>, to: DateTime<Utc>, tz: Tz) -> Option<(u32, u32)> {
+        let mut found: Option<(u32, u32)> = None;
+        let mut at = from;
+        loop {
+            let (date, slot) = day_slot(at, tz);
+            if let Some(day) = self.days.iter().find(|d| d.date == date) {
+                if let (Some(Some(c)), Some(Some(m))) = (day.cpu_millis.get(slot), day.memory_mib.get(slot)) {
+                    let (c, m) = (*c, *m);
+                    found = Some(found.map_or((c, m), |(fc, fm)| (fc.max(c), fm.max(m))));
+                }
+            }
+            if at >= to {
+                break;
+            }
+            let Some(next) = at.checked_add_signed(Duration::minutes(SLOT_MINUTES)) else { break };
+            at = next.min(to);
+        }
+        found
+    }
+
+    /// The rise past days show for `[from, to]`: the 95th percentile of the largest rise
+    /// in the window's slots, by time of week once two weeks show it, else by time of
+    /// day; `None` while no past day shows it.
+    pub(super) fn rise_for(
+        &self,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+        history_days: usize,
+        tz: Tz,
+    ) -> Option<(Rise, Basis)> {
+        // The same local times k days before (a daylight saving change between moves them
+        // an hour in UTC, not in the pool's day).
+        let past = |k: i64| self.largest_rise(days_before(from, k, tz)?, days_before(to, k, tz)?, tz);
+        let weeks: Vec<(u32, u32)> = (1..=history_days as i64 / 7).filter_map(|w| past(7 * w)).collect();
+        let days: Vec<(u32, u32)> = (1..=history_days as i64).filter_map(past).collect();
+        let (values, basis) = if weeks.len() >= 2 {
+            (weeks.as_slice(), Basis::TimeOfWeek { weeks: weeks.len() })
+        } else {
+            (days.as_slice(), Basis::TimeOfDay { days: days.len() })
+        };
+        (!values.is_empty()).then(|| {
+            let q = |f: fn(&(u32, u32)) -> u32| quantile(values.iter().map(f).collect(), 0.95);
+            (Rise::of((q(|v| v.0), q(|v| v.1))), basis)
+        })
+    }
+}

@@ -1,0 +1,162 @@
+//! Seasonal rises: per slot, by time of day and of week, and the rise under way.
+
+use super::*;
+
+#[test]
+fn a_rise_within_one_lead_time_goes_into_its_slot() {
+    let mut h = History::default();
+    let t0 = monday() + Duration::hours(9);
+    for (minute, cpu) in [(0, 10_000), (1, 14_000), (2, 20_000), (10, 20_000)] {
+        let now = t0 + Duration::minutes(minute);
+        h.observe(&empty_pool(), Some(demand_at(cpu, now)), now, 14);
+    }
+    let day = &h.seasonal.days[0];
+    // 09:00–09:15: 10 CPU more within the assumed 180 s lead time; 10 minutes later
+    // nothing rose, which does not lower the slot's largest rise.
+    assert_eq!(day.cpu_millis[36], Some(10_000));
+    assert_eq!(day.memory_mib[36], Some(10_000));
+    assert_eq!(day.cpu_millis[35], None, "nothing observed in 08:45–09:00");
+    // A rise spread over more than one lead time counts only the part within one.
+    let mut slow = History::default();
+    watch(&mut slow, t0, 20, 14, |t| 10_000 + 1_000 * (t - t0).num_minutes() as u64);
+    assert_eq!(
+        slow.seasonal.days[0].cpu_millis[36],
+        Some(4_000),
+        "1 CPU a minute over 180 s of lead and 10 s of CA, from the sample before"
+    );
+}
+
+#[test]
+fn a_daily_ramp_is_met_with_room_placed_before_it() {
+    let mut h = History::default();
+    let days = 14;
+    watch(&mut h, monday(), 2 * 24 * 60 + 8 * 60 + 55, days, ramp_at_nine(|_| true));
+    // Wednesday 08:55: the 09:00 ramp of Monday and Tuesday is ahead (within 2 lead times).
+    let now = monday() + Duration::days(2) + Duration::minutes(8 * 60 + 55);
+    let p = h.predict(now, days);
+    let (rise, basis) = p.seasonal.expect("two days watched");
+    assert_eq!(basis, Basis::TimeOfDay { days: 2 });
+    assert_eq!(
+        rise.cpu_millis, 24_000,
+        "four minutes of a 6 CPU/min ramp: the 190 s span reaches back to the sample before it"
+    );
+    assert!(!p.lead_observed);
+    assert_eq!(p.room().0, 24_000.0);
+    // 03:00: nothing rises then.
+    let night = monday() + Duration::days(2) + Duration::hours(3);
+    let mut at_night = History::default();
+    watch(&mut at_night, monday(), 2 * 24 * 60 + 3 * 60, days, ramp_at_nine(|_| true));
+    let (rise, basis) = at_night.predict(night, days).seasonal.unwrap();
+    assert_eq!((rise.cpu_millis, basis), (0, Basis::TimeOfDay { days: 2 }));
+}
+
+#[test]
+fn a_longer_allowed_wait_needs_less_room_and_none_once_a_node_comes_within_it() {
+    let ramp = ramp_at_nine(|_| true);
+    for (allowed_ms, expected) in [(0, 24_000), (70_000, 12_000), (130_000, 6_000), (190_000, 0), (600_000, 0)] {
+        let mut h = History { allowed_wait_ms: allowed_ms, ..Default::default() };
+        watch(&mut h, monday() + Duration::hours(8), 70, 14, &ramp);
+        let rise = h.seasonal.days[0].cpu_millis[36];
+        assert_eq!(rise, Some(expected), "allowed {allowed_ms} ms: span {}", h.absorb_span());
+    }
+}
+
+#[test]
+fn a_weekly_ramp_is_learned_by_time_of_week_once_two_weeks_show_it() {
+    let mut h = History::default();
+    let days = 14;
+    let mondays = ramp_at_nine(|d| d == Weekday::Mon);
+    // Two weeks and a day: Tuesday 2026-11-17, 08:55.
+    let watched = (15 * 24 + 8) * 60 + 55;
+    watch(&mut h, monday(), watched, days, &mondays);
+    let tuesday = monday() + Duration::minutes(watched);
+    let (rise, basis) = h.predict(tuesday, days).seasonal.unwrap();
+    assert_eq!((basis, rise.cpu_millis), (Basis::TimeOfWeek { weeks: 2 }, 0), "Tuesdays are quiet");
+    // The Monday before: the ramp is ahead.
+    let mut m = History::default();
+    let watched = (14 * 24 + 8) * 60 + 55;
+    watch(&mut m, monday(), watched, days, &mondays);
+    let (rise, basis) = m.predict(monday() + Duration::minutes(watched), days).seasonal.unwrap();
+    assert_eq!((basis, rise.cpu_millis), (Basis::TimeOfWeek { weeks: 2 }, 24_000));
+    // One week of history: by time of day, the Monday ramp is one day in seven, above the
+    // 5 % the target leaves: Tuesday keeps room for it.
+    let mut one = History::default();
+    let watched = (8 * 24 + 8) * 60 + 55;
+    watch(&mut one, monday(), watched, 7, &mondays);
+    let (rise, basis) = one.predict(monday() + Duration::minutes(watched), 7).seasonal.unwrap();
+    assert_eq!((basis, rise.cpu_millis), (Basis::TimeOfDay { days: 7 }, 24_000));
+}
+
+#[test]
+fn the_first_day_has_no_seasonal_rise_but_sees_what_rises_now() {
+    let mut h = History::default();
+    watch(&mut h, monday() + Duration::hours(9), 60, 14, |t| 10_000 + 500 * u64::from(t.minute()));
+    let p = h.predict(monday() + Duration::minutes(9 * 60 + 59), 14);
+    assert_eq!(p.seasonal, None, "no past day: too little history");
+    assert_eq!(p.recent.cpu_millis, 2_000, "0.5 CPU a minute over the 190 s span, from the sample before it");
+    watch(&mut h, monday() + Duration::minutes(10 * 60), 3, 14, |_| 60_000);
+    let jumped = h.predict(monday() + Duration::minutes(10 * 60 + 2), 14);
+    assert_eq!(jumped.recent.cpu_millis, 21_000, "at 10:02 the span starts at 09:58:50, at 39 CPU: the jump is in it");
+    watch(&mut h, monday() + Duration::minutes(10 * 60 + 3), 2, 14, |_| 60_000);
+    let later = h.predict(monday() + Duration::minutes(10 * 60 + 4), 14);
+    assert_eq!(later.recent, Rise::default(), "at 10:04 the jump is older than the span: its nodes have come");
+}
+
+/// A scale-up reconciles every few seconds (each launch, state change and node Ready is an
+/// event): the span's low must survive however many samples follow it.
+#[test]
+fn the_rise_is_taken_from_the_spans_low_however_often_demand_is_sampled() {
+    let mut h = History::default();
+    let start = monday() + Duration::hours(9);
+    // 190 s span (assumed lead 180 s + 10 s, no wait allowed); a sample every 2 s, the
+    // demand rising 100 m each time for a minute, then flat: 95 samples in one span.
+    for i in 0..95 {
+        let now = start + Duration::seconds(2 * i);
+        let cpu = 10_000 + 100 * (i.min(30) as u64);
+        h.observe(&empty_pool(), Some(demand_at(cpu, now)), now, 14);
+    }
+    let now = start + Duration::seconds(188);
+    assert_eq!(h.predict(now, 14).recent.cpu_millis, 3_000, "from the 10 CPU low at 09:00:00");
+    assert!(h.seasonal.recent.len() <= 64, "bounded: {}", h.seasonal.recent.len());
+    // A steady ramp keeps every sample a low: thinned, the rise still starts at the low.
+    let mut ramp = History::default();
+    for i in 0..200 {
+        let now = start + Duration::seconds(i);
+        ramp.observe(&empty_pool(), Some(demand_at(10_000 + 10 * i as u64, now)), now, 14);
+    }
+    let now = start + Duration::seconds(199);
+    let rise = ramp.predict(now, 14).recent.cpu_millis;
+    assert!((1_900..=1_990).contains(&rise), "10 m a second over the 190 s span, or from a little before it: {rise}");
+    assert!(ramp.seasonal.recent.len() <= 64);
+}
+
+/// Days and slots are the pool's local ones: a ramp at 09:00 in Paris is at 07:00 UTC in
+/// summer time and 08:00 UTC after the change (Sunday 2026-10-25), on weekdays. Counted in Paris time it keeps
+/// its slot, and the morning after the change still has room placed before it; counted in
+/// UTC the room would come an hour early.
+#[test]
+fn a_local_ramp_keeps_its_slot_across_a_daylight_saving_change() {
+    let paris: Tz = "Europe/Paris".parse().unwrap();
+    let ramp_at_nine_paris = move |t: DateTime<Utc>| {
+        let local = t.with_timezone(&paris);
+        let minutes = i64::from(local.hour() * 60 + local.minute());
+        let weekday = !matches!(local.weekday(), Weekday::Sat | Weekday::Sun);
+        if !weekday || !(9 * 60..17 * 60).contains(&minutes) {
+            return 10_000;
+        }
+        10_000 + 6_000 * (minutes - 9 * 60 + 1).min(5) as u64
+    };
+    let from = Utc.with_ymd_and_hms(2026, 10, 20, 0, 0, 0).unwrap();
+    // Monday 26 October, 08:55 in Paris (07:55 UTC): the first weekday after the change.
+    let before_ramp = Utc.with_ymd_and_hms(2026, 10, 26, 7, 55, 0).unwrap();
+    let minutes = (before_ramp - from).num_minutes();
+    let learned = |zone: &str| {
+        let mut h = History { allowed_wait_ms: 10_000, time_zone: zone.into(), ..Default::default() };
+        watch(&mut h, from, minutes, 14, ramp_at_nine_paris);
+        h.predict(before_ramp, 14)
+    };
+    let local = learned("Europe/Paris");
+    assert!(local.seasonal.unwrap().0.cpu_millis >= 18_000, "{local:?}");
+    let utc = learned("");
+    assert_eq!(utc.seasonal.unwrap().0.cpu_millis, 0, "in UTC the past ramps were at 07:00, an hour before: {utc:?}");
+}

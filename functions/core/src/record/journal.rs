@@ -1,0 +1,140 @@
+//! The journal: the capacity calls of the last plan, so that what a crash or a failed
+//! call left is judged against what is observed next, and the raises of Ballast's that
+//! landed.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::is_zero;
+
+/// The capacity calls of one plan, in apply order (raises, lowers, terminations),
+/// written before the first and marked `done` after each that succeeds. What is not
+/// done after a crash or a failed call is judged against what is observed next time:
+/// the first call not done may have landed (its answer was lost) if apply had reached
+/// it; the rest were never made, since apply stops at the first failure.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Journal {
+    pub planned_at: DateTime<Utc>,
+    /// The plan's number (`PoolRecord::plans`); 0 in records written before it was kept.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub seq: u64,
+    /// Fallback units the plan added to the on-demand ASG (taken back if its raise did
+    /// not land).
+    #[serde(default)]
+    pub units_added: u32,
+    pub calls: Vec<CapacityCall>,
+    /// How many calls, from the first, apply may have started: written before each run
+    /// of consecutive calls, so a call after a failed cordon or drain is known unmade.
+    #[serde(default)]
+    pub attempted: usize,
+    /// Parts of this plan's lowers that are owed whatever its own raises do: finishing
+    /// a move of an earlier plan whose raise landed, or withdrawing a replacement no
+    /// longer needed. Kept (and made later) even if a raise of this plan does not land.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub owed: Vec<OwedLower>,
+    /// The plan's moves (a fallback's: raise `to`, then lower `from`, by `n`), so that a
+    /// move split over several receivers whose raises did not all land is finished for
+    /// those that did.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub moves: Vec<Move>,
+    /// The live instances, when the plan looked, of each ASG it raises (see [`OwnRaise`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub live: BTreeMap<String, Vec<String>>,
+    /// ASGs whose raise in this plan makes again one another writer undid.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub remakes: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Move {
+    pub from: String,
+    pub to: String,
+    pub n: u32,
+}
+
+/// A lower owed: how much, and the raises it answers (ASG, size before, size after),
+/// from which as much is withdrawn if the lower can no longer be made.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OwedLower {
+    pub asg: String,
+    pub by: u32,
+    pub raised: Vec<(String, u32, u32)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "call", rename_all = "snake_case")]
+pub enum CapacityCall {
+    /// `from` is the size read just before the call.
+    SetDesired {
+        asg: String,
+        from: u32,
+        to: u32,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        done: bool,
+    },
+    Terminate {
+        asg: String,
+        instance_id: String,
+        decrement: bool,
+        /// A replacement no longer needed, withdrawn: withdrawn again if not made.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        withdraws: bool,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        done: bool,
+    },
+}
+
+impl CapacityCall {
+    pub fn done(&self) -> bool {
+        match self {
+            CapacityCall::SetDesired { done, .. } | CapacityCall::Terminate { done, .. } => *done,
+        }
+    }
+}
+
+impl Journal {
+    /// What the calls known to have landed did to `asg`: the size the last write left it
+    /// at (less the decrements landed after it; `None` without a write), and their net
+    /// change; `None` if none landed there.
+    pub fn landed_on(&self, asg: &str) -> Option<(Option<u32>, i64)> {
+        let mut landed: Option<(Option<u32>, i64)> = None;
+        for call in self.calls.iter().filter(|c| c.done()) {
+            match call {
+                CapacityCall::SetDesired { asg: a, from, to, .. } if a == asg => {
+                    let (left_at, change) = landed.get_or_insert((None, 0));
+                    *left_at = Some(*to);
+                    *change += i64::from(*to) - i64::from(*from);
+                }
+                CapacityCall::Terminate { asg: a, decrement: true, .. } if a == asg => {
+                    let (left_at, change) = landed.get_or_insert((None, 0));
+                    *left_at = left_at.map(|n| n.saturating_sub(1));
+                    *change -= 1;
+                }
+                _ => {}
+            }
+        }
+        landed
+    }
+}
+
+/// A raise of Ballast's that landed: what it left the ASG at, and what could explain a
+/// lower since other than its being undone (an instance then live, gone now).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OwnRaise {
+    /// The size the write left the ASG at (less decrements of ours landed after it).
+    pub to: u32,
+    /// How much of it the write added.
+    pub by: u32,
+    /// When the plan that made it was made.
+    pub at: DateTime<Utc>,
+    /// The ASG's live instances when that plan looked: each one gone since explains a
+    /// lower of one (a terminate-with-decrement, the ASG killing one to meet a lower).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub live: Vec<String>,
+    /// The write made this raise again after another writer had undone it: undone once
+    /// more, it is not made a third time.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub remade: bool,
+}
