@@ -101,6 +101,7 @@ fn ballast_binary() -> Option<PathBuf> {
 struct Group(Child);
 
 impl Drop for Group {
+    #[allow(unsafe_code)]
     fn drop(&mut self) {
         if let Ok(group) = i32::try_from(self.0.id()) {
             if group > 1 {
