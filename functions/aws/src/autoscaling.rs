@@ -15,6 +15,7 @@ use crate::classify;
 /// How many recent scaling activities a pool observation reads per spot ASG.
 const ACTIVITIES: i32 = 20;
 
+/// The [`Autoscaling`] port over the Auto Scaling API, with EC2 for what it lacks.
 #[derive(Debug, Clone)]
 pub struct AwsAutoscaling {
     autoscaling: aws_sdk_autoscaling::Client,
@@ -27,10 +28,12 @@ impl AwsAutoscaling {
         &self.autoscaling
     }
 
+    /// Clients made from the shared SDK config.
     pub fn new(conf: &aws_config::SdkConfig) -> Self {
         AwsAutoscaling { autoscaling: aws_sdk_autoscaling::Client::new(conf), ec2: aws_sdk_ec2::Client::new(conf) }
     }
 
+    /// Over clients of the caller's making (tests point them at moto or add interceptors).
     pub fn from_clients(autoscaling: aws_sdk_autoscaling::Client, ec2: aws_sdk_ec2::Client) -> Self {
         AwsAutoscaling { autoscaling, ec2 }
     }
@@ -151,6 +154,7 @@ pub fn purchases_spot(group: &AutoScalingGroup) -> bool {
         .is_some_and(|d| d.on_demand_percentage_above_base_capacity().unwrap_or(100) < 100)
 }
 
+/// An ASG's tags as key to value (a tag without a value maps to "").
 pub fn tags_of(group: &AutoScalingGroup) -> BTreeMap<String, String> {
     group
         .tags()
