@@ -124,6 +124,7 @@ fn resident(pid: u32) -> (u64, u64) {
 }
 
 /// (peak RSS KiB, CPU seconds) of a process.
+#[allow(unsafe_code)]
 fn usage(pid: u32) -> (u64, f64) {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     let hwm = status
@@ -292,7 +293,10 @@ async fn main() {
     let (rss_peak, cpu_total) = usage(pid);
     let (rss_anon, rss_file) = resident(pid);
     // SAFETY: plain signal to our own child.
-    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::kill(pid as i32, libc::SIGTERM)
+    };
     let status = child.wait().expect("forwarder exit");
 
     let minutes = churn_elapsed.as_secs_f64() / 60.0;

@@ -81,6 +81,7 @@ impl Emulator {
 }
 
 impl Drop for Emulator {
+    #[allow(unsafe_code)]
     fn drop(&mut self) {
         // The emulator runs each function as a child: stop its whole process group
         // (its own, made at spawn; never a shell's `kill -N` that could read as -1).

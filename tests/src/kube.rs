@@ -385,7 +385,7 @@ where
 }
 
 /// What a pod spec (as JSON, the API's field names) breaks of the `restricted` Pod
-/// Security Standard (https://kubernetes.io/docs/concepts/security/pod-security-standards/),
+/// Security Standard (<https://kubernetes.io/docs/concepts/security/pod-security-standards/>),
 /// checked here because v1.20's API server predates the PodSecurity admission plugin.
 pub fn restricted_violations(spec: &serde_json::Value) -> Vec<String> {
     let mut wrong = Vec::new();

@@ -143,7 +143,7 @@ pub async fn assert_lease_turns<S: ballast_core::ports::StateStore>(store: &S, t
     store.release_lease("general", "node-ready").await.unwrap();
 
     // Two warnings wait (a reclaim wave): the first to take the lease leaves the turn
-    // after it to the second, not to a run that can wait (from a review).
+    // after it to the second, not to a run that can wait.
     let t = 20;
     assert!(take("a-tick", t, CanWait).await.unwrap());
     assert!(!take("warning-1", t, CannotWait).await.unwrap());

@@ -785,7 +785,7 @@ async fn a_claim_racing_the_previous_releases_release_leaves_a_lease_that_releas
     // refused the lease a run of the previous release holds; that run lets the lease go
     // (DeleteItem) before the warning's claim is written. A claim that then made a lease
     // item with neither owner nor expires_at would keep the previous release out of the
-    // pool for good, and TTL would never sweep it (from a review).
+    // pool for good, and TTL would never sweep it.
     let Some(moto) = Moto::start() else { return };
     let d = Deployment::create(&moto, 1, (0, 1), now()).await;
     let plain = aws_sdk_dynamodb::Client::new(&d.sdk);
@@ -905,7 +905,7 @@ async fn dead_letters_are_listed_with_why_and_sent_back_to_the_functions_they_fa
 
 #[tokio::test]
 async fn a_letter_whose_function_cannot_be_invoked_is_kept() {
-    // From a review: a failed send leaves the letter, and it is shown again once released.
+    // A failed send must leave the letter, shown again once released: nothing is lost.
     use ballast_aws::replay::{DeadLetterQueue, LISTED_FOR, REPLAYED_FOR};
     let Some(moto) = Moto::start() else { return };
     let d = Deployment::create(&moto, 1, (0, 1), now()).await;
@@ -954,8 +954,8 @@ impl aws_smithy_runtime_api::client::interceptors::Intercept for FailsForGoodAga
 
 #[tokio::test]
 async fn a_letter_the_function_dead_letters_again_is_kept_once_not_replayed_again() {
-    // From a review: answered as handled, the first letter was deleted and its copy,
-    // read next, replayed again, up to --max times, all counted handled.
+    // Answered as handled, the first letter would be deleted and its copy, read next,
+    // replayed again, up to --max times, all counted handled.
     use ballast_aws::replay::{DeadLetterQueue, Outcome};
     use ballast_core::ports::DeadLetters;
     let Some(moto) = Moto::start() else { return };
@@ -991,8 +991,8 @@ async fn a_letter_the_function_dead_letters_again_is_kept_once_not_replayed_agai
 
 #[tokio::test]
 async fn a_letter_its_function_rejects_is_kept_with_why() {
-    // From a review: a schedule or cluster-events function answers an event it rejects
-    // with success (its summary's `invalid`); deleting the letter would hide it.
+    // A schedule or cluster-events function answers an event it rejects with success
+    // (its summary's `invalid`); deleting the letter would hide it.
     use ballast_aws::replay::{DeadLetterQueue, SentBack, REPLAYED_FOR};
     let Some(moto) = Moto::start() else { return };
     let d = Deployment::create(&moto, 1, (0, 1), now()).await;

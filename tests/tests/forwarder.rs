@@ -304,9 +304,9 @@ impl ballast_forwarder::bus::EventBus for Stalled {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_stalled_event_bus_never_stops_the_watch_loop_and_loses_no_node_change() {
     // The sender is stuck on its first call for 4 s; each tick has demand to publish (a
-    // 200 ms heartbeat) and the queue holds one batch. The loop used to wait for the
-    // sender: it stopped reading the watches and ticking the liveness probe, and the
-    // kubelet restarted the pod into a full relist, for an EventBridge outage. A node
+    // 200 ms heartbeat) and the queue holds one batch. A loop waiting for the sender would
+    // stop reading the watches and ticking the liveness probe, and the kubelet would
+    // restart the pod into a full relist, for an EventBridge outage. A node
     // that joins while the queue is full must still be announced once the bus is back.
     let Some(plane) = ControlPlane::start(Parts::ApiServer).await else { return };
     let admin = plane.client(ADMIN_TOKEN);

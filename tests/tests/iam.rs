@@ -443,7 +443,7 @@ fn the_previous_releases_lease_calls_are_still_allowed_while_a_stack_update_roll
     // and invocations of the previous code in flight (a drain: up to drain_timeout, 15 min)
     // finish under the new role. The previous release took the lease with PutItem and let
     // it go (after each run, and before each drain) with DeleteItem conditional on owner.
-    // Refused, its lease would stay held for its whole time (from a review).
+    // Refused, its lease would stay held for its whole time.
     let table = format!("arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{TABLE}");
     let context = BTreeMap::from([
         ("aws:RequestedRegion".to_string(), Value::from(REGION)),
@@ -467,7 +467,7 @@ fn the_previous_releases_lease_calls_are_still_allowed_while_a_stack_update_roll
 #[test]
 fn an_operator_cannot_send_dead_letters_back_to_the_events_queue_so_replay_invokes_the_function() {
     // The events queue takes messages from the stack's rules only, whoever asks: a replay
-    // that sent letters back there would be refused (from a review). `ballast dead-letters
+    // that sent letters back there would be refused. `ballast dead-letters
     // --replay` invokes the interruption function instead; an operator with the README's
     // permissions may.
     let dlq = format!("arn:aws:sqs:{REGION}:{ACCOUNT}:ballast-{CLUSTER}-events-dlq");
@@ -538,7 +538,7 @@ fn judge(cases: Vec<(Case, &'static str)>) -> Option<Vec<String>> {
 
 #[test]
 fn only_the_three_functions_may_send_to_the_dead_letter_queue_and_only_over_tls() {
-    // `ballast dead-letters --replay` acts on what it reads there (from a review).
+    // `ballast dead-letters --replay` acts on what it reads there: no one else may plant it.
     let dlq = format!("arn:aws:sqs:{REGION}:{ACCOUNT}:ballast-{CLUSTER}-events-dlq");
     let queue = format!("arn:aws:sqs:{REGION}:{ACCOUNT}:ballast-{CLUSTER}-events");
     let admin = "arn:aws:iam::123456789012:role/admin";
@@ -592,7 +592,7 @@ fn only_the_three_functions_may_send_to_the_dead_letter_queue_and_only_over_tls(
 fn only_this_clusters_forwarder_service_account_may_assume_its_role() {
     // EKS Pod Identity assumes the role with session tags naming the pod's cluster,
     // namespace and service account; without conditions on them any association of the
-    // account could (from a review).
+    // account could.
     let cluster_arn = format!("arn:aws:eks:{REGION}:{ACCOUNT}:cluster/{CLUSTER}");
     let tags = |cluster: &str, namespace: &str, account: &str| {
         BTreeMap::from([

@@ -1,4 +1,4 @@
-//! The deploy rehearsed end to end (issue 34 §4): every ```sh block of
+//! The deploy rehearsed end to end: every ```sh block of
 //! docs/src/getting-started.md run as written, in order, with bash, against moto (the
 //! patched scripts/moto-sam-server, through AWS_ENDPOINT_URL) and a real kube-apiserver,
 //! with the user's own tools on PATH (`ballast` with its `aws` feature, the `aws` CLI, the
@@ -32,8 +32,8 @@ const DOC: &str = "docs/src/getting-started.md";
 const PARAMETER_VALUE_MAX: usize = 4096;
 const FUNCTIONS: [&str; 3] = ["interruption", "schedule", "cluster-events"];
 
-/// The README's deploy command before issue 34 (README.md, "Deploy with SAM"): the config
-/// as a parameter, `--guided` (whose capability prompt defaults to CAPABILITY_IAM).
+/// A deploy command that fails in ways the check must catch: the config as a parameter
+/// (the shell truncates it), `--guided` (whose capability prompt defaults to CAPABILITY_IAM).
 const OLD_README_DEPLOY: &str = "sam deploy --guided \\\n  --parameter-overrides ClusterName=prod-eks \
                                  \"BallastConfig=$(cat ballast.yaml)\" StateTableName=ballast-state\n";
 
@@ -101,6 +101,7 @@ fn ballast_binary() -> Option<PathBuf> {
 struct Group(Child);
 
 impl Drop for Group {
+    #[allow(unsafe_code)]
     fn drop(&mut self) {
         if let Ok(group) = i32::try_from(self.0.id()) {
             if group > 1 {

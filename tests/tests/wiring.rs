@@ -1,8 +1,7 @@
 //! The wiring of both templates, read as deployed: the SAM template translated to plain
 //! CloudFormation by aws-sam-translator and the CDK app's synthesized templates, each with
 //! and without a VPC, rendered with the moto deployment's names. Each invariant below is
-//! one a deployment needs to work, or to keep what it is given; each failed on the
-//! templates before issue #11.
+//! one a deployment needs to work, or to keep what it is given.
 
 use std::collections::BTreeSet;
 

@@ -21,6 +21,7 @@ const ACTIVITIES: i32 = 20;
 /// ASG names one DescribeTags filter is given).
 const INSTANCE_IDS_PER_CALL: usize = 50;
 
+/// The [`Autoscaling`] port over the Auto Scaling API, with EC2 for what it lacks.
 #[derive(Debug, Clone)]
 pub struct AwsAutoscaling {
     autoscaling: aws_sdk_autoscaling::Client,
@@ -33,10 +34,12 @@ impl AwsAutoscaling {
         &self.autoscaling
     }
 
+    /// Clients made from the shared SDK config.
     pub fn new(conf: &aws_config::SdkConfig) -> Self {
         AwsAutoscaling { autoscaling: aws_sdk_autoscaling::Client::new(conf), ec2: aws_sdk_ec2::Client::new(conf) }
     }
 
+    /// Over clients of the caller's making (tests point them at moto or add interceptors).
     pub fn from_clients(autoscaling: aws_sdk_autoscaling::Client, ec2: aws_sdk_ec2::Client) -> Self {
         AwsAutoscaling { autoscaling, ec2 }
     }
@@ -171,6 +174,7 @@ pub fn purchases_spot(group: &AutoScalingGroup) -> bool {
         .is_some_and(|d| d.on_demand_percentage_above_base_capacity().unwrap_or(100) < 100)
 }
 
+/// An ASG's tags as key to value (a tag without a value maps to "").
 pub fn tags_of(group: &AutoScalingGroup) -> BTreeMap<String, String> {
     group
         .tags()

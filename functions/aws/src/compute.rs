@@ -6,12 +6,14 @@ use ballast_core::ports::{Compute, PortError};
 
 use crate::classify;
 
+/// The [`Compute`] port over the EC2 API.
 #[derive(Debug, Clone)]
 pub struct AwsCompute {
     ec2: aws_sdk_ec2::Client,
 }
 
 impl AwsCompute {
+    /// A client made from the shared SDK config.
     pub fn new(conf: &aws_config::SdkConfig) -> Self {
         AwsCompute { ec2: aws_sdk_ec2::Client::new(conf) }
     }

@@ -7,6 +7,7 @@ use ballast_core::ports::{DeadLetters, ErrorKind, PortError};
 
 use crate::classify;
 
+/// The [`DeadLetters`] port over one SQS queue, the deployment's dead-letter queue.
 #[derive(Debug, Clone)]
 pub struct SqsDeadLetters {
     client: aws_sdk_sqs::Client,
@@ -14,6 +15,7 @@ pub struct SqsDeadLetters {
 }
 
 impl SqsDeadLetters {
+    /// A client made from the shared SDK config, sending to `queue_url`.
     pub fn new(conf: &aws_config::SdkConfig, queue_url: impl Into<String>) -> Self {
         SqsDeadLetters { client: aws_sdk_sqs::Client::new(conf), queue_url: queue_url.into() }
     }

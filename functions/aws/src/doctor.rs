@@ -44,9 +44,13 @@ const FORWARDER_FOLLOWS_WITHIN: chrono::Duration = chrono::Duration::minutes(7);
 /// What a deployment is made of, by name.
 #[derive(Debug, Clone)]
 pub struct Wiring {
+    /// The DynamoDB state table.
     pub table: String,
+    /// The events queue the interruption function reads.
     pub queue: String,
+    /// The events queue's dead-letter queue.
     pub dead_letter_queue: String,
+    /// The forwarder's custom event bus.
     pub event_bus: String,
     /// (rule, bus, what it must target)
     pub rules: Vec<(String, String, Target)>,
@@ -54,9 +58,12 @@ pub struct Wiring {
     pub config_parameter: String,
 }
 
+/// Where an EventBridge rule must send its events.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {
+    /// The events queue.
     Queue,
+    /// The named Lambda function.
     Function(String),
 }
 
@@ -65,6 +72,7 @@ pub const QUEUE_RULES: &[&str] =
     &["spot-interruption", "rebalance", "state-change", "launch-unsuccessful", "lifecycle", "health", "config-changed"];
 
 impl Wiring {
+    /// The names both templates give a deployment of `config`'s cluster (`ballast-CLUSTER-...`).
     pub fn conventional(config: &Config) -> Wiring {
         let prefix = format!("ballast-{}", config.cluster);
         let mut rules: Vec<(String, String, Target)> =
@@ -109,16 +117,24 @@ fn err_text(e: impl std::error::Error) -> String {
     aws_smithy_types::error::display::DisplayErrorContext(e).to_string()
 }
 
+/// `ballast doctor`'s AWS checks, with the clients they read through.
 pub struct Doctor {
+    /// Reads the cluster and its access entries.
     pub eks: aws_sdk_eks::Client,
+    /// Reads the config parameter.
     pub ssm: aws_sdk_ssm::Client,
+    /// Reads the state table.
     pub dynamodb: aws_sdk_dynamodb::Client,
+    /// Reads the queues.
     pub sqs: aws_sdk_sqs::Client,
+    /// Reads the rules and the event bus.
     pub events: aws_sdk_eventbridge::Client,
+    /// Reads the pools' ASGs and their hooks.
     pub autoscaling: AwsAutoscaling,
 }
 
 impl Doctor {
+    /// Clients made from the shared SDK config.
     pub fn new(conf: &aws_config::SdkConfig) -> Self {
         Doctor {
             eks: aws_sdk_eks::Client::new(conf),
@@ -130,6 +146,7 @@ impl Doctor {
         }
     }
 
+    /// Every check of the deployment `wiring` names, for `config`, in order: each passed or what to fix.
     pub async fn check(&self, config: &Config, wiring: &Wiring) -> Vec<Finding> {
         let mut findings = vec![self.config_home(config, &wiring.config_parameter).await];
         findings.push(self.versions(&wiring.table, &wiring.config_parameter, chrono::Utc::now()).await);

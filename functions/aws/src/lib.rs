@@ -1,6 +1,8 @@
 //! Ballast's AWS adapters. SDK types stay in this crate: every port speaks the
 //! core's domain types, and every error says whether a retry can help.
 
+#![warn(missing_docs)]
+
 pub mod autoscaling;
 pub mod compute;
 pub mod dead_letters;

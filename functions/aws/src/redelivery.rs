@@ -8,12 +8,14 @@ use ballast_core::ports::{ErrorKind, PortError, Redelivery};
 
 use crate::classify;
 
+/// The [`Redelivery`] port over SQS: a message to retry comes back within seconds.
 #[derive(Debug, Clone)]
 pub struct SqsRedelivery {
     client: aws_sdk_sqs::Client,
 }
 
 impl SqsRedelivery {
+    /// A client made from the shared SDK config.
     pub fn new(conf: &aws_config::SdkConfig) -> Self {
         SqsRedelivery { client: aws_sdk_sqs::Client::new(conf) }
     }

@@ -23,6 +23,7 @@ use crate::dead_letters::queue_url;
 /// once; a replay reads one at a time and waits for its function, up to Lambda's longest
 /// timeout, then shows again those its functions did not handle.
 pub const LISTED_FOR: std::time::Duration = std::time::Duration::from_secs(300);
+/// How long a letter being sent back stays hidden: Lambda's longest timeout.
 pub const REPLAYED_FOR: std::time::Duration = std::time::Duration::from_secs(900);
 
 /// What a dead letter is, read from its body.
@@ -31,7 +32,16 @@ pub const REPLAYED_FOR: std::time::Duration = std::time::Duration::from_secs(900
 pub enum Letter {
     /// A message of the events queue the interruption function could not handle. `reason`
     /// is its `ballast-error`; none if the queue's redrive policy moved it there.
-    Event { id: Option<String>, source: Option<String>, detail_type: Option<String>, reason: Option<String> },
+    Event {
+        /// The event's id, if its body is an EventBridge envelope.
+        id: Option<String>,
+        /// The envelope's `source`, such as `aws.ec2`.
+        source: Option<String>,
+        /// The envelope's `detail-type`.
+        detail_type: Option<String>,
+        /// Why the function gave up on it (its `ballast-error`).
+        reason: Option<String>,
+    },
     /// A schedule or cluster-events invocation that failed after Lambda's retries, as its
     /// on-failure destination recorded it.
     FailedInvocation {
@@ -107,6 +117,7 @@ fn unqualified(arn: &str) -> &str {
 /// A letter as received, with what it takes to delete or release it.
 #[derive(Debug, Clone, Serialize)]
 pub struct DeadLetter {
+    /// SQS's id of the message in the dead-letter queue.
     pub message_id: String,
     #[serde(skip)]
     receipt_handle: String,
@@ -114,6 +125,7 @@ pub struct DeadLetter {
     body: String,
     /// How many times the dead-letter queue delivered it.
     pub receives: u32,
+    /// What the letter is, read from its body.
     pub letter: Letter,
 }
 
@@ -172,26 +184,38 @@ pub enum SentBack {
     Handled,
     /// Its function failed again, or rejects it: left in the queue (hidden until the
     /// caller releases it).
-    StillFailing { why: String },
+    StillFailing {
+        /// The function's error, or why it rejects the event.
+        why: String,
+    },
 }
 
 /// What a replay did with one letter, as it happened.
 #[derive(Debug, Clone, Serialize)]
 pub struct Replayed {
+    /// The letter as read.
     pub letter: DeadLetter,
+    /// What became of it.
     #[serde(flatten)]
     pub outcome: Outcome,
 }
 
+/// What a replay did with one letter.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
 pub enum Outcome {
     /// Its function handled it; deleted.
     Handled,
     /// Its function failed again, or rejects it: kept.
-    StillFailing { why: String },
+    StillFailing {
+        /// The function's error, or why it rejects the event.
+        why: String,
+    },
     /// Not sent back, or sent but not deleted: kept.
-    NotSentBack { why: String },
+    NotSentBack {
+        /// What stopped it: a function not the stack's own, a failed call.
+        why: String,
+    },
     /// The copy the interruption function dead-lettered, with its new reason, of an event
     /// it failed again for good earlier in this replay (it answers such a batch as
     /// handled): that earlier one counts as failed, this one is kept.
@@ -201,7 +225,9 @@ pub enum Outcome {
 /// A replay's count: letters handled (deleted) and kept.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct ReplayCount {
+    /// Letters their functions handled, deleted.
     pub handled: usize,
+    /// Letters left in the queue.
     pub kept: usize,
 }
 

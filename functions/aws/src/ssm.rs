@@ -10,7 +10,9 @@ use crate::classify;
 /// A parameter's text and the version Parameter Store gave it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ParameterVersion {
+    /// The parameter's value.
     pub text: String,
+    /// Parameter Store's version number, counting from 1.
     pub version: i64,
     /// When this version was written.
     pub modified: Option<chrono::DateTime<chrono::Utc>>,
@@ -101,6 +103,7 @@ pub struct ParameterHome {
 }
 
 impl ParameterHome {
+    /// A client made from the shared SDK config, for the parameter `name`.
     pub fn new(conf: &aws_config::SdkConfig, name: impl Into<String>) -> Self {
         ParameterHome { client: aws_sdk_ssm::Client::new(conf), name: name.into() }
     }

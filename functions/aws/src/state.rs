@@ -18,6 +18,7 @@ use chrono::{DateTime, Utc};
 
 use crate::classify;
 
+/// The table's partition key: `pool#NAME`, `lease#NAME`, `event#ID` or `config-version#PART`.
 pub const KEY: &str = "pk";
 /// A stored record never inflates past this (a corrupt or hostile item).
 const MAX_RECORD_BYTES: u64 = 64 << 20;
@@ -32,6 +33,7 @@ pub fn encode_record(record: &PoolRecord) -> Result<Vec<u8>, serde_json::Error> 
     Ok(encoder.finish().unwrap_or_default())
 }
 
+/// A stored pool record read back: inflated (at most 64 MiB) and parsed, or why not.
 pub fn decode_record(bytes: &[u8]) -> Result<PoolRecord, String> {
     use std::io::Read;
     let mut json = Vec::new();
@@ -41,12 +43,14 @@ pub fn decode_record(bytes: &[u8]) -> Result<PoolRecord, String> {
         .map_err(|e| format!("not deflated data: {e}"))?;
     serde_json::from_slice(&json).map_err(|e| format!("not a pool record: {e}"))
 }
+/// The attribute DynamoDB's TTL sweeps items by (epoch seconds).
 pub const TTL_ATTRIBUTE: &str = "expires_at";
 /// On a lease item: until when an urgent run claims the next turn (epoch seconds).
 const CLAIM_ATTRIBUTE: &str = "claimed_until";
 /// Unprocessed batch items are retried this many times before the call fails (retryable).
 const BATCH_ROUNDS: usize = 5;
 
+/// The [`StateStore`] port over one DynamoDB table: pool records, leases and handled events.
 #[derive(Debug, Clone)]
 pub struct DynamoStore {
     client: aws_sdk_dynamodb::Client,
@@ -70,6 +74,7 @@ fn key(kind: &str, name: &str) -> HashMap<String, AttributeValue> {
 const VERSION_NOTE_KEPT: chrono::Duration = chrono::Duration::days(30);
 
 impl DynamoStore {
+    /// A client made from the shared SDK config, on `table`.
     pub fn new(conf: &aws_config::SdkConfig, table: impl Into<String>) -> Self {
         DynamoStore { client: aws_sdk_dynamodb::Client::new(conf), table: table.into() }
     }
@@ -98,6 +103,7 @@ impl DynamoStore {
         Ok(notes)
     }
 
+    /// Over a client of the caller's making (tests point it at moto).
     pub fn from_client(client: aws_sdk_dynamodb::Client, table: impl Into<String>) -> Self {
         DynamoStore { client, table: table.into() }
     }

@@ -107,6 +107,7 @@ fn needs_aws(command: &str) -> anyhow::Result<ExitCode> {
 /// A closed stdout (`ballast ... | head -1`) ends the command quietly, as it does any Unix
 /// filter: Rust ignores SIGPIPE, so each print would otherwise panic on EPIPE.
 #[cfg(unix)]
+#[allow(unsafe_code)]
 fn die_quietly_on_a_closed_pipe() {
     // SAFETY: restores the default disposition before any thread starts; no handler runs.
     unsafe {

@@ -109,7 +109,7 @@ async fn invoke_doctor_and_dead_letters_against_moto() {
     assert_eq!(code, Some(0), "{text}");
     assert!(text.contains(&format!("(id refused-1): {why}")), "{text}");
     assert!(text.contains("3 letter(s) read in ballast-test-events-dlq;"), "{text}");
-    // Capped by --max, it says more may be left (from a review).
+    // Capped by --max, it says more may be left: a full page is not the whole queue.
     let (_, text) = dead_letters(&["--max", "2"]);
     assert!(
         text.contains("2 letter(s) read in ballast-test-events-dlq (--max reached: more may be in the queue)"),

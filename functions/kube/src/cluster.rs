@@ -31,11 +31,14 @@ const PAGE: u32 = 500;
 /// v1beta1 of older servers otherwise.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EvictionVersion {
+    /// `policy/v1`.
     V1,
+    /// `policy/v1beta1`.
     V1beta1,
 }
 
 impl EvictionVersion {
+    /// The `apiVersion` an Eviction of this version carries.
     pub fn api_version(self) -> &'static str {
         match self {
             EvictionVersion::V1 => "policy/v1",
@@ -44,6 +47,7 @@ impl EvictionVersion {
     }
 }
 
+/// The [`Cluster`] port over the Kubernetes API: nodes, headroom, cordon, drain and demand.
 pub struct KubeCluster {
     connector: Connector,
     matcher: PoolMatcher,
@@ -55,6 +59,7 @@ pub struct KubeCluster {
 }
 
 impl KubeCluster {
+    /// The cluster `connector` reaches, for the pools of the config.
     pub fn new(connector: Connector, pools: &[PoolConfig]) -> KubeCluster {
         KubeCluster {
             connector,
@@ -65,6 +70,7 @@ impl KubeCluster {
         }
     }
 
+    /// How often a drain looks again at pods it waits for (2 s; tests' shorter).
     pub fn with_drain_poll(mut self, poll: Duration) -> Self {
         self.drain_poll = poll;
         self
@@ -216,6 +222,7 @@ pub fn instance_id(provider_id: &str) -> Option<&str> {
     rest.rsplit('/').next().filter(|id| id.starts_with("i-") && id.len() > 2)
 }
 
+/// A node as the planner sees it; `None` for a node with no EC2 instance behind it.
 pub fn node_state(node: &Node) -> Option<NodeState> {
     let provider_id = node.spec.as_ref()?.provider_id.as_deref()?;
     Some(NodeState {
@@ -226,6 +233,7 @@ pub fn node_state(node: &Node) -> Option<NodeState> {
     })
 }
 
+/// Whether the node's `Ready` condition is `True`.
 pub fn node_ready(node: &Node) -> bool {
     node.status
         .as_ref()

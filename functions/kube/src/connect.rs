@@ -14,18 +14,33 @@ use tokio::sync::Mutex;
 
 use crate::token::{eks_token, TokenError};
 
+/// Why no client to the API server could be made.
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
+    /// DescribeCluster's endpoint does not parse.
     #[error("the EKS endpoint {endpoint:?} is not a URL: {reason}")]
-    Endpoint { endpoint: String, reason: String },
+    Endpoint {
+        /// The endpoint as given.
+        endpoint: String,
+        /// The parser's complaint.
+        reason: String,
+    },
+    /// The CA data is not base64, not PEM, or holds no certificate.
     #[error("the cluster's certificate authority data is not {what}")]
-    CertificateAuthority { what: &'static str },
+    CertificateAuthority {
+        /// What it failed to be.
+        what: &'static str,
+    },
+    /// The function's credentials could not be had.
     #[error("no AWS credentials for the EKS token: {0}")]
     Credentials(#[source] aws_credential_types::provider::error::CredentialsError),
+    /// The EKS token could not be signed.
     #[error(transparent)]
     Token(#[from] TokenError),
+    /// kube refused the client's config.
     #[error("cannot build the Kubernetes client: {0}")]
     Client(#[source] kube::Error),
+    /// The kubeconfig is missing or unreadable.
     #[error("cannot read the kubeconfig: {0}")]
     Kubeconfig(#[source] kube::config::KubeconfigError),
 }
@@ -33,8 +48,11 @@ pub enum ConnectError {
 /// What DescribeCluster says about the cluster.
 #[derive(Debug, Clone)]
 pub struct EksEndpoint {
+    /// The cluster's name, which the token is for.
     pub cluster: String,
+    /// The cluster's region, where the token is signed.
     pub region: String,
+    /// The API server's URL.
     pub endpoint: String,
     /// Base64 of the PEM bundle, as DescribeCluster returns it.
     pub certificate_authority: String,
@@ -45,6 +63,7 @@ struct Cached {
     refresh_at: SystemTime,
 }
 
+/// A client to an EKS cluster, made again with a fresh token before the last one expires.
 pub struct EksConnector {
     base: kube::Config,
     cluster: String,
@@ -53,8 +72,11 @@ pub struct EksConnector {
     current: Mutex<Option<Cached>>,
 }
 
+/// How the functions reach the API server.
 pub enum Connector {
+    /// One client, its credentials in its config (a kubeconfig, the tests' server).
     Fixed(kube::Client),
+    /// EKS, with a bearer token from the function's AWS credentials.
     Eks(Box<EksConnector>),
 }
 
@@ -90,6 +112,7 @@ pub fn tune(mut config: kube::Config, timeouts: KubeTimeouts) -> kube::Config {
 }
 
 impl Connector {
+    /// One client from `config`, each call bounded by the deadline margin's timeouts.
     pub fn fixed(config: kube::Config) -> Result<Connector, ConnectError> {
         Connector::fixed_with(config, KUBE_TIMEOUTS)
     }
@@ -105,6 +128,7 @@ impl Connector {
         Connector::fixed(config)
     }
 
+    /// EKS at `endpoint`, signing its tokens with `credentials`.
     pub fn eks(endpoint: EksEndpoint, credentials: SharedCredentialsProvider) -> Result<Connector, ConnectError> {
         let uri: http::Uri = endpoint.endpoint.parse().map_err(|e: http::uri::InvalidUri| ConnectError::Endpoint {
             endpoint: endpoint.endpoint.clone(),

@@ -17,6 +17,7 @@ use crate::headroom::deployment_name;
 
 /// Where infra/k8s runs the forwarder.
 pub const FORWARDER_NAMESPACE: &str = "ballast";
+/// The forwarder's Deployment in [`FORWARDER_NAMESPACE`].
 pub const FORWARDER_DEPLOYMENT: &str = "ballast-forwarder";
 /// Who the access reviews ask about: any member of the group.
 const PROBE_USER: &str = "ballast-doctor-probe";
@@ -24,10 +25,15 @@ const PROBE_USER: &str = "ballast-doctor-probe";
 /// One thing the functions do in the cluster.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Need {
+    /// The RBAC verb: `get`, `list`, `patch`, `create`...
     pub verb: &'static str,
+    /// The API group (`""` for the core group).
     pub group: &'static str,
+    /// The resource, plural: `nodes`, `pods`, `deployments`...
     pub resource: &'static str,
+    /// A subresource such as `eviction`.
     pub subresource: Option<&'static str>,
+    /// One object by name, or `None` for any.
     pub name: Option<String>,
     /// `None`: cluster-wide (or in every namespace).
     pub namespace: Option<String>,

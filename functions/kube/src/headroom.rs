@@ -20,6 +20,7 @@ use crate::pods::{HEADROOM_LABEL, POOL_LABEL};
 /// The field manager of every write Ballast makes.
 pub const FIELD_MANAGER: &str = "ballast";
 
+/// The pool's pause-pod Deployment: `ballast-headroom-POOL`.
 pub fn deployment_name(pool: &PoolConfig) -> String {
     format!("ballast-headroom-{}", pool.name)
 }
@@ -35,6 +36,7 @@ fn object_labels(pool: &PoolConfig) -> BTreeMap<String, String> {
     labels
 }
 
+/// The pause pods' PriorityClass as Ballast creates it.
 pub fn priority_class(config: &PriorityClassConfig) -> PriorityClass {
     PriorityClass {
         metadata: ObjectMeta {

@@ -2,6 +2,8 @@
 //! (nodes, headroom, cordon, drain, demand), `ballast doctor`'s cluster checks, and the pod and pool rules the in-cluster
 //! forwarder shares with it.
 
+#![warn(missing_docs)]
+
 pub mod cluster;
 pub mod connect;
 pub mod doctor;

@@ -15,12 +15,16 @@ pub const POOL_LABEL: &str = "ballast.io/pool";
 /// Static pods mirrored into the API server by the kubelet.
 pub const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
 
+/// What a pod is to Ballast: demand, its own headroom, or neither.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PodRole {
+    /// Anything else: the pool's demand.
     Workload,
     /// Ballast's own headroom.
     Pause,
+    /// Run by a DaemonSet on every node: not demand, not evicted.
     DaemonSet,
+    /// A static pod the kubelet mirrors: not demand, not evicted.
     Mirror,
     /// Succeeded or Failed: holds no capacity.
     Finished,
@@ -39,6 +43,7 @@ impl PodRole {
     }
 }
 
+/// The pod's role, from its phase, annotations, owner and labels.
 pub fn role(pod: &Pod) -> PodRole {
     let meta = &pod.metadata;
     if matches!(pod.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed")) {
@@ -56,9 +61,12 @@ pub fn role(pod: &Pod) -> PodRole {
     PodRole::Workload
 }
 
+/// CPU and memory a pod asks the scheduler for.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Requests {
+    /// CPU in thousandths of a core.
     pub cpu_millis: u64,
+    /// Memory in bytes.
     pub memory_bytes: u64,
 }
 
@@ -82,9 +90,13 @@ impl Requests {
 #[derive(Debug, thiserror::Error)]
 #[error("{container}: resources.requests.{resource} = {value:?}: {source}")]
 pub struct RequestError {
+    /// The container whose request it is (`overhead` and `pod` for the pod's own).
     pub container: String,
+    /// `cpu` or `memory`.
     pub resource: &'static str,
+    /// The quantity as written.
     pub value: String,
+    /// Why it does not parse.
     #[source]
     pub source: QuantityError,
 }

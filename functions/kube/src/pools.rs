@@ -27,12 +27,14 @@ struct Taint {
     effect: Option<TaintEffect>,
 }
 
+/// Which pool a node or a pending pod belongs to, pools tried in config order.
 #[derive(Debug, Clone)]
 pub struct PoolMatcher {
     pools: Vec<PoolShape>,
 }
 
 impl PoolMatcher {
+    /// The config's pools, each known by its node selector and tolerations.
     pub fn new(pools: &[PoolConfig]) -> PoolMatcher {
         let pools = pools
             .iter()
@@ -46,18 +48,22 @@ impl PoolMatcher {
         PoolMatcher { pools }
     }
 
+    /// How many pools.
     pub fn len(&self) -> usize {
         self.pools.len()
     }
 
+    /// Whether there are no pools.
     pub fn is_empty(&self) -> bool {
         self.pools.is_empty()
     }
 
+    /// The name of the pool at index `pool`.
     pub fn name(&self, pool: usize) -> &str {
         &self.pools[pool].name
     }
 
+    /// The index of the pool named `name`.
     pub fn index_of(&self, name: &str) -> Option<usize> {
         self.pools.iter().position(|p| p.name == name)
     }
@@ -99,12 +105,16 @@ impl PoolMatcher {
 /// The parts of a pod spec that decide where it can go.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Placement {
+    /// `spec.nodeSelector`.
     pub node_selector: BTreeMap<String, String>,
+    /// `requiredDuringSchedulingIgnoredDuringExecution` of the node affinity.
     pub required_affinity: Option<NodeSelector>,
+    /// `spec.tolerations`.
     pub tolerations: Vec<Toleration>,
 }
 
 impl Placement {
+    /// What of `spec` decides where the pod can go.
     pub fn of(spec: &PodSpec) -> Placement {
         Placement {
             node_selector: spec.node_selector.clone().unwrap_or_default(),

@@ -16,23 +16,33 @@ const PRESIGN_EXPIRES: Duration = Duration::from_secs(60);
 /// EKS rejects a token 15 minutes after it was signed; refresh well before.
 pub const REFRESH_AFTER: Duration = Duration::from_secs(10 * 60);
 
+/// A bearer token for the EKS API server.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EksToken {
+    /// `k8s-aws-v1.` and the presigned URL in base64url: the `Authorization: Bearer` value.
     pub token: String,
     /// When to make a new one (well before EKS stops accepting this one).
     pub refresh_at: SystemTime,
 }
 
 impl EksToken {
+    /// Whether it may still be used at `now`.
     pub fn is_fresh(&self, now: SystemTime) -> bool {
         now < self.refresh_at
     }
 }
 
+/// Why no token could be made.
 #[derive(Debug, thiserror::Error)]
 pub enum TokenError {
+    /// SigV4 refused to sign the request.
     #[error("cannot sign the STS request for cluster {cluster}: {reason}")]
-    Sign { cluster: String, reason: String },
+    Sign {
+        /// The cluster the token was for.
+        cluster: String,
+        /// The signer's error.
+        reason: String,
+    },
 }
 
 /// A token for `cluster` in `region`, signed with `credentials` at `now`.
