@@ -112,7 +112,7 @@ impl AwsAutoscaling {
         &self,
         group: &AutoScalingGroup,
         role: Market,
-        activities_read: Option<&Vec<ScalingActivity>>,
+        activities_read: Option<Result<Vec<ScalingActivity>, PortError>>,
     ) -> Result<ObservedAsg, PortError> {
         let name = group.auto_scaling_group_name().unwrap_or_default().to_string();
         let ids: Vec<String> = group.instances().iter().filter_map(|i| i.instance_id().map(str::to_string)).collect();
@@ -126,7 +126,7 @@ impl AwsAutoscaling {
         };
         let activities = async {
             match activities_read {
-                Some(read) => Ok(read.clone()),
+                Some(read) => read,
                 None if role == Market::Spot => self.activities(&name).await,
                 None => Ok(Vec::new()),
             }
@@ -217,18 +217,17 @@ impl Autoscaling for AwsAutoscaling {
         // resolved against all of them with the shared rule. Listings, then the ASGs'
         // own reads, are made together: a spot warning's first call waits on them.
         let selectors = pool.spot_asgs.iter().chain(pool.on_demand_asg.as_ref());
-        // A spot ASG named in the config has its activities read beside the listings; one
-        // that fails here (not found) is read again after, to fail with its own error.
+        // A spot ASG named in the config has its activities read beside the listings (their
+        // failure counts only if the ASG is listed: a missing one fails as not found).
         let named_spot = pool.spot_asgs.iter().filter_map(|s| match s {
             AsgSelector::Name(name) => Some(name.as_str()),
             AsgSelector::Tags(_) => None,
         });
-        let prefetch =
-            join_all(named_spot.map(|name| async move { (name.to_string(), self.activities(name).await.ok()) }));
+        let prefetch = join_all(named_spot.map(|name| async move { (name.to_string(), self.activities(name).await) }));
         let (listings, prefetched) = tokio::join!(try_join_all(selectors.map(|s| self.select(s))), prefetch);
         let listings = listings?;
-        let prefetched: BTreeMap<String, Vec<ScalingActivity>> =
-            prefetched.into_iter().filter_map(|(name, a)| Some((name, a?))).collect();
+        let mut prefetched: BTreeMap<String, Result<Vec<ScalingActivity>, PortError>> =
+            prefetched.into_iter().collect();
         let mut listed: BTreeMap<String, (AutoScalingGroup, BTreeMap<String, String>)> = BTreeMap::new();
         for group in listings.into_iter().flatten() {
             let name = group.auto_scaling_group_name().unwrap_or_default().to_string();
@@ -237,9 +236,9 @@ impl Autoscaling for AwsAutoscaling {
         }
         let resolved = resolve_pool_asgs(pool, listed.iter().map(|(name, (_, tags))| AsgRef { name, tags }))
             .map_err(|e| PortError::new(ErrorKind::Permanent, "DescribeAutoScalingGroups", e.to_string()))?;
-        let spot = try_join_all(
-            resolved.spot.iter().map(|name| self.observe(&listed[*name].0, Market::Spot, prefetched.get(*name))),
-        );
+        let spot_reads: Vec<(&str, _)> = resolved.spot.iter().map(|name| (*name, prefetched.remove(*name))).collect();
+        let spot =
+            try_join_all(spot_reads.into_iter().map(|(name, read)| self.observe(&listed[name].0, Market::Spot, read)));
         let on_demand = async {
             match resolved.on_demand {
                 Some(name) => self.observe(&listed[name].0, Market::OnDemand, None).await.map(Some),
@@ -276,7 +275,9 @@ impl Autoscaling for AwsAutoscaling {
         let mut tags: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
         for chunk in asgs.chunks(INSTANCE_IDS_PER_CALL) {
             let filter = Filter::builder().name("auto-scaling-group").set_values(Some(chunk.to_vec())).build();
-            let mut pages = self.autoscaling.describe_tags().filters(filter).into_paginator().send();
+            // Node-group ASGs carry many tags (cluster-autoscaler's node templates): the
+            // largest page AWS gives.
+            let mut pages = self.autoscaling.describe_tags().filters(filter).max_records(100).into_paginator().send();
             while let Some(page) = pages.next().await {
                 let page = page.map_err(|e| classify("DescribeTags", e))?;
                 for tag in page.tags() {

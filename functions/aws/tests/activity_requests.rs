@@ -99,3 +99,31 @@ async fn a_spot_asgs_activities_are_read_with_the_instance_each_launch_started()
     assert_eq!(read[1].launched_instance(), None);
     assert!(read[1].status_message.starts_with("The image id 'ami-4edb0327' does not exist"), "{:?}", read[1]);
 }
+
+/// Activities read beside the listings and throttled: the pool's description fails with
+/// that error, retryable, after one read (the failed read is not made a second time).
+#[tokio::test]
+async fn throttled_activities_fail_the_description_after_one_read() {
+    let spot = mock!(aws_sdk_autoscaling::Client::describe_auto_scaling_groups)
+        .match_requests(|r| r.auto_scaling_group_names() == ["eks-general-spot"])
+        .then_http_response(|| groups("eks-general-spot"));
+    let on_demand = mock!(aws_sdk_autoscaling::Client::describe_auto_scaling_groups)
+        .match_requests(|r| r.auto_scaling_group_names() == ["eks-general-on-demand"])
+        .then_http_response(|| groups("eks-general-on-demand"));
+    let throttled = mock!(aws_sdk_autoscaling::Client::describe_scaling_activities).then_http_response(|| {
+        HttpResponse::new(
+            StatusCode::try_from(400).unwrap(),
+            SdkBody::from(
+                "<ErrorResponse><Error><Type>Sender</Type><Code>Throttling</Code><Message>Rate exceeded</Message>\
+                 </Error><RequestId>r</RequestId></ErrorResponse>",
+            ),
+        )
+    });
+    let client = mock_client!(aws_sdk_autoscaling, RuleMode::MatchAny, [&spot, &on_demand, &throttled]);
+    let autoscaling = AwsAutoscaling::from_clients(client, mock_client!(aws_sdk_ec2, []));
+    let config = Config::from_yaml(CONFIG).unwrap();
+    let err = autoscaling.describe_pool(&config.pools[0]).await.unwrap_err();
+    assert!(err.is_retryable(), "{err}");
+    assert!(err.to_string().contains("DescribeScalingActivities"), "{err}");
+    assert_eq!(throttled.num_calls(), 3, "one read (the SDK's three attempts), not one beside the listings and one after");
+}

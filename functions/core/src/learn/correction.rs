@@ -59,7 +59,7 @@ pub struct Correction {
     /// [`Correction::within_budget`]); `None`: all of it.
     pub budget_share_permille: Option<u32>,
     /// The first day whose windows were counted over the target (its largest window is
-    /// the pool filling up, see [`Correction::budget_covers_a_window`]).
+    /// the pool filling up, see `Correction::budget_covers_a_window`).
     pub first_counted: Option<NaiveDate>,
     /// The last wait measurement taken in.
     pub waits: Option<WaitsSeen>,
@@ -69,7 +69,7 @@ pub struct Correction {
     /// [`super::Prediction::missed`]), as of `missed_at`.
     pub missed: Rise,
     pub missed_at: Option<DateTime<Utc>>,
-    /// Windows of too few pods to judge alone, pooled (see [`Correction::measured`]).
+    /// Windows of too few pods to judge alone, pooled (see `Correction::measured`).
     pub few: FewPods,
     /// When the correction was last raised: windows that began before the raised room
     /// could be in place say nothing of it (one shortfall raises it once).
@@ -122,7 +122,7 @@ impl Correction {
         self.budget_share_permille.map_or(1.0, |p| f64::from(p.min(1000)) / 1000.0)
     }
 
-    /// The missed burst as it stands at `now`, halved every [`MISSED_HALF_LIFE_HOURS`].
+    /// The missed burst as it stands at `now`, halved every `MISSED_HALF_LIFE_HOURS`.
     pub fn missed_at(&self, now: DateTime<Utc>) -> Rise {
         let Some(at) = self.missed_at else { return self.missed };
         let hours = (now - at).num_seconds().max(0) as f64 / 3600.0;

@@ -308,7 +308,7 @@ impl History {
     /// Workload pods became unschedulable at `since` in a pool that had none (the
     /// forwarder's Pods Unschedulable whose oldest pod is that new; the caller judges):
     /// the earliest launch to start after them times cluster-autoscaler's reaction (see
-    /// [`Reaction::pods_unschedulable`]). Pods waiting on what no launch answers (`max`,
+    /// `Reaction::pods_unschedulable`). Pods waiting on what no launch answers (`max`,
     /// an affinity) are never new again, so they time nothing.
     pub fn pods_unschedulable(&mut self, since: DateTime<Utc>) {
         self.reaction.pods_unschedulable(since, &self.lead);

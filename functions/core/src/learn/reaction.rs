@@ -29,7 +29,7 @@ pub struct Reaction {
     /// earliest launch started after them), in seconds, newest last.
     pub reaction_secs: Vec<u32>,
     /// Arrivals of unschedulable pods being timed, oldest first (see
-    /// [`Reaction::pods_unschedulable`]).
+    /// `Reaction::pods_unschedulable`).
     pub arrivals: Vec<Arrival>,
     /// The newest arrival taken in (kept after its reaction is taken): a report of pods
     /// no newer is a duplicate or a late one.
@@ -37,7 +37,7 @@ pub struct Reaction {
 }
 
 /// Workload pods that became unschedulable in a pool with none unschedulable before, and
-/// the earliest launch seen to start after them (within [`REACTION_BOUND`]).
+/// the earliest launch seen to start after them (within `REACTION_BOUND`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Arrival {
     pub since: DateTime<Utc>,

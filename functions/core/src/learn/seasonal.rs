@@ -20,7 +20,7 @@ pub struct Seasonal {
     /// slot, per day (in the history's time zone), oldest first.
     pub days: Vec<DayRises>,
     /// Demand samples of the last absorb span and the last one before it: only the lows
-    /// (see [`Seasonal::sample`]), at most 64.
+    /// (see `Seasonal::sample`), at most 64.
     pub recent: Vec<DemandSample>,
 }
 
@@ -47,7 +47,7 @@ pub struct DemandSample {
     pub cpu_millis: u64,
     pub memory_bytes: u64,
     /// The earliest time it stands for, when earlier samples it undercut were dropped
-    /// (see [`Seasonal::sample`]); `at` otherwise.
+    /// (see `Seasonal::sample`); `at` otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub since: Option<DateTime<Utc>>,
 }

@@ -289,8 +289,14 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
             if located_by_config {
                 continue;
             }
-            instances.extend(event.signal.instance_ids().iter().map(|id| id.to_string()));
-            named.extend(event.signal.named_asg().map(str::to_string));
+            // An event naming its ASG (a lifecycle action, a launch) is routed by that ASG;
+            // its instance is in it.
+            match event.signal.named_asg() {
+                Some(asg) => {
+                    named.insert(asg.to_string());
+                }
+                None => instances.extend(event.signal.instance_ids().iter().map(|id| id.to_string())),
+            }
         }
         (instances.into_iter().collect(), named.into_iter().collect())
     }
