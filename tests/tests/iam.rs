@@ -54,7 +54,7 @@ fn needed_without_a_call(caller: &str, action: &str) -> Option<&'static str> {
             "the forwarder reads the config from the same parameter as the functions (BALLAST_CONFIG_PARAMETER) and follows its changes"
         }
         "autoscaling:DescribeTags" if caller == "interruption" => {
-            "routes a warning to a pool that selects its ASGs by tags (functions/core/src/reconcile.rs locate); the test's pool selects by name (tests/tests/aws_moto.rs a_warning_is_routed_by_its_instance_not_by_describing_every_pool covers tags)"
+            "routes a warning to a pool that selects its ASGs by tags (functions/core/src/reconcile/batch.rs locate); the test's pool selects by name (tests/tests/aws_moto.rs a_warning_is_routed_by_its_instance_not_by_describing_every_pool covers tags)"
         }
         "ec2:DescribeInstances" => {
             "tells spot from on-demand instances in a mixed-instances spot ASG (functions/aws/src/autoscaling.rs spot_instance_ids); the test's spot ASG buys spot only"

@@ -125,5 +125,9 @@ async fn throttled_activities_fail_the_description_after_one_read() {
     let err = autoscaling.describe_pool(&config.pools[0]).await.unwrap_err();
     assert!(err.is_retryable(), "{err}");
     assert!(err.to_string().contains("DescribeScalingActivities"), "{err}");
-    assert_eq!(throttled.num_calls(), 3, "one read (the SDK's three attempts), not one beside the listings and one after");
+    assert_eq!(
+        throttled.num_calls(),
+        3,
+        "one read (the SDK's three attempts), not one beside the listings and one after"
+    );
 }
