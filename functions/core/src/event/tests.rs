@@ -1,4 +1,5 @@
 use super::*;
+use chrono::{DateTime, Utc};
 use proptest::prelude::*;
 use std::path::PathBuf;
 

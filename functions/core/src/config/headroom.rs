@@ -1,0 +1,227 @@
+//! Reading and validating a pool's `headroom` section: its target, schedules and
+//! pause pod size.
+
+use chrono_tz::Tz;
+use croner::parser::{CronParser, Seconds, Year};
+use croner::Cron;
+use serde_yaml_ng::Value;
+
+use super::read::{is_dns_label, is_dns_subdomain};
+use super::walk::{self, kind, Fields, Issues};
+use super::{
+    check_image, HeadroomConfig, HeadroomSchedule, WaitTarget, CA_EXPENDABLE_CUTOFF, DEFAULT_SCHEDULE_TIME_ZONE,
+};
+use crate::units::{parse_cpu_millis, parse_memory_bytes, HumanDuration};
+
+const MAX_PERCENT: u32 = 1000;
+
+pub(super) fn read_headroom(value: &Value, path: &str, issues: &mut Issues) -> Option<HeadroomConfig> {
+    let before = issues.0.len();
+    let d = HeadroomConfig::default();
+    let mut f = Fields::of(value, path, issues);
+    let percent_written = f.raw("percent").is_some_and(|v| !v.is_null());
+    let percent = f.or("percent", d.percent, issues);
+    let target_value = f.raw("target").cloned();
+    let cpu = f.raw("pod_cpu");
+    let memory = f.raw("pod_memory");
+    let min = f.or("min", d.min, issues);
+    let max = f.or("max", d.max, issues);
+    let namespace: String = f.or("namespace", d.namespace, issues);
+    let priority_class = f.or("priority_class", d.priority_class, issues);
+    let image: String = f.or("image", d.image, issues);
+    let schedules_value = f.raw("schedules").cloned();
+    let interruption_boost = f.or("interruption_boost", d.interruption_boost, issues);
+    let boost_for = f.or("boost_for", d.boost_for, issues);
+    let p = |key: &str| walk::join(path, key);
+    f.finish(issues);
+
+    if percent > MAX_PERCENT {
+        issues.push(p("percent"), format!("{percent} is above {MAX_PERCENT}%"));
+    }
+    let pod_cpu_millis = match cpu {
+        None => d.pod_cpu_millis,
+        Some(v) => positive_quantity(parse_cpu_millis, v, &p("pod_cpu"), issues),
+    };
+    let pod_memory_bytes = match memory {
+        None => d.pod_memory_bytes,
+        Some(v) => positive_quantity(parse_memory_bytes, v, &p("pod_memory"), issues),
+    };
+    if min > max {
+        issues.push(p("min"), format!("min ({min}) is greater than max ({max})"));
+    }
+    if !is_dns_label(&namespace) {
+        issues.push(p("namespace"), format!("`{namespace}` is not a Kubernetes namespace name"));
+    }
+    if !is_dns_subdomain(&priority_class.name) {
+        issues.push(p("priority_class.name"), format!("`{}` is not a Kubernetes object name", priority_class.name));
+    }
+    if priority_class.value < CA_EXPENDABLE_CUTOFF {
+        issues.push(
+            p("priority_class.value"),
+            format!(
+                "{} is below {CA_EXPENDABLE_CUTOFF}: cluster-autoscaler ignores pending pods under its \
+                 expendable cutoff ({CA_EXPENDABLE_CUTOFF}), so evicted pause pods would never bring a node back",
+                priority_class.value
+            ),
+        );
+    } else if priority_class.value >= 0 {
+        issues.push(
+            p("priority_class.value"),
+            format!(
+                "{} is not negative: pause pods must rank below workloads (priority 0) so they are preempted",
+                priority_class.value
+            ),
+        );
+    }
+    if let Err(why) = check_image(&image) {
+        issues.push(p("image"), why);
+    }
+    let mut schedules = Vec::new();
+    match schedules_value {
+        None | Some(Value::Null) => {}
+        Some(Value::Sequence(items)) => {
+            for (i, item) in items.iter().enumerate() {
+                if let Some(s) = read_schedule(item, &format!("{}[{i}]", p("schedules")), issues) {
+                    schedules.push(s);
+                }
+            }
+        }
+        Some(other) => issues.push(p("schedules"), format!("expected a list, found {}", kind(&other))),
+    }
+    if interruption_boost > MAX_PERCENT {
+        issues.push(p("interruption_boost"), format!("{interruption_boost} is above {MAX_PERCENT}%"));
+    }
+    let target = match target_value {
+        None | Some(Value::Null) => None,
+        Some(v) => read_target(&v, &p("target"), percent_written, issues),
+    };
+    (issues.0.len() == before).then_some(HeadroomConfig {
+        percent,
+        pod_cpu_millis,
+        pod_memory_bytes,
+        min,
+        max,
+        namespace,
+        priority_class,
+        image,
+        schedules,
+        interruption_boost,
+        boost_for,
+        target,
+    })
+}
+
+/// The shortest and longest wait objective taken: below a second is below what the
+/// forwarder measures to; above an hour is no headroom question.
+const TARGET_WAIT_RANGE: (u64, u64) = (1, 3600);
+/// History is kept per day of the ring; four weeks bound the state record's size.
+const MAX_HISTORY_DAYS: u64 = 28;
+
+fn read_target(value: &Value, path: &str, percent_written: bool, issues: &mut Issues) -> Option<WaitTarget> {
+    let before = issues.0.len();
+    let mut f = Fields::of(value, path, issues);
+    let wait_p95: Option<HumanDuration> = f.required("wait_p95", issues);
+    let history: HumanDuration = f.or("history", HumanDuration::from_secs(14 * 86_400), issues);
+    let floor: bool = f.or("floor", percent_written, issues);
+    let tz_text: String = f.or("time_zone", Tz::UTC.name().to_string(), issues);
+    let p = |key: &str| walk::join(path, key);
+    f.finish(issues);
+    let time_zone = tz_text.parse::<Tz>().map_err(|_| {
+        issues.push(
+            p("time_zone"),
+            format!("`{tz_text}` is not an IANA time zone (e.g. Europe/Paris, America/New_York, UTC)"),
+        )
+    });
+    if let Some(wait) = wait_p95 {
+        let secs = wait.0.as_secs_f64();
+        let (lo, hi) = TARGET_WAIT_RANGE;
+        if secs < lo as f64 || secs > hi as f64 {
+            issues.push(p("wait_p95"), format!("{wait} is outside {lo}s..{}m", hi / 60));
+        }
+    }
+    let days = history.0.as_secs_f64() / 86_400.0;
+    if !(1.0..=MAX_HISTORY_DAYS as f64).contains(&days) {
+        let secs = history.0.as_secs();
+        let written = if secs.is_multiple_of(86_400) { format!("{}d", secs / 86_400) } else { history.to_string() };
+        issues.push(p("history"), format!("{written} is outside 1d..{MAX_HISTORY_DAYS}d"));
+    }
+    let time_zone = time_zone.ok()?;
+    (issues.0.len() == before).then_some(WaitTarget { wait_p95: wait_p95?, history, floor, time_zone })
+}
+
+/// A quantity that must be more than zero (0 when it is not, after reporting why). As in
+/// Kubernetes, it may be written as a string (`500m`, `2Gi`) or a plain number (`2`,
+/// `1073741824`, `0.5`).
+fn positive_quantity(
+    parse: fn(&str) -> Result<u64, crate::units::QuantityError>,
+    value: &Value,
+    path: &str,
+    issues: &mut Issues,
+) -> u64 {
+    let text = match value {
+        Value::String(s) => s.clone(),
+        Value::Number(n) => n.to_string(),
+        other => {
+            issues
+                .push(path, format!("expected a Kubernetes quantity (e.g. `500m`, `2`, `2Gi`), found {}", kind(other)));
+            return 0;
+        }
+    };
+    match parse(&text) {
+        Ok(0) => {
+            issues.push(path, "must be more than zero");
+            0
+        }
+        Ok(v) => v,
+        Err(e) => {
+            issues.push(path, e.to_string());
+            0
+        }
+    }
+}
+
+/// Standard five-field cron (minute hour day-of-month month day-of-week).
+pub fn parse_cron(text: &str) -> Result<Cron, String> {
+    CronParser::builder()
+        .seconds(Seconds::Disallowed)
+        .year(Year::Disallowed)
+        .build()
+        .parse(text)
+        .map_err(|e| format!("`{text}` is not a five-field cron expression ({e})"))
+}
+
+fn read_schedule(value: &Value, path: &str, issues: &mut Issues) -> Option<HeadroomSchedule> {
+    let before = issues.0.len();
+    let mut f = Fields::of(value, path, issues);
+    let cron_text: Option<String> = f.required("cron", issues);
+    let tz_text: String = f.or("time_zone", DEFAULT_SCHEDULE_TIME_ZONE.name().to_string(), issues);
+    let percent: Option<u32> = f.required("percent", issues);
+    let p = |key: &str| walk::join(path, key);
+    f.finish(issues);
+    let cron = cron_text.as_deref().and_then(|text| match parse_cron(text) {
+        Ok(c) => Some(c),
+        Err(e) => {
+            issues.push(p("cron"), e);
+            None
+        }
+    });
+    let time_zone = match tz_text.parse::<Tz>() {
+        Ok(tz) => Some(tz),
+        Err(_) => {
+            issues.push(
+                p("time_zone"),
+                format!("`{tz_text}` is not an IANA time zone (e.g. Europe/Paris, America/New_York, UTC)"),
+            );
+            None
+        }
+    };
+    if let Some(pc) = percent {
+        if pc > MAX_PERCENT {
+            issues.push(p("percent"), format!("{pc} is above {MAX_PERCENT}%"));
+        }
+    }
+    if issues.0.len() != before {
+        return None;
+    }
+    Some(HeadroomSchedule { cron_text: cron_text?, cron: cron?, time_zone: time_zone?, percent: percent? })
+}

@@ -1,0 +1,379 @@
+//! The config's types as `ballast.yaml` writes them, how they serialize back, and their
+//! defaults (the one source of them).
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use chrono_tz::Tz;
+use croner::Cron;
+use serde::{Deserialize, Serialize, Serializer};
+
+use super::{CA_EXPENDABLE_CUTOFF, DEFAULT_PAUSE_IMAGE};
+use crate::units::{format_cpu_millis, format_memory_bytes, HumanDuration};
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Config {
+    pub cluster: String,
+    pub region: String,
+    /// The deployment's account; when absent the Lambda functions use their own.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub account: Option<String>,
+    pub state_table: String,
+    pub dry_run: bool,
+    pub pools: Vec<PoolConfig>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PoolConfig {
+    pub name: String,
+    /// In preference order: fallback fills the next healthy one before on-demand.
+    #[serde(serialize_with = "selectors_as_written")]
+    pub spot_asgs: Vec<AsgSelector>,
+    /// Where fallback goes. `None`: a spot-only pool (headroom and interruption
+    /// handling, no fallback).
+    #[serde(serialize_with = "optional_selector_as_written", skip_serializing_if = "Option::is_none")]
+    pub on_demand_asg: Option<AsgSelector>,
+    pub node_selector: BTreeMap<String, String>,
+    pub tolerations: Vec<Toleration>,
+    pub fallback: FallbackConfig,
+    pub interruption: InterruptionConfig,
+    pub headroom: HeadroomConfig,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AsgSelector {
+    Name(String),
+    /// Every ASG carrying all these tags (spot: in name order).
+    Tags(BTreeMap<String, String>),
+}
+
+impl AsgSelector {
+    pub fn matches(&self, name: &str, tags: &BTreeMap<String, String>) -> bool {
+        match self {
+            AsgSelector::Name(n) => n == name,
+            AsgSelector::Tags(want) => want.iter().all(|(k, v)| tags.get(k) == Some(v)),
+        }
+    }
+}
+
+impl fmt::Display for AsgSelector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AsgSelector::Name(n) => write!(f, "{n}"),
+            AsgSelector::Tags(tags) => {
+                let parts: Vec<String> = tags.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                write!(f, "tags({})", parts.join(","))
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Toleration {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operator: Option<TolerationOperator>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effect: Option<TaintEffect>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub toleration_seconds: Option<i64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TolerationOperator {
+    Equal,
+    Exists,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TaintEffect {
+    NoSchedule,
+    PreferNoSchedule,
+    NoExecute,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FallbackConfig {
+    /// How long a spot ASG may stay below its desired size before it counts as failing.
+    pub spot_launch_grace: HumanDuration,
+    /// How long a capacity error keeps a spot ASG marked unavailable.
+    pub unavailable_ttl: HumanDuration,
+    /// The most on-demand instances fallback may add to the pool.
+    pub max_on_demand: u32,
+    /// How long spot must stay healthy before capacity moves back.
+    pub failback_after: HumanDuration,
+    /// Units moved back per failback step.
+    pub failback_step: u32,
+    /// After a failback step whose spot surge was not Ready in time, the wait before
+    /// the next attempt.
+    pub wait_and_retry: HumanDuration,
+    /// This many interruptions within the window count as spot failing.
+    pub interruption_rate: InterruptionRate,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InterruptionRate {
+    pub count: u32,
+    pub window: HumanDuration,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct InterruptionConfig {
+    /// Launch the replacement before the interrupted instance goes.
+    pub surge: bool,
+    /// Cordon and drain the interrupted node.
+    pub drain: bool,
+    pub rebalance: RebalancePolicy,
+    pub drain_timeout: HumanDuration,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RebalancePolicy {
+    /// Replace the instance as for an interruption warning, early.
+    Surge,
+    Ignore,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HeadroomConfig {
+    /// Headroom as a percentage of the pool's workload requests.
+    pub percent: u32,
+    #[serde(rename = "pod_cpu", serialize_with = "cpu_quantity")]
+    pub pod_cpu_millis: u64,
+    #[serde(rename = "pod_memory", serialize_with = "memory_quantity")]
+    pub pod_memory_bytes: u64,
+    pub min: u32,
+    pub max: u32,
+    pub namespace: String,
+    pub priority_class: PriorityClassConfig,
+    pub image: String,
+    pub schedules: Vec<HeadroomSchedule>,
+    /// Extra percent while a recent interruption is within `boost_for`.
+    pub interruption_boost: u32,
+    pub boost_for: HumanDuration,
+    /// Headroom learned from a wait objective instead of a fixed percentage.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target: Option<WaitTarget>,
+}
+
+/// "A new workload pod of the pool starts within `wait_p95`, 95 times in 100": the
+/// headroom is learned from the pool's history (see `planner::learn`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct WaitTarget {
+    /// First-start wait (creation to scheduled) of the pool's workload pods, 95th percentile.
+    pub wait_p95: HumanDuration,
+    /// How much history the learned size draws on (whole days, at most 28).
+    pub history: HumanDuration,
+    /// `percent` is also a floor under the learned size (not only what is used until
+    /// there is enough history). Written `percent` makes it one unless `floor: false`.
+    pub floor: bool,
+    /// The time zone the pool's days are counted in: a ramp at 09:00 local stays at
+    /// 09:00 across daylight saving changes.
+    #[serde(serialize_with = "tz_name")]
+    pub time_zone: Tz,
+}
+
+fn tz_name<S: serde::Serializer>(tz: &Tz, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(tz.name())
+}
+
+impl WaitTarget {
+    /// Days of history kept, at least one.
+    pub fn history_days(&self) -> usize {
+        (self.history.0.as_secs().div_ceil(86_400) as usize).max(1)
+    }
+}
+
+impl HeadroomConfig {
+    /// How the headroom settings combine, in a sentence (`ballast config check`).
+    pub fn explain(&self) -> String {
+        let schedules = match self.schedules.len() {
+            0 => String::new(),
+            n => format!(" ({n} schedule(s) change it when they fire)"),
+        };
+        let boost = if self.interruption_boost > 0 {
+            format!("; +{}% for {} after a spot interruption", self.interruption_boost, self.boost_for)
+        } else {
+            String::new()
+        };
+        let pods = format!(
+            "within [{}, {}] pause pods of {} CPU / {}",
+            self.min,
+            self.max,
+            format_cpu_millis(self.pod_cpu_millis),
+            format_memory_bytes(self.pod_memory_bytes)
+        );
+        match &self.target {
+            None => format!(
+                "{}% of the pool's workload requests{schedules}{boost}; {pods}; a headroom override event wins while it lasts",
+                self.percent
+            ),
+            Some(t) => {
+                // No percent and no schedule: the first day is the learner's alone.
+                let first_day = if self.percent == 0 && self.schedules.is_empty() {
+                    "until a past day shows the time of day, only what rises now and bursts that missed \
+                     the target (percent 0: no room held in advance beyond `min`)"
+                        .to_string()
+                } else {
+                    format!(
+                        "{}% of the workload requests{schedules} until a past day shows the time of day{}",
+                        self.percent,
+                        if t.floor {
+                            ", and as a floor under the learned size"
+                        } else {
+                            " (not a floor: `floor: false` or percent not written)"
+                        }
+                    )
+                };
+                format!(
+                    "learned for a first-start wait of at most {} at p95 from up to {} day(s) of history: room for the demand \
+                     that rises within one node launch-to-Ready time, by time of day in {}{weekly}, \
+                     raised when measured waits miss the target and lowered slowly when they meet it; the target's 5 % is a \
+                     budget: from the second day counted, misses that keep the share of first starts over the target under 3 % \
+                     add no room, and under 1.5 % the room shrinks below the rise, back to all of it past 3 %; \
+                     {first_day}{boost}; {pods}; \
+                     a headroom override event wins while it lasts; a target that max does not let through is logged once an hour",
+                    t.wait_p95,
+                    t.history_days(),
+                    t.time_zone.name(),
+                    weekly = if t.history_days() >= 14 {
+                        " (by time of week once two weeks show it)"
+                    } else {
+                        " (history under 14 days: never by time of week)"
+                    },
+                )
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PriorityClassConfig {
+    pub name: String,
+    pub value: i32,
+}
+
+#[derive(Debug, Clone)]
+pub struct HeadroomSchedule {
+    pub cron_text: String,
+    pub cron: Cron,
+    pub time_zone: Tz,
+    pub percent: u32,
+}
+
+/// Two schedules are equal when they read the same (the cron is parsed from its text).
+impl PartialEq for HeadroomSchedule {
+    fn eq(&self, other: &Self) -> bool {
+        self.cron_text == other.cron_text && self.time_zone == other.time_zone && self.percent == other.percent
+    }
+}
+
+impl Serialize for HeadroomSchedule {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Text<'a> {
+            cron: &'a str,
+            time_zone: &'a str,
+            percent: u32,
+        }
+        Text { cron: &self.cron_text, time_zone: self.time_zone.name(), percent: self.percent }.serialize(serializer)
+    }
+}
+
+/// A selector as `ballast.yaml` writes it: a name as a plain string, tags as `{tags: ...}`
+/// (not as a YAML-tagged enum, which the reader would not take).
+fn selector_as_written<S: Serializer>(selector: &AsgSelector, serializer: S) -> Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    struct Tags<'a> {
+        tags: &'a BTreeMap<String, String>,
+    }
+    match selector {
+        AsgSelector::Name(name) => serializer.serialize_str(name),
+        AsgSelector::Tags(tags) => Tags { tags }.serialize(serializer),
+    }
+}
+
+fn optional_selector_as_written<S: Serializer>(
+    selector: &Option<AsgSelector>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    match selector {
+        Some(selector) => selector_as_written(selector, serializer),
+        None => serializer.serialize_none(),
+    }
+}
+
+fn selectors_as_written<S: Serializer>(selectors: &[AsgSelector], serializer: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeSeq;
+    let mut seq = serializer.serialize_seq(Some(selectors.len()))?;
+    for selector in selectors {
+        struct Written<'a>(&'a AsgSelector);
+        impl Serialize for Written<'_> {
+            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                selector_as_written(self.0, serializer)
+            }
+        }
+        seq.serialize_element(&Written(selector))?;
+    }
+    seq.end()
+}
+
+fn cpu_quantity<S: Serializer>(millis: &u64, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(&format_cpu_millis(*millis))
+}
+
+fn memory_quantity<S: Serializer>(bytes: &u64, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(&format_memory_bytes(*bytes))
+}
+
+impl Default for FallbackConfig {
+    fn default() -> Self {
+        FallbackConfig {
+            spot_launch_grace: HumanDuration::from_secs(180),
+            unavailable_ttl: HumanDuration::from_secs(900),
+            max_on_demand: 10,
+            failback_after: HumanDuration::from_secs(1800),
+            failback_step: 1,
+            wait_and_retry: HumanDuration::from_secs(600),
+            interruption_rate: InterruptionRate { count: 5, window: HumanDuration::from_secs(600) },
+        }
+    }
+}
+
+impl Default for InterruptionConfig {
+    fn default() -> Self {
+        InterruptionConfig {
+            surge: true,
+            drain: true,
+            rebalance: RebalancePolicy::Ignore,
+            drain_timeout: HumanDuration::from_secs(90),
+        }
+    }
+}
+
+impl Default for HeadroomConfig {
+    fn default() -> Self {
+        HeadroomConfig {
+            percent: 10,
+            pod_cpu_millis: 1000,
+            pod_memory_bytes: 2 << 30,
+            min: 0,
+            max: 50,
+            namespace: "ballast-headroom".into(),
+            priority_class: PriorityClassConfig { name: "ballast-headroom".into(), value: CA_EXPENDABLE_CUTOFF },
+            image: DEFAULT_PAUSE_IMAGE.into(),
+            schedules: Vec::new(),
+            interruption_boost: 0,
+            boost_for: HumanDuration::from_secs(1800),
+            target: None,
+        }
+    }
+}
