@@ -76,7 +76,18 @@ impl Moto {
             eprintln!("skipped: moto_server not found (scripts/test installs it)");
             return None;
         };
-        Some(Self::launch_with(Command::new(binary), record, Duration::from_secs(20)))
+        // moto's venv Python runs `scripts/moto-server` (moto with the Auto Scaling
+        // parameter it ignores honoured); a moto_server without its venv runs as it is.
+        let python = binary.parent().map(|dir| dir.join("python")).filter(|p| p.exists());
+        let command = match python {
+            Some(python) => {
+                let mut command = Command::new(python);
+                command.arg(crate::repo_root().join("scripts/moto-server"));
+                command
+            }
+            None => Command::new(binary),
+        };
+        Some(Self::launch_with(command, record, Duration::from_secs(20)))
     }
 
     fn launch_with(mut command: Command, record: bool, wait: Duration) -> Moto {

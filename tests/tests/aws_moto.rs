@@ -52,6 +52,11 @@ async fn interruption_surges_then_terminates_with_decrement() {
     let calls = d.recorder.calls();
     let order = |action: &str| calls.iter().position(|c| c.contains(&format!("Action={action}&"))).unwrap();
     assert!(order("SetDesiredCapacity") < order("TerminateInstanceInAutoScalingGroup"), "surge first");
+    // The raise's size reads leave the instances out: a large ASG's list is most of a
+    // describe, and the surge waits on these reads.
+    let set_at = order("SetDesiredCapacity");
+    let read_before = calls[..set_at].iter().rev().find(|c| c.contains("Action=DescribeAutoScalingGroups&")).unwrap();
+    assert!(read_before.contains("IncludeInstances=false"), "{read_before}");
     let (desired, ids) = d.asg(SPOT).await;
     assert_eq!(desired, 3, "surge +1, then terminate with decrement");
     assert!(!ids.contains(&victim), "the interrupted instance is gone");
@@ -554,6 +559,31 @@ async fn compute_eks_and_state_adapters_against_moto() {
     let ids: Vec<String> = (0..30).map(|n| format!("e-{n}")).collect();
     store.mark_seen(&ids[..27], now() + Duration::hours(24)).await.unwrap();
     assert_eq!(store.seen(&ids).await.unwrap().len(), 27, "batched over 25-item writes");
+}
+
+/// A size read for a raise leaves the instances out (`IncludeInstances=false`, which
+/// `scripts/moto-server` makes moto honour) and says so (`live` unknown); the full read
+/// counts them.
+#[tokio::test]
+async fn a_size_read_without_instances_gives_the_bounds_and_no_live_count() {
+    use ballast_core::ports::{Autoscaling, ErrorKind};
+    let Some(moto) = Moto::start() else { return };
+    let d = Deployment::create(&moto, 3, (0, 1), now()).await;
+    let ec2 = aws_sdk_ec2::Client::new(&d.sdk);
+    let autoscaling = ballast_aws::AwsAutoscaling::from_clients(d.autoscaling.clone(), ec2);
+    let full = autoscaling.asg_size(SPOT).await.unwrap();
+    let bounds = autoscaling.asg_bounds(SPOT).await.unwrap();
+    assert_eq!(full.live, Some(3));
+    assert_eq!((bounds.desired, bounds.min, bounds.max, bounds.live), (full.desired, full.min, full.max, None));
+    let reads = d.recorder.of("DescribeAutoScalingGroups");
+    let (with, without) = (&reads[reads.len() - 2], &reads[reads.len() - 1]);
+    assert!(!with.contains("IncludeInstances") && without.contains("IncludeInstances=false"), "{reads:?}");
+    // moto as the tests start it answers as Auto Scaling does: no instances listed.
+    let answer = d.autoscaling.describe_auto_scaling_groups().auto_scaling_group_names(SPOT).include_instances(false);
+    let answer = answer.send().await.unwrap();
+    assert!(answer.auto_scaling_groups()[0].instances().is_empty());
+    let missing = autoscaling.asg_bounds("no-such-asg").await.unwrap_err();
+    assert_eq!(missing.kind, ErrorKind::Permanent, "{missing}");
 }
 
 #[tokio::test]

@@ -240,8 +240,9 @@ impl Autoscaling for Faulty {
     async fn set_desired_capacity(&self, asg: &str, desired: u32) -> Result<(), PortError> {
         let ambiguous = self.before("set_desired_capacity")?;
         let before = self.memory.asg_size(asg).await?;
-        if desired < before.desired && desired < before.live {
-            violation(&mut self.st(), format!("{asg} lowered to {desired} below its {} live instances", before.live));
+        let live = before.live.unwrap_or_default();
+        if desired < before.desired && desired < live {
+            violation(&mut self.st(), format!("{asg} lowered to {desired} below its {live} live instances"));
         }
         self.memory.set_desired_capacity(asg, desired).await?;
         {

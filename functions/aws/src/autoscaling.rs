@@ -210,6 +210,16 @@ fn lifecycle(state: &SdkLifecycle) -> LifecycleState {
     }
 }
 
+/// An ASG's desired size and bounds, its instances not counted.
+fn size_of(group: &AutoScalingGroup) -> AsgSize {
+    AsgSize {
+        desired: count(group.desired_capacity()),
+        min: count(group.min_size()),
+        max: count(group.max_size()),
+        live: None,
+    }
+}
+
 #[async_trait]
 impl Autoscaling for AwsAutoscaling {
     async fn describe_pool(&self, pool: &PoolConfig) -> Result<(Vec<ObservedAsg>, Option<ObservedAsg>), PortError> {
@@ -301,12 +311,22 @@ impl Autoscaling for AwsAutoscaling {
         })?;
         let live =
             group.instances().iter().filter_map(|i| i.lifecycle_state()).filter(|s| lifecycle(s).is_live()).count();
-        Ok(AsgSize {
-            desired: count(group.desired_capacity()),
-            min: count(group.min_size()),
-            max: count(group.max_size()),
-            live: live as u32,
-        })
+        Ok(AsgSize { live: Some(live as u32), ..size_of(&group) })
+    }
+
+    async fn asg_bounds(&self, asg: &str) -> Result<AsgSize, PortError> {
+        let answer = self
+            .autoscaling
+            .describe_auto_scaling_groups()
+            .auto_scaling_group_names(asg)
+            .include_instances(false)
+            .send()
+            .await
+            .map_err(|e| classify("DescribeAutoScalingGroups", e))?;
+        let group = answer.auto_scaling_groups().iter().find(|g| g.auto_scaling_group_name() == Some(asg)).ok_or_else(
+            || PortError::new(ErrorKind::Permanent, "DescribeAutoScalingGroups", format!("ASG {asg} not found")),
+        )?;
+        Ok(size_of(group))
     }
 
     async fn set_desired_capacity(&self, asg: &str, desired: u32) -> Result<(), PortError> {

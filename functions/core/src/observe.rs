@@ -37,7 +37,7 @@ impl ObservedAsg {
     }
 
     pub fn size(&self) -> AsgSize {
-        AsgSize { desired: self.desired, min: self.min, max: self.max, live: self.live() }
+        AsgSize { desired: self.desired, min: self.min, max: self.max, live: Some(self.live()) }
     }
 }
 
@@ -47,8 +47,9 @@ pub struct AsgSize {
     pub desired: u32,
     pub min: u32,
     pub max: u32,
-    /// Instances that are, or are becoming, capacity.
-    pub live: u32,
+    /// Instances that are, or are becoming, capacity; `None` when read without the
+    /// instances ([`crate::ports::Autoscaling::asg_bounds`]), which only a raise may use.
+    pub live: Option<u32>,
 }
 
 impl AsgSize {
@@ -56,10 +57,12 @@ impl AsgSize {
     /// change applied to what the ASG holds now (so another writer's change between
     /// observe and apply is kept), within min and max, and never below the live
     /// instances when lowering (a lower removes unfilled slots only; an instance that
-    /// must go is terminated by id).
+    /// must go is terminated by id). Read without the instances, a lower lowers nothing:
+    /// which slots are unfilled is unknown.
     pub fn shifted(&self, delta: i64) -> u32 {
         let target = (i64::from(self.desired) + delta).clamp(0, i64::from(u32::MAX)) as u32;
-        let floor = if delta < 0 { self.min.max(self.live.min(self.desired)) } else { self.min };
+        let live = self.live.unwrap_or(self.desired);
+        let floor = if delta < 0 { self.min.max(live.min(self.desired)) } else { self.min };
         target.clamp(floor, self.max.max(floor))
     }
 }

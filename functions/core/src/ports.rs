@@ -67,6 +67,12 @@ pub trait Autoscaling: Send + Sync {
     async fn asg_tags(&self, asgs: &[String]) -> Result<BTreeMap<String, BTreeMap<String, String>>, PortError>;
     /// One ASG's size now: read again just before a write, since the write is absolute.
     async fn asg_size(&self, asg: &str) -> Result<AsgSize, PortError>;
+    /// [`Self::asg_size`] without counting the instances (`live` is `None`): enough for
+    /// a raise or a minimum check, and a large ASG's instance list is most of what a
+    /// size read costs (a spot warning's surge waits on it).
+    async fn asg_bounds(&self, asg: &str) -> Result<AsgSize, PortError> {
+        self.asg_size(asg).await.map(|size| AsgSize { live: None, ..size })
+    }
     async fn set_desired_capacity(&self, asg: &str, desired: u32) -> Result<(), PortError>;
     async fn terminate_instance(&self, instance_id: &str, decrement: bool) -> Result<(), PortError>;
     async fn record_lifecycle_heartbeat(&self, action: &LifecycleRef) -> Result<(), PortError>;

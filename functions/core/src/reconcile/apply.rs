@@ -175,7 +175,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         is_call: impl Fn(&CapacityCall) -> bool + Copy,
     ) -> Result<(u32, u32), PortError> {
         for _ in 0..SETTLE_ATTEMPTS {
-            let size = self.autoscaling.asg_size(asg).await?;
+            let size = self.size_for(asg, from, to).await?;
             if size.desired == from {
                 return Ok((from, to));
             }
@@ -202,6 +202,16 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         ))
     }
 
+    /// The size a write from `from` to `to` is rebased on: a raise needs the bounds
+    /// alone; a lower also the live instances, never to lower below them.
+    pub(super) async fn size_for(&self, asg: &str, from: u32, to: u32) -> Result<AsgSize, PortError> {
+        if to >= from {
+            self.autoscaling.asg_bounds(asg).await
+        } else {
+            self.autoscaling.asg_size(asg).await
+        }
+    }
+
     async fn terminate(
         &self,
         run: &mut Run<'_>,
@@ -214,7 +224,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
             |c: &CapacityCall| matches!(c, CapacityCall::Terminate { instance_id: i, .. } if i == instance_id);
         if decrement {
             // Never below the minimum: cluster-autoscaler may have lowered the ASG since.
-            let size = self.autoscaling.asg_size(asg).await?;
+            let size = self.autoscaling.asg_bounds(asg).await?;
             let at_minimum = (size.desired <= size.min).then(|| format!("{asg} is at its minimum {}", size.min));
             let why = match at_minimum {
                 Some(why) => Some(why),
@@ -308,7 +318,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                 .collect(),
         };
         for (asg, want) in wanted {
-            let size = self.autoscaling.asg_size(asg).await?;
+            let size = self.autoscaling.asg_bounds(asg).await?;
             if i64::from(size.desired) < want {
                 return Ok(Some(format!(
                     "{asg}, where Ballast surged for {instance_id}, is at {} below the {want} its calls left it at \
@@ -398,7 +408,7 @@ mod tests {
 
     #[test]
     fn a_raise_that_no_longer_fits_under_max_is_not_made() {
-        let size = |desired| AsgSize { desired, min: 0, max: 10, live: desired };
+        let size = |desired| AsgSize { desired, min: 0, max: 10, live: Some(desired) };
         // Where it was planned from: made as planned.
         assert_eq!(rebase("fallback", 0, 9, &size(0)).unwrap(), 9);
         // Another writer added 1 meanwhile: the raise still fits whole, on top.
@@ -410,5 +420,11 @@ mod tests {
         // A lower is rebased and floored (here at its live instances), never refused: it
         // can only leave more.
         assert_eq!(rebase("spot", 10, 1, &size(3)).unwrap(), 3);
+        // Read without its instances, a lower lowers nothing: which slots are unfilled
+        // is unknown. A raise needs no instances.
+        let bounds = |desired| AsgSize { desired, min: 0, max: 10, live: None };
+        assert_eq!(rebase("spot", 10, 1, &bounds(3)).unwrap(), 3);
+        assert_eq!(rebase("spot", 5, 3, &bounds(6)).unwrap(), 6);
+        assert_eq!(rebase("fallback", 0, 4, &bounds(1)).unwrap(), 5);
     }
 }

@@ -40,7 +40,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         let mut rebased = Vec::new();
         for call in journal.calls.iter().skip(position).take(run_len) {
             if let CapacityCall::SetDesired { asg, from, to, .. } = call {
-                let size = self.autoscaling.asg_size(asg).await?;
+                let size = self.size_for(asg, *from, *to).await?;
                 rebased.push((size.desired, rebase(asg, *from, *to, &size)?));
             }
         }
