@@ -57,6 +57,12 @@ async fn interruption_surges_then_terminates_with_decrement() {
     let set_at = order("SetDesiredCapacity");
     let read_before = calls[..set_at].iter().rev().find(|c| c.contains("Action=DescribeAutoScalingGroups&")).unwrap();
     assert!(read_before.contains("IncludeInstances=false"), "{read_before}");
+    // Nothing in the record or the ASG's size stands in the way: the surge is made before
+    // the pool (every instance) is described.
+    let described = calls
+        .iter()
+        .position(|c| c.contains("Action=DescribeAutoScalingGroups&") && !c.contains("IncludeInstances=false"));
+    assert!(described.is_some_and(|d| set_at < d), "the surge ahead of the full plan: {:?}", &calls[..=set_at]);
     let (desired, ids) = d.asg(SPOT).await;
     assert_eq!(desired, 3, "surge +1, then terminate with decrement");
     assert!(!ids.contains(&victim), "the interrupted instance is gone");
@@ -106,7 +112,7 @@ async fn a_warning_is_routed_by_its_instance_not_by_describing_every_pool() {
         &calls[..=described]
     );
     let lookups = d.recorder.of("DescribeAutoScalingInstances");
-    assert_eq!(lookups.len(), 1, "one lookup for the batch");
+    assert_eq!(lookups.len(), 1, "one lookup for the batch (the surge ahead of the plan reuses it)");
     assert!(lookups[0].contains(&format!("InstanceIds.member.1={victim}")), "{lookups:?}");
 }
 
@@ -717,7 +723,7 @@ async fn each_function_takes_only_its_own_sources() {
 
 /// Auto Scaling calls answered 503 after moto carried them out, 1 in 10 at random: at
 /// rest the pool never holds less than the clean run, and what it holds above it is no
-/// more than the surplus Ballast named (metric `SurplusNamed`). With seed 10 a raise of
+/// more than the surplus Ballast named (metric `SurplusNamed`). With seed 3 a raise of
 /// ten fallback units lands and loses its answer; Ballast makes it again (doubts go to
 /// surplus, never loss) and names the ten. `scripts/bench-aws` (faults) runs more seeds.
 #[tokio::test]
@@ -729,7 +735,7 @@ async fn answers_lost_after_the_call_landed_leave_named_surplus_never_less_capac
     let wrong = problems(&clean.state, &clean);
     assert!(wrong.is_empty(), "the clean run: {wrong:?}");
     let mut most_over = 0;
-    for seed in [2, 10] {
+    for seed in [2, 3] {
         let run = interruptions_then_capacity_error(Some(Faults::one_in(10, seed))).await.expect("moto");
         assert!(run.injected > 0, "seed {seed}: no fault injected");
         let wrong = problems(&clean.state, &run);

@@ -28,6 +28,7 @@ mod remake;
 mod replace;
 mod signals;
 mod stand_down;
+mod urgent;
 
 use std::collections::BTreeMap;
 
@@ -46,6 +47,7 @@ pub const CLOCK_SKEW: chrono::Duration = chrono::Duration::seconds(120);
 pub use headroom::{headroom_percent, headroom_replicas, PercentInForce, PercentSource};
 pub use remake::STALE_WRITE_WINDOW;
 pub use stand_down::{has_open_work, stand_down};
+pub use urgent::{urgent_surge, UrgentSurge, Warned};
 
 /// The words of a note that leaves surplus instances to cluster-autoscaler, after their
 /// count and before the ASG: "2 surplus instance(s) left in eks-general-spot".

@@ -71,12 +71,20 @@ impl Work<'_> {
                 _ => 0,
             };
             if to > from || owed > 0 {
-                let live = journal.live.get(asg).into_iter().flatten();
+                // A surge made ahead of the full plan was journaled without the ASG's
+                // instances: they are taken from this look (its own launch among them,
+                // whose going would explain a lower: erring toward not making it again).
+                let live: Vec<String> = match journal.live.get(asg) {
+                    Some(live) => live.clone(),
+                    None => self.observed.asg(asg).map_or_else(Vec::new, |a| {
+                        a.instances.iter().filter(|i| i.lifecycle_state.is_live()).map(|i| i.id.clone()).collect()
+                    }),
+                };
                 let raise = OwnRaise {
                     to: left_at + owed,
                     by: to.saturating_sub(from) + owed,
                     at: journal.planned_at,
-                    live: live.filter(|id| !taken.contains(&id.as_str())).cloned().collect(),
+                    live: live.into_iter().filter(|id| !taken.contains(&id.as_str())).collect(),
                     remade: journal.remakes.iter().any(|a| a == asg),
                 };
                 self.record.raised.insert(asg.to_string(), raise);

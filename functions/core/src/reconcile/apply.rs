@@ -137,7 +137,12 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         Ok(applied)
     }
 
-    async fn set_desired(&self, run: &mut Run<'_>, asg: &str, planned_from: u32) -> Result<Applied, PortError> {
+    pub(super) async fn set_desired(
+        &self,
+        run: &mut Run<'_>,
+        asg: &str,
+        planned_from: u32,
+    ) -> Result<Applied, PortError> {
         let is_call = |c: &CapacityCall| matches!(c, CapacityCall::SetDesired { asg: a, done: false, .. } if a == asg);
         let Some((from, to)) = run.record.journal.as_ref().and_then(|j| {
             j.calls.iter().find(|c| is_call(c)).and_then(|c| match c {

@@ -69,15 +69,17 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         let Budget { deadline, lease_wait } = budget;
         // Pools are reconciled together, each under its own lease: one pool's drain, or its
         // wait for a lease another run holds, never holds back another pool's spot warning.
+        let Routed { pools, instance_asgs } = routed;
+        let instance_asgs = &instance_asgs;
         let runs: Vec<_> =
-            routed.into_iter().filter_map(|(pool, events)| self.config.pool(&pool).map(|cfg| (cfg, events))).collect();
+            pools.into_iter().filter_map(|(pool, events)| self.config.pool(&pool).map(|cfg| (cfg, events))).collect();
         // Runs of the batch at work (not waiting for a lease): while one is, the
         // invocation lasts anyway, so a run waiting for its pool's lease waits on (its
         // hooks kept open) instead of failing for a retry that could only come after it.
         let working = &AtomicUsize::new(0);
         let results = futures_util::future::join_all(runs.into_iter().map(|(pool_cfg, events)| async move {
             let ids: Vec<String> = events.iter().map(|e| e.id.clone()).collect();
-            let first = self.reconcile_counting(pool_cfg, &events, deadline, Some(working)).await;
+            let first = self.reconcile_counting(pool_cfg, &events, instance_asgs, deadline, Some(working)).await;
             let result = match (first, deadline) {
                 // The run holding the lease is reconciling the pool now: a tick adds
                 // nothing to it (and failing would retry, then dead-letter, a tick), nor
@@ -93,7 +95,8 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                     self.keep_hooks_open(&pool_cfg.name, &events).await;
                     match deadline {
                         Some(deadline) => PoolRun::Done(Box::new(
-                            self.reconcile_when_free(pool_cfg, &events, deadline, lease_wait, working).await,
+                            self.reconcile_when_free(pool_cfg, &events, instance_asgs, deadline, lease_wait, working)
+                                .await,
                         )),
                         None => PoolRun::Done(Box::new(Err(busy))),
                     }
@@ -136,7 +139,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
     pub async fn plan_only(&self, events: Vec<Event>) -> Result<(Vec<Plan>, Vec<Unrouted>), PortError> {
         let (routed, unrouted) = self.route(events).await?;
         let mut plans = Vec::new();
-        for (pool, events) in routed {
+        for (pool, events) in routed.pools {
             let Some(pool_cfg) = self.config.pool(&pool) else { continue };
             let record = self.store.load(&pool).await?;
             let now = self.clock.now();
@@ -158,16 +161,16 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
     /// pools handled for one is still retried for the other).
     async fn drop_seen(&self, routed: Routed) -> Result<(Routed, Vec<String>), PortError> {
         let keys: Vec<String> =
-            routed.iter().flat_map(|(pool, events)| events.iter().map(move |e| seen_key(pool, &e.id))).collect();
+            routed.pools.iter().flat_map(|(pool, events)| events.iter().map(move |e| seen_key(pool, &e.id))).collect();
         let seen = if keys.is_empty() { BTreeSet::new() } else { self.store.seen(&keys).await? };
         let mut duplicates = Vec::new();
-        let mut kept = Routed::new();
-        for (pool, events) in routed {
+        let mut kept = Routed { pools: BTreeMap::new(), instance_asgs: routed.instance_asgs };
+        for (pool, events) in routed.pools {
             let (old, fresh): (Vec<Event>, Vec<Event>) =
                 events.into_iter().partition(|e| seen.contains(&seen_key(&pool, &e.id)));
             duplicates.extend(old.into_iter().map(|e| e.id));
             if !fresh.is_empty() {
-                kept.insert(pool, fresh);
+                kept.pools.insert(pool, fresh);
             }
         }
         Ok((kept, duplicates))
@@ -175,8 +178,8 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
 
     /// Which pool each event concerns. An instance's ASG, and a tag-selected ASG's tags,
     /// are looked up once per batch, for the events that need them.
-    async fn route(&self, events: Vec<Event>) -> Result<(BTreeMap<String, Vec<Event>>, Vec<Unrouted>), PortError> {
-        let mut routed: BTreeMap<String, Vec<Event>> = BTreeMap::new();
+    async fn route(&self, events: Vec<Event>) -> Result<(Routed, Vec<Unrouted>), PortError> {
+        let mut routed = Routed::default();
         let mut unrouted = Vec::new();
         let located = self.locate(&events).await?;
         for event in events {
@@ -244,9 +247,10 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                 });
             }
             for pool in pools {
-                routed.entry(pool).or_default().push(event.clone());
+                routed.pools.entry(pool).or_default().push(event.clone());
             }
         }
+        routed.instance_asgs = located.instance_asgs;
         Ok((routed, unrouted))
     }
 
@@ -318,7 +322,13 @@ enum PoolRun {
 }
 
 /// Events grouped by the pool they concern.
-type Routed = BTreeMap<String, Vec<Event>>;
+/// A batch's events by pool, and the ASG of each instance they name (looked up for the
+/// routing; a spot warning's surge ahead of the full plan needs it again).
+#[derive(Default)]
+pub(super) struct Routed {
+    pools: BTreeMap<String, Vec<Event>>,
+    instance_asgs: BTreeMap<String, String>,
+}
 
 /// What marks an event handled for a pool.
 pub fn seen_key(pool: &str, event_id: &str) -> String {

@@ -1,6 +1,7 @@
 //! The pool's lease: taken for a run, waited for while another run holds it, lent out
 //! for drains and taken back after them, and renewed before each mutating call.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -24,6 +25,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         &self,
         pool: &PoolConfig,
         events: &[Event],
+        instance_asgs: &BTreeMap<String, String>,
         deadline: Option<DateTime<Utc>>,
         working: Option<&AtomicUsize>,
     ) -> Result<PoolOutcome, ReconcileError> {
@@ -40,7 +42,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
             return Err(ReconcileError::LeaseBusy { pool: name.to_string() });
         }
         lease.until += chrono::Duration::from_std(lease.ttl).unwrap_or(chrono::Duration::MAX);
-        let result = self.reconcile_leased(pool, events, deadline, &mut lease, working).await;
+        let result = self.reconcile_leased(pool, events, instance_asgs, deadline, &mut lease, working).await;
         // A lease left behind expires on its own; failing to release is only logged.
         if let Err(e) = self.store.release_lease(name, &self.owner).await {
             tracing::warn!(pool = name, error = %e, "could not release the lease; it expires on its own");
@@ -55,6 +57,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         &self,
         pool: &PoolConfig,
         events: &[Event],
+        instance_asgs: &BTreeMap<String, String>,
         deadline: DateTime<Utc>,
         lease_wait: chrono::Duration,
         working: &AtomicUsize,
@@ -90,7 +93,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                 continue;
             }
             polls += 1;
-            let tried = self.reconcile_counting(pool, events, Some(deadline), Some(working)).await;
+            let tried = self.reconcile_counting(pool, events, instance_asgs, Some(deadline), Some(working)).await;
             match tried {
                 Err(ReconcileError::LeaseBusy { .. }) => continue,
                 done => {

@@ -23,6 +23,7 @@ mod intent;
 mod lease;
 mod run;
 mod stand_down;
+mod urgent;
 
 use std::sync::Arc;
 use std::time::Duration;

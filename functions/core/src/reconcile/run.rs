@@ -1,6 +1,7 @@
 //! One pool under its lease: load the record, observe, plan, save the plan's record
 //! (version-checked: a run that lost the race loads again), then apply.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::AtomicUsize;
 
 use chrono::{DateTime, Utc};
@@ -27,7 +28,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         events: &[Event],
         deadline: Option<DateTime<Utc>>,
     ) -> Result<PoolOutcome, ReconcileError> {
-        self.reconcile_counting(pool, events, deadline, None).await
+        self.reconcile_counting(pool, events, &BTreeMap::new(), deadline, None).await
     }
 
     /// Under the lease: load the record, observe, plan, save (a save that lost the race
@@ -37,6 +38,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         &self,
         pool: &PoolConfig,
         events: &[Event],
+        instance_asgs: &BTreeMap<String, String>,
         deadline: Option<DateTime<Utc>>,
         lease: &mut Lease,
         working: Option<&AtomicUsize>,
@@ -47,6 +49,9 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
             self.stand_down_live(pool, deadline, lease).await;
         }
         let key = if dry_run { format!("{name}{DRY_RUN_SUFFIX}") } else { name.to_string() };
+        if lease.urgency == Urgency::CannotWait && !dry_run {
+            self.surge_ahead(pool, events, instance_asgs, &key, deadline, lease).await;
+        }
         let mut at_work = None;
         for _ in 0..MAX_ATTEMPTS {
             let now = self.clock.now();

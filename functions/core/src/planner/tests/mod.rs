@@ -273,4 +273,5 @@ mod interruption;
 mod journal;
 mod lifecycle;
 mod remake;
+mod urgent;
 mod wait_target;

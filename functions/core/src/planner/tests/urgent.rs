@@ -1,0 +1,183 @@
+//! A spot warning's surge ahead of the full plan: made only when the full plan would make
+//! the same, and the full plan after it neither repeats it nor misses the rest.
+
+use super::*;
+
+/// The warned instances of `spot-a` as the reconciler hands them over.
+fn warned(observed: &ObservedPool, ns: &[usize]) -> Vec<Warned> {
+    ns.iter()
+        .map(|&n| Warned {
+            instance_id: observed.spot[0].instances[n].id.clone(),
+            asg: "spot-a".into(),
+            action: InstanceAction::Terminate,
+            at: now(),
+        })
+        .collect()
+}
+
+fn ahead(cfg: &Config, record: &PoolRecord, observed: &ObservedPool, ns: &[usize]) -> Result<UrgentSurge, String> {
+    urgent_surge(cfg, &cfg.pools[0], record, &warned(observed, ns), &observed.spot[0].size(), now())
+}
+
+/// The pool as observed once the surge ahead landed: `spot-a` one higher per warning,
+/// its new instances launching.
+fn after_surge(observed: &ObservedPool, by: u32) -> ObservedPool {
+    let mut after = observed.clone();
+    let asg = &mut after.spot[0];
+    asg.desired += by;
+    for n in 0..by {
+        let mut launching = asg.instances[0].clone();
+        launching.id = format!("i-launching{n:08}");
+        launching.lifecycle_state = LifecycleState::Pending;
+        asg.instances.push(launching);
+    }
+    after
+}
+
+#[test]
+fn the_surge_ahead_and_the_full_plan_after_it_do_what_the_full_plan_alone_does() {
+    let cfg = config();
+    let observed = pool().spot("spot-a", sized(3)).build();
+    let warning = spot_warning(&observed, 0, InstanceAction::Terminate);
+    let alone = run(&cfg, &PoolRecord::default(), &observed, std::slice::from_ref(&warning), now());
+    assert_eq!(kinds(&alone), vec!["record", "desired", "cordon", "drain", "terminate"]);
+
+    let surge = ahead(&cfg, &PoolRecord::default(), &observed, &[0]).unwrap();
+    assert_eq!((surge.asg.as_str(), surge.from, surge.to), ("spot-a", 3, 4));
+    let journal = surge.record.journal.as_ref().unwrap();
+    assert_eq!(journal.calls, vec![CapacityCall::SetDesired { asg: "spot-a".into(), from: 3, to: 4, done: false }]);
+    assert_eq!(journal.attempted, 1, "the call follows the save at once");
+    let entry = &surge.record.interruptions[0];
+    assert_eq!(entry.planned_at, None, "its cordon, drain and terminate are the full plan's");
+    assert_eq!(entry.surge.as_ref().map(|s| (s.asg.as_str(), s.plan, s.holds_at)), Some(("spot-a", 1, Some(3))));
+
+    // The call landed; the full plan of the same run reads the pool.
+    let mut record = surge.record.clone();
+    if let Some(CapacityCall::SetDesired { done, .. }) = record.journal.as_mut().map(|j| &mut j.calls[0]) {
+        *done = true;
+    }
+    let full = run(&cfg, &record, &after_surge(&observed, 1), &[warning], now());
+    assert_eq!(kinds(&full), vec!["record", "cordon", "drain", "terminate"], "{:#?}", full.actions);
+    assert!(full
+        .actions
+        .iter()
+        .any(|a| matches!(&a.kind, ActionKind::TerminateInstance { decrement: true, instance_id, .. }
+            if *instance_id == observed.spot[0].instances[0].id)));
+    assert_eq!(full.record.interruptions.len(), 1);
+    assert_eq!(full.record.interruptions[0].surge.as_ref().map(|s| s.plan), Some(1), "the surge ahead's");
+    assert_eq!(full.record.disruptions.len(), 1, "the warning counts toward the interruption rate once");
+    // The journal's raise is kept as Ballast's own (another writer undoing it is seen).
+    // The journal's raise is kept as Ballast's own (another writer undoing it is seen),
+    // with the instances of the look that settled it: one of them going (a scale-in)
+    // explains a lower, and is not taken for the raise undone.
+    let kept = &full.record.raised["spot-a"];
+    assert_eq!((kept.to, kept.by), (4, 1));
+    assert_eq!(kept.live.len(), 4, "{kept:?}");
+    // Its terminate with decrement landed, and cluster-autoscaler scaled another in.
+    let later = applied(&full);
+    let mut scaled_in = after_surge(&observed, 1);
+    scaled_in.spot[0].desired = 2;
+    scaled_in.spot[0].instances.retain(|i| i.id != observed.spot[0].instances[0].id);
+    scaled_in.spot[0].instances.retain(|i| i.id != observed.spot[0].instances[1].id);
+    let tick = run(&cfg, &later, &scaled_in, &[], now() + Duration::seconds(60));
+    assert_eq!(tick.remade.get("spot-a"), None, "{:#?}", tick.notes);
+}
+
+#[test]
+fn a_surge_ahead_that_did_not_land_is_made_again_by_the_full_plan_once() {
+    let cfg = config();
+    let observed = pool().spot("spot-a", sized(3)).build();
+    let warning = spot_warning(&observed, 0, InstanceAction::Terminate);
+    let surge = ahead(&cfg, &PoolRecord::default(), &observed, &[0]).unwrap();
+    // Throttled, or its answer lost with the ASG unmoved: the call is open.
+    let full = run(&cfg, &surge.record, &observed, &[warning], now());
+    assert_eq!(kinds(&full), vec!["record", "desired", "cordon", "drain", "terminate"], "{:#?}", full.actions);
+    assert_eq!(desired(&full, "spot-a"), Some(4), "one surge, not two");
+    assert_eq!(full.record.interruptions[0].surge.as_ref().map(|s| s.plan), Some(2), "the full plan's own");
+}
+
+#[test]
+fn warnings_for_several_instances_surge_in_one_call() {
+    let cfg = config();
+    let observed = pool().spot("spot-a", sized(5)).build();
+    let surge = ahead(&cfg, &PoolRecord::default(), &observed, &[0, 1]).unwrap();
+    assert_eq!((surge.from, surge.to), (5, 7));
+    assert_eq!(surge.record.interruptions.len(), 2);
+    // The same instance warned twice in a batch is one surge.
+    let twice = ahead(&cfg, &PoolRecord::default(), &observed, &[0, 0]).unwrap();
+    assert_eq!((twice.from, twice.to), (5, 6));
+    assert_eq!(twice.record.interruptions.len(), 1);
+}
+
+#[test]
+fn the_surge_waits_for_the_full_plan_whenever_it_might_decide_otherwise() {
+    let cfg = config();
+    let observed = pool().spot("spot-a", sized(3)).build();
+    let clean = PoolRecord::default();
+    assert!(ahead(&cfg, &clean, &observed, &[0]).is_ok());
+    let refused = |cfg: &Config, record: &PoolRecord, observed: &ObservedPool, ns: &[usize], want: &str| {
+        let why = ahead(cfg, record, observed, ns).expect_err(want);
+        assert!(why.contains(want), "{why}");
+    };
+    // Dry run, surge off.
+    let dry = with(|y| y.replacen("cluster: c", "cluster: c\ndry_run: true", 1));
+    refused(&dry, &clean, &observed, &[0], "dry run");
+    let off = with(|y| y.replace("drain_timeout: 90s }", "drain_timeout: 90s, surge: false }"));
+    refused(&off, &clean, &observed, &[0], "surge is off");
+    // Selected by tags: another role could take the ASG.
+    let tags = with(|y| y.replace("on_demand_asg: od", "on_demand_asg: { tags: { role: od } }"));
+    refused(&tags, &clean, &observed, &[0], "by tags");
+    // A warning past its two minutes.
+    let mut stale = warned(&observed, &[0]);
+    stale[0].at = now() - Duration::minutes(3);
+    let why = urgent_surge(&cfg, &cfg.pools[0], &clean, &stale, &observed.spot[0].size(), now()).unwrap_err();
+    assert!(why.contains("two minutes"), "{why}");
+    // Two ASGs.
+    let mut two = warned(&observed, &[0, 1]);
+    two[1].asg = "spot-b".into();
+    let why = urgent_surge(&cfg, &cfg.pools[0], &clean, &two, &observed.spot[0].size(), now()).unwrap_err();
+    assert!(why.contains("more than one ASG"), "{why}");
+    // The last plan's calls open.
+    let first = ahead(&cfg, &clean, &observed, &[0]).unwrap();
+    refused(&cfg, &first.record, &observed, &[1], "not all known to have landed");
+    // Work in the record on that ASG.
+    let busy = |edit: &dyn Fn(&mut PoolRecord)| {
+        let mut record = PoolRecord::default();
+        edit(&mut record);
+        record
+    };
+    let kept_off = busy(&|r| {
+        r.unavailable.insert("spot-a".into(), Unavailable { until: now() + Duration::minutes(5), reason: "x".into() });
+    });
+    refused(&cfg, &kept_off, &observed, &[0], "has work in the record");
+    let short = busy(&|r| {
+        r.short_since.insert("spot-a".into(), now());
+    });
+    refused(&cfg, &short, &observed, &[0], "has work");
+    let raised = OwnRaise { to: 3, by: 1, at: now(), live: vec![], remade: false };
+    refused(&cfg, &busy(&|r| drop(r.raised.insert("spot-a".into(), raised.clone()))), &observed, &[0], "has work");
+    let in_progress = first.record.interruptions[0].clone();
+    let pending = busy(&|r| r.interruptions.push(in_progress.clone()));
+    refused(&cfg, &pending, &observed, &[1], "has work");
+    // Warned again: the full plan knows it.
+    refused(&cfg, &pending, &observed, &[0], "has work");
+    // The interruption rate reached with these warnings (count 3 in the test config).
+    let disrupted = busy(&|r| {
+        for n in 1..3 {
+            r.disruptions.push(Disruption {
+                instance_id: format!("i-gone{n}"),
+                asg: "spot-a".into(),
+                at: now() - Duration::minutes(1),
+                kind: DisruptionKind::InterruptionWarning,
+            });
+        }
+    });
+    refused(&cfg, &disrupted, &observed, &[0], "interruption rate");
+    // At its minimum (the decrement would not be taken) or its maximum.
+    let mut at_min = observed.clone();
+    at_min.spot[0].min = 3;
+    refused(&cfg, &clean, &at_min, &[0], "no room");
+    let at_max = pool().spot("spot-a", sized(3).max(4)).build();
+    refused(&cfg, &clean, &at_max, &[0, 1], "no room");
+    assert!(ahead(&cfg, &clean, &at_max, &[0]).is_ok(), "one fits");
+}

@@ -1,0 +1,147 @@
+//! A spot warning's surge made before the pool is observed.
+//!
+//! The full plan reads the whole pool first, and a pool's description lists every
+//! instance of its ASGs: at a thousand instances that read is most of the time from the
+//! warning to the replacement's request. When nothing in the record or the ASG's size
+//! could make the full plan decide otherwise, the surge it would plan (the warned
+//! instance's own ASG raised by one per warning) is planned from the ASG's size alone
+//! and made at once; the full plan that follows in the same run finds it journaled and
+//! done, and cordons, drains and terminates with decrement as for any surge. Whatever
+//! the gate cannot rule out without the full read (another writer's stale size, a
+//! capacity error in the scaling activities) the full plan settles as it settles any
+//! earlier plan's surge.
+
+use chrono::{DateTime, Duration, Utc};
+
+use crate::config::{AsgSelector, Config, PoolConfig};
+use crate::event::InstanceAction;
+use crate::observe::AsgSize;
+use crate::record::{CapacityCall, Interruption, InterruptionCause, Journal, PoolRecord, Surge};
+
+/// A spot warning older than its two minutes' notice may name an instance already
+/// gone: planned in full, not ahead.
+const WARNING_FRESH_FOR: Duration = Duration::minutes(2);
+
+/// A spot warning for an instance of the pool, with the ASG it is in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Warned {
+    pub instance_id: String,
+    pub asg: String,
+    pub action: InstanceAction,
+    /// The warning's time (not ahead of now).
+    pub at: DateTime<Utc>,
+}
+
+/// The record to save before the surge: the journal holds the one raise, and each warned
+/// instance its interruption with the surge, not yet planned for its drain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UrgentSurge {
+    pub asg: String,
+    pub from: u32,
+    pub to: u32,
+    pub record: PoolRecord,
+}
+
+/// The surge for `warned` (all in `size`'s ASG) planned from the record and that ASG's
+/// size, or why it waits for the full plan.
+pub fn urgent_surge(
+    config: &Config,
+    pool: &PoolConfig,
+    record: &PoolRecord,
+    warned: &[Warned],
+    size: &AsgSize,
+    now: DateTime<Utc>,
+) -> Result<UrgentSurge, String> {
+    let Some(asg) = warned.first().map(|w| w.asg.clone()) else { return Err("no spot warning".into()) };
+    if config.dry_run || !pool.interruption.surge {
+        return Err("dry run, or interruption.surge is off".into());
+    }
+    if warned.iter().any(|w| w.asg != asg) {
+        return Err("the warnings are for instances of more than one ASG".into());
+    }
+    // Named as a spot ASG of this pool, and no selector anywhere goes by tags: no other
+    // role can take it (tags would need their own read to rule that out).
+    let named = pool.spot_asgs.iter().any(|s| matches!(s, AsgSelector::Name(n) if *n == asg));
+    let by_tags = config
+        .pools
+        .iter()
+        .any(|p| p.spot_asgs.iter().chain(&p.on_demand_asg).any(|s| matches!(s, AsgSelector::Tags(_))));
+    if !named || by_tags {
+        return Err(format!("{asg} is not named as one of the pool's spot ASGs, or a pool selects ASGs by tags"));
+    }
+    if warned.iter().any(|w| now - w.at >= WARNING_FRESH_FOR) {
+        return Err("a warning is older than its two minutes' notice".into());
+    }
+    if record.journal.as_ref().is_some_and(|j| j.calls.iter().any(|c| !c.done())) {
+        return Err("the last plan's calls are not all known to have landed".into());
+    }
+    let busy = record.failback.is_some()
+        || record.unavailable.contains_key(&asg)
+        || record.short_since.contains_key(&asg)
+        || record.raised.contains_key(&asg)
+        || record.interruptions.iter().any(|i| i.asg == asg && !i.terminated)
+        || record.interruptions.iter().any(|i| warned.iter().any(|w| w.instance_id == i.instance_id));
+    if busy {
+        return Err(format!(
+            "{asg} has work in the record (a failback step, kept off, short, a raise kept, a replacement in progress)"
+        ));
+    }
+    let mut ids: Vec<&str> = warned.iter().map(|w| w.instance_id.as_str()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let k = ids.len() as u32;
+    let rate = pool.fallback.interruption_rate;
+    let recent = record.disruptions.iter().filter(|d| d.asg == asg && d.at > now - rate.window.as_chrono()).count();
+    if recent as u32 + k >= rate.count {
+        return Err(format!("{asg} reaches its interruption rate with these warnings: the full plan judges it"));
+    }
+    // The decrements that follow must leave it above its minimum, and the raise fit.
+    if size.desired <= size.min || size.desired.saturating_add(k) > size.max {
+        return Err(format!(
+            "{asg} is at {} (min {}, max {}): no room for {k} surge(s)",
+            size.desired, size.min, size.max
+        ));
+    }
+    let seq = record.plans + 1;
+    let (from, to) = (size.desired, size.desired + k);
+    let mut next = record.clone();
+    next.plans = seq;
+    next.journal = Some(Journal {
+        planned_at: now,
+        seq,
+        units_added: 0,
+        calls: vec![CapacityCall::SetDesired { asg: asg.clone(), from, to, done: false }],
+        // Made at once, after this record is saved.
+        attempted: 1,
+        owed: Vec::new(),
+        moves: Vec::new(),
+        // Unknown without the instances: the full plan that settles the call takes them
+        // from its own look (`keep_own_raises`).
+        live: Default::default(),
+        remakes: Vec::new(),
+    });
+    for w in warned {
+        if next.interruptions.iter().any(|i| i.instance_id == w.instance_id) {
+            continue;
+        }
+        next.interruptions.push(Interruption {
+            instance_id: w.instance_id.clone(),
+            asg: asg.clone(),
+            cause: InterruptionCause::SpotWarning { action: w.action },
+            noticed_at: w.at,
+            // Left for the full plan: it cordons, drains and terminates (a planned time
+            // would hold those back for the drain's length).
+            planned_at: None,
+            surge: Some(Surge {
+                asg: asg.clone(),
+                planned_at: now,
+                plan: seq,
+                moved: None,
+                holds_at: Some(from),
+                fallback_unit: false,
+            }),
+            terminated: false,
+        });
+    }
+    Ok(UrgentSurge { asg, from, to, record: next })
+}

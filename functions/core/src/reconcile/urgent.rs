@@ -1,0 +1,89 @@
+//! A spot warning's surge made before the pool is observed (the rule:
+//! [`crate::planner::urgent_surge`]), under the lease, journaled like any plan's call.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+
+use super::apply::Run;
+use super::lease::Lease;
+use super::Reconciler;
+use crate::config::PoolConfig;
+use crate::event::{Event, Signal};
+use crate::planner::{urgent_surge, Warned, CLOCK_SKEW};
+use crate::ports::{Autoscaling, Clock, Cluster, PortError, StateStore};
+
+impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K> {
+    /// Makes the surge for the batch's spot warnings at once when the rule allows it;
+    /// otherwise, or on any failure, leaves everything to the full plan that follows
+    /// (which settles a surge whose call failed as it settles any plan's).
+    pub(super) async fn surge_ahead(
+        &self,
+        pool: &PoolConfig,
+        events: &[Event],
+        instance_asgs: &BTreeMap<String, String>,
+        key: &str,
+        deadline: Option<DateTime<Utc>>,
+        lease: &mut Lease,
+    ) {
+        let now = self.clock.now();
+        let warnings: Vec<_> = events
+            .iter()
+            .filter_map(|e| match &e.signal {
+                Signal::SpotInterruption { instance_id, action } => {
+                    let at = if e.time > now + CLOCK_SKEW { now } else { e.time };
+                    Some((instance_id.clone(), *action, at))
+                }
+                _ => None,
+            })
+            .collect();
+        if warnings.is_empty() {
+            return;
+        }
+        let ids: Vec<String> = warnings.iter().map(|(id, ..)| id.clone()).collect();
+        // Routing looked the instances up; a run not routed by a batch looks them up here.
+        let lookup = async {
+            if ids.iter().all(|id| instance_asgs.contains_key(id)) {
+                Ok(instance_asgs.clone())
+            } else {
+                self.autoscaling.asgs_of_instances(&ids).await
+            }
+        };
+        let (loaded, located) = futures_util::future::join(self.store.load(key), lookup).await;
+        let (Ok(loaded), Ok(located)) = (loaded, located) else { return };
+        let warned: Vec<Warned> = warnings
+            .into_iter()
+            .filter_map(|(instance_id, action, at)| {
+                let asg = located.get(&instance_id)?.clone();
+                Some(Warned { instance_id, asg, action, at })
+            })
+            .collect();
+        let Some(asg) = warned.first().map(|w| w.asg.clone()).filter(|_| warned.len() == ids.len()) else { return };
+        let Ok(size) = self.autoscaling.asg_bounds(&asg).await else { return };
+        let surge = match urgent_surge(&self.config, pool, &loaded.value, &warned, &size, now) {
+            Ok(surge) => surge,
+            Err(why) => {
+                tracing::debug!(pool = %pool.name, why, "the surge waits for the full plan");
+                return;
+            }
+        };
+        // A run that saved meanwhile wins: the full plan reads what it left.
+        let Ok(version) = self.store.save(key, &surge.record, loaded.version).await else { return };
+        let mut run = Run { pool, key, record: surge.record, version, deadline, lease };
+        let made: Result<_, PortError> = async {
+            self.may_act(&mut run).await?;
+            self.set_desired(&mut run, &surge.asg, surge.from).await
+        }
+        .await;
+        match made {
+            Ok(applied) => tracing::info!(
+                pool = %pool.name, asg = %surge.asg, from = surge.from, to = surge.to, ?applied,
+                "surged for the spot warning(s) ahead of the full plan"
+            ),
+            Err(error) => tracing::warn!(
+                pool = %pool.name, asg = %surge.asg, %error,
+                "the surge ahead of the full plan failed; the full plan settles it"
+            ),
+        }
+    }
+}
