@@ -43,18 +43,24 @@ pub struct UrgentSurge {
 }
 
 /// The surge for `warned` (all in `size`'s ASG) planned from the record and that ASG's
-/// size, or why it waits for the full plan.
+/// size, or why it waits for the full plan. `other_signals`: the batch's signals for the
+/// pool that are not spot warnings (a capacity error, an instance lost), which the full
+/// plan may judge the ASG by.
 pub fn urgent_surge(
     config: &Config,
     pool: &PoolConfig,
     record: &PoolRecord,
     warned: &[Warned],
+    other_signals: usize,
     size: &AsgSize,
     now: DateTime<Utc>,
 ) -> Result<UrgentSurge, String> {
     let Some(asg) = warned.first().map(|w| w.asg.clone()) else { return Err("no spot warning".into()) };
     if config.dry_run || !pool.interruption.surge {
         return Err("dry run, or interruption.surge is off".into());
+    }
+    if other_signals > 0 {
+        return Err(format!("the batch has {other_signals} other signal(s) for the pool"));
     }
     if warned.iter().any(|w| w.asg != asg) {
         return Err("the warnings are for instances of more than one ASG".into());
@@ -72,18 +78,22 @@ pub fn urgent_surge(
     if warned.iter().any(|w| now - w.at >= WARNING_FRESH_FOR) {
         return Err("a warning is older than its two minutes' notice".into());
     }
-    if record.journal.as_ref().is_some_and(|j| j.calls.iter().any(|c| !c.done())) {
-        return Err("the last plan's calls are not all known to have landed".into());
+    // Settling a journal (what its calls did to holds and kept raises) needs the pool
+    // read; a plan without capacity calls (a quiet tick) clears it.
+    if record.journal.is_some() {
+        return Err("the last plan's journal is not settled yet".into());
     }
     let busy = record.failback.is_some()
         || record.unavailable.contains_key(&asg)
         || record.short_since.contains_key(&asg)
         || record.raised.contains_key(&asg)
         || record.interruptions.iter().any(|i| i.asg == asg && !i.terminated)
-        || record.interruptions.iter().any(|i| warned.iter().any(|w| w.instance_id == i.instance_id));
+        || record.interruptions.iter().any(|i| warned.iter().any(|w| w.instance_id == i.instance_id))
+        || record.lifecycle_actions.iter().any(|l| warned.iter().any(|w| w.instance_id == l.instance_id));
     if busy {
         return Err(format!(
-            "{asg} has work in the record (a failback step, kept off, short, a raise kept, a replacement in progress)"
+            "{asg} has work in the record (a failback step, kept off, short, a raise kept, a replacement or a \
+             terminate lifecycle action in progress)"
         ));
     }
     let mut ids: Vec<&str> = warned.iter().map(|w| w.instance_id.as_str()).collect();

@@ -60,21 +60,23 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
             .collect();
         let Some(asg) = warned.first().map(|w| w.asg.clone()).filter(|_| warned.len() == ids.len()) else { return };
         let Ok(size) = self.autoscaling.asg_bounds(&asg).await else { return };
-        let surge = match urgent_surge(&self.config, pool, &loaded.value, &warned, &size, now) {
+        let others = events.iter().filter(|e| !matches!(e.signal, Signal::SpotInterruption { .. })).count();
+        let surge = match urgent_surge(&self.config, pool, &loaded.value, &warned, others, &size, now) {
             Ok(surge) => surge,
             Err(why) => {
                 tracing::debug!(pool = %pool.name, why, "the surge waits for the full plan");
                 return;
             }
         };
-        // A run that saved meanwhile wins: the full plan reads what it left.
-        let Ok(version) = self.store.save(key, &surge.record, loaded.version).await else { return };
-        let mut run = Run { pool, key, record: surge.record, version, deadline, lease };
-        let made: Result<_, PortError> = async {
-            self.may_act(&mut run).await?;
-            self.set_desired(&mut run, &surge.asg, surge.from).await
+        let mut run = Run { pool, key, record: surge.record, version: loaded.version, deadline, lease };
+        // Checked before the journal says the call may have been made.
+        if self.may_act(&mut run).await.is_err() {
+            return;
         }
-        .await;
+        // A run that saved meanwhile wins: the full plan reads what it left.
+        let Ok(version) = self.store.save(key, &run.record, run.version).await else { return };
+        run.version = version;
+        let made: Result<_, PortError> = self.set_desired(&mut run, &surge.asg, surge.from).await;
         match made {
             Ok(applied) => tracing::info!(
                 pool = %pool.name, asg = %surge.asg, from = surge.from, to = surge.to, ?applied,

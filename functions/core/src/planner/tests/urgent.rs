@@ -16,7 +16,7 @@ fn warned(observed: &ObservedPool, ns: &[usize]) -> Vec<Warned> {
 }
 
 fn ahead(cfg: &Config, record: &PoolRecord, observed: &ObservedPool, ns: &[usize]) -> Result<UrgentSurge, String> {
-    urgent_surge(cfg, &cfg.pools[0], record, &warned(observed, ns), &observed.spot[0].size(), now())
+    urgent_surge(cfg, &cfg.pools[0], record, &warned(observed, ns), 0, &observed.spot[0].size(), now())
 }
 
 /// The pool as observed once the surge ahead landed: `spot-a` one higher per warning,
@@ -66,7 +66,6 @@ fn the_surge_ahead_and_the_full_plan_after_it_do_what_the_full_plan_alone_does()
     assert_eq!(full.record.interruptions.len(), 1);
     assert_eq!(full.record.interruptions[0].surge.as_ref().map(|s| s.plan), Some(1), "the surge ahead's");
     assert_eq!(full.record.disruptions.len(), 1, "the warning counts toward the interruption rate once");
-    // The journal's raise is kept as Ballast's own (another writer undoing it is seen).
     // The journal's raise is kept as Ballast's own (another writer undoing it is seen),
     // with the instances of the look that settled it: one of them going (a scale-in)
     // explains a lower, and is not taken for the raise undone.
@@ -130,16 +129,25 @@ fn the_surge_waits_for_the_full_plan_whenever_it_might_decide_otherwise() {
     // A warning past its two minutes.
     let mut stale = warned(&observed, &[0]);
     stale[0].at = now() - Duration::minutes(3);
-    let why = urgent_surge(&cfg, &cfg.pools[0], &clean, &stale, &observed.spot[0].size(), now()).unwrap_err();
+    let why = urgent_surge(&cfg, &cfg.pools[0], &clean, &stale, 0, &observed.spot[0].size(), now()).unwrap_err();
     assert!(why.contains("two minutes"), "{why}");
     // Two ASGs.
     let mut two = warned(&observed, &[0, 1]);
     two[1].asg = "spot-b".into();
-    let why = urgent_surge(&cfg, &cfg.pools[0], &clean, &two, &observed.spot[0].size(), now()).unwrap_err();
+    let why = urgent_surge(&cfg, &cfg.pools[0], &clean, &two, 0, &observed.spot[0].size(), now()).unwrap_err();
     assert!(why.contains("more than one ASG"), "{why}");
-    // The last plan's calls open.
+    // Another signal for the pool in the batch (a capacity error the full plan judges by).
+    let why = urgent_surge(&cfg, &cfg.pools[0], &clean, &warned(&observed, &[0]), 1, &observed.spot[0].size(), now());
+    assert!(why.unwrap_err().contains("other signal"));
+    // The last plan's journal, its calls open or all made (settling it needs the pool read).
     let first = ahead(&cfg, &clean, &observed, &[0]).unwrap();
-    refused(&cfg, &first.record, &observed, &[1], "not all known to have landed");
+    let mut settled_later = first.record.clone();
+    settled_later.interruptions.clear();
+    refused(&cfg, &settled_later, &observed, &[1], "journal is not settled");
+    if let Some(CapacityCall::SetDesired { done, .. }) = settled_later.journal.as_mut().map(|j| &mut j.calls[0]) {
+        *done = true;
+    }
+    refused(&cfg, &settled_later, &observed, &[1], "journal is not settled");
     // Work in the record on that ASG.
     let busy = |edit: &dyn Fn(&mut PoolRecord)| {
         let mut record = PoolRecord::default();
@@ -159,8 +167,24 @@ fn the_surge_waits_for_the_full_plan_whenever_it_might_decide_otherwise() {
     let in_progress = first.record.interruptions[0].clone();
     let pending = busy(&|r| r.interruptions.push(in_progress.clone()));
     refused(&cfg, &pending, &observed, &[1], "has work");
-    // Warned again: the full plan knows it.
-    refused(&cfg, &pending, &observed, &[0], "has work");
+    // Warned again after its replacement was done: the full plan knows it.
+    let done = Interruption { terminated: true, ..in_progress.clone() };
+    let replaced = busy(&|r| r.interruptions.push(done.clone()));
+    assert!(ahead(&cfg, &replaced, &observed, &[1]).is_ok(), "another instance's finished replacement");
+    refused(&cfg, &replaced, &observed, &[0], "has work");
+    // Its terminate lifecycle action in progress: it is leaving already.
+    let hook = PendingLifecycleAction {
+        asg: "spot-a".into(),
+        hook: "ballast-drain".into(),
+        token: "t".into(),
+        instance_id: observed.spot[0].instances[0].id.clone(),
+        received_at: now(),
+        planned: false,
+        planned_by: None,
+        planned_until: None,
+        drain_until: None,
+    };
+    refused(&cfg, &busy(&|r| r.lifecycle_actions.push(hook.clone())), &observed, &[0], "lifecycle action");
     // The interruption rate reached with these warnings (count 3 in the test config).
     let disrupted = busy(&|r| {
         for n in 1..3 {
