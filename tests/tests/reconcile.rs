@@ -2255,3 +2255,42 @@ async fn the_kill_switch_undoes_a_live_runs_open_work_and_starts_nothing() {
     let live = d.memory.world().pools["general"].record.clone();
     assert!(live.uncordon.is_empty() && !ballast_core::planner::has_open_work(&live), "{live:?}");
 }
+
+/// A spot warning on a settled pool: the surge is made before the pool is read, and the
+/// run's plan shows it first with its reason, so logs and metrics count it; the full plan
+/// after it cordons, drains and terminates with decrement, with no second surge.
+#[tokio::test]
+async fn the_surge_made_before_the_pool_is_read_is_the_runs_first_action() {
+    let warning = fixture("spot-interruption-terminate.json");
+    let memory = InMemory::new(state("steady.json"));
+    let reconciler = reconciler_over(
+        config_with_dry_run(false),
+        memory.clone(),
+        memory.clone(),
+        &memory,
+        FixedClock::new(warning.time),
+    );
+    let out = reconciler.handle(vec![warning.clone()], Budget::until(warning.time + Duration::seconds(300))).await;
+    assert!(out.failures.is_empty(), "{:?}", errors(&out));
+    let plan = &out.pools[0].plan;
+    let first = plan.effects().next().expect("an effect");
+    assert!(
+        matches!(first.kind, ballast_core::plan::ActionKind::SetDesiredCapacity { .. })
+            && first.reason.contains("before the pool is read"),
+        "{:#?}",
+        plan.actions
+    );
+    assert_eq!(
+        plan.effects().filter(|a| matches!(a.kind, ballast_core::plan::ActionKind::SetDesiredCapacity { .. })).count(),
+        1
+    );
+    assert_eq!(out.pools[0].applied.len(), plan.actions.len(), "each action with what came of it");
+    let calls = memory.world().calls.clone();
+    let effects: Vec<&Call> = calls.iter().filter(|c| c.is_effect()).collect();
+    assert!(matches!(effects[0], Call::SetDesired { .. }), "{effects:?}");
+    assert_eq!(effects.iter().filter(|c| matches!(c, Call::SetDesired { .. })).count(), 1, "{effects:?}");
+    assert!(
+        effects.iter().any(|c| matches!(c, Call::Terminate { decrement: true, .. })),
+        "terminated with decrement: {effects:?}"
+    );
+}

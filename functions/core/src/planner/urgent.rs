@@ -11,6 +11,8 @@
 //! capacity error in the scaling activities) the full plan settles as it settles any
 //! earlier plan's surge.
 
+use std::collections::BTreeMap;
+
 use chrono::{DateTime, Duration, Utc};
 
 use crate::config::{AsgSelector, Config, PoolConfig};
@@ -43,14 +45,17 @@ pub struct UrgentSurge {
 }
 
 /// The surge for `warned` (all in `size`'s ASG) planned from the record and that ASG's
-/// size, or why it waits for the full plan. `other_signals`: the batch's signals for the
-/// pool that are not spot warnings (a capacity error, an instance lost), which the full
-/// plan may judge the ASG by.
+/// size, or why it waits for the full plan. `tags`: the ASG's tags, when read (tag
+/// selectors need them). `other_signals`: the batch's signals for the pool that are not
+/// spot warnings (a capacity error, an instance lost), which the full plan may judge the
+/// ASG by.
+#[allow(clippy::too_many_arguments)]
 pub fn urgent_surge(
     config: &Config,
     pool: &PoolConfig,
     record: &PoolRecord,
     warned: &[Warned],
+    tags: Option<&BTreeMap<String, String>>,
     other_signals: usize,
     size: &AsgSize,
     now: DateTime<Utc>,
@@ -65,15 +70,25 @@ pub fn urgent_surge(
     if warned.iter().any(|w| w.asg != asg) {
         return Err("the warnings are for instances of more than one ASG".into());
     }
-    // Named as a spot ASG of this pool, and no selector anywhere goes by tags: no other
-    // role can take it (tags would need their own read to rule that out).
-    let named = pool.spot_asgs.iter().any(|s| matches!(s, AsgSelector::Name(n) if *n == asg));
+    // One of this pool's spot ASGs and nothing else: another role taking it refuses the
+    // pool when it is read. Tag selectors need the ASG's tags to rule that out.
     let by_tags = config
         .pools
         .iter()
         .any(|p| p.spot_asgs.iter().chain(&p.on_demand_asg).any(|s| matches!(s, AsgSelector::Tags(_))));
-    if !named || by_tags {
-        return Err(format!("{asg} is not named as one of the pool's spot ASGs, or a pool selects ASGs by tags"));
+    let no_tags = BTreeMap::new();
+    let tags = match tags {
+        Some(tags) => tags,
+        None if !by_tags => &no_tags,
+        None => return Err(format!("{asg}'s tags were not read and a pool selects ASGs by tags")),
+    };
+    let mut roles = config.pools.iter().flat_map(|p| {
+        let spot = p.spot_asgs.iter().filter(|s| s.matches(&asg, tags)).map(move |_| (p.name.as_str(), true));
+        let on_demand = p.on_demand_asg.iter().filter(|s| s.matches(&asg, tags)).map(move |_| (p.name.as_str(), false));
+        spot.chain(on_demand)
+    });
+    if roles.next() != Some((pool.name.as_str(), true)) || roles.next().is_some() {
+        return Err(format!("{asg} is not one of the pool's spot ASGs alone"));
     }
     if warned.iter().any(|w| now - w.at >= WARNING_FRESH_FOR) {
         return Err("a warning is older than its two minutes' notice".into());

@@ -69,8 +69,8 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         let Budget { deadline, lease_wait } = budget;
         // Pools are reconciled together, each under its own lease: one pool's drain, or its
         // wait for a lease another run holds, never holds back another pool's spot warning.
-        let Routed { pools, instance_asgs } = routed;
-        let instance_asgs = &instance_asgs;
+        let Routed { pools, located } = routed;
+        let located = &located;
         let runs: Vec<_> =
             pools.into_iter().filter_map(|(pool, events)| self.config.pool(&pool).map(|cfg| (cfg, events))).collect();
         // Runs of the batch at work (not waiting for a lease): while one is, the
@@ -79,7 +79,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         let working = &AtomicUsize::new(0);
         let results = futures_util::future::join_all(runs.into_iter().map(|(pool_cfg, events)| async move {
             let ids: Vec<String> = events.iter().map(|e| e.id.clone()).collect();
-            let first = self.reconcile_counting(pool_cfg, &events, instance_asgs, deadline, Some(working)).await;
+            let first = self.reconcile_counting(pool_cfg, &events, located, deadline, Some(working)).await;
             let result = match (first, deadline) {
                 // The run holding the lease is reconciling the pool now: a tick adds
                 // nothing to it (and failing would retry, then dead-letter, a tick), nor
@@ -95,8 +95,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                     self.keep_hooks_open(&pool_cfg.name, &events).await;
                     match deadline {
                         Some(deadline) => PoolRun::Done(Box::new(
-                            self.reconcile_when_free(pool_cfg, &events, instance_asgs, deadline, lease_wait, working)
-                                .await,
+                            self.reconcile_when_free(pool_cfg, &events, located, deadline, lease_wait, working).await,
                         )),
                         None => PoolRun::Done(Box::new(Err(busy))),
                     }
@@ -164,7 +163,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
             routed.pools.iter().flat_map(|(pool, events)| events.iter().map(move |e| seen_key(pool, &e.id))).collect();
         let seen = if keys.is_empty() { BTreeSet::new() } else { self.store.seen(&keys).await? };
         let mut duplicates = Vec::new();
-        let mut kept = Routed { pools: BTreeMap::new(), instance_asgs: routed.instance_asgs };
+        let mut kept = Routed { pools: BTreeMap::new(), located: routed.located };
         for (pool, events) in routed.pools {
             let (old, fresh): (Vec<Event>, Vec<Event>) =
                 events.into_iter().partition(|e| seen.contains(&seen_key(&pool, &e.id)));
@@ -250,7 +249,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                 routed.pools.entry(pool).or_default().push(event.clone());
             }
         }
-        routed.instance_asgs = located.instance_asgs;
+        routed.located = located;
         Ok((routed, unrouted))
     }
 
@@ -270,12 +269,9 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
             if instances.is_empty() { BTreeMap::new() } else { self.autoscaling.asgs_of_instances(&instances).await? };
         let names: Vec<String> =
             named.into_iter().chain(instance_asgs.values().cloned()).collect::<BTreeSet<_>>().into_iter().collect();
-        let tags = if names.is_empty() || !self.selects_by_tags() {
-            BTreeMap::new()
-        } else {
-            self.autoscaling.asg_tags(&names).await?
-        };
-        Ok(Located { instance_asgs, tags })
+        let tags_read = !names.is_empty() && self.selects_by_tags();
+        let tags = if tags_read { self.autoscaling.asg_tags(&names).await? } else { BTreeMap::new() };
+        Ok(Located { instance_asgs, tags, tags_read })
     }
 
     /// The instances, and the ASGs by name, that the events routed by neither the config
@@ -322,12 +318,12 @@ enum PoolRun {
 }
 
 /// Events grouped by the pool they concern.
-/// A batch's events by pool, and the ASG of each instance they name (looked up for the
+/// A batch's events by pool, and where its instances and ASGs are (looked up for the
 /// routing; a spot warning's surge ahead of the full plan needs it again).
 #[derive(Default)]
 pub(super) struct Routed {
     pools: BTreeMap<String, Vec<Event>>,
-    instance_asgs: BTreeMap<String, String>,
+    located: Located,
 }
 
 /// What marks an event handled for a pool.
@@ -343,9 +339,13 @@ fn drop_repeats(events: Vec<Event>) -> (Vec<Event>, Vec<String>) {
 }
 
 /// Where the batch's instances and ASGs are: each instance's ASG, each ASG's tags.
-struct Located {
-    instance_asgs: BTreeMap<String, String>,
-    tags: BTreeMap<String, BTreeMap<String, String>>,
+#[derive(Debug, Default)]
+pub(crate) struct Located {
+    pub(super) instance_asgs: BTreeMap<String, String>,
+    /// The tags of the ASGs that have any (read only when a pool selects by tags).
+    pub(super) tags: BTreeMap<String, BTreeMap<String, String>>,
+    /// Whether `tags` was read: an ASG missing from it then has none.
+    pub(super) tags_read: bool,
 }
 
 impl Located {

@@ -1,13 +1,13 @@
 //! The pool's lease: taken for a run, waited for while another run holds it, lent out
 //! for drains and taken back after them, and renewed before each mutating call.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
 use super::apply::{lifecycle_call, Run};
+use super::batch::Located;
 use super::{
     PoolOutcome, ReconcileError, Reconciler, DEADLINE_MARGIN, HEARTBEAT_EVERY, KEPT_AFTER_LEASE_WAIT,
     LEASE_AFTER_DRAIN, LEASE_TTL, LEASE_WAIT,
@@ -25,7 +25,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         &self,
         pool: &PoolConfig,
         events: &[Event],
-        instance_asgs: &BTreeMap<String, String>,
+        located: &Located,
         deadline: Option<DateTime<Utc>>,
         working: Option<&AtomicUsize>,
     ) -> Result<PoolOutcome, ReconcileError> {
@@ -42,7 +42,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
             return Err(ReconcileError::LeaseBusy { pool: name.to_string() });
         }
         lease.until += chrono::Duration::from_std(lease.ttl).unwrap_or(chrono::Duration::MAX);
-        let result = self.reconcile_leased(pool, events, instance_asgs, deadline, &mut lease, working).await;
+        let result = self.reconcile_leased(pool, events, located, deadline, &mut lease, working).await;
         // A lease left behind expires on its own; failing to release is only logged.
         if let Err(e) = self.store.release_lease(name, &self.owner).await {
             tracing::warn!(pool = name, error = %e, "could not release the lease; it expires on its own");
@@ -57,7 +57,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         &self,
         pool: &PoolConfig,
         events: &[Event],
-        instance_asgs: &BTreeMap<String, String>,
+        located: &Located,
         deadline: DateTime<Utc>,
         lease_wait: chrono::Duration,
         working: &AtomicUsize,
@@ -93,7 +93,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                 continue;
             }
             polls += 1;
-            let tried = self.reconcile_counting(pool, events, instance_asgs, Some(deadline), Some(working)).await;
+            let tried = self.reconcile_counting(pool, events, located, Some(deadline), Some(working)).await;
             match tried {
                 Err(ReconcileError::LeaseBusy { .. }) => continue,
                 done => {

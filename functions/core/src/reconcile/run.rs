@@ -1,13 +1,12 @@
 //! One pool under its lease: load the record, observe, plan, save the plan's record
 //! (version-checked: a run that lost the race loads again), then apply.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::AtomicUsize;
 
 use chrono::{DateTime, Utc};
 
 use super::apply::Run;
-use super::batch::seen_key;
+use super::batch::{seen_key, Located};
 use super::lease::{AtWork, Lease};
 use super::{
     ApplyError, PoolOutcome, ReconcileError, Reconciler, DEDUP_FOR, DEMAND_FRESH_FOR, DRY_RUN_SUFFIX, MAX_ATTEMPTS,
@@ -15,7 +14,7 @@ use super::{
 use crate::config::{check_one_role, AsgRef, PoolConfig};
 use crate::event::{Event, Signal};
 use crate::observe::ObservedPool;
-use crate::plan::Plan;
+use crate::plan::{ActionKind, Plan};
 use crate::planner::{plan, PlanInput, CLOCK_SKEW};
 use crate::ports::{Autoscaling, Clock, Cluster, ErrorKind, PortError, StateStore, Urgency, Versioned};
 use crate::record::PoolRecord;
@@ -28,7 +27,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         events: &[Event],
         deadline: Option<DateTime<Utc>>,
     ) -> Result<PoolOutcome, ReconcileError> {
-        self.reconcile_counting(pool, events, &BTreeMap::new(), deadline, None).await
+        self.reconcile_counting(pool, events, &Located::default(), deadline, None).await
     }
 
     /// Under the lease: load the record, observe, plan, save (a save that lost the race
@@ -38,7 +37,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         &self,
         pool: &PoolConfig,
         events: &[Event],
-        instance_asgs: &BTreeMap<String, String>,
+        located: &Located,
         deadline: Option<DateTime<Utc>>,
         lease: &mut Lease,
         working: Option<&AtomicUsize>,
@@ -49,9 +48,11 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
             self.stand_down_live(pool, deadline, lease).await;
         }
         let key = if dry_run { format!("{name}{DRY_RUN_SUFFIX}") } else { name.to_string() };
-        if lease.urgency == Urgency::CannotWait && !dry_run {
-            self.surge_ahead(pool, events, instance_asgs, &key, deadline, lease).await;
-        }
+        let ahead = if lease.urgency == Urgency::CannotWait && !dry_run {
+            self.surge_ahead(pool, events, located, &key, deadline, lease).await
+        } else {
+            None
+        };
         let mut at_work = None;
         for _ in 0..MAX_ATTEMPTS {
             let now = self.clock.now();
@@ -101,7 +102,13 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
             }
             let mut run = Run { pool, key: &key, record: plan.record.clone(), version, deadline, lease };
             return match self.apply(&plan, &mut run).await {
-                Ok(applied) => {
+                Ok(mut applied) => {
+                    if let Some((action, done)) = ahead {
+                        // The run's plan shows what the run did, the surge made ahead first.
+                        let at = plan.actions.iter().take_while(|a| a.kind == ActionKind::RecordState).count();
+                        plan.actions.insert(at, action);
+                        applied.insert(at, done);
+                    }
                     let ids: Vec<String> = events.iter().map(|e| seen_key(name, &e.id)).collect();
                     if !ids.is_empty() {
                         if let Err(source) = self.store.mark_seen(&ids, now + DEDUP_FOR).await {

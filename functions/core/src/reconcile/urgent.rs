@@ -1,31 +1,32 @@
 //! A spot warning's surge made before the pool is observed (the rule:
 //! [`crate::planner::urgent_surge`]), under the lease, journaled like any plan's call.
 
-use std::collections::BTreeMap;
-
 use chrono::{DateTime, Utc};
 
 use super::apply::Run;
+use super::batch::Located;
 use super::lease::Lease;
-use super::Reconciler;
+use super::{Applied, Reconciler};
 use crate::config::PoolConfig;
 use crate::event::{Event, Signal};
+use crate::plan::{Action, ActionKind};
 use crate::planner::{urgent_surge, Warned, CLOCK_SKEW};
 use crate::ports::{Autoscaling, Clock, Cluster, PortError, StateStore};
 
 impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K> {
-    /// Makes the surge for the batch's spot warnings at once when the rule allows it;
-    /// otherwise, or on any failure, leaves everything to the full plan that follows
-    /// (which settles a surge whose call failed as it settles any plan's).
+    /// Makes the surge for the batch's spot warnings at once when the rule allows it, and
+    /// returns it as the action it was (for the run's plan, logs and metrics); otherwise,
+    /// or on any failure, leaves everything to the full plan that follows (which settles a
+    /// surge whose call failed as it settles any plan's).
     pub(super) async fn surge_ahead(
         &self,
         pool: &PoolConfig,
         events: &[Event],
-        instance_asgs: &BTreeMap<String, String>,
+        located: &Located,
         key: &str,
         deadline: Option<DateTime<Utc>>,
         lease: &mut Lease,
-    ) {
+    ) -> Option<(Action, Applied)> {
         let now = self.clock.now();
         let warnings: Vec<_> = events
             .iter()
@@ -38,54 +39,67 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
             })
             .collect();
         if warnings.is_empty() {
-            return;
+            return None;
         }
         let ids: Vec<String> = warnings.iter().map(|(id, ..)| id.clone()).collect();
-        // Routing looked the instances up; a run not routed by a batch looks them up here.
+        // Routing looked the instances up; a run not routed by a batch looks them up here
+        // (their ASG's tags then unknown).
+        let routed = ids.iter().all(|id| located.instance_asgs.contains_key(id));
         let lookup = async {
-            if ids.iter().all(|id| instance_asgs.contains_key(id)) {
-                Ok(instance_asgs.clone())
+            if routed {
+                Ok(located.instance_asgs.clone())
             } else {
                 self.autoscaling.asgs_of_instances(&ids).await
             }
         };
-        let (loaded, located) = futures_util::future::join(self.store.load(key), lookup).await;
-        let (Ok(loaded), Ok(located)) = (loaded, located) else { return };
+        let (loaded, found) = futures_util::future::join(self.store.load(key), lookup).await;
+        let (loaded, found) = (loaded.ok()?, found.ok()?);
         let warned: Vec<Warned> = warnings
             .into_iter()
             .filter_map(|(instance_id, action, at)| {
-                let asg = located.get(&instance_id)?.clone();
+                let asg = found.get(&instance_id)?.clone();
                 Some(Warned { instance_id, asg, action, at })
             })
             .collect();
-        let Some(asg) = warned.first().map(|w| w.asg.clone()).filter(|_| warned.len() == ids.len()) else { return };
-        let Ok(size) = self.autoscaling.asg_bounds(&asg).await else { return };
+        let asg = warned.first().map(|w| w.asg.clone()).filter(|_| warned.len() == ids.len())?;
+        let size = self.autoscaling.asg_bounds(&asg).await.ok()?;
         let others = events.iter().filter(|e| !matches!(e.signal, Signal::SpotInterruption { .. })).count();
-        let surge = match urgent_surge(&self.config, pool, &loaded.value, &warned, others, &size, now) {
+        let tags = (routed && located.tags_read).then(|| located.tags.get(&asg).cloned().unwrap_or_default());
+        let surge = match urgent_surge(&self.config, pool, &loaded.value, &warned, tags.as_ref(), others, &size, now) {
             Ok(surge) => surge,
             Err(why) => {
                 tracing::debug!(pool = %pool.name, why, "the surge waits for the full plan");
-                return;
+                return None;
             }
         };
         let mut run = Run { pool, key, record: surge.record, version: loaded.version, deadline, lease };
         // Checked before the journal says the call may have been made.
         if self.may_act(&mut run).await.is_err() {
-            return;
+            return None;
         }
         // A run that saved meanwhile wins: the full plan reads what it left.
-        let Ok(version) = self.store.save(key, &run.record, run.version).await else { return };
+        let version = self.store.save(key, &run.record, run.version).await.ok()?;
         run.version = version;
         let made: Result<_, PortError> = self.set_desired(&mut run, &surge.asg, surge.from).await;
+        let warned_ids = ids.join(", ");
         match made {
-            Ok(applied) => tracing::info!(
-                pool = %pool.name, asg = %surge.asg, from = surge.from, to = surge.to, ?applied,
-                "surged for the spot warning(s) ahead of the full plan"
-            ),
-            Err(error) => tracing::warn!(
-                pool = %pool.name, asg = %surge.asg, %error,
-                "the surge ahead of the full plan failed; the full plan settles it"
-            ),
+            Ok(applied) => {
+                tracing::info!(
+                    pool = %pool.name, asg = %surge.asg, from = surge.from, to = surge.to, ?applied,
+                    "surged for the spot warning(s) ahead of the full plan"
+                );
+                let kind = ActionKind::SetDesiredCapacity { asg: surge.asg.clone(), from: surge.from, to: surge.to };
+                let reason =
+                    format!("surge a replacement before the pool is read: spot interruption warning for {warned_ids}");
+                Some((Action { kind, reason }, applied))
+            }
+            Err(error) => {
+                tracing::warn!(
+                    pool = %pool.name, asg = %surge.asg, %error,
+                    "the surge ahead of the full plan failed; the full plan settles it"
+                );
+                None
+            }
         }
     }
 }

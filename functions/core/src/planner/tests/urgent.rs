@@ -1,6 +1,8 @@
 //! A spot warning's surge ahead of the full plan: made only when the full plan would make
 //! the same, and the full plan after it neither repeats it nor misses the rest.
 
+use std::collections::BTreeMap;
+
 use super::*;
 
 /// The warned instances of `spot-a` as the reconciler hands them over.
@@ -16,7 +18,7 @@ fn warned(observed: &ObservedPool, ns: &[usize]) -> Vec<Warned> {
 }
 
 fn ahead(cfg: &Config, record: &PoolRecord, observed: &ObservedPool, ns: &[usize]) -> Result<UrgentSurge, String> {
-    urgent_surge(cfg, &cfg.pools[0], record, &warned(observed, ns), 0, &observed.spot[0].size(), now())
+    urgent_surge(cfg, &cfg.pools[0], record, &warned(observed, ns), None, 0, &observed.spot[0].size(), now())
 }
 
 /// The pool as observed once the surge ahead landed: `spot-a` one higher per warning,
@@ -123,21 +125,40 @@ fn the_surge_waits_for_the_full_plan_whenever_it_might_decide_otherwise() {
     refused(&dry, &clean, &observed, &[0], "dry run");
     let off = with(|y| y.replace("drain_timeout: 90s }", "drain_timeout: 90s, surge: false }"));
     refused(&off, &clean, &observed, &[0], "surge is off");
-    // Selected by tags: another role could take the ASG.
+    // Selected by tags: unknown tags could give the ASG another role; known, they tell.
     let tags = with(|y| y.replace("on_demand_asg: od", "on_demand_asg: { tags: { role: od } }"));
-    refused(&tags, &clean, &observed, &[0], "by tags");
+    refused(&tags, &clean, &observed, &[0], "tags were not read");
+    let size = observed.spot[0].size();
+    let with_tags = |t: &[(&str, &str)]| -> BTreeMap<String, String> {
+        t.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    };
+    let tag_pool = &tags.pools[0];
+    let plain = with_tags(&[("team", "ml")]);
+    assert!(urgent_surge(&tags, tag_pool, &clean, &warned(&observed, &[0]), Some(&plain), 0, &size, now()).is_ok());
+    let on_demand_too = with_tags(&[("role", "od")]);
+    let why = urgent_surge(&tags, tag_pool, &clean, &warned(&observed, &[0]), Some(&on_demand_too), 0, &size, now());
+    assert!(why.unwrap_err().contains("not one of the pool's spot ASGs alone"));
+    // Not one of the pool's spot ASGs at all.
+    let mut elsewhere = warned(&observed, &[0]);
+    for w in &mut elsewhere {
+        w.asg = "od".into();
+    }
+    let od_size = AsgSize { desired: 2, min: 0, max: 10, live: Some(2) };
+    let why = urgent_surge(&cfg, &cfg.pools[0], &clean, &elsewhere, None, 0, &od_size, now()).unwrap_err();
+    assert!(why.contains("not one of the pool's spot ASGs alone"), "{why}");
     // A warning past its two minutes.
     let mut stale = warned(&observed, &[0]);
     stale[0].at = now() - Duration::minutes(3);
-    let why = urgent_surge(&cfg, &cfg.pools[0], &clean, &stale, 0, &observed.spot[0].size(), now()).unwrap_err();
+    let why = urgent_surge(&cfg, &cfg.pools[0], &clean, &stale, None, 0, &observed.spot[0].size(), now()).unwrap_err();
     assert!(why.contains("two minutes"), "{why}");
     // Two ASGs.
     let mut two = warned(&observed, &[0, 1]);
     two[1].asg = "spot-b".into();
-    let why = urgent_surge(&cfg, &cfg.pools[0], &clean, &two, 0, &observed.spot[0].size(), now()).unwrap_err();
+    let why = urgent_surge(&cfg, &cfg.pools[0], &clean, &two, None, 0, &observed.spot[0].size(), now()).unwrap_err();
     assert!(why.contains("more than one ASG"), "{why}");
     // Another signal for the pool in the batch (a capacity error the full plan judges by).
-    let why = urgent_surge(&cfg, &cfg.pools[0], &clean, &warned(&observed, &[0]), 1, &observed.spot[0].size(), now());
+    let why =
+        urgent_surge(&cfg, &cfg.pools[0], &clean, &warned(&observed, &[0]), None, 1, &observed.spot[0].size(), now());
     assert!(why.unwrap_err().contains("other signal"));
     // The last plan's journal, its calls open or all made (settling it needs the pool read).
     let first = ahead(&cfg, &clean, &observed, &[0]).unwrap();
