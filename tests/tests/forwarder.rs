@@ -50,9 +50,11 @@ impl Inbox {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             self.drain().await;
-            if let Some((_, detail)) = self.seen.iter().find(|(t, d)| want(t, d)) {
-                let detail = detail.clone();
-                self.seen.clear();
+            if let Some(at) = self.seen.iter().position(|(t, d)| want(t, d)) {
+                // What came after it stays for the next expectation: one drain may hold
+                // both (an unschedulable pod's event and the demand that counts it).
+                let detail = self.seen[at].1.clone();
+                self.seen.drain(..=at);
                 return detail;
             }
             assert!(Instant::now() < deadline, "no event: {what}; got {:#?}", self.seen);
