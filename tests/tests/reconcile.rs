@@ -13,7 +13,7 @@ use ballast_core::ports::{Clock, FixedClock};
 use ballast_core::reconcile::Applied;
 use ballast_core::reconcile::Budget;
 use ballast_core::reconcile::Reconciler;
-use ballast_core::record::PoolRecord;
+use ballast_core::record::{CapacityCall, PoolRecord};
 use ballast_tests::*;
 use chrono::{DateTime, Duration, Utc};
 
@@ -650,8 +650,11 @@ async fn failed_apply_takes_back_its_intent_and_the_retry_does_not_double() {
         let world = memory.world();
         let record = &world.pools["general"].record;
         let journal = record.journal.as_ref().unwrap();
-        assert!(journal.calls[0].done(), "the surge is journaled as made");
-        assert!(!journal.calls[1].done(), "the terminate is not: the retry judges it and acts again");
+        // The surge was made ahead of the full plan, whose journal holds the terminate.
+        let surges: Vec<_> = journal.calls.iter().filter(|c| matches!(c, CapacityCall::SetDesired { .. })).collect();
+        assert!(surges.iter().all(|c| c.done()), "no surge left open: {journal:?}");
+        let terminate = journal.calls.iter().find(|c| matches!(c, CapacityCall::Terminate { .. })).unwrap();
+        assert!(!terminate.done(), "the terminate is not: the retry judges it and acts again");
         assert!(record.interruptions[0].surge.is_some(), "the applied surge is remembered");
         assert!(world.seen.is_empty());
     }
@@ -1694,7 +1697,9 @@ async fn a_scale_in_of_another_raised_asg_does_not_refuse_the_surges_decrement()
         world.asg_mut("eks-general-spot-m6").unwrap().max = 5;
         world.asg_mut("eks-general-spot-fallback").unwrap().desired = 2;
     }
-    clock.advance(Duration::seconds(200));
+    // Within spot-m6's launch grace (3m) of the surge: its unfilled slot is not yet a
+    // failure (P1 saw it unfilled right after making it, ahead of its full plan).
+    clock.advance(Duration::seconds(100));
     let failed = ballast_tests::aws::event(&ballast_tests::aws::fixture_json(
         "launch-unsuccessful-insufficient-instance-capacity.json",
         |v| {
