@@ -1223,3 +1223,21 @@ fn a_withdrawal_of_an_instance_launched_since_is_no_undone_raise() {
     ];
     run(steps, false).unwrap();
 }
+
+/// A spot warning on a settled pool surges before the pool is read (the example config
+/// selects by tags; routing read them). The run dies after each of its calls, or a call
+/// lands and its answer is lost, with cluster-autoscaler scaling the same ASG out before
+/// the first write; the warning is delivered again. Every invariant holds and the pool
+/// settles with no capacity lost.
+#[test]
+fn a_surge_made_before_the_pool_is_read_survives_crashes_lost_answers_and_cluster_autoscaler() {
+    for k in 0..6 {
+        for fault in [Fault::Crash(k), Fault::Ambiguous(k)] {
+            let steps = vec![
+                replayed(Kind::Warning { pick: 0 }, fault, CaMove::ScaleOut { asg: 0, by: 1 }, CaMove::None, 0, false),
+                replayed(Kind::Warning { pick: 0 }, Fault::None, CaMove::None, CaMove::None, 20, false),
+            ];
+            run(steps, false).unwrap_or_else(|e| panic!("{fault:?}: {e}"));
+        }
+    }
+}

@@ -60,12 +60,7 @@ impl Work<'_> {
             } else {
                 self.record.short_since.remove(&name);
             }
-            let recent = self
-                .record
-                .disruptions
-                .iter()
-                .filter(|d| d.asg == name && d.at > self.now - rate.window.as_chrono())
-                .count() as u32;
+            let recent = self.record.disruptions_since(&name, self.now - rate.window.as_chrono());
             if recent >= rate.count {
                 let reason = format!("{recent} interruptions within {} (limit {})", rate.window, rate.count);
                 self.mark_unavailable(&name, self.now, reason);

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Duration, Utc};
 
-use crate::config::{AsgSelector, Config, PoolConfig};
+use crate::config::{check_one_role, AsgRef, AsgSelector, Config, PoolConfig};
 use crate::event::InstanceAction;
 use crate::observe::AsgSize;
 use crate::record::{CapacityCall, Interruption, InterruptionCause, Journal, PoolRecord, Surge};
@@ -82,12 +82,10 @@ pub fn urgent_surge(
         None if !by_tags => &no_tags,
         None => return Err(format!("{asg}'s tags were not read and a pool selects ASGs by tags")),
     };
-    let mut roles = config.pools.iter().flat_map(|p| {
-        let spot = p.spot_asgs.iter().filter(|s| s.matches(&asg, tags)).map(move |_| (p.name.as_str(), true));
-        let on_demand = p.on_demand_asg.iter().filter(|s| s.matches(&asg, tags)).map(move |_| (p.name.as_str(), false));
-        spot.chain(on_demand)
-    });
-    if roles.next() != Some((pool.name.as_str(), true)) || roles.next().is_some() {
+    let spot = pool.spot_asgs.iter().any(|s| s.matches(&asg, tags));
+    let on_demand = pool.on_demand_asg.as_ref().is_some_and(|s| s.matches(&asg, tags));
+    let other_pool = check_one_role(pool, &config.pools, [AsgRef { name: &asg, tags }]).is_err();
+    if !spot || on_demand || other_pool {
         return Err(format!("{asg} is not one of the pool's spot ASGs alone"));
     }
     if warned.iter().any(|w| now - w.at >= WARNING_FRESH_FOR) {
@@ -116,8 +114,7 @@ pub fn urgent_surge(
     ids.dedup();
     let k = ids.len() as u32;
     let rate = pool.fallback.interruption_rate;
-    let recent = record.disruptions.iter().filter(|d| d.asg == asg && d.at > now - rate.window.as_chrono()).count();
-    if recent as u32 + k >= rate.count {
+    if record.disruptions_since(&asg, now - rate.window.as_chrono()) + k >= rate.count {
         return Err(format!("{asg} reaches its interruption rate with these warnings: the full plan judges it"));
     }
     // The decrements that follow must leave it above its minimum, and the raise fit.

@@ -72,6 +72,13 @@ pub struct PoolRecord {
     pub raised: BTreeMap<String, OwnRaise>,
 }
 
+impl PoolRecord {
+    /// Disruptions of `asg`'s spot instances after `since`: the interruption rate.
+    pub fn disruptions_since(&self, asg: &str, since: DateTime<Utc>) -> u32 {
+        self.disruptions.iter().filter(|d| d.asg == asg && d.at > since).count() as u32
+    }
+}
+
 /// See [`PoolRecord::draining`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Draining {
