@@ -426,6 +426,7 @@ mod tests {
                 owed: Vec::new(),
                 moves: Vec::new(),
                 live: Default::default(),
+                looked_at: Default::default(),
                 remakes: Vec::new(),
                 calls: ids
                     .iter()

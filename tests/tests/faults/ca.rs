@@ -55,14 +55,15 @@ impl Cache {
         self.refreshed = Some(now);
     }
 
-    /// Carries out the move at `now`. `ballast_holds`: slots per ASG Ballast's own writes
-    /// added and still hold (what an unfulfillable-slot deletion may take of them).
+    /// Carries out the move at `now`. `ballast_unfilled`: slots per ASG a raise of
+    /// Ballast's asked for that no instance fills yet (what an unfulfillable-slot deletion
+    /// takes of Ballast's).
     pub fn act(
         &mut self,
         world: &mut World,
         m: CaMove,
         backed_off: &BTreeSet<String>,
-        ballast_holds: &BTreeMap<String, i64>,
+        ballast_unfilled: &BTreeMap<String, u32>,
         now: DateTime<Utc>,
     ) -> Done {
         self.refresh(world, now);
@@ -96,8 +97,7 @@ impl Cache {
                 let deleted = a.desired.saturating_sub(instances);
                 a.desired -= deleted;
                 done.scaled_in = deleted;
-                let held = ballast_holds.get(name).copied().unwrap_or(0).max(0);
-                done.taken = deleted.min(u32::try_from(held).unwrap_or(u32::MAX));
+                done.taken = deleted.min(ballast_unfilled.get(name).copied().unwrap_or(0));
                 done.changed = Some((name.to_string(), -i64::from(deleted)));
                 self.cur.insert(name.to_string(), a.desired);
                 self.refreshed = None;

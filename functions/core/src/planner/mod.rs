@@ -45,7 +45,7 @@ use crate::record::{CapacityCall, Journal, PoolRecord};
 pub const CLOCK_SKEW: chrono::Duration = chrono::Duration::seconds(120);
 
 pub use headroom::{headroom_percent, headroom_replicas, PercentInForce, PercentSource};
-pub use remake::STALE_WRITE_WINDOW;
+pub use remake::{STALE_WRITE_WINDOW, UNFILLED_WINDOW};
 pub use stand_down::{has_open_work, stand_down};
 pub use urgent::{urgent_surge, UrgentSurge, Warned};
 
@@ -361,21 +361,15 @@ impl<'a> Work<'a> {
                 _ => None,
             })
             .collect();
-        // Slots made again that a rule moved on at once (the ASG kept off): made, not
-        // to be made again when the ASG is seen short of them.
-        for (asg, kept) in self.record.raised.iter_mut() {
-            if self.remade.contains_key(asg) && !raised.contains(asg) {
-                kept.remade = true;
-            }
-        }
-        let raised_live = raised
+        let raised_asgs: Vec<_> = raised.iter().filter_map(|name| self.observed.asg(name)).collect();
+        let raised_live = raised_asgs
             .iter()
-            .filter_map(|name| self.observed.asg(name))
             .map(|asg| {
                 let live = asg.instances.iter().filter(|i| i.lifecycle_state.is_live()).map(|i| i.id.clone());
                 (asg.name.clone(), live.collect())
             })
             .collect();
+        let looked_at = raised_asgs.iter().map(|asg| (asg.name.clone(), asg.desired)).collect();
         self.record.journal = (!calls.is_empty()).then_some(Journal {
             planned_at: self.now,
             seq: self.seq,
@@ -385,7 +379,8 @@ impl<'a> Work<'a> {
             owed: std::mem::take(&mut self.owed),
             moves: std::mem::take(&mut self.moves),
             live: raised_live,
-            remakes: self.remade.keys().filter(|a| raised.iter().any(|r| r == *a)).cloned().collect(),
+            looked_at,
+            remakes: self.remade.keys().cloned().collect(),
         });
         let record_changed = self.record != *self.input.record;
         let mut all = Vec::with_capacity(self.actions.len() + raises.len() + lowers.len() + 1);

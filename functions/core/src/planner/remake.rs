@@ -23,8 +23,15 @@ use crate::record::{CapacityCall, Journal, OwnRaise};
 
 /// How long after a raise another writer's undoing of it is looked for: twice
 /// cluster-autoscaler's cache refresh (one missed refresh) and a scan, rounded up. Beyond
-/// it a lower is another writer's own decision (a scale-in, deleting unfillable slots).
+/// it a lower of a filled raise is another writer's own decision (a scale-in).
 pub const STALE_WRITE_WINDOW: Duration = Duration::minutes(3);
+
+/// How long a raise no instance has filled yet is watched: cluster-autoscaler deletes a
+/// failed scale-up's slots, whoever asked for them, once the ASG reports the launch
+/// failed or its `max-node-provision-time` (15 minutes by default) has passed since it
+/// first saw them (its next refresh), then a scan. Its deletion takes capacity the
+/// raise was made for: it is made again, and on a spot ASG kept off moves on.
+pub const UNFILLED_WINDOW: Duration = Duration::minutes(20);
 
 impl Work<'_> {
     /// The raises of the last plan that landed join those kept; a landed lower ends
@@ -61,14 +68,38 @@ impl Work<'_> {
                 }
             }
         }
+        // Slots made again that a rule moved on at once (the ASG kept off, no call on it
+        // in this plan): made once the raise they moved onto landed, not to be made
+        // again when the ASG is seen short of them.
+        let raise_landed = |asg: &str| {
+            journal.calls.iter().any(
+                |c| matches!(c, CapacityCall::SetDesired { asg: a, from, to, .. } if a == asg && c.done() && to > from),
+            )
+        };
+        for asg in &journal.remakes {
+            let written =
+                journal.calls.iter().any(|c| matches!(c, CapacityCall::SetDesired { asg: a, .. } if a == asg));
+            let moved_on = journal.moves.iter().any(|m| &m.from == asg && raise_landed(&m.to));
+            if let Some(kept) = self.record.raised.get_mut(asg).filter(|_| !written && moved_on) {
+                kept.remade = true;
+            }
+        }
         for (asg, from, to, left_at, taken) in last {
             // A raise kept from before, undone before this write read the ASG (a stale
             // write between a look and the call, which apply rebased onto): still owed.
             // (Not if this write is the one that makes it again.)
+            // The rest of it still stands under this write: its slots stay watched (a
+            // failed scale-up's deletion takes them with this write's).
             let remakes = journal.remakes.iter().any(|a| a == asg);
-            let owed = match self.record.raised.get(asg) {
-                Some(kept) if !kept.remade && !remakes => self.expected(asg, kept).saturating_sub(from).min(kept.by),
-                _ => 0,
+            let (owed, standing) = match self.record.raised.get(asg) {
+                Some(kept) => {
+                    // Judged as the write found it: this journal's own decrements came after.
+                    let mut then = kept.clone();
+                    then.live.retain(|id| !taken.contains(&id.as_str()));
+                    let undone = self.expected(asg, &then).saturating_sub(from).min(kept.by);
+                    (if kept.remade || remakes { 0 } else { undone }, kept.by - undone)
+                }
+                None => (0, 0),
             };
             if to > from || owed > 0 {
                 // A surge made ahead of the full plan was journaled without the ASG's
@@ -82,9 +113,11 @@ impl Work<'_> {
                 };
                 let raise = OwnRaise {
                     to: left_at + owed,
-                    by: to.saturating_sub(from) + owed,
+                    by: to.saturating_sub(from) + owed + standing,
                     at: journal.planned_at,
                     live: live.into_iter().filter(|id| !taken.contains(&id.as_str())).collect(),
+                    gone_before: journal.looked_at.get(asg).map_or(0, |looked| looked.saturating_sub(from)),
+                    seen: Vec::new(),
                     remade: journal.remakes.iter().any(|a| a == asg),
                 };
                 self.record.raised.insert(asg.to_string(), raise);
@@ -94,38 +127,68 @@ impl Work<'_> {
         }
     }
 
-    /// What a kept raise leaves the ASG at now, less the instances gone since (each
-    /// explains a lower of one), or launched since and already leaving.
+    /// What a kept raise leaves the ASG at now, less the instances gone since the write
+    /// (each explains a lower of one), or launched since and already leaving.
     fn expected(&self, name: &str, raise: &OwnRaise) -> u32 {
         let Some(asg) = self.observed.asg(name) else { return 0 };
-        let gone = raise.live.iter().filter(|id| !is_live(self.observed, id)).count()
+        let gone = raise
+            .live
+            .iter()
+            .filter(|id| !is_live(self.observed, id))
+            .count()
+            .saturating_sub(raise.gone_before as usize)
             + asg.instances.iter().filter(|i| !i.lifecycle_state.is_live() && !raise.live.contains(&i.id)).count();
         raise.to.saturating_sub(gone as u32)
     }
 
     /// Makes again, once, each kept raise another writer undid without removing an
-    /// instance; forgets those found standing once the window is past.
+    /// instance; forgets those found standing once the window is past (the longer one
+    /// while instances have not filled it).
     pub(super) fn remake_undone_raises(&mut self) {
         let kept = std::mem::take(&mut self.record.raised);
-        for (name, raise) in kept {
+        for (name, mut raise) in kept {
             let Some(asg) = self.observed.asg(&name) else { continue };
+            // An instance EC2 took (a disruption on record) left without lowering the
+            // ASG, which replaces it: its going explains no lower.
+            let disrupted = |id: &String| self.record.disruptions.iter().any(|d| &d.instance_id == id);
+            raise.live.retain(|id| is_live(self.observed, id) || !disrupted(id));
             let expected = self.expected(&name, &raise);
             let gone = raise.to - expected;
             // Surges re-planned for the same missing slots are made again by the rules.
             let replanned = self.surges_replanned.get(&name).copied().unwrap_or(0);
             let undone = expected.saturating_sub(asg.desired).min(raise.by).saturating_sub(replanned);
             let planned = raise.at.to_rfc3339();
+            let live: Vec<&str> =
+                asg.instances.iter().filter(|i| i.lifecycle_state.is_live()).map(|i| i.id.as_str()).collect();
+            // Past the stale-write window, a lower that leaves slots unfilled after an
+            // instance launched since went is that instance's scale-in, not the raise
+            // undone (a failed scale-up's deletion sets the ASG to the instances it has).
+            let scaled_in = raise.seen.iter().any(|id| !is_live(self.observed, id));
+            let past = self.now >= raise.at + STALE_WRITE_WINDOW;
+            let undone = if past && scaled_in && asg.desired as usize > live.len() { 0 } else { undone };
+            for id in &live {
+                if !raise.live.iter().chain(&raise.seen).any(|known| known == id) {
+                    raise.seen.push(id.to_string());
+                }
+            }
+            let live = live.len() as u32;
             if undone == 0 {
-                if self.now < raise.at + STALE_WRITE_WINDOW {
+                let watched = if live >= expected { STALE_WRITE_WINDOW } else { UNFILLED_WINDOW };
+                if self.now < raise.at + watched {
                     self.record.raised.insert(name, raise);
                 }
                 continue;
             }
             let what = format!(
                 "{name} is at {}, {undone} below the {} Ballast's raise planned {planned} left it at (less {gone} \
-                 instance(s) gone since): undone by another writer (cluster-autoscaler writing from a size it read \
-                 before the raise)",
-                asg.desired, raise.to
+                 instance(s) gone since): undone by another writer ({})",
+                asg.desired,
+                raise.to,
+                if self.now < raise.at + STALE_WRITE_WINDOW {
+                    "cluster-autoscaler writing from a size it read before the raise"
+                } else {
+                    "cluster-autoscaler deleting a failed scale-up's unfilled slots"
+                }
             );
             if raise.remade {
                 self.note(format!("{what}, after it was made again once: not made a third time"));

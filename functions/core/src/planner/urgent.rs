@@ -140,6 +140,7 @@ pub fn urgent_surge(
         // Unknown without the instances: the full plan that settles the call takes them
         // from its own look (`keep_own_raises`).
         live: Default::default(),
+        looked_at: Default::default(),
         remakes: Vec::new(),
     });
     for w in warned {

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::is_zero;
+use super::{is_zero, is_zero_u32};
 
 /// The capacity calls of one plan, in apply order (raises, lowers, terminations),
 /// written before the first and marked `done` after each that succeeds. What is not
@@ -42,7 +42,12 @@ pub struct Journal {
     /// The live instances, when the plan looked, of each ASG it raises (see [`OwnRaise`]).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub live: BTreeMap<String, Vec<String>>,
-    /// ASGs whose raise in this plan makes again one another writer undid.
+    /// The desired size, when the plan looked, of each ASG it raises: a write rebased
+    /// below it came after another writer lowered the ASG (see [`OwnRaise::gone_before`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub looked_at: BTreeMap<String, u32>,
+    /// ASGs with a raise another writer undid that this plan makes again, there or (kept
+    /// off) moved on at once to another ASG.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub remakes: Vec<String>,
 }
@@ -133,6 +138,15 @@ pub struct OwnRaise {
     /// lower of one (a terminate-with-decrement, the ASG killing one to meet a lower).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub live: Vec<String>,
+    /// Of `live`, how many had left before the write: it was rebased on a size another
+    /// writer (a scale-in) lowered by as much since the look, so their going explains no
+    /// lower since.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub gone_before: u32,
+    /// Instances a later look saw launched into the ASG: one of them gone, a lower that
+    /// leaves slots unfilled past the stale-write window is taken for its scale-in.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub seen: Vec<String>,
     /// The write made this raise again after another writer had undone it: undone once
     /// more, it is not made a third time.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

@@ -436,6 +436,7 @@ fn with_journal(calls: Vec<CapacityCall>, attempted: usize, owed: Vec<OwedLower>
             owed,
             moves,
             live: Default::default(),
+            looked_at: Default::default(),
             remakes: Vec::new(),
         }),
         ..PoolRecord::default()

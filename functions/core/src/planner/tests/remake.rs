@@ -63,16 +63,35 @@ fn a_lower_explained_by_instances_gone_is_not_undone() {
 }
 
 #[test]
-fn a_raise_standing_past_the_window_is_forgotten() {
+fn a_filled_raise_standing_past_the_window_is_forgotten() {
     let (cfg, observed, p) = moved_to_on_demand();
     let mut after = observed.clone();
     after.spot[0].desired = 2;
-    od(&mut after).desired = 4;
+    after.on_demand = Some(on_demand_asg(sized(4)));
     let p2 = run(&cfg, &applied(&p), &after, &[], now() + STALE_WRITE_WINDOW);
     assert!(p2.record.raised.is_empty(), "{:?}", p2.record.raised);
     // Within it, kept: a stale write may still come.
     let p2 = run(&cfg, &applied(&p), &after, &[], now() + Duration::seconds(30));
     assert_eq!(p2.record.raised["od"].to, 4);
+}
+
+/// Cluster-autoscaler deletes a failed scale-up's slots, Ballast's among them, up to its
+/// `max-node-provision-time` after it saw them: a raise no instance filled is watched
+/// that long, and its slots deleted are made again.
+#[test]
+fn an_unfilled_raise_is_watched_until_a_failed_scale_up_would_be_deleted() {
+    let (cfg, observed, p) = moved_to_on_demand();
+    let mut after = observed.clone();
+    after.spot[0].desired = 2;
+    after.on_demand = Some(on_demand_asg(sized(4).live(2)));
+    let kept = run(&cfg, &applied(&p), &after, &[], now() + STALE_WRITE_WINDOW);
+    assert_eq!(kept.record.raised["od"].to, 4, "two of its slots unfilled: kept");
+    let p2 = run(&cfg, &kept.record, &after, &[], now() + UNFILLED_WINDOW);
+    assert!(p2.record.raised.is_empty(), "{:?}", p2.record.raised);
+    // Ten minutes on, the two unfilled slots deleted (the ASG set to its instances).
+    od(&mut after).desired = 2;
+    let p3 = run(&cfg, &kept.record, &after, &[], now() + Duration::minutes(10));
+    assert_eq!((p3.raises_remade(), desired(&p3, "od")), (2, Some(4)), "{:#?}", p3.notes);
 }
 
 #[test]
@@ -93,9 +112,10 @@ fn a_failing_spot_asgs_raise_undone_is_made_again_and_moved_on() {
     let (cfg, mut observed) = one_spot(pool().spot("spot-a", sized(4).live(2)).on_demand(sized(2)));
     let mut record = PoolRecord::default();
     let live = observed.spot[0].instances.iter().map(|i| i.id.clone()).collect();
-    record
-        .raised
-        .insert("spot-a".into(), OwnRaise { to: 4, by: 2, at: now() - Duration::seconds(40), live, remade: false });
+    record.raised.insert(
+        "spot-a".into(),
+        OwnRaise { to: 4, by: 2, at: now() - Duration::seconds(40), live, gone_before: 0, seen: vec![], remade: false },
+    );
     observed.spot[0].desired = 2;
     let p = run(&cfg, &record, &observed, &[capacity_error("spot-a", now())], now());
     assert_eq!(p.raises_remade(), 2, "{:#?}", p.notes);
