@@ -46,7 +46,7 @@ use ballast_core::ports::{
     Autoscaling, Cluster, DrainReport, ErrorKind, FixedClock, PortError, StateStore, Urgency, Versioned,
 };
 use ballast_core::reconcile::{Budget, ReconcileError, Reconciler};
-use ballast_core::record::PoolRecord;
+use ballast_core::record::{CapacityCall, PoolRecord};
 use ballast_tests::{config_with_dry_run, state};
 use chrono::{DateTime, Duration, Utc};
 use proptest::prelude::*;
@@ -182,10 +182,12 @@ impl Faulty {
                 st.excusable += i64::from(excused);
             }
             // The next look reads the raise as Ballast's slots back (no observation
-            // tells them apart): as far as it goes, they are.
+            // tells them apart): as far as it goes and no look has judged them yet, they are.
+            let unseen = u32::try_from(st.taken_unseen.max(0)).unwrap_or(0);
             if let Some(owed) = st.taken_not_remade.get_mut(&name) {
-                let back = raised.min(*owed);
+                let back = raised.min(*owed).min(unseen);
                 *owed -= back;
+                st.taken_unseen -= i64::from(back);
                 st.excusable += i64::from(back);
             }
             if done.taken > 0 {
@@ -824,19 +826,22 @@ impl Harness {
             // What cluster-autoscaler took before the run is Ballast's to make good once a
             // run that saw it applied its plan whole.
             if let Some(plan) = outcome.pools.iter().map(|p| &p.plan).find(|p| p.pool == POOL) {
-                st.taken_unseen -= unseen_before;
+                st.taken_unseen = (st.taken_unseen - unseen_before).max(0);
                 st.remade_last_look = plan.remade.keys().cloned().collect();
-                for (asg, n) in &plan.remade {
-                    if let Some(owed) = st.taken_not_remade.get_mut(asg) {
-                        *owed = owed.saturating_sub(*n);
-                    }
-                }
+                // Judged: what this look did not make again is Ballast's decision.
+                st.taken_not_remade.clear();
             }
-            // A run stopped after its record: its raises made again are on record as
-            // made (its journal says so), landed or not (then the next look makes them).
+            // A run stopped after its record: its raises made again whose write landed.
+            let journal = self.ports.memory.world().pools.get(POOL).and_then(|p| p.record.journal.clone());
+            let landed = |asg: &String| {
+                journal
+                    .iter()
+                    .flat_map(|j| &j.calls)
+                    .any(|c| matches!(c, CapacityCall::SetDesired { asg: a, .. } if a == asg && c.done()))
+            };
             for (e, _) in &outcome.failures {
                 if let Some(plan) = e.plan().filter(|p| p.pool == POOL && recorded(e)) {
-                    st.remade_last_look.extend(plan.remade.keys().cloned());
+                    st.remade_last_look.extend(plan.remade.keys().filter(|a| landed(a)).cloned());
                 }
             }
             if looked {

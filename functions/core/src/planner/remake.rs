@@ -97,7 +97,8 @@ impl Work<'_> {
                     let mut then = kept.clone();
                     then.live.retain(|id| !taken.contains(&id.as_str()));
                     let undone = self.expected(asg, &then).saturating_sub(from).min(kept.by);
-                    (if kept.remade || remakes { 0 } else { undone }, kept.by - undone)
+                    // Slots already made again once are not watched again.
+                    (if kept.remade || remakes { 0 } else { undone }, if kept.remade { 0 } else { kept.by - undone })
                 }
                 None => (0, 0),
             };
@@ -118,6 +119,7 @@ impl Work<'_> {
                     live: live.into_iter().filter(|id| !taken.contains(&id.as_str())).collect(),
                     gone_before: journal.looked_at.get(asg).map_or(0, |looked| looked.saturating_sub(from)),
                     seen: Vec::new(),
+                    seen_late: Vec::new(),
                     remade: journal.remakes.iter().any(|a| a == asg),
                 };
                 self.record.raised.insert(asg.to_string(), raise);
@@ -152,7 +154,16 @@ impl Work<'_> {
             // ASG, which replaces it: its going explains no lower.
             let disrupted = |id: &String| self.record.disruptions.iter().any(|d| &d.instance_id == id);
             raise.live.retain(|id| is_live(self.observed, id) || !disrupted(id));
-            let expected = self.expected(&name, &raise);
+            // An instance launched into the raise and gone since (not taken by EC2): seen
+            // by a look past the stale-write window, its going explains a lower of one (a
+            // scale-in of it); seen only before, it may have been killed to meet a stale
+            // write: what it would explain is made again and named possible surplus.
+            let past = self.now >= raise.at + STALE_WRITE_WINDOW;
+            let gone_since =
+                |ids: &[String]| ids.iter().filter(|id| !is_live(self.observed, id) && !disrupted(id)).count() as u32;
+            let late_gone = gone_since(&raise.seen_late);
+            let early_gone = gone_since(&raise.seen).saturating_sub(late_gone);
+            let expected = self.expected(&name, &raise).saturating_sub(late_gone);
             let gone = raise.to - expected;
             // Surges re-planned for the same missing slots are made again by the rules.
             let replanned = self.surges_replanned.get(&name).copied().unwrap_or(0);
@@ -160,15 +171,12 @@ impl Work<'_> {
             let planned = raise.at.to_rfc3339();
             let live: Vec<&str> =
                 asg.instances.iter().filter(|i| i.lifecycle_state.is_live()).map(|i| i.id.as_str()).collect();
-            // Past the stale-write window, a lower that leaves slots unfilled after an
-            // instance launched since went is that instance's scale-in, not the raise
-            // undone (a failed scale-up's deletion sets the ASG to the instances it has).
-            let scaled_in = raise.seen.iter().any(|id| !is_live(self.observed, id));
-            let past = self.now >= raise.at + STALE_WRITE_WINDOW;
-            let undone = if past && scaled_in && asg.desired as usize > live.len() { 0 } else { undone };
             for id in &live {
                 if !raise.live.iter().chain(&raise.seen).any(|known| known == id) {
                     raise.seen.push(id.to_string());
+                }
+                if past && !raise.live.iter().chain(&raise.seen_late).any(|known| known == id) {
+                    raise.seen_late.push(id.to_string());
                 }
             }
             let live = live.len() as u32;
@@ -208,6 +216,15 @@ impl Work<'_> {
                 format!("make again {n} of the raise planned {planned}, undone by another writer"),
             );
             *self.remade.entry(name.clone()).or_default() += n;
+            let doubtful = early_gone.min(n);
+            self.leave_surplus(
+                &name,
+                doubtful,
+                &format!(
+                    "if {doubtful} of the instance(s) launched into the raise planned {planned} and gone since was \
+                     scaled in rather than killed to meet a stale write"
+                ),
+            );
             // Kept as it is until this write lands (then the write is kept, as made again).
             self.record.raised.insert(name, raise);
         }

@@ -143,10 +143,14 @@ pub struct OwnRaise {
     /// lower since.
     #[serde(default, skip_serializing_if = "is_zero_u32")]
     pub gone_before: u32,
-    /// Instances a later look saw launched into the ASG: one of them gone, a lower that
-    /// leaves slots unfilled past the stale-write window is taken for its scale-in.
+    /// Instances a later look saw launched into the ASG. Gone since, one a look past the
+    /// stale-write window saw explains a lower of one (its scale-in); one seen only
+    /// before may have been killed to meet a stale write: made again, named surplus.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub seen: Vec<String>,
+    /// Of `seen`, those a look past the stale-write window saw.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub seen_late: Vec<String>,
     /// The write made this raise again after another writer had undone it: undone once
     /// more, it is not made a third time.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

@@ -114,7 +114,16 @@ fn a_failing_spot_asgs_raise_undone_is_made_again_and_moved_on() {
     let live = observed.spot[0].instances.iter().map(|i| i.id.clone()).collect();
     record.raised.insert(
         "spot-a".into(),
-        OwnRaise { to: 4, by: 2, at: now() - Duration::seconds(40), live, gone_before: 0, seen: vec![], remade: false },
+        OwnRaise {
+            to: 4,
+            by: 2,
+            at: now() - Duration::seconds(40),
+            live,
+            gone_before: 0,
+            seen: vec![],
+            seen_late: vec![],
+            remade: false,
+        },
     );
     observed.spot[0].desired = 2;
     let p = run(&cfg, &record, &observed, &[capacity_error("spot-a", now())], now());

@@ -183,7 +183,16 @@ fn the_surge_waits_for_the_full_plan_whenever_it_might_decide_otherwise() {
         r.short_since.insert("spot-a".into(), now());
     });
     refused(&cfg, &short, &observed, &[0], "has work");
-    let raised = OwnRaise { to: 3, by: 1, at: now(), live: vec![], gone_before: 0, seen: vec![], remade: false };
+    let raised = OwnRaise {
+        to: 3,
+        by: 1,
+        at: now(),
+        live: vec![],
+        gone_before: 0,
+        seen: vec![],
+        seen_late: vec![],
+        remade: false,
+    };
     refused(&cfg, &busy(&|r| drop(r.raised.insert("spot-a".into(), raised.clone()))), &observed, &[0], "has work");
     let in_progress = first.record.interruptions[0].clone();
     let pending = busy(&|r| r.interruptions.push(in_progress.clone()));
