@@ -135,3 +135,40 @@ fn a_failing_spot_asgs_raise_undone_is_made_again_and_moved_on() {
     let next = run(&cfg, &applied(&p), &observed, &[], now() + Duration::seconds(30));
     assert_eq!((next.raises_remade(), desired(&next, "od")), (0, None), "{:#?} {:#?}", next.actions, next.notes);
 }
+
+/// A raise made again once, then a new raise on the same ASG: both undone, only the new
+/// one is made again (the first is not made a third time).
+#[test]
+fn slots_made_again_once_are_not_carried_into_a_later_raise() {
+    use crate::record::{CapacityCall, Journal};
+    let (cfg, mut observed) = one_spot(pool().spot("spot-a", sized(2)).on_demand(sized(5).live(1)));
+    let live: Vec<String> = od(&mut observed).instances.iter().map(|i| i.id.clone()).collect();
+    let mut record = PoolRecord { plans: 5, ..PoolRecord::default() };
+    let made_again = OwnRaise {
+        to: 4,
+        by: 3,
+        at: now() - Duration::seconds(60),
+        live: live.clone(),
+        gone_before: 0,
+        seen: vec![],
+        seen_late: vec![],
+        remade: true,
+    };
+    record.raised.insert("od".into(), made_again);
+    record.journal = Some(Journal {
+        planned_at: now() - Duration::seconds(30),
+        seq: 5,
+        units_added: 0,
+        calls: vec![CapacityCall::SetDesired { asg: "od".into(), from: 4, to: 5, done: true }],
+        attempted: 1,
+        owed: vec![],
+        moves: vec![],
+        live: [("od".to_string(), live)].into(),
+        looked_at: [("od".to_string(), 4)].into(),
+        remakes: vec![],
+    });
+    // Cluster-autoscaler set od back to the 1 it read before either raise.
+    od(&mut observed).desired = 1;
+    let p = run(&cfg, &record, &observed, &[], now());
+    assert_eq!((p.raises_remade(), desired(&p, "od")), (1, Some(2)), "{:#?} {:#?}", p.actions, p.notes);
+}
