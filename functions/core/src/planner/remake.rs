@@ -192,10 +192,10 @@ impl Work<'_> {
                  instance(s) gone since): undone by another writer ({})",
                 asg.desired,
                 raise.to,
-                if self.now < raise.at + STALE_WRITE_WINDOW {
-                    "cluster-autoscaler writing from a size it read before the raise"
-                } else {
+                if past {
                     "cluster-autoscaler deleting a failed scale-up's unfilled slots"
+                } else {
+                    "cluster-autoscaler writing from a size it read before the raise"
                 }
             );
             if raise.remade {
