@@ -16,10 +16,10 @@ use std::sync::Arc;
 
 use ballast_core::config::Config;
 use ballast_core::event::{parse_event, Event};
-use ballast_core::memory::{InMemory, World};
 use ballast_core::ports::FixedClock;
 use ballast_core::reconcile::Reconciler;
 use ballast_core::snapshot::Snapshot;
+use ballast_core::testing::{InMemory, World};
 use chrono::{DateTime, Utc};
 
 pub fn repo_root() -> PathBuf {

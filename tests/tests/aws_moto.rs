@@ -602,7 +602,7 @@ async fn an_urgent_run_has_the_next_turn_of_the_lease_in_dynamodb() {
 
 #[tokio::test]
 async fn an_urgent_run_has_the_next_turn_of_the_lease_in_memory() {
-    let memory = ballast_core::memory::InMemory::new(Default::default());
+    let memory = ballast_core::testing::InMemory::new(Default::default());
     ballast_tests::assert_lease_turns(&memory, now()).await;
 }
 

@@ -38,7 +38,6 @@ use ballast_core::event::{
     CapacityError, CapacityType, Event, InstanceAction, InstanceState, LaunchError, LaunchFailure, NodeCondition,
     NodeLifecycleDetail, PoolWaitsDetail, Signal,
 };
-use ballast_core::memory::{InMemory, World};
 use ballast_core::observe::{AsgSize, Demand, LifecycleState, Market, NodeState, ObservedAsg};
 use ballast_core::plan::LifecycleRef;
 use ballast_core::planner::SURPLUS_NOTE;
@@ -47,6 +46,7 @@ use ballast_core::ports::{
 };
 use ballast_core::reconcile::{Budget, ReconcileError, Reconciler};
 use ballast_core::record::{CapacityCall, PoolRecord};
+use ballast_core::testing::{InMemory, World};
 use ballast_tests::{config_with_dry_run, state};
 use chrono::{DateTime, Duration, Utc};
 use proptest::prelude::*;
@@ -1166,7 +1166,7 @@ fn withdrawals_netted_into_a_raise_that_did_not_land_are_still_made() {
 #[test]
 fn a_lifecycle_action_left_planned_by_a_run_that_died_is_planned_again_after_its_window() {
     use ballast_core::event::LifecycleAction;
-    use ballast_core::memory::Call;
+    use ballast_core::testing::Call;
     for crash in [1, 2] {
         let mut h = Harness::new(false);
         let instance = "i-0f9e8d7c6b5a40001";

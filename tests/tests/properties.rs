@@ -13,9 +13,9 @@ use ballast_core::event::{
     CapacityError, Event, InstanceAction, InstanceState, LaunchError, LaunchFailure, LifecycleAction, PoolDemandDetail,
     Signal,
 };
-use ballast_core::memory::World;
 use ballast_core::plan::Plan;
 use ballast_core::reconcile::Budget;
+use ballast_core::testing::World;
 use ballast_tests::*;
 use chrono::{DateTime, Duration, Utc};
 use proptest::prelude::*;

@@ -4,16 +4,13 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use ballast_core::config::PoolConfig;
-use ballast_core::memory::{Call, InMemory};
-use ballast_core::observe::AsgSize;
-use ballast_core::observe::ObservedAsg;
-use ballast_core::plan::LifecycleRef;
-use ballast_core::ports::{Autoscaling, ErrorKind, PortError, StateStore, Urgency, Versioned};
+use ballast_core::ports::{Autoscaling, ErrorKind, PortError, StateStore, Urgency};
 use ballast_core::ports::{Clock, FixedClock};
 use ballast_core::reconcile::Applied;
 use ballast_core::reconcile::Budget;
 use ballast_core::reconcile::Reconciler;
 use ballast_core::record::{CapacityCall, PoolRecord};
+use ballast_core::testing::{Call, Fault, Faulty, InMemory, PortCall};
 use ballast_tests::*;
 use chrono::{DateTime, Duration, Utc};
 
@@ -100,7 +97,7 @@ async fn a_held_lease_makes_a_retryable_failure() {
     let d = Deployment::new(config_with_dry_run(false), state("steady.json"), event.time);
     d.memory.world().leases.insert(
         "general".into(),
-        ballast_core::memory::Lease { owner: "other".into(), until: event.time + Duration::minutes(1) },
+        ballast_core::testing::Lease { owner: "other".into(), until: event.time + Duration::minutes(1) },
     );
     let out = d.reconciler.handle(vec![event.clone()], Budget::default()).await;
     assert_eq!(out.failures.len(), 1);
@@ -141,7 +138,7 @@ fn held(d: &Deployment, at: DateTime<Utc>, for_: Duration) {
     d.memory
         .world()
         .leases
-        .insert("general".into(), ballast_core::memory::Lease { owner: "other".into(), until: at + for_ });
+        .insert("general".into(), ballast_core::testing::Lease { owner: "other".into(), until: at + for_ });
 }
 
 #[tokio::test]
@@ -328,7 +325,7 @@ async fn a_spot_warning_waiting_for_the_lease_goes_before_events_that_can_wait()
 
 /// Another run ("other") holds the pool's lease until `until`.
 fn held_by_other(memory: &InMemory, until: DateTime<Utc>) {
-    memory.world().leases.insert("general".into(), ballast_core::memory::Lease { owner: "other".into(), until });
+    memory.world().leases.insert("general".into(), ballast_core::testing::Lease { owner: "other".into(), until });
 }
 
 #[tokio::test]
@@ -529,24 +526,25 @@ async fn headroom_override_event_is_applied() {
     assert!(effects(&d).contains(&Call::SetHeadroom { pool: "general".into(), replicas: 24 }));
 }
 
-/// Autoscaling that fails the first terminate, as a throttled API would.
-/// The in-memory autoscaling, throttling the first `terminates` terminations and the
-/// first `completes` lifecycle completions.
+/// Throttles the first `terminates` terminations and the first `completes` lifecycle
+/// completions of the in-memory autoscaling, as a throttled API would.
 struct Throttles {
-    inner: InMemory,
     terminates: std::sync::atomic::AtomicUsize,
     completes: std::sync::atomic::AtomicUsize,
     /// Only this lifecycle action's completions, if set.
     token: Option<String>,
 }
 
+/// The in-memory autoscaling behind [`Throttles`].
+type Throttled = Faulty<InMemory, Throttles>;
+
 impl Throttles {
-    fn terminates(memory: &InMemory, n: usize) -> Throttles {
-        Throttles { inner: memory.clone(), terminates: n.into(), completes: 0.into(), token: None }
+    fn terminates(memory: &InMemory, n: usize) -> Throttled {
+        Faulty::new(memory.clone(), Throttles { terminates: n.into(), completes: 0.into(), token: None })
     }
 
-    fn completes(memory: &InMemory, n: usize) -> Throttles {
-        Throttles { inner: memory.clone(), terminates: 0.into(), completes: n.into(), token: None }
+    fn completes(memory: &InMemory, n: usize) -> Throttled {
+        Faulty::new(memory.clone(), Throttles { terminates: 0.into(), completes: n.into(), token: None })
     }
 
     /// Throttled if `left` is not yet used up (and uses one).
@@ -558,53 +556,31 @@ impl Throttles {
     }
 }
 
-#[async_trait::async_trait]
-impl Autoscaling for Throttles {
-    async fn describe_pool(&self, pool: &PoolConfig) -> Result<(Vec<ObservedAsg>, Option<ObservedAsg>), PortError> {
-        self.inner.describe_pool(pool).await
-    }
-    async fn asgs_of_instances(&self, ids: &[String]) -> Result<std::collections::BTreeMap<String, String>, PortError> {
-        self.inner.asgs_of_instances(ids).await
-    }
-    async fn asg_tags(
-        &self,
-        asgs: &[String],
-    ) -> Result<std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>, PortError> {
-        self.inner.asg_tags(asgs).await
-    }
-    async fn asg_size(&self, asg: &str) -> Result<AsgSize, PortError> {
-        self.inner.asg_size(asg).await
-    }
-    async fn set_desired_capacity(&self, asg: &str, desired: u32) -> Result<(), PortError> {
-        self.inner.set_desired_capacity(asg, desired).await
-    }
-    async fn terminate_instance(&self, id: &str, decrement: bool) -> Result<(), PortError> {
-        Throttles::throttled(&self.terminates, "terminate_instance")?;
-        self.inner.terminate_instance(id, decrement).await
-    }
-    async fn record_lifecycle_heartbeat(&self, a: &LifecycleRef) -> Result<(), PortError> {
-        self.inner.record_lifecycle_heartbeat(a).await
-    }
-    async fn complete_lifecycle_action(&self, a: &LifecycleRef) -> Result<(), PortError> {
-        if self.token.as_ref().is_none_or(|t| *t == a.token) {
-            Throttles::throttled(&self.completes, "complete_lifecycle_action")?;
+impl Fault for Throttles {
+    fn before(&self, call: &PortCall<'_>) -> Result<Option<PortError>, PortError> {
+        match call {
+            PortCall::TerminateInstance { .. } => Throttles::throttled(&self.terminates, call.method())?,
+            PortCall::CompleteLifecycleAction { action } if self.token.as_ref().is_none_or(|t| *t == action.token) => {
+                Throttles::throttled(&self.completes, call.method())?
+            }
+            _ => {}
         }
-        self.inner.complete_lifecycle_action(a).await
+        Ok(None)
     }
 }
 
 /// The shipped spot warning over the steady world, its first `n` terminations throttled.
 fn warned_with_throttled_terminates(
     n: usize,
-) -> (ballast_core::event::Event, InMemory, FixedClock, Reconciler<Throttles, InMemory, InMemory, FixedClock>) {
+) -> (ballast_core::event::Event, InMemory, FixedClock, Reconciler<Throttled, InMemory, InMemory, FixedClock>) {
     warned_over_with_throttled_terminates(state("steady.json"), n)
 }
 
 /// As [`warned_with_throttled_terminates`], over `world`.
 fn warned_over_with_throttled_terminates(
-    world: ballast_core::memory::World,
+    world: ballast_core::testing::World,
     n: usize,
-) -> (ballast_core::event::Event, InMemory, FixedClock, Reconciler<Throttles, InMemory, InMemory, FixedClock>) {
+) -> (ballast_core::event::Event, InMemory, FixedClock, Reconciler<Throttled, InMemory, InMemory, FixedClock>) {
     let warning = fixture("spot-interruption-terminate.json");
     let memory = InMemory::new(world);
     let clock = FixedClock::new(warning.time);
@@ -622,7 +598,7 @@ fn warned_over_with_throttled_terminates(
 /// ASG and its size after), its terminate was throttled, a retryable failure (the message
 /// goes back to the queue).
 async fn surged_and_throttled(
-    reconciler: &Reconciler<Throttles, InMemory, InMemory, FixedClock>,
+    reconciler: &Reconciler<Throttled, InMemory, InMemory, FixedClock>,
     warning: &ballast_core::event::Event,
     memory: &InMemory,
     (asg, desired): (&str, u32),
@@ -719,77 +695,30 @@ async fn a_long_drain_for_a_lifecycle_action_heartbeats_between_slices() {
     );
 }
 
-/// Autoscaling whose DescribeAutoScalingGroups is throttled; the rest is in memory.
-struct ThrottledDescribe(InMemory);
-
-#[async_trait::async_trait]
-impl Autoscaling for ThrottledDescribe {
-    async fn describe_pool(&self, _: &PoolConfig) -> Result<(Vec<ObservedAsg>, Option<ObservedAsg>), PortError> {
-        Err(PortError::new(ErrorKind::Retryable, "DescribeAutoScalingGroups", "Throttling: Rate exceeded"))
-    }
-    async fn asgs_of_instances(&self, _: &[String]) -> Result<std::collections::BTreeMap<String, String>, PortError> {
-        Err(PortError::new(ErrorKind::Retryable, "DescribeAutoScalingInstances", "Throttling: Rate exceeded"))
-    }
-    async fn asg_tags(
-        &self,
-        _: &[String],
-    ) -> Result<std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>, PortError> {
-        Err(PortError::new(ErrorKind::Retryable, "DescribeTags", "Throttling: Rate exceeded"))
-    }
-    async fn asg_size(&self, asg: &str) -> Result<AsgSize, PortError> {
-        self.0.asg_size(asg).await
-    }
-    async fn set_desired_capacity(&self, asg: &str, desired: u32) -> Result<(), PortError> {
-        self.0.set_desired_capacity(asg, desired).await
-    }
-    async fn terminate_instance(&self, id: &str, decrement: bool) -> Result<(), PortError> {
-        self.0.terminate_instance(id, decrement).await
-    }
-    async fn record_lifecycle_heartbeat(&self, a: &LifecycleRef) -> Result<(), PortError> {
-        self.0.record_lifecycle_heartbeat(a).await
-    }
-    async fn complete_lifecycle_action(&self, a: &LifecycleRef) -> Result<(), PortError> {
-        self.0.complete_lifecycle_action(a).await
-    }
+/// The in-memory autoscaling, its reads of the ASGs throttled.
+fn throttled_describe(memory: &InMemory) -> Faulty<InMemory, impl Fault> {
+    Faulty::new(memory.clone(), |call: &PortCall<'_>| {
+        let operation = match call {
+            PortCall::DescribePool { .. } => "DescribeAutoScalingGroups",
+            PortCall::AsgsOfInstances { .. } => "DescribeAutoScalingInstances",
+            PortCall::AsgTags { .. } => "DescribeTags",
+            _ => return Ok(()),
+        };
+        Err(PortError::new(ErrorKind::Retryable, operation, "Throttling: Rate exceeded"))
+    })
 }
 
-/// A state store whose dedup lookup fails (`true`) or whose marking of handled events
-/// does (`false`); the rest is in memory.
-struct FailingSeen(InMemory, bool);
-
-#[async_trait::async_trait]
-impl StateStore for FailingSeen {
-    async fn load(&self, pool: &str) -> Result<Versioned<PoolRecord>, PortError> {
-        self.0.load(pool).await
-    }
-    async fn save(&self, pool: &str, record: &PoolRecord, expected: u64) -> Result<u64, PortError> {
-        self.0.save(pool, record, expected).await
-    }
-    async fn acquire_lease(
-        &self,
-        pool: &str,
-        owner: &str,
-        now: DateTime<Utc>,
-        ttl: std::time::Duration,
-        urgency: Urgency,
-    ) -> Result<bool, PortError> {
-        self.0.acquire_lease(pool, owner, now, ttl, urgency).await
-    }
-    async fn release_lease(&self, pool: &str, owner: &str) -> Result<(), PortError> {
-        self.0.release_lease(pool, owner).await
-    }
-    async fn seen(&self, ids: &[String]) -> Result<std::collections::BTreeSet<String>, PortError> {
-        if !self.1 {
-            return self.0.seen(ids).await;
-        }
-        Err(PortError::new(ErrorKind::Retryable, "BatchGetItem", "ProvisionedThroughputExceededException"))
-    }
-    async fn mark_seen(&self, ids: &[String], expires_at: DateTime<Utc>) -> Result<(), PortError> {
-        if self.1 {
-            return self.0.mark_seen(ids, expires_at).await;
-        }
-        Err(PortError::new(ErrorKind::Retryable, "BatchWriteItem", "ProvisionedThroughputExceededException"))
-    }
+/// The in-memory state store, its dedup lookup failing (`lookup`) or its marking of
+/// handled events (otherwise).
+fn failing_seen(memory: &InMemory, lookup: bool) -> Faulty<InMemory, impl Fault> {
+    Faulty::new(memory.clone(), move |call: &PortCall<'_>| {
+        let operation = match call {
+            PortCall::Seen { .. } if lookup => "BatchGetItem",
+            PortCall::MarkSeen { .. } if !lookup => "BatchWriteItem",
+            _ => return Ok(()),
+        };
+        Err(PortError::new(ErrorKind::Retryable, operation, "ProvisionedThroughputExceededException"))
+    })
 }
 
 #[tokio::test]
@@ -807,7 +736,7 @@ async fn a_batch_wide_failure_returns_every_event_for_a_retry() {
     let memory = InMemory::new(state("steady.json"));
     let reconciler = Reconciler {
         config: Arc::new(config_with_dry_run(false)),
-        autoscaling: ThrottledDescribe(memory.clone()),
+        autoscaling: throttled_describe(&memory),
         cluster: memory.clone(),
         store: memory.clone(),
         clock: FixedClock::new(warning.time),
@@ -825,7 +754,7 @@ async fn a_batch_wide_failure_returns_every_event_for_a_retry() {
         config: Arc::new(config_with_dry_run(false)),
         autoscaling: memory.clone(),
         cluster: memory.clone(),
-        store: FailingSeen(memory.clone(), true),
+        store: failing_seen(&memory, true),
         clock: FixedClock::new(warning.time),
         owner: "test".into(),
     };
@@ -846,7 +775,7 @@ async fn a_plan_applied_whole_whose_events_could_not_be_marked_handled_is_report
         config: Arc::new(config_with_dry_run(false)),
         autoscaling: memory.clone(),
         cluster: memory.clone(),
-        store: FailingSeen(memory.clone(), false),
+        store: failing_seen(&memory, false),
         clock: FixedClock::new(warning.time),
         owner: "test".into(),
     };
@@ -1125,7 +1054,7 @@ async fn a_lease_held_at_the_drains_end_by_a_run_that_planned_nothing_is_waited_
     // run's. It waits for the lease and goes on.
     let (warning, memory, _, reconciler) = warned_with_a_run_during_the_drain(|memory, clock| async move {
         let until = clock.now() + Duration::seconds(90) + Duration::seconds(5);
-        memory.world().leases.insert("general".into(), ballast_core::memory::Lease { owner: "a-tick".into(), until });
+        memory.world().leases.insert("general".into(), ballast_core::testing::Lease { owner: "a-tick".into(), until });
     });
     let out = reconciler.handle(vec![warning], Budget::default()).await;
     finished_its_own_plan(&out, &memory);
@@ -1251,61 +1180,38 @@ async fn an_instance_aws_reclaimed_during_the_drain_is_no_failure_and_its_surge_
 /// The in-memory autoscaling, but for the calls `refuses` answers with an error of
 /// AWS's (by operation and what it is about: an ASG, an instance).
 struct Refusing {
-    memory: InMemory,
     refuses: fn(&str, &str) -> Option<PortError>,
 }
 
 impl Refusing {
-    fn check(&self, operation: &str, subject: &str) -> Result<(), PortError> {
-        (self.refuses)(operation, subject).map_or(Ok(()), Err)
+    fn over(memory: &InMemory, refuses: fn(&str, &str) -> Option<PortError>) -> Faulty<InMemory, Refusing> {
+        Faulty::new(memory.clone(), Refusing { refuses })
     }
 }
 
-#[async_trait::async_trait]
-impl Autoscaling for Refusing {
-    async fn describe_pool(&self, pool: &PoolConfig) -> Result<(Vec<ObservedAsg>, Option<ObservedAsg>), PortError> {
-        self.memory.describe_pool(pool).await
-    }
-    async fn asgs_of_instances(&self, ids: &[String]) -> Result<std::collections::BTreeMap<String, String>, PortError> {
-        self.memory.asgs_of_instances(ids).await
-    }
-    async fn asg_tags(
-        &self,
-        asgs: &[String],
-    ) -> Result<std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>, PortError> {
-        self.memory.asg_tags(asgs).await
-    }
-    async fn asg_size(&self, asg: &str) -> Result<AsgSize, PortError> {
-        self.memory.asg_size(asg).await
-    }
-    async fn set_desired_capacity(&self, asg: &str, desired: u32) -> Result<(), PortError> {
-        self.check("SetDesiredCapacity", asg)?;
-        self.memory.set_desired_capacity(asg, desired).await
-    }
-    async fn terminate_instance(&self, id: &str, decrement: bool) -> Result<(), PortError> {
-        self.check("TerminateInstanceInAutoScalingGroup", id)?;
-        self.memory.terminate_instance(id, decrement).await
-    }
-    async fn record_lifecycle_heartbeat(&self, a: &LifecycleRef) -> Result<(), PortError> {
-        self.check("RecordLifecycleActionHeartbeat", &a.instance_id)?;
-        self.memory.record_lifecycle_heartbeat(a).await
-    }
-    async fn complete_lifecycle_action(&self, a: &LifecycleRef) -> Result<(), PortError> {
-        self.check("CompleteLifecycleAction", &a.instance_id)?;
-        self.memory.complete_lifecycle_action(a).await
+impl Fault for Refusing {
+    fn before(&self, call: &PortCall<'_>) -> Result<Option<PortError>, PortError> {
+        let (operation, subject) = match call {
+            PortCall::SetDesiredCapacity { asg, .. } => ("SetDesiredCapacity", *asg),
+            PortCall::TerminateInstance { instance_id, .. } => ("TerminateInstanceInAutoScalingGroup", *instance_id),
+            PortCall::RecordLifecycleHeartbeat { action } => ("RecordLifecycleActionHeartbeat", &*action.instance_id),
+            PortCall::CompleteLifecycleAction { action } => ("CompleteLifecycleAction", &*action.instance_id),
+            _ => return Ok(None),
+        };
+        (self.refuses)(operation, subject).map_or(Ok(None), Err)
     }
 }
 
 /// A lifecycle action that is over (completed by an earlier run whose answer was lost,
 /// or timed out): AWS answers both lifecycle calls with this ValidationError.
-fn lifecycle_over(memory: &InMemory) -> Refusing {
+fn lifecycle_over(memory: &InMemory) -> Faulty<InMemory, Refusing> {
     let refuses = |operation: &str, instance: &str| {
         operation.contains("Lifecycle").then(|| {
             let message = format!("ValidationError: No active Lifecycle Action found with instance ID {instance}");
             PortError::new(ErrorKind::Permanent, operation, message)
         })
     };
-    Refusing { memory: memory.clone(), refuses }
+    Refusing::over(memory, refuses)
 }
 
 #[tokio::test]
@@ -1362,7 +1268,7 @@ async fn a_message_retried_for_one_pool_is_not_also_dead_lettered_for_another() 
     let memory = InMemory::new(state("steady.json"));
     memory.world().leases.insert(
         "general".into(),
-        ballast_core::memory::Lease { owner: "other".into(), until: time + Duration::minutes(1) },
+        ballast_core::testing::Lease { owner: "other".into(), until: time + Duration::minutes(1) },
     );
     // AWS refuses every size change of the batch pool's ASGs, as one outside the ASG's
     // bounds: a failure no retry mends.
@@ -1372,7 +1278,7 @@ async fn a_message_retried_for_one_pool_is_not_also_dead_lettered_for_another() 
             PortError::new(ErrorKind::Permanent, operation, why)
         })
     };
-    let refuses_batch = Refusing { memory: memory.clone(), refuses };
+    let refuses_batch = Refusing::over(&memory, refuses);
     let config = config_with_dry_run(false);
     let app = ballast_lambda::app::App {
         function: "interruption",
@@ -1575,7 +1481,8 @@ async fn a_hook_completed_before_a_throttled_one_after_a_takeover_is_not_planned
     let memory = InMemory::new(state("steady.json"));
     let clock = FixedClock::new(first.time);
     let cluster = taken_over_by_a_spot_warning(&memory, &clock);
-    let autoscaling = Throttles { token: Some("second-token".into()), ..Throttles::completes(&memory, 1) };
+    let mut autoscaling = Throttles::completes(&memory, 1);
+    autoscaling.fault.token = Some("second-token".into());
     let reconciler = reconciler_over(config_with_dry_run(false), autoscaling, cluster, &memory, clock.clone());
     let out = reconciler.handle(vec![first.clone(), second.clone()], Budget::default()).await;
     assert_eq!(out.failures.len(), 1, "throttled: retried");
@@ -1591,46 +1498,19 @@ async fn a_hook_completed_before_a_throttled_one_after_a_takeover_is_not_planned
 
 /// The in-memory autoscaling; the first time spot-m6's size is read at apply time,
 /// cluster-autoscaler has just scaled in one of its idle nodes (i-…0004, with decrement).
-struct ScaledInBeforeTheRaise {
-    inner: InMemory,
-    done: std::sync::atomic::AtomicBool,
-}
-
-#[async_trait::async_trait]
-impl Autoscaling for ScaledInBeforeTheRaise {
-    async fn describe_pool(&self, pool: &PoolConfig) -> Result<(Vec<ObservedAsg>, Option<ObservedAsg>), PortError> {
-        self.inner.describe_pool(pool).await
-    }
-    async fn asgs_of_instances(&self, ids: &[String]) -> Result<std::collections::BTreeMap<String, String>, PortError> {
-        self.inner.asgs_of_instances(ids).await
-    }
-    async fn asg_tags(
-        &self,
-        asgs: &[String],
-    ) -> Result<std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>, PortError> {
-        self.inner.asg_tags(asgs).await
-    }
-    async fn asg_size(&self, asg: &str) -> Result<AsgSize, PortError> {
-        if asg == "eks-general-spot-m6" && !self.done.swap(true, Ordering::SeqCst) {
-            let mut world = self.inner.world();
-            let group = world.asg_mut(asg).unwrap();
+fn scaled_in_before_the_raise(memory: &InMemory) -> Faulty<InMemory, impl Fault> {
+    let (world, done) = (memory.clone(), std::sync::atomic::AtomicBool::new(false));
+    Faulty::new(memory.clone(), move |call: &PortCall<'_>| {
+        let read =
+            matches!(call, PortCall::AsgSize { asg } | PortCall::AsgBounds { asg } if *asg == "eks-general-spot-m6");
+        if read && !done.swap(true, Ordering::SeqCst) {
+            let mut world = world.world();
+            let group = world.asg_mut("eks-general-spot-m6").unwrap();
             group.desired -= 1;
             group.instances.retain(|i| i.id != "i-0a1b2c3d4e5f60004");
         }
-        self.inner.asg_size(asg).await
-    }
-    async fn set_desired_capacity(&self, asg: &str, desired: u32) -> Result<(), PortError> {
-        self.inner.set_desired_capacity(asg, desired).await
-    }
-    async fn terminate_instance(&self, id: &str, decrement: bool) -> Result<(), PortError> {
-        self.inner.terminate_instance(id, decrement).await
-    }
-    async fn record_lifecycle_heartbeat(&self, a: &LifecycleRef) -> Result<(), PortError> {
-        self.inner.record_lifecycle_heartbeat(a).await
-    }
-    async fn complete_lifecycle_action(&self, a: &LifecycleRef) -> Result<(), PortError> {
-        self.inner.complete_lifecycle_action(a).await
-    }
+        Ok(())
+    })
 }
 
 // Observed at 4, cluster-autoscaler scales in an idle node (4 -> 3) before the surge's
@@ -1641,7 +1521,7 @@ async fn a_scale_in_before_this_plans_raise_does_not_refuse_its_surges_decrement
     let warning = fixture("spot-interruption-terminate.json");
     let memory = InMemory::new(state("steady.json"));
     let clock = FixedClock::new(warning.time);
-    let autoscaling = ScaledInBeforeTheRaise { inner: memory.clone(), done: false.into() };
+    let autoscaling = scaled_in_before_the_raise(&memory);
     let reconciler = reconciler_over(config_with_dry_run(false), autoscaling, memory.clone(), &memory, clock);
     let out = reconciler.handle(vec![warning], Budget::default()).await;
     assert!(out.failures.is_empty(), "{:?}", errors(&out));
@@ -1854,7 +1734,7 @@ async fn a_lifecycle_action_waiting_for_another_runs_drain_keeps_its_hook_open()
         owner: "draining-run".into(),
         until: event.time + Duration::minutes(11),
     });
-    let autoscaling = TimedAutoscaling::new(&memory, &clock);
+    let autoscaling = TimedCalls::new(&memory, &clock);
     let reconciler = reconciler_over(config, autoscaling.clone(), memory.clone(), &memory, clock.clone());
     let mut log = Vec::new();
     let mut planned = false;
@@ -1869,7 +1749,7 @@ async fn a_lifecycle_action_waiting_for_another_runs_drain_keeps_its_hook_open()
         clock.advance(Duration::from_std(ballast_lambda::handlers::retry_after(receive)).unwrap());
     }
     assert!(planned, "{}", log.join("\n"));
-    let beats = autoscaling.heartbeats.lock().unwrap().clone();
+    let beats = autoscaling.fault.heartbeats.lock().unwrap().clone();
     let at: Vec<i64> = beats.iter().map(|t| (*t - event.time).num_seconds()).collect();
     let longest = std::iter::once(event.time).chain(beats).collect::<Vec<_>>().windows(2).map(|w| w[1] - w[0]).max();
     // No longer than the retry's longest pause and a lease wait (with a batching window's
@@ -1902,8 +1782,15 @@ async fn a_lifecycle_action_waiting_in_a_batch_while_another_pool_drains_keeps_i
     assert_eq!(out.pools.iter().map(|p| p.plan.pool.as_str()).collect::<Vec<_>>(), ["batch"]);
     assert!(ended - general.time >= Duration::minutes(9), "batch's drain held the invocation: ended {ended}");
     let instance = general.signal.instance_ids()[0].to_string();
-    let beats: Vec<DateTime<Utc>> =
-        autoscaling.heartbeats_of.lock().unwrap().iter().filter(|(_, id)| *id == instance).map(|(at, _)| *at).collect();
+    let beats: Vec<DateTime<Utc>> = autoscaling
+        .fault
+        .heartbeats_of
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(_, id)| *id == instance)
+        .map(|(at, _)| *at)
+        .collect();
     let at: Vec<i64> = beats.iter().map(|t| (*t - general.time).num_seconds()).collect();
     let longest = std::iter::once(general.time)
         .chain(beats)
@@ -1944,7 +1831,7 @@ async fn general_waiting_while_batch_drains(
     let mut cluster = SlowCluster::new(&memory, &clock);
     cluster.blocked = true;
     cluster.in_steps = true;
-    let autoscaling = TimedAutoscaling::new(&memory, &clock);
+    let autoscaling = TimedCalls::new(&memory, &clock);
     let reconciler = Reconciler {
         config: Arc::new(config),
         autoscaling: autoscaling.clone(),
@@ -2007,7 +1894,7 @@ async fn runs_of_a_batch_that_only_wait_do_not_keep_each_other_waiting() {
             until: general.time + Duration::minutes(11),
         });
     }
-    let autoscaling = TimedAutoscaling::new(&memory, &clock);
+    let autoscaling = TimedCalls::new(&memory, &clock);
     let reconciler = Reconciler {
         config: Arc::new(config_with_dry_run(false)),
         autoscaling: autoscaling.clone(),
@@ -2030,7 +1917,7 @@ async fn runs_of_a_batch_that_only_wait_do_not_keep_each_other_waiting() {
     let allowed = ballast_core::reconcile::LEASE_WAIT + Duration::seconds(3);
     assert!(waited <= allowed, "the batch's runs waited {waited} on each other (allowed {allowed})");
     let beaten: std::collections::BTreeSet<String> =
-        autoscaling.heartbeats_of.lock().unwrap().iter().map(|(_, id)| id.clone()).collect();
+        autoscaling.fault.heartbeats_of.lock().unwrap().iter().map(|(_, id)| id.clone()).collect();
     assert!(
         beaten.contains("i-0c0ffee0000b00001") && beaten.contains(general.signal.instance_ids()[0]),
         "each hook kept open while its run waited: {beaten:?}"
@@ -2060,10 +1947,9 @@ impl Clock for TurnTakingClock {
     }
 }
 
-/// Autoscaling in memory that notes when each desired-size write and heartbeat happens.
+/// Notes when each desired-size write and heartbeat of the in-memory autoscaling happens.
 #[derive(Clone)]
-struct TimedAutoscaling {
-    inner: InMemory,
+struct TimedCalls {
     clock: FixedClock,
     writes: Arc<std::sync::Mutex<Vec<DesiredWrite>>>,
     heartbeats: Arc<std::sync::Mutex<Vec<DateTime<Utc>>>>,
@@ -2071,55 +1957,40 @@ struct TimedAutoscaling {
     heartbeats_of: Arc<std::sync::Mutex<Vec<Heartbeat>>>,
 }
 
+/// The in-memory autoscaling, its writes and heartbeats timed.
+type TimedAutoscaling = Faulty<InMemory, TimedCalls>;
+
 /// When, for which instance.
 type Heartbeat = (DateTime<Utc>, String);
 
 /// When, which ASG, to what size.
 type DesiredWrite = (DateTime<Utc>, String, u32);
 
-impl TimedAutoscaling {
+impl TimedCalls {
     fn new(memory: &InMemory, clock: &FixedClock) -> TimedAutoscaling {
-        TimedAutoscaling {
-            inner: memory.clone(),
+        let timed = TimedCalls {
             clock: clock.clone(),
             writes: Arc::default(),
             heartbeats: Arc::default(),
             heartbeats_of: Arc::default(),
-        }
+        };
+        Faulty::new(memory.clone(), timed)
     }
 }
 
-#[async_trait::async_trait]
-impl Autoscaling for TimedAutoscaling {
-    async fn describe_pool(&self, p: &PoolConfig) -> Result<(Vec<ObservedAsg>, Option<ObservedAsg>), PortError> {
-        self.inner.describe_pool(p).await
-    }
-    async fn asgs_of_instances(&self, ids: &[String]) -> Result<std::collections::BTreeMap<String, String>, PortError> {
-        self.inner.asgs_of_instances(ids).await
-    }
-    async fn asg_tags(
-        &self,
-        asgs: &[String],
-    ) -> Result<std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>, PortError> {
-        self.inner.asg_tags(asgs).await
-    }
-    async fn asg_size(&self, asg: &str) -> Result<AsgSize, PortError> {
-        self.inner.asg_size(asg).await
-    }
-    async fn set_desired_capacity(&self, asg: &str, desired: u32) -> Result<(), PortError> {
-        self.writes.lock().unwrap().push((self.clock.now(), asg.to_string(), desired));
-        self.inner.set_desired_capacity(asg, desired).await
-    }
-    async fn terminate_instance(&self, id: &str, decrement: bool) -> Result<(), PortError> {
-        self.inner.terminate_instance(id, decrement).await
-    }
-    async fn record_lifecycle_heartbeat(&self, a: &LifecycleRef) -> Result<(), PortError> {
-        self.heartbeats.lock().unwrap().push(self.clock.now());
-        self.heartbeats_of.lock().unwrap().push((self.clock.now(), a.instance_id.clone()));
-        self.inner.record_lifecycle_heartbeat(a).await
-    }
-    async fn complete_lifecycle_action(&self, a: &LifecycleRef) -> Result<(), PortError> {
-        self.inner.complete_lifecycle_action(a).await
+impl Fault for TimedCalls {
+    fn before(&self, call: &PortCall<'_>) -> Result<Option<PortError>, PortError> {
+        match call {
+            PortCall::SetDesiredCapacity { asg, desired } => {
+                self.writes.lock().unwrap().push((self.clock.now(), asg.to_string(), *desired))
+            }
+            PortCall::RecordLifecycleHeartbeat { action } => {
+                self.heartbeats.lock().unwrap().push(self.clock.now());
+                self.heartbeats_of.lock().unwrap().push((self.clock.now(), action.instance_id.clone()));
+            }
+            _ => {}
+        }
+        Ok(None)
     }
 }
 
@@ -2142,11 +2013,11 @@ async fn a_spot_warning_is_not_held_back_by_another_pools_drain_in_the_same_batc
     let clock = FixedClock::new(warning.time);
     let mut cluster = SlowCluster::new(&memory, &clock);
     cluster.blocked = true;
-    let autoscaling = TimedAutoscaling::new(&memory, &clock);
+    let autoscaling = TimedCalls::new(&memory, &clock);
     let reconciler = reconciler_over(config_with_dry_run(false), autoscaling.clone(), cluster, &memory, clock.clone());
     let out =
         reconciler.handle(vec![lifecycle, warning.clone()], Budget::until(warning.time + Duration::seconds(300))).await;
-    let writes = autoscaling.writes.lock().unwrap().clone();
+    let writes = autoscaling.fault.writes.lock().unwrap().clone();
     let surge = writes.iter().find(|(_, asg, _)| asg.starts_with("eks-general-spot"));
     let after = surge.map(|(at, _, _)| (*at - warning.time).num_seconds());
     assert!(

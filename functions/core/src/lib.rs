@@ -8,8 +8,6 @@ pub mod event;
 pub mod finding;
 pub mod forwarder;
 pub mod learn;
-#[cfg(feature = "test-doubles")]
-pub mod memory;
 pub mod observe;
 pub mod plan;
 pub mod planner;
@@ -18,4 +16,6 @@ pub mod quantile;
 pub mod reconcile;
 pub mod record;
 pub mod snapshot;
+#[cfg(feature = "test-util")]
+pub mod testing;
 pub mod units;

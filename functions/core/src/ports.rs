@@ -1,7 +1,7 @@
 //! The side effects Ballast needs, as small traits. Each has a real adapter (AWS SDK,
 //! kube) in its own crate; a state snapshot serves the reads `ballast plan` needs
 //! ([`crate::snapshot::SnapshotPorts`]), the simulator has its own over its model, and
-//! the tests have in-memory doubles (`crate::memory`, feature `test-doubles`).
+//! the tests have in-memory doubles (`crate::testing`, feature `test-util`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::error::Error as StdError;

@@ -15,8 +15,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use ballast_core::memory::World;
 use ballast_core::observe::LifecycleState;
+use ballast_core::testing::World;
 use chrono::{DateTime, Duration, Utc};
 
 use super::{CaMove, OD, SPOT};

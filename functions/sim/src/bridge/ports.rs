@@ -19,6 +19,7 @@ use ballast_core::ports::{
 };
 use ballast_core::record::PoolRecord;
 use ballast_core::snapshot::pool_asgs;
+use ballast_core::testing::asgs;
 use chrono::{DateTime, Utc};
 
 use crate::cluster::{NodeId, NodePhase};
@@ -230,10 +231,6 @@ impl View {
         self.pools.iter().position(|n| *n == pool.name)
     }
 
-    pub(super) fn asg_mut(&mut self, name: &str) -> Option<&mut ObservedAsg> {
-        self.asgs.iter_mut().find(|a| a.name == name)
-    }
-
     pub(super) fn node_mut(&mut self, name: &str, operation: &str) -> Result<&mut ViewNode, PortError> {
         self.nodes
             .iter_mut()
@@ -259,9 +256,7 @@ fn not_found(operation: &str, what: String) -> PortError {
 #[async_trait]
 impl Autoscaling for SimPorts {
     async fn describe_pool(&self, pool: &PoolConfig) -> Result<(Vec<ObservedAsg>, Option<ObservedAsg>), PortError> {
-        let view = self.view();
-        let (spot, on_demand) = pool_asgs(&view.asgs, pool, "describe_pool")?;
-        Ok((spot.into_iter().cloned().collect(), on_demand.cloned()))
+        asgs::describe_pool(&self.view().asgs, pool)
     }
 
     async fn asgs_of_instances(&self, instance_ids: &[String]) -> Result<BTreeMap<String, String>, PortError> {
@@ -273,47 +268,19 @@ impl Autoscaling for SimPorts {
     }
 
     async fn asg_size(&self, asg: &str) -> Result<AsgSize, PortError> {
-        let view = self.view();
-        let found = view.asgs.iter().find(|a| a.name == asg);
-        found.map(ObservedAsg::size).ok_or_else(|| not_found("asg_size", format!("ASG {asg} not found")))
+        asgs::size(&self.view().asgs, asg)
     }
 
     async fn set_desired_capacity(&self, asg: &str, desired: u32) -> Result<(), PortError> {
         let mut view = self.view();
-        let group =
-            view.asg_mut(asg).ok_or_else(|| not_found("set_desired_capacity", format!("ASG {asg} not found")))?;
-        if desired < group.min || desired > group.max {
-            return Err(PortError::new(
-                ErrorKind::Permanent,
-                "set_desired_capacity",
-                format!("ValidationError: desired {desired} outside {asg}'s bounds {}..{}", group.min, group.max),
-            ));
-        }
-        group.desired = desired;
+        asgs::set_desired(&mut view.asgs, asg, desired)?;
         view.calls.push(PortCall::SetDesired { asg: asg.to_string(), desired });
         Ok(())
     }
 
     async fn terminate_instance(&self, instance_id: &str, decrement: bool) -> Result<(), PortError> {
         let mut view = self.view();
-        let group = view
-            .asgs
-            .iter_mut()
-            .find(|a| a.instance(instance_id).is_some())
-            .ok_or_else(|| not_found("terminate_instance", format!("instance {instance_id} is in no ASG")))?;
-        if decrement {
-            if group.desired <= group.min {
-                return Err(PortError::new(
-                    ErrorKind::Permanent,
-                    "terminate_instance",
-                    format!("ValidationError: {} is at its minimum {}; cannot decrement", group.name, group.min),
-                ));
-            }
-            group.desired -= 1;
-        }
-        if let Some(i) = group.instances.iter_mut().find(|i| i.id == instance_id) {
-            i.lifecycle_state = LifecycleState::Terminating;
-        }
+        asgs::terminate(&mut view.asgs, instance_id, decrement)?;
         view.calls.push(PortCall::Terminate { instance_id: instance_id.to_string(), decrement });
         Ok(())
     }

@@ -1,5 +1,4 @@
-//! Test doubles (feature `test-doubles`): every port in memory over one shared
-//! [`World`], an emulation of AWS and the cluster that tests drive and inspect. It
+//! Every port in memory over one shared [`World`], an emulation of AWS and the cluster that tests drive and inspect. It
 //! records each mutating call ([`Call`]) for assertions and can move the world on as
 //! AWS would ([`World::settle`]). A world starts from a state [`Snapshot`], the format
 //! `ballast plan --state` reads; what only tests need (calls, evictions, leases, dedup,
@@ -21,6 +20,8 @@ use crate::ports::{
 };
 use crate::record::PoolRecord;
 use crate::snapshot::{self, Snapshot};
+
+use super::asgs;
 
 /// The whole emulated world of a deployment.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -206,9 +207,7 @@ fn not_found(op: &str, what: String) -> PortError {
 #[async_trait]
 impl Autoscaling for InMemory {
     async fn describe_pool(&self, pool: &PoolConfig) -> Result<(Vec<ObservedAsg>, Option<ObservedAsg>), PortError> {
-        let world = self.world();
-        let (spot, on_demand) = world.pool_asgs(pool)?;
-        Ok((spot.into_iter().cloned().collect(), on_demand.cloned()))
+        asgs::describe_pool(&self.world().asgs, pool)
     }
 
     async fn asgs_of_instances(&self, instance_ids: &[String]) -> Result<BTreeMap<String, String>, PortError> {
@@ -220,46 +219,19 @@ impl Autoscaling for InMemory {
     }
 
     async fn asg_size(&self, asg: &str) -> Result<AsgSize, PortError> {
-        let world = self.world();
-        world.asg(asg).map(ObservedAsg::size).ok_or_else(|| not_found("asg_size", format!("ASG {asg} not found")))
+        asgs::size(&self.world().asgs, asg)
     }
 
     async fn set_desired_capacity(&self, asg: &str, desired: u32) -> Result<(), PortError> {
         let mut world = self.world();
-        let group =
-            world.asg_mut(asg).ok_or_else(|| not_found("set_desired_capacity", format!("ASG {asg} not found")))?;
-        if desired < group.min || desired > group.max {
-            return Err(PortError::new(
-                ErrorKind::Permanent,
-                "set_desired_capacity",
-                format!("ValidationError: desired {desired} outside {asg}'s bounds {}..{}", group.min, group.max),
-            ));
-        }
-        group.desired = desired;
+        asgs::set_desired(&mut world.asgs, asg, desired)?;
         world.calls.push(Call::SetDesired { asg: asg.to_string(), desired });
         Ok(())
     }
 
     async fn terminate_instance(&self, instance_id: &str, decrement: bool) -> Result<(), PortError> {
         let mut world = self.world();
-        let group = world
-            .asgs
-            .iter_mut()
-            .find(|a| a.instance(instance_id).is_some())
-            .ok_or_else(|| not_found("terminate_instance", format!("instance {instance_id} is in no ASG")))?;
-        if decrement {
-            if group.desired <= group.min {
-                return Err(PortError::new(
-                    ErrorKind::Permanent,
-                    "terminate_instance",
-                    format!("ValidationError: {} is at its minimum {}; cannot decrement", group.name, group.min),
-                ));
-            }
-            group.desired -= 1;
-        }
-        if let Some(i) = group.instances.iter_mut().find(|i| i.id == instance_id) {
-            i.lifecycle_state = LifecycleState::Terminating;
-        }
+        asgs::terminate(&mut world.asgs, instance_id, decrement)?;
         world.calls.push(Call::Terminate { instance_id: instance_id.to_string(), decrement });
         Ok(())
     }
