@@ -262,7 +262,9 @@ mod tests {
     use super::*;
     use std::sync::Mutex;
 
-    const ONE_POOL: &str = "cluster: c\nregion: eu-west-1\nstate_table: ballast-state\ndry_run: true\npools:\n  - name: general\n    spot_asgs: [s]\n    on_demand_asg: od\n    node_selector: { ballast.io/pool: general }\n";
+    fn one_pool() -> String {
+        ballast_core::testing::minimal_config("    node_selector: { ballast.io/pool: general }\n")
+    }
 
     struct Shelf(Arc<Mutex<(String, i64)>>);
 
@@ -282,7 +284,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn only_a_version_that_moves_pods_between_pools_restarts_the_watchers() {
-        let shelf = Arc::new(Mutex::new((ONE_POOL.to_string(), 1)));
+        let shelf = Arc::new(Mutex::new((one_pool(), 1)));
         let mut follow = Follow::new(Box::new(Shelf(Arc::clone(&shelf))));
         let metrics = Metrics::new();
         let first = follow.first(&metrics, || {}).await;
@@ -290,7 +292,7 @@ mod tests {
         assert!(metrics.encode().contains("ballast_forwarder_config_version 1"));
 
         // Going live changes nothing the forwarder uses: noted, no restart.
-        *shelf.lock().unwrap() = (ONE_POOL.replace("dry_run: true", "dry_run: false"), 2);
+        *shelf.lock().unwrap() = (one_pool().replace("dry_run: true", "dry_run: false"), 2);
         // A bad version: refused once, the last good one stays.
         let second_look = tokio::time::timeout(LOOK_EVERY * 2 + Duration::from_secs(1), async {
             follow.membership_changed(&metrics).await
@@ -304,7 +306,7 @@ mod tests {
         assert!(metrics.encode().contains("ballast_forwarder_config_version 2"));
 
         // A new node selector moves pods: the watchers start again on it.
-        let moved = ONE_POOL.replace("ballast.io/pool: general }", "ballast.io/pool: general-v2 }");
+        let moved = one_pool().replace("ballast.io/pool: general }", "ballast.io/pool: general-v2 }");
         *shelf.lock().unwrap() = (moved, 4);
         let config = follow.membership_changed(&metrics).await;
         assert_eq!(config.pools[0].node_selector["ballast.io/pool"], "general-v2");
@@ -336,8 +338,8 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_forwarder_starting_on_a_refused_version_runs_on_the_newest_good_one_before_it() {
-        let moved = ONE_POOL.replace("ballast.io/pool: general }", "ballast.io/pool: general-v2 }");
-        let versions = vec![(ONE_POOL.to_string(), 1), (moved, 2), ("pools: [".to_string(), 3)];
+        let moved = one_pool().replace("ballast.io/pool: general }", "ballast.io/pool: general-v2 }");
+        let versions = vec![(one_pool(), 1), (moved, 2), ("pools: [".to_string(), 3)];
         let history = Arc::new(Mutex::new(versions));
         let mut follow = Follow::new(Box::new(History(Arc::clone(&history))));
         let metrics = Metrics::new();
@@ -346,7 +348,7 @@ mod tests {
         assert_eq!(first.pools[0].node_selector["ballast.io/pool"], "general-v2", "the newest good one: 2");
         assert_eq!(follow.in_force.load(Ordering::Relaxed), 2);
         assert!(metrics.encode().contains("ballast_forwarder_config_refused_total 1"));
-        history.lock().unwrap().push((ONE_POOL.to_string(), 4));
+        history.lock().unwrap().push((one_pool(), 4));
         let config = follow.membership_changed(&metrics).await;
         assert_eq!(config.pools[0].node_selector["ballast.io/pool"], "general", "the next good version is taken");
         assert_eq!(follow.in_force.load(Ordering::Relaxed), 4);

@@ -276,7 +276,7 @@ mod tests {
     use ballast_core::ports::ErrorKind;
     use std::sync::Mutex;
 
-    const GOOD: &str = "cluster: c\nregion: eu-west-1\nstate_table: ballast-state\ndry_run: true\npools:\n  - name: general\n    spot_asgs: [s]\n    on_demand_asg: od\n";
+    const GOOD: &str = ballast_core::testing::MINIMAL_CONFIG;
 
     /// A parameter: its latest version (or why it cannot be read), how often it was read,
     /// its history and how often that was read.

@@ -257,7 +257,10 @@ fn diff(live: &str, new: &str, live_label: &str, new_label: &str) -> String {
 mod tests {
     use super::*;
 
-    const LIVE: &str = "cluster: c\nregion: eu-west-1\nstate_table: ballast-state\ndry_run: false   # go live\npools:\n  - name: general\n    spot_asgs: [s]\n    on_demand_asg: od\n";
+    /// The minimal config gone live, with a comment on the line.
+    fn live() -> String {
+        ballast_core::testing::MINIMAL_CONFIG.replace("dry_run: true", "dry_run: false   # go live")
+    }
 
     fn dry(text: &str) -> Config {
         Config::from_yaml(&with_dry_run(text, true).unwrap_or_else(|e| panic!("{e}: {text}"))).unwrap()
@@ -265,25 +268,25 @@ mod tests {
 
     #[test]
     fn dry_run_is_set_in_place_keeping_its_comment_and_line_endings() {
-        let edited = with_dry_run(LIVE, true).unwrap();
-        assert_eq!(edited, LIVE.replace("dry_run: false   # go live", "dry_run: true   # go live"));
-        let crlf = LIVE.replace('\n', "\r\n");
+        let edited = with_dry_run(&live(), true).unwrap();
+        assert_eq!(edited, live().replace("dry_run: false   # go live", "dry_run: true   # go live"));
+        let crlf = live().replace('\n', "\r\n");
         assert_eq!(with_dry_run(&crlf, true).unwrap(), edited.replace('\n', "\r\n"), "only the one line changes");
     }
 
     #[test]
     fn dry_run_is_set_in_every_form_yaml_allows() {
-        let without = LIVE.replace("dry_run: false   # go live\n", "");
+        let without = live().replace("dry_run: false   # go live\n", "");
         let forms = [
             format!("---\n{without}"),
             format!("# ballast\n%YAML 1.2\n---\n{without}"),
-            LIVE.replace("dry_run: false", "\"dry_run\": false"),
-            LIVE.replace("dry_run: false", "'dry_run': false"),
-            LIVE.replace("dry_run: false   # go live", "dry_run:\n  false"),
-            LIVE.replace("dry_run: false", "dry_run: !!bool false"),
+            live().replace("dry_run: false", "\"dry_run\": false"),
+            live().replace("dry_run: false", "'dry_run': false"),
+            live().replace("dry_run: false   # go live", "dry_run:\n  false"),
+            live().replace("dry_run: false", "dry_run: !!bool false"),
             "{cluster: c, region: eu-west-1, state_table: ballast-state, dry_run: false, pools: [{name: general, spot_asgs: [s], on_demand_asg: od}]}\n".to_string(),
         ];
-        let wanted = Config { dry_run: true, ..Config::from_yaml(LIVE).unwrap() };
+        let wanted = Config { dry_run: true, ..Config::from_yaml(&live()).unwrap() };
         for form in forms {
             assert_eq!(dry(&form), wanted, "{form}");
         }
