@@ -3,6 +3,8 @@
 //! Nothing here reads a clock, the environment or the network: time comes in as
 //! `now`, the world through the port traits in [`ports`].
 
+#![warn(missing_docs)]
+
 pub mod config;
 pub mod event;
 pub mod finding;
