@@ -30,23 +30,17 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
-use std::time::Duration as StdDuration;
 
-use async_trait::async_trait;
-use ballast_core::config::PoolConfig;
 use ballast_core::event::{
     CapacityError, CapacityType, Event, InstanceAction, InstanceState, LaunchError, LaunchFailure, NodeCondition,
     NodeLifecycleDetail, PoolWaitsDetail, Signal,
 };
-use ballast_core::observe::{AsgSize, Demand, LifecycleState, Market, NodeState, ObservedAsg};
-use ballast_core::plan::LifecycleRef;
+use ballast_core::observe::{LifecycleState, Market, ObservedAsg};
 use ballast_core::planner::SURPLUS_NOTE;
-use ballast_core::ports::{
-    Autoscaling, Cluster, DrainReport, ErrorKind, FixedClock, PortError, StateStore, Urgency, Versioned,
-};
+use ballast_core::ports::{ErrorKind, FixedClock, PortError};
 use ballast_core::reconcile::{Budget, ReconcileError, Reconciler};
-use ballast_core::record::{CapacityCall, PoolRecord};
-use ballast_core::testing::{InMemory, World};
+use ballast_core::record::CapacityCall;
+use ballast_core::testing::{Fault as PortFault, Faulty, InMemory, PortCall, World};
 use ballast_tests::{config_with_dry_run, state};
 use chrono::{DateTime, Duration, Utc};
 use proptest::prelude::*;
@@ -140,17 +134,23 @@ struct FaultState {
     /// raise of Ballast's asked for. An ASG fills the oldest first; a lower cancels the
     /// newest. (Which of them a failed scale-up's deletion takes from Ballast.)
     unfilled: BTreeMap<String, std::collections::VecDeque<bool>>,
+    /// A desired-size write under way: its ASG, the size before it, and whether its
+    /// answer will be lost.
+    write_from: Option<(String, u32, bool)>,
     violations: Vec<String>,
 }
 
-/// Every port over the in-memory world, with the faults and the adversary.
+/// The faults and the adversary, put to every call of the in-memory ports.
 #[derive(Clone)]
-struct Faulty {
+struct Adversary {
     memory: InMemory,
     state: Arc<Mutex<FaultState>>,
 }
 
-impl Faulty {
+/// Every port over the in-memory world, with the faults and the adversary.
+type Ports = Faulty<InMemory, Adversary>;
+
+impl Adversary {
     fn st(&self) -> std::sync::MutexGuard<'_, FaultState> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -209,7 +209,7 @@ impl Faulty {
 
     /// Before a mutating call: cluster-autoscaler may act first (once per run), and
     /// the fault decides whether the call happens and what it answers.
-    fn before(&self, op: &str) -> Result<bool, PortError> {
+    fn before_call(&self, op: &str) -> Result<bool, PortError> {
         let ca = self.st().ca.take();
         if let Some(m) = ca {
             self.ca_moves(m);
@@ -231,13 +231,6 @@ impl Faulty {
             Some(Fault::Ambiguous(k)) if index == k => Ok(true),
             _ => Ok(false),
         }
-    }
-
-    fn after(&self, op: &str, ambiguous: bool) -> Result<(), PortError> {
-        if ambiguous {
-            return Err(PortError::new(ErrorKind::Retryable, op, "timed out (it was carried out)"));
-        }
-        Ok(())
     }
 }
 
@@ -272,149 +265,83 @@ fn violation(st: &mut FaultState, what: String) {
     st.violations.push(what);
 }
 
-#[async_trait]
-impl Autoscaling for Faulty {
-    async fn describe_pool(&self, pool: &PoolConfig) -> Result<(Vec<ObservedAsg>, Option<ObservedAsg>), PortError> {
-        self.memory.describe_pool(pool).await
-    }
-    async fn asgs_of_instances(&self, ids: &[String]) -> Result<std::collections::BTreeMap<String, String>, PortError> {
-        self.memory.asgs_of_instances(ids).await
-    }
-    async fn asg_tags(
-        &self,
-        asgs: &[String],
-    ) -> Result<std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>, PortError> {
-        self.memory.asg_tags(asgs).await
-    }
-    async fn asg_size(&self, asg: &str) -> Result<AsgSize, PortError> {
-        self.memory.asg_size(asg).await
-    }
-    async fn set_desired_capacity(&self, asg: &str, desired: u32) -> Result<(), PortError> {
-        let ambiguous = self.before("set_desired_capacity")?;
-        let before = self.memory.asg_size(asg).await?;
-        let live = before.live.unwrap_or_default();
-        if desired < before.desired && desired < live {
-            violation(&mut self.st(), format!("{asg} lowered to {desired} below its {live} live instances"));
+impl PortFault for Adversary {
+    fn before(&self, call: &PortCall<'_>) -> Result<Option<PortError>, PortError> {
+        match call {
+            // A dead run's lease calls fail too (they count as no call of the run's).
+            PortCall::AcquireLease { .. } | PortCall::ReleaseLease { .. } if self.st().dead => {
+                return Err(PortError::new(ErrorKind::Retryable, "lease", "the run is dead"))
+            }
+            // The run's calls the faults count: its writes, not its lease or dedup marks.
+            PortCall::AcquireLease { .. } | PortCall::ReleaseLease { .. } | PortCall::MarkSeen { .. } => {
+                return Ok(None)
+            }
+            _ if !call.is_mutating() => return Ok(None),
+            _ => {}
         }
-        self.memory.set_desired_capacity(asg, desired).await?;
-        {
-            let mut st = self.st();
-            let change = i64::from(desired) - i64::from(before.desired);
-            let world = self.memory.world();
-            st.track_unfilled(&world, Some((asg, change, true)));
-            drop(world);
-            *st.ballast_net.entry(asg.to_string()).or_default() += i64::from(desired) - i64::from(before.desired);
-            if desired < before.desired {
-                let by = before.desired - desired;
-                if ambiguous {
-                    // Its error is the answer: no later write of the run confirms it.
-                    *st.doubted_next.entry(asg.to_string()).or_default() += by;
-                } else {
-                    st.unconfirmed_lower = Some((asg.to_string(), by));
+        let ambiguous = self.before_call(call.method())?;
+        match *call {
+            PortCall::SetDesiredCapacity { asg, desired } => {
+                let before = self.memory.world().asg(asg).map(ObservedAsg::size);
+                if let Some(before) = before {
+                    let live = before.live.unwrap_or_default();
+                    if desired < before.desired && desired < live {
+                        violation(
+                            &mut self.st(),
+                            format!("{asg} lowered to {desired} below its {live} live instances"),
+                        );
+                    }
+                    self.st().write_from = Some((asg.to_string(), before.desired, ambiguous));
                 }
             }
-        }
-        self.after("set_desired_capacity", ambiguous)
-    }
-    async fn terminate_instance(&self, instance_id: &str, decrement: bool) -> Result<(), PortError> {
-        let ambiguous = self.before("terminate_instance")?;
-        let asg = self.memory.world().asgs.iter().find(|a| a.instance(instance_id).is_some()).map(|a| a.name.clone());
-        if asg.as_deref() == Some(OD) && !decrement {
-            violation(&mut self.st(), format!("on-demand {instance_id} terminated without decrement"));
-        }
-        self.memory.terminate_instance(instance_id, decrement).await?;
-        if decrement {
-            *self.st().ballast_net.entry(asg.unwrap_or_default()).or_default() -= 1;
-        }
-        self.after("terminate_instance", ambiguous)
-    }
-    async fn record_lifecycle_heartbeat(&self, a: &LifecycleRef) -> Result<(), PortError> {
-        let ambiguous = self.before("heartbeat")?;
-        self.memory.record_lifecycle_heartbeat(a).await?;
-        self.after("heartbeat", ambiguous)
-    }
-    async fn complete_lifecycle_action(&self, a: &LifecycleRef) -> Result<(), PortError> {
-        let ambiguous = self.before("complete")?;
-        self.memory.complete_lifecycle_action(a).await?;
-        self.after("complete", ambiguous)
-    }
-}
-
-#[async_trait]
-impl Cluster for Faulty {
-    async fn pool_nodes(&self, pool: &PoolConfig) -> Result<Vec<NodeState>, PortError> {
-        self.memory.pool_nodes(pool).await
-    }
-    async fn headroom_replicas(&self, pool: &PoolConfig) -> Result<Option<u32>, PortError> {
-        self.memory.headroom_replicas(pool).await
-    }
-    async fn set_headroom_replicas(&self, pool: &PoolConfig, replicas: u32) -> Result<(), PortError> {
-        let ambiguous = self.before("set_headroom_replicas")?;
-        self.memory.set_headroom_replicas(pool, replicas).await?;
-        self.after("set_headroom_replicas", ambiguous)
-    }
-    async fn pool_demand(&self, pool: &PoolConfig, now: DateTime<Utc>) -> Result<Option<Demand>, PortError> {
-        self.memory.pool_demand(pool, now).await
-    }
-    async fn cordon(&self, node: &str) -> Result<(), PortError> {
-        let ambiguous = self.before("cordon")?;
-        self.memory.cordon(node).await?;
-        self.after("cordon", ambiguous)
-    }
-    async fn uncordon(&self, node: &str) -> Result<(), PortError> {
-        let ambiguous = self.before("uncordon")?;
-        self.memory.uncordon(node).await?;
-        self.after("uncordon", ambiguous)
-    }
-    async fn drain(&self, node: &str, timeout: StdDuration) -> Result<DrainReport, PortError> {
-        let ambiguous = self.before("drain")?;
-        let report = if self.st().pdb_blocks {
-            DrainReport {
-                evicted: 0,
-                blocked: vec![("default/web-0".into(), "a PodDisruptionBudget allows no disruption (HTTP 429)".into())],
+            PortCall::TerminateInstance { instance_id, decrement } => {
+                let world = self.memory.world();
+                let asg = world.asgs.iter().find(|a| a.instance(instance_id).is_some()).map(|a| a.name.clone());
+                drop(world);
+                if asg.as_deref() == Some(OD) && !decrement {
+                    violation(&mut self.st(), format!("on-demand {instance_id} terminated without decrement"));
+                }
             }
-        } else {
-            self.memory.drain(node, timeout).await?
-        };
-        self.after("drain", ambiguous).map(|_| report)
+            PortCall::Drain { node, .. } => {
+                let blocked = if self.st().pdb_blocks { vec!["default/web-0".to_string()] } else { Vec::new() };
+                if let Some(n) = self.memory.world().nodes.iter_mut().find(|n| n.state.name == node) {
+                    n.pdb_blocked_pods = blocked;
+                }
+            }
+            _ => {}
+        }
+        Ok(ambiguous.then(|| PortError::new(ErrorKind::Retryable, call.method(), "timed out (it was carried out)")))
     }
-}
 
-#[async_trait]
-impl StateStore for Faulty {
-    async fn load(&self, pool: &str) -> Result<Versioned<PoolRecord>, PortError> {
-        self.memory.load(pool).await
-    }
-    async fn save(&self, pool: &str, record: &PoolRecord, expected: u64) -> Result<u64, PortError> {
-        let ambiguous = self.before("save")?;
-        let version = self.memory.save(pool, record, expected).await?;
-        self.st().unconfirmed_lower = None;
-        self.after("save", ambiguous).map(|_| version)
-    }
-    async fn acquire_lease(
-        &self,
-        pool: &str,
-        owner: &str,
-        now: DateTime<Utc>,
-        ttl: StdDuration,
-        urgency: Urgency,
-    ) -> Result<bool, PortError> {
-        if self.st().dead {
-            return Err(PortError::new(ErrorKind::Retryable, "lease", "the run is dead"));
+    fn after(&self, call: &PortCall<'_>) {
+        match *call {
+            PortCall::SetDesiredCapacity { asg, desired } => {
+                let mut st = self.st();
+                let Some((_, from, ambiguous)) = st.write_from.take().filter(|(a, ..)| a == asg) else { return };
+                let change = i64::from(desired) - i64::from(from);
+                let world = self.memory.world();
+                st.track_unfilled(&world, Some((asg, change, true)));
+                drop(world);
+                *st.ballast_net.entry(asg.to_string()).or_default() += change;
+                if desired < from {
+                    let by = from - desired;
+                    if ambiguous {
+                        // Its error is the answer: no later write of the run confirms it.
+                        *st.doubted_next.entry(asg.to_string()).or_default() += by;
+                    } else {
+                        st.unconfirmed_lower = Some((asg.to_string(), by));
+                    }
+                }
+            }
+            PortCall::TerminateInstance { instance_id, decrement: true } => {
+                let world = self.memory.world();
+                let asg = world.asgs.iter().find(|a| a.instance(instance_id).is_some()).map(|a| a.name.clone());
+                drop(world);
+                *self.st().ballast_net.entry(asg.unwrap_or_default()).or_default() -= 1;
+            }
+            PortCall::Save { .. } => self.st().unconfirmed_lower = None,
+            _ => {}
         }
-        self.memory.acquire_lease(pool, owner, now, ttl, urgency).await
-    }
-    async fn release_lease(&self, pool: &str, owner: &str) -> Result<(), PortError> {
-        if self.st().dead {
-            return Err(PortError::new(ErrorKind::Retryable, "lease", "the run is dead"));
-        }
-        self.memory.release_lease(pool, owner).await
-    }
-    async fn seen(&self, ids: &[String]) -> Result<BTreeSet<String>, PortError> {
-        self.memory.seen(ids).await
-    }
-    async fn mark_seen(&self, ids: &[String], until: DateTime<Utc>) -> Result<(), PortError> {
-        self.memory.mark_seen(ids, until).await
     }
 }
 
@@ -509,9 +436,9 @@ fn live_spot(world: &World) -> Vec<String> {
 }
 
 struct Harness {
-    ports: Faulty,
+    ports: Ports,
     clock: FixedClock,
-    reconciler: Reconciler<Faulty, Faulty, Faulty, FixedClock>,
+    reconciler: Reconciler<Ports, Ports, Ports, FixedClock>,
     rt: tokio::runtime::Runtime,
     next_id: u64,
     /// Spot instances warned or reclaimed: the only ones that may count as interruptions.
@@ -533,7 +460,8 @@ impl Harness {
         if let Some(i) = world.asg_mut(SPOT[0]).and_then(|a| a.instances.last_mut()) {
             i.market = Market::OnDemand;
         }
-        let ports = Faulty { memory: InMemory::new(world), state: Arc::default() };
+        let memory = InMemory::new(world);
+        let ports = Faulty::new(memory.clone(), Adversary { memory, state: Arc::default() });
         let clock = FixedClock::new(start);
         let mut config = config_with_dry_run(false);
         if spot_only {
@@ -587,12 +515,12 @@ impl Harness {
     }
 
     fn make(&mut self, kind: &Kind) -> Option<Event> {
-        let spot = live_spot(&self.ports.memory.world());
+        let spot = live_spot(&self.ports.port.world());
         let pick = |n: usize| (!spot.is_empty()).then(|| spot[n % spot.len()].clone());
         let signal = match kind {
             Kind::Warning { pick: n } => {
                 let id = pick(*n)?;
-                let market = self.ports.memory.world().asgs.iter().find_map(|a| a.instance(&id).map(|i| i.market));
+                let market = self.ports.port.world().asgs.iter().find_map(|a| a.instance(&id).map(|i| i.market));
                 if market == Some(Market::Spot) {
                     self.disrupted.insert(id.clone());
                 }
@@ -600,7 +528,7 @@ impl Harness {
             }
             Kind::Reclaim { pick: n, state_change } => {
                 let id = pick(*n)?;
-                let mut world = self.ports.memory.world();
+                let mut world = self.ports.port.world();
                 let market = world.asgs.iter().find_map(|a| a.instance(&id).map(|i| i.market));
                 if market != Some(Market::Spot) {
                     return None;
@@ -629,7 +557,7 @@ impl Harness {
             }),
             Kind::Launched { pick: n, secs_ago } => {
                 let id = pick(*n)?;
-                let mut world = self.ports.memory.world();
+                let mut world = self.ports.port.world();
                 let asg = world.asgs.iter().find(|a| a.instance(&id).is_some())?.name.clone();
                 // Its kubelet registered the node; the CNI has not made it Ready yet (the
                 // event may also come late, for a node long Ready: then it stays Ready).
@@ -645,7 +573,7 @@ impl Harness {
             }
             Kind::NodeReady { pick: n } => {
                 // A launching node becomes Ready, or (none launching) a Ready one is told again.
-                let mut world = self.ports.memory.world();
+                let mut world = self.ports.port.world();
                 let launching: Vec<String> = world
                     .nodes
                     .iter()
@@ -691,11 +619,11 @@ impl Harness {
     }
 
     fn total(&self) -> i64 {
-        self.ports.st().ballast_net.values().sum()
+        self.ports.fault.st().ballast_net.values().sum()
     }
 
     fn check(&self, at: &str) -> Result<(), TestCaseError> {
-        let st = self.ports.st();
+        let st = self.ports.fault.st();
         prop_assert!(st.violations.is_empty(), "{at}: {:?}", st.violations);
         let net: i64 = st.ballast_net.values().sum();
         // Ballast's own net change: a move raises before it lowers and a surge comes
@@ -729,7 +657,7 @@ impl Harness {
         prop_assert!(od >= 0, "{at}: Ballast removed {} on-demand instances it never added", -od);
         prop_assert!(!self.spot_only || od == 0, "{at}: Ballast changed {OD}, not in the spot-only pool, by {od}");
         drop(st);
-        let world = self.ports.memory.world();
+        let world = self.ports.port.world();
         for asg in &world.asgs {
             prop_assert!(
                 asg.desired >= asg.min && asg.desired <= asg.max,
@@ -770,7 +698,7 @@ impl Harness {
 
     fn reconcile(&mut self, events: Vec<Event>, fault: Fault, ca: CaMove, pdb_blocks: bool) -> Vec<String> {
         {
-            let mut st = self.ports.st();
+            let mut st = self.ports.fault.st();
             st.pdb_blocks = pdb_blocks;
             st.fault = Some(fault);
             st.calls = 0;
@@ -780,10 +708,10 @@ impl Harness {
         }
         // What cluster-autoscaler took before this run observes (its move inside the run
         // comes after the observe).
-        let unseen_before = self.ports.st().taken_unseen;
+        let unseen_before = self.ports.fault.st().taken_unseen;
 
         if std::env::var_os("BALLAST_FAULT_DEBUG").is_some() {
-            let w = self.ports.memory.world();
+            let w = self.ports.port.world();
             eprintln!("== {:?} {:?} {:?}", events.iter().map(|e| &e.signal).collect::<Vec<_>>(), fault, ca);
             eprintln!(
                 "  before: journal {:?} asgs {:?}",
@@ -802,7 +730,7 @@ impl Harness {
         let events: Vec<Event> = std::mem::take(&mut self.redeliver).into_iter().chain(events).collect();
         let outcome = self.rt.block_on(self.reconciler.handle(events.clone(), Budget::default()));
         let failed: BTreeSet<&String> = outcome.failures.iter().flat_map(|(_, ids)| ids).collect();
-        let died = self.ports.st().dead;
+        let died = self.ports.fault.st().dead;
         if std::env::var_os("BALLAST_FAULT_NO_REDELIVERY").is_none() {
             self.redeliver = events.into_iter().filter(|e| died || failed.contains(&e.id)).collect();
         }
@@ -817,7 +745,7 @@ impl Harness {
         let looked = outcome.pools.iter().any(|p| p.plan.pool == POOL)
             || outcome.failures.iter().any(|(e, _)| e.plan().is_some_and(|p| p.pool == POOL) && recorded(e));
         let crashed = {
-            let mut st = self.ports.st();
+            let mut st = self.ports.fault.st();
             // This run observed the ASGs again: only its own unconfirmed lowers stay in doubt.
             if let Some((asg, by)) = st.unconfirmed_lower.take() {
                 *st.doubted_next.entry(asg).or_default() += by;
@@ -832,7 +760,7 @@ impl Harness {
                 st.taken_not_remade.clear();
             }
             // A run stopped after its record: its raises made again whose write landed.
-            let journal = self.ports.memory.world().pools.get(POOL).and_then(|p| p.record.journal.clone());
+            let journal = self.ports.port.world().pools.get(POOL).and_then(|p| p.record.journal.clone());
             let landed = |asg: &String| {
                 journal
                     .iter()
@@ -856,7 +784,7 @@ impl Harness {
         };
         if crashed {
             // A dead run's lease expires before anyone else may act.
-            self.ports.memory.world().leases.clear();
+            self.ports.port.world().leases.clear();
         }
         if std::env::var_os("BALLAST_FAULT_DEBUG").is_some() {
             for p in &outcome.pools {
@@ -867,7 +795,7 @@ impl Harness {
                     serde_json::to_string(&p.plan.actions).unwrap_or_default(),
                     p.applied
                 );
-                eprintln!("  notes {:?} net {:?}", p.plan.notes, self.ports.st().ballast_net);
+                eprintln!("  notes {:?} net {:?}", p.plan.notes, self.ports.fault.st().ballast_net);
             }
             for (e, _) in &outcome.failures {
                 eprintln!("  failure {e}");
@@ -876,7 +804,7 @@ impl Harness {
                     eprintln!("  notes {:?}", p.notes);
                 }
             }
-            eprintln!("  net {:?}", self.ports.st().ballast_net);
+            eprintln!("  net {:?}", self.ports.fault.st().ballast_net);
         }
         // A run that stopped part-way still says (and logs) what it left to cluster-autoscaler.
         let stopped = outcome.failures.iter().filter_map(|(e, _)| e.plan());
@@ -891,16 +819,16 @@ impl Harness {
     fn settle(&mut self, lost: bool) {
         let no_capacity: BTreeSet<String> =
             if lost { SPOT.iter().map(|s| s.to_string()).collect() } else { BTreeSet::new() };
-        let mut world = self.ports.memory.world();
+        let mut world = self.ports.port.world();
         for id in self.reclaimed.drain(..) {
             world.asgs.iter_mut().for_each(|a| a.instances.retain(|i| i.id != id));
         }
         world.settle(&self.reconciler.config, &no_capacity, &mut self.next_id);
-        self.ports.st().track_unfilled(&world, None);
+        self.ports.fault.st().track_unfilled(&world, None);
         let failed: Vec<String> = world.asgs.iter().filter(|a| a.live() < a.desired).map(|a| a.name.clone()).collect();
         drop(world);
         let until = self.now() + Duration::minutes(5);
-        let mut st = self.ports.st();
+        let mut st = self.ports.fault.st();
         for asg in failed {
             st.backoff_until.insert(asg, until);
         }
@@ -926,30 +854,30 @@ fn run(steps: Vec<Step>, spot_only: bool) -> Result<(), TestCaseError> {
 
 fn run_strict(steps: Vec<Step>, spot_only: bool, strict: bool) -> Result<(), TestCaseError> {
     let mut h = Harness::new(spot_only);
-    h.ports.st().strict = strict;
+    h.ports.fault.st().strict = strict;
     let mut handed_to_ca = 0i64;
     for (index, step) in steps.iter().enumerate() {
         h.clock.advance(Duration::seconds(i64::from(step.advance_secs)));
         let events: Vec<Event> = h.make(&step.kind).into_iter().collect();
         let notes = h.reconcile(events, step.fault, step.ca, step.pdb_blocks);
-        h.ports.ca_moves(step.ca_after);
+        h.ports.fault.ca_moves(step.ca_after);
         handed_to_ca += left_to_ca(&notes);
         h.check(&format!("step {index} ({step:?})"))?;
         h.settle(step.spot_capacity_lost);
     }
     // A healthy world: no faults, no adversary, spot capacity back, every node Ready.
     // Every pool comes to rest within a bounded number of reconciles.
-    h.ports.memory.world().nodes.iter_mut().for_each(|n| n.state.ready = true);
+    h.ports.port.world().nodes.iter_mut().for_each(|n| n.state.ready = true);
     let mut quiet = 0;
     for round in 0..400 {
         h.clock.advance(Duration::minutes(5));
         let tick = h.event(Signal::Reconcile);
-        let before = h.ports.memory.world().calls.iter().filter(|c| c.is_effect()).count();
+        let before = h.ports.port.world().calls.iter().filter(|c| c.is_effect()).count();
         let notes = h.reconcile(vec![tick], Fault::None, CaMove::None, false);
         handed_to_ca += left_to_ca(&notes);
         h.check(&format!("healthy round {round}"))?;
         h.settle(false);
-        let after = h.ports.memory.world().calls.iter().filter(|c| c.is_effect()).count();
+        let after = h.ports.port.world().calls.iter().filter(|c| c.is_effect()).count();
         quiet = if after == before { quiet + 1 } else { 0 };
         // Long enough for spot's unavailability, failback_after and every step.
         if round >= 100 && quiet >= 3 {
@@ -957,14 +885,14 @@ fn run_strict(steps: Vec<Step>, spot_only: bool, strict: bool) -> Result<(), Tes
         }
     }
     prop_assert!(quiet >= 3, "no rest after 400 healthy reconciles");
-    let world = h.ports.memory.world().clone();
+    let world = h.ports.port.world().clone();
     let record = world.pools.get(POOL).map(|p| p.record.clone()).unwrap_or_default();
     prop_assert!(record.failback.is_none(), "still mid-failback: {:?}", record.failback);
     prop_assert_eq!(record.fallback_units, 0, "fallback not moved back");
     prop_assert!(world.nodes.iter().all(|n| !n.state.unschedulable), "a node stays cordoned");
     let net = h.total();
     let (scale_ins, ballast_net, taken) = {
-        let st = h.ports.st();
+        let st = h.ports.fault.st();
         (st.scale_ins, st.ballast_net.clone(), st.taken)
     };
     // What Ballast's writes still hold: cluster-autoscaler's takings are not Ballast's surplus.
@@ -1042,7 +970,7 @@ fn the_spot_only_pools_learner_times_a_launch_through_the_harness() {
         h.clock.advance(Duration::seconds(80));
         let ready = h.make(&Kind::NodeReady { pick: 0 }).unwrap();
         h.reconcile(vec![ready], Fault::None, CaMove::None, false);
-        let record = h.ports.memory.world().pools.get(POOL).map(|p| p.record.clone()).unwrap_or_default();
+        let record = h.ports.port.world().pools.get(POOL).map(|p| p.record.clone()).unwrap_or_default();
         let lead = record.learned.map(|l| l.lead.lead_secs).unwrap_or_default();
         // A run that died before saving took nothing in: its events come again (SQS).
         if matches!(fault, Fault::Crash(0)) && lead.is_empty() {
@@ -1102,11 +1030,11 @@ fn a_lower_in_doubt_finished_runs_later_takes_only_what_cluster_autoscaler_added
     run(steps, false).unwrap();
 }
 
-/// Found by `scripts/bench-faults` (seed 133022140322834), a planner-side bug: a move
-/// from a failing spot ASG planned 0->9 on the fallback ASG, cluster-autoscaler raised
-/// the fallback by 2 before the write, the rebased raise was clamped at the ASG's max
-/// (8 of 9) and the move's lower still took 9. A raise that no longer fits whole is now
-/// not made; the next run plans afresh (`rebase` in reconcile/apply.rs).
+/// `scripts/bench-faults` (seed 133022140322834): a move from a failing spot ASG
+/// planned 0->9 on the fallback ASG, cluster-autoscaler raises the fallback by 2 before
+/// the write, the rebased raise would be clamped at the ASG's max (8 of 9) while the
+/// move's lower takes 9. A raise that does not fit whole is not made; the next run
+/// plans afresh (`rebase` in reconcile/apply.rs).
 #[test]
 fn a_move_whose_raise_no_longer_fits_under_max_is_not_applied() {
     let step = |kind, fault, ca, advance_secs, lost| replayed(kind, fault, ca, CaMove::None, advance_secs, lost);
@@ -1171,7 +1099,7 @@ fn a_lifecycle_action_left_planned_by_a_run_that_died_is_planned_again_after_its
         let mut h = Harness::new(false);
         let instance = "i-0f9e8d7c6b5a40001";
         if let Some(i) =
-            h.ports.memory.world().asg_mut(OD).and_then(|a| a.instances.iter_mut().find(|i| i.id == instance))
+            h.ports.port.world().asg_mut(OD).and_then(|a| a.instances.iter_mut().find(|i| i.id == instance))
         {
             i.lifecycle_state = LifecycleState::TerminatingWait;
         }
@@ -1184,11 +1112,11 @@ fn a_lifecycle_action_left_planned_by_a_run_that_died_is_planned_again_after_its
         };
         let hook = h.event(Signal::TerminateLifecycleAction(action));
         let calls =
-            |h: &Harness, what: fn(&Call) -> bool| h.ports.memory.world().calls.iter().filter(|c| what(c)).count();
+            |h: &Harness, what: fn(&Call) -> bool| h.ports.port.world().calls.iter().filter(|c| what(c)).count();
         let heartbeats = |c: &Call| matches!(c, Call::Heartbeat { .. });
         let completes = |c: &Call| matches!(c, Call::Complete { .. });
         h.reconcile(vec![hook], Fault::Crash(crash), CaMove::None, false);
-        let record = h.ports.memory.world().pools.get(POOL).map(|p| p.record.clone()).unwrap_or_default();
+        let record = h.ports.port.world().pools.get(POOL).map(|p| p.record.clone()).unwrap_or_default();
         let pending = record.lifecycle_actions.iter().find(|a| a.token == token).cloned().expect("recorded");
         assert!(pending.planned, "crash {crash}: {pending:?}");
         assert_eq!(pending.planned_by.as_deref(), Some("fault-model"));
@@ -1211,7 +1139,7 @@ fn a_lifecycle_action_left_planned_by_a_run_that_died_is_planned_again_after_its
         assert!(notes.iter().any(|n| n.contains("planned by fault-model, which left it undone")), "{notes:?}");
         assert_eq!(calls(&h, heartbeats), beats_of_the_dead_run + 1, "crash {crash}: the hook kept open");
         assert_eq!(calls(&h, completes), 1, "crash {crash}: drained and completed");
-        let world = h.ports.memory.world();
+        let world = h.ports.port.world();
         assert!(world.calls.contains(&Call::Complete { token: token.clone() }));
     }
 }
@@ -1239,7 +1167,7 @@ fn unfilled_slots_deleted_under_a_raise_are_made_again() {
 /// fallback moves spot-m6's missing slots onto on-demand; cluster-autoscaler, its cache
 /// read before the move, scales on-demand up by one from the size before it, taking
 /// back two of the move's three slots without removing an instance. The next look
-/// makes them again (before, they were lost).
+/// makes them again.
 #[test]
 fn a_fallback_move_undone_by_a_stale_write_is_made_again() {
     let step = |kind, ca, ca_after, advance_secs, lost| replayed(kind, Fault::None, ca, ca_after, advance_secs, lost);

@@ -785,7 +785,7 @@ async fn a_plan_applied_whole_whose_events_could_not_be_marked_handled_is_report
     assert!(err.is_retryable(), "the event comes back: {err}");
     assert_eq!(ids, &vec![warning.id.clone()]);
     // The plan was applied whole; the error still carries it, so it is logged and its
-    // surplus counted (before, a plain port error lost both).
+    // surplus counted (a plain port error would lose both).
     let plan = err.plan().expect("the applied plan travels with the error");
     assert!(plan.effects().count() > 0, "{:?}", plan.actions);
     let terminated = |m: &InMemory| m.world().calls.iter().filter(|c| matches!(c, Call::Terminate { .. })).count();

@@ -15,7 +15,10 @@ use crate::plan::LifecycleRef;
 use crate::ports::{Autoscaling, Cluster, DrainReport, PortError, StateStore, Urgency, Versioned};
 use crate::record::PoolRecord;
 
-/// A call to a port, with what it is about.
+/// A call to a port, with what it is about. Each variant is the port method of the
+/// same name ([`Autoscaling`], [`Cluster`], [`StateStore`]), its fields that method's
+/// arguments, documented there.
+#[allow(missing_docs)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PortCall<'a> {
     DescribePool { pool: &'a str },
@@ -114,11 +117,14 @@ where
 /// `port`, its calls first put to `fault`.
 #[derive(Debug, Clone)]
 pub struct Faulty<P, F> {
+    /// The port the calls reach.
     pub port: P,
+    /// What is asked before and told after each call (tests read its account here).
     pub fault: F,
 }
 
 impl<P, F: Fault> Faulty<P, F> {
+    /// `port` behind `fault`.
     pub fn new(port: P, fault: F) -> Self {
         Faulty { port, fault }
     }

@@ -26,10 +26,15 @@ use super::asgs;
 /// The whole emulated world of a deployment.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct World {
+    /// The account's ASGs, each with its instances and recent scaling activities.
     pub asgs: Vec<ObservedAsg>,
+    /// The cluster's nodes, one per instance once [`World::settle`] ran.
     pub nodes: Vec<WorldNode>,
+    /// By pool name: what the state table and the cluster hold for it.
     pub pools: BTreeMap<String, WorldPool>,
+    /// Event ids marked handled, until when (the dedup table).
     pub seen: BTreeMap<String, DateTime<Utc>>,
+    /// By pool name: who holds its lease.
     pub leases: BTreeMap<String, Lease>,
     /// Urgent runs' claims on the next turn of a pool's lease, until when.
     pub lease_claims: BTreeMap<String, DateTime<Utc>>,
@@ -39,42 +44,97 @@ pub struct World {
     pub calls: Vec<Call>,
 }
 
+/// A node of the emulated cluster.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct WorldNode {
+    /// What the cluster port answers for it.
     pub state: NodeState,
     /// Pods a PodDisruptionBudget keeps on this node: a drain reports them blocked.
     pub pdb_blocked_pods: Vec<String>,
     /// Pods evicted so far by drains.
     pub evicted: u32,
+    /// Pods on it now; a drain evicts all but the blocked ones.
     pub pods: u32,
 }
 
+/// What the emulated deployment holds for one pool.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct WorldPool {
+    /// Its stored record.
     pub record: PoolRecord,
+    /// The record's version: 0 before the first save, one more with each.
     pub version: u64,
     /// What listing the pool's pods would sum to.
     pub demand: Option<Demand>,
+    /// Replicas of its pause-pod Deployment; `None` when there is none.
     pub headroom_replicas: Option<u32>,
 }
 
+/// A pool's lease as the state table holds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Lease {
+    /// The run holding it.
     pub owner: String,
+    /// When it lapses unless renewed.
     pub until: DateTime<Utc>,
 }
 
+/// A mutating call the in-memory ports carried out, with what it was about.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Call {
-    SetDesired { asg: String, desired: u32 },
-    Terminate { instance_id: String, decrement: bool },
-    Heartbeat { token: String },
-    Complete { token: String },
-    Cordon { node: String },
-    Uncordon { node: String },
-    Drain { node: String },
-    SetHeadroom { pool: String, replicas: u32 },
-    SaveRecord { pool: String, version: u64 },
+    /// SetDesiredCapacity.
+    SetDesired {
+        /// The ASG's name.
+        asg: String,
+        /// Its desired size after the call.
+        desired: u32,
+    },
+    /// TerminateInstanceInAutoScalingGroup.
+    Terminate {
+        /// The instance.
+        instance_id: String,
+        /// Whether the ASG's desired size dropped with it.
+        decrement: bool,
+    },
+    /// RecordLifecycleActionHeartbeat.
+    Heartbeat {
+        /// The lifecycle action's token.
+        token: String,
+    },
+    /// CompleteLifecycleAction.
+    Complete {
+        /// The lifecycle action's token.
+        token: String,
+    },
+    /// A node marked unschedulable.
+    Cordon {
+        /// The node's name.
+        node: String,
+    },
+    /// A node made schedulable again.
+    Uncordon {
+        /// The node's name.
+        node: String,
+    },
+    /// A node's pods evicted.
+    Drain {
+        /// The node's name.
+        node: String,
+    },
+    /// The pause-pod Deployment scaled.
+    SetHeadroom {
+        /// The pool's name.
+        pool: String,
+        /// Its replicas after the call.
+        replicas: u32,
+    },
+    /// A pool's record written.
+    SaveRecord {
+        /// The pool's name.
+        pool: String,
+        /// The record's version after the write.
+        version: u64,
+    },
 }
 
 impl Call {
@@ -112,10 +172,12 @@ impl From<Snapshot> for World {
 }
 
 impl World {
+    /// The ASG of that name.
     pub fn asg(&self, name: &str) -> Option<&ObservedAsg> {
         self.asgs.iter().find(|a| a.name == name)
     }
 
+    /// The ASG of that name, to change it as another writer would.
     pub fn asg_mut(&mut self, name: &str) -> Option<&mut ObservedAsg> {
         self.asgs.iter_mut().find(|a| a.name == name)
     }
@@ -190,6 +252,7 @@ pub struct InMemory {
 }
 
 impl InMemory {
+    /// The ports over `world`.
     pub fn new(world: World) -> Self {
         InMemory { world: Arc::new(Mutex::new(world)) }
     }

@@ -9,9 +9,9 @@ fn an_instance_the_asg_replaced_during_a_failback_step_is_not_the_steps_node() {
     // The step raised spot-a 2 -> 4. Meanwhile Auto Scaling replaced one of the two old
     // instances on its own (a failed health check, Capacity Rebalancing, a reclaim Ballast
     // never heard of): desired unchanged, a new instance id. Its node is Ready, as is one
-    // of the step's; the other step node is still joining. Before this change the count
-    // was a difference of Ready nodes (the old one's going offset its replacement): one of
-    // two, waiting. Counted by what launched since, the replacement counted as the step's.
+    // of the step's; the other step node is still joining. A difference of Ready nodes
+    // would count one of two (the old one's going offsets its replacement) and wait;
+    // counted by what launched since, the replacement counts as the step's.
     let (cfg, _, observed, started) = failback_step_started();
     let mut later = observed.clone();
     later.spot[0] = spot_asg("spot-a", sized(4).live(5));
@@ -61,9 +61,9 @@ fn a_node_booting_when_the_step_began_does_not_hide_an_instance_the_asg_replaced
     // As `an_instance_the_asg_replaced_during_a_failback_step_is_not_the_steps_node`, but
     // spot-a also had a third instance booting when the step began (cluster-autoscaler's,
     // for pending pods): in `instances_before`, not in `ready_before`. Its node turning
-    // Ready during the step added one to a count by net rise in Ready nodes, which then
-    // no longer bounded it: the ASG's replacement of an old instance was taken for the
-    // step's second node, and two on-demand nodes went for one Ready node of the step.
+    // Ready during the step adds one to a count by net rise in Ready nodes, which then
+    // does not bound it: the ASG's replacement of an old instance would be taken for the
+    // step's second node, and two on-demand nodes go for one Ready node of the step.
     let cfg = config();
     let (record, mut observed) = in_fallback();
     observed.spot[0] = spot_asg("spot-a", sized(3));
