@@ -158,8 +158,9 @@ pub struct Action {
 pub enum ActionKind {
     /// Write the pool record (version-checked) before acting: a re-run sees the intent.
     RecordState,
-    /// Set an ASG's desired capacity. The change `to - from` is what is applied, to the
-    /// size the ASG has when the call is made (another writer's change is kept).
+    /// Set an ASG's desired capacity. What is applied is the change `to - from`, to the
+    /// size the ASG has when the call is made, within its min and max (another writer's
+    /// change is kept).
     SetDesiredCapacity {
         /// The ASG's name.
         asg: String,

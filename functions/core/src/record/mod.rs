@@ -27,9 +27,9 @@ pub use lifecycle::PendingLifecycleAction;
 pub struct PoolRecord {
     /// On-demand instances added by fallback (recomputed against the ASG each reconcile).
     pub fallback_units: u32,
-    /// When the pool last went from no fallback to some on-demand fallback units; `None`
-    /// while `fallback_units` is 0. Kept for whoever reads the record: the planner sets and
-    /// clears it but decides nothing by it.
+    /// Since when the pool has held fallback units: set by the plan that first adds
+    /// some, `None` once they are back to 0. The planner decides nothing by it; it is
+    /// there for whoever reads the record.
     pub fallback_since: Option<DateTime<Utc>>,
     /// Spot ASGs kept off after capacity errors or a high interruption rate.
     pub unavailable: BTreeMap<String, Unavailable>,
@@ -52,7 +52,8 @@ pub struct PoolRecord {
     pub lifecycle_actions: Vec<PendingLifecycleAction>,
     /// The latest demand from the forwarder.
     pub demand: Option<Demand>,
-    /// The latest Pods Unschedulable report from the forwarder (the newest by event time).
+    /// The latest Pods Unschedulable report from the forwarder (the newest by event
+    /// time). Kept for whoever reads the record: no rule reads it back.
     pub unschedulable: Option<UnschedulableSeen>,
     /// Non-capacity launch failures already reported (by activity id).
     pub reported_launch_errors: Vec<ReportedLaunchError>,
