@@ -7,8 +7,11 @@ use std::time::Duration;
 /// A pool's workload requests, as the forwarder totals them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Requests {
+    /// The sum of the pods' CPU requests, in millicores.
     pub cpu_millis: u64,
+    /// The sum of the pods' memory requests, in bytes.
     pub memory_bytes: u64,
+    /// How many pods were counted.
     pub pods: u32,
 }
 
@@ -68,6 +71,8 @@ impl DemandTiming {
 /// pods newly unschedulable, at most once per `every`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UnschedulableTiming {
+    /// At most one report per pool within this window, for pods that became
+    /// unschedulable since the last.
     pub every: Duration,
 }
 

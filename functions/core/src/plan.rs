@@ -8,12 +8,17 @@ use serde::{Deserialize, Serialize};
 use crate::record::PoolRecord;
 use crate::units::HumanDuration;
 
+/// What one reconcile decided for one pool: the actions in the order they are
+/// applied, and the record they leave behind.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Plan {
+    /// The pool's name from the config.
     pub pool: String,
+    /// The time the plan was made for (the clock's `now`, never read inside the planner).
     pub now: DateTime<Utc>,
     /// A dry-run plan is logged and never applied.
     pub dry_run: bool,
+    /// What to do, in order; [`ActionKind::RecordState`] comes before any action it records.
     pub actions: Vec<Action>,
     /// What was noticed but needs no action (reported launch errors, ignored signals).
     pub notes: Vec<String>,
@@ -37,6 +42,8 @@ pub struct Plan {
 /// The headroom the pool's percent asks for and what `headroom.min`/`max` let through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HeadroomDecision {
+    /// The headroom percent in force (schedule, default or override, interruption boost
+    /// included), as a percent of the pool's demand.
     pub percent: u32,
     /// Pause pods the percent alone (or the learned size) asks for, before the clamp.
     pub wanted: u32,
@@ -135,43 +142,68 @@ impl Plan {
     }
 }
 
+/// One step of a plan, with the reason a human would give for it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Action {
+    /// What to do.
     #[serde(flatten)]
     pub kind: ActionKind,
+    /// Why, in a sentence for the log and the operator.
     pub reason: String,
 }
 
+/// One kind of step, serialised with its name under `action`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "action", rename_all = "snake_case")]
 pub enum ActionKind {
     /// Write the pool record (version-checked) before acting: a re-run sees the intent.
     RecordState,
+    /// Set an ASG's desired capacity. What is applied is the change `to - from`, to the
+    /// size the ASG has when the call is made, within its min and max (another writer's
+    /// change is kept).
     SetDesiredCapacity {
+        /// The ASG's name.
         asg: String,
+        /// Desired capacity as observed when the plan was made.
         from: u32,
+        /// Desired capacity the plan asks for.
         to: u32,
     },
+    /// Mark a Kubernetes node unschedulable so no new pod lands on it.
     CordonNode {
+        /// The Kubernetes node's name.
         node: String,
+        /// The EC2 instance behind the node.
         instance_id: String,
     },
     /// Undo a cordon Ballast made (a failback step past its deadline).
     UncordonNode {
+        /// The Kubernetes node's name.
         node: String,
+        /// The EC2 instance behind the node.
         instance_id: String,
     },
+    /// Evict the node's pods (through the Eviction API, so PodDisruptionBudgets hold),
+    /// waiting at most `timeout`.
     DrainNode {
+        /// The Kubernetes node's name.
         node: String,
+        /// The EC2 instance behind the node.
         instance_id: String,
+        /// How long the drain may take; the run's deadline may shorten it.
         timeout: HumanDuration,
         /// Heartbeat this lifecycle action while the drain runs.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         lifecycle: Option<LifecycleRef>,
     },
+    /// Terminate one instance through Auto Scaling (TerminateInstanceInAutoScalingGroup).
     TerminateInstance {
+        /// The ASG that holds the instance.
         asg: String,
+        /// The EC2 instance id.
         instance_id: String,
+        /// Lower the ASG's desired capacity by one with it (`ShouldDecrementDesiredCapacity`);
+        /// `false` lets Auto Scaling launch a replacement.
         decrement: bool,
         /// Skip when the drain before it was incomplete (failback never overrides a
         /// PodDisruptionBudget; an interrupted instance goes anyway).
@@ -181,19 +213,32 @@ pub enum ActionKind {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         withdraws: bool,
     },
+    /// Tell Auto Scaling the instance's lifecycle action is still being worked on
+    /// (RecordLifecycleHeartbeat), which restarts the hook's timeout.
     RecordLifecycleHeartbeat(LifecycleRef),
+    /// Let the instance's lifecycle action go on (CompleteLifecycleAction with `CONTINUE`).
     CompleteLifecycleAction(LifecycleRef),
+    /// Set the replicas of the pool's pause-pod Deployment.
     SetHeadroomReplicas {
+        /// The Kubernetes namespace of the Deployment.
         namespace: String,
+        /// Replicas as observed; `None` when the Deployment did not exist.
         from: Option<u32>,
+        /// Replicas the plan asks for.
         to: u32,
     },
 }
 
+/// One pending lifecycle action of an Auto Scaling lifecycle hook: what a heartbeat
+/// or a completion names.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LifecycleRef {
+    /// The ASG's name.
     pub asg: String,
+    /// The lifecycle hook's name.
     pub hook: String,
+    /// The lifecycle action token Auto Scaling gave with the hook's notification.
     pub token: String,
+    /// The EC2 instance the lifecycle action holds.
     pub instance_id: String,
 }

@@ -56,6 +56,7 @@ pub struct PoolSnapshot {
 pub struct SnapshotError {
     /// The JSON path of the offending value (`.` for the whole document).
     pub path: String,
+    /// Why the value did not parse.
     pub source: serde_json::Error,
 }
 
@@ -78,6 +79,7 @@ impl Snapshot {
             .map_err(|e| SnapshotError { path: e.path().to_string(), source: e.into_inner() })
     }
 
+    /// The snapshot's ASG named `name`.
     pub fn asg(&self, name: &str) -> Option<&ObservedAsg> {
         self.asgs.iter().find(|a| a.name == name)
     }
@@ -108,10 +110,12 @@ pub fn nodes_in<'a>(nodes: impl IntoIterator<Item = &'a NodeState>, asgs: &[&Obs
 pub struct SnapshotPorts(Arc<Snapshot>);
 
 impl SnapshotPorts {
+    /// Ports that answer from `snapshot`.
     pub fn new(snapshot: Snapshot) -> Self {
         SnapshotPorts(Arc::new(snapshot))
     }
 
+    /// The snapshot the ports answer from.
     pub fn snapshot(&self) -> &Snapshot {
         &self.0
     }

@@ -13,12 +13,16 @@ use serde::{Deserialize, Deserializer, Serializer};
 /// Why a quantity string was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum QuantityError {
+    /// The text is empty or only blanks.
     #[error("empty quantity")]
     Empty,
+    /// The text does not follow the Kubernetes quantity grammar.
     #[error("`{0}` is not a Kubernetes quantity (expected e.g. `500m`, `2`, `1.5`, `2Gi`, `512Mi`)")]
     Syntax(String),
+    /// The quantity is below zero.
     #[error("`{0}` is negative; a request must be zero or more")]
     Negative(String),
+    /// The quantity does not fit in a `u64` of its unit (millicores, bytes).
     #[error("`{0}` is too large")]
     Overflow(String),
 }
@@ -142,10 +146,12 @@ pub fn format_memory_bytes(bytes: u64) -> String {
 pub struct HumanDuration(pub Duration);
 
 impl HumanDuration {
+    /// A duration of `secs` seconds.
     pub fn from_secs(secs: u64) -> Self {
         Self(Duration::from_secs(secs))
     }
 
+    /// The duration as a `chrono::Duration`, saturating at `chrono::Duration::MAX`.
     pub fn as_chrono(self) -> chrono::Duration {
         chrono::Duration::from_std(self.0).unwrap_or(chrono::Duration::MAX)
     }

@@ -68,6 +68,7 @@ pub struct Correction {
     /// The largest burst that made waits miss the target (see
     /// [`super::Prediction::missed`]), as of `missed_at`.
     pub missed: Rise,
+    /// When `missed` was last set or renewed; it halves every 12 hours from then.
     pub missed_at: Option<DateTime<Utc>>,
     /// Windows of too few pods to judge alone, pooled (see `Correction::measured`).
     pub few: FewPods,
@@ -76,8 +77,11 @@ pub struct Correction {
     pub raised_at: Option<DateTime<Utc>>,
 }
 
+/// Windows of too few pods to judge alone, pooled (over an hour at most) until they
+/// hold enough pods to be judged together.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FewPods {
+    /// First starts counted in the pooled windows.
     pub pods: u32,
     /// How many of the pooled windows missed the target.
     pub missed_windows: u32,
@@ -87,12 +91,19 @@ pub struct FewPods {
     pub max_missed_ms: u64,
 }
 
+/// One window of first-start waits the forwarder measured (creation to the
+/// scheduler's binding, for the pool's workload pods).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WaitsSeen {
+    /// When the window began.
     pub window_start: DateTime<Utc>,
+    /// When the window ended.
     pub window_end: DateTime<Utc>,
+    /// Pods scheduled in the window.
     pub pods: u32,
+    /// The 95th percentile of their waits, in milliseconds.
     pub p95_ms: u64,
+    /// The longest of their waits, in milliseconds (0 in records from before it was kept).
     #[serde(default)]
     pub max_ms: u64,
     /// Pods that waited longer than the target (`None`: the forwarder did not count).
@@ -110,6 +121,7 @@ struct Judged {
 }
 
 impl Correction {
+    /// The correction as a factor of the rise (1.0 while none is learned).
     pub fn correction(&self) -> f64 {
         match self.correction_permille {
             0 => 1.0,

@@ -19,10 +19,14 @@ pub struct HeldRoom {
     pub decisions: Vec<Held>,
 }
 
+/// The room the pause pods held from one decision on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Held {
+    /// When the decision was made.
     pub at: DateTime<Utc>,
+    /// The CPU and memory the pause pods held (replicas times the pod's requests).
     pub room: Rise,
+    /// `headroom.max` held the pods below what was asked.
     pub at_max: bool,
     /// An override decided it: what waits then measure says nothing of the learning.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

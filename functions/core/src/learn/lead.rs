@@ -32,6 +32,7 @@ pub struct Lead {
     pub last_look: Option<DateTime<Utc>>,
 }
 
+/// An instance seen launching, followed until its node registers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Launch {
     /// When Ballast first saw it.

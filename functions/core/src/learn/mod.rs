@@ -41,10 +41,15 @@ pub use seasonal::{DayRises, DemandSample, Seasonal, SLOTS_PER_DAY, SLOT_MINUTES
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(from = "stored::Stored", into = "stored::Stored")]
 pub struct History {
+    /// Rises per slot of each day, and the recent demand samples.
     pub seasonal: Seasonal,
+    /// Launch-to-Ready times, and the instances launching now.
     pub lead: Lead,
+    /// Cluster-autoscaler's reaction times, and the arrivals being timed.
     pub reaction: Reaction,
+    /// The correction from measured waits, and what it is judged on.
     pub correction: Correction,
+    /// The room the pause pods held at recent decisions.
     pub held: HeldRoom,
     /// The wait the target allows: rises are taken over the lead time less this.
     pub allowed_wait_ms: u64,
@@ -69,20 +74,29 @@ pub enum DecidedBy {
 /// Where a prediction comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Basis {
-    /// The same weekday's slots, over this many weeks.
-    TimeOfWeek { weeks: usize },
-    /// The same slots of every day, over this many days.
-    TimeOfDay { days: usize },
+    /// The same weekday's slots in past weeks.
+    TimeOfWeek {
+        /// How many past weeks show the slots.
+        weeks: usize,
+    },
+    /// The same slots of every past day.
+    TimeOfDay {
+        /// How many past days show the slots.
+        days: usize,
+    },
 }
 
 /// An amount of demand: CPU and memory requests.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Rise {
+    /// CPU requests, in millicores.
     pub cpu_millis: u64,
+    /// Memory requests, in bytes.
     pub memory_bytes: u64,
 }
 
 impl Rise {
+    /// The larger of each, CPU and memory apart.
     pub fn max(self, other: Rise) -> Rise {
         Rise {
             cpu_millis: self.cpu_millis.max(other.cpu_millis),
@@ -90,6 +104,7 @@ impl Rise {
         }
     }
 
+    /// The smaller of each, CPU and memory apart.
     pub fn min(self, other: Rise) -> Rise {
         Rise {
             cpu_millis: self.cpu_millis.min(other.cpu_millis),
@@ -113,6 +128,7 @@ pub struct Prediction {
     /// The largest burst that made a window's waits miss the target, kept (halved every
     /// 12 h unless renewed): room for the next burst of the first day.
     pub missed: Rise,
+    /// The lead time from launch to Ready (see [`History::lead`]).
     pub lead: Duration,
     /// Whether `lead` was observed or is [`ASSUMED_LEAD`].
     pub lead_observed: bool,
@@ -126,6 +142,7 @@ pub struct Prediction {
     pub absorb: Duration,
     /// The window the room is for.
     pub from: DateTime<Utc>,
+    /// The end of the window the room is for.
     pub to: DateTime<Utc>,
     /// The correction from measured waits.
     pub correction: f64,
@@ -195,6 +212,7 @@ impl History {
         self.reaction.reaction()
     }
 
+    /// The correction from measured waits, as a factor (see [`Correction::correction`]).
     pub fn correction(&self) -> f64 {
         self.correction.correction()
     }

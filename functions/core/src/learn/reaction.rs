@@ -40,7 +40,9 @@ pub struct Reaction {
 /// the earliest launch seen to start after them (within `REACTION_BOUND`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Arrival {
+    /// When the pods became unschedulable (the oldest's time, from the forwarder).
     pub since: DateTime<Utc>,
+    /// When the first launch seen after them started; `None` while none is seen.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub launch: Option<DateTime<Utc>>,
 }

@@ -7,7 +7,9 @@ use serde::{Deserialize, Serialize};
 
 use super::{day_slot, merge_shortest, mib, quantile, Basis, Rise};
 
+/// The length of a slot, in minutes.
 pub const SLOT_MINUTES: i64 = 15;
+/// Slots in a day: 96.
 pub const SLOTS_PER_DAY: usize = (24 * 60 / SLOT_MINUTES) as usize;
 /// Demand samples kept for the rise within the absorb span (lows only; over the bound,
 /// neighbours merge).
@@ -24,16 +26,21 @@ pub struct Seasonal {
     pub recent: Vec<DemandSample>,
 }
 
+/// One day's largest rises per slot, and the first starts counted that day.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DayRises {
+    /// The day, in the history's time zone.
     pub date: NaiveDate,
     /// Per slot, `None` where nothing was observed.
     pub cpu_millis: Vec<Option<u32>>,
+    /// Per slot, the largest rise in memory requests, in MiB (rounded up); `None` where
+    /// nothing was observed.
     pub memory_mib: Vec<Option<u32>>,
     /// First starts measured in windows ending this day, counted with how many waited
     /// longer than the target (only windows whose forwarder counts them).
     #[serde(default)]
     pub pods: u32,
+    /// Of `pods`, how many waited longer than the target.
     #[serde(default)]
     pub pods_over: u32,
     /// The most first starts one window of the day counted.
@@ -41,10 +48,14 @@ pub struct DayRises {
     pub most_pods: u32,
 }
 
+/// The pool's demand at one time, kept for the rise under way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DemandSample {
+    /// When the demand was observed.
     pub at: DateTime<Utc>,
+    /// CPU requests, in millicores.
     pub cpu_millis: u64,
+    /// Memory requests, in bytes.
     pub memory_bytes: u64,
     /// The earliest time it stands for, when earlier samples it undercut were dropped
     /// (see `Seasonal::sample`); `at` otherwise.

@@ -56,17 +56,24 @@ pub const SURPLUS_NOTE: &str = "surplus instance(s) left in";
 /// Everything the planner needs, borrowed.
 #[derive(Debug, Clone, Copy)]
 pub struct PlanInput<'a> {
+    /// The pool's config.
     pub pool: &'a PoolConfig,
+    /// Plan only: the plan is logged and its record kept apart, never applied.
     pub dry_run: bool,
+    /// The pool record as loaded from the state store.
     pub record: &'a PoolRecord,
+    /// The pool as observed at the start of this run.
     pub observed: &'a ObservedPool,
     /// This pool's signals not yet seen, in any order, possibly repeated.
     pub events: &'a [Event],
+    /// The run's time; every decision is made as of it.
     pub now: DateTime<Utc>,
     /// The run planning (its lease owner), recorded on what it takes on.
     pub run: &'a str,
 }
 
+/// Plans one pool: the rules above, in order, as of `input.now`. Never fails: what it
+/// cannot act on is said in the plan's notes.
 pub fn plan(input: PlanInput<'_>) -> Plan {
     let mut work = Work::new(input);
     work.settle_journal();

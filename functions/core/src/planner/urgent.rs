@@ -27,8 +27,11 @@ const WARNING_FRESH_FOR: Duration = Duration::minutes(2);
 /// A spot warning for an instance of the pool, with the ASG it is in.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Warned {
+    /// The EC2 instance id the warning names.
     pub instance_id: String,
+    /// The ASG that holds the instance.
     pub asg: String,
+    /// What EC2 will do to the instance: terminate, stop or hibernate it.
     pub action: InstanceAction,
     /// The warning's time (not ahead of now).
     pub at: DateTime<Utc>,
@@ -38,9 +41,13 @@ pub struct Warned {
 /// instance its interruption with the surge, not yet planned for its drain.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UrgentSurge {
+    /// The warned instances' ASG, raised by one per warning.
     pub asg: String,
+    /// Its desired capacity as read.
     pub from: u32,
+    /// The desired capacity to set.
     pub to: u32,
+    /// The record with the surge journaled and each warned instance's interruption.
     pub record: PoolRecord,
 }
 

@@ -25,13 +25,21 @@ impl std::fmt::Display for BatchStage {
     }
 }
 
+/// Why one pool's reconcile, or the whole batch, failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ReconcileError {
+    /// Another run held the pool's lease past the budget's lease wait.
     #[error("pool {pool}: another run holds the lease; try again shortly")]
-    LeaseBusy { pool: String },
+    LeaseBusy {
+        /// The pool's name.
+        pool: String,
+    },
+    /// Loading the record, taking the lease or observing the pool failed.
     #[error("pool {pool}: {source}")]
     Port {
+        /// The pool's name.
         pool: String,
+        /// The port's error.
         #[source]
         source: PortError,
     },
@@ -39,9 +47,13 @@ pub enum ReconcileError {
     /// notes included), the journal what was done.
     #[error("pool {pool}: applying action {} of {} stopped: {source}", failed_at + 1, plan.actions.len())]
     Apply {
+        /// The pool's name.
         pool: String,
+        /// The plan being applied.
         plan: Box<Plan>,
+        /// The index of the action it stopped at, in `plan.actions`.
         failed_at: usize,
+        /// The port's error.
         #[source]
         source: PortError,
     },
@@ -50,23 +62,34 @@ pub enum ReconcileError {
     /// still logged and counted.
     #[error("pool {pool}: the plan was applied, but its events could not be marked handled: {source}")]
     MarkSeen {
+        /// The pool's name.
         pool: String,
+        /// The plan that was applied.
         plan: Box<Plan>,
+        /// The port's error.
         #[source]
         source: PortError,
     },
+    /// Every attempt to save the record found another run had saved it since the load.
     #[error("pool {pool}: the record changed under every one of {MAX_ATTEMPTS} attempts")]
-    Contention { pool: String },
+    Contention {
+        /// The pool's name.
+        pool: String,
+    },
     /// A failure before the batch was split per pool: it concerns every event of it.
     #[error("{stage}: {source}")]
     Batch {
+        /// Which step failed.
         stage: BatchStage,
+        /// The port's error.
         #[source]
         source: PortError,
     },
 }
 
 impl ReconcileError {
+    /// Whether a retry may succeed: a busy lease or contention, or a retryable port error.
+    /// The Lambda handlers retry the events of such a failure and dead-letter the rest.
     pub fn is_retryable(&self) -> bool {
         match self {
             ReconcileError::LeaseBusy { .. } | ReconcileError::Contention { .. } => true,
@@ -112,6 +135,7 @@ pub struct ApplyError {
     /// The index of the action in the plan's actions; the plan's length when taking the
     /// lease back after drains that end the plan failed.
     pub failed_at: usize,
+    /// The port's error.
     #[source]
     pub source: PortError,
 }

@@ -81,13 +81,22 @@ const KEPT_AFTER_LEASE_WAIT: chrono::Duration = chrono::Duration::seconds(60);
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "result", rename_all = "snake_case")]
 pub enum Applied {
+    /// Carried out.
     Done,
+    /// A drain ran; the report counts the pods evicted and names those left blocked.
     Drained(DrainReport),
-    Skipped { why: String },
+    /// Not carried out, and rightly so (the ASG was already at its size, a drain was
+    /// incomplete, the journal had no open call); `why` says which.
+    Skipped {
+        /// Why it was skipped.
+        why: String,
+    },
 }
 
+/// What one pool's reconcile decided and did.
 #[derive(Debug, Clone, Serialize)]
 pub struct PoolOutcome {
+    /// The plan that was applied (or only logged, in dry run).
     pub plan: Plan,
     /// One entry per action of the plan that was carried out (empty in dry run).
     pub applied: Vec<Applied>,
@@ -96,17 +105,23 @@ pub struct PoolOutcome {
 /// An event that concerns none of the pools (a Spot warning for another team's instance).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Unrouted {
+    /// The event's id.
     pub event_id: String,
+    /// Why no pool takes it, for the log.
     pub why: String,
     /// Worth an operator's look, not routine (logged as a warning).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub warning: bool,
 }
 
+/// What a batch of events came to.
 #[derive(Debug, Default)]
 pub struct BatchOutcome {
+    /// The pools reconciled, one outcome each.
     pub pools: Vec<PoolOutcome>,
+    /// Events no pool takes.
     pub unrouted: Vec<Unrouted>,
+    /// Ids of events dropped as repeats: twice in the batch, or handled already.
     pub duplicates: Vec<String>,
     /// Pools that failed, with the ids of the events that routed to them.
     pub failures: Vec<(ReconcileError, Vec<String>)>,
@@ -115,11 +130,18 @@ pub struct BatchOutcome {
     pub covered: Vec<String>,
 }
 
+/// Runs the reconcile for a batch of events against the ports: the one entry point
+/// every function, the simulator and `ballast plan` go through.
 pub struct Reconciler<A, C, S, K> {
+    /// The config the pools are read from.
     pub config: Arc<Config>,
+    /// The Auto Scaling port.
     pub autoscaling: A,
+    /// The Kubernetes port.
     pub cluster: C,
+    /// The state store: pool records, leases and handled event ids.
     pub store: S,
+    /// The clock every `now` is read from.
     pub clock: K,
     /// Names this run in leases (e.g. the Lambda request id).
     pub owner: String,
@@ -136,7 +158,9 @@ pub struct Reconciler<A, C, S, K> {
 /// rather than spend them (`lease_wait` of `chrono::Duration::MAX`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Budget {
+    /// The Lambda deadline; `None` for no deadline (the CLI, the simulator).
     pub deadline: Option<DateTime<Utc>>,
+    /// The longest wait for a busy lease.
     pub lease_wait: chrono::Duration,
 }
 

@@ -6,10 +6,16 @@ use serde::{Deserialize, Serialize};
 
 use super::{is_zero, is_zero_u32};
 
+/// One failback step: spot capacity raised by `count` in `spot_asg`, then as many
+/// on-demand fallback instances drained and terminated once the new spot nodes are Ready.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FailbackStep {
+    /// The spot ASG raised for the step.
     pub spot_asg: String,
+    /// How many spot instances the step adds, as many on-demand instances as it retires;
+    /// lowered when one of its new instances is lost (`asked` keeps the first count).
     pub count: u32,
+    /// When the step was planned.
     pub started_at: DateTime<Utc>,
     /// The plan that started it (its journal's `seq`).
     #[serde(default, skip_serializing_if = "is_zero")]

@@ -16,6 +16,7 @@ use super::{is_zero, is_zero_u32};
 /// it; the rest were never made, since apply stops at the first failure.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Journal {
+    /// When the plan was made (its `now`).
     pub planned_at: DateTime<Utc>,
     /// The plan's number (`PoolRecord::plans`); 0 in records written before it was kept.
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -24,6 +25,7 @@ pub struct Journal {
     /// not land).
     #[serde(default)]
     pub units_added: u32,
+    /// The calls, in apply order.
     pub calls: Vec<CapacityCall>,
     /// How many calls, from the first, apply may have started: written before each run
     /// of consecutive calls, so a call after a failed cordon or drain is known unmade.
@@ -52,10 +54,14 @@ pub struct Journal {
     pub remakes: Vec<String>,
 }
 
+/// One fallback move: capacity taken out of one ASG and put into another.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Move {
+    /// The ASG lowered (the failing spot ASG).
     pub from: String,
+    /// The ASG raised in its place.
     pub to: String,
+    /// How many slots move.
     pub n: u32,
 }
 
@@ -63,35 +69,49 @@ pub struct Move {
 /// from which as much is withdrawn if the lower can no longer be made.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OwedLower {
+    /// The ASG to lower.
     pub asg: String,
+    /// How many slots to lower it by.
     pub by: u32,
+    /// The raises the lower answers, as `(ASG, desired before, desired after)`.
     pub raised: Vec<(String, u32, u32)>,
 }
 
+/// One capacity call of a plan, serialised with its name under `call`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "call", rename_all = "snake_case")]
 pub enum CapacityCall {
     /// `from` is the size read just before the call.
     SetDesired {
+        /// The ASG's name.
         asg: String,
+        /// Desired capacity before the call.
         from: u32,
+        /// Desired capacity the call sets.
         to: u32,
+        /// The call is known to have landed.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         done: bool,
     },
+    /// TerminateInstanceInAutoScalingGroup for one instance.
     Terminate {
+        /// The ASG that holds the instance.
         asg: String,
+        /// The EC2 instance id.
         instance_id: String,
+        /// The call lowers the ASG's desired capacity by one (`ShouldDecrementDesiredCapacity`).
         decrement: bool,
         /// A replacement no longer needed, withdrawn: withdrawn again if not made.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         withdraws: bool,
+        /// The call is known to have landed.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         done: bool,
     },
 }
 
 impl CapacityCall {
+    /// Whether the call is known to have landed.
     pub fn done(&self) -> bool {
         match self {
             CapacityCall::SetDesired { done, .. } | CapacityCall::Terminate { done, .. } => *done,

@@ -3,13 +3,21 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+/// A termination lifecycle action Auto Scaling holds open until Ballast drains the
+/// instance and completes it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PendingLifecycleAction {
+    /// The ASG terminating the instance.
     pub asg: String,
+    /// The lifecycle hook's name.
     pub hook: String,
+    /// The lifecycle action token from the hook's notification.
     pub token: String,
+    /// The EC2 instance being terminated.
     pub instance_id: String,
+    /// The time of the event that brought the action.
     pub received_at: DateTime<Utc>,
+    /// A run has planned its drain and completion (see `planned_by`, `planned_until`).
     #[serde(default)]
     pub planned: bool,
     /// The run (its lease owner) that planned it last.

@@ -27,6 +27,9 @@ pub use lifecycle::PendingLifecycleAction;
 pub struct PoolRecord {
     /// On-demand instances added by fallback (recomputed against the ASG each reconcile).
     pub fallback_units: u32,
+    /// Since when the pool has held fallback units: set by the plan that first adds
+    /// some, `None` once they are back to 0. The planner decides nothing by it; it is
+    /// there for whoever reads the record.
     pub fallback_since: Option<DateTime<Utc>>,
     /// Spot ASGs kept off after capacity errors or a high interruption rate.
     pub unavailable: BTreeMap<String, Unavailable>,
@@ -34,17 +37,23 @@ pub struct PoolRecord {
     pub short_since: BTreeMap<String, DateTime<Utc>>,
     /// Since when each spot ASG has been healthy (not failing).
     pub healthy_since: BTreeMap<String, DateTime<Utc>>,
+    /// An operator's headroom percent from a headroom-override event, in force until it
+    /// expires.
     pub headroom_override: Option<HeadroomOverride>,
     /// Instances being replaced (interruption, rebalance, scheduled change).
     pub interruptions: Vec<Interruption>,
     /// Recent disruptions of spot instances: the interruption rate and the boost.
     pub disruptions: Vec<Disruption>,
+    /// The failback step under way, if any (at most one per pool at a time).
     pub failback: Option<FailbackStep>,
     /// No failback step starts before this (after a failed one).
     pub retry_after: Option<DateTime<Utc>>,
+    /// Termination lifecycle actions received and not yet completed.
     pub lifecycle_actions: Vec<PendingLifecycleAction>,
     /// The latest demand from the forwarder.
     pub demand: Option<Demand>,
+    /// The latest Pods Unschedulable report from the forwarder (the newest by event
+    /// time). Kept for whoever reads the record: no rule reads it back.
     pub unschedulable: Option<UnschedulableSeen>,
     /// Non-capacity launch failures already reported (by activity id).
     pub reported_launch_errors: Vec<ReportedLaunchError>,
@@ -96,32 +105,49 @@ fn is_zero_u32(n: &u32) -> bool {
     *n == 0
 }
 
+/// Why and until when a spot ASG is kept off (see [`PoolRecord::unavailable`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Unavailable {
+    /// When the ASG may be tried again.
     pub until: DateTime<Utc>,
+    /// What made it unavailable, for the log and the operator.
     pub reason: String,
 }
 
+/// An operator's headroom percent, set by a headroom-override event.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HeadroomOverride {
+    /// The headroom percent in force instead of the schedule's, as a percent of demand.
     pub percent: u32,
+    /// When the override expires and the schedule or default is back in force.
     pub until: DateTime<Utc>,
     /// The event time that set it: a late, older override never replaces a newer one.
     pub set_at: DateTime<Utc>,
 }
 
+/// The pool's unschedulable pods as the forwarder last reported them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UnschedulableSeen {
+    /// How many pods were unschedulable.
     pub count: u32,
+    /// The sum of their CPU requests, in millicores.
     pub cpu_millis: u64,
+    /// The sum of their memory requests, in bytes.
     pub memory_bytes: u64,
+    /// When the longest-waiting of them became unschedulable.
     pub oldest_pending_since: DateTime<Utc>,
+    /// The report's event time.
     pub observed_at: DateTime<Utc>,
 }
 
+/// A launch failure that is not a spot capacity error, reported once in a note; kept a
+/// while so a scaling activity and its event are not reported twice.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReportedLaunchError {
+    /// Auto Scaling's activity id of the failed launch.
     pub activity_id: String,
+    /// The ASG whose launch failed.
     pub asg: String,
+    /// When the failure happened; entries are dropped some hours after it.
     pub at: DateTime<Utc>,
 }
