@@ -171,6 +171,8 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         Ok(ObservedPool { spot, on_demand, nodes, headroom_replicas, demand })
     }
 
+    /// The plan for `pool` from what was observed and stored, with this reconciler's
+    /// config and run id; nothing is acted on (`ballast plan` prints it).
     pub fn plan_for(
         &self,
         pool: &PoolConfig,

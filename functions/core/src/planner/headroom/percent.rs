@@ -13,8 +13,21 @@ use crate::units::{format_cpu_millis, format_memory_bytes};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "source", rename_all = "snake_case")]
 pub enum PercentSource {
-    Override { until: DateTime<Utc> },
-    Schedule { cron: String, time_zone: String, fired_at: DateTime<Utc> },
+    /// An operator's override (a headroom-override event), in force until it lapses.
+    Override {
+        /// When it lapses.
+        until: DateTime<Utc>,
+    },
+    /// The headroom schedule that fired last.
+    Schedule {
+        /// Its cron expression, as configured.
+        cron: String,
+        /// The time zone it fires in.
+        time_zone: String,
+        /// When it last fired.
+        fired_at: DateTime<Utc>,
+    },
+    /// The pool's `headroom.percent`: no override, no schedule fired yet.
     Default,
 }
 
@@ -23,6 +36,7 @@ pub enum PercentSource {
 pub struct PercentInForce {
     /// The interruption boost included.
     pub percent: u32,
+    /// Where the percent before the boost comes from.
     pub source: PercentSource,
     /// A recent interruption added a (non-zero) boost.
     pub boosted: bool,
