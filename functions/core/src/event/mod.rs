@@ -174,7 +174,7 @@ pub fn sqs_bodies(bytes: &[u8]) -> Option<Result<Vec<SqsBody>, EventError>> {
     is_record(map).then(|| body_of(&value, "(record)".into()).map(|b| vec![b]))
 }
 
-/// Parses one EventBridge envelope (or a bare Scheduler input)./// Parses one EventBridge envelope (or a bare Scheduler input). With `origin`, an
+/// Parses one EventBridge envelope (or a bare Scheduler input). With `origin`, an
 /// event from another account or region is refused.
 pub fn parse_event(bytes: &[u8], origin: Option<&Origin>) -> Result<Event, EventError> {
     let value: Value = serde_json::from_slice(bytes).map_err(EventError::Json)?;

@@ -263,7 +263,7 @@ pub struct LifecycleAction {
     pub instance_id: String,
 }
 
-/// Why an event was refused. None of these gets better on retry.
+/// What a signal asks of a run, and what it names for routing.
 impl Signal {
     /// Whether the signal asks for capacity within seconds (a node going, a launch
     /// failing, an operator's override): its run takes over from one draining the pool
