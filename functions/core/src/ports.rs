@@ -29,31 +29,41 @@ pub enum ErrorKind {
     Conflict,
 }
 
+/// A port call that failed: which call, whether trying again can help, and why, with the
+/// SDK's or kube's error kept as its source.
 #[derive(Debug, thiserror::Error)]
 #[error("{operation}: {message}")]
 pub struct PortError {
+    /// The call that failed, as AWS or Kubernetes names it (`SetDesiredCapacity`, `GetItem`).
     pub operation: String,
+    /// Whether trying again can help.
     pub kind: ErrorKind,
+    /// What went wrong, naming the resource (`table ballast-state: ...`).
     pub message: String,
+    /// The SDK's or kube's own error, when there is one.
     #[source]
     pub source: Option<Box<dyn StdError + Send + Sync>>,
 }
 
 impl PortError {
+    /// An error with no source.
     pub fn new(kind: ErrorKind, operation: impl Into<String>, message: impl Into<String>) -> Self {
         PortError { operation: operation.into(), kind, message: message.into(), source: None }
     }
 
+    /// Keeps `source` as the error's cause.
     pub fn with_source(mut self, source: impl StdError + Send + Sync + 'static) -> Self {
         self.source = Some(Box::new(source));
         self
     }
 
+    /// Whether trying again can help: a retryable error, or a conflict (after a re-read).
     pub fn is_retryable(&self) -> bool {
         matches!(self.kind, ErrorKind::Retryable | ErrorKind::Conflict)
     }
 }
 
+/// The pool's Auto Scaling groups: what they hold, and the writes that size them.
 #[async_trait]
 pub trait Autoscaling: Send + Sync {
     /// The pool's ASGs: the spot ones in the pool's preference order, then on-demand
@@ -73,9 +83,15 @@ pub trait Autoscaling: Send + Sync {
     async fn asg_bounds(&self, asg: &str) -> Result<AsgSize, PortError> {
         self.asg_size(asg).await.map(|size| AsgSize { live: None, ..size })
     }
+    /// Sets the ASG's desired capacity, cooldowns not honoured. The value is absolute, so
+    /// it comes from a fresh [`Self::asg_size`].
     async fn set_desired_capacity(&self, asg: &str, desired: u32) -> Result<(), PortError>;
+    /// Terminates an instance through its ASG; with `decrement`, the ASG's desired capacity
+    /// drops by one and no replacement is launched.
     async fn terminate_instance(&self, instance_id: &str, decrement: bool) -> Result<(), PortError>;
+    /// Keeps a terminate lifecycle action open while its node drains.
     async fn record_lifecycle_heartbeat(&self, action: &LifecycleRef) -> Result<(), PortError>;
+    /// Completes a terminate lifecycle action (`CONTINUE`): the ASG may terminate the instance.
     async fn complete_lifecycle_action(&self, action: &LifecycleRef) -> Result<(), PortError>;
 }
 
@@ -88,42 +104,60 @@ pub trait Compute: Send + Sync {
     async fn spot_price(&self, instance_type: &str, availability_zone: &str) -> Result<Option<f64>, PortError>;
 }
 
+/// What a node's drain did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DrainReport {
+    /// Pods evicted.
     pub evicted: u32,
     /// Pods that could not be evicted before the timeout, with why.
     pub blocked: Vec<(String, String)>,
 }
 
 impl DrainReport {
+    /// Whether every pod was evicted (none blocked).
     pub fn complete(&self) -> bool {
         self.blocked.is_empty()
     }
 }
 
+/// The cluster's side of a pool: its nodes, its pause-pod Deployment, its workload demand,
+/// and node cordons and drains.
 #[async_trait]
 pub trait Cluster: Send + Sync {
+    /// The pool's nodes (those its node selector matches) that run on an EC2 instance: each
+    /// one's instance, readiness and cordon.
     async fn pool_nodes(&self, pool: &PoolConfig) -> Result<Vec<NodeState>, PortError>;
     /// Replicas of the pool's pause-pod Deployment; `None` when it does not exist or no
     /// longer matches the config (either way, the next headroom decision writes it).
     async fn headroom_replicas(&self, pool: &PoolConfig) -> Result<Option<u32>, PortError>;
+    /// Writes the pool's pause-pod Deployment with `replicas`, creating it (and its
+    /// PriorityClass) if needed.
     async fn set_headroom_replicas(&self, pool: &PoolConfig, replicas: u32) -> Result<(), PortError>;
     /// Lists the pool's workload pods and keeps only the sums.
     async fn pool_demand(&self, pool: &PoolConfig, now: DateTime<Utc>) -> Result<Option<Demand>, PortError>;
+    /// Marks the node unschedulable.
     async fn cordon(&self, node: &str) -> Result<(), PortError>;
+    /// Marks the node schedulable again.
     async fn uncordon(&self, node: &str) -> Result<(), PortError>;
+    /// Evicts the node's pods through the Eviction API, for at most `timeout`; pods a
+    /// PodDisruptionBudget holds until then are reported as blocked, not an error.
     async fn drain(&self, node: &str, timeout: Duration) -> Result<DrainReport, PortError>;
 }
 
+/// A stored value with the version a conditional write quotes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Versioned<T> {
+    /// The value stored (a default one when nothing was).
     pub value: T,
     /// 0 when nothing was stored yet.
     pub version: u64,
 }
 
+/// Where each pool's record, its lease and the ids of handled events are kept (a
+/// DynamoDB table in a deployment).
 #[async_trait]
 pub trait StateStore: Send + Sync {
+    /// The pool's record and its version; a default record at version 0 when none is stored.
     async fn load(&self, pool: &str) -> Result<Versioned<PoolRecord>, PortError>;
     /// Writes if the stored version is still `expected`; returns the new version, or a
     /// `Conflict` error.
@@ -139,9 +173,11 @@ pub trait StateStore: Send + Sync {
         ttl: Duration,
         urgency: Urgency,
     ) -> Result<bool, PortError>;
+    /// Gives up the lease if `owner` holds it.
     async fn release_lease(&self, pool: &str, owner: &str) -> Result<(), PortError>;
     /// Which of these event ids were already handled.
     async fn seen(&self, event_ids: &[String]) -> Result<BTreeSet<String>, PortError>;
+    /// Notes these event ids as handled, forgotten after `expires_at`.
     async fn mark_seen(&self, event_ids: &[String], expires_at: DateTime<Utc>) -> Result<(), PortError>;
 }
 
@@ -194,6 +230,7 @@ pub fn note_lease_claim(
 /// Where a message that can never succeed goes, with why (the queue's dead-letter queue).
 #[async_trait]
 pub trait DeadLetters: Send + Sync {
+    /// Sends `body` to the dead-letter queue with `reason` beside it.
     async fn send(&self, body: &str, reason: &str) -> Result<(), PortError>;
 }
 
@@ -201,6 +238,7 @@ pub trait DeadLetters: Send + Sync {
 /// failure (a lease held, throttling) is worth another try within seconds.
 #[async_trait]
 pub trait Redelivery: Send + Sync {
+    /// Makes the message `receipt_handle` names visible on `queue_arn` again after `after`.
     async fn retry_in(&self, queue_arn: &str, receipt_handle: &str, after: Duration) -> Result<(), PortError>;
 }
 
@@ -208,13 +246,16 @@ pub trait Redelivery: Send + Sync {
 /// fixed source (inline text, a file) has none.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigText {
+    /// The config's YAML text.
     pub text: String,
+    /// Parameter Store's version of it; `None` for a fixed source.
     pub version: Option<i64>,
 }
 
 /// Where the config lives: an SSM parameter in a deployment, fixed text in local runs.
 #[async_trait]
 pub trait ConfigHome: Send + Sync {
+    /// The config's text as the home holds it now (the newest version).
     async fn read(&self) -> Result<ConfigText, PortError>;
     /// Names the home in messages (`SSM parameter /ballast/prod/config`).
     fn describe(&self) -> String;
@@ -240,8 +281,11 @@ pub fn newest_before(mut versions: Vec<ConfigText>, before: i64, at_most: usize)
 /// That a part of a deployment (a function, the forwarder) runs on a config version.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VersionNote {
+    /// The part: a function (`interruption`, ...) or `forwarder`.
     pub part: String,
+    /// The config version it runs on.
     pub version: i64,
+    /// When it noted it.
     pub at: DateTime<Utc>,
 }
 
@@ -249,11 +293,14 @@ pub struct VersionNote {
 /// `ballast doctor` can say when they disagree.
 #[async_trait]
 pub trait ConfigVersions: Send + Sync {
+    /// Notes that a part runs on a config version.
     async fn note(&self, note: &VersionNote) -> Result<(), PortError>;
 }
 
+/// The time, behind a port so that the planner and tests can be given one.
 #[async_trait]
 pub trait Clock: Send + Sync {
+    /// Now.
     fn now(&self) -> DateTime<Utc>;
     /// Waits `for_` (a busy lease's poll): real time in a function, simulated in tests.
     async fn sleep(&self, for_: Duration);
@@ -264,14 +311,17 @@ pub trait Clock: Send + Sync {
 pub struct FixedClock(pub Arc<Mutex<DateTime<Utc>>>);
 
 impl FixedClock {
+    /// A clock at `now`.
     pub fn new(now: DateTime<Utc>) -> Self {
         FixedClock(Arc::new(Mutex::new(now)))
     }
 
+    /// Moves the clock to `now`.
     pub fn set(&self, now: DateTime<Utc>) {
         *self.0.lock().unwrap_or_else(|p| p.into_inner()) = now;
     }
 
+    /// Moves the clock on `by`.
     pub fn advance(&self, by: chrono::Duration) {
         let mut guard = self.0.lock().unwrap_or_else(|p| p.into_inner());
         *guard += by;

@@ -57,7 +57,9 @@ pub const MAX_CONFIG_DEPTH: usize = 32;
 /// One problem in the config: where it is and why it is wrong.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ConfigIssue {
+    /// Where in the config: a path (`pools[0].headroom.min`), or `(file)` for the whole file.
     pub path: String,
+    /// Why it is wrong.
     pub message: String,
 }
 
@@ -115,6 +117,7 @@ impl Config {
         crate::event::Origin { account: self.account.clone(), region: self.region.clone() }
     }
 
+    /// The pool of this name, if the config has one.
     pub fn pool(&self, name: &str) -> Option<&PoolConfig> {
         self.pools.iter().find(|p| p.name == name)
     }

@@ -8,7 +8,9 @@ use super::{AsgSelector, PoolConfig};
 /// An ASG as listed, for resolution: its name and tags.
 #[derive(Debug, Clone, Copy)]
 pub struct AsgRef<'a> {
+    /// The ASG's name.
     pub name: &'a str,
+    /// The ASG's tags.
     pub tags: &'a BTreeMap<String, String>,
 }
 
@@ -25,10 +27,13 @@ pub struct ResolvedPool<'a> {
 /// Why a pool's selectors do not resolve against the ASGs listed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ResolveError {
+    /// A spot selector matches no ASG listed.
     #[error("pool {pool}: no ASG matches spot selector `{selector}`")]
     NoSpot { pool: String, selector: AsgSelector },
+    /// The on-demand selector matches no ASG listed.
     #[error("pool {pool}: no ASG matches on-demand selector `{selector}`")]
     NoOnDemand { pool: String, selector: AsgSelector },
+    /// The on-demand selector matches more than one ASG.
     #[error("pool {pool}: on-demand selector `{selector}` matches {count} ASGs; it must match one")]
     ManyOnDemand { pool: String, selector: AsgSelector, count: usize },
     /// Sized for two roles, an ASG would be moved twice by one plan (or by two pools' plans),
@@ -39,12 +44,20 @@ pub enum ResolveError {
          planned until then)"
     )]
     TwoRoles {
+        /// The ASG selected twice.
         asg: String,
+        /// The pool refused: not planned until the selectors tell the roles apart.
         pool: String,
+        /// What `pool` selects the ASG as.
         role: Role,
+        /// The selector of `pool` that picks it.
         selector: Box<AsgSelector>,
+        /// The pool that selects it too (`pool` itself when its spot and on-demand selectors
+        /// both pick it).
         other_pool: String,
+        /// What `other_pool` selects the ASG as.
         other_role: Role,
+        /// The selector of `other_pool` that picks it.
         other_selector: Box<AsgSelector>,
     },
 }
@@ -52,7 +65,9 @@ pub enum ResolveError {
 /// What a pool uses an ASG for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
+    /// One of the pool's spot ASGs (`spot_asgs`).
     Spot,
+    /// The pool's on-demand ASG (`on_demand_asg`).
     OnDemand,
 }
 

@@ -11,20 +11,31 @@ use serde::{Deserialize, Serialize, Serializer};
 use super::{CA_EXPENDABLE_CUTOFF, DEFAULT_PAUSE_IMAGE};
 use crate::units::{format_cpu_millis, format_memory_bytes, HumanDuration};
 
+/// The whole `ballast.yaml`: one deployment and its pools.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Config {
+    /// The EKS cluster's name (`cluster`, required).
     pub cluster: String,
+    /// The deployment's region (`region`, required): events from any other are refused.
     pub region: String,
     /// The deployment's account; when absent the Lambda functions use their own.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub account: Option<String>,
+    /// The DynamoDB table of pool records, leases and handled event ids (`state_table`,
+    /// required).
     pub state_table: String,
+    /// Plan and log every decision, change nothing (`dry_run`, default false).
     pub dry_run: bool,
+    /// The pools (`pools`, at least one); an ASG serves one pool only.
     pub pools: Vec<PoolConfig>,
 }
 
+/// One pool (`pools[]`): its ASGs, where its pods land, and how it falls back, meets
+/// interruptions and holds headroom.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PoolConfig {
+    /// The pool's name (`name`, required): a lowercase DNS label of at most 40 characters, as
+    /// it names Kubernetes objects.
     pub name: String,
     /// In preference order: fallback fills the next healthy one before on-demand.
     #[serde(serialize_with = "selectors_as_written")]
@@ -33,22 +44,32 @@ pub struct PoolConfig {
     /// handling, no fallback).
     #[serde(serialize_with = "optional_selector_as_written", skip_serializing_if = "Option::is_none")]
     pub on_demand_asg: Option<AsgSelector>,
+    /// Where the pool's pods land (`node_selector`, default none): the headroom pause pods use
+    /// the same.
     pub node_selector: BTreeMap<String, String>,
+    /// Tolerations the pause pods carry (`tolerations`, default none), to land on the pool's
+    /// tainted nodes.
     pub tolerations: Vec<Toleration>,
+    /// When spot counts as failing, and how capacity moves to on-demand and back (`fallback`).
     pub fallback: FallbackConfig,
+    /// What an interruption warning or rebalance recommendation sets off (`interruption`).
     pub interruption: InterruptionConfig,
+    /// The pool's pause-pod headroom (`headroom`).
     pub headroom: HeadroomConfig,
 }
 
+/// How the config names an ASG: by name (a plain string) or by tags (`{tags: {...}}`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AsgSelector {
+    /// The ASG of this name (a plain string, or `{name: ...}`).
     Name(String),
     /// Every ASG carrying all these tags (spot: in name order).
     Tags(BTreeMap<String, String>),
 }
 
 impl AsgSelector {
+    /// Whether the selector picks the ASG `name`, tagged `tags`.
     pub fn matches(&self, name: &str, tags: &BTreeMap<String, String>) -> bool {
         match self {
             AsgSelector::Name(n) => n == name,
@@ -69,34 +90,49 @@ impl fmt::Display for AsgSelector {
     }
 }
 
+/// A Kubernetes toleration of the pause pods, written as in a pod spec (camelCase keys).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Toleration {
+    /// The taint key; `None` with `Exists` tolerates every taint.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
+    /// `Equal` or `Exists`; `None` is Kubernetes' default, `Equal`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub operator: Option<TolerationOperator>,
+    /// The taint value `Equal` compares with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value: Option<String>,
+    /// The taint effect tolerated; `None` tolerates every effect.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub effect: Option<TaintEffect>,
+    /// How long a `NoExecute` taint is tolerated, in seconds; `None`: for ever.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub toleration_seconds: Option<i64>,
 }
 
+/// How a toleration matches a taint's value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum TolerationOperator {
+    /// The taint's value is the toleration's `value`.
     Equal,
+    /// Any value of the key.
     Exists,
 }
 
+/// What a taint keeps off its node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum TaintEffect {
+    /// No new pod is scheduled there.
     NoSchedule,
+    /// The scheduler avoids the node when it can.
     PreferNoSchedule,
+    /// Running pods are evicted too.
     NoExecute,
 }
 
+/// When spot counts as failing and how capacity moves to on-demand and back
+/// (`fallback`); every field has a default.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FallbackConfig {
     /// How long a spot ASG may stay below its desired size before it counts as failing.
@@ -116,47 +152,68 @@ pub struct FallbackConfig {
     pub interruption_rate: InterruptionRate,
 }
 
+/// Spot interruptions that count as spot failing (`fallback.interruption_rate`,
+/// default 5 in 10m).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct InterruptionRate {
+    /// Interruptions within `window` (default 5).
     pub count: u32,
+    /// How far back they are counted (default 10m).
     pub window: HumanDuration,
 }
 
+/// What an interruption warning or rebalance recommendation sets off (`interruption`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct InterruptionConfig {
     /// Launch the replacement before the interrupted instance goes.
     pub surge: bool,
     /// Cordon and drain the interrupted node.
     pub drain: bool,
+    /// What a rebalance recommendation does (default `ignore`).
     pub rebalance: RebalancePolicy,
+    /// How long a drain may wait for a PodDisruptionBudget (default 90s); the functions'
+    /// timeout must leave room for it ([`Config::min_function_timeout`]).
     pub drain_timeout: HumanDuration,
 }
 
+/// What a rebalance recommendation does (`interruption.rebalance`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RebalancePolicy {
     /// Replace the instance as for an interruption warning, early.
     Surge,
+    /// Log it and do nothing more (the default).
     Ignore,
 }
 
+/// The pool's headroom (`headroom`): low-priority pause pods that hold room on its nodes
+/// for workload pods, which preempt them.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct HeadroomConfig {
     /// Headroom as a percentage of the pool's workload requests.
     pub percent: u32,
+    /// CPU one pause pod requests, in millicores (`pod_cpu`, a quantity; default 1 CPU).
     #[serde(rename = "pod_cpu", serialize_with = "cpu_quantity")]
     pub pod_cpu_millis: u64,
+    /// Memory one pause pod requests, in bytes (`pod_memory`, a quantity; default 2Gi).
     #[serde(rename = "pod_memory", serialize_with = "memory_quantity")]
     pub pod_memory_bytes: u64,
+    /// The fewest pause pods (default 0).
     pub min: u32,
+    /// The most pause pods (default 50), a learned size included.
     pub max: u32,
+    /// The namespace of the pause-pod Deployment (default `ballast-headroom`).
     pub namespace: String,
+    /// The pause pods' PriorityClass (default `ballast-headroom`, value -10).
     pub priority_class: PriorityClassConfig,
+    /// The pause container's image (default registry.k8s.io/pause:3.10, pinned to its digest).
     pub image: String,
+    /// Schedules that change `percent`; the one that fired last is in force (default none).
     pub schedules: Vec<HeadroomSchedule>,
     /// Extra percent while a recent interruption is within `boost_for`.
     pub interruption_boost: u32,
+    /// How long after an interruption `interruption_boost` lasts (default 30m).
     pub boost_for: HumanDuration,
     /// Headroom learned from a wait objective instead of a fixed percentage.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -254,18 +311,29 @@ impl HeadroomConfig {
     }
 }
 
+/// The PriorityClass the pause pods run at (`headroom.priority_class`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PriorityClassConfig {
+    /// Its name (default `ballast-headroom`).
     pub name: String,
+    /// Its value (default -10): not below cluster-autoscaler's expendable cutoff (-10), under
+    /// which evicted pause pods would never bring a node back.
     pub value: i32,
 }
 
+/// One headroom schedule (`headroom.schedules[]`): from each time `cron` fires,
+/// `percent` is in force until another schedule fires.
 #[derive(Debug, Clone)]
 pub struct HeadroomSchedule {
+    /// The cron as written: five fields (minute hour day-of-month month day-of-week).
     pub cron_text: String,
+    /// `cron_text`, parsed.
     pub cron: Cron,
+    /// The time zone the cron is read in (`time_zone`, default UTC).
     pub time_zone: Tz,
+    /// Headroom while the schedule is in force, as a percentage of the pool's workload
+    /// requests (required).
     pub percent: u32,
 }
 

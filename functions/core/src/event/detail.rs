@@ -24,22 +24,34 @@ pub(super) struct StateChangeDetail {
     pub state: InstanceState,
 }
 
+/// What EC2 does to a spot instance it reclaims (`instance-action` of the interruption
+/// warning).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum InstanceAction {
+    /// The instance is terminated.
     Terminate,
+    /// The instance is stopped; EC2 may start it again when capacity returns.
     Stop,
+    /// The instance hibernates, with no two-minute lead.
     Hibernate,
 }
 
+/// An EC2 instance's state (`state` of `EC2 Instance State-change Notification`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum InstanceState {
+    /// `pending`: launching; not a loss.
     Pending,
+    /// `running`: not a loss.
     Running,
+    /// `stopping`: a loss ([`is_loss`](Self::is_loss)), as are the states after it.
     Stopping,
+    /// `stopped`: a loss, though the instance may start again.
     Stopped,
+    /// `shutting-down`: a loss.
     ShuttingDown,
+    /// `terminated`: a loss.
     Terminated,
 }
 
@@ -157,32 +169,56 @@ pub(super) struct BareScheduleInput {
     pub input: serde_json::Value,
 }
 
+/// The detail of `ballast.kubernetes` / `Pool Demand Changed`: the requests of the pool's
+/// workload pods (not pause, DaemonSet or mirror pods) as the forwarder summed them.
+/// Stored in the pool's record to size headroom; an older one never replaces a newer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PoolDemandDetail {
+    /// The pool's name in the config.
     pub pool: String,
+    /// CPU requested, in millicores.
     pub cpu_millis: u64,
+    /// Memory requested, in bytes.
     pub memory_bytes: u64,
+    /// Workload pods counted.
     pub pods: u32,
+    /// Nodes of the pool the forwarder sees.
     pub nodes: u32,
+    /// When the forwarder summed them.
     pub observed_at: DateTime<Utc>,
 }
 
+/// The detail of `ballast.kubernetes` / `Pods Unschedulable`: the pool's pods the scheduler
+/// found no room for, as the forwarder summed them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PodsUnschedulableDetail {
+    /// The pool's name in the config.
     pub pool: String,
+    /// How many pods are unschedulable.
     pub count: u32,
+    /// Their CPU requests, in millicores.
     pub cpu_millis: u64,
+    /// Their memory requests, in bytes.
     pub memory_bytes: u64,
+    /// Since when the longest of them has been unschedulable (whole seconds).
     pub oldest_pending_since: DateTime<Utc>,
 }
 
+/// The detail of `ballast.kubernetes` / `Node Lifecycle`: one of the pool's nodes joined,
+/// became Ready or not, or left.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeLifecycleDetail {
+    /// The pool's name in the config.
     pub pool: String,
+    /// The Kubernetes node name.
     pub node: String,
+    /// The node's `spec.providerID` (`aws:///eu-west-1a/i-...`).
     pub provider_id: String,
+    /// The node's EC2 instance id, checked like any instance id.
     pub instance_id: String,
+    /// Spot or on-demand, from the node's labels.
     pub capacity_type: CapacityType,
+    /// What happened to the node.
     pub condition: NodeCondition,
     /// When the forwarder saw the change (the envelope's time is when it was sent, later
     /// after a retry). Older forwarders leave it out.
@@ -195,12 +231,17 @@ pub struct NodeLifecycleDetail {
 /// every forwarder event, fields a newer forwarder adds are passed over.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PoolWaitsDetail {
+    /// The pool's name in the config.
     pub pool: String,
+    /// Start of the window.
     pub window_start: DateTime<Utc>,
+    /// End of the window: not before `window_start`, at most an hour after it.
     pub window_end: DateTime<Utc>,
     /// Pods scheduled in the window.
     pub pods: u32,
+    /// The window's 95th percentile wait (nearest rank), in seconds.
     pub p95_seconds: f64,
+    /// The window's longest wait, in seconds.
     pub max_seconds: f64,
     /// Pods that waited at most `le` seconds, at each of [`WAIT_BUCKETS_SECONDS`]
     /// (cumulative, as a Prometheus histogram): how many missed a target, whatever the
@@ -215,9 +256,12 @@ pub struct PoolWaitsDetail {
 pub const WAIT_BUCKETS_SECONDS: [f64; 15] =
     [0.5, 1.0, 2.0, 5.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0, 90.0, 120.0, 180.0, 300.0, 600.0];
 
+/// One bucket of [`PoolWaitsDetail::buckets`].
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct WaitBucket {
+    /// Upper bound, in seconds: one of [`WAIT_BUCKETS_SECONDS`].
     pub le: f64,
+    /// Pods of the window that waited at most `le` seconds.
     pub pods: u32,
 }
 
@@ -312,19 +356,27 @@ impl PoolWaitsDetail {
     }
 }
 
+/// How a node's instance is bought (`capacity_type` of a `Node Lifecycle` event).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum CapacityType {
+    /// `spot`.
     Spot,
+    /// `on-demand`: what the forwarder says of a node no label calls spot.
     OnDemand,
 }
 
+/// What happened to a node (`condition` of a `Node Lifecycle` event).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum NodeCondition {
+    /// `joined`: the node registered; it may not be Ready yet.
     Joined,
+    /// `ready`: the node became Ready. For a wait target, where a launch's lead time ends.
     Ready,
+    /// `not_ready`: the node was Ready and is not now.
     NotReady,
+    /// `left`: the node is gone from the cluster.
     Left,
     /// One a newer forwarder sends: the event still counts as the node's news.
     #[serde(untagged)]

@@ -18,18 +18,28 @@ pub use detail::{
 pub use signal::{CapacityError, Event, LaunchError, LaunchFailure, LifecycleAction, Origin, Signal};
 use source::{schedule_signal, signal_for};
 
+/// Why an event was refused, naming the field at fault. None of these gets better on
+/// retry: through SQS, the message is dead-lettered with it.
 #[derive(Debug, thiserror::Error)]
 pub enum EventError {
+    /// The bytes are not JSON.
     #[error("not valid JSON ({0})")]
     Json(#[source] serde_json::Error),
+    /// A field is missing or wrong: its path in the event (`detail.instance-id`) and why.
     #[error("{field}: {reason}")]
     Field { field: String, reason: String },
+    /// A `source` / `detail-type` pair Ballast does not handle (see EVENTS.md): a rule routes
+    /// more than it should.
     #[error("unknown event: source `{event_source}` with detail-type `{detail_type}` is not one Ballast handles")]
     Unknown { event_source: String, detail_type: String },
+    /// The envelope's `account` is not the deployment's ([`Origin::account`]).
     #[error("account: event from account `{found}`, but this deployment is account `{expected}`")]
     ForeignAccount { found: String, expected: String },
+    /// The envelope's `region` is not the deployment's ([`Origin::region`]).
     #[error("region: event from region `{found}`, but this deployment is in `{expected}`")]
     ForeignRegion { found: String, expected: String },
+    /// A message without an EventBridge envelope (a lifecycle hook's own notification, sent
+    /// straight to SQS): `what` it is and `how` to route it through EventBridge instead.
     #[error("not an EventBridge event: {what}; {how}")]
     NotEventBridge { what: String, how: String },
 }
@@ -120,7 +130,10 @@ fn instance_id(value: String, field: &str) -> Result<String, EventError> {
 /// One message of what an SQS queue delivered: its id (or place) and its body.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SqsBody {
+    /// The message's SQS `messageId`; for a record without one, where it sits
+    /// (`Records[2]`, `(record)`): what reports about the message name it by.
     pub message_id: String,
+    /// The message's text: an EventBridge envelope, or a bare Scheduler input.
     pub body: String,
 }
 
@@ -161,13 +174,14 @@ pub fn sqs_bodies(bytes: &[u8]) -> Option<Result<Vec<SqsBody>, EventError>> {
     is_record(map).then(|| body_of(&value, "(record)".into()).map(|b| vec![b]))
 }
 
-/// Parses one EventBridge envelope (or a bare Scheduler input)./// Parses one EventBridge envelope (or a bare Scheduler input). With `origin`, an
+/// Parses one EventBridge envelope (or a bare Scheduler input). With `origin`, an
 /// event from another account or region is refused.
 pub fn parse_event(bytes: &[u8], origin: Option<&Origin>) -> Result<Event, EventError> {
     let value: Value = serde_json::from_slice(bytes).map_err(EventError::Json)?;
     parse_event_value(value, origin)
 }
 
+/// [`parse_event`] for JSON already read; `origin` as there.
 pub fn parse_event_value(value: Value, origin: Option<&Origin>) -> Result<Event, EventError> {
     let Value::Object(map) = &value else {
         return Err(EventError::field("(event)", "expected a JSON object (an EventBridge envelope)"));
