@@ -134,9 +134,9 @@ struct FaultState {
     /// raise of Ballast's asked for. An ASG fills the oldest first; a lower cancels the
     /// newest. (Which of them a failed scale-up's deletion takes from Ballast.)
     unfilled: BTreeMap<String, std::collections::VecDeque<bool>>,
-    /// A desired-size write under way: its ASG, the size before it, and whether its
-    /// answer will be lost.
-    write_from: Option<(String, u32, bool)>,
+    /// Desired-size writes under way, by ASG: the size before the write, and whether
+    /// its answer will be lost.
+    write_from: BTreeMap<String, (u32, bool)>,
     violations: Vec<String>,
 }
 
@@ -291,7 +291,9 @@ impl PortFault for Adversary {
                             format!("{asg} lowered to {desired} below its {live} live instances"),
                         );
                     }
-                    self.st().write_from = Some((asg.to_string(), before.desired, ambiguous));
+                    // One write per ASG at a time (apply makes capacity calls one by one); one
+                    // the ASG refused leaves its entry to the next write's.
+                    self.st().write_from.insert(asg.to_string(), (before.desired, ambiguous));
                 }
             }
             PortCall::TerminateInstance { instance_id, decrement } => {
@@ -317,7 +319,7 @@ impl PortFault for Adversary {
         match *call {
             PortCall::SetDesiredCapacity { asg, desired } => {
                 let mut st = self.st();
-                let Some((_, from, ambiguous)) = st.write_from.take().filter(|(a, ..)| a == asg) else { return };
+                let Some((from, ambiguous)) = st.write_from.remove(asg) else { return };
                 let change = i64::from(desired) - i64::from(from);
                 let world = self.memory.world();
                 st.track_unfilled(&world, Some((asg, change, true)));

@@ -5,6 +5,7 @@
 
 #![warn(missing_docs)]
 
+pub mod asg_emulator;
 pub mod config;
 pub mod event;
 pub mod finding;

@@ -1,6 +1,9 @@
-//! One wrapper for every port that lets a test fail, delay or watch any call:
-//! [`Faulty`] passes each call to the port it wraps, asking its [`Fault`] first.
-//! A test writes only what its fault does, not the port's other methods again.
+//! One wrapper for every port that lets a test fail or watch any call, or act on the
+//! world just before it: [`Faulty`] passes each call to the port it wraps, asking its
+//! [`Fault`] first. A test writes only what its fault does, not the port's other
+//! methods again. A double that must change a successful answer or wait across other
+//! runs (a drain that takes its whole timeout while another run acts) is written as a
+//! port of its own.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
@@ -16,8 +19,9 @@ use crate::ports::{Autoscaling, Cluster, DrainReport, PortError, StateStore, Urg
 use crate::record::PoolRecord;
 
 /// A call to a port, with what it is about. Each variant is the port method of the
-/// same name ([`Autoscaling`], [`Cluster`], [`StateStore`]), its fields that method's
-/// arguments, documented there.
+/// same name ([`Autoscaling`], [`Cluster`], [`StateStore`]); its fields are the
+/// arguments a fault matches on, documented there (the record a save writes, a
+/// lease's time to live and the like are left out).
 #[allow(missing_docs)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PortCall<'a> {

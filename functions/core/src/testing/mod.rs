@@ -1,9 +1,8 @@
-//! What tests and the simulator share (feature `test-util`): one emulation of AWS and
-//! the cluster behind every port ([`world`]), the ASG semantics it and the simulator
-//! both answer with ([`asgs`]), one wrapper that fails or watches any port's calls
+//! What tests share (feature `test-util`): one emulation of AWS and the cluster behind
+//! every port ([`world`], answering Auto Scaling's calls with the simulator's
+//! [`crate::asg_emulator`]), one wrapper that fails or watches any port's calls
 //! ([`faulty`]), and the smallest valid config ([`config`]).
 
-pub mod asgs;
 pub mod config;
 pub mod faulty;
 pub mod world;

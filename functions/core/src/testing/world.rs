@@ -1,8 +1,9 @@
-//! Every port in memory over one shared [`World`], an emulation of AWS and the cluster that tests drive and inspect. It
-//! records each mutating call ([`Call`]) for assertions and can move the world on as
-//! AWS would ([`World::settle`]). A world starts from a state [`Snapshot`], the format
-//! `ballast plan --state` reads; what only tests need (calls, evictions, leases, dedup,
-//! dead letters) is here, not in the snapshot.
+//! Every port in memory over one shared [`World`], an emulation of AWS and the cluster
+//! that tests drive and inspect. It records each mutating call ([`Call`]) for
+//! assertions and can move the world on as AWS would ([`World::settle`]). A world
+//! starts from a state [`Snapshot`], the format `ballast plan --state` reads; what only
+//! tests need (calls, evictions, leases, dedup, dead letters) is here, not in the
+//! snapshot.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -21,7 +22,7 @@ use crate::ports::{
 use crate::record::PoolRecord;
 use crate::snapshot::{self, Snapshot};
 
-use super::asgs;
+use crate::asg_emulator as asgs;
 
 /// The whole emulated world of a deployment.
 #[derive(Debug, Clone, Default, PartialEq)]

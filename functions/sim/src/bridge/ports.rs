@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use ballast_core::asg_emulator as asgs;
 use ballast_core::config::PoolConfig;
 use ballast_core::observe::{
     ActivityStatus, AsgInstance, AsgSize, Demand, LifecycleState, Market as CoreMarket, NodeState, ObservedAsg,
@@ -19,7 +20,6 @@ use ballast_core::ports::{
 };
 use ballast_core::record::PoolRecord;
 use ballast_core::snapshot::pool_asgs;
-use ballast_core::testing::asgs;
 use chrono::{DateTime, Utc};
 
 use crate::cluster::{NodeId, NodePhase};
