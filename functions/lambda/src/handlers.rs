@@ -54,12 +54,13 @@ pub fn retry_after(receive_count: u32) -> Duration {
 }
 
 /// The shortest lifecycle-hook `HeartbeatTimeout` Ballast keeps open while the action waits
-/// for other runs' drains: it heartbeats at each receive, and receives come at most
-/// [`retry_after`]'s longest pause, the templates' longest batching window (10 s), a lease
-/// wait and a wait for a concurrency slot (drains may hold each for the longest function
-/// timeout, 15 min) apart (AWS's default is an hour).
-pub const HOOK_HEARTBEAT_TIMEOUT_AT_LEAST: Duration =
-    Duration::from_secs(ballast_aws::doctor::HOOK_HEARTBEAT_TIMEOUT_AT_LEAST_SECS);
+/// for other runs' drains: it heartbeats at each receive (and each minute while another
+/// pool of the batch works), and receives come at most [`retry_after`]'s longest pause, the
+/// templates' longest batching window (10 s), a lease wait and a wait for a concurrency
+/// slot (drains may hold each for the longest function timeout, 15 min) apart: 21 minutes.
+/// A storm keeping every slot busy longer can exceed it: AWS's default hour is the safer
+/// setting. `ballast doctor` holds the stack's termination hooks to it.
+pub const HOOK_HEARTBEAT_TIMEOUT_AT_LEAST: Duration = Duration::from_secs(21 * 60);
 
 /// Brings each of `failed` back after [`retry_after`] its receive count, not after the
 /// queue's visibility timeout. If that cannot be arranged it still comes back, later.

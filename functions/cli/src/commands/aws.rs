@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 use aws_lambda_events::event::sqs::SqsEvent;
-use ballast_aws::doctor::{Doctor, Finding, Wiring};
+use ballast_cli::ops::doctor::{cluster, Doctor, Finding, Wiring};
 use ballast_lambda::{AwsApp, ConfigSource, Settings};
 use clap::{Args, ValueEnum};
 use serde_json::{json, Value};
@@ -161,7 +161,7 @@ pub fn doctor(args: DoctorArgs) -> anyhow::Result<ExitCode> {
 
 /// The cluster side, as the operator's kubeconfig (its current context) reaches it.
 async fn cluster_side(config: &ballast_core::config::Config, aws_auth_roles: Option<Vec<String>>) -> Vec<Finding> {
-    let (client, server) = match ballast_kube::doctor::connect().await {
+    let (client, server) = match cluster::connect().await {
         Ok(connected) => connected,
         Err(e) => {
             return vec![Finding::bad(
@@ -179,13 +179,9 @@ async fn cluster_side(config: &ballast_core::config::Config, aws_auth_roles: Opt
             config.cluster
         ),
     );
-    let mut findings = vec![
-        context,
-        ballast_kube::doctor::rbac(&client, config).await,
-        ballast_kube::doctor::forwarder(&client).await,
-    ];
+    let mut findings = vec![context, cluster::rbac(&client, config).await, cluster::forwarder(&client).await];
     if let Some(roles) = aws_auth_roles {
-        findings.push(ballast_kube::doctor::aws_auth(&client, &roles).await);
+        findings.push(cluster::aws_auth(&client, &roles).await);
     }
     findings
 }
@@ -212,7 +208,7 @@ pub struct DeadLettersArgs {
 
 /// Exit 0 when every letter was listed (or handled when sent back), 1 when one was not.
 pub fn dead_letters(args: DeadLettersArgs) -> anyhow::Result<ExitCode> {
-    use ballast_aws::replay::{DeadLetterQueue, Outcome, LISTED_FOR};
+    use ballast_cli::ops::replay::{DeadLetterQueue, Outcome, LISTED_FOR};
     let (config, wiring) = args.deployment.wiring()?;
     let interruption = format!("ballast-{}-interruption", config.cluster);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;

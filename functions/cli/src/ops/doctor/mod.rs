@@ -10,10 +10,11 @@ use ballast_core::config::{
 };
 use std::collections::BTreeMap;
 
-use crate::autoscaling::{purchases_spot, AwsAutoscaling};
-use crate::state::{KEY, TTL_ATTRIBUTE};
+use ballast_aws::autoscaling::{purchases_spot, AwsAutoscaling};
+use ballast_aws::state::{KEY, TTL_ATTRIBUTE};
 
 mod asgs;
+pub mod cluster;
 mod wiring;
 pub use wiring::{Target, Wiring, QUEUE_RULES};
 
@@ -25,15 +26,6 @@ pub const CLUSTER_TAG: &str = "ballast.io/cluster";
 
 /// The hook transition Ballast drains for.
 const TERMINATING: &str = "autoscaling:EC2_INSTANCE_TERMINATING";
-/// The shortest termination-hook `HeartbeatTimeout` Ballast keeps open while the action
-/// waits behind other drains: the functions heartbeat it at each SQS receive (and each
-/// minute while another pool of the batch works), and receives come at most 5 minutes
-/// (the retry's pause) plus a batching window and a lease wait apart, plus the wait for
-/// one of the queue's concurrency slots, which drains may hold for a whole function
-/// timeout (15 minutes at most): 21 minutes. A storm keeping every slot busy longer can
-/// exceed it: AWS's default hour is the safer setting. (ballast-lambda's
-/// `HOOK_HEARTBEAT_TIMEOUT_AT_LEAST`, whose test holds the sum under it.)
-pub const HOOK_HEARTBEAT_TIMEOUT_AT_LEAST_SECS: u64 = 21 * 60;
 
 /// The functions, by the name their role and function take after `ballast-CLUSTER-`.
 pub const FUNCTIONS: [&str; 3] = ["interruption", "schedule", "cluster-events"];
@@ -214,7 +206,7 @@ impl Doctor {
     /// The live config: there, valid, within the parameter's size, and the one given.
     async fn config_home(&self, config: &Config, parameter: &str) -> Finding {
         let check = format!("config {parameter}");
-        let live = match crate::ssm::read_if_any(&self.ssm, parameter).await {
+        let live = match ballast_aws::ssm::read_if_any(&self.ssm, parameter).await {
             Ok(Some(live)) => live,
             Ok(None) => {
                 return bad(
@@ -277,12 +269,12 @@ impl Doctor {
     /// function with no event) is reported, not failed.
     async fn versions(&self, table: &str, parameter: &str, now: chrono::DateTime<chrono::Utc>) -> Finding {
         let check = "config versions".to_string();
-        let live = match crate::ssm::read_if_any(&self.ssm, parameter).await {
+        let live = match ballast_aws::ssm::read_if_any(&self.ssm, parameter).await {
             Ok(Some(live)) => live,
             Ok(None) => return bad(check, format!("no config at {parameter}"), "ballast config push ballast.yaml"),
             Err(e) => return bad(check, format!("cannot read {parameter}: {e}"), "allow ssm:GetParameter on it"),
         };
-        let store = crate::state::DynamoStore::from_client(self.dynamodb.clone(), table);
+        let store = ballast_aws::state::DynamoStore::from_client(self.dynamodb.clone(), table);
         let notes = match store.config_versions(&VERSION_PARTS).await {
             Ok(notes) => notes,
             Err(e) => return bad(check, format!("cannot read the notes in {table}: {e}"), "deploy the stack"),
