@@ -7,6 +7,7 @@ pub mod config;
 pub mod event;
 pub mod finding;
 pub mod forwarder;
+pub mod function;
 pub mod learn;
 #[cfg(feature = "test-doubles")]
 pub mod memory;

@@ -6,21 +6,22 @@ use std::process::ExitCode;
 use anyhow::{bail, Context};
 use aws_lambda_events::event::sqs::SqsEvent;
 use ballast_cli::ops::doctor::{cluster, Doctor, Finding, Wiring};
-use ballast_lambda::{AwsApp, ConfigSource, Settings};
-use clap::{Args, ValueEnum};
+use ballast_lambda::{AwsApp, ConfigSource, Function, Settings};
+use clap::builder::{PossibleValuesParser, TypedValueParser};
+use clap::Args;
 use serde_json::{json, Value};
 
 use super::valid_config;
 
-#[derive(Clone, Copy, ValueEnum)]
-pub enum Function {
-    Interruption,
-    Schedule,
-    ClusterEvents,
+/// A function by its name, one of [`Function::ALL`]'s.
+fn function_named() -> impl TypedValueParser<Value = Function> {
+    PossibleValuesParser::new(Function::ALL.map(Function::name))
+        .try_map(|name| Function::from_name(&name).ok_or_else(|| format!("no function is named {name}")))
 }
 
 #[derive(Args)]
 pub struct InvokeArgs {
+    #[arg(value_parser = function_named())]
     function: Function,
     /// An EventBridge envelope (wrapped in an SQS message for the interruption
     /// function), a Scheduler input, or an SQS event with `Records`.
@@ -53,14 +54,9 @@ pub fn invoke(args: InvokeArgs) -> anyhow::Result<ExitCode> {
         if let ConfigSource::File(path) = &settings.config {
             eprintln!("config {}: cluster {}", path.display(), config.cluster);
         }
-        let (name, function) = match args.function {
-            Function::Interruption => ("interruption", args.function),
-            Function::Schedule => ("schedule", args.function),
-            Function::ClusterEvents => ("cluster-events", args.function),
-        };
-        let mut app = AwsApp::build(name, settings, config, &sdk).await?;
+        let mut app = AwsApp::build(args.function.name(), settings, config, &sdk).await?;
         app.metrics = ballast_lambda::app::metrics_to_stderr;
-        let output = match function {
+        let output = match args.function {
             Function::Interruption => {
                 let batch: SqsEvent = if payload.get("Records").is_some() {
                     serde_json::from_value(payload)?

@@ -11,6 +11,7 @@
 //! a letter naming another is kept and reported, never sent.
 
 use aws_sdk_sqs::types::MessageSystemAttributeName;
+use ballast_core::function::Function;
 use ballast_core::ports::{ErrorKind, PortError};
 use serde::Serialize;
 use serde_json::Value;
@@ -144,9 +145,9 @@ pub struct DeadLetterQueue {
 /// or that one alone.
 fn stack_functions(interruption: &str) -> Vec<String> {
     let interruption = unqualified(interruption).rsplit(':').next().unwrap_or_default();
-    match interruption.strip_suffix("interruption") {
+    match interruption.strip_suffix(Function::Interruption.name()) {
         Some(prefix) if prefix.ends_with('-') => {
-            ["interruption", "schedule", "cluster-events"].iter().map(|f| format!("{prefix}{f}")).collect()
+            Function::ALL.iter().map(|f| format!("{prefix}{}", f.name())).collect()
         }
         _ => vec![interruption.to_string()],
     }

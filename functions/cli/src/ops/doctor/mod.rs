@@ -8,6 +8,7 @@ use aws_sdk_sqs::types::QueueAttributeName;
 use ballast_core::config::{
     check_one_role, resolve_pool_asgs, selectors, AsgRef, AsgSelector, Config, ResolveError, FUNCTIONS_GROUP,
 };
+use ballast_core::function::Function;
 use std::collections::BTreeMap;
 
 use ballast_aws::autoscaling::{purchases_spot, AwsAutoscaling};
@@ -27,10 +28,9 @@ pub const CLUSTER_TAG: &str = "ballast.io/cluster";
 /// The hook transition Ballast drains for.
 const TERMINATING: &str = "autoscaling:EC2_INSTANCE_TERMINATING";
 
-/// The functions, by the name their role and function take after `ballast-CLUSTER-`.
-pub const FUNCTIONS: [&str; 3] = ["interruption", "schedule", "cluster-events"];
-/// The parts that note the config version they run on.
-pub const VERSION_PARTS: [&str; 4] = ["schedule", "interruption", "cluster-events", "forwarder"];
+/// The parts that note the config version they run on: the functions and the forwarder.
+pub const VERSION_PARTS: [&str; 4] =
+    [Function::Schedule.name(), Function::Interruption.name(), Function::ClusterEvents.name(), "forwarder"];
 /// A function takes a new version within a minute (its change event, else its minute's look).
 const FUNCTIONS_FOLLOW_WITHIN: chrono::Duration = chrono::Duration::minutes(2);
 /// The forwarder looks every minute and says so in demand events at least every heartbeat
@@ -128,9 +128,9 @@ impl Doctor {
                 None,
             );
         };
-        let roles: Vec<String> = FUNCTIONS
+        let roles: Vec<String> = Function::ALL
             .iter()
-            .map(|f| format!("arn:{partition}:iam::{account}:role/ballast-{}-{f}", config.cluster))
+            .map(|f| format!("arn:{partition}:iam::{account}:role/{}", f.deployed_name(&config.cluster)))
             .collect();
         let mode = cluster.access_config().and_then(|a| a.authentication_mode());
         if mode == Some(&aws_sdk_eks::types::AuthenticationMode::ConfigMap) {
@@ -298,7 +298,7 @@ impl Doctor {
                 detail,
                 "the forwarder runs an older version: `kubectl -n ballast logs deploy/ballast-forwarder` (a refused version is logged, ballast_forwarder_config_refused_total)",
             ),
-            _ => match notes.iter().find(|n| n.part == "schedule") {
+            _ => match notes.iter().find(|n| n.part == Function::Schedule.name()) {
                 Some(s) if s.version < live.version && since_written > FUNCTIONS_FOLLOW_WITHIN => bad(
                     check,
                     detail,
