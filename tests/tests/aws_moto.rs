@@ -336,7 +336,7 @@ async fn earlier_config_versions_come_newest_first_across_history_pages() {
 
 #[tokio::test]
 async fn doctor_checks_the_wiring_and_says_how_to_fix_it() {
-    use ballast_aws::doctor::{Doctor, Wiring};
+    use ballast_cli::ops::doctor::{Doctor, Wiring};
     let Some(moto) = Moto::start() else { return };
     let d = Deployment::create(&moto, 2, (0, 1), now()).await;
     d.wire().await;
@@ -345,7 +345,7 @@ async fn doctor_checks_the_wiring_and_says_how_to_fix_it() {
     let wiring = Wiring::conventional(&config);
 
     // The config's home: missing, then another version than the one given, then the same.
-    let home = |findings: &[ballast_aws::doctor::Finding]| findings[0].clone();
+    let home = |findings: &[ballast_cli::ops::doctor::Finding]| findings[0].clone();
     let missing = home(&doctor.check(&config, &wiring).await);
     assert!(!missing.ok && missing.fix.as_deref() == Some("ballast config push ballast.yaml"), "{missing:#?}");
     let ssm = aws_sdk_ssm::Client::new(&d.sdk);
@@ -368,7 +368,7 @@ async fn doctor_checks_the_wiring_and_says_how_to_fix_it() {
     ballast_aws::ssm::write(&ssm, "/ballast/test/config", &config_yaml(false, "")).await.unwrap();
 
     // Which version each part runs: no forwarder has said yet, then it lags, then all agree.
-    let versions = |findings: &[ballast_aws::doctor::Finding]| findings[1].clone();
+    let versions = |findings: &[ballast_cli::ops::doctor::Finding]| findings[1].clone();
     let missing = versions(&doctor.check(&config, &wiring).await);
     assert!(missing.ok && missing.detail.contains("forwarder none noted"), "{missing:#?}");
     assert!(missing.detail.contains("kubectl -n ballast logs deploy/ballast-forwarder"), "{missing:#?}");
@@ -873,7 +873,7 @@ fn invocations(moto: &Moto, function: &str) -> Vec<(serde_json::Value, String)> 
 
 #[tokio::test]
 async fn dead_letters_are_listed_with_why_and_sent_back_to_the_functions_they_failed_in() {
-    use ballast_aws::replay::{DeadLetterQueue, Letter, SentBack, LISTED_FOR, REPLAYED_FOR};
+    use ballast_cli::ops::replay::{DeadLetterQueue, Letter, SentBack, LISTED_FOR, REPLAYED_FOR};
     use ballast_core::ports::DeadLetters;
     let Some(moto) = Moto::start_recording() else { return };
     let d = Deployment::create(&moto, 1, (0, 1), now()).await;
@@ -942,7 +942,7 @@ async fn dead_letters_are_listed_with_why_and_sent_back_to_the_functions_they_fa
 #[tokio::test]
 async fn a_letter_whose_function_cannot_be_invoked_is_kept() {
     // A failed send must leave the letter, shown again once released: nothing is lost.
-    use ballast_aws::replay::{DeadLetterQueue, LISTED_FOR, REPLAYED_FOR};
+    use ballast_cli::ops::replay::{DeadLetterQueue, LISTED_FOR, REPLAYED_FOR};
     let Some(moto) = Moto::start() else { return };
     let d = Deployment::create(&moto, 1, (0, 1), now()).await;
     let queue = d.events_queue("ballast-test-replay", 3).await;
@@ -992,7 +992,7 @@ impl aws_smithy_runtime_api::client::interceptors::Intercept for FailsForGoodAga
 async fn a_letter_the_function_dead_letters_again_is_kept_once_not_replayed_again() {
     // Answered as handled, the first letter would be deleted and its copy, read next,
     // replayed again, up to --max times, all counted handled.
-    use ballast_aws::replay::{DeadLetterQueue, Outcome};
+    use ballast_cli::ops::replay::{DeadLetterQueue, Outcome};
     use ballast_core::ports::DeadLetters;
     let Some(moto) = Moto::start() else { return };
     let d = Deployment::create(&moto, 1, (0, 1), now()).await;
@@ -1020,7 +1020,7 @@ async fn a_letter_the_function_dead_letters_again_is_kept_once_not_replayed_agai
     let count = dlq.replay(1000, |done| outcomes.push(done.outcome.clone())).await.unwrap();
     assert_eq!(outcomes, [Outcome::Handled, Outcome::FailedAgain], "sent once, its copy kept");
     assert_eq!((count.handled, count.kept), (0, 1));
-    let left = dlq.receive(10, ballast_aws::replay::LISTED_FOR).await.unwrap();
+    let left = dlq.receive(10, ballast_cli::ops::replay::LISTED_FOR).await.unwrap();
     assert_eq!(left.len(), 1, "the copy, with its new reason, shown again");
     assert!(left[0].letter.describe().ends_with("pool general: still AccessDenied"), "{:?}", left[0].letter);
 }
@@ -1029,7 +1029,7 @@ async fn a_letter_the_function_dead_letters_again_is_kept_once_not_replayed_agai
 async fn a_letter_its_function_rejects_is_kept_with_why() {
     // A schedule or cluster-events function answers an event it rejects with success
     // (its summary's `invalid`); deleting the letter would hide it.
-    use ballast_aws::replay::{DeadLetterQueue, SentBack, REPLAYED_FOR};
+    use ballast_cli::ops::replay::{DeadLetterQueue, SentBack, REPLAYED_FOR};
     let Some(moto) = Moto::start() else { return };
     let d = Deployment::create(&moto, 1, (0, 1), now()).await;
     let queue = d.events_queue("ballast-test-replay", 3).await;
@@ -1067,7 +1067,7 @@ fn aside(work: impl std::future::Future<Output = ()> + Send + 'static) {
 /// too. The functions refuse the pool; the doctor says so against the account.
 #[tokio::test]
 async fn doctor_shows_an_asg_two_selectors_take() {
-    use ballast_aws::doctor::{Doctor, Wiring};
+    use ballast_cli::ops::doctor::{Doctor, Wiring};
     let Some(moto) = Moto::start() else { return };
     let d = Deployment::create(&moto, 2, (0, 1), now()).await;
     d.wire().await;

@@ -425,7 +425,7 @@ async fn a_dry_run_not_let_in_yet_waits_for_cluster_access_and_a_live_one_fails(
 /// said missing with their fix.
 #[tokio::test]
 async fn doctor_asks_the_api_server_what_the_functions_may_do_and_finds_the_forwarder() {
-    use ballast_kube::doctor;
+    use ballast_cli::ops::doctor::cluster as doctor;
     use k8s_openapi::api::core::v1::ConfigMap;
     use k8s_openapi::api::rbac::v1::RoleBinding;
     let Some((plane, admin, _)) = setup(Parts::ApiServer).await else { return };

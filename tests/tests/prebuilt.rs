@@ -6,10 +6,11 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
 
+use ballast_core::function::Function;
 use ballast_tests::templates::{cdk_synthesized, infra_python, sam_translated, sam_translated_file};
 use serde_json::Value;
 
-const FUNCTIONS: [&str; 3] = ["interruption", "schedule", "cluster-events"];
+const FUNCTIONS: [&str; 3] = Function::NAMES;
 
 /// The release's version: ballast-cli's, as scripts/release reads it.
 fn version() -> String {

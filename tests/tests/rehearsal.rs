@@ -21,6 +21,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use ballast_core::config::{AsgSelector, Config};
+use ballast_core::function::Function;
 use ballast_tests::emulator::Emulator;
 use ballast_tests::kube::{kubectl, ControlPlane, Parts, ADMIN_TOKEN, FUNCTIONS_GROUP, FUNCTIONS_TOKEN};
 use ballast_tests::moto::{required, Moto};
@@ -30,7 +31,7 @@ use serde_json::{json, Value};
 const DOC: &str = "docs/src/getting-started.md";
 /// CloudFormation's limit on one parameter value.
 const PARAMETER_VALUE_MAX: usize = 4096;
-const FUNCTIONS: [&str; 3] = ["interruption", "schedule", "cluster-events"];
+const FUNCTIONS: [&str; 3] = Function::NAMES;
 
 /// A deploy command that fails in ways the check must catch: the config as a parameter
 /// (the shell truncates it), `--guided` (whose capability prompt defaults to CAPABILITY_IAM).

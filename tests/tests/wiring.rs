@@ -5,11 +5,12 @@
 
 use std::collections::BTreeSet;
 
+use ballast_core::function::Function;
 use ballast_lambda::metrics::{DECISION_METRICS, OTHER_METRICS};
 use ballast_tests::templates::{rendered, strings, text, Template, Variant, ACCOUNT, REGION};
 use serde_json::{json, Value};
 
-const FUNCTIONS: [&str; 3] = ["interruption", "schedule", "cluster-events"];
+const FUNCTIONS: [&str; 3] = Function::NAMES;
 
 fn each(check: impl Fn(Variant, &Template) -> Vec<String>) {
     let mut wrong = Vec::new();
@@ -48,6 +49,33 @@ fn statements(t: &Template, role: &str) -> Vec<(String, Value)> {
 
 fn allows(statement: &Value, action: &str) -> bool {
     statement["Effect"] == "Allow" && strings(&statement["Action"]).iter().any(|a| a == action)
+}
+
+/// The templates deploy the functions `Function` names and no other, each as
+/// `ballast-CLUSTER-NAME`; the SAM template under `Function::logical_id` too.
+#[test]
+fn the_templates_deploy_exactly_the_functions_ballast_names() {
+    each(|variant, t| {
+        let deployed: BTreeSet<(String, String)> = t
+            .of_kind("AWS::Lambda::Function")
+            .map(|(id, r)| (id.clone(), text(&r.properties["FunctionName"])))
+            .collect();
+        let names: BTreeSet<String> = deployed.iter().map(|(_, name)| name.clone()).collect();
+        let want: BTreeSet<String> = Function::ALL.iter().map(|f| f.deployed_name(cluster(variant))).collect();
+        let mut wrong = Vec::new();
+        if names != want {
+            wrong.push(format!("functions {names:?}, want {want:?}"));
+        }
+        if matches!(variant, Variant::Sam | Variant::SamVpc) {
+            for f in Function::ALL {
+                let name = f.deployed_name(cluster(variant));
+                if !deployed.contains(&(f.logical_id().to_string(), name.clone())) {
+                    wrong.push(format!("{name}: not under the logical id {}: {deployed:?}", f.logical_id()));
+                }
+            }
+        }
+        wrong
+    });
 }
 
 #[test]

@@ -42,7 +42,7 @@ impl DeadLetters for SqsDeadLetters {
 }
 
 /// A queue's URL by its name.
-pub(crate) async fn queue_url(sqs: &aws_sdk_sqs::Client, name: &str) -> Result<String, PortError> {
+pub async fn queue_url(sqs: &aws_sdk_sqs::Client, name: &str) -> Result<String, PortError> {
     sqs.get_queue_url()
         .queue_name(name)
         .send()

@@ -6,11 +6,8 @@
 pub mod autoscaling;
 pub mod compute;
 pub mod dead_letters;
-pub mod doctor;
 pub mod eks;
 pub mod redelivery;
-#[cfg(feature = "replay")]
-pub mod replay;
 pub mod ssm;
 pub mod state;
 pub mod timeouts;

@@ -10,6 +10,7 @@ pub mod config;
 pub mod event;
 pub mod finding;
 pub mod forwarder;
+pub mod function;
 pub mod learn;
 pub mod observe;
 pub mod plan;

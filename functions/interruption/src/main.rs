@@ -8,7 +8,7 @@ use lambda_runtime::{service_fn, Error, LambdaEvent};
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
     ballast_lambda::init_tracing();
-    let app = ballast_lambda::AwsLiveApp::from_env("interruption").await?;
+    let app = ballast_lambda::AwsLiveApp::from_env(ballast_lambda::Function::Interruption).await?;
     let app = &app;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
         let deadline = ballast_lambda::handlers::deadline_of(&event.context);

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use ballast_aws::{AwsAutoscaling, DynamoStore, SqsDeadLetters, SqsRedelivery};
 use ballast_core::config::{Config, ConfigErrors};
 use ballast_core::event::Origin;
+use ballast_core::function::Function;
 use ballast_core::ports::{
     Autoscaling, Clock, Cluster, ConfigVersions, DeadLetters, PortError, Redelivery, StateStore, VersionNote,
 };
@@ -198,7 +199,8 @@ pub type AwsLiveApp = LiveApp<AwsAutoscaling, FunctionCluster, DynamoStore, Syst
 impl AwsLiveApp {
     /// Settings from the process environment; the config from its home, looked at once
     /// now so that a cold start logs the version it starts on (or why it has none).
-    pub async fn from_env(function: &'static str) -> Result<AwsLiveApp, StartError> {
+    pub async fn from_env(function: Function) -> Result<AwsLiveApp, StartError> {
+        let function = function.name();
         let settings = Settings::from_env(|name| std::env::var(name).ok())?;
         let sdk = ballast_aws::sdk_config().await;
         // A fixed config never changes: one that is invalid fails the start, as it always will.

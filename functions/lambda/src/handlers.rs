@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
 use ballast_core::event::{parse_event, parse_event_value, Event};
+use ballast_core::function::Function;
 use ballast_core::ports::{Autoscaling, Clock, Cluster, DeadLetters, Redelivery, StateStore};
 use ballast_core::reconcile::{BatchOutcome, Budget, ReconcileError};
 use serde::Serialize;
@@ -28,10 +29,10 @@ pub const CONFIG_SOURCE: &str = "aws.ssm";
 /// The sources a directly invoked function takes: its own, or (a local tool's run under
 /// another name) those of both directly invoked functions.
 fn direct_sources(function: &str) -> Vec<&'static str> {
-    match function {
-        "schedule" => SCHEDULE_SOURCES.to_vec(),
-        "cluster-events" => CLUSTER_EVENTS_SOURCES.to_vec(),
-        _ => {
+    match Function::from_name(function) {
+        Some(Function::Schedule) => SCHEDULE_SOURCES.to_vec(),
+        Some(Function::ClusterEvents) => CLUSTER_EVENTS_SOURCES.to_vec(),
+        Some(Function::Interruption) | None => {
             let mut both: Vec<&str> = SCHEDULE_SOURCES.iter().chain(CLUSTER_EVENTS_SOURCES.iter()).copied().collect();
             both.sort_unstable();
             both.dedup();
@@ -54,12 +55,13 @@ pub fn retry_after(receive_count: u32) -> Duration {
 }
 
 /// The shortest lifecycle-hook `HeartbeatTimeout` Ballast keeps open while the action waits
-/// for other runs' drains: it heartbeats at each receive, and receives come at most
-/// [`retry_after`]'s longest pause, the templates' longest batching window (10 s), a lease
-/// wait and a wait for a concurrency slot (drains may hold each for the longest function
-/// timeout, 15 min) apart (AWS's default is an hour).
-pub const HOOK_HEARTBEAT_TIMEOUT_AT_LEAST: Duration =
-    Duration::from_secs(ballast_aws::doctor::HOOK_HEARTBEAT_TIMEOUT_AT_LEAST_SECS);
+/// for other runs' drains: it heartbeats at each receive (and each minute while another
+/// pool of the batch works), and receives come at most [`retry_after`]'s longest pause, the
+/// templates' longest batching window (10 s), a lease wait and a wait for a concurrency
+/// slot (drains may hold each for the longest function timeout, 15 min) apart: 21 minutes.
+/// A storm keeping every slot busy longer can exceed it: AWS's default hour is the safer
+/// setting. `ballast doctor` holds the stack's termination hooks to it.
+pub const HOOK_HEARTBEAT_TIMEOUT_AT_LEAST: Duration = Duration::from_secs(21 * 60);
 
 /// Brings each of `failed` back after [`retry_after`] its receive count, not after the
 /// queue's visibility timeout. If that cannot be arranged it still comes back, later.
@@ -257,11 +259,12 @@ where
             let body = message.body.as_deref().unwrap_or_default();
             let parsed = parse_event(body.as_bytes(), Some(&self.origin))
                 .map_err(|e| (e.field_name().unwrap_or("(none)").to_string(), e.to_string()));
-            let parsed =
-                parsed.and_then(|event| match foreign_source("interruption", &event.source, &INTERRUPTION_SOURCES) {
+            let parsed = parsed.and_then(|event| {
+                match foreign_source(Function::Interruption.name(), &event.source, &INTERRUPTION_SOURCES) {
                     Some(why) => Err(("source".to_string(), why)),
                     None => Ok(event),
-                });
+                }
+            });
             match parsed {
                 Ok(event) => {
                     body_of.insert(message_id.clone(), body);

@@ -10,6 +10,7 @@ pub mod metrics;
 pub mod settings;
 
 pub use app::{App, AwsApp, AwsLiveApp, LiveApp};
+pub use ballast_core::function::Function;
 pub use settings::{ConfigSource, Settings, SettingsError};
 
 /// Logs as Lambda's advanced logging controls ask, through the runtime's own subscriber:

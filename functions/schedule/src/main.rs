@@ -7,7 +7,7 @@ use serde_json::Value;
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
     ballast_lambda::init_tracing();
-    let app = ballast_lambda::AwsLiveApp::from_env("schedule").await?;
+    let app = ballast_lambda::AwsLiveApp::from_env(ballast_lambda::Function::Schedule).await?;
     let app = &app;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
         app.direct(event.payload, ballast_lambda::handlers::deadline_of(&event.context)).await

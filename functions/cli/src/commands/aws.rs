@@ -5,22 +5,23 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 use aws_lambda_events::event::sqs::SqsEvent;
-use ballast_aws::doctor::{Doctor, Finding, Wiring};
-use ballast_lambda::{AwsApp, ConfigSource, Settings};
-use clap::{Args, ValueEnum};
+use ballast_cli::ops::doctor::{cluster, Doctor, Finding, Wiring};
+use ballast_lambda::{AwsApp, ConfigSource, Function, Settings};
+use clap::builder::{PossibleValuesParser, TypedValueParser};
+use clap::Args;
 use serde_json::{json, Value};
 
 use super::valid_config;
 
-#[derive(Clone, Copy, ValueEnum)]
-pub enum Function {
-    Interruption,
-    Schedule,
-    ClusterEvents,
+/// A function by its name, one of [`Function::ALL`]'s.
+fn function_named() -> impl TypedValueParser<Value = Function> {
+    PossibleValuesParser::new(Function::ALL.map(Function::name))
+        .try_map(|name| Function::from_name(&name).ok_or_else(|| format!("no function is named {name}")))
 }
 
 #[derive(Args)]
 pub struct InvokeArgs {
+    #[arg(value_parser = function_named())]
     function: Function,
     /// An EventBridge envelope (wrapped in an SQS message for the interruption
     /// function), a Scheduler input, or an SQS event with `Records`.
@@ -53,14 +54,9 @@ pub fn invoke(args: InvokeArgs) -> anyhow::Result<ExitCode> {
         if let ConfigSource::File(path) = &settings.config {
             eprintln!("config {}: cluster {}", path.display(), config.cluster);
         }
-        let (name, function) = match args.function {
-            Function::Interruption => ("interruption", args.function),
-            Function::Schedule => ("schedule", args.function),
-            Function::ClusterEvents => ("cluster-events", args.function),
-        };
-        let mut app = AwsApp::build(name, settings, config, &sdk).await?;
+        let mut app = AwsApp::build(args.function.name(), settings, config, &sdk).await?;
         app.metrics = ballast_lambda::app::metrics_to_stderr;
-        let output = match function {
+        let output = match args.function {
             Function::Interruption => {
                 let batch: SqsEvent = if payload.get("Records").is_some() {
                     serde_json::from_value(payload)?
@@ -161,7 +157,7 @@ pub fn doctor(args: DoctorArgs) -> anyhow::Result<ExitCode> {
 
 /// The cluster side, as the operator's kubeconfig (its current context) reaches it.
 async fn cluster_side(config: &ballast_core::config::Config, aws_auth_roles: Option<Vec<String>>) -> Vec<Finding> {
-    let (client, server) = match ballast_kube::doctor::connect().await {
+    let (client, server) = match cluster::connect().await {
         Ok(connected) => connected,
         Err(e) => {
             return vec![Finding::bad(
@@ -179,13 +175,9 @@ async fn cluster_side(config: &ballast_core::config::Config, aws_auth_roles: Opt
             config.cluster
         ),
     );
-    let mut findings = vec![
-        context,
-        ballast_kube::doctor::rbac(&client, config).await,
-        ballast_kube::doctor::forwarder(&client).await,
-    ];
+    let mut findings = vec![context, cluster::rbac(&client, config).await, cluster::forwarder(&client).await];
     if let Some(roles) = aws_auth_roles {
-        findings.push(ballast_kube::doctor::aws_auth(&client, &roles).await);
+        findings.push(cluster::aws_auth(&client, &roles).await);
     }
     findings
 }
@@ -212,7 +204,7 @@ pub struct DeadLettersArgs {
 
 /// Exit 0 when every letter was listed (or handled when sent back), 1 when one was not.
 pub fn dead_letters(args: DeadLettersArgs) -> anyhow::Result<ExitCode> {
-    use ballast_aws::replay::{DeadLetterQueue, Outcome, LISTED_FOR};
+    use ballast_cli::ops::replay::{DeadLetterQueue, Outcome, LISTED_FOR};
     let (config, wiring) = args.deployment.wiring()?;
     let interruption = format!("ballast-{}-interruption", config.cluster);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;

@@ -62,7 +62,7 @@ impl Doctor {
 
     /// (ARN, redrive policy, (visibility timeout, retention) in seconds) of a queue.
     pub(super) async fn queue_attributes(&self, name: &str) -> Result<(String, Option<String>, (u64, u64)), String> {
-        let url = crate::dead_letters::queue_url(&self.sqs, name).await.map_err(|e| e.to_string())?;
+        let url = ballast_aws::dead_letters::queue_url(&self.sqs, name).await.map_err(|e| e.to_string())?;
         let attrs = self
             .sqs
             .get_queue_attributes()

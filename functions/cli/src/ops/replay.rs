@@ -3,8 +3,7 @@
 //! events queue to the interruption function (as a one-message batch: the queue itself
 //! takes messages from the stack's rules only), a failed asynchronous invocation (its
 //! on-failure record) to its function again. Each is invoked and waited for, so a letter
-//! is deleted only once its function handled it. Behind the `replay` feature: only the
-//! CLI needs Lambda's SDK.
+//! is deleted only once its function handled it.
 //!
 //! Anyone who may send to the dead-letter queue could name any function in a letter, so a
 //! replay invokes only this stack's own functions (`ballast-CLUSTER-{interruption,
@@ -12,12 +11,13 @@
 //! a letter naming another is kept and reported, never sent.
 
 use aws_sdk_sqs::types::MessageSystemAttributeName;
+use ballast_core::function::Function;
 use ballast_core::ports::{ErrorKind, PortError};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::classify;
-use crate::dead_letters::queue_url;
+use ballast_aws::classify;
+use ballast_aws::dead_letters::queue_url;
 
 /// How long a letter read stays hidden from other readers: a listing shows them again at
 /// once; a replay reads one at a time and waits for its function, up to Lambda's longest
@@ -145,9 +145,9 @@ pub struct DeadLetterQueue {
 /// or that one alone.
 fn stack_functions(interruption: &str) -> Vec<String> {
     let interruption = unqualified(interruption).rsplit(':').next().unwrap_or_default();
-    match interruption.strip_suffix("interruption") {
+    match interruption.strip_suffix(Function::Interruption.name()) {
         Some(prefix) if prefix.ends_with('-') => {
-            ["interruption", "schedule", "cluster-events"].iter().map(|f| format!("{prefix}{f}")).collect()
+            Function::ALL.iter().map(|f| format!("{prefix}{}", f.name())).collect()
         }
         _ => vec![interruption.to_string()],
     }

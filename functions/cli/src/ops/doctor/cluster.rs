@@ -13,7 +13,7 @@ use k8s_openapi::api::authorization::v1::{ResourceAttributes, SubjectAccessRevie
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
 
-use crate::headroom::deployment_name;
+use ballast_kube::headroom::deployment_name;
 
 /// Where infra/k8s runs the forwarder.
 pub const FORWARDER_NAMESPACE: &str = "ballast";
@@ -93,7 +93,7 @@ pub fn needs(config: &Config) -> Vec<Need> {
 pub async fn connect() -> Result<(kube::Client, String), String> {
     let config = kube::Config::from_kubeconfig(&Default::default()).await.map_err(|e| e.to_string())?;
     let server = config.cluster_url.to_string();
-    let connector = crate::Connector::fixed(config).map_err(|e| e.to_string())?;
+    let connector = ballast_kube::Connector::fixed(config).map_err(|e| e.to_string())?;
     let client = connector.client().await.map_err(|e| e.to_string())?;
     Ok((client, server))
 }
@@ -234,7 +234,7 @@ mod tests {
 
     #[test]
     fn needs_follow_the_pools_namespaces_and_priority_classes() {
-        let config = Config::from_yaml(include_str!("../../../ballast.example.yaml")).unwrap();
+        let config = Config::from_yaml(include_str!("../../../../../ballast.example.yaml")).unwrap();
         let said: Vec<String> = needs(&config).iter().map(ToString::to_string).collect();
         for want in [
             "patch nodes",

@@ -6,9 +6,10 @@ use super::*;
 
 impl Doctor {
     /// A termination hook must stay open while its action waits behind another run's
-    /// drain: Ballast heartbeats it at each SQS retry, which come minutes apart.
+    /// drain: Ballast heartbeats it at each SQS retry, which come minutes apart (the
+    /// functions' own bound, where their test holds the longest gap under it).
     pub(super) async fn hooks(&self, check: &str, asg: &str, findings: &mut Vec<Finding>) {
-        let at_least = HOOK_HEARTBEAT_TIMEOUT_AT_LEAST_SECS;
+        let at_least = ballast_lambda::handlers::HOOK_HEARTBEAT_TIMEOUT_AT_LEAST.as_secs();
         let hooks = match self.autoscaling.client().describe_lifecycle_hooks().auto_scaling_group_name(asg).send().await
         {
             Ok(out) => out.lifecycle_hooks.unwrap_or_default(),
@@ -53,7 +54,7 @@ impl Doctor {
                 // A listing that fails is reported by the ASG checks.
                 for group in self.autoscaling.select(selector).await.unwrap_or_default() {
                     let name = group.auto_scaling_group_name().unwrap_or_default().to_string();
-                    listed.insert(name, crate::autoscaling::tags_of(&group));
+                    listed.insert(name, ballast_aws::autoscaling::tags_of(&group));
                 }
             }
         }
@@ -103,7 +104,7 @@ impl Doctor {
                         for group in groups {
                             let name = group.auto_scaling_group_name().unwrap_or_default().to_string();
                             let buys_spot = purchases_spot(&group);
-                            let tags = crate::autoscaling::tags_of(&group);
+                            let tags = ballast_aws::autoscaling::tags_of(&group);
                             let mut missing = Vec::new();
                             if !tags.contains_key(POOL_TAG) {
                                 missing.push((POOL_TAG, pool.name.as_str()));

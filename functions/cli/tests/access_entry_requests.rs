@@ -1,5 +1,6 @@
 //! Request-level tests of `ballast doctor`'s access entry check (moto has no access entry
 //! API): what it asks EKS for and how it reads each answer.
+#![cfg(feature = "aws")]
 
 use aws_sdk_eks::operation::describe_access_entry::DescribeAccessEntryOutput;
 use aws_sdk_eks::operation::describe_cluster::DescribeClusterOutput;
@@ -8,8 +9,8 @@ use aws_smithy_mocks::{mock, mock_client, RuleMode};
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 use aws_smithy_runtime_api::http::StatusCode;
 use aws_smithy_types::body::SdkBody;
-use ballast_aws::doctor::Doctor;
 use ballast_aws::AwsAutoscaling;
+use ballast_cli::ops::doctor::Doctor;
 use ballast_core::config::Config;
 
 const CONFIG: &str = "cluster: prod\nregion: eu-west-1\nstate_table: ballast-state\npools:\n  - name: general\n    spot_asgs: [s]\n    on_demand_asg: od\n";

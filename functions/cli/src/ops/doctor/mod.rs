@@ -8,12 +8,14 @@ use aws_sdk_sqs::types::QueueAttributeName;
 use ballast_core::config::{
     check_one_role, resolve_pool_asgs, selectors, AsgRef, AsgSelector, Config, ResolveError, FUNCTIONS_GROUP,
 };
+use ballast_core::function::Function;
 use std::collections::BTreeMap;
 
-use crate::autoscaling::{purchases_spot, AwsAutoscaling};
-use crate::state::{KEY, TTL_ATTRIBUTE};
+use ballast_aws::autoscaling::{purchases_spot, AwsAutoscaling};
+use ballast_aws::state::{KEY, TTL_ATTRIBUTE};
 
 mod asgs;
+pub mod cluster;
 mod wiring;
 pub use wiring::{Target, Wiring, QUEUE_RULES};
 
@@ -25,20 +27,10 @@ pub const CLUSTER_TAG: &str = "ballast.io/cluster";
 
 /// The hook transition Ballast drains for.
 const TERMINATING: &str = "autoscaling:EC2_INSTANCE_TERMINATING";
-/// The shortest termination-hook `HeartbeatTimeout` Ballast keeps open while the action
-/// waits behind other drains: the functions heartbeat it at each SQS receive (and each
-/// minute while another pool of the batch works), and receives come at most 5 minutes
-/// (the retry's pause) plus a batching window and a lease wait apart, plus the wait for
-/// one of the queue's concurrency slots, which drains may hold for a whole function
-/// timeout (15 minutes at most): 21 minutes. A storm keeping every slot busy longer can
-/// exceed it: AWS's default hour is the safer setting. (ballast-lambda's
-/// `HOOK_HEARTBEAT_TIMEOUT_AT_LEAST`, whose test holds the sum under it.)
-pub const HOOK_HEARTBEAT_TIMEOUT_AT_LEAST_SECS: u64 = 21 * 60;
 
-/// The functions, by the name their role and function take after `ballast-CLUSTER-`.
-pub const FUNCTIONS: [&str; 3] = ["interruption", "schedule", "cluster-events"];
-/// The parts that note the config version they run on.
-pub const VERSION_PARTS: [&str; 4] = ["schedule", "interruption", "cluster-events", "forwarder"];
+/// The parts that note the config version they run on: the functions and the forwarder.
+pub const VERSION_PARTS: [&str; 4] =
+    [Function::Schedule.name(), Function::Interruption.name(), Function::ClusterEvents.name(), "forwarder"];
 /// A function takes a new version within a minute (its change event, else its minute's look).
 const FUNCTIONS_FOLLOW_WITHIN: chrono::Duration = chrono::Duration::minutes(2);
 /// The forwarder looks every minute and says so in demand events at least every heartbeat
@@ -136,9 +128,9 @@ impl Doctor {
                 None,
             );
         };
-        let roles: Vec<String> = FUNCTIONS
+        let roles: Vec<String> = Function::ALL
             .iter()
-            .map(|f| format!("arn:{partition}:iam::{account}:role/ballast-{}-{f}", config.cluster))
+            .map(|f| format!("arn:{partition}:iam::{account}:role/{}", f.deployed_name(&config.cluster)))
             .collect();
         let mode = cluster.access_config().and_then(|a| a.authentication_mode());
         if mode == Some(&aws_sdk_eks::types::AuthenticationMode::ConfigMap) {
@@ -214,7 +206,7 @@ impl Doctor {
     /// The live config: there, valid, within the parameter's size, and the one given.
     async fn config_home(&self, config: &Config, parameter: &str) -> Finding {
         let check = format!("config {parameter}");
-        let live = match crate::ssm::read_if_any(&self.ssm, parameter).await {
+        let live = match ballast_aws::ssm::read_if_any(&self.ssm, parameter).await {
             Ok(Some(live)) => live,
             Ok(None) => {
                 return bad(
@@ -277,12 +269,12 @@ impl Doctor {
     /// function with no event) is reported, not failed.
     async fn versions(&self, table: &str, parameter: &str, now: chrono::DateTime<chrono::Utc>) -> Finding {
         let check = "config versions".to_string();
-        let live = match crate::ssm::read_if_any(&self.ssm, parameter).await {
+        let live = match ballast_aws::ssm::read_if_any(&self.ssm, parameter).await {
             Ok(Some(live)) => live,
             Ok(None) => return bad(check, format!("no config at {parameter}"), "ballast config push ballast.yaml"),
             Err(e) => return bad(check, format!("cannot read {parameter}: {e}"), "allow ssm:GetParameter on it"),
         };
-        let store = crate::state::DynamoStore::from_client(self.dynamodb.clone(), table);
+        let store = ballast_aws::state::DynamoStore::from_client(self.dynamodb.clone(), table);
         let notes = match store.config_versions(&VERSION_PARTS).await {
             Ok(notes) => notes,
             Err(e) => return bad(check, format!("cannot read the notes in {table}: {e}"), "deploy the stack"),
@@ -306,7 +298,7 @@ impl Doctor {
                 detail,
                 "the forwarder runs an older version: `kubectl -n ballast logs deploy/ballast-forwarder` (a refused version is logged, ballast_forwarder_config_refused_total)",
             ),
-            _ => match notes.iter().find(|n| n.part == "schedule") {
+            _ => match notes.iter().find(|n| n.part == Function::Schedule.name()) {
                 Some(s) if s.version < live.version && since_written > FUNCTIONS_FOLLOW_WITHIN => bad(
                     check,
                     detail,
