@@ -2,6 +2,7 @@
 //! [`EventError`] naming the field and the reason; nothing here panics.
 
 mod detail;
+mod kind;
 mod signal;
 mod source;
 
@@ -15,6 +16,7 @@ pub use detail::{
     PoolDemandDetail, PoolWaitsDetail, WaitBucket, WAIT_BUCKETS_SECONDS,
 };
 
+pub use kind::{EventKind, FORWARDER_SOURCE};
 pub use signal::{CapacityError, Event, LaunchError, LaunchFailure, LifecycleAction, Origin, Signal};
 use source::{schedule_signal, signal_for};
 
