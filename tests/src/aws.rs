@@ -18,7 +18,7 @@ use aws_sdk_dynamodb::types::{
 use aws_sdk_sqs::types::QueueAttributeName;
 use ballast_aws::{AwsAutoscaling, DynamoStore, SqsDeadLetters, SqsRedelivery};
 use ballast_core::config::{Config, PoolConfig};
-use ballast_core::event::{parse_event_value, Event};
+use ballast_core::event::{parse_event_value, Event, EventKind, FORWARDER_SOURCE};
 use ballast_core::observe::{Demand, LifecycleState, NodeState};
 use ballast_core::ports::FixedClock;
 use ballast_core::ports::{Autoscaling, Cluster, DrainReport, PortError};
@@ -343,21 +343,18 @@ impl Deployment {
         let queue_url = self.queue("ballast-test-events", &[(QueueAttributeName::RedrivePolicy, redrive)]).await;
         let queue_arn = self.queue_arn(&queue_url).await;
         let events = aws_sdk_eventbridge::Client::new(&self.sdk);
-        for (rule, source, detail_types) in [
-            ("spot-interruption", "aws.ec2", &["EC2 Spot Instance Interruption Warning"][..]),
-            ("rebalance", "aws.ec2", &["EC2 Instance Rebalance Recommendation"]),
-            ("state-change", "aws.ec2", &["EC2 Instance State-change Notification"]),
-            (
-                "launch-unsuccessful",
-                "aws.autoscaling",
-                &["EC2 Instance Launch Unsuccessful", "EC2 Instance Launch Successful"],
-            ),
-            ("lifecycle", "aws.autoscaling", &["EC2 Instance-terminate Lifecycle Action"]),
-            ("health", "aws.health", &["AWS Health Event"]),
-            ("config-changed", "aws.ssm", &["Parameter Store Change"]),
+        for (rule, kinds) in [
+            ("spot-interruption", &[EventKind::SpotInterruptionWarning][..]),
+            ("rebalance", &[EventKind::RebalanceRecommendation]),
+            ("state-change", &[EventKind::InstanceStateChange]),
+            ("launch-unsuccessful", &[EventKind::LaunchUnsuccessful, EventKind::LaunchSuccessful]),
+            ("lifecycle", &[EventKind::TerminateLifecycleAction]),
+            ("health", &[EventKind::HealthEvent]),
+            ("config-changed", &[EventKind::ParameterStoreChange]),
         ] {
             let name = format!("ballast-test-{rule}");
-            let pattern = serde_json::json!({ "source": [source], "detail-type": detail_types }).to_string();
+            let detail_types: Vec<&str> = kinds.iter().map(|k| k.detail_type()).collect();
+            let pattern = serde_json::json!({ "source": [kinds[0].source()], "detail-type": detail_types }).to_string();
             events.put_rule().name(&name).event_pattern(pattern).send().await.expect("rule");
             events
                 .put_targets()
@@ -370,7 +367,7 @@ impl Deployment {
                 .expect("targets");
         }
         events.create_event_bus().name("ballast-test").send().await.expect("bus");
-        let pattern = serde_json::json!({ "source": ["ballast.kubernetes"] }).to_string();
+        let pattern = serde_json::json!({ "source": [FORWARDER_SOURCE] }).to_string();
         events
             .put_rule()
             .name("ballast-test-forwarder")
@@ -472,7 +469,7 @@ impl EventInbox {
         let queue = format!("{bus}-inbox");
         events.create_event_bus().name(bus).send().await.expect("event bus");
         let url = sqs.create_queue().queue_name(&queue).send().await.expect("queue").queue_url.expect("queue url");
-        let pattern = serde_json::json!({ "source": ["ballast.kubernetes"] }).to_string();
+        let pattern = serde_json::json!({ "source": [FORWARDER_SOURCE] }).to_string();
         events.put_rule().name("to-inbox").event_bus_name(bus).event_pattern(pattern).send().await.expect("rule");
         let arn = format!("arn:aws:sqs:eu-west-1:123456789012:{queue}");
         let target = aws_sdk_eventbridge::types::Target::builder().id("inbox").arn(arn).build().expect("target");

@@ -1208,7 +1208,7 @@ fn lifecycle_over(memory: &InMemory) -> Faulty<InMemory, Refusing> {
     let refuses = |operation: &str, instance: &str| {
         operation.contains("Lifecycle").then(|| {
             let message = format!("ValidationError: No active Lifecycle Action found with instance ID {instance}");
-            PortError::new(ErrorKind::Permanent, operation, message)
+            PortError::new(ErrorKind::Gone, operation, message)
         })
     };
     Refusing::over(memory, refuses)

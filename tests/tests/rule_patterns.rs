@@ -8,6 +8,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use ballast_core::event::EventKind;
 use ballast_tests::moto::Moto;
 use ballast_tests::repo_root;
 use ballast_tests::templates::{rendered, sam_parameters, sam_translated, Template, Variant};
@@ -23,50 +24,73 @@ fn rules(template: &Template) -> Vec<(String, bool, Value)> {
     found
 }
 
-/// Which rule should take which fixture, by the fixture's file name.
-fn expected(rule_kind: &str, fixture: &str) -> bool {
+/// Which rule should take which fixture, by the fixture's file name; a rule is known by
+/// the first kind its pattern names.
+fn expected(rule_kind: EventKind, fixture: &str) -> bool {
     let loss =
         ["state-change-stopping", "state-change-stopped", "state-change-shutting-down", "state-change-terminated"];
     match rule_kind {
-        "spot-interruption" => fixture.starts_with("spot-interruption-"),
-        "rebalance" => fixture.starts_with("rebalance-"),
-        "state-change" => loss.iter().any(|l| fixture.starts_with(l)),
+        EventKind::SpotInterruptionWarning => fixture.starts_with("spot-interruption-"),
+        EventKind::RebalanceRecommendation => fixture.starts_with("rebalance-"),
+        EventKind::InstanceStateChange => loss.iter().any(|l| fixture.starts_with(l)),
         // Launch outcomes, failed and successful.
-        "launch-unsuccessful" => fixture.starts_with("launch-"),
+        EventKind::LaunchUnsuccessful => fixture.starts_with("launch-"),
         // Auto Scaling's test of a new hook is no terminating action: the rule leaves it out
         // (the function ignores it if it comes another way).
-        "lifecycle" => fixture.starts_with("lifecycle-") && !fixture.starts_with("lifecycle-test-notification"),
-        "health" => fixture.starts_with("health-"),
-        "forwarder" => fixture.starts_with("forwarder-"),
+        EventKind::TerminateLifecycleAction => {
+            fixture.starts_with("lifecycle-") && !fixture.starts_with("lifecycle-test-notification")
+        }
+        EventKind::HealthEvent => fixture.starts_with("health-"),
+        EventKind::PoolDemandChanged => fixture.starts_with("forwarder-"),
         // Variants made by the test (another parameter, a Delete) take nothing.
-        "config-changed" => fixture == "ssm-parameter-change.json",
-        other => panic!("a rule of unknown kind: {other}"),
+        EventKind::ParameterStoreChange => fixture == "ssm-parameter-change.json",
+        other => panic!("a rule led by a kind no rule should lead: {other:?}"),
     }
+}
+
+/// Every (source, detail-type) pair a pattern names, each as its kind; a pair that is no
+/// kind Ballast parses fails here, naming it.
+fn kinds_of(rule: &str, pattern: &Value) -> Vec<EventKind> {
+    let list = |key: &str| -> Vec<String> {
+        let values = pattern[key].as_array().unwrap_or_else(|| panic!("rule {rule}: no `{key}` list in its pattern"));
+        values.iter().map(|v| v.as_str().expect("a string").to_string()).collect()
+    };
+    let mut kinds = Vec::new();
+    for detail_type in list("detail-type") {
+        for source in list("source") {
+            match EventKind::of(&source, &detail_type) {
+                Some(kind) => kinds.push(kind),
+                None => panic!("rule {rule}: `{source}` / `{detail_type}` is no kind of event Ballast parses"),
+            }
+        }
+    }
+    kinds
 }
 
 /// The rule's kind from its pattern (the template's names differ between SAM and CDK).
-fn kind_of(pattern: &Value) -> &'static str {
-    let detail_type = pattern["detail-type"][0].as_str().unwrap_or_default();
-    match detail_type {
-        "EC2 Spot Instance Interruption Warning" => "spot-interruption",
-        "EC2 Instance Rebalance Recommendation" => "rebalance",
-        "EC2 Instance State-change Notification" => "state-change",
-        "EC2 Instance Launch Unsuccessful" => "launch-unsuccessful",
-        "EC2 Instance-terminate Lifecycle Action" => "lifecycle",
-        "AWS Health Event" => "health",
-        "Pool Demand Changed" => "forwarder",
-        "Parameter Store Change" => "config-changed",
-        other => panic!("a rule for an unexpected detail-type: {other}"),
-    }
+fn kind_of(rule: &str, pattern: &Value) -> EventKind {
+    kinds_of(rule, pattern)[0]
+}
+
+/// Every rule names only kinds Ballast parses, and every kind an EventBridge rule routes
+/// is named by some rule.
+fn every_kind_has_a_rule(template_name: &str, rules: &[(String, bool, Value)]) {
+    let routed: BTreeSet<EventKind> = rules.iter().flat_map(|(rule, _, pattern)| kinds_of(rule, pattern)).collect();
+    let missing: Vec<EventKind> =
+        EventKind::ALL.into_iter().filter(|k| k.routed_by_rule() && !routed.contains(k)).collect();
+    assert!(missing.is_empty(), "{template_name}: no rule routes {missing:?}");
+    let unrouted: Vec<EventKind> = routed.iter().copied().filter(|k| !k.routed_by_rule()).collect();
+    assert!(unrouted.is_empty(), "{template_name}: rules route {unrouted:?}, which reach Ballast without one");
 }
 
 async fn check(template_name: &str, template: Template) {
+    let rules = rules(&template);
+    every_kind_has_a_rule(template_name, &rules);
     let Some(moto) = Moto::start() else { return };
     let sdk = moto.sdk().await;
     let events = aws_sdk_eventbridge::Client::new(&sdk);
     let sqs = aws_sdk_sqs::Client::new(&sdk);
     events.create_event_bus().name("ballast-forwarder").send().await.unwrap();
-    let rules = rules(&template);
     assert_eq!(rules.len(), 8, "{template_name}: six AWS event rules, the config's and the forwarder's");
     let mut queues = BTreeMap::new();
     for (index, (rule, custom_bus, pattern)) in rules.iter().enumerate() {
@@ -83,7 +107,7 @@ async fn check(template_name: &str, template: Template) {
             .send()
             .await
             .unwrap();
-        queues.insert(rule.clone(), (url, kind_of(pattern), bus));
+        queues.insert(rule.clone(), (url, kind_of(rule, pattern), bus));
     }
     let mut fixtures = Vec::new();
     for entry in std::fs::read_dir(repo_root().join("events")).unwrap() {
@@ -138,10 +162,10 @@ async fn check(template_name: &str, template: Template) {
     for (rule, (_, kind, bus)) in &queues {
         let got = matched.get(rule).cloned().unwrap_or_default();
         for (name, _) in &fixtures {
-            let should = expected(kind, name);
+            let should = expected(*kind, name);
             if should != got.contains(name) {
                 wrong.push(format!(
-                    "{template_name} rule {rule} ({kind}, bus {bus}) {} {name}",
+                    "{template_name} rule {rule} ({kind:?}, bus {bus}) {} {name}",
                     if should { "missed" } else { "wrongly took" }
                 ));
             }
@@ -169,6 +193,16 @@ async fn cdk_template_patterns_match_exactly_their_events() {
 #[test]
 fn a_broken_pattern_would_be_caught() {
     // The expectation table itself rejects a state-change rule that takes `running`.
-    assert!(!expected("state-change", "state-change-running.json"));
-    assert!(expected("state-change", "state-change-terminated.json"));
+    assert!(!expected(EventKind::InstanceStateChange, "state-change-running.json"));
+    assert!(expected(EventKind::InstanceStateChange, "state-change-terminated.json"));
+}
+
+#[test]
+fn a_rule_for_no_kind_or_a_kind_without_a_rule_would_be_caught() {
+    let rule =
+        |detail_types: &[&str]| ("r".to_string(), false, json!({ "source": ["aws.ec2"], "detail-type": detail_types }));
+    let typo = std::panic::catch_unwind(|| kinds_of("r", &rule(&["EC2 Spot Instance Interruption Warnings"]).2));
+    assert!(typo.is_err(), "a misspelt detail-type is no kind");
+    let only_spot = vec![rule(&["EC2 Spot Instance Interruption Warning"])];
+    assert!(std::panic::catch_unwind(|| every_kind_has_a_rule("T", &only_spot)).is_err(), "kinds left without a rule");
 }

@@ -14,6 +14,13 @@ use ballast_core::ports::{ErrorKind, PortError};
 /// faults, `InternalError` and the like, come with a 5xx status and are retried by it.)
 const CONTENTION_ERRORS: &[&str] = &["ResourceContention", "ScalingActivityInProgress"];
 
+/// Whether a service error says that what the call acts on is over: Auto Scaling answers
+/// a lifecycle call for an action completed or timed out with a `ValidationError` that
+/// only its message tells apart.
+pub fn is_gone(code: Option<&str>, message: Option<&str>) -> bool {
+    code == Some("ValidationError") && message.is_some_and(|m| m.starts_with("No active Lifecycle Action found"))
+}
+
 /// Whether a service error a retry can help: a throttling or transient code by the AWS
 /// SDK's own lists, a contention code, or a 5xx or 429 status.
 pub fn is_retryable(code: Option<&str>, status: u16) -> bool {
@@ -37,6 +44,8 @@ where
         SdkError::ServiceError(service) => {
             if is_retryable(service.err().code(), service.raw().status().as_u16()) {
                 ErrorKind::Retryable
+            } else if is_gone(service.err().code(), service.err().message()) {
+                ErrorKind::Gone
             } else {
                 ErrorKind::Permanent
             }
@@ -56,7 +65,11 @@ mod tests {
     use super::*;
 
     fn service_error(code: &str, status: u16) -> PortError {
-        let err = ErrorMetadata::builder().code(code).message("from the service").build();
+        service_error_saying(code, status, "from the service")
+    }
+
+    fn service_error_saying(code: &str, status: u16, message: &str) -> PortError {
+        let err = ErrorMetadata::builder().code(code).message(message).build();
         let raw = HttpResponse::new(StatusCode::try_from(status).unwrap(), SdkBody::empty());
         classify("SetDesiredCapacity", SdkError::service_error(err, raw))
     }
@@ -84,5 +97,19 @@ mod tests {
             assert!(std::error::Error::source(&err).is_some(), "{code}: the SDK error is kept as the source");
         }
         assert!(!is_retryable(None, 400));
+    }
+
+    #[test]
+    fn a_lifecycle_action_that_is_over_is_gone_and_not_retried() {
+        // Auto Scaling's own wording, for CompleteLifecycleAction and the heartbeat alike.
+        let over = "No active Lifecycle Action found with instance ID i-0f9e8d7c6b5a40001";
+        let err = service_error_saying("ValidationError", 400, over);
+        assert_eq!(err.kind, ErrorKind::Gone);
+        assert!(!err.is_retryable());
+        assert_eq!(
+            service_error_saying("ValidationError", 400, "Desired capacity above max").kind,
+            ErrorKind::Permanent
+        );
+        assert_eq!(service_error_saying("AccessDenied", 400, over).kind, ErrorKind::Permanent);
     }
 }

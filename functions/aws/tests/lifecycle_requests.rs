@@ -77,7 +77,8 @@ async fn errors_say_whether_a_retry_helps() {
         .then_http_response(|| error(503, "ServiceUnavailable", "try later"));
     let autoscaling = adapter(mock_client!(aws_sdk_autoscaling, RuleMode::Sequential, [&gone, &throttled, &broken]));
     let err = autoscaling.complete_lifecycle_action(&action()).await.unwrap_err();
-    assert_eq!(err.kind, ErrorKind::Permanent);
+    assert_eq!(err.kind, ErrorKind::Gone, "an action that is over is gone: {err}");
+    assert!(!err.is_retryable());
     assert!(
         err.to_string().starts_with("CompleteLifecycleAction:")
             && err.to_string().contains("No active Lifecycle Action"),

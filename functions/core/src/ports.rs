@@ -27,6 +27,9 @@ pub enum ErrorKind {
     Permanent,
     /// A conditional write lost: re-read and re-plan.
     Conflict,
+    /// What the call acts on is already over (a lifecycle action completed by an earlier
+    /// run, or timed out): nothing is left to do, and a retry fails the same way.
+    Gone,
 }
 
 /// A port call that failed: which call, whether trying again can help, and why, with the

@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use aws_sdk_eventbridge::types::PutEventsRequestEntry;
 use ballast_core::ports::{ErrorKind, PortError};
 
-use crate::publisher::{Outgoing, SOURCE};
+use crate::publisher::Outgoing;
 
 /// PutEvents takes at most this many entries.
 pub const MAX_ENTRIES: usize = 10;
@@ -76,7 +76,7 @@ impl EventBus for EventBridgeBus {
             .map(|e| {
                 PutEventsRequestEntry::builder()
                     .event_bus_name(&self.bus)
-                    .source(SOURCE)
+                    .source(e.kind().source())
                     .detail_type(e.detail_type())
                     .detail(detail_with_version(e, self.config_version.load(Ordering::Relaxed)))
                     .build()

@@ -4,14 +4,12 @@
 
 use std::time::Duration;
 
-use ballast_core::event::{NodeLifecycleDetail, PodsUnschedulableDetail, PoolDemandDetail, PoolWaitsDetail};
+use ballast_core::event::{EventKind, NodeLifecycleDetail, PodsUnschedulableDetail, PoolDemandDetail, PoolWaitsDetail};
 use ballast_core::forwarder::{DemandTiming, Requests, UnschedulableTiming};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::state::{ClusterState, PoolId, PoolTotals};
-
-pub const SOURCE: &str = "ballast.kubernetes";
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
@@ -23,13 +21,19 @@ pub enum Outgoing {
 }
 
 impl Outgoing {
-    pub fn detail_type(&self) -> &'static str {
+    /// The kind Ballast parses the event as.
+    pub fn kind(&self) -> EventKind {
         match self {
-            Outgoing::PoolDemand(_) => "Pool Demand Changed",
-            Outgoing::PodsUnschedulable(_) => "Pods Unschedulable",
-            Outgoing::NodeLifecycle(_) => "Node Lifecycle",
-            Outgoing::PoolWaits(_) => "Pool Waits Measured",
+            Outgoing::PoolDemand(_) => EventKind::PoolDemandChanged,
+            Outgoing::PodsUnschedulable(_) => EventKind::PodsUnschedulable,
+            Outgoing::NodeLifecycle(_) => EventKind::NodeLifecycle,
+            Outgoing::PoolWaits(_) => EventKind::PoolWaitsMeasured,
         }
+    }
+
+    /// The envelope's `detail-type`: the kind's.
+    pub fn detail_type(&self) -> &'static str {
+        self.kind().detail_type()
     }
 
     pub fn detail_json(&self) -> String {

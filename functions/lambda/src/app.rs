@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use ballast_aws::{AwsAutoscaling, DynamoStore, SqsDeadLetters, SqsRedelivery};
 use ballast_core::config::{Config, ConfigErrors};
-use ballast_core::event::Origin;
+use ballast_core::event::{EventKind, Origin};
 use ballast_core::function::Function;
 use ballast_core::ports::{
     Autoscaling, Clock, Cluster, ConfigVersions, DeadLetters, PortError, Redelivery, StateStore, VersionNote,
@@ -331,7 +331,9 @@ where
 /// A rate tick or Scheduler's reconcile input: worth nothing once its minute has passed.
 fn is_tick(payload: &Value) -> bool {
     match payload.get("detail-type").and_then(Value::as_str) {
-        Some("Scheduled Event") => payload.get("detail").is_none_or(|d| d.as_object().is_some_and(|m| m.is_empty())),
+        Some(t) if t == EventKind::ScheduledEvent.detail_type() => {
+            payload.get("detail").is_none_or(|d| d.as_object().is_some_and(|m| m.is_empty()))
+        }
         _ => payload.get("action").and_then(Value::as_str) == Some("reconcile"),
     }
 }

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
-use ballast_core::event::{parse_event, parse_event_value, Event};
+use ballast_core::event::{parse_event, parse_event_value, Event, EventKind};
 use ballast_core::function::Function;
 use ballast_core::ports::{Autoscaling, Clock, Cluster, DeadLetters, Redelivery, StateStore};
 use ballast_core::reconcile::{BatchOutcome, Budget, ReconcileError};
@@ -24,7 +24,7 @@ pub const SCHEDULE_SOURCES: [&str; 3] = ["aws.events", "aws.scheduler", CONFIG_S
 /// The cluster-events function's: the forwarder.
 pub const CLUSTER_EVENTS_SOURCES: [&str; 2] = ["ballast.kubernetes", CONFIG_SOURCE];
 /// Parameter Store's change events: every function reads its config again on one.
-pub const CONFIG_SOURCE: &str = "aws.ssm";
+pub const CONFIG_SOURCE: &str = EventKind::ParameterStoreChange.source();
 
 /// The sources a directly invoked function takes: its own, or (a local tool's run under
 /// another name) those of both directly invoked functions.

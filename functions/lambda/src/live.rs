@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use ballast_core::config::Config;
+use ballast_core::event::EventKind;
 use ballast_core::ports::{ConfigHome, ConfigText, PortError};
 use futures_util::future::BoxFuture;
 use serde_json::Value;
@@ -266,8 +267,9 @@ enum Verdict {
 /// Whether an event (an EventBridge envelope) is Parameter Store's news of a change to a
 /// parameter. The functions accept it whichever parameter it names (a rule selects theirs).
 pub fn is_config_change(event: &Value) -> bool {
-    event.get("source").and_then(Value::as_str) == Some("aws.ssm")
-        && event.get("detail-type").and_then(Value::as_str) == Some("Parameter Store Change")
+    let kind = EventKind::ParameterStoreChange;
+    event.get("source").and_then(Value::as_str) == Some(kind.source())
+        && event.get("detail-type").and_then(Value::as_str) == Some(kind.detail_type())
 }
 
 #[cfg(test)]

@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ballast_core::event::{
-    CapacityError, CapacityType, Event, InstanceAction, LaunchError, LaunchFailure, NodeCondition, NodeLifecycleDetail,
-    PodsUnschedulableDetail, PoolDemandDetail, PoolWaitsDetail, Signal,
+    CapacityError, CapacityType, Event, EventKind, InstanceAction, LaunchError, LaunchFailure, NodeCondition,
+    NodeLifecycleDetail, PodsUnschedulableDetail, PoolDemandDetail, PoolWaitsDetail, Signal,
 };
 use ballast_core::forwarder::{DemandTiming, Requests, UnschedulableTiming};
 use ballast_core::plan::HeadroomDecision;
@@ -178,7 +178,7 @@ impl Bridge {
             let (start, end) = (self.time(window_start), self.time(now));
             let Some(detail) = PoolWaitsDetail::summing(&self.pools[pool], start, end, &mut seconds) else { continue };
             self.waits_reports[pool] += 1;
-            sent.push(self.send(now, "ballast.kubernetes", "Pool Waits Measured", Signal::PoolWaits(detail)));
+            sent.push(self.send(now, EventKind::PoolWaitsMeasured, Signal::PoolWaits(detail)));
         }
         sent
     }
@@ -218,7 +218,7 @@ impl Bridge {
                 nodes: u32::try_from(nodes).unwrap_or(u32::MAX),
                 observed_at: self.time(now),
             };
-            sent.push(self.send(now, "ballast.kubernetes", "Pool Demand Changed", Signal::PoolDemand(detail)));
+            sent.push(self.send(now, EventKind::PoolDemandChanged, Signal::PoolDemand(detail)));
         }
         // One look scheduled at a time: the earliest any pool needs.
         if next_look < u64::MAX && self.look_at.is_none_or(|at| at <= now || at > next_look) {
@@ -233,15 +233,9 @@ impl Bridge {
     }
 
     /// An event on its way to Ballast; returns its delivery, to schedule.
-    fn send(&mut self, now: u64, source: &str, detail_type: &str, signal: Signal) -> (u64, Ev) {
+    fn send(&mut self, now: u64, kind: EventKind, signal: Signal) -> (u64, Ev) {
         self.next_id += 1;
-        let event = Event {
-            id: format!("sim-{}", self.next_id),
-            time: self.time(now),
-            source: source.into(),
-            detail_type: detail_type.into(),
-            signal,
-        };
+        let event = Event::new(format!("sim-{}", self.next_id), self.time(now), kind, signal);
         let at = now + self.delay_ms;
         self.inbox.push((at, event));
         (at, Ev::BallastDeliver)
@@ -249,15 +243,14 @@ impl Bridge {
 
     pub fn spot_warning(&mut self, node: NodeId, now: u64) -> (u64, Ev) {
         let signal = Signal::SpotInterruption { instance_id: instance_id(node), action: InstanceAction::Terminate };
-        self.send(now, "aws.ec2", "EC2 Spot Instance Interruption Warning", signal)
+        self.send(now, EventKind::SpotInterruptionWarning, signal)
     }
 
     pub fn rebalance(&mut self, node: NodeId, now: u64) -> (u64, Ev) {
         self.rebalances_sent += 1;
         self.send(
             now,
-            "aws.ec2",
-            "EC2 Instance Rebalance Recommendation",
+            EventKind::RebalanceRecommendation,
             Signal::RebalanceRecommendation { instance_id: instance_id(node) },
         )
     }
@@ -273,7 +266,7 @@ impl Bridge {
         let signal =
             Signal::LaunchSuccessful { asg: asg.into(), instance_id: instance_id(node), started: self.time(now) };
         let running = (now + INSTANCE_RUNNING_AFTER).min(ready_at);
-        Some(self.send(running, "aws.autoscaling", "EC2 Instance Launch Successful", signal))
+        Some(self.send(running, EventKind::LaunchSuccessful, signal))
     }
 
     /// A pool's node became Ready: the forwarder reports it (Node Lifecycle). Only for a
@@ -293,7 +286,7 @@ impl Bridge {
             condition: NodeCondition::Ready,
             observed_at: Some(self.time(now)),
         };
-        Some(self.send(now, "ballast.kubernetes", "Node Lifecycle", Signal::NodeLifecycle(detail)))
+        Some(self.send(now, EventKind::NodeLifecycle, Signal::NodeLifecycle(detail)))
     }
 
     pub fn launch_failed(&mut self, asg: &str, now: u64) -> (u64, Ev) {
@@ -308,7 +301,7 @@ impl Bridge {
             error: LaunchError::Capacity(CapacityError::NoSpotCapacity),
             at: Some(self.time(now)),
         };
-        self.send(now, "aws.autoscaling", "EC2 Instance Launch Unsuccessful", Signal::LaunchUnsuccessful(failure))
+        self.send(now, EventKind::LaunchUnsuccessful, Signal::LaunchUnsuccessful(failure))
     }
 
     /// A scheduling pass marked these workload pods unschedulable: the forwarder sees
@@ -362,7 +355,7 @@ impl Bridge {
                 memory_bytes: 0,
                 oldest_pending_since: self.time(oldest),
             };
-            sent.push(self.send(now, "ballast.kubernetes", "Pods Unschedulable", Signal::PodsUnschedulable(detail)));
+            sent.push(self.send(now, EventKind::PodsUnschedulable, Signal::PodsUnschedulable(detail)));
         }
         (sent, look)
     }
@@ -370,13 +363,8 @@ impl Bridge {
     /// The schedule function's rate(1 minute) reconcile (invoked directly, no queue).
     pub fn scheduled_reconcile(&mut self, now: u64) {
         self.next_id += 1;
-        let event = Event {
-            id: format!("sim-{}", self.next_id),
-            time: self.time(now),
-            source: "aws.events".into(),
-            detail_type: "Scheduled Event".into(),
-            signal: Signal::Reconcile,
-        };
+        let event =
+            Event::new(format!("sim-{}", self.next_id), self.time(now), EventKind::ScheduledEvent, Signal::Reconcile);
         self.inbox.push((now, event));
     }
 

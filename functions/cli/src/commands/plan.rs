@@ -54,7 +54,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
             id: format!("ballast-plan-{}", now.timestamp()),
             time: now,
             source: "ballast.cli".into(),
-            detail_type: "Scheduled Event".into(),
+            detail_type: ballast_core::event::EventKind::ScheduledEvent.detail_type().into(),
             signal: ballast_core::event::Signal::Reconcile,
         });
     }

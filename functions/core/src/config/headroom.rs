@@ -74,7 +74,7 @@ pub(super) fn read_headroom(value: &Value, path: &str, issues: &mut Issues) -> O
         );
     }
     if let Err(why) = check_image(&image) {
-        issues.push(p("image"), why);
+        issues.push(p("image"), why.to_string());
     }
     let mut schedules = Vec::new();
     match schedules_value {
@@ -180,14 +180,25 @@ fn positive_quantity(
     }
 }
 
+/// A schedule's cron text that is not a five-field cron expression.
+#[derive(Debug, thiserror::Error)]
+#[error("`{text}` is not a five-field cron expression ({source})")]
+pub struct CronError {
+    /// The text as written.
+    pub text: String,
+    /// The cron parser's reason.
+    #[source]
+    pub source: croner::errors::CronError,
+}
+
 /// Standard five-field cron (minute hour day-of-month month day-of-week).
-pub fn parse_cron(text: &str) -> Result<Cron, String> {
+pub fn parse_cron(text: &str) -> Result<Cron, CronError> {
     CronParser::builder()
         .seconds(Seconds::Disallowed)
         .year(Year::Disallowed)
         .build()
         .parse(text)
-        .map_err(|e| format!("`{text}` is not a five-field cron expression ({e})"))
+        .map_err(|source| CronError { text: text.to_string(), source })
 }
 
 fn read_schedule(value: &Value, path: &str, issues: &mut Issues) -> Option<HeadroomSchedule> {
@@ -201,7 +212,7 @@ fn read_schedule(value: &Value, path: &str, issues: &mut Issues) -> Option<Headr
     let cron = cron_text.as_deref().and_then(|text| match parse_cron(text) {
         Ok(c) => Some(c),
         Err(e) => {
-            issues.push(p("cron"), e);
+            issues.push(p("cron"), e.to_string());
             None
         }
     });

@@ -19,7 +19,7 @@ use chrono_tz::Tz;
 use serde::Serialize;
 use serde_yaml_ng::Value;
 
-pub use headroom::parse_cron;
+pub use headroom::{parse_cron, CronError};
 use read::read_config;
 pub use resolve::{check_one_role, resolve_pool_asgs, selectors, AsgRef, ResolveError, ResolvedPool, Role};
 pub use types::{
@@ -140,20 +140,47 @@ pub const DEFAULT_PAUSE_IMAGE: &str =
 pub const ALLOWED_PAUSE_REPOSITORIES: [&str; 2] =
     ["registry.k8s.io/pause", "public.ecr.aws/eks-distro/kubernetes/pause"];
 
+/// Why an image may not be the pause image.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ImageError {
+    /// Blank.
+    #[error("must name a container image")]
+    Empty,
+    /// No `@sha256:` digest: a moved tag could change what runs.
+    #[error("`{image}` is not pinned: add its digest (`@sha256:...`), so a moved tag cannot change what runs")]
+    Unpinned {
+        /// The image as written.
+        image: String,
+    },
+    /// A digest that is not 64 lowercase hex digits.
+    #[error("`{image}`: the digest must be 64 lowercase hex digits")]
+    BadDigest {
+        /// The image as written.
+        image: String,
+    },
+    /// A repository other than [`ALLOWED_PAUSE_REPOSITORIES`] or a private ECR mirror.
+    #[error(
+        "`{repository}` is not an allowed pause image repository ({allowed}, or a private ECR mirror ACCOUNT.dkr.ecr.REGION.amazonaws.com/...)",
+        allowed = ALLOWED_PAUSE_REPOSITORIES.join(", ")
+    )]
+    NotAllowed {
+        /// The image's repository (the part before the tag or digest).
+        repository: String,
+    },
+}
+
 /// Why `image` may not be the pause image: it must be pinned (`@sha256:` and 64 hex
 /// digits, so a moved tag cannot change what runs) and from an allowed repository.
-pub fn check_image(image: &str) -> Result<(), String> {
+pub fn check_image(image: &str) -> Result<(), ImageError> {
     let image = image.trim();
     if image.is_empty() {
-        return Err("must name a container image".into());
+        return Err(ImageError::Empty);
     }
     let Some((name, digest)) = image.split_once("@sha256:") else {
-        return Err(format!(
-            "`{image}` is not pinned: add its digest (`@sha256:...`), so a moved tag cannot change what runs"
-        ));
+        return Err(ImageError::Unpinned { image: image.to_string() });
     };
     if digest.len() != 64 || !digest.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
-        return Err(format!("`{image}`: the digest must be 64 lowercase hex digits"));
+        return Err(ImageError::BadDigest { image: image.to_string() });
     }
     let repository = match name.rsplit_once(':') {
         Some((repo, tag)) if !tag.contains('/') => repo,
@@ -166,10 +193,7 @@ pub fn check_image(image: &str) -> Result<(), String> {
     if ALLOWED_PAUSE_REPOSITORIES.contains(&repository) || private_ecr {
         Ok(())
     } else {
-        Err(format!(
-            "`{repository}` is not an allowed pause image repository ({}, or a private ECR mirror ACCOUNT.dkr.ecr.REGION.amazonaws.com/...)",
-            ALLOWED_PAUSE_REPOSITORIES.join(", ")
-        ))
+        Err(ImageError::NotAllowed { repository: repository.to_string() })
     }
 }
 

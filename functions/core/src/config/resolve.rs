@@ -29,13 +29,30 @@ pub struct ResolvedPool<'a> {
 pub enum ResolveError {
     /// A spot selector matches no ASG listed.
     #[error("pool {pool}: no ASG matches spot selector `{selector}`")]
-    NoSpot { pool: String, selector: AsgSelector },
+    NoSpot {
+        /// The pool whose selector it is.
+        pool: String,
+        /// The selector as configured.
+        selector: AsgSelector,
+    },
     /// The on-demand selector matches no ASG listed.
     #[error("pool {pool}: no ASG matches on-demand selector `{selector}`")]
-    NoOnDemand { pool: String, selector: AsgSelector },
+    NoOnDemand {
+        /// The pool whose selector it is.
+        pool: String,
+        /// The selector as configured.
+        selector: AsgSelector,
+    },
     /// The on-demand selector matches more than one ASG.
     #[error("pool {pool}: on-demand selector `{selector}` matches {count} ASGs; it must match one")]
-    ManyOnDemand { pool: String, selector: AsgSelector, count: usize },
+    ManyOnDemand {
+        /// The pool whose selector it is.
+        pool: String,
+        /// The selector as configured.
+        selector: AsgSelector,
+        /// How many ASGs it matches.
+        count: usize,
+    },
     /// Sized for two roles, an ASG would be moved twice by one plan (or by two pools' plans),
     /// so neither pool is planned until the selectors tell them apart.
     #[error(

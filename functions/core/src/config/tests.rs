@@ -155,15 +155,24 @@ fn the_pause_image_must_be_pinned_and_from_an_allowed_repository() {
         check_image(&format!("111122223333.dkr.ecr.eu-west-1.amazonaws.com/mirror/pause:3.10@sha256:{digest}")),
         Ok(())
     );
+    use super::ImageError;
+    assert_eq!(check_image("  "), Err(ImageError::Empty));
     let unpinned = check_image("registry.k8s.io/pause:3.10").unwrap_err();
-    assert!(unpinned.contains("is not pinned"), "{unpinned}");
+    assert_eq!(unpinned, ImageError::Unpinned { image: "registry.k8s.io/pause:3.10".into() });
+    assert!(unpinned.to_string().contains("is not pinned"), "{unpinned}");
     let short = check_image("registry.k8s.io/pause@sha256:abc").unwrap_err();
-    assert!(short.contains("64 lowercase hex"), "{short}");
+    assert!(matches!(short, ImageError::BadDigest { .. }), "{short:?}");
+    assert!(short.to_string().contains("64 lowercase hex"), "{short}");
     let foreign = check_image(&format!("docker.io/evil/pause:3.10@sha256:{digest}")).unwrap_err();
-    assert!(foreign.contains("`docker.io/evil/pause` is not an allowed"), "{foreign}");
+    assert_eq!(foreign, ImageError::NotAllowed { repository: "docker.io/evil/pause".into() });
+    assert_eq!(
+        foreign.to_string(),
+        "`docker.io/evil/pause` is not an allowed pause image repository (registry.k8s.io/pause, \
+         public.ecr.aws/eks-distro/kubernetes/pause, or a private ECR mirror ACCOUNT.dkr.ecr.REGION.amazonaws.com/...)"
+    );
     let fake_ecr =
         check_image(&format!("evil.dkr.ecr.eu-west-1.amazonaws.com.example/pause@sha256:{digest}")).unwrap_err();
-    assert!(fake_ecr.contains("not an allowed"), "{fake_ecr}");
+    assert!(fake_ecr.to_string().contains("not an allowed"), "{fake_ecr}");
 
     let yaml = |image: &str| {
         format!(
@@ -409,4 +418,13 @@ fn a_wait_target_is_read_with_its_floor_and_bounds() {
         let all = issues(&minimal_with(&format!("    headroom:\n      {headroom}\n")));
         assert!(all.iter().any(|i| i.starts_with(expected)), "{headroom}: {all:?}");
     }
+}
+
+#[test]
+fn a_bad_cron_names_its_text_and_keeps_the_parsers_reason() {
+    let err = super::parse_cron("61 * * * *").unwrap_err();
+    assert_eq!(err.text, "61 * * * *");
+    assert!(std::error::Error::source(&err).is_some(), "the parser's error is kept as the source");
+    assert!(err.to_string().starts_with("`61 * * * *` is not a five-field cron expression ("), "{err}");
+    assert!(super::parse_cron("0 7 * * 1-5").is_ok());
 }

@@ -2,6 +2,7 @@
 //! [`EventError`] naming the field and the reason; nothing here panics.
 
 mod detail;
+mod kind;
 mod signal;
 mod source;
 
@@ -15,6 +16,7 @@ pub use detail::{
     PoolDemandDetail, PoolWaitsDetail, WaitBucket, WAIT_BUCKETS_SECONDS,
 };
 
+pub use kind::{EventKind, FORWARDER_SOURCE};
 pub use signal::{CapacityError, Event, LaunchError, LaunchFailure, LifecycleAction, Origin, Signal};
 use source::{schedule_signal, signal_for};
 
@@ -27,21 +29,46 @@ pub enum EventError {
     Json(#[source] serde_json::Error),
     /// A field is missing or wrong: its path in the event (`detail.instance-id`) and why.
     #[error("{field}: {reason}")]
-    Field { field: String, reason: String },
+    Field {
+        /// The field's path in the event.
+        field: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A `source` / `detail-type` pair Ballast does not handle (see EVENTS.md): a rule routes
     /// more than it should.
     #[error("unknown event: source `{event_source}` with detail-type `{detail_type}` is not one Ballast handles")]
-    Unknown { event_source: String, detail_type: String },
+    Unknown {
+        /// The envelope's `source`.
+        event_source: String,
+        /// The envelope's `detail-type`.
+        detail_type: String,
+    },
     /// The envelope's `account` is not the deployment's ([`Origin::account`]).
     #[error("account: event from account `{found}`, but this deployment is account `{expected}`")]
-    ForeignAccount { found: String, expected: String },
+    ForeignAccount {
+        /// The event's account.
+        found: String,
+        /// The deployment's.
+        expected: String,
+    },
     /// The envelope's `region` is not the deployment's ([`Origin::region`]).
     #[error("region: event from region `{found}`, but this deployment is in `{expected}`")]
-    ForeignRegion { found: String, expected: String },
+    ForeignRegion {
+        /// The event's region.
+        found: String,
+        /// The deployment's.
+        expected: String,
+    },
     /// A message without an EventBridge envelope (a lifecycle hook's own notification, sent
     /// straight to SQS): `what` it is and `how` to route it through EventBridge instead.
     #[error("not an EventBridge event: {what}; {how}")]
-    NotEventBridge { what: String, how: String },
+    NotEventBridge {
+        /// What the message is.
+        what: String,
+        /// How to route it through EventBridge.
+        how: String,
+    },
 }
 
 impl EventError {

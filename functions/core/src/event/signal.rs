@@ -8,6 +8,7 @@ use super::detail::{
     InstanceAction, InstanceState, NodeCondition, NodeLifecycleDetail, PodsUnschedulableDetail, PoolDemandDetail,
     PoolWaitsDetail,
 };
+use super::EventKind;
 use crate::units::HumanDuration;
 
 /// Where this deployment's events must come from: [`parse_event`](crate::event::parse_event)
@@ -34,6 +35,19 @@ pub struct Event {
     pub detail_type: String,
     /// What the event means for Ballast.
     pub signal: Signal,
+}
+
+impl Event {
+    /// An event of `kind`: its envelope's `source` and `detail-type` are the kind's.
+    pub fn new(id: String, time: DateTime<Utc>, kind: EventKind, signal: Signal) -> Event {
+        Event { id, time, source: kind.source().into(), detail_type: kind.detail_type().into(), signal }
+    }
+
+    /// The kind its `source` and `detail-type` name (`None` for a Scheduler input or a
+    /// test's own).
+    pub fn kind(&self) -> Option<EventKind> {
+        EventKind::of(&self.source, &self.detail_type)
+    }
 }
 
 /// What an accepted event means for Ballast: one variant per `source` / `detail-type` of

@@ -6,8 +6,8 @@ use serde_json::Value;
 
 use super::detail::*;
 use super::{
-    instance_id, instance_of, non_empty, typed, EventError, LaunchError, LaunchFailure, LifecycleAction, Signal,
-    TEST_NOTIFICATION,
+    instance_id, instance_of, non_empty, typed, EventError, EventKind, LaunchError, LaunchFailure, LifecycleAction,
+    Signal, TEST_NOTIFICATION,
 };
 
 /// What Parameter Store says of a change to a parameter (fields as AWS sends them).
@@ -31,8 +31,8 @@ pub(super) fn signal_for(
     detail: Value,
     resources: &[String],
 ) -> Result<Signal, EventError> {
-    let signal = match (source, detail_type) {
-        ("aws.ec2", "EC2 Spot Instance Interruption Warning") => {
+    let signal = match EventKind::of(source, detail_type) {
+        Some(EventKind::SpotInterruptionWarning) => {
             let d: SpotInterruptionDetail = typed(object_detail(detail)?, "detail")?;
             let instance_id = instance_id(d.instance_id, "detail.instance-id")?;
             if let Some(arn) = resources.iter().find(|r| r.contains(":instance/")) {
@@ -45,18 +45,18 @@ pub(super) fn signal_for(
             }
             Signal::SpotInterruption { instance_id, action: d.instance_action }
         }
-        ("aws.ec2", "EC2 Instance Rebalance Recommendation") => {
+        Some(EventKind::RebalanceRecommendation) => {
             let d: RebalanceDetail = typed(object_detail(detail)?, "detail")?;
             Signal::RebalanceRecommendation { instance_id: instance_id(d.instance_id, "detail.instance-id")? }
         }
-        ("aws.ec2", "EC2 Instance State-change Notification") => {
+        Some(EventKind::InstanceStateChange) => {
             let d: StateChangeDetail = typed(object_detail(detail)?, "detail")?;
             Signal::InstanceStateChange {
                 instance_id: instance_id(d.instance_id, "detail.instance-id")?,
                 state: d.state,
             }
         }
-        ("aws.autoscaling", "EC2 Instance Launch Unsuccessful") => {
+        Some(EventKind::LaunchUnsuccessful) => {
             let d: LaunchActivityDetail = typed(object_detail(detail)?, "detail")?;
             if d.status_code != "Failed" && d.status_code != "Cancelled" {
                 return Err(EventError::field(
@@ -77,7 +77,7 @@ pub(super) fn signal_for(
                 at: d.end_time.or(d.start_time),
             })
         }
-        ("aws.autoscaling", "EC2 Instance Launch Successful") => {
+        Some(EventKind::LaunchSuccessful) => {
             let d: LaunchActivityDetail = typed(object_detail(detail)?, "detail")?;
             if d.status_code == "Failed" || d.status_code == "Cancelled" {
                 return Err(EventError::field(
@@ -93,7 +93,7 @@ pub(super) fn signal_for(
                 })?,
             }
         }
-        ("aws.autoscaling", "EC2 Instance-terminate Lifecycle Action") => {
+        Some(EventKind::TerminateLifecycleAction) => {
             let detail = object_detail(detail)?;
             // Auto Scaling sends a test notification when a hook is created: no action to
             // complete, nothing to dead-letter.
@@ -122,7 +122,7 @@ pub(super) fn signal_for(
                 instance_id: instance_id(d.ec2_instance_id, "detail.EC2InstanceId")?,
             })
         }
-        ("aws.health", "AWS Health Event") => {
+        Some(EventKind::HealthEvent) => {
             // The category first: Health sends many kinds of events, most not ours.
             let detail = object_detail(detail)?;
             let category = detail.get("eventTypeCategory").and_then(Value::as_str).unwrap_or_default();
@@ -182,41 +182,41 @@ pub(super) fn signal_for(
                 instance_ids,
             }
         }
-        ("aws.events", "Scheduled Event") => match detail {
+        Some(EventKind::ScheduledEvent) => match detail {
             Value::Null => Signal::Reconcile,
             Value::Object(ref m) if m.is_empty() => Signal::Reconcile,
             other => schedule_signal(typed(object_detail(other)?, "detail")?)?,
         },
-        ("aws.ssm", "Parameter Store Change") => {
+        Some(EventKind::ParameterStoreChange) => {
             let d: ParameterChangeDetail = typed(object_detail(detail)?, "detail")?;
             Signal::ConfigChanged {
                 parameter: non_empty(d.name, "detail.name")?,
                 operation: non_empty(d.operation, "detail.operation")?,
             }
         }
-        ("ballast.kubernetes", "Pool Demand Changed") => {
+        Some(EventKind::PoolDemandChanged) => {
             let d: PoolDemandDetail = typed(object_detail(detail)?, "detail")?;
             non_empty(d.pool.clone(), "detail.pool")?;
             Signal::PoolDemand(d)
         }
-        ("ballast.kubernetes", "Pods Unschedulable") => {
+        Some(EventKind::PodsUnschedulable) => {
             let d: PodsUnschedulableDetail = typed(object_detail(detail)?, "detail")?;
             non_empty(d.pool.clone(), "detail.pool")?;
             Signal::PodsUnschedulable(d)
         }
-        ("ballast.kubernetes", "Node Lifecycle") => {
+        Some(EventKind::NodeLifecycle) => {
             let d: NodeLifecycleDetail = typed(object_detail(detail)?, "detail")?;
             non_empty(d.pool.clone(), "detail.pool")?;
             instance_id(d.instance_id.clone(), "detail.instance_id")?;
             Signal::NodeLifecycle(d)
         }
-        ("ballast.kubernetes", "Pool Waits Measured") => {
+        Some(EventKind::PoolWaitsMeasured) => {
             let d: PoolWaitsDetail = typed(object_detail(detail)?, "detail")?;
             non_empty(d.pool.clone(), "detail.pool")?;
             d.check()?;
             Signal::PoolWaits(d)
         }
-        _ => {
+        None => {
             return Err(EventError::Unknown { event_source: source.to_string(), detail_type: detail_type.to_string() });
         }
     };

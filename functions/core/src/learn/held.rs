@@ -19,8 +19,10 @@ pub struct HeldRoom {
     pub decisions: Vec<Held>,
 }
 
-/// The room the pause pods held from one decision on.
+/// The room the pause pods held from one decision on. Stored as `HeldRecord`: what
+/// decided it is kept as the two flags records have always had.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "HeldRecord", into = "HeldRecord")]
 pub struct Held {
     /// When the decision was made.
     pub at: DateTime<Utc>,
@@ -28,15 +30,52 @@ pub struct Held {
     pub room: Rise,
     /// `headroom.max` held the pods below what was asked.
     pub at_max: bool,
-    /// An override decided it: what waits then measure says nothing of the learning.
+    /// What decided it: under an override, what waits then measure says nothing of the
+    /// learning; under the seasonal prediction, a miss means the prediction was short.
+    pub by: DecidedBy,
+    /// In a dry run, the room decided but not applied (`room` is what the cluster runs).
+    pub decided: Option<Rise>,
+}
+
+/// [`Held`] as stored.
+#[derive(Serialize, Deserialize)]
+struct HeldRecord {
+    at: DateTime<Utc>,
+    room: Rise,
+    at_max: bool,
+    /// An override decided it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub overridden: bool,
+    overridden: bool,
     /// The seasonal prediction decided it (not the percent, while history was short).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub seasonal: bool,
-    /// In a dry run, the room decided but not applied (`room` is what the cluster runs).
+    seasonal: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub decided: Option<Rise>,
+    decided: Option<Rise>,
+}
+
+impl From<HeldRecord> for Held {
+    fn from(r: HeldRecord) -> Held {
+        // Ballast never writes both flags; an override is the stronger if a record has.
+        let by = match (r.overridden, r.seasonal) {
+            (true, _) => DecidedBy::Override,
+            (false, true) => DecidedBy::Seasonal,
+            (false, false) => DecidedBy::Percent,
+        };
+        Held { at: r.at, room: r.room, at_max: r.at_max, by, decided: r.decided }
+    }
+}
+
+impl From<Held> for HeldRecord {
+    fn from(h: Held) -> HeldRecord {
+        HeldRecord {
+            at: h.at,
+            room: h.room,
+            at_max: h.at_max,
+            overridden: h.by == DecidedBy::Override,
+            seasonal: h.by == DecidedBy::Seasonal,
+            decided: h.decided,
+        }
+    }
 }
 
 /// The room held over a span, as [`HeldRoom::over`] sums it up.
@@ -64,8 +103,7 @@ impl HeldRoom {
         decided: Option<Rise>,
         lead: Duration,
     ) {
-        let (overridden, seasonal) = (by == DecidedBy::Override, by == DecidedBy::Seasonal);
-        let next = Held { at, room, at_max, overridden, seasonal, decided };
+        let next = Held { at, room, at_max, by, decided };
         if self.decisions.last().is_some_and(|h| Held { at, ..*h } == next) {
             return;
         }
@@ -86,8 +124,11 @@ impl HeldRoom {
                 at: first.at,
                 room: first.room.min(second.room),
                 at_max: first.at_max || second.at_max,
-                overridden: first.overridden || second.overridden,
-                seasonal: first.seasonal && second.seasonal,
+                by: match (first.by, second.by) {
+                    (DecidedBy::Override, _) | (_, DecidedBy::Override) => DecidedBy::Override,
+                    (DecidedBy::Seasonal, DecidedBy::Seasonal) => DecidedBy::Seasonal,
+                    _ => DecidedBy::Percent,
+                },
                 decided: match (first.decided, second.decided) {
                     (None, None) => None,
                     (a, b) => Some(a.unwrap_or(first.room).min(b.unwrap_or(second.room))),
@@ -119,9 +160,9 @@ impl HeldRoom {
         during.fold(start, |over, h| HeldOver {
             least: over.least.min(h.room),
             decided: over.decided.min(h.decided.unwrap_or(h.room)),
-            not_ours: over.not_ours || h.at_max || h.overridden,
-            overridden: over.overridden || h.overridden,
-            seasonal: over.seasonal && h.seasonal,
+            not_ours: over.not_ours || h.at_max || h.by == DecidedBy::Override,
+            overridden: over.overridden || h.by == DecidedBy::Override,
+            seasonal: over.seasonal && h.by == DecidedBy::Seasonal,
             dry_run: over.dry_run || h.decided.is_some(),
         })
     }

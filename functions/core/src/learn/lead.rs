@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::quantile;
+use super::{quantile, Learned};
 use crate::observe::{ActivityStatus, ObservedPool};
 
 /// The lead time assumed until a launch has been seen through to Ready: EKS nodes of
@@ -46,12 +46,12 @@ pub struct Launch {
 impl Lead {
     /// The lead time: the 95th percentile of the launches seen (their median while
     /// fewer than five: one odd launch is not the pool's lead time), or the assumed one.
-    pub fn lead(&self) -> (Duration, bool) {
+    pub fn lead(&self) -> Learned {
         if self.lead_secs.is_empty() {
-            return (ASSUMED_LEAD, false);
+            return Learned { duration: ASSUMED_LEAD, observed: false };
         }
         let q = if self.lead_secs.len() < 5 { 0.5 } else { 0.95 };
-        (Duration::seconds(i64::from(quantile(self.lead_secs.clone(), q))), true)
+        Learned { duration: Duration::seconds(i64::from(quantile(self.lead_secs.clone(), q))), observed: true }
     }
 
     /// The earliest launch followed and dated that started within `bound` after `since`.

@@ -60,6 +60,15 @@ pub struct History {
     pub unmet_reported_at: Option<DateTime<Utc>>,
 }
 
+/// A duration learned from what was seen, or the assumed one while nothing was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Learned {
+    /// The duration: learned, or the assumed one.
+    pub duration: Duration,
+    /// Whether it was seen (false: the assumed default).
+    pub observed: bool,
+}
+
 /// What decided the room held.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DecidedBy {
@@ -203,12 +212,12 @@ impl History {
     }
 
     /// The lead time (see [`Lead::lead`]).
-    pub fn lead(&self) -> (Duration, bool) {
+    pub fn lead(&self) -> Learned {
         self.lead.lead()
     }
 
     /// Cluster-autoscaler's reaction (see [`Reaction::reaction`]).
-    pub fn reaction(&self) -> (Duration, bool) {
+    pub fn reaction(&self) -> Learned {
         self.reaction.reaction()
     }
 
@@ -246,7 +255,7 @@ impl History {
     /// How long a pod without room waits for a node: cluster-autoscaler's reaction and the
     /// lead time, or, when longer, the median of what pods waited in windows that missed.
     pub fn node_wait(&self) -> Duration {
-        let launched = self.lead().0 + self.reaction().0;
+        let launched = self.lead().duration + self.reaction().duration;
         if self.correction.missed_waits_secs.is_empty() {
             return launched;
         }
@@ -279,7 +288,7 @@ impl History {
     /// What the pause pods hold from `at` (read by the measurements of the windows after).
     /// `decided`: in a dry run, the room decided but not applied (`room`: what runs).
     pub fn held(&mut self, at: DateTime<Utc>, room: Rise, at_max: bool, by: DecidedBy, decided: Option<Rise>) {
-        let lead = self.lead().0;
+        let lead = self.lead().duration;
         self.held.hold(at, room, at_max, by, decided, lead);
     }
 
@@ -287,8 +296,8 @@ impl History {
     /// (room placed now is refilled by the nodes it makes cluster-autoscaler launch one
     /// lead time later).
     pub fn predict(&self, now: DateTime<Utc>, history_days: usize) -> Prediction {
-        let (lead, lead_observed) = self.lead();
-        let (reaction, reaction_observed) = self.reaction();
+        let Learned { duration: lead, observed: lead_observed } = self.lead();
+        let Learned { duration: reaction, observed: reaction_observed } = self.reaction();
         let to = now + lead * 2;
         Prediction {
             seasonal: self.seasonal.rise_for(now, to, history_days, self.tz()),
@@ -319,7 +328,7 @@ impl History {
     /// 2 %. Windows of few pods are pooled and judged together once they hold enough.
     /// Returns false for a window not newer than the last one.
     pub fn measured(&mut self, waits: WaitsSeen, target_ms: u64) -> bool {
-        let (tz, lead) = (self.tz(), self.lead().0);
+        let (tz, lead) = (self.tz(), self.lead().duration);
         self.correction.measured(waits, target_ms, &mut self.seasonal, tz, lead, &self.held)
     }
 

@@ -5,7 +5,7 @@ use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::lead::{Lead, LEAD_SAMPLES};
-use super::quantile;
+use super::{quantile, Learned};
 
 /// From a pending pod to the ASG's launch, until one has been seen: cluster-autoscaler's
 /// default scan interval.
@@ -51,11 +51,11 @@ impl Reaction {
     /// Cluster-autoscaler's reaction: the median of those seen (a launch another writer
     /// started while pods were pending times less or more than CA took; the median is
     /// not moved by a few), or [`CA_REACTION`].
-    pub fn reaction(&self) -> (Duration, bool) {
+    pub fn reaction(&self) -> Learned {
         if self.reaction_secs.is_empty() {
-            return (CA_REACTION, false);
+            return Learned { duration: CA_REACTION, observed: false };
         }
-        (Duration::seconds(i64::from(quantile(self.reaction_secs.clone(), 0.5))), true)
+        Learned { duration: Duration::seconds(i64::from(quantile(self.reaction_secs.clone(), 0.5))), observed: true }
     }
 
     /// Workload pods became unschedulable at `since` in a pool that had none: the

@@ -16,6 +16,13 @@ const SPOT_DRAIN_AT_LEAST: chrono::Duration = chrono::Duration::seconds(5);
 /// ordinary first plan drains the whole `drain_timeout`.
 const SPOT_WARNING_DELIVERY: chrono::Duration = chrono::Duration::seconds(10);
 
+/// Where a surged replacement goes.
+struct SurgeTarget {
+    asg: String,
+    /// On-demand standing in for spot: it counts against the fallback cap.
+    fallback_unit: bool,
+}
+
 impl Work<'_> {
     /// How long an interrupted instance's node drains, and why if not `drain_timeout`. A
     /// spot warning's drain ends `drain_timeout` (and the delivery's few seconds) after
@@ -71,15 +78,14 @@ impl Work<'_> {
     }
 
     /// Where a replacement goes: the instance's own ASG when it is healthy, else the
-    /// next healthy spot ASG, else on-demand within the fallback cap. Returns the ASG
-    /// and whether it counts as a fallback unit. A replacement elsewhere needs the own
+    /// next healthy spot ASG, else on-demand within the fallback cap. A replacement elsewhere needs the own
     /// ASG to take the decrement afterwards (above its minimum), or the own ASG would
     /// replace the instance too: two replacements for one interruption.
-    fn surge_target(&self, own_asg: &str) -> Option<(String, bool)> {
+    fn surge_target(&self, own_asg: &str) -> Option<SurgeTarget> {
         let own = self.observed.asg(own_asg)?;
         let own_is_spot = self.observed.spot.iter().any(|a| a.name == own_asg);
         if (!own_is_spot || !self.failing.contains_key(own_asg)) && self.room_up(own) > 0 {
-            return Some((own_asg.to_string(), false));
+            return Some(SurgeTarget { asg: own_asg.to_string(), fallback_unit: false });
         }
         if self.after(own_asg) <= own.min {
             return None;
@@ -90,11 +96,12 @@ impl Work<'_> {
             .iter()
             .find(|a| a.name != own_asg && !self.failing.contains_key(&a.name) && self.room_up(a) > 0)
         {
-            return Some((other.name.clone(), false));
+            return Some(SurgeTarget { asg: other.name.clone(), fallback_unit: false });
         }
         let od = self.observed.on_demand.as_ref()?;
         let under_cap = self.record.fallback_units < self.cfg.fallback.max_on_demand;
-        (own_is_spot && under_cap && self.room_up(od) > 0).then(|| (od.name.clone(), true))
+        (own_is_spot && under_cap && self.room_up(od) > 0)
+            .then(|| SurgeTarget { asg: od.name.clone(), fallback_unit: true })
     }
 
     pub(super) fn replace_instances(&mut self) {
@@ -141,7 +148,7 @@ impl Work<'_> {
             }
             if self.cfg.interruption.surge && surge.is_none() {
                 match self.surge_target(&asg_name) {
-                    Some((target, fallback_unit)) => {
+                    Some(SurgeTarget { asg: target, fallback_unit }) => {
                         self.adjust(&target, 1, format!("surge a replacement: {reason}"));
                         if fallback_unit {
                             self.record.fallback_units += 1;

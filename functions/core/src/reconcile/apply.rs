@@ -255,7 +255,9 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
             // the drain): a race, not a fault. Known not made with decrement, it is
             // journaled as gone without one, so the next run withdraws the surge the
             // ASG's own replacement makes surplus; the plan goes on.
-            if e.kind == ErrorKind::Permanent && !self.still_in(run.pool, asg, instance_id).await? {
+            if matches!(e.kind, ErrorKind::Permanent | ErrorKind::Gone)
+                && !self.still_in(run.pool, asg, instance_id).await?
+            {
                 self.journal(run, is_call, |c| {
                     if let CapacityCall::Terminate { decrement, done, .. } = c {
                         (*decrement, *done) = (false, true);
@@ -370,14 +372,13 @@ pub(super) fn is_capacity_call(kind: &ActionKind) -> bool {
     matches!(kind, ActionKind::SetDesiredCapacity { .. } | ActionKind::TerminateInstance { .. })
 }
 
-/// A lifecycle hook call answered "No active Lifecycle Action found" (AWS's wording):
-/// the action is over (completed by an earlier run whose answer was lost, or timed out
+/// A lifecycle hook call answered that the action is [`ErrorKind::Gone`]: it is over (completed by an earlier run whose answer was lost, or timed out
 /// and the hook's default result taken). Nothing is left to do: not a failure to
 /// dead-letter.
 pub(super) fn lifecycle_call(result: Result<(), PortError>) -> Result<Applied, PortError> {
     match result {
         Ok(()) => Ok(Applied::Done),
-        Err(e) if e.kind == ErrorKind::Permanent && e.message.contains("No active Lifecycle Action found") => {
+        Err(e) if e.kind == ErrorKind::Gone => {
             Ok(Applied::Skipped { why: format!("the lifecycle action is over: {}", e.message) })
         }
         Err(e) => Err(e),

@@ -77,7 +77,7 @@ fn a_history_full_at_every_bound_fits_the_state_record() {
         },
         held: HeldRoom {
             decisions: vec![
-                Held { at, room: rise, at_max: true, overridden: true, seasonal: true, decided: Some(rise) };
+                Held { at, room: rise, at_max: true, by: DecidedBy::Override, decided: Some(rise) };
                 MAX_HELD
             ],
         },
@@ -164,16 +164,16 @@ proptest! {
             let room = Rise { cpu_millis: room * 1_000, memory_bytes: 0 };
             let by = [DecidedBy::Percent, DecidedBy::Seasonal, DecidedBy::Override, DecidedBy::Seasonal][usize::from(flags)];
             h.held(now, room, flags == 3, by, None);
-            decisions.push(Held { at: now, room, at_max: flags == 3, overridden: flags == 2, seasonal: flags != 0 && flags != 2, decided: None });
+            decisions.push(Held { at: now, room, at_max: flags == 3, by: match flags { 0 => DecidedBy::Percent, 2 => DecidedBy::Override, _ => DecidedBy::Seasonal }, decided: None });
             prop_assert!(h.held.decisions.len() <= MAX_HELD);
             let from = now - Duration::minutes(30);
             let full_start = decisions.iter().rposition(|d| d.at <= from).unwrap_or(0);
             let full: Vec<&Held> = decisions[full_start..].iter().collect();
             let kept = h.held.over(from, now);
             prop_assert!(kept.least.cpu_millis <= full.iter().map(|d| d.room.cpu_millis).min().unwrap());
-            prop_assert!(kept.not_ours || !full.iter().any(|d| d.at_max || d.overridden));
-            prop_assert!(kept.overridden || !full.iter().any(|d| d.overridden));
-            prop_assert!(!kept.seasonal || full.iter().all(|d| d.seasonal));
+            prop_assert!(kept.not_ours || !full.iter().any(|d| d.at_max || d.by == DecidedBy::Override));
+            prop_assert!(kept.overridden || !full.iter().any(|d| d.by == DecidedBy::Override));
+            prop_assert!(!kept.seasonal || full.iter().all(|d| d.by == DecidedBy::Seasonal));
         }
     }
 }

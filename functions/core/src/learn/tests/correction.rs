@@ -108,7 +108,11 @@ fn pooled_windows_are_judged_against_the_room_held_over_their_whole_span() {
         busy.held(at(0) + Duration::seconds(20 * k as i64), room, false, DecidedBy::Percent, None);
     }
     assert!(busy.held.decisions.len() <= 96, "bounded: {}", busy.held.decisions.len());
-    assert!(busy.held.decisions[0].overridden && busy.held.decisions[0].at == at(0), "{:?}", busy.held.decisions[0]);
+    assert!(
+        busy.held.decisions[0].by == DecidedBy::Override && busy.held.decisions[0].at == at(0),
+        "{:?}",
+        busy.held.decisions[0]
+    );
     for (i, m) in (5..=50).step_by(5).enumerate() {
         let p95_ms = if m == 5 || m == 30 { 60_000 } else { 1_000 };
         busy.measured(
@@ -476,4 +480,24 @@ fn the_oldest_day_kept_counts_once_the_first_is_gone() {
     h.correction.first_counted = h.seasonal.days.first().map(|d| d.date);
     h.measured(counted(105, 1, 2_000, 0), 10_000);
     assert_eq!(h.budget_share(), 0.95, "the same day as the first counted is the pool filling up");
+}
+
+#[test]
+fn room_held_is_stored_with_the_flags_records_have_always_had() {
+    let at = Utc.with_ymd_and_hms(2026, 11, 20, 9, 0, 0).unwrap();
+    let room = Rise { cpu_millis: 500, memory_bytes: 1 << 20 };
+    let stored = |by| serde_json::to_value(Held { at, room, at_max: false, by, decided: None }).unwrap();
+    let base = serde_json::json!({
+        "at": "2026-11-20T09:00:00Z", "room": { "cpu_millis": 500, "memory_bytes": 1048576 }, "at_max": false
+    });
+    assert_eq!(stored(DecidedBy::Percent), base);
+    let mut seasonal = base.clone();
+    seasonal["seasonal"] = true.into();
+    assert_eq!(stored(DecidedBy::Seasonal), seasonal);
+    let mut overridden = base.clone();
+    overridden["overridden"] = true.into();
+    assert_eq!(stored(DecidedBy::Override), overridden);
+    for (json, by) in [(base, DecidedBy::Percent), (seasonal, DecidedBy::Seasonal), (overridden, DecidedBy::Override)] {
+        assert_eq!(serde_json::from_value::<Held>(json).unwrap().by, by);
+    }
 }

@@ -14,7 +14,7 @@ fn the_lead_time_is_launch_to_ready_as_observed() {
     let ready = [("i-old", Some(true)), ("i-node", Some(true)), ("i-new", Some(true))];
     h.observe(&launching_pool(&ready), None, t0 + Duration::seconds(160), 14);
     assert_eq!(h.lead.lead_secs, vec![130], "i-new only");
-    assert_eq!(h.lead(), (Duration::seconds(130), true));
+    assert_eq!(h.lead(), Learned { duration: Duration::seconds(130), observed: true });
     assert!(h.lead.launching.is_empty());
     // A launch that leaves the ASG before Ready is forgotten, not counted.
     h.observe(&launching_pool(&[("i-gone", None)]), None, t0 + Duration::seconds(200), 14);
@@ -28,13 +28,13 @@ fn the_lead_time_is_launch_to_ready_as_observed() {
     assert_eq!(h.lead.lead_secs, vec![130]);
     // While fewer than five were timed, one odd launch is not the lead time.
     h.lead.lead_secs = vec![100, 110, 900];
-    assert_eq!(h.lead().0, Duration::seconds(110));
+    assert_eq!(h.lead().duration, Duration::seconds(110));
     // The 95th percentile of what was seen: one slow launch in twenty is the 5 % the
     // target leaves out; two are not.
     h.lead.lead_secs = (0..19).map(|_| 100).chain([300]).collect();
-    assert_eq!(h.lead().0, Duration::seconds(100));
+    assert_eq!(h.lead().duration, Duration::seconds(100));
     h.lead.lead_secs = (0..18).map(|_| 100).chain([300, 300]).collect();
-    assert_eq!(h.lead().0, Duration::seconds(300));
+    assert_eq!(h.lead().duration, Duration::seconds(300));
 }
 
 /// Auto Scaling's scaling activities date a launch as its Launch Successful event would,

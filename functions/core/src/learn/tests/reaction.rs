@@ -14,7 +14,10 @@ fn cluster_autoscalers_reaction_is_timed_to_the_earliest_launch_after_the_pods()
         lead: Lead { lead_secs: vec![120], ..Default::default() },
         ..Default::default()
     };
-    assert_eq!((h.reaction(), h.node_wait()), ((CA_REACTION, false), Duration::seconds(130)));
+    assert_eq!(
+        (h.reaction(), h.node_wait()),
+        (Learned { duration: CA_REACTION, observed: false }, Duration::seconds(130))
+    );
     let t0 = monday() + Duration::hours(9);
     // Five arrivals ten minutes apart; each one's launches reported latest first, twice.
     for (k, secs) in [6, 50, 8, 7, 9].into_iter().enumerate() {
@@ -31,7 +34,10 @@ fn cluster_autoscalers_reaction_is_timed_to_the_earliest_launch_after_the_pods()
         h.observe(&empty_pool(), None, since + Duration::minutes(5), 14);
     }
     assert_eq!(h.reaction.reaction_secs, [6, 50, 8, 7, 9]);
-    assert_eq!((h.reaction(), h.node_wait()), ((Duration::seconds(8), true), Duration::seconds(128)));
+    assert_eq!(
+        (h.reaction(), h.node_wait()),
+        (Learned { duration: Duration::seconds(8), observed: true }, Duration::seconds(128))
+    );
     // A late copy of an arrival already timed, and a launch that started before the
     // pods: nothing.
     let t1 = t0 + Duration::hours(2);
@@ -65,7 +71,7 @@ fn cluster_autoscalers_reaction_is_timed_to_the_earliest_launch_after_the_pods()
     assert_eq!((h.reaction.reaction_secs.len(), h.allowed_wait_ms), (9, 30_000));
     // A record from before reactions were kept reads as none seen.
     let old: History = serde_json::from_str(r#"{"lead_secs":[120]}"#).unwrap();
-    assert_eq!(old.reaction(), (CA_REACTION, false));
+    assert_eq!(old.reaction(), Learned { duration: CA_REACTION, observed: false });
 }
 
 /// Arrivals are bounded: the oldest beyond the bound is taken at once.

@@ -496,7 +496,7 @@ fn a_dry_run_judges_waits_against_the_pause_pods_the_cluster_runs() {
     assert!(p.headroom.unwrap().replicas > 1, "a live run would hold more");
     let held = p.record.learned.as_ref().unwrap().held.decisions.last().copied().unwrap();
     assert_eq!(held.room.cpu_millis, cfg.pools[0].headroom.pod_cpu_millis, "one pod's room: what runs");
-    assert!(!held.seasonal && !held.at_max);
+    assert!(held.by != crate::learn::DecidedBy::Seasonal && !held.at_max);
     let mut record = p.record;
     for m in 1..=15 {
         let t = at + Duration::minutes(m);
