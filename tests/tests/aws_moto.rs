@@ -1095,3 +1095,40 @@ async fn doctor_shows_an_asg_two_selectors_take() {
     let findings = doctor.check(&shipped, &Wiring::conventional(&shipped)).await;
     assert!(!findings.iter().any(|f| f.check.ends_with("ASG roles")), "{findings:#?}");
 }
+
+/// `PortError::operation` names a call as the service does; the in-memory ports stand in
+/// for the AWS adapter, so a call both refuse is named alike.
+#[tokio::test]
+async fn the_in_memory_autoscaling_names_a_refused_call_as_the_aws_adapter_does() {
+    use ballast_core::ports::{Autoscaling, PortError};
+    use ballast_core::testing::{InMemory, World};
+    let Some(moto) = Moto::start() else { return };
+    let d = Deployment::create(&moto, 3, (0, 1), now()).await;
+    let aws = ballast_aws::AwsAutoscaling::new(&d.sdk);
+    let pool = config(false).pools[0].clone();
+    let (spot, on_demand) = aws.describe_pool(&pool).await.unwrap();
+    let memory = InMemory::new(World { asgs: spot.into_iter().chain(on_demand).collect(), ..World::default() });
+    let named = |r: Result<(), PortError>| r.err().map(|e| e.operation);
+    let size = |r: Result<ballast_core::observe::AsgSize, PortError>| r.err().map(|e| e.operation);
+    let pairs = [
+        (
+            "size of an ASG that is not there",
+            size(aws.asg_size("eks-none").await),
+            size(memory.asg_size("eks-none").await),
+        ),
+        (
+            "terminating an instance in no ASG",
+            named(aws.terminate_instance("i-0000000000000dead", false).await),
+            named(memory.terminate_instance("i-0000000000000dead", false).await),
+        ),
+        (
+            "raising an ASG that is not there",
+            named(aws.set_desired_capacity("eks-none", 1).await),
+            named(memory.set_desired_capacity("eks-none", 1).await),
+        ),
+    ];
+    for (what, real, in_memory) in pairs {
+        assert!(real.is_some() && in_memory.is_some(), "{what}: both refuse it ({real:?}, {in_memory:?})");
+        assert_eq!(in_memory, real, "{what}");
+    }
+}

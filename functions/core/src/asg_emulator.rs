@@ -19,14 +19,14 @@ pub fn describe_pool(
     asgs: &[ObservedAsg],
     pool: &PoolConfig,
 ) -> Result<(Vec<ObservedAsg>, Option<ObservedAsg>), PortError> {
-    let (spot, on_demand) = snapshot::pool_asgs(asgs, pool, "describe_pool")?;
+    let (spot, on_demand) = snapshot::pool_asgs(asgs, pool, "DescribeAutoScalingGroups")?;
     Ok((spot.into_iter().cloned().collect(), on_demand.cloned()))
 }
 
 /// A group's size and bounds.
 pub fn size(asgs: &[ObservedAsg], asg: &str) -> Result<AsgSize, PortError> {
     let found = asgs.iter().find(|a| a.name == asg);
-    found.map(ObservedAsg::size).ok_or_else(|| not_found("asg_size", format!("ASG {asg} not found")))
+    found.map(ObservedAsg::size).ok_or_else(|| not_found("DescribeAutoScalingGroups", format!("ASG {asg} not found")))
 }
 
 /// SetDesiredCapacity: refused outside the group's bounds, as AWS refuses it.
@@ -34,11 +34,11 @@ pub fn set_desired(asgs: &mut [ObservedAsg], asg: &str, desired: u32) -> Result<
     let group = asgs
         .iter_mut()
         .find(|a| a.name == asg)
-        .ok_or_else(|| not_found("set_desired_capacity", format!("ASG {asg} not found")))?;
+        .ok_or_else(|| not_found("SetDesiredCapacity", format!("ASG {asg} not found")))?;
     if desired < group.min || desired > group.max {
         return Err(PortError::new(
             ErrorKind::Permanent,
-            "set_desired_capacity",
+            "SetDesiredCapacity",
             format!("ValidationError: desired {desired} outside {asg}'s bounds {}..{}", group.min, group.max),
         ));
     }
@@ -49,15 +49,14 @@ pub fn set_desired(asgs: &mut [ObservedAsg], asg: &str, desired: u32) -> Result<
 /// TerminateInstanceInAutoScalingGroup: the instance goes `Terminating`; with decrement
 /// the group's desired size drops by one, refused at its minimum.
 pub fn terminate(asgs: &mut [ObservedAsg], instance_id: &str, decrement: bool) -> Result<(), PortError> {
-    let group = asgs
-        .iter_mut()
-        .find(|a| a.instance(instance_id).is_some())
-        .ok_or_else(|| not_found("terminate_instance", format!("instance {instance_id} is in no ASG")))?;
+    let group = asgs.iter_mut().find(|a| a.instance(instance_id).is_some()).ok_or_else(|| {
+        not_found("TerminateInstanceInAutoScalingGroup", format!("instance {instance_id} is in no ASG"))
+    })?;
     if decrement {
         if group.desired <= group.min {
             return Err(PortError::new(
                 ErrorKind::Permanent,
-                "terminate_instance",
+                "TerminateInstanceInAutoScalingGroup",
                 format!("ValidationError: {} is at its minimum {}; cannot decrement", group.name, group.min),
             ));
         }

@@ -37,7 +37,11 @@ pub enum ErrorKind {
 #[derive(Debug, thiserror::Error)]
 #[error("{operation}: {message}")]
 pub struct PortError {
-    /// The call that failed, as AWS or Kubernetes names it (`SetDesiredCapacity`, `GetItem`).
+    /// The call that failed, in the words of the service that answers it: the AWS API
+    /// action (`SetDesiredCapacity`, `PutItem`), or the Kubernetes verb and object
+    /// (`list nodes`, `cordon NODE`, `evict POD`). An adapter standing in for a service
+    /// (the tests' in-memory ports, a state snapshot, the simulator) names a call as the
+    /// real adapter does; a run's own refusal names the step it refused (`apply`, `lease`).
     pub operation: String,
     /// Whether trying again can help.
     pub kind: ErrorKind,

@@ -132,7 +132,7 @@ fn read_only(operation: &str) -> PortError {
 #[async_trait]
 impl Autoscaling for SnapshotPorts {
     async fn describe_pool(&self, pool: &PoolConfig) -> Result<(Vec<ObservedAsg>, Option<ObservedAsg>), PortError> {
-        let (spot, on_demand) = pool_asgs(&self.0.asgs, pool, "describe_pool")?;
+        let (spot, on_demand) = pool_asgs(&self.0.asgs, pool, "DescribeAutoScalingGroups")?;
         Ok((spot.into_iter().cloned().collect(), on_demand.cloned()))
     }
 
@@ -145,33 +145,32 @@ impl Autoscaling for SnapshotPorts {
     }
 
     async fn asg_size(&self, asg: &str) -> Result<AsgSize, PortError> {
-        self.0
-            .asg(asg)
-            .map(ObservedAsg::size)
-            .ok_or_else(|| PortError::new(ErrorKind::Permanent, "asg_size", format!("ASG {asg} not found")))
+        self.0.asg(asg).map(ObservedAsg::size).ok_or_else(|| {
+            PortError::new(ErrorKind::Permanent, "DescribeAutoScalingGroups", format!("ASG {asg} not found"))
+        })
     }
 
     async fn set_desired_capacity(&self, _asg: &str, _desired: u32) -> Result<(), PortError> {
-        Err(read_only("set_desired_capacity"))
+        Err(read_only("SetDesiredCapacity"))
     }
 
     async fn terminate_instance(&self, _instance_id: &str, _decrement: bool) -> Result<(), PortError> {
-        Err(read_only("terminate_instance"))
+        Err(read_only("TerminateInstanceInAutoScalingGroup"))
     }
 
     async fn record_lifecycle_heartbeat(&self, _action: &LifecycleRef) -> Result<(), PortError> {
-        Err(read_only("record_lifecycle_heartbeat"))
+        Err(read_only("RecordLifecycleActionHeartbeat"))
     }
 
     async fn complete_lifecycle_action(&self, _action: &LifecycleRef) -> Result<(), PortError> {
-        Err(read_only("complete_lifecycle_action"))
+        Err(read_only("CompleteLifecycleAction"))
     }
 }
 
 #[async_trait]
 impl Cluster for SnapshotPorts {
     async fn pool_nodes(&self, pool: &PoolConfig) -> Result<Vec<NodeState>, PortError> {
-        let (mut asgs, on_demand) = pool_asgs(&self.0.asgs, pool, "pool_nodes")?;
+        let (mut asgs, on_demand) = pool_asgs(&self.0.asgs, pool, "list nodes")?;
         asgs.extend(on_demand);
         Ok(nodes_in(&self.0.nodes, &asgs))
     }
@@ -181,7 +180,7 @@ impl Cluster for SnapshotPorts {
     }
 
     async fn set_headroom_replicas(&self, _pool: &PoolConfig, _replicas: u32) -> Result<(), PortError> {
-        Err(read_only("set_headroom_replicas"))
+        Err(read_only("apply Deployment"))
     }
 
     async fn pool_demand(&self, pool: &PoolConfig, _now: DateTime<Utc>) -> Result<Option<Demand>, PortError> {
@@ -213,7 +212,7 @@ impl StateStore for SnapshotPorts {
     }
 
     async fn save(&self, _pool: &str, _record: &PoolRecord, _expected: u64) -> Result<u64, PortError> {
-        Err(read_only("save"))
+        Err(read_only("PutItem"))
     }
 
     async fn acquire_lease(
@@ -224,11 +223,11 @@ impl StateStore for SnapshotPorts {
         _ttl: Duration,
         _urgency: crate::ports::Urgency,
     ) -> Result<bool, PortError> {
-        Err(read_only("acquire_lease"))
+        Err(read_only("UpdateItem"))
     }
 
     async fn release_lease(&self, _pool: &str, _owner: &str) -> Result<(), PortError> {
-        Err(read_only("release_lease"))
+        Err(read_only("UpdateItem"))
     }
 
     /// Nothing was handled before the snapshot: every event is new.
@@ -237,7 +236,7 @@ impl StateStore for SnapshotPorts {
     }
 
     async fn mark_seen(&self, _event_ids: &[String], _expires_at: DateTime<Utc>) -> Result<(), PortError> {
-        Err(read_only("mark_seen"))
+        Err(read_only("BatchWriteItem"))
     }
 }
 

@@ -202,7 +202,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         }
         Err(PortError::new(
             ErrorKind::Retryable,
-            "set_desired_capacity",
+            "SetDesiredCapacity",
             format!("{asg} kept changing under {SETTLE_ATTEMPTS} reads; not written, the next run plans afresh"),
         ))
     }
@@ -396,7 +396,7 @@ pub(super) fn rebase(asg: &str, from: u32, to: u32, size: &AsgSize) -> Result<u3
     if delta > 0 && fits < delta {
         return Err(PortError::new(
             ErrorKind::Retryable,
-            "set_desired_capacity",
+            "SetDesiredCapacity",
             format!(
                 "{asg} is at {} now, not {from} as planned: only {fits} of the raise of {delta} fits under its max {}; \
                  not made, the next run plans afresh",

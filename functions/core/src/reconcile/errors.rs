@@ -153,9 +153,9 @@ mod tests {
 
     #[test]
     fn an_apply_error_names_the_action_it_stopped_at() {
-        let source = PortError::new(ErrorKind::Retryable, "set_desired_capacity", "throttled");
+        let source = PortError::new(ErrorKind::Retryable, "SetDesiredCapacity", "throttled");
         let err = ApplyError::at(2)(source);
         assert_eq!(err.failed_at, 2);
-        assert_eq!(err.to_string(), "applying action 3 of the plan stopped: set_desired_capacity: throttled");
+        assert_eq!(err.to_string(), "applying action 3 of the plan stopped: SetDesiredCapacity: throttled");
     }
 }

@@ -167,7 +167,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         // is refused before anything is planned.
         let listed = spot.iter().chain(&on_demand).map(|a| AsgRef { name: &a.name, tags: &a.tags });
         check_one_role(pool, &self.config.pools, listed)
-            .map_err(|e| PortError::new(ErrorKind::Permanent, "describe_pool", e.to_string()))?;
+            .map_err(|e| PortError::new(ErrorKind::Permanent, "DescribeAutoScalingGroups", e.to_string()))?;
         Ok(ObservedPool { spot, on_demand, nodes, headroom_replicas, demand })
     }
 

@@ -185,7 +185,7 @@ impl World {
 
     /// Resolves a pool's selectors against the world's ASGs (the shared rule).
     pub fn pool_asgs(&self, pool: &PoolConfig) -> Result<(Vec<&ObservedAsg>, Option<&ObservedAsg>), PortError> {
-        snapshot::pool_asgs(&self.asgs, pool, "describe_pool")
+        snapshot::pool_asgs(&self.asgs, pool, "DescribeAutoScalingGroups")
     }
 
     /// Moves the world on as AWS would between reconciles: ASGs launch up to their
@@ -315,7 +315,7 @@ impl Autoscaling for InMemory {
 impl Cluster for InMemory {
     async fn pool_nodes(&self, pool: &PoolConfig) -> Result<Vec<NodeState>, PortError> {
         let world = self.world();
-        let (mut asgs, on_demand) = snapshot::pool_asgs(&world.asgs, pool, "pool_nodes")?;
+        let (mut asgs, on_demand) = snapshot::pool_asgs(&world.asgs, pool, "list nodes")?;
         asgs.extend(on_demand);
         Ok(snapshot::nodes_in(world.nodes.iter().map(|n| &n.state), &asgs))
     }
@@ -341,7 +341,7 @@ impl Cluster for InMemory {
             .nodes
             .iter_mut()
             .find(|n| n.state.name == node)
-            .ok_or_else(|| not_found("cordon", format!("node {node} not found")))?;
+            .ok_or_else(|| not_found(&format!("cordon {node}"), format!("node {node} not found")))?;
         n.state.unschedulable = true;
         world.calls.push(Call::Cordon { node: node.to_string() });
         Ok(())
@@ -353,7 +353,7 @@ impl Cluster for InMemory {
             .nodes
             .iter_mut()
             .find(|n| n.state.name == node)
-            .ok_or_else(|| not_found("uncordon", format!("node {node} not found")))?;
+            .ok_or_else(|| not_found(&format!("uncordon {node}"), format!("node {node} not found")))?;
         n.state.unschedulable = false;
         world.calls.push(Call::Uncordon { node: node.to_string() });
         Ok(())
@@ -365,7 +365,7 @@ impl Cluster for InMemory {
             .nodes
             .iter_mut()
             .find(|n| n.state.name == node)
-            .ok_or_else(|| not_found("drain", format!("node {node} not found")))?;
+            .ok_or_else(|| not_found(&format!("drain {node}"), format!("node {node} not found")))?;
         let blocked: Vec<(String, String)> = n
             .pdb_blocked_pods
             .iter()
@@ -396,7 +396,7 @@ impl StateStore for InMemory {
         if entry.version != expected {
             return Err(PortError::new(
                 ErrorKind::Conflict,
-                "save",
+                "PutItem",
                 format!("pool {pool}: record is at version {}, expected {expected}", entry.version),
             ));
         }

@@ -235,7 +235,7 @@ impl View {
         self.nodes
             .iter_mut()
             .find(|n| n.state.name == name)
-            .ok_or_else(|| not_found(operation, format!("node {name} not found")))
+            .ok_or_else(|| not_found(&format!("{operation} {name}"), format!("node {name} not found")))
     }
 }
 
@@ -298,7 +298,7 @@ impl Autoscaling for SimPorts {
 impl Cluster for SimPorts {
     async fn pool_nodes(&self, pool: &PoolConfig) -> Result<Vec<NodeState>, PortError> {
         let view = self.view();
-        let (spot, on_demand) = pool_asgs(&view.asgs, pool, "pool_nodes")?;
+        let (spot, on_demand) = pool_asgs(&view.asgs, pool, "list nodes")?;
         // The view's nodes are those of its ASGs' instances, ASG by ASG.
         let groups: Vec<usize> = spot
             .into_iter()
@@ -369,7 +369,7 @@ impl StateStore for SimPorts {
         if entry.version != expected {
             return Err(PortError::new(
                 ErrorKind::Conflict,
-                "save",
+                "PutItem",
                 format!("pool {pool}: record is at version {}, expected {expected}", entry.version),
             ));
         }
