@@ -178,6 +178,14 @@ impl World {
         self.asgs.iter().find(|a| a.name == name)
     }
 
+    /// The node of that name; `verb` names the call that looked for it.
+    fn node_mut(&mut self, name: &str, verb: &str) -> Result<&mut WorldNode, PortError> {
+        self.nodes
+            .iter_mut()
+            .find(|n| n.state.name == name)
+            .ok_or_else(|| not_found(&format!("{verb} {name}"), format!("node {name} not found")))
+    }
+
     /// The ASG of that name, to change it as another writer would.
     pub fn asg_mut(&mut self, name: &str) -> Option<&mut ObservedAsg> {
         self.asgs.iter_mut().find(|a| a.name == name)
@@ -337,11 +345,7 @@ impl Cluster for InMemory {
 
     async fn cordon(&self, node: &str) -> Result<(), PortError> {
         let mut world = self.world();
-        let n = world
-            .nodes
-            .iter_mut()
-            .find(|n| n.state.name == node)
-            .ok_or_else(|| not_found(&format!("cordon {node}"), format!("node {node} not found")))?;
+        let n = world.node_mut(node, "cordon")?;
         n.state.unschedulable = true;
         world.calls.push(Call::Cordon { node: node.to_string() });
         Ok(())
@@ -349,11 +353,7 @@ impl Cluster for InMemory {
 
     async fn uncordon(&self, node: &str) -> Result<(), PortError> {
         let mut world = self.world();
-        let n = world
-            .nodes
-            .iter_mut()
-            .find(|n| n.state.name == node)
-            .ok_or_else(|| not_found(&format!("uncordon {node}"), format!("node {node} not found")))?;
+        let n = world.node_mut(node, "uncordon")?;
         n.state.unschedulable = false;
         world.calls.push(Call::Uncordon { node: node.to_string() });
         Ok(())
@@ -361,11 +361,7 @@ impl Cluster for InMemory {
 
     async fn drain(&self, node: &str, _timeout: Duration) -> Result<DrainReport, PortError> {
         let mut world = self.world();
-        let n = world
-            .nodes
-            .iter_mut()
-            .find(|n| n.state.name == node)
-            .ok_or_else(|| not_found(&format!("drain {node}"), format!("node {node} not found")))?;
+        let n = world.node_mut(node, "drain")?;
         let blocked: Vec<(String, String)> = n
             .pdb_blocked_pods
             .iter()
