@@ -78,9 +78,10 @@ impl Work<'_> {
     }
 
     /// Where a replacement goes: the instance's own ASG when it is healthy, else the
-    /// next healthy spot ASG, else on-demand within the fallback cap. A replacement elsewhere needs the own
-    /// ASG to take the decrement afterwards (above its minimum), or the own ASG would
-    /// replace the instance too: two replacements for one interruption.
+    /// next healthy spot ASG, else on-demand within the fallback cap, else the own ASG
+    /// all the same. A replacement needs the own ASG to take the decrement afterwards
+    /// (above its minimum), or the own ASG would replace the instance too: two
+    /// replacements for one interruption.
     fn surge_target(&self, own_asg: &str) -> Option<SurgeTarget> {
         let own = self.observed.asg(own_asg)?;
         let own_is_spot = self.observed.spot.iter().any(|a| a.name == own_asg);
@@ -98,10 +99,16 @@ impl Work<'_> {
         {
             return Some(SurgeTarget { asg: other.name.clone(), fallback_unit: false });
         }
-        let od = self.observed.on_demand.as_ref()?;
-        let under_cap = self.record.fallback_units < self.cfg.fallback.max_on_demand;
-        (own_is_spot && under_cap && self.room_up(od) > 0)
-            .then(|| SurgeTarget { asg: od.name.clone(), fallback_unit: true })
+        if let Some(od) = self.observed.on_demand.as_ref() {
+            let under_cap = self.record.fallback_units < self.cfg.fallback.max_on_demand;
+            if own_is_spot && under_cap && self.room_up(od) > 0 {
+                return Some(SurgeTarget { asg: od.name.clone(), fallback_unit: true });
+            }
+        }
+        // Nowhere else to go: the slot stays in the failing ASG either way (without a
+        // surge the instance goes without decrement and the ASG replaces it after the
+        // drain); asked for now, the replacement has the drain's minutes to launch.
+        (self.room_up(own) > 0).then(|| SurgeTarget { asg: own_asg.to_string(), fallback_unit: false })
     }
 
     pub(super) fn replace_instances(&mut self) {
@@ -167,14 +174,21 @@ impl Work<'_> {
                         });
                     }
                     None => {
-                        let on_demand = if self.observed.on_demand.is_some() {
-                            "or the on-demand cap is reached"
+                        let why = if self.after(&asg_name) <= asg.min {
+                            format!("{asg_name} is at its minimum {}", asg.min)
                         } else {
-                            "the pool has no on-demand ASG"
+                            let on_demand = if self.observed.on_demand.is_some() {
+                                "on-demand is failing, at max or at the fallback cap"
+                            } else {
+                                "the pool has no on-demand ASG"
+                            };
+                            format!(
+                                "{asg_name} is at its maximum {}, other spot ASGs are failing or at max, {on_demand}",
+                                asg.max
+                            )
                         };
                         self.note(format!(
-                            "no room to surge for {}: every candidate ASG is at max (or failing, {on_demand}, or \
-                             {asg_name} is at its minimum); terminating without decrement so {asg_name} replaces it",
+                            "no room to surge for {}: {why}; terminating without decrement so {asg_name} replaces it",
                             interruption.instance_id
                         ))
                     }

@@ -184,6 +184,28 @@ fn interruption_surge_goes_to_on_demand_when_spot_is_failing_and_counts_as_fallb
 }
 
 #[test]
+fn a_failing_spot_asg_with_nowhere_else_to_go_is_surged_before_the_drain() {
+    // Kept off by the interruption rate, the other spot ASG and on-demand full: the slot
+    // stays in spot-a either way, so it is asked for at the warning, not after the drain.
+    let cfg = config();
+    let mut observed = pool().spot("spot-a", sized(3)).build();
+    observed.spot[1].max = 0;
+    od(&mut observed).max = 0;
+    let mut record = PoolRecord::default();
+    record
+        .unavailable
+        .insert("spot-a".into(), Unavailable { until: now() + Duration::minutes(5), reason: "5 interruptions".into() });
+    let p = run(&cfg, &record, &observed, &[spot_warning(&observed, 0, InstanceAction::Terminate)], now());
+    assert_eq!(desired(&p, "spot-a"), Some(4), "{:#?}", p.actions);
+    let surge_at = p.actions.iter().position(|a| matches!(a.kind, ActionKind::SetDesiredCapacity { .. }));
+    let terminate_at = p.actions.iter().position(|a| matches!(a.kind, ActionKind::TerminateInstance { .. }));
+    assert!(surge_at < terminate_at, "the surge comes before the drain and the terminate");
+    assert!(p.actions.iter().any(|a| matches!(a.kind, ActionKind::TerminateInstance { decrement: true, .. })));
+    assert_eq!(p.record.fallback_units, 0);
+    assert_eq!(p.record.interruptions[0].surge.as_ref().unwrap().asg, "spot-a");
+}
+
+#[test]
 fn no_room_to_surge_terminates_without_decrement() {
     let cfg = config();
     let mut observed = pool().spot("spot-a", sized(3)).build();
