@@ -9,7 +9,7 @@ use std::collections::BinaryHeap;
 
 use crate::bridge::Bridge;
 use crate::ca::{ClusterAutoscaler, ScanStep};
-use crate::cluster::NodePhase;
+use crate::cluster::{NodePhase, PodKind};
 use crate::event::{Ev, Reaction};
 use crate::handlers::InterruptionHandlers;
 use crate::metrics::Metrics;
@@ -322,7 +322,9 @@ impl<'s> Engine<'s> {
             let node = self.model.cluster.pods[pod].node;
             let pool = node.and_then(|n| self.sc.groups[self.model.cluster.nodes[n].group].pool);
             // Bound once by now: this was its first start.
-            self.metrics.pod_started(now, waited, self.model.cluster.pods[pod].generation == 1, pool);
+            let started = &self.model.cluster.pods[pod];
+            let job = matches!(started.kind, PodKind::Batch { .. });
+            self.metrics.pod_started(now, waited, started.generation == 1, pool, job);
             if let Some(b) = self.ballast.as_mut() {
                 b.pod_started(pool, waited);
             }

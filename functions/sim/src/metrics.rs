@@ -7,9 +7,10 @@ use ballast_core::plan::HeadroomDecision;
 use ballast_core::quantile::nearest_rank;
 use serde::Serialize;
 
-use crate::cluster::{Cluster, NodePhase};
+use crate::cluster::{Cluster, NodePhase, PodKind};
 use crate::model::Model;
 use crate::scenario::{pool_groups, Market, Scenario};
+use crate::time::DAY;
 
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct Sample {
@@ -164,10 +165,11 @@ impl Metrics {
         }
     }
 
-    /// A workload pod started after `waited_ms`, on a node of `pool` (if in one).
-    pub fn pod_started(&mut self, now: u64, waited_ms: u64, first_start: bool, pool: Option<usize>) {
+    /// A workload pod started after `waited_ms`, on a node of `pool` (if in one); `job`:
+    /// a Job's pod, not a long-running workload's.
+    pub fn pod_started(&mut self, now: u64, waited_ms: u64, first_start: bool, pool: Option<usize>, job: bool) {
         if first_start {
-            self.first_starts.push(FirstStart { at: now, waited_ms, pool });
+            self.first_starts.push(FirstStart { at: now, waited_ms, pool, job });
             self.recent_starts.push_back((now, waited_ms));
         } else {
             self.replaced_waits_ms.push(waited_ms);
@@ -219,7 +221,8 @@ impl Metrics {
             let p = &cluster.pods[pod];
             if p.is_workload() {
                 let pool = self.class_pool.get(p.class).copied().flatten();
-                self.pod_started(end.saturating_sub(1), end - p.pending_since, p.generation == 0, pool);
+                let job = matches!(p.kind, PodKind::Batch { .. });
+                self.pod_started(end.saturating_sub(1), end - p.pending_since, p.generation == 0, pool, job);
             }
         }
     }
@@ -232,6 +235,8 @@ impl Metrics {
         ballast_invocations: u32,
     ) -> Report {
         let waits = self.first_waits(|_| true);
+        let long_running = self.first_waits(|s| !s.job);
+        let jobs = self.first_waits(|s| s.job);
         let mut replaced = self.replaced_waits_ms.clone();
         replaced.sort_unstable();
         let pct = |waits: &[u64], q: f64| nearest_rank(waits, q).map_or(0.0, |w| w as f64 / 1000.0);
@@ -243,6 +248,11 @@ impl Metrics {
             pod_wait_p95_s: pct(&waits, 0.95),
             pod_wait_max_s: waits.last().map(|w| *w as f64 / 1000.0).unwrap_or(0.0),
             pods_started: waits.len(),
+            long_running_wait_p95_s: nearest_rank(&long_running, 0.95).map(|w| w as f64 / 1000.0),
+            long_running_started: long_running.len(),
+            job_wait_p95_s: nearest_rank(&jobs, 0.95).map(|w| w as f64 / 1000.0),
+            jobs_started: jobs.len(),
+            daily_wait_p95_s: self.daily_wait_p95_s(sc),
             window_wait_p95_s: self.window_wait_p95_s(),
             replaced_wait_p95_s: pct(&replaced, 0.95),
             pods_replaced: replaced.len(),
@@ -306,6 +316,22 @@ impl Metrics {
         let mut waits: Vec<u64> = self.first_starts.iter().filter(|s| which(s)).map(|s| s.waited_ms).collect();
         waits.sort_unstable();
         waits
+    }
+
+    /// The p95 first-start wait of each simulated day of a run longer than one (`None`: no
+    /// pod started that day); empty for a run of a day or less. The first day has no
+    /// history to learn from, so it shows what learning costs.
+    fn daily_wait_p95_s(&self, sc: &Scenario) -> Vec<Option<f64>> {
+        let days = sc.days();
+        if days <= 1 {
+            return Vec::new();
+        }
+        (0..days)
+            .map(|day| {
+                let waits = self.first_waits(|s| s.at / DAY == day);
+                nearest_rank(&waits, 0.95).map(|w| w as f64 / 1000.0)
+            })
+            .collect()
     }
 
     /// The p95 first-start wait of each five-minute window from the run's start in which
@@ -398,12 +424,14 @@ pub struct PoolHeadroom {
     pub held_at_min_pct: Option<f64>,
 }
 
-/// A workload pod's first start: when, after how long, in which pool (if any).
+/// A workload pod's first start: when, after how long, in which pool (if any), and
+/// whether it is a Job's.
 #[derive(Debug, Clone, Copy)]
 struct FirstStart {
     at: u64,
     waited_ms: u64,
     pool: Option<usize>,
+    job: bool,
 }
 
 fn mean(values: &[f64]) -> Option<f64> {
@@ -419,6 +447,15 @@ pub struct Report {
     pub pod_wait_p95_s: f64,
     pub pod_wait_max_s: f64,
     pub pods_started: usize,
+    /// The same p95 for long-running workloads' pods (Deployments) and for Jobs' pods
+    /// apart: a Job burst can set the p95 alone (`None`: none of that kind started).
+    pub long_running_wait_p95_s: Option<f64>,
+    pub long_running_started: usize,
+    pub job_wait_p95_s: Option<f64>,
+    pub jobs_started: usize,
+    /// The first-start p95 of each simulated day, for a run of more than one day.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub daily_wait_p95_s: Vec<Option<f64>>,
     /// The p95 first-start wait of each five-minute window of the run (`[k·5m, (k+1)·5m)`
     /// from its start) in which pods started, oldest first; pods still pending at the end
     /// are in the last. All pools together and first starts only, like the figures above,

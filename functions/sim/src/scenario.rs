@@ -322,6 +322,11 @@ impl Scenario {
         self.duration.0.as_millis() as u64
     }
 
+    /// The simulated days the run spans, the last one perhaps in part.
+    pub fn days(&self) -> u64 {
+        self.end_ms().div_ceil(crate::time::DAY)
+    }
+
     /// The scenario's span run `times` in a row: its batches, spot capacity losses and
     /// storms come again each span (deployments follow the clock already), so a one-day
     /// scenario becomes a week of such days, with its weekend, for what learns from

@@ -5,7 +5,7 @@ use ballast_core::units::HumanDuration;
 use crate::engine::Engine;
 use crate::event::Ev;
 use crate::scenario::Scenario;
-use crate::time::{MINUTE, SECOND};
+use crate::time::{DAY, HOUR, MINUTE, SECOND};
 use crate::{simulate, with_headroom, HeadroomKnob, Strategy};
 
 /// A small pool of 4-vCPU nodes, no spot interruptions, batch pods for the tests.
@@ -727,8 +727,6 @@ fn a_failed_launch_of_ballasts_own_surge_reaches_ballast_at_once() {
     assert!(sim.model.asgs[1].desired > 0, "the surge went to on-demand within 5 s");
 }
 
-const HOUR: u64 = 60 * MINUTE;
-
 /// Every pause pod on a node sits on a node of its own pool.
 fn assert_pause_pods_in_their_pools(sim: &Engine) {
     let c = &sim.model.cluster;
@@ -975,18 +973,18 @@ fn first_start_waits_are_also_reported_per_five_minute_window() {
     let mut m = crate::metrics::Metrics::new(&sc);
     // 00:00–00:05: twenty pods, one of them slow: the window's p95 is the 19th wait.
     for k in 0..20 {
-        m.pod_started(k * 10 * SECOND, if k == 7 { 90 * SECOND } else { (k + 1) * SECOND }, true, None);
+        m.pod_started(k * 10 * SECOND, if k == 7 { 90 * SECOND } else { (k + 1) * SECOND }, true, None, false);
     }
     // 00:10–00:15: one slow pod and a re-placement (not a first start).
-    m.pod_started(11 * MINUTE, 45 * SECOND, true, None);
-    m.pod_started(12 * MINUTE, 300 * SECOND, false, None);
+    m.pod_started(11 * MINUTE, 45 * SECOND, true, None, false);
+    m.pod_started(12 * MINUTE, 300 * SECOND, false, None, false);
     // 00:15–00:20: only a re-placement; 00:20–00:25: three quick pods.
-    m.pod_started(16 * MINUTE, 300 * SECOND, false, None);
+    m.pod_started(16 * MINUTE, 300 * SECOND, false, None, false);
     for k in 0..3 {
-        m.pod_started(21 * MINUTE + k * SECOND, 2 * SECOND, true, None);
+        m.pod_started(21 * MINUTE + k * SECOND, 2 * SECOND, true, None, false);
     }
     // One pod starts on the 00:25 boundary: the window from 00:25.
-    m.pod_started(25 * MINUTE, 3 * SECOND, true, None);
+    m.pod_started(25 * MINUTE, 3 * SECOND, true, None, false);
     let r = m.report(&sc, "ballast", 0, 0);
     assert_eq!(r.window_wait_p95_s, [20.0, 45.0, 2.0, 3.0]);
     // The run has one p95 for all 25 first starts.
@@ -999,6 +997,35 @@ fn first_start_waits_are_also_reported_per_five_minute_window() {
     m.finish(&cluster, 30 * MINUTE);
     let r = m.report(&sc, "ballast", 0, 0);
     assert_eq!(r.window_wait_p95_s, [20.0, 45.0, 2.0, 120.0]);
+}
+
+/// A Job burst can set a run's p95 alone: Jobs' and long-running workloads' first starts
+/// get a p95 each, and a run of several days one per day (a day without starts: none);
+/// a Job still pending at the end counts as a Job.
+#[test]
+fn first_start_waits_are_split_by_kind_and_by_day() {
+    let sc = Scenario::built_in("week").unwrap();
+    let mut m = crate::metrics::Metrics::new(&sc);
+    for k in 0..20 {
+        m.pod_started(HOUR + k * SECOND, 2 * SECOND, true, None, false);
+        m.pod_started(2 * HOUR + k * SECOND, 90 * SECOND, true, None, true);
+    }
+    m.pod_started(DAY + HOUR, 5 * SECOND, true, None, false);
+    m.pod_started(DAY + 2 * HOUR, 5 * SECOND, true, None, false);
+    let r = m.report(&sc, "ballast", 0, 0);
+    assert_eq!((r.long_running_wait_p95_s, r.long_running_started), (Some(5.0), 22));
+    assert_eq!((r.job_wait_p95_s, r.jobs_started), (Some(90.0), 20));
+    assert_eq!(r.pod_wait_p95_s, 90.0);
+    assert_eq!(r.daily_wait_p95_s, [Some(90.0), Some(5.0), None, None, None, None, None]);
+    let mut cluster = crate::cluster::Cluster::new(-10, 2000, vec![vec![true]]);
+    cluster.create_pod(crate::cluster::PodKind::Batch { duration_ms: MINUTE }, 0, 100, 1 << 20, 0, 7 * DAY - MINUTE);
+    m.finish(&cluster, 7 * DAY);
+    let r = m.report(&sc, "ballast", 0, 0);
+    assert_eq!(r.jobs_started, 21);
+    assert_eq!(r.daily_wait_p95_s[6], Some(60.0));
+    // A run of one day has no per-day figures.
+    let day = Scenario::built_in("business-day").unwrap();
+    assert!(crate::metrics::Metrics::new(&day).report(&day, "ballast", 0, 0).daily_wait_p95_s.is_empty());
 }
 
 /// `two-pools` with Ballast, seed 42.

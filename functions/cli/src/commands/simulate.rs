@@ -212,9 +212,11 @@ fn cell(values: &[Option<f64>], show: &dyn Fn(f64) -> String) -> String {
 
 type Row = (&'static str, fn(&Report) -> Option<f64>, fn(f64) -> String);
 
+const WAIT_P95: &str = "first-start wait p95";
+
 const ROWS: [Row; 17] = [
     ("first-start wait p50", |r| Some(r.pod_wait_p50_s), humanise),
-    ("first-start wait p95", |r| Some(r.pod_wait_p95_s), humanise),
+    (WAIT_P95, |r| Some(r.pod_wait_p95_s), humanise),
     ("first-start wait max", |r| Some(r.pod_wait_max_s), humanise),
     ("re-placed wait p95", |r| Some(r.replaced_wait_p95_s), humanise),
     ("pending pod-seconds", |r| Some(r.pending_pod_seconds), |v| format!("{v:.0}")),
@@ -231,6 +233,28 @@ const ROWS: [Row; 17] = [
     ("CA stale slots taken", |r| r.ca_stale_slots_taken.map(f64::from), |v| format!("{v:.1}")),
     ("raises made again", |r| r.raises_remade.map(f64::from), |v| format!("{v:.1}")),
 ];
+
+/// A row that only some scenarios have: its label and its value in one run's report.
+type ScenarioRow = (String, Box<dyn Fn(&Report) -> Option<f64>>);
+
+/// Rows printed under `first-start wait p95`: with Jobs in the scenario, the p95 of
+/// long-running workloads' pods and of Jobs' pods apart (a Job burst can set the p95
+/// alone); over several days, each day's p95 (the first has no history to learn from).
+fn wait_rows(scenario: &Scenario) -> Vec<ScenarioRow> {
+    let mut rows: Vec<ScenarioRow> = Vec::new();
+    if !scenario.batches.is_empty() {
+        rows.push(("  long-running p95".into(), Box::new(|r: &Report| r.long_running_wait_p95_s)));
+        rows.push(("  Jobs p95".into(), Box::new(|r: &Report| r.job_wait_p95_s)));
+    }
+    let days = scenario.days();
+    if days > 1 {
+        for day in 0..days as usize {
+            let value = move |r: &Report| r.daily_wait_p95_s.get(day).copied().flatten();
+            rows.push((format!("  day {} p95", day + 1), Box::new(value)));
+        }
+    }
+    rows
+}
 
 /// `runs[s]` holds strategy `s`'s reports, one per seed.
 fn print_table(scenario: &Scenario, seeds: &[u64], runs: &[Vec<Report>]) {
@@ -251,13 +275,21 @@ fn print_table(scenario: &Scenario, seeds: &[u64], runs: &[Vec<Report>]) {
         print!("{:>width$}", reports.first().map_or("", |r| r.strategy));
     }
     println!();
-    for (label, value, show) in ROWS {
+    let print_row = |label: &str, value: &dyn Fn(&Report) -> Option<f64>, show: fn(f64) -> String| {
         print!("{label:<22}");
         for reports in runs {
             let values: Vec<Option<f64>> = reports.iter().map(value).collect();
             print!("{:>width$}", cell(&values, &show));
         }
         println!();
+    };
+    for (label, value, show) in ROWS {
+        print_row(label, &value, show);
+        if label == WAIT_P95 {
+            for (label, value) in wait_rows(scenario) {
+                print_row(&label, &*value, humanise);
+            }
+        }
     }
     // With several pools, the two rows above count a moment in which any pool was held;
     // each pool's share follows.
@@ -288,12 +320,18 @@ fn print_table(scenario: &Scenario, seeds: &[u64], runs: &[Vec<Report>]) {
 }
 
 /// Mean and standard deviation of what the runs measured (`None`s left out).
-fn summary(runs: &[Report]) -> serde_json::Value {
+fn summary(scenario: &Scenario, runs: &[Report]) -> serde_json::Value {
     let mut out = serde_json::Map::new();
-    for (label, value, _) in ROWS {
+    let mut put = |label: &str, value: &dyn Fn(&Report) -> Option<f64>| {
         let seen: Vec<f64> = runs.iter().filter_map(value).collect();
         let (mean, sd) = mean_sd(&seen).unzip();
-        out.insert(label.into(), serde_json::json!({ "mean": mean, "sd": sd, "runs": seen.len() }));
+        out.insert(label.trim().into(), serde_json::json!({ "mean": mean, "sd": sd, "runs": seen.len() }));
+    };
+    for (label, value, _) in ROWS {
+        put(label, &value);
+    }
+    for (label, value) in wait_rows(scenario) {
+        put(&label, &*value);
     }
     serde_json::Value::Object(out)
 }
@@ -442,7 +480,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
                 .map(|runs| {
                     serde_json::json!({
                         "strategy": runs[0].strategy,
-                        "summary": summary(runs),
+                        "summary": summary(&scenario, runs),
                         "runs": runs,
                     })
                 })
