@@ -366,6 +366,93 @@ fn a_launch_is_timed_from_its_launch_event_to_its_node_ready_event() {
     assert!(!third.record.learned.as_ref().unwrap().lead.launching.contains_key(&launched));
 }
 
+/// One slow launch among five (a spot request that sat 48 minutes before its node came
+/// Ready) is not the pool's lead time: rises are taken over the usual launch's span, so a
+/// ramp of 1 CPU a minute needs 3 pause pods, not the 49 its whole 48 minutes would ask.
+#[test]
+fn one_slow_launch_among_five_is_not_the_lead_time() {
+    let cfg = with(|c| {
+        c.replace(
+            "      boost_for: 30m\n",
+            "      boost_for: 30m\n      target: { wait_p95: 10s, history: 14d, floor: false }\n",
+        )
+        .replace("      max: 30\n", "      max: 50\n")
+    });
+    let monday = Utc.with_ymd_and_hms(2026, 11, 16, 0, 0, 0).unwrap();
+    // 10 CPU, rising 1 CPU a minute from 09:00 to 10:00, back at 17:00.
+    let cpu_at = |t: DateTime<Utc>| {
+        let minutes = (t - t.duration_trunc(Duration::days(1)).unwrap()).num_minutes();
+        if (9 * 60..17 * 60).contains(&minutes) {
+            10_000 + 1_000 * (minutes - 9 * 60 + 1).min(60) as u64
+        } else {
+            10_000
+        }
+    };
+    let demand = |t| Demand { cpu_millis: cpu_at(t), memory_bytes: 1 << 30, pods: 10, observed_at: t };
+    // Monday and Tuesday show the ramp; Wednesday's day starts.
+    let mut history = crate::learn::History { allowed_wait_ms: 10_000, ..Default::default() };
+    let wednesday_eight = monday + Duration::days(2) + Duration::hours(8);
+    for m in 0..(wednesday_eight - monday).num_minutes() {
+        let at = monday + Duration::minutes(m);
+        history.observe(&pool().spot("spot-a", sized(2)).build(), Some(demand(at)), at, 14);
+    }
+    // Wednesday 08:00: five launches start 10 s before the reconcile; four nodes are
+    // Ready 150 s after their launch, the fifth after 48 min 30 s.
+    let mut record = PoolRecord { learned: Some(history), ..Default::default() };
+    let mut observed = pool().spot("spot-a", sized(7)).build();
+    let launched: Vec<String> = observed.spot[0].instances[2..].iter().map(|i| i.id.clone()).collect();
+    let started = wednesday_eight - Duration::seconds(10);
+    let ready_after = |n: usize| Duration::seconds(if n == 4 { 2_910 } else { 150 });
+    let mut events_at: Vec<(DateTime<Utc>, Event)> = launched
+        .iter()
+        .map(|id| {
+            let launch = Signal::LaunchSuccessful { asg: "spot-a".into(), instance_id: id.clone(), started };
+            (wednesday_eight, event(launch, wednesday_eight))
+        })
+        .collect();
+    for (n, id) in launched.iter().enumerate() {
+        let ready_at = started + ready_after(n);
+        let ready = Signal::NodeLifecycle(crate::event::NodeLifecycleDetail {
+            pool: "p".into(),
+            node: format!("node-{id}"),
+            provider_id: format!("aws:///eu-west-1a/{id}"),
+            instance_id: id.clone(),
+            capacity_type: crate::event::CapacityType::Spot,
+            condition: crate::event::NodeCondition::Ready,
+            observed_at: Some(ready_at),
+        });
+        events_at.push((ready_at, event(ready, ready_at)));
+    }
+    let mut last = None;
+    // Reconciles each minute to 09:49, 49 minutes into Wednesday's ramp.
+    for m in 0..=(60 + 49) {
+        let at = wednesday_eight + Duration::minutes(m);
+        let events: Vec<Event> = events_at
+            .iter()
+            .filter(|(t, _)| *t <= at && *t > at - Duration::minutes(1))
+            .map(|(_, e)| e.clone())
+            .collect();
+        // A launched instance has no node until it is Ready.
+        nodes_where(&mut observed, |id| match launched.iter().position(|l| l == id) {
+            Some(n) => (at >= started + ready_after(n)).then_some(true),
+            None => Some(true),
+        });
+        observed.demand = Some(demand(at));
+        observed.headroom_replicas = Some(1);
+        let p = run(&cfg, &record, &observed, &events, at);
+        record = p.record.clone();
+        last = Some(p);
+    }
+    let p = last.unwrap();
+    let (to, reason) = headroom_action(&p).expect("room for the ramp");
+    assert_eq!(to, 3, "3 CPU rise within 150 s (3 minutes of the ramp, from the sample before), not 49: {reason}");
+    let learned = record.learned.as_ref().unwrap();
+    let mut leads = learned.lead.lead_secs.clone();
+    leads.sort_unstable();
+    assert_eq!(leads, [150, 150, 150, 150, 2_910]);
+    assert_eq!(learned.lead().duration, Duration::seconds(150), "the median of five, not the slowest");
+}
+
 /// Cluster-autoscaler's reaction, from the events that date both ends: the forwarder's
 /// Pods Unschedulable that is the first report of its pods (its oldest pod new) and the
 /// earliest launch to start after them, from Launch Successful or the ASG's scaling
