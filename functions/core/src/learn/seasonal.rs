@@ -5,7 +5,7 @@ use chrono::{DateTime, Duration, NaiveDate, TimeZone, Utc};
 use chrono_tz::Tz;
 use serde::{Deserialize, Serialize};
 
-use super::{day_slot, merge_shortest, mib, quantile, Basis, Rise};
+use super::{day_slot, merge_shortest, mib, Basis, Pick, Rise};
 
 /// The length of a slot, in minutes.
 pub const SLOT_MINUTES: i64 = 15;
@@ -188,9 +188,9 @@ impl Seasonal {
         found
     }
 
-    /// The rise past days show for `[from, to]`: the 95th percentile of the largest rise
-    /// in the window's slots, by time of week once two weeks show it, else by time of
-    /// day; `None` while no past day shows it.
+    /// The rise past days show for `[from, to]`, from the largest rise in the window's
+    /// slots of each: by time of week once three weeks show it, else by time of day; the
+    /// value taken as [`Pick`] says for their number. `None` while no past day shows it.
     pub(super) fn rise_for(
         &self,
         from: DateTime<Utc>,
@@ -203,13 +203,15 @@ impl Seasonal {
         let past = |k: i64| self.largest_rise(days_before(from, k, tz)?, days_before(to, k, tz)?, tz);
         let weeks: Vec<(u32, u32)> = (1..=history_days as i64 / 7).filter_map(|w| past(7 * w)).collect();
         let days: Vec<(u32, u32)> = (1..=history_days as i64).filter_map(past).collect();
-        let (values, basis) = if weeks.len() >= 2 {
-            (weeks.as_slice(), Basis::TimeOfWeek { weeks: weeks.len() })
+        // Two weeks are two values: the largest but one needs three.
+        let (values, basis) = if weeks.len() >= 3 {
+            (weeks.as_slice(), Basis::TimeOfWeek { weeks: weeks.len(), pick: Pick::for_count(weeks.len()) })
         } else {
-            (days.as_slice(), Basis::TimeOfDay { days: days.len() })
+            (days.as_slice(), Basis::TimeOfDay { days: days.len(), pick: Pick::for_count(days.len()) })
         };
+        let (Basis::TimeOfWeek { pick, .. } | Basis::TimeOfDay { pick, .. }) = basis;
         (!values.is_empty()).then(|| {
-            let q = |f: fn(&(u32, u32)) -> u32| quantile(values.iter().map(f).collect(), 0.95);
+            let q = |f: fn(&(u32, u32)) -> u32| pick.of(values.iter().map(f).collect());
             (Rise::of((q(|v| v.0), q(|v| v.1))), basis)
         })
     }

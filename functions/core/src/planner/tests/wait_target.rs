@@ -85,8 +85,8 @@ fn a_wait_target_places_room_before_a_daily_ramp_and_says_why() {
     assert_eq!(to, 18, "{reason}");
     assert!(p.headroom.unwrap().learned);
     for words in [
-        "18 pause pods: p95 rise of 18 CPU",
-        "within 180 s (180 s node launch to Ready, assumed: no launch seen to Ready yet; + 10 s cluster-autoscaler, assumed; − 10s allowed) daily 08:45–09:15Z (2 days)",
+        "18 pause pods: rise of 18 CPU",
+        "within 180 s (180 s node launch to Ready, assumed: no launch seen to Ready yet; + 10 s cluster-autoscaler, assumed; − 10s allowed) daily 08:45–09:15Z (largest of 2 days)",
         "no wait measured yet, target 10s",
     ] {
         assert!(reason.contains(words), "{words:?} not in {reason:?}");
@@ -532,16 +532,20 @@ fn cluster_autoscalers_reaction_is_timed_from_new_unschedulable_pods_to_the_earl
 }
 
 /// The reason says which parts of the time to capacity were observed (the launch to
-/// Ready, cluster-autoscaler's reaction) and, once two weeks show the ramp on the same
+/// Ready, cluster-autoscaler's reaction) and, once three weeks show the ramp on the same
 /// weekday, that it is the weekday's.
 #[test]
 fn a_wait_target_says_what_it_observed_and_which_weekday_it_learned_from() {
-    let cfg = target_config(None);
+    let cfg = with(|c| {
+        c.replace("      boost_for: 30m\n", "      boost_for: 30m\n      target: { wait_p95: 10s, history: 21d }\n")
+    });
     let (mut history, _) = ramp_history();
     let monday = chrono::NaiveDate::from_ymd_opt(2026, 11, 16).unwrap();
-    let mut week_before = history.seasonal.days.iter().find(|d| d.date == monday).unwrap().clone();
-    week_before.date = monday - Duration::days(7);
-    history.seasonal.days.insert(0, week_before);
+    for weeks in [1, 2] {
+        let mut week_before = history.seasonal.days.iter().find(|d| d.date == monday).unwrap().clone();
+        week_before.date = monday - Duration::weeks(weeks);
+        history.seasonal.days.insert(0, week_before);
+    }
     history.lead.lead_secs = vec![150; 5];
     history.reaction.reaction_secs = vec![8];
     let next_monday = Utc.with_ymd_and_hms(2026, 11, 23, 8, 55, 0).unwrap();
@@ -550,17 +554,57 @@ fn a_wait_target_says_what_it_observed_and_which_weekday_it_learned_from() {
     let (to, reason) = headroom_action(&p).expect("room before Monday's ramp");
     assert_eq!(to, 18, "{reason}");
     for words in [
-        "18 pause pods: p95 rise of 18 CPU",
+        "18 pause pods: rise of 18 CPU",
         "within 148 s (150 s node launch to Ready, observed; + 8 s cluster-autoscaler, observed; − 10s allowed)",
         "on Mondays 08:45–",
-        "(2 weeks)",
+        "(largest but one of 3 weeks)",
     ] {
         assert!(reason.contains(words), "{words:?} not in {reason:?}");
     }
-    // On the Tuesday after, no two Tuesdays show a ramp: by time of day.
+    // On the Tuesday after, fewer than three Tuesdays show the slot: by time of day.
     let p = learned_plan(&cfg, &record, &[], next_monday + Duration::days(1));
     let (_, reason) = headroom_action(&p).expect("room before the daily ramp");
-    assert!(reason.contains("daily 08:45–"), "{reason}");
+    assert!(reason.contains("daily 08:45–") && reason.contains("(largest but one of 4 days)"), "{reason}");
+}
+
+/// One odd Tuesday (40 CPU more at 09:00, once) does not hold its slot: over two weeks of
+/// days after it, 08:55 holds the `min` of 1 pause pod, never room for 40 CPU.
+#[test]
+fn one_odd_tuesday_does_not_hold_the_slot_for_two_weeks() {
+    let cfg = with(|c| {
+        c.replace(
+            "      boost_for: 30m\n",
+            "      boost_for: 30m\n      target: { wait_p95: 10s, history: 14d, floor: false }\n",
+        )
+        .replace("      max: 30\n", "      max: 50\n")
+    });
+    let monday = Utc.with_ymd_and_hms(2026, 11, 2, 0, 0, 0).unwrap();
+    let odd_tuesday = Utc.with_ymd_and_hms(2026, 11, 17, 9, 0, 0).unwrap();
+    let cpu_at =
+        |t: DateTime<Utc>| if t >= odd_tuesday && t < odd_tuesday + Duration::hours(1) { 50_000 } else { 10_000 };
+    let mut history = crate::learn::History { allowed_wait_ms: 10_000, ..Default::default() };
+    let wednesday = Utc.with_ymd_and_hms(2026, 11, 18, 8, 55, 0).unwrap();
+    for m in 0..(wednesday - monday).num_minutes() {
+        let at = monday + Duration::minutes(m);
+        let d = Demand { cpu_millis: cpu_at(at), memory_bytes: 1 << 30, pods: 10, observed_at: at };
+        history.observe(&pool().spot("spot-a", sized(2)).build(), Some(d), at, 14);
+    }
+    let mut record = PoolRecord { learned: Some(history), ..Default::default() };
+    let mut held = Vec::new();
+    for day in 0..14 {
+        let at = wednesday + Duration::days(day);
+        let mut observed = pool().spot("spot-a", sized(2)).build();
+        observed.demand = Some(Demand { cpu_millis: 10_000, memory_bytes: 1 << 30, pods: 10, observed_at: at });
+        // None run yet: each decision is an action with its reason.
+        observed.headroom_replicas = Some(0);
+        let p = run(&cfg, &record, &observed, &[], at);
+        let (to, reason) = headroom_action(&p).expect("pause pods set");
+        held.push((to, reason.to_string()));
+        record = p.record;
+    }
+    assert_eq!(held.iter().map(|(to, _)| *to).collect::<Vec<_>>(), [1; 14], "{held:#?}");
+    let tuesday = &held[6].1;
+    assert!(tuesday.contains("daily 08:45–09:15Z (largest but one of 14 days)"), "{tuesday}");
 }
 
 /// A dry run changes no pause pods: what the waits measure is the room the cluster holds,
