@@ -14,6 +14,9 @@ pub const SLOTS_PER_DAY: usize = (24 * 60 / SLOT_MINUTES) as usize;
 /// Demand samples kept for the rise within the absorb span (lows only; over the bound,
 /// neighbours merge).
 pub(super) const MAX_RECENT: usize = 64;
+/// How often Ballast's schedule looks at a pool: samples this far apart are its finest
+/// view, so a change between them counts whole; further apart, they span a gap.
+const LOOK_EVERY: Duration = Duration::minutes(1);
 
 /// The seasonal learner's memory.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -86,6 +89,10 @@ impl Seasonal {
             return;
         }
         let start = s.at - absorb;
+        if let Some(last) = self.recent.last().copied().filter(|l| s.at - l.at > absorb.max(LOOK_EVERY)) {
+            self.after_gap(last, s, absorb, tz);
+            return;
+        }
         // The last sample standing for a time at or before the window's start is the
         // demand at its start.
         let before = self.recent.iter().rposition(|r| r.since() <= start).unwrap_or(0);
@@ -116,7 +123,28 @@ impl Seasonal {
             memory_bytes: first.memory_bytes.min(second.memory_bytes),
             since: Some(first.since()),
         });
-        let (date, slot) = day_slot(s.at, tz);
+        self.rose(s.at, rise_cpu, rise_mem, tz);
+    }
+
+    /// A sample after a gap in reconciles (Ballast stopped, throttled, its events lost):
+    /// what changed across the gap came at some time within it, which nothing tells. It
+    /// is spread evenly over the gap, so the slot takes the share of one absorb span (at
+    /// least a look's), not the whole gap's change as if it rose at once; the samples
+    /// before the gap are no span's low any more.
+    fn after_gap(&mut self, last: DemandSample, s: DemandSample, absorb: Duration, tz: Tz) {
+        let (gap, within) = ((s.at - last.at).num_milliseconds(), absorb.max(LOOK_EVERY).num_milliseconds());
+        let share = |now: u64, then: u64| {
+            let spread = u128::from(now.saturating_sub(then)) * within.max(0) as u128 / gap.max(1) as u128;
+            u64::try_from(spread).unwrap_or(u64::MAX)
+        };
+        let (rise_cpu, rise_mem) = (share(s.cpu_millis, last.cpu_millis), share(s.memory_bytes, last.memory_bytes));
+        self.recent = vec![s];
+        self.rose(s.at, rise_cpu, rise_mem, tz);
+    }
+
+    /// Keeps a rise ending at `at` in its slot, if larger than the slot's.
+    fn rose(&mut self, at: DateTime<Utc>, rise_cpu: u64, rise_mem: u64, tz: Tz) {
+        let (date, slot) = day_slot(at, tz);
         let day = self.day_mut(date);
         let cpu = u32::try_from(rise_cpu).unwrap_or(u32::MAX);
         day.cpu_millis[slot] = Some(day.cpu_millis[slot].map_or(cpu, |old| old.max(cpu)));

@@ -171,6 +171,32 @@ fn the_rise_is_taken_from_the_spans_low_however_often_demand_is_sampled() {
     assert!(ramp.seasonal.recent.len() <= 64);
 }
 
+/// Reconciles stop for two hours (a throttled schedule, an outage) while demand goes from
+/// 10 to 40 CPU: the 30 CPU came at some time in the gap, not within one span. Spread
+/// evenly, the slot keeps the span's share (30 CPU × 180 s / 2 h = 0.75 CPU), and the
+/// samples before the gap are no span's low after it.
+#[test]
+fn a_gap_in_reconciles_is_no_rise() {
+    let mut h = History { allowed_wait_ms: 10_000, ..Default::default() };
+    let eight = monday() + Duration::hours(8);
+    watch(&mut h, eight, 121, 14, |_| 10_000);
+    let noon = monday() + Duration::hours(12);
+    watch(&mut h, noon, 1, 14, |_| 40_000);
+    assert_eq!(h.absorb_span(), Duration::seconds(180));
+    assert_eq!(h.seasonal.days[0].cpu_millis[48], Some(750), "30 CPU over 7200 s, 180 s of it");
+    assert_eq!(h.seasonal.days[0].memory_mib[48], Some(750));
+    assert_eq!(h.predict(noon, 14).recent, Rise::default(), "nothing rises now: the gap's change is no ramp");
+    // A minute later, 1 CPU more: the rise is from the sample after the gap.
+    watch(&mut h, noon + Duration::minutes(1), 1, 14, |_| 41_000);
+    assert_eq!(h.predict(noon + Duration::minutes(1), 14).recent.cpu_millis, 1_000);
+    assert_eq!(h.seasonal.days[0].cpu_millis[48], Some(1_000));
+    // Looks a minute apart, or within the span, are no gap: a step counts whole.
+    let mut step = History { allowed_wait_ms: 10_000, ..Default::default() };
+    watch(&mut step, eight, 60, 14, |_| 10_000);
+    watch(&mut step, eight + Duration::minutes(62), 1, 14, |_| 40_000);
+    assert_eq!(step.seasonal.days[0].cpu_millis[36], Some(30_000), "two minutes since the last look, within 180 s");
+}
+
 /// Days and slots are the pool's local ones: a ramp at 09:00 in Paris is at 07:00 UTC in
 /// summer time and 08:00 UTC after the change (Sunday 2026-10-25), on weekdays. Counted in Paris time it keeps
 /// its slot, and the morning after the change still has room placed before it; counted in

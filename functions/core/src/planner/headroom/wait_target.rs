@@ -197,13 +197,14 @@ fn learned_reason(
     let Some((seasonal, basis)) = p.seasonal else { return String::new() };
     let when = match basis {
         Basis::TimeOfWeek { weeks, pick } => format!(
-            "on {}s {} ({} {weeks} weeks)",
+            "on {}s {} ({} {})",
             p.from.with_timezone(&target.time_zone).format("%A"),
             window(p, target.time_zone),
             picked(pick),
+            counted(weeks, "week"),
         ),
         Basis::TimeOfDay { days, pick } => {
-            format!("daily {} ({} {days} days)", window(p, target.time_zone), picked(pick))
+            format!("daily {} ({} {})", window(p, target.time_zone), picked(pick), counted(days, "day"))
         }
     };
     let node_wait = p.node_wait.num_seconds();
@@ -258,6 +259,15 @@ fn picked(pick: Pick) -> &'static str {
         Pick::P95 => "p95 of",
         Pick::SecondLargest => "largest but one of",
         Pick::Largest => "largest of",
+    }
+}
+
+/// "1 day", "6 days".
+fn counted(n: usize, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
     }
 }
 

@@ -607,6 +607,40 @@ fn one_odd_tuesday_does_not_hold_the_slot_for_two_weeks() {
     assert!(tuesday.contains("daily 08:45–09:15Z (largest but one of 14 days)"), "{tuesday}");
 }
 
+/// Reconciles stop on Monday from 10:00 to 12:00 while demand goes from 10 to 40 CPU: the
+/// next day's noon holds room for the span's share of that change (0.75 CPU: 1 pause
+/// pod), not for a 30 CPU rise.
+#[test]
+fn a_two_hour_gap_is_not_a_30_cpu_rise() {
+    let cfg = with(|c| {
+        c.replace(
+            "      boost_for: 30m\n",
+            "      boost_for: 30m\n      target: { wait_p95: 10s, history: 14d, floor: false }\n",
+        )
+        .replace("      max: 30\n", "      max: 50\n")
+    });
+    let monday = Utc.with_ymd_and_hms(2026, 11, 16, 0, 0, 0).unwrap();
+    let (ten, noon) = (monday + Duration::hours(10), monday + Duration::hours(12));
+    let cpu_at = |t: DateTime<Utc>| if t >= noon && t < monday + Duration::hours(17) { 40_000 } else { 10_000 };
+    let mut history = crate::learn::History { allowed_wait_ms: 10_000, ..Default::default() };
+    let tuesday = monday + Duration::days(1) + Duration::minutes(11 * 60 + 55);
+    for m in 0..(tuesday - monday).num_minutes() {
+        let at = monday + Duration::minutes(m);
+        if at > ten && at < noon {
+            continue;
+        }
+        let d = Demand { cpu_millis: cpu_at(at), memory_bytes: 1 << 30, pods: 10, observed_at: at };
+        history.observe(&pool().spot("spot-a", sized(2)).build(), Some(d), at, 14);
+    }
+    let mut observed = pool().spot("spot-a", sized(2)).build();
+    observed.demand = Some(Demand { cpu_millis: 10_000, memory_bytes: 1 << 30, pods: 10, observed_at: tuesday });
+    observed.headroom_replicas = Some(0);
+    let p = run(&cfg, &PoolRecord { learned: Some(history), ..Default::default() }, &observed, &[], tuesday);
+    let (to, reason) = headroom_action(&p).expect("pause pods set");
+    assert_eq!(to, 1, "{reason}");
+    assert!(reason.contains("rise of 750m CPU") && reason.contains("(largest of 1 day)"), "{reason}");
+}
+
 /// A dry run changes no pause pods: what the waits measure is the room the cluster holds,
 /// so that is what the learner judges them against, never its own unapplied decision.
 #[test]
