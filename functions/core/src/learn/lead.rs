@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::{quantile, Learned};
+use super::Learned;
 use crate::observe::{ActivityStatus, ObservedPool};
 
 /// The lead time assumed until a launch has been seen through to Ready: EKS nodes of
@@ -44,14 +44,23 @@ pub struct Launch {
 }
 
 impl Lead {
-    /// The lead time: the 95th percentile of the launches seen (their median while
-    /// fewer than five: one odd launch is not the pool's lead time), or the assumed one.
+    /// The lead time: the median of the launches seen while fewer than `LEAD_SAMPLES` (20),
+    /// then the 95th percentile of them once the slowest tenth is set aside; or the
+    /// assumed one. One launch (a stuck spot request, an AMI pull that timed out) is
+    /// never the pool's lead time: of twenty, the third slowest is.
     pub fn lead(&self) -> Learned {
         if self.lead_secs.is_empty() {
             return Learned { duration: ASSUMED_LEAD, observed: false };
         }
-        let q = if self.lead_secs.len() < 5 { 0.5 } else { 0.95 };
-        Learned { duration: Duration::seconds(i64::from(quantile(self.lead_secs.clone(), q))), observed: true }
+        let mut sorted = self.lead_secs.clone();
+        sorted.sort_unstable();
+        let secs = if sorted.len() < LEAD_SAMPLES {
+            crate::quantile::nearest_rank(&sorted, 0.5)
+        } else {
+            let kept = sorted.len() - sorted.len().div_ceil(10);
+            crate::quantile::nearest_rank(&sorted[..kept], 0.95)
+        };
+        Learned { duration: Duration::seconds(i64::from(secs.unwrap_or_default())), observed: true }
     }
 
     /// The earliest launch followed and dated that started within `bound` after `since`.

@@ -87,12 +87,54 @@ pub enum Basis {
     TimeOfWeek {
         /// How many past weeks show the slots.
         weeks: usize,
+        /// Which of their rises is taken.
+        pick: Pick,
     },
     /// The same slots of every past day.
     TimeOfDay {
         /// How many past days show the slots.
         days: usize,
+        /// Which of their rises is taken.
+        pick: Pick,
     },
+}
+
+/// Which of the past days' (or weeks') rises a prediction takes: a p95 only over enough
+/// values for one to stand for the 5 % it leaves out; below that, the largest but one, so
+/// that no single odd day holds its slot; the largest while one or two show it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pick {
+    /// The nearest-rank 95th percentile (20 values or more).
+    P95,
+    /// The largest but one (3 to 19 values).
+    SecondLargest,
+    /// The largest (1 or 2 values).
+    Largest,
+}
+
+impl Pick {
+    /// Values needed for a nearest-rank p95 to leave one out.
+    pub const P95_FROM: usize = 20;
+
+    /// The pick for `n` values.
+    pub fn for_count(n: usize) -> Pick {
+        match n {
+            n if n >= Pick::P95_FROM => Pick::P95,
+            3.. => Pick::SecondLargest,
+            _ => Pick::Largest,
+        }
+    }
+
+    /// The value picked from `values` (0 for none).
+    fn of(self, mut values: Vec<u32>) -> u32 {
+        values.sort_unstable();
+        match self {
+            Pick::P95 => crate::quantile::nearest_rank(&values, 0.95),
+            Pick::SecondLargest => values.len().checked_sub(2).and_then(|i| values.get(i).copied()),
+            Pick::Largest => values.last().copied(),
+        }
+        .unwrap_or_default()
+    }
 }
 
 /// An amount of demand: CPU and memory requests.

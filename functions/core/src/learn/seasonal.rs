@@ -5,7 +5,7 @@ use chrono::{DateTime, Duration, NaiveDate, TimeZone, Utc};
 use chrono_tz::Tz;
 use serde::{Deserialize, Serialize};
 
-use super::{day_slot, merge_shortest, mib, quantile, Basis, Rise};
+use super::{day_slot, merge_shortest, mib, Basis, Pick, Rise};
 
 /// The length of a slot, in minutes.
 pub const SLOT_MINUTES: i64 = 15;
@@ -14,6 +14,9 @@ pub const SLOTS_PER_DAY: usize = (24 * 60 / SLOT_MINUTES) as usize;
 /// Demand samples kept for the rise within the absorb span (lows only; over the bound,
 /// neighbours merge).
 pub(super) const MAX_RECENT: usize = 64;
+/// How often Ballast's schedule looks at a pool: samples this far apart are its finest
+/// view, so a change between them counts whole; further apart, they span a gap.
+const LOOK_EVERY: Duration = Duration::minutes(1);
 
 /// The seasonal learner's memory.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -86,6 +89,10 @@ impl Seasonal {
             return;
         }
         let start = s.at - absorb;
+        if let Some(last) = self.recent.last().copied().filter(|l| s.at - l.at > absorb.max(LOOK_EVERY)) {
+            self.after_gap(last, s, absorb, tz);
+            return;
+        }
         // The last sample standing for a time at or before the window's start is the
         // demand at its start.
         let before = self.recent.iter().rposition(|r| r.since() <= start).unwrap_or(0);
@@ -116,7 +123,28 @@ impl Seasonal {
             memory_bytes: first.memory_bytes.min(second.memory_bytes),
             since: Some(first.since()),
         });
-        let (date, slot) = day_slot(s.at, tz);
+        self.rose(s.at, rise_cpu, rise_mem, tz);
+    }
+
+    /// A sample after a gap in reconciles (Ballast stopped, throttled, its events lost):
+    /// what changed across the gap came at some time within it, which nothing tells. It
+    /// is spread evenly over the gap, so the slot takes the share of one absorb span (at
+    /// least a look's), not the whole gap's change as if it rose at once; the samples
+    /// before the gap are no span's low any more.
+    fn after_gap(&mut self, last: DemandSample, s: DemandSample, absorb: Duration, tz: Tz) {
+        let (gap, within) = ((s.at - last.at).num_milliseconds(), absorb.max(LOOK_EVERY).num_milliseconds());
+        let share = |now: u64, then: u64| {
+            let spread = u128::from(now.saturating_sub(then)) * within.max(0) as u128 / gap.max(1) as u128;
+            u64::try_from(spread).unwrap_or(u64::MAX)
+        };
+        let (rise_cpu, rise_mem) = (share(s.cpu_millis, last.cpu_millis), share(s.memory_bytes, last.memory_bytes));
+        self.recent = vec![s];
+        self.rose(s.at, rise_cpu, rise_mem, tz);
+    }
+
+    /// Keeps a rise ending at `at` in its slot, if larger than the slot's.
+    fn rose(&mut self, at: DateTime<Utc>, rise_cpu: u64, rise_mem: u64, tz: Tz) {
+        let (date, slot) = day_slot(at, tz);
         let day = self.day_mut(date);
         let cpu = u32::try_from(rise_cpu).unwrap_or(u32::MAX);
         day.cpu_millis[slot] = Some(day.cpu_millis[slot].map_or(cpu, |old| old.max(cpu)));
@@ -188,9 +216,9 @@ impl Seasonal {
         found
     }
 
-    /// The rise past days show for `[from, to]`: the 95th percentile of the largest rise
-    /// in the window's slots, by time of week once two weeks show it, else by time of
-    /// day; `None` while no past day shows it.
+    /// The rise past days show for `[from, to]`, from the largest rise in the window's
+    /// slots of each: by time of week once three weeks show it, else by time of day; the
+    /// value taken as [`Pick`] says for their number. `None` while no past day shows it.
     pub(super) fn rise_for(
         &self,
         from: DateTime<Utc>,
@@ -203,13 +231,15 @@ impl Seasonal {
         let past = |k: i64| self.largest_rise(days_before(from, k, tz)?, days_before(to, k, tz)?, tz);
         let weeks: Vec<(u32, u32)> = (1..=history_days as i64 / 7).filter_map(|w| past(7 * w)).collect();
         let days: Vec<(u32, u32)> = (1..=history_days as i64).filter_map(past).collect();
-        let (values, basis) = if weeks.len() >= 2 {
-            (weeks.as_slice(), Basis::TimeOfWeek { weeks: weeks.len() })
+        // Two weeks are two values: the largest but one needs three.
+        let (values, basis) = if weeks.len() >= 3 {
+            (weeks.as_slice(), Basis::TimeOfWeek { weeks: weeks.len(), pick: Pick::for_count(weeks.len()) })
         } else {
-            (days.as_slice(), Basis::TimeOfDay { days: days.len() })
+            (days.as_slice(), Basis::TimeOfDay { days: days.len(), pick: Pick::for_count(days.len()) })
         };
+        let (Basis::TimeOfWeek { pick, .. } | Basis::TimeOfDay { pick, .. }) = basis;
         (!values.is_empty()).then(|| {
-            let q = |f: fn(&(u32, u32)) -> u32| quantile(values.iter().map(f).collect(), 0.95);
+            let q = |f: fn(&(u32, u32)) -> u32| pick.of(values.iter().map(f).collect());
             (Rise::of((q(|v| v.0), q(|v| v.1))), basis)
         })
     }

@@ -270,7 +270,10 @@ fn windows_met_within_the_wait_budget_shrink_the_room_below_the_rise() {
     let mut h = with_budget(1_000, 0);
     let rise = |h: &History| {
         Prediction {
-            seasonal: Some((Rise { cpu_millis: 10_000, memory_bytes: 0 }, Basis::TimeOfDay { days: 1 })),
+            seasonal: Some((
+                Rise { cpu_millis: 10_000, memory_bytes: 0 },
+                Basis::TimeOfDay { days: 1, pick: Pick::Largest },
+            )),
             ..h.predict(monday(), 14)
         }
         .room()

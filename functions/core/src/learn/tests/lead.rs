@@ -26,14 +26,19 @@ fn the_lead_time_is_launch_to_ready_as_observed() {
     h.observe(&launching_pool(&[("i-late", None)]), None, t0 + Duration::seconds(300), 14);
     h.observe(&launching_pool(&[("i-late", Some(true))]), None, t0 + Duration::hours(3), 14);
     assert_eq!(h.lead.lead_secs, vec![130]);
-    // While fewer than five were timed, one odd launch is not the lead time.
+    // Until twenty were timed, their median: one odd launch is not the lead time.
     h.lead.lead_secs = vec![100, 110, 900];
     assert_eq!(h.lead().duration, Duration::seconds(110));
-    // The 95th percentile of what was seen: one slow launch in twenty is the 5 % the
-    // target leaves out; two are not.
+    h.lead.lead_secs = vec![150, 150, 150, 150, 2_910];
+    assert_eq!(h.lead().duration, Duration::seconds(150), "one slow launch among five");
     h.lead.lead_secs = (0..19).map(|_| 100).chain([300]).collect();
     assert_eq!(h.lead().duration, Duration::seconds(100));
+    // From twenty, the slowest tenth is set aside and the 95th percentile of the rest
+    // taken: the third slowest. Two slow launches in twenty are outliers; three are
+    // the pool's tail.
     h.lead.lead_secs = (0..18).map(|_| 100).chain([300, 300]).collect();
+    assert_eq!(h.lead().duration, Duration::seconds(100));
+    h.lead.lead_secs = (0..17).map(|_| 100).chain([300, 300, 300]).collect();
     assert_eq!(h.lead().duration, Duration::seconds(300));
 }
 

@@ -35,7 +35,7 @@ fn a_daily_ramp_is_met_with_room_placed_before_it() {
     let now = monday() + Duration::days(2) + Duration::minutes(8 * 60 + 55);
     let p = h.predict(now, days);
     let (rise, basis) = p.seasonal.expect("two days watched");
-    assert_eq!(basis, Basis::TimeOfDay { days: 2 });
+    assert_eq!(basis, Basis::TimeOfDay { days: 2, pick: Pick::Largest });
     assert_eq!(
         rise.cpu_millis, 24_000,
         "four minutes of a 6 CPU/min ramp: the 190 s span reaches back to the sample before it"
@@ -47,7 +47,7 @@ fn a_daily_ramp_is_met_with_room_placed_before_it() {
     let mut at_night = History::default();
     watch(&mut at_night, monday(), 2 * 24 * 60 + 3 * 60, days, ramp_at_nine(|_| true));
     let (rise, basis) = at_night.predict(night, days).seasonal.unwrap();
-    assert_eq!((rise.cpu_millis, basis), (0, Basis::TimeOfDay { days: 2 }));
+    assert_eq!((rise.cpu_millis, basis), (0, Basis::TimeOfDay { days: 2, pick: Pick::Largest }));
 }
 
 #[test]
@@ -62,29 +62,70 @@ fn a_longer_allowed_wait_needs_less_room_and_none_once_a_node_comes_within_it() 
 }
 
 #[test]
-fn a_weekly_ramp_is_learned_by_time_of_week_once_two_weeks_show_it() {
-    let mut h = History::default();
-    let days = 14;
+fn a_weekly_ramp_is_learned_by_time_of_week_once_three_weeks_show_it() {
     let mondays = ramp_at_nine(|d| d == Weekday::Mon);
-    // Two weeks and a day: Tuesday 2026-11-17, 08:55.
-    let watched = (15 * 24 + 8) * 60 + 55;
+    let by_week = |weeks| Basis::TimeOfWeek { weeks, pick: Pick::SecondLargest };
+    // Three weeks: Monday 2026-11-23, 08:55: the ramp of the three Mondays before is ahead.
+    let mut h = History::default();
+    let days = 28;
+    let watched = (21 * 24 + 8) * 60 + 55;
     watch(&mut h, monday(), watched, days, &mondays);
-    let tuesday = monday() + Duration::minutes(watched);
+    let (rise, basis) = h.predict(monday() + Duration::minutes(watched), days).seasonal.unwrap();
+    assert_eq!((basis, rise.cpu_millis), (by_week(3), 24_000));
+    // The Tuesday after: Tuesdays are quiet.
+    watch(&mut h, monday() + Duration::minutes(watched), 24 * 60, days, &mondays);
+    let tuesday = monday() + Duration::minutes(watched) + Duration::days(1);
     let (rise, basis) = h.predict(tuesday, days).seasonal.unwrap();
-    assert_eq!((basis, rise.cpu_millis), (Basis::TimeOfWeek { weeks: 2 }, 0), "Tuesdays are quiet");
-    // The Monday before: the ramp is ahead.
-    let mut m = History::default();
-    let watched = (14 * 24 + 8) * 60 + 55;
-    watch(&mut m, monday(), watched, days, &mondays);
-    let (rise, basis) = m.predict(monday() + Duration::minutes(watched), days).seasonal.unwrap();
-    assert_eq!((basis, rise.cpu_millis), (Basis::TimeOfWeek { weeks: 2 }, 24_000));
-    // One week of history: by time of day, the Monday ramp is one day in seven, above the
-    // 5 % the target leaves: Tuesday keeps room for it.
+    assert_eq!((basis, rise.cpu_millis), (by_week(3), 0), "Tuesdays are quiet");
+    // Two weeks are two values, too few to leave an odd one out: by time of day, where
+    // the ramp is two days of fourteen, the largest but one: Tuesday keeps room for it.
+    let mut two = History::default();
+    let watched = (15 * 24 + 8) * 60 + 55;
+    watch(&mut two, monday(), watched, 14, &mondays);
+    let (rise, basis) = two.predict(monday() + Duration::minutes(watched), 14).seasonal.unwrap();
+    assert_eq!((basis, rise.cpu_millis), (Basis::TimeOfDay { days: 14, pick: Pick::SecondLargest }, 24_000));
+    // One week of history: the Monday ramp is one day in seven, which no day tells from
+    // an odd one: no room for it (a miss raises the correction instead).
     let mut one = History::default();
     let watched = (8 * 24 + 8) * 60 + 55;
     watch(&mut one, monday(), watched, 7, &mondays);
     let (rise, basis) = one.predict(monday() + Duration::minutes(watched), 7).seasonal.unwrap();
-    assert_eq!((basis, rise.cpu_millis), (Basis::TimeOfDay { days: 7 }, 24_000));
+    assert_eq!((basis, rise.cpu_millis), (Basis::TimeOfDay { days: 7, pick: Pick::SecondLargest }, 0));
+}
+
+/// One day whose slot rose (a load test, a one-off backfill) does not hold room in that
+/// slot on the days after; a second day that shows it makes it the pool's.
+#[test]
+fn one_odd_day_does_not_hold_its_slot() {
+    let odd = |days: &'static [u32]| {
+        move |t: DateTime<Utc>| {
+            let minutes = t.hour() * 60 + t.minute();
+            if days.contains(&t.day()) && (9 * 60..10 * 60).contains(&minutes) {
+                50_000
+            } else {
+                10_000
+            }
+        }
+    };
+    // Tuesday 10 November jumps by 40 CPU at 09:00; Wednesday 11th, 08:55.
+    let mut h = History::default();
+    let watched = (9 * 24 + 8) * 60 + 55;
+    watch(&mut h, monday(), watched, 14, odd(&[10]));
+    assert_eq!(h.seasonal.days[8].cpu_millis[36], Some(40_000));
+    let (rise, basis) = h.predict(monday() + Duration::minutes(watched), 14).seasonal.unwrap();
+    assert_eq!((rise.cpu_millis, basis), (0, Basis::TimeOfDay { days: 9, pick: Pick::SecondLargest }));
+    // Wednesday jumps too: Thursday keeps room for it.
+    let mut twice = History::default();
+    let watched = (10 * 24 + 8) * 60 + 55;
+    watch(&mut twice, monday(), watched, 14, odd(&[10, 11]));
+    let (rise, basis) = twice.predict(monday() + Duration::minutes(watched), 14).seasonal.unwrap();
+    assert_eq!((rise.cpu_millis, basis), (40_000, Basis::TimeOfDay { days: 10, pick: Pick::SecondLargest }));
+    // One or two past days: the largest (nothing yet tells an odd day from the pool's).
+    let mut first = History::default();
+    let watched = (24 + 8) * 60 + 55;
+    watch(&mut first, monday() + Duration::days(8), watched, 14, odd(&[10]));
+    let (rise, basis) = first.predict(monday() + Duration::days(8) + Duration::minutes(watched), 14).seasonal.unwrap();
+    assert_eq!((rise.cpu_millis, basis), (40_000, Basis::TimeOfDay { days: 1, pick: Pick::Largest }));
 }
 
 #[test]
@@ -128,6 +169,32 @@ fn the_rise_is_taken_from_the_spans_low_however_often_demand_is_sampled() {
     let rise = ramp.predict(now, 14).recent.cpu_millis;
     assert!((1_900..=1_990).contains(&rise), "10 m a second over the 190 s span, or from a little before it: {rise}");
     assert!(ramp.seasonal.recent.len() <= 64);
+}
+
+/// Reconciles stop for two hours (a throttled schedule, an outage) while demand goes from
+/// 10 to 40 CPU: the 30 CPU came at some time in the gap, not within one span. Spread
+/// evenly, the slot keeps the span's share (30 CPU × 180 s / 2 h = 0.75 CPU), and the
+/// samples before the gap are no span's low after it.
+#[test]
+fn a_gap_in_reconciles_is_no_rise() {
+    let mut h = History { allowed_wait_ms: 10_000, ..Default::default() };
+    let eight = monday() + Duration::hours(8);
+    watch(&mut h, eight, 121, 14, |_| 10_000);
+    let noon = monday() + Duration::hours(12);
+    watch(&mut h, noon, 1, 14, |_| 40_000);
+    assert_eq!(h.absorb_span(), Duration::seconds(180));
+    assert_eq!(h.seasonal.days[0].cpu_millis[48], Some(750), "30 CPU over 7200 s, 180 s of it");
+    assert_eq!(h.seasonal.days[0].memory_mib[48], Some(750));
+    assert_eq!(h.predict(noon, 14).recent, Rise::default(), "nothing rises now: the gap's change is no ramp");
+    // A minute later, 1 CPU more: the rise is from the sample after the gap.
+    watch(&mut h, noon + Duration::minutes(1), 1, 14, |_| 41_000);
+    assert_eq!(h.predict(noon + Duration::minutes(1), 14).recent.cpu_millis, 1_000);
+    assert_eq!(h.seasonal.days[0].cpu_millis[48], Some(1_000));
+    // Looks a minute apart, or within the span, are no gap: a step counts whole.
+    let mut step = History { allowed_wait_ms: 10_000, ..Default::default() };
+    watch(&mut step, eight, 60, 14, |_| 10_000);
+    watch(&mut step, eight + Duration::minutes(62), 1, 14, |_| 40_000);
+    assert_eq!(step.seasonal.days[0].cpu_millis[36], Some(30_000), "two minutes since the last look, within 180 s");
 }
 
 /// Days and slots are the pool's local ones: a ramp at 09:00 in Paris is at 07:00 UTC in

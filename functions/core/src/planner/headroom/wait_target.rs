@@ -7,7 +7,7 @@ use chrono::{DateTime, Timelike, Utc};
 use super::percent::{self, headroom_replicas};
 use super::{Bounded, Given, Reason, Strategy, Wanted};
 use crate::config::{HeadroomConfig, WaitTarget};
-use crate::learn::{Basis, History, Prediction, Rise, SLOT_MINUTES};
+use crate::learn::{Basis, History, Pick, Prediction, Rise, SLOT_MINUTES};
 use crate::observe::{Demand, ObservedPool};
 use crate::record::PoolRecord;
 use crate::units::{format_cpu_millis, format_memory_bytes};
@@ -196,12 +196,16 @@ fn learned_reason(
     let cfg = given.cfg;
     let Some((seasonal, basis)) = p.seasonal else { return String::new() };
     let when = match basis {
-        Basis::TimeOfWeek { weeks } => format!(
-            "on {}s {} ({weeks} weeks)",
+        Basis::TimeOfWeek { weeks, pick } => format!(
+            "on {}s {} ({} {})",
             p.from.with_timezone(&target.time_zone).format("%A"),
-            window(p, target.time_zone)
+            window(p, target.time_zone),
+            picked(pick),
+            counted(weeks, "week"),
         ),
-        Basis::TimeOfDay { days } => format!("daily {} ({days} days)", window(p, target.time_zone)),
+        Basis::TimeOfDay { days, pick } => {
+            format!("daily {} ({} {})", window(p, target.time_zone), picked(pick), counted(days, "day"))
+        }
     };
     let node_wait = p.node_wait.num_seconds();
     let launched = (p.lead + p.reaction).num_seconds();
@@ -240,13 +244,31 @@ fn learned_reason(
         extra += &format!(", held at the {base_percent}% floor ({floor})");
     }
     format!(
-        "{} pause pods{}: p95 rise of {} within {lead} {when}{extra}; {}, target {}",
+        "{} pause pods{}: rise of {} within {lead} {when}{extra}; {}, target {}",
         bounded.replicas,
         bounded.clamp_said(cfg),
         rise(seasonal),
         measured(given),
         target.wait_p95,
     )
+}
+
+/// Which of the past rises was taken, in words ("largest but one of 6 days").
+fn picked(pick: Pick) -> &'static str {
+    match pick {
+        Pick::P95 => "p95 of",
+        Pick::SecondLargest => "largest but one of",
+        Pick::Largest => "largest of",
+    }
+}
+
+/// "1 day", "6 days".
+fn counted(n: usize, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
 }
 
 fn rise(r: Rise) -> String {
