@@ -328,7 +328,8 @@ impl Metrics {
         }
         (0..days)
             .map(|day| {
-                let waits = self.first_waits(|s| s.at / DAY == day);
+                // A pass at the run's very end counts in its last day.
+                let waits = self.first_waits(|s| (s.at / DAY).min(days - 1) == day);
                 nearest_rank(&waits, 0.95).map(|w| w as f64 / 1000.0)
             })
             .collect()

@@ -1023,6 +1023,9 @@ fn first_start_waits_are_split_by_kind_and_by_day() {
     let r = m.report(&sc, "ballast", 0, 0);
     assert_eq!(r.jobs_started, 21);
     assert_eq!(r.daily_wait_p95_s[6], Some(60.0));
+    // A start at the very end (a scheduling pass at the end time) is the last day's.
+    m.pod_started(7 * DAY, 120 * SECOND, true, None, false);
+    assert_eq!(m.report(&sc, "ballast", 0, 0).daily_wait_p95_s[6], Some(120.0));
     // A run of one day has no per-day figures.
     let day = Scenario::built_in("business-day").unwrap();
     assert!(crate::metrics::Metrics::new(&day).report(&day, "ballast", 0, 0).daily_wait_p95_s.is_empty());

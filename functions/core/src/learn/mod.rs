@@ -5,8 +5,8 @@
 //! rises within one lead time. That rise has a shape by time of day (a Monday 09:00
 //! ramp), so it is kept per 15-minute slot of each day, in a ring of at most
 //! `target.history` days: bounded space, never raw events. The prediction for the
-//! coming window is the 95th percentile over past days of the largest rise in the
-//! window's slots (by time of week once two weeks show the slot, else by time of day),
+//! coming window is taken over past days' largest rise in the window's slots (by time
+//! of week once two weeks show the slot, else by time of day; as [`Pick`] says),
 //! and never less than what rose within the span up to the newest demand. What the
 //! forwarder measures corrects it: up quickly when the pool's p95 first-start wait was
 //! above target, down slowly when it was met with evidence.
@@ -101,14 +101,14 @@ pub enum Basis {
 
 /// Which of the past days' (or weeks') rises a prediction takes: a p95 only over enough
 /// values for one to stand for the 5 % it leaves out; below that, the largest but one, so
-/// that no single odd day holds its slot; the largest while one or two show it.
+/// that no single odd day (or week) holds its slot; the largest while only one shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Pick {
     /// The nearest-rank 95th percentile (20 values or more).
     P95,
-    /// The largest but one (3 to 19 values).
+    /// The largest but one (2 to 19 values).
     SecondLargest,
-    /// The largest (1 or 2 values).
+    /// The largest (a single value).
     Largest,
 }
 
@@ -120,7 +120,7 @@ impl Pick {
     pub fn for_count(n: usize) -> Pick {
         match n {
             n if n >= Pick::P95_FROM => Pick::P95,
-            3.. => Pick::SecondLargest,
+            2.. => Pick::SecondLargest,
             _ => Pick::Largest,
         }
     }

@@ -14,9 +14,11 @@ pub const SLOTS_PER_DAY: usize = (24 * 60 / SLOT_MINUTES) as usize;
 /// Demand samples kept for the rise within the absorb span (lows only; over the bound,
 /// neighbours merge).
 pub(super) const MAX_RECENT: usize = 64;
-/// How often Ballast's schedule looks at a pool: samples this far apart are its finest
-/// view, so a change between them counts whole; further apart, they span a gap.
-const LOOK_EVERY: Duration = Duration::minutes(1);
+/// Samples further apart than this (and than the absorb span) span a gap in Ballast's
+/// looks (stopped, throttled, its events lost), not a slow schedule: a deployment looks
+/// every minute by default and may be set to look every few; a change between two looks
+/// counts whole, as a step.
+const GAP_AFTER: Duration = Duration::minutes(10);
 
 /// The seasonal learner's memory.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -89,7 +91,7 @@ impl Seasonal {
             return;
         }
         let start = s.at - absorb;
-        if let Some(last) = self.recent.last().copied().filter(|l| s.at - l.at > absorb.max(LOOK_EVERY)) {
+        if let Some(last) = self.recent.last().copied().filter(|l| s.at - l.at > absorb.max(GAP_AFTER)) {
             self.after_gap(last, s, absorb, tz);
             return;
         }
@@ -128,11 +130,11 @@ impl Seasonal {
 
     /// A sample after a gap in reconciles (Ballast stopped, throttled, its events lost):
     /// what changed across the gap came at some time within it, which nothing tells. It
-    /// is spread evenly over the gap, so the slot takes the share of one absorb span (at
-    /// least a look's), not the whole gap's change as if it rose at once; the samples
+    /// is spread evenly over the gap, so the slot takes the share of one absorb span (none
+    /// when nothing needs room), not the whole gap's change as if it rose at once; the samples
     /// before the gap are no span's low any more.
     fn after_gap(&mut self, last: DemandSample, s: DemandSample, absorb: Duration, tz: Tz) {
-        let (gap, within) = ((s.at - last.at).num_milliseconds(), absorb.max(LOOK_EVERY).num_milliseconds());
+        let (gap, within) = ((s.at - last.at).num_milliseconds(), absorb.num_milliseconds());
         let share = |now: u64, then: u64| {
             let spread = u128::from(now.saturating_sub(then)) * within.max(0) as u128 / gap.max(1) as u128;
             u64::try_from(spread).unwrap_or(u64::MAX)
@@ -217,7 +219,7 @@ impl Seasonal {
     }
 
     /// The rise past days show for `[from, to]`, from the largest rise in the window's
-    /// slots of each: by time of week once three weeks show it, else by time of day; the
+    /// slots of each: by time of week once two weeks show it, else by time of day; the
     /// value taken as [`Pick`] says for their number. `None` while no past day shows it.
     pub(super) fn rise_for(
         &self,
@@ -231,8 +233,8 @@ impl Seasonal {
         let past = |k: i64| self.largest_rise(days_before(from, k, tz)?, days_before(to, k, tz)?, tz);
         let weeks: Vec<(u32, u32)> = (1..=history_days as i64 / 7).filter_map(|w| past(7 * w)).collect();
         let days: Vec<(u32, u32)> = (1..=history_days as i64).filter_map(past).collect();
-        // Two weeks are two values: the largest but one needs three.
-        let (values, basis) = if weeks.len() >= 3 {
+        // Two weeks are enough: their largest but one is a rise both show.
+        let (values, basis) = if weeks.len() >= 2 {
             (weeks.as_slice(), Basis::TimeOfWeek { weeks: weeks.len(), pick: Pick::for_count(weeks.len()) })
         } else {
             (days.as_slice(), Basis::TimeOfDay { days: days.len(), pick: Pick::for_count(days.len()) })

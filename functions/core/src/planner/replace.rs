@@ -79,36 +79,59 @@ impl Work<'_> {
 
     /// Where a replacement goes: the instance's own ASG when it is healthy, else the
     /// next healthy spot ASG, else on-demand within the fallback cap, else the own ASG
-    /// all the same. A replacement needs the own ASG to take the decrement afterwards
-    /// (above its minimum), or the own ASG would replace the instance too: two
-    /// replacements for one interruption.
-    fn surge_target(&self, own_asg: &str) -> Option<SurgeTarget> {
-        let own = self.observed.asg(own_asg)?;
+    /// all the same; or why it goes nowhere. A replacement elsewhere needs the own ASG to
+    /// take the decrement afterwards (above its minimum), or the own ASG would replace the
+    /// instance too: two replacements for one interruption.
+    fn surge_target(&self, own_asg: &str) -> Result<SurgeTarget, String> {
+        let Some(own) = self.observed.asg(own_asg) else { return Err(format!("{own_asg} was not read")) };
         let own_is_spot = self.observed.spot.iter().any(|a| a.name == own_asg);
-        if (!own_is_spot || !self.failing.contains_key(own_asg)) && self.room_up(own) > 0 {
-            return Some(SurgeTarget { asg: own_asg.to_string(), fallback_unit: false });
+        let kept_off = own_is_spot && self.failing.contains_key(own_asg);
+        let here = SurgeTarget { asg: own_asg.to_string(), fallback_unit: false };
+        if !kept_off && self.room_up(own) > 0 {
+            return Ok(here);
         }
-        if self.after(own_asg) <= own.min {
-            return None;
-        }
-        if let Some(other) = self
-            .observed
-            .spot
-            .iter()
-            .find(|a| a.name != own_asg && !self.failing.contains_key(&a.name) && self.room_up(a) > 0)
-        {
-            return Some(SurgeTarget { asg: other.name.clone(), fallback_unit: false });
-        }
-        if let Some(od) = self.observed.on_demand.as_ref() {
-            let under_cap = self.record.fallback_units < self.cfg.fallback.max_on_demand;
-            if own_is_spot && under_cap && self.room_up(od) > 0 {
-                return Some(SurgeTarget { asg: od.name.clone(), fallback_unit: true });
+        let od = self.observed.on_demand.as_ref();
+        let under_cap = self.record.fallback_units < self.cfg.fallback.max_on_demand;
+        let others = || self.observed.spot.iter().filter(|a| a.name != own_asg);
+        if self.after(own_asg) > own.min {
+            if let Some(other) = others().find(|a| !self.failing.contains_key(&a.name) && self.room_up(a) > 0) {
+                return Ok(SurgeTarget { asg: other.name.clone(), fallback_unit: false });
+            }
+            if let Some(od) = od.filter(|od| own_is_spot && under_cap && self.room_up(od) > 0) {
+                return Ok(SurgeTarget { asg: od.name.clone(), fallback_unit: true });
             }
         }
-        // Nowhere else to go: the slot stays in the failing ASG either way (without a
+        // Nowhere else to go: the slot stays in the kept-off ASG either way (without a
         // surge the instance goes without decrement and the ASG replaces it after the
-        // drain); asked for now, the replacement has the drain's minutes to launch.
-        (self.room_up(own) > 0).then(|| SurgeTarget { asg: own_asg.to_string(), fallback_unit: false })
+        // drain); asked for now, the replacement has the drain's minutes to launch. Not
+        // while this plan moves the ASG's missing slots out: the surge would be netted
+        // into that move's lower, and taken as made if the move's raise failed.
+        let moving_out = self.moves.iter().any(|m| m.from == own_asg);
+        if kept_off && self.room_up(own) > 0 && !moving_out {
+            return Ok(here);
+        }
+        let mut why = Vec::new();
+        if self.room_up(own) == 0 {
+            why.push(format!("{own_asg} is at its maximum {}", own.max));
+        } else {
+            why.push(format!("{own_asg} is kept off and this plan moves its missing slots elsewhere"));
+        }
+        if self.after(own_asg) <= own.min {
+            why.push(format!("{own_asg} is at its minimum {}, so a replacement elsewhere would be a second", own.min));
+        } else {
+            if others().next().is_some() {
+                why.push("no other spot ASG is healthy with room".to_string());
+            }
+            why.push(match od {
+                None => "the pool has no on-demand ASG".to_string(),
+                Some(_) if !own_is_spot => format!("{own_asg} is the on-demand ASG"),
+                Some(_) if !under_cap => {
+                    format!("the fallback cap is reached (max_on_demand {})", self.cfg.fallback.max_on_demand)
+                }
+                Some(od) => format!("{} is at its maximum {}", od.name, od.max),
+            });
+        }
+        Err(why.join(", "))
     }
 
     pub(super) fn replace_instances(&mut self) {
@@ -155,7 +178,7 @@ impl Work<'_> {
             }
             if self.cfg.interruption.surge && surge.is_none() {
                 match self.surge_target(&asg_name) {
-                    Some(SurgeTarget { asg: target, fallback_unit }) => {
+                    Ok(SurgeTarget { asg: target, fallback_unit }) => {
                         self.adjust(&target, 1, format!("surge a replacement: {reason}"));
                         if fallback_unit {
                             self.record.fallback_units += 1;
@@ -173,25 +196,10 @@ impl Work<'_> {
                             fallback_unit,
                         });
                     }
-                    None => {
-                        let why = if self.after(&asg_name) <= asg.min {
-                            format!("{asg_name} is at its minimum {}", asg.min)
-                        } else {
-                            let on_demand = if self.observed.on_demand.is_some() {
-                                "on-demand is failing, at max or at the fallback cap"
-                            } else {
-                                "the pool has no on-demand ASG"
-                            };
-                            format!(
-                                "{asg_name} is at its maximum {}, other spot ASGs are failing or at max, {on_demand}",
-                                asg.max
-                            )
-                        };
-                        self.note(format!(
-                            "no room to surge for {}: {why}; terminating without decrement so {asg_name} replaces it",
-                            interruption.instance_id
-                        ))
-                    }
+                    Err(why) => self.note(format!(
+                        "no room to surge for {}: {why}; terminating without decrement so {asg_name} replaces it",
+                        interruption.instance_id
+                    )),
                 }
             }
             let drain = self.interruption_drain(&interruption);

@@ -35,7 +35,7 @@ fn a_daily_ramp_is_met_with_room_placed_before_it() {
     let now = monday() + Duration::days(2) + Duration::minutes(8 * 60 + 55);
     let p = h.predict(now, days);
     let (rise, basis) = p.seasonal.expect("two days watched");
-    assert_eq!(basis, Basis::TimeOfDay { days: 2, pick: Pick::Largest });
+    assert_eq!(basis, Basis::TimeOfDay { days: 2, pick: Pick::SecondLargest });
     assert_eq!(
         rise.cpu_millis, 24_000,
         "four minutes of a 6 CPU/min ramp: the 190 s span reaches back to the sample before it"
@@ -47,7 +47,7 @@ fn a_daily_ramp_is_met_with_room_placed_before_it() {
     let mut at_night = History::default();
     watch(&mut at_night, monday(), 2 * 24 * 60 + 3 * 60, days, ramp_at_nine(|_| true));
     let (rise, basis) = at_night.predict(night, days).seasonal.unwrap();
-    assert_eq!((rise.cpu_millis, basis), (0, Basis::TimeOfDay { days: 2, pick: Pick::Largest }));
+    assert_eq!((rise.cpu_millis, basis), (0, Basis::TimeOfDay { days: 2, pick: Pick::SecondLargest }));
 }
 
 #[test]
@@ -62,7 +62,7 @@ fn a_longer_allowed_wait_needs_less_room_and_none_once_a_node_comes_within_it() 
 }
 
 #[test]
-fn a_weekly_ramp_is_learned_by_time_of_week_once_three_weeks_show_it() {
+fn a_weekly_ramp_is_learned_by_time_of_week_once_two_weeks_show_it() {
     let mondays = ramp_at_nine(|d| d == Weekday::Mon);
     let by_week = |weeks| Basis::TimeOfWeek { weeks, pick: Pick::SecondLargest };
     // Three weeks: Monday 2026-11-23, 08:55: the ramp of the three Mondays before is ahead.
@@ -77,13 +77,16 @@ fn a_weekly_ramp_is_learned_by_time_of_week_once_three_weeks_show_it() {
     let tuesday = monday() + Duration::minutes(watched) + Duration::days(1);
     let (rise, basis) = h.predict(tuesday, days).seasonal.unwrap();
     assert_eq!((basis, rise.cpu_millis), (by_week(3), 0), "Tuesdays are quiet");
-    // Two weeks are two values, too few to leave an odd one out: by time of day, where
-    // the ramp is two days of fourteen, the largest but one: Tuesday keeps room for it.
+    // Two weeks (the default history): the largest but one of two Mondays is a ramp both
+    // show; Tuesday, quiet both weeks, holds nothing for it (by time of day it would).
     let mut two = History::default();
-    let watched = (15 * 24 + 8) * 60 + 55;
+    let watched = (14 * 24 + 8) * 60 + 55;
     watch(&mut two, monday(), watched, 14, &mondays);
     let (rise, basis) = two.predict(monday() + Duration::minutes(watched), 14).seasonal.unwrap();
-    assert_eq!((basis, rise.cpu_millis), (Basis::TimeOfDay { days: 14, pick: Pick::SecondLargest }, 24_000));
+    assert_eq!((basis, rise.cpu_millis), (by_week(2), 24_000));
+    watch(&mut two, monday() + Duration::minutes(watched), 24 * 60, 14, &mondays);
+    let (rise, basis) = two.predict(monday() + Duration::minutes(watched) + Duration::days(1), 14).seasonal.unwrap();
+    assert_eq!((basis, rise.cpu_millis), (by_week(2), 0), "Tuesdays are quiet");
     // One week of history: the Monday ramp is one day in seven, which no day tells from
     // an odd one: no room for it (a miss raises the correction instead).
     let mut one = History::default();
@@ -195,6 +198,24 @@ fn a_gap_in_reconciles_is_no_rise() {
     watch(&mut step, eight, 60, 14, |_| 10_000);
     watch(&mut step, eight + Duration::minutes(62), 1, 14, |_| 40_000);
     assert_eq!(step.seasonal.days[0].cpu_millis[36], Some(30_000), "two minutes since the last look, within 180 s");
+    // A schedule looking every five minutes is no gap either: a Job burst between two
+    // looks counts whole.
+    let mut slow = History { allowed_wait_ms: 10_000, ..Default::default() };
+    for k in 0..12 {
+        let at = eight + Duration::minutes(5 * k);
+        slow.observe(&empty_pool(), Some(demand_at(if k < 11 { 10_000 } else { 70_000 }, at)), at, 14);
+    }
+    assert_eq!(
+        slow.seasonal.days[0].cpu_millis[35],
+        Some(60_000),
+        "a 60 CPU burst seen five minutes after the last look"
+    );
+    // When a node comes within the allowed wait nothing needs room, gap or not.
+    let mut generous = History { allowed_wait_ms: 600_000, ..Default::default() };
+    watch(&mut generous, eight, 121, 14, |_| 10_000);
+    watch(&mut generous, noon, 1, 14, |_| 40_000);
+    assert_eq!(generous.absorb_span(), Duration::zero());
+    assert_eq!(generous.seasonal.days[0].cpu_millis[48], Some(0));
 }
 
 /// Days and slots are the pool's local ones: a ramp at 09:00 in Paris is at 07:00 UTC in

@@ -206,6 +206,45 @@ fn a_failing_spot_asg_with_nowhere_else_to_go_is_surged_before_the_drain() {
 }
 
 #[test]
+fn a_kept_off_asg_whose_slots_move_out_is_not_surged_in_the_same_plan() {
+    // spot-a short past its grace: this plan moves a missing slot to spot-b (its last
+    // room). A surge in spot-a would be netted into that move's lower, and taken as made
+    // if spot-b's raise failed: the instance goes without decrement instead.
+    let cfg = config();
+    let mut observed = pool().spot("spot-a", sized(10).live(8)).spot("spot-b", sized(3).max(4)).build();
+    od(&mut observed).max = 0;
+    let mut record = PoolRecord::default();
+    record.short_since.insert("spot-a".into(), now() - Duration::minutes(10));
+    let p = run(&cfg, &record, &observed, &[spot_warning(&observed, 0, InstanceAction::Terminate)], now());
+    assert_eq!(desired(&p, "spot-b"), Some(4), "{:#?}", p.actions);
+    assert_eq!(desired(&p, "spot-a"), Some(9), "the move's lower, no surge netted into it");
+    assert!(p.record.interruptions[0].surge.is_none());
+    assert!(p.actions.iter().any(|a| matches!(a.kind, ActionKind::TerminateInstance { decrement: false, .. })));
+    let note = p.notes.iter().find(|n| n.contains("no room to surge")).expect("the note");
+    assert!(note.contains("spot-a is kept off and this plan moves its missing slots elsewhere"), "{note}");
+    assert!(note.contains("od is at its maximum 0"), "{note}");
+    assert_eq!(total(&p, &observed), observed.total_desired());
+}
+
+#[test]
+fn a_kept_off_asg_at_its_minimum_is_surged_too() {
+    // The surge comes before the decrement, so the minimum holds: net nothing, and the
+    // replacement asked for at the warning.
+    let cfg = config();
+    let mut observed = pool().spot("spot-a", sized(3)).build();
+    observed.spot[0].min = 3;
+    observed.spot[1].max = 0;
+    od(&mut observed).max = 0;
+    let mut record = PoolRecord::default();
+    record
+        .unavailable
+        .insert("spot-a".into(), Unavailable { until: now() + Duration::minutes(5), reason: "5 interruptions".into() });
+    let p = run(&cfg, &record, &observed, &[spot_warning(&observed, 0, InstanceAction::Terminate)], now());
+    assert_eq!(desired(&p, "spot-a"), Some(4), "{:#?}", p.actions);
+    assert!(p.actions.iter().any(|a| matches!(a.kind, ActionKind::TerminateInstance { decrement: true, .. })));
+}
+
+#[test]
 fn no_room_to_surge_terminates_without_decrement() {
     let cfg = config();
     let mut observed = pool().spot("spot-a", sized(3)).build();
