@@ -18,6 +18,10 @@ pub(super) const CORRECTION_RANGE: (u32, u32) = (1000, 4000);
 /// A missed burst kept is halved every this long unless another miss renews it: room for
 /// bursts at no fixed time, not for one long gone (a daily burst is the seasonal part's).
 const MISSED_HALF_LIFE_HOURS: f64 = 12.0;
+/// The correction's excess over 1 is halved every this long since it was last set: a
+/// raise answers the days it was learned on, not every day after, and a pool whose
+/// windows are too small to be judged met would otherwise keep it for good.
+const CORRECTION_HALF_LIFE_HOURS: f64 = 24.0;
 const CORRECTION_UP: f64 = 1.5;
 const CORRECTION_DOWN: f64 = 0.98;
 /// A window with fewer started pods than this is, on its own, no evidence that room can
@@ -75,6 +79,9 @@ pub struct Correction {
     /// When the correction was last raised: windows that began before the raised room
     /// could be in place say nothing of it (one shortfall raises it once).
     pub raised_at: Option<DateTime<Utc>>,
+    /// When `correction_permille` was last set: it decays from then (`None` in records
+    /// from before it was kept: from `raised_at`).
+    pub correction_set_at: Option<DateTime<Utc>>,
 }
 
 /// Windows of too few pods to judge alone, pooled (over an hour at most) until they
@@ -121,12 +128,22 @@ struct Judged {
 }
 
 impl Correction {
-    /// The correction as a factor of the rise (1.0 while none is learned).
+    /// The correction as a factor of the rise, as last set (1.0 while none is learned);
+    /// what is in force at a time is [`Correction::correction_at`].
     pub fn correction(&self) -> f64 {
         match self.correction_permille {
             0 => 1.0,
             p => f64::from(p) / 1000.0,
         }
+    }
+
+    /// The correction in force at `now`: its excess over 1 halved every
+    /// `CORRECTION_HALF_LIFE_HOURS` since it was set.
+    pub fn correction_at(&self, now: DateTime<Utc>) -> f64 {
+        let set = self.correction();
+        let Some(at) = self.correction_set_at.or(self.raised_at) else { return set };
+        let hours = (now - at).num_seconds().max(0) as f64 / 3600.0;
+        1.0 + (set - 1.0).max(0.0) * 0.5f64.powf(hours / CORRECTION_HALF_LIFE_HOURS)
     }
 
     /// See [`Correction::budget_share_permille`].
@@ -321,8 +338,11 @@ impl Correction {
         } else {
             CORRECTION_DOWN
         };
+        // What has decayed since it was set is gone: the factor applies to what is in force.
         let (lo, hi) = CORRECTION_RANGE;
-        self.correction_permille = ((self.correction() * factor * 1000.0).round() as u32).clamp(lo, hi);
+        let now = judged.end;
+        self.correction_permille = ((self.correction_at(now) * factor * 1000.0).round() as u32).clamp(lo, hi);
+        self.correction_set_at = Some(now);
         true
     }
 }

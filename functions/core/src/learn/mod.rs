@@ -221,9 +221,15 @@ impl History {
         self.reaction.reaction()
     }
 
-    /// The correction from measured waits, as a factor (see [`Correction::correction`]).
+    /// The correction from measured waits as last set, a factor (see
+    /// [`Correction::correction`]).
     pub fn correction(&self) -> f64 {
         self.correction.correction()
+    }
+
+    /// The correction in force at `now` (see [`Correction::correction_at`]).
+    pub fn correction_at(&self, now: DateTime<Utc>) -> f64 {
+        self.correction.correction_at(now)
     }
 
     /// See [`Correction::budget_share_permille`].
@@ -311,7 +317,7 @@ impl History {
             absorb: self.absorb_span(),
             from: now,
             to,
-            correction: self.correction(),
+            correction: self.correction_at(now),
             budget_share: self.budget_share(),
         }
     }

@@ -48,6 +48,8 @@ pub(super) struct Stored {
     time_zone: String,
     few: FewPods,
     raised_at: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    correction_set_at: Option<DateTime<Utc>>,
 }
 
 impl From<Stored> for History {
@@ -67,6 +69,7 @@ impl From<Stored> for History {
                 missed_at: s.missed_at,
                 few: s.few,
                 raised_at: s.raised_at,
+                correction_set_at: s.correction_set_at,
             },
             held: HeldRoom { decisions: s.held },
             allowed_wait_ms: s.allowed_wait_ms,
@@ -102,6 +105,7 @@ impl From<History> for Stored {
             time_zone,
             few: correction.few,
             raised_at: correction.raised_at,
+            correction_set_at: correction.correction_set_at,
         }
     }
 }

@@ -13,11 +13,11 @@ fn measured_waits_correct_up_quickly_and_down_slowly() {
     assert!(!h.measured(waits(5, 30, 1_000), 10_000), "the same window twice counts once");
     assert!(!h.measured(waits(4, 30, 1_000), 10_000), "an older window is ignored");
     assert!(h.measured(waits(10, 30, 4_000), 10_000));
-    assert_eq!(h.correction(), 1.47);
+    assert_eq!(h.correction(), 1.469, "1.5 decayed over 5 minutes, × 0.98");
     assert!(h.measured(waits(15, 3, 4_000), 10_000));
-    assert_eq!(h.correction(), 1.47, "three pods are no evidence to shrink on");
+    assert_eq!(h.correction(), 1.469, "three pods are no evidence to shrink on");
     h.measured(waits(18, 2, 60_000), 10_000);
-    assert_eq!(h.correction(), 1.47, "two pods that waited are no evidence to grow on");
+    assert_eq!(h.correction(), 1.469, "two pods that waited are no evidence to grow on");
     for m in 0..20 {
         h.measured(waits(20 + 5 * m, 5, 60_000), 10_000);
     }
@@ -31,6 +31,32 @@ fn measured_waits_correct_up_quickly_and_down_slowly() {
     h.held(end(2990), Rise::default(), true, DecidedBy::Percent, None);
     h.measured(waits(3000, 50, 60_000), 10_000);
     assert_eq!(h.correction(), before);
+}
+
+/// A correction raised to its ceiling by one bad morning is not kept for good: with no
+/// window met since (too few pods to judge, or none), its excess over 1 halves daily, and
+/// the next raise multiplies what is left, not what was.
+#[test]
+fn the_correction_decays_without_met_windows() {
+    let mut h = History::default();
+    for m in 0..8 {
+        h.measured(five_minutes_to(9 * 60 + 5 * m, 30, 60_000), 10_000);
+    }
+    let raised = h.correction.raised_at.unwrap();
+    assert_eq!(h.correction(), 4.0, "at the ceiling");
+    let in_force = |h: &History, hours: i64| h.predict(raised + Duration::hours(hours), 14).correction;
+    assert_eq!(in_force(&h, 0), 4.0);
+    assert_eq!(in_force(&h, 24), 2.5, "a day later: half the excess");
+    assert_eq!(in_force(&h, 48), 1.75);
+    assert!(in_force(&h, 24 * 14) < 1.001, "a fortnight later: gone");
+    // Two days on, a miss raises what is in force by half.
+    let two_days_on = (raised + Duration::hours(48) - monday()).num_minutes();
+    h.measured(five_minutes_to(two_days_on, 30, 60_000), 10_000);
+    assert_eq!(h.correction(), 2.625, "1.75 × 1.5, not 4.0 × 1.5 bounded");
+    // A record from before the decay was kept decays from its last raise.
+    let old = r#"{"correction_permille":3000,"raised_at":"2026-11-02T09:00:00Z"}"#;
+    let old: History = serde_json::from_str(old).unwrap();
+    assert_eq!(old.predict(monday() + Duration::hours(33), 14).correction, 2.0);
 }
 
 /// The plan's reasons quote the last hour's waits: no window's p95 above the bound, so
@@ -212,7 +238,7 @@ fn windows_of_a_few_pods_are_judged_together() {
     for k in 0..5 {
         h.measured(waits(60 + 5 * k, 2, 1_000), 10_000);
     }
-    assert_eq!(h.correction(), 1.47);
+    assert_eq!(h.correction(), 1.457, "1.5 decayed over the hour since it was set, × 0.98");
     // Pods an hour apart are no ramp: an old pool is dropped, not judged with new windows.
     h.measured(waits(100, 2, 60_000), 10_000);
     h.measured(waits(105, 2, 60_000), 10_000);
@@ -391,7 +417,7 @@ fn one_shortfall_raises_the_correction_once() {
     }
     assert_eq!(h.correction(), 1.5, "the 09:05–09:10 window began before the raised room was in place");
     h.measured(miss(15), 10_000);
-    assert_eq!(h.correction(), 2.25, "09:10–09:15 began a lead time after: still short");
+    assert_eq!(h.correction(), 2.246, "09:10–09:15 began a lead time after: still short (1.5 decayed 10 min, × 1.5)");
 }
 
 /// Under the seasonal prediction a burst above the room is the prediction falling short:
