@@ -26,6 +26,7 @@ use crate::observe::{Demand, ObservedPool};
 
 pub mod correction;
 pub mod held;
+pub mod hold;
 pub mod lead;
 pub mod reaction;
 pub mod seasonal;
@@ -33,6 +34,7 @@ mod stored;
 
 pub use correction::{Correction, FewPods, WaitsSeen, WAIT_BUDGET};
 pub use held::{Held, HeldRoom};
+pub use hold::Hold;
 pub use lead::{Launch, Lead, ASSUMED_LEAD};
 pub use reaction::{Arrival, Reaction, CA_REACTION};
 pub use seasonal::{DayRises, DemandSample, Seasonal, SLOTS_PER_DAY, SLOT_MINUTES};
@@ -58,6 +60,8 @@ pub struct History {
     pub time_zone: String,
     /// When a target that `max` does not let through was last reported.
     pub unmet_reported_at: Option<DateTime<Utc>>,
+    /// The count the wait target last asked for, held for a lead time (see [`Hold`]).
+    pub hold: Option<Hold>,
 }
 
 /// A duration learned from what was seen, or the assumed one while nothing was.
@@ -289,6 +293,18 @@ impl History {
             time_zone: time_zone.to_string(),
             ..History::default()
         };
+    }
+
+    /// What runs when the wait target asks for `wanted` pause pods (see [`Hold::keep`]).
+    pub fn hold(
+        &mut self,
+        wanted: u32,
+        now: DateTime<Utc>,
+        demand_cpu_millis: u64,
+        pod_cpu_millis: u64,
+    ) -> (u32, Option<DateTime<Utc>>) {
+        let lead = self.lead().duration;
+        Hold::keep(&mut self.hold, wanted, now, demand_cpu_millis, pod_cpu_millis, lead)
     }
 
     /// What the pause pods hold from `at` (read by the measurements of the windows after).

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::correction::{Correction, FewPods, WaitsSeen};
 use super::held::{Held, HeldRoom};
+use super::hold::Hold;
 use super::lead::{Launch, Lead};
 use super::reaction::{Arrival, Reaction};
 use super::seasonal::{DayRises, DemandSample, Seasonal};
@@ -50,6 +51,8 @@ pub(super) struct Stored {
     raised_at: Option<DateTime<Utc>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     correction_set_at: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    hold: Option<Hold>,
 }
 
 impl From<Stored> for History {
@@ -75,13 +78,15 @@ impl From<Stored> for History {
             allowed_wait_ms: s.allowed_wait_ms,
             time_zone: s.time_zone,
             unmet_reported_at: s.unmet_reported_at,
+            hold: s.hold,
         }
     }
 }
 
 impl From<History> for Stored {
     fn from(h: History) -> Stored {
-        let History { seasonal, lead, reaction, correction, held, allowed_wait_ms, time_zone, unmet_reported_at } = h;
+        let History { seasonal, lead, reaction, correction, held, allowed_wait_ms, time_zone, unmet_reported_at, hold } =
+            h;
         Stored {
             days: seasonal.days,
             recent: seasonal.recent,
@@ -106,6 +111,7 @@ impl From<History> for Stored {
             few: correction.few,
             raised_at: correction.raised_at,
             correction_set_at: correction.correction_set_at,
+            hold,
         }
     }
 }

@@ -85,9 +85,11 @@ fn a_history_full_at_every_bound_fits_the_state_record() {
             missed_waits_secs: vec![u32::MAX; LEAD_SAMPLES],
             last_hour: vec![waits; MAX_HOUR_WINDOWS],
             waits: Some(waits),
+            correction_set_at: Some(at),
             ..Correction::default()
         },
         time_zone: "America/Argentina/ComodRivadavia".into(),
+        hold: Some(Hold { replicas: u32::MAX, at, demand_cpu_millis: u64::MAX }),
         ..History::default()
     };
     let json = serde_json::to_vec(&h).unwrap().len();

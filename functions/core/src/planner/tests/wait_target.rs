@@ -547,3 +547,51 @@ fn a_target_between_bucket_bounds_counts_over_from_the_lower_bound() {
     let p = learned_plan(&cfg, &record, &[event(Signal::PoolWaits(detail), at)], at);
     assert_eq!(p.record.learned.unwrap().budget(), (40, 2));
 }
+
+/// Right after a miss the pause pods do not swing down and back up: a burst of 16 CPU
+/// arrives within a minute on the first day (no past day shows it), and the reconciles
+/// each minute after keep the room it asked for a lead time (the assumed 180 s) after it
+/// was last asked for, through the window that missed, instead of 16 → 7 → 16 within
+/// five minutes. Without the miss it falls once the lead time is over; demand falling by
+/// more than the room given back lets it fall at once.
+#[test]
+fn the_room_does_not_flap_after_a_miss() {
+    let cfg = target_config(None);
+    let chain = |cpu_at: &dyn Fn(i64) -> u64, miss: bool| {
+        let (mut record, mut running, mut seen) = (PoolRecord::default(), 1, Vec::new());
+        let mut records = Vec::new();
+        for m in 0..=20 {
+            let t = now() + Duration::minutes(m);
+            let mut observed = pool().spot("spot-a", sized(2)).build();
+            observed.demand = Some(Demand { cpu_millis: cpu_at(m), memory_bytes: 1 << 30, pods: 10, observed_at: t });
+            observed.headroom_replicas = Some(running);
+            let events = if miss && m == 15 { vec![waits_event(t, 20, 60.0)] } else { vec![] };
+            let p = run(&cfg, &record, &observed, &events, t);
+            running = p.headroom.unwrap().replicas;
+            seen.push(running);
+            record = p.record;
+            records.push(record.clone());
+        }
+        (seen, records)
+    };
+    // 10 CPU, then 26 from 10:10; the 25 % schedule is in force (3 pods, then 7).
+    let burst = |m: i64| if m < 10 { 10_000 } else { 26_000 };
+    let (seen, _) = chain(&burst, true);
+    assert_eq!(seen[9..], [3, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16], "no 16 → 7 → 16");
+    // No miss: held until 10:15, a lead time after 10:12 (the rise's last minute in the span).
+    let (seen, records) = chain(&burst, false);
+    assert_eq!(seen[9..], [3, 16, 16, 16, 16, 16, 7, 7, 7, 7, 7, 7]);
+    // Found at 7 at 10:13 (someone scaled the pods down): back to 16, and why.
+    let at = now() + Duration::minutes(13);
+    let mut observed = pool().spot("spot-a", sized(2)).build();
+    observed.demand = Some(Demand { cpu_millis: 26_000, memory_bytes: 1 << 30, pods: 10, observed_at: at });
+    observed.headroom_replicas = Some(7);
+    let p = run(&cfg, &records[12], &observed, &[], at);
+    let (to, reason) = headroom_action(&p).unwrap();
+    assert_eq!(to, 16, "{reason}");
+    assert!(reason.ends_with("; held at 16 until 10:15Z (a lead time after it was asked for)"), "{reason}");
+    assert_eq!(p.headroom.unwrap().clamped(), std::cmp::Ordering::Equal, "not min holding it up");
+    // The burst gone at 10:13 (demand back at 10 CPU): its room goes at once.
+    let (seen, _) = chain(&|m| if (10..13).contains(&m) { 26_000 } else { 10_000 }, false);
+    assert_eq!(seen[9..], [3, 16, 16, 16, 3, 3, 3, 3, 3, 3, 3, 3]);
+}
