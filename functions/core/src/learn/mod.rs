@@ -32,7 +32,7 @@ pub mod reaction;
 pub mod seasonal;
 mod stored;
 
-pub use correction::{Correction, FewPods, WaitsSeen, WAIT_BUDGET};
+pub use correction::{Correction, FewPods, Unanswerable, WaitsSeen, WAIT_BUDGET};
 pub use held::{Held, HeldRoom};
 pub use hold::Hold;
 pub use lead::{Launch, Lead, ASSUMED_LEAD};
@@ -250,6 +250,12 @@ impl History {
     /// See [`Correction::within_budget`].
     pub fn within_budget(&self) -> bool {
         Correction::within_budget(&self.seasonal.days)
+    }
+
+    /// Pods over the target on `now`'s local day that headroom did not answer (see
+    /// `Correction::measured`).
+    pub fn unanswerable_today(&self, now: DateTime<Utc>) -> u32 {
+        self.correction.unanswerable_on(day_slot(now, self.tz()).0)
     }
 
     /// See [`Correction::missed_at`].

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::correction::{Correction, FewPods, WaitsSeen};
+use super::correction::{Correction, FewPods, Unanswerable, WaitsSeen};
 use super::held::{Held, HeldRoom};
 use super::hold::Hold;
 use super::lead::{Launch, Lead};
@@ -53,6 +53,14 @@ pub(super) struct Stored {
     correction_set_at: Option<DateTime<Utc>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     hold: Option<Hold>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    raised_without_effect: u8,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    unanswerable: Option<Unanswerable>,
+}
+
+fn is_zero(n: &u8) -> bool {
+    *n == 0
 }
 
 impl From<Stored> for History {
@@ -73,6 +81,8 @@ impl From<Stored> for History {
                 few: s.few,
                 raised_at: s.raised_at,
                 correction_set_at: s.correction_set_at,
+                raised_without_effect: s.raised_without_effect,
+                unanswerable: s.unanswerable,
             },
             held: HeldRoom { decisions: s.held },
             allowed_wait_ms: s.allowed_wait_ms,
@@ -111,6 +121,8 @@ impl From<History> for Stored {
             few: correction.few,
             raised_at: correction.raised_at,
             correction_set_at: correction.correction_set_at,
+            raised_without_effect: correction.raised_without_effect,
+            unanswerable: correction.unanswerable,
             hold,
         }
     }

@@ -114,6 +114,7 @@ fn pooled_windows_are_judged_against_the_room_held_over_their_whole_span() {
         let missed = m == 5 || m == 30;
         let waits = WaitsSeen {
             over: None,
+            over_with_room: 0,
             window_start: at(m - 5),
             window_end: at(m),
             pods: 1,
@@ -142,7 +143,15 @@ fn pooled_windows_are_judged_against_the_room_held_over_their_whole_span() {
     for (i, m) in (5..=50).step_by(5).enumerate() {
         let p95_ms = if m == 5 || m == 30 { 60_000 } else { 1_000 };
         busy.measured(
-            WaitsSeen { over: None, window_start: at(m - 5), window_end: at(m), pods: 1, p95_ms, max_ms: p95_ms },
+            WaitsSeen {
+                over: None,
+                over_with_room: 0,
+                window_start: at(m - 5),
+                window_end: at(m),
+                pods: 1,
+                p95_ms,
+                max_ms: p95_ms,
+            },
             10_000,
         );
         assert_eq!(busy.correction.few.pods == 0, i == 9);
@@ -160,6 +169,7 @@ fn burst_at_nine(day: DateTime<Utc>, by: DecidedBy) -> (History, DateTime<Utc>, 
     h.held(t0 - Duration::minutes(10), Rise { cpu_millis: 5_000, memory_bytes: 10 << 30 }, false, by, None);
     let window = WaitsSeen {
         over: None,
+        over_with_room: 0,
         window_start: t0,
         window_end: t0 + Duration::minutes(5),
         pods: 20,
@@ -193,6 +203,7 @@ fn a_burst_larger_than_the_room_is_kept_and_fades_and_a_miss_with_room_raises_th
     );
     let again = WaitsSeen {
         over: None,
+        over_with_room: 0,
         window_start: t0 + Duration::minutes(5),
         window_end: t0 + Duration::minutes(10),
         pods: 20,
@@ -211,6 +222,7 @@ fn windows_of_a_few_pods_are_judged_together() {
     let at = |m: i64| monday() + Duration::hours(8) + Duration::minutes(m);
     let waits = |m: i64, pods: u32, p95_ms: u64| WaitsSeen {
         over: None,
+        over_with_room: 0,
         window_start: at(m - 5),
         window_end: at(m),
         pods,
@@ -467,6 +479,7 @@ fn pods_that_waited_for_a_node_longer_than_the_lead_time_lengthen_the_span() {
         h.measured(
             WaitsSeen {
                 over: None,
+                over_with_room: 0,
                 window_start: at - Duration::minutes(5),
                 window_end: at,
                 pods: 20,
@@ -526,4 +539,41 @@ fn room_held_is_stored_with_the_flags_records_have_always_had() {
     for (json, by) in [(base, DecidedBy::Percent), (seasonal, DecidedBy::Seasonal), (overridden, DecidedBy::Override)] {
         assert_eq!(serde_json::from_value::<Held>(json).unwrap().by, by);
     }
+}
+
+/// Windows that miss while the room they asked for is held (nothing rose, the pods wait
+/// on an affinity or a volume) raise the correction twice at most, then are counted as
+/// waits headroom does not answer; a window met lets misses raise it again.
+#[test]
+fn waits_no_pause_pod_can_shorten_do_not_raise_the_correction() {
+    let mut h = History { lead: Lead { lead_secs: vec![180], ..Default::default() }, ..Default::default() };
+    let t0 = monday() + Duration::hours(9);
+    watch(&mut h, t0 - Duration::minutes(30), 160, 14, |_| 50_000);
+    h.held(
+        t0 - Duration::minutes(10),
+        Rise { cpu_millis: 5_000, memory_bytes: 10 << 30 },
+        false,
+        DecidedBy::Seasonal,
+        None,
+    );
+    let window = |k: i64, p95_ms: u64| counted(5 * k, 20, p95_ms, if p95_ms > 10_000 { 3 } else { 0 });
+    for k in 1..=24 {
+        h.measured(window(k, 60_000), 10_000);
+    }
+    assert!(h.correction() <= 2.25, "two hours of misses with the room held: {}", h.correction());
+    assert_eq!(h.correction.raised_without_effect, 2);
+    assert!(h.unanswerable_today(t0 + Duration::hours(2)) >= 60, "{:?}", h.correction.unanswerable);
+    h.measured(window(25, 1_000), 10_000);
+    assert_eq!(h.correction.raised_without_effect, 0, "met: misses may raise again");
+    let before = h.correction();
+    h.measured(window(26, 60_000), 10_000);
+    assert!(h.correction() > before, "raised again");
+    // Pods the forwarder saw waiting beside free room they could take: no miss at all.
+    let mut fresh = History { lead: Lead { lead_secs: vec![180], ..Default::default() }, ..Default::default() };
+    watch(&mut fresh, t0 - Duration::minutes(30), 160, 14, |_| 50_000);
+    for k in 1..=24 {
+        fresh.measured(WaitsSeen { over_with_room: 3, ..window(k, 60_000) }, 10_000);
+    }
+    assert_eq!(fresh.correction(), 1.0);
+    assert_eq!(fresh.unanswerable_today(t0 + Duration::hours(2)), 72);
 }

@@ -125,6 +125,7 @@ fn waits_event(end: DateTime<Utc>, pods: u32, p95: f64) -> Event {
             p95_seconds: p95,
             max_seconds: p95 * 2.0,
             buckets: vec![],
+            over_with_room: 0,
         }),
         end,
     )
@@ -222,6 +223,7 @@ fn percent_is_used_until_a_past_day_shows_the_time_and_an_override_wins_over_the
             p95_seconds: 70.0,
             max_seconds: 80.0,
             buckets: vec![],
+            over_with_room: 0,
         }),
         now(),
     );
@@ -264,6 +266,7 @@ fn a_missed_wait_raises_the_room_and_a_target_above_max_is_told_once_an_hour() {
                 p95_seconds: p95,
                 max_seconds: p95 * 2.0,
                 buckets: vec![],
+                over_with_room: 0,
             }),
             end,
         )
@@ -594,4 +597,64 @@ fn the_room_does_not_flap_after_a_miss() {
     // The burst gone at 10:13 (demand back at 10 CPU): its room goes at once.
     let (seen, _) = chain(&|m| if (10..13).contains(&m) { 26_000 } else { 10_000 }, false);
     assert_eq!(seen[9..], [3, 16, 16, 16, 3, 3, 3, 3, 3, 3, 3, 3]);
+}
+
+/// Pods that wait on what no pause pod can give them (a required anti-affinity, a zonal
+/// volume) miss the target every window. Wednesday 09:00–11:00, with the 5 pause pods the
+/// daily 5 CPU step asks for held: the correction went to its 4× ceiling within two hours
+/// and Thursday's 09:00 room was 20 pause pods instead of 5. Reported by the forwarder as
+/// waiting with room free, they raise nothing; from a forwarder that does not count them,
+/// the room asked for held and misses going on stop the raises after two.
+#[test]
+fn waits_no_pause_pod_can_shorten_do_not_quadruple_the_room() {
+    let cfg = target_config(Some(false));
+    // Monday and Tuesday: 10 CPU, 15 CPU from 09:00 to 17:00.
+    let monday = Utc.with_ymd_and_hms(2026, 11, 16, 0, 0, 0).unwrap();
+    let mut history = crate::learn::History { allowed_wait_ms: 10_000, ..Default::default() };
+    let wednesday = monday + Duration::days(2) + Duration::hours(8) + Duration::minutes(55);
+    for m in 0..(wednesday - monday).num_minutes() {
+        let at = monday + Duration::minutes(m);
+        let minutes = (at - at.duration_trunc(Duration::days(1)).unwrap()).num_minutes();
+        let cpu = if (9 * 60..17 * 60).contains(&minutes) { 15_000 } else { 10_000 };
+        let d = Demand { cpu_millis: cpu, memory_bytes: 1 << 30, pods: 10, observed_at: at };
+        history.observe(&pool().spot("spot-a", sized(2)).build(), Some(d), at, 14);
+    }
+    // 20 pods a window, 3 of them waiting a minute: the p95 misses.
+    let window = |end: DateTime<Utc>, with_room: Option<u32>| {
+        let mut waits = vec![2.0; 17];
+        waits.extend([60.0; 3]);
+        let detail = crate::event::PoolWaitsDetail::summing("p", end - Duration::minutes(5), end, &mut waits).unwrap();
+        let mut json = serde_json::to_value(detail).unwrap();
+        if let Some(n) = with_room {
+            json["over_with_room"] = n.into();
+        }
+        event(Signal::PoolWaits(serde_json::from_value(json).unwrap()), end)
+    };
+    let morning = |with_room: Option<u32>| {
+        let mut record = PoolRecord { learned: Some(history.clone()), ..Default::default() };
+        let first = learned_plan(&cfg, &record, &[], wednesday);
+        assert_eq!(first.headroom.unwrap().replicas, 5, "the 5 CPU step");
+        record = first.record;
+        for k in 1..=25 {
+            let t = wednesday + Duration::minutes(5 * k);
+            record = learned_plan(&cfg, &record, &[window(t, with_room)], t).record;
+        }
+        // At 11:01, the pause pods found at 9: the reason says what was not answered.
+        let at = wednesday + Duration::minutes(126);
+        let mut observed = pool().spot("spot-a", sized(2)).build();
+        observed.demand = Some(Demand { cpu_millis: 10_000, memory_bytes: 1 << 30, pods: 10, observed_at: at });
+        observed.headroom_replicas = Some(9);
+        let reason = headroom_action(&run(&cfg, &record, &observed, &[], at)).map(|(_, r)| r.to_string());
+        let p = learned_plan(&cfg, &record, &[], wednesday + Duration::days(1));
+        (p.record.learned.unwrap().correction(), p.headroom.unwrap().replicas, reason.unwrap_or_default())
+    };
+    let (correction, replicas, reason) = morning(Some(3));
+    assert_eq!((correction, replicas), (1.0, 5), "{reason}");
+    assert!(
+        reason.contains("waits not answerable by headroom: 75 pods over the target with room free (today)"),
+        "25 windows of 3: {reason}"
+    );
+    let (correction, replicas, _) = morning(None);
+    assert!(correction <= 2.25, "raised twice at most: {correction}");
+    assert!(replicas <= 9, "5 × 2.25, a day on half of the excess gone: {replicas}");
 }
