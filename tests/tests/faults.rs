@@ -612,6 +612,7 @@ impl Harness {
                     p95_seconds: 0.0,
                     max_seconds: 0.0,
                     buckets: vec![],
+                    over_with_room: 0,
                 });
                 Signal::PoolWaits(detail)
             }

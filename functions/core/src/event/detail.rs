@@ -248,6 +248,16 @@ pub struct PoolWaitsDetail {
     /// target. Empty from a forwarder older than 0.4.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub buckets: Vec<WaitBucket>,
+    /// Pods that waited longer than the pool's target while a Running pause pod of the
+    /// pool, at least their size, held room they did not take (an affinity, a spread, a
+    /// gate or a volume kept them off it): waits no headroom shortens. 0 from a forwarder
+    /// that does not count them.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub over_with_room: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// Upper bounds, in seconds, of the first-start wait buckets the forwarder counts: the
@@ -290,6 +300,7 @@ impl PoolWaitsDetail {
                     pods: u32::try_from(waits.partition_point(|&w| w <= le)).unwrap_or(u32::MAX),
                 })
                 .collect(),
+            over_with_room: 0,
         })
     }
 

@@ -18,7 +18,14 @@ pub(super) const CORRECTION_RANGE: (u32, u32) = (1000, 4000);
 /// A missed burst kept is halved every this long unless another miss renews it: room for
 /// bursts at no fixed time, not for one long gone (a daily burst is the seasonal part's).
 const MISSED_HALF_LIFE_HOURS: f64 = 12.0;
+/// The correction's excess over 1 is halved every this long since it was last set: a
+/// raise answers the days it was learned on, not every day after, and a pool whose
+/// windows are too small to be judged met would otherwise keep it for good.
+const CORRECTION_HALF_LIFE_HOURS: f64 = 24.0;
 const CORRECTION_UP: f64 = 1.5;
+/// Misses with the room they asked for held raise the correction at most this many
+/// times: past that, more room is not what the waiting pods lack.
+pub(super) const RAISES_WITHOUT_EFFECT: u8 = 2;
 const CORRECTION_DOWN: f64 = 0.98;
 /// A window with fewer started pods than this is, on its own, no evidence that room can
 /// shrink (windows of fewer are pooled, see [`Correction::measured`]).
@@ -75,6 +82,15 @@ pub struct Correction {
     /// When the correction was last raised: windows that began before the raised room
     /// could be in place say nothing of it (one shortfall raises it once).
     pub raised_at: Option<DateTime<Utc>>,
+    /// When `correction_permille` was last set: it decays from then (`None` in records
+    /// from before it was kept: from `raised_at`).
+    pub correction_set_at: Option<DateTime<Utc>>,
+    /// Raises after which, one lead time on, windows still missed with the room asked
+    /// for held: after two, such misses raise nothing more (a window met, or a day
+    /// without a raise, starts the count again).
+    pub raised_without_effect: u8,
+    /// Today's pods over the target that headroom did not answer (for the reasons).
+    pub unanswerable: Option<Unanswerable>,
 }
 
 /// Windows of too few pods to judge alone, pooled (over an hour at most) until they
@@ -109,6 +125,25 @@ pub struct WaitsSeen {
     /// Pods that waited longer than the target (`None`: the forwarder did not count).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub over: Option<u32>,
+    /// Of those, pods that waited while room they could have taken was free (see
+    /// `PoolWaitsDetail::over_with_room`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub over_with_room: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// Pods over the target that room held did not help, counted on one local day (see
+/// `Correction::measured`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Unanswerable {
+    /// The local day.
+    pub date: NaiveDate,
+    /// Pods over the target that day with room free, or after the room asked for was
+    /// held and the correction raised as far as such misses may raise it.
+    pub pods: u32,
 }
 
 /// A measured span to learn from: one window, or pooled windows of few pods.
@@ -121,12 +156,35 @@ struct Judged {
 }
 
 impl Correction {
-    /// The correction as a factor of the rise (1.0 while none is learned).
+    /// The correction as a factor of the rise, as last set (1.0 while none is learned);
+    /// what is in force at a time is [`Correction::correction_at`].
     pub fn correction(&self) -> f64 {
         match self.correction_permille {
             0 => 1.0,
             p => f64::from(p) / 1000.0,
         }
+    }
+
+    /// The correction in force at `now`: its excess over 1 halved every
+    /// `CORRECTION_HALF_LIFE_HOURS` since it was set.
+    pub fn correction_at(&self, now: DateTime<Utc>) -> f64 {
+        let set = self.correction();
+        let Some(at) = self.correction_set_at.or(self.raised_at) else { return set };
+        let hours = (now - at).num_seconds().max(0) as f64 / 3600.0;
+        1.0 + (set - 1.0).max(0.0) * 0.5f64.powf(hours / CORRECTION_HALF_LIFE_HOURS)
+    }
+
+    /// Pods over the target on `date` that headroom did not answer.
+    pub fn unanswerable_on(&self, date: NaiveDate) -> u32 {
+        self.unanswerable.filter(|u| u.date == date).map_or(0, |u| u.pods)
+    }
+
+    fn count_unanswerable(&mut self, date: NaiveDate, pods: u32) {
+        if pods == 0 {
+            return;
+        }
+        let today = self.unanswerable_on(date);
+        self.unanswerable = Some(Unanswerable { date, pods: today.saturating_add(pods) });
     }
 
     /// See [`Correction::budget_share_permille`].
@@ -222,13 +280,14 @@ impl Correction {
         self.last_hour.push(waits);
         let excess = self.last_hour.len().saturating_sub(MAX_HOUR_WINDOWS);
         self.last_hour.drain(..excess);
+        // A p95 above the target says more than 5 % waited longer, whatever the buckets say.
+        let rank = crate::quantile::rank(waits.pods as usize, 0.95);
+        let by_p95 = if waits.p95_ms > target_ms { waits.pods as usize + 1 - rank } else { 0 };
+        let by_p95 = u32::try_from(by_p95).unwrap_or(u32::MAX);
+        let pods_over = waits.over.map_or(by_p95, |over| by_p95.max(over)).min(waits.pods);
+        let date = day_slot(waits.window_end, tz).0;
         if let Some(over) = waits.over {
-            // A p95 above the target says more than 5 % waited longer, whatever the
-            // buckets say.
-            let rank = crate::quantile::rank(waits.pods as usize, 0.95);
-            let by_p95 = if waits.p95_ms > target_ms { waits.pods as usize + 1 - rank } else { 0 };
-            let over = u32::try_from(by_p95).unwrap_or(u32::MAX).max(over);
-            let date = day_slot(waits.window_end, tz).0;
+            let over = by_p95.max(over);
             self.first_counted.get_or_insert(date);
             let day = seasonal.day_mut(date);
             day.pods = day.pods.saturating_add(waits.pods);
@@ -237,7 +296,13 @@ impl Correction {
         }
         let days = seasonal.days.as_slice();
         let within_budget = Self::within_budget(days);
-        let missed = waits.p95_ms > target_ms;
+        // Pods that waited beside room they could have taken say nothing of the room: the
+        // window missed only if the others alone are more than its p95 lets wait.
+        let with_room = waits.over_with_room.min(pods_over);
+        let missed = waits.p95_ms > target_ms && (with_room == 0 || pods_over - with_room > waits.pods - rank as u32);
+        if waits.p95_ms > target_ms && !missed {
+            self.count_unanswerable(date, with_room);
+        }
         // The budget is spent (or not known yet): room for the whole rise again. What
         // waited while less was held is that shortfall, answered now, not a sign that the
         // rise understates the room needed.
@@ -313,16 +378,42 @@ impl Correction {
             if self.raised_at.is_some_and(|raised| judged.start < raised + lead) {
                 return true;
             }
+            // A raise is in place and the room it asked for was held, yet pods still
+            // waited: after two such raises, what they wait on is not room (a required
+            // anti-affinity, a spread, a gate, a zonal volume). They are reported, not
+            // answered, until a window is met or a day passes without a raise.
+            if self.raised_at.is_some_and(|raised| judged.end - raised > Duration::hours(24)) {
+                self.raised_without_effect = 0;
+            }
+            let times = self.correction_at(judged.end);
+            let asked = |v: u64| (v as f64 * times).ceil() as u64;
+            // Pause pods held room (not none at all), and as much as the rise asked for.
+            let room_held = held.least.cpu_millis > 0
+                && held.least.cpu_millis >= asked(burst.cpu_millis)
+                && held.least.memory_bytes >= asked(burst.memory_bytes);
+            if room_held && self.raised_at.is_some() {
+                self.raised_without_effect = self.raised_without_effect.saturating_add(1).min(RAISES_WITHOUT_EFFECT);
+                if self.raised_without_effect >= RAISES_WITHOUT_EFFECT {
+                    self.count_unanswerable(date, pods_over);
+                    return true;
+                }
+            }
             self.raised_at = Some(judged.end);
             CORRECTION_UP
-        } else if held.overridden {
-            // Met under an override's room: no sign the learned room was more than needed.
-            return true;
         } else {
+            // Met: misses with room held may raise again.
+            self.raised_without_effect = 0;
+            if held.overridden {
+                // Met under an override's room: no sign the learned room was more than needed.
+                return true;
+            }
             CORRECTION_DOWN
         };
+        // What has decayed since it was set is gone: the factor applies to what is in force.
         let (lo, hi) = CORRECTION_RANGE;
-        self.correction_permille = ((self.correction() * factor * 1000.0).round() as u32).clamp(lo, hi);
+        let now = judged.end;
+        self.correction_permille = ((self.correction_at(now) * factor * 1000.0).round() as u32).clamp(lo, hi);
+        self.correction_set_at = Some(now);
         true
     }
 }

@@ -26,13 +26,15 @@ use crate::observe::{Demand, ObservedPool};
 
 pub mod correction;
 pub mod held;
+pub mod hold;
 pub mod lead;
 pub mod reaction;
 pub mod seasonal;
 mod stored;
 
-pub use correction::{Correction, FewPods, WaitsSeen, WAIT_BUDGET};
+pub use correction::{Correction, FewPods, Unanswerable, WaitsSeen, WAIT_BUDGET};
 pub use held::{Held, HeldRoom};
+pub use hold::Hold;
 pub use lead::{Launch, Lead, ASSUMED_LEAD};
 pub use reaction::{Arrival, Reaction, CA_REACTION};
 pub use seasonal::{DayRises, DemandSample, Seasonal, SLOTS_PER_DAY, SLOT_MINUTES};
@@ -58,6 +60,8 @@ pub struct History {
     pub time_zone: String,
     /// When a target that `max` does not let through was last reported.
     pub unmet_reported_at: Option<DateTime<Utc>>,
+    /// The count the wait target last asked for, held for a lead time (see [`Hold`]).
+    pub hold: Option<Hold>,
 }
 
 /// A duration learned from what was seen, or the assumed one while nothing was.
@@ -263,9 +267,15 @@ impl History {
         self.reaction.reaction()
     }
 
-    /// The correction from measured waits, as a factor (see [`Correction::correction`]).
+    /// The correction from measured waits as last set, a factor (see
+    /// [`Correction::correction`]).
     pub fn correction(&self) -> f64 {
         self.correction.correction()
+    }
+
+    /// The correction in force at `now` (see [`Correction::correction_at`]).
+    pub fn correction_at(&self, now: DateTime<Utc>) -> f64 {
+        self.correction.correction_at(now)
     }
 
     /// See [`Correction::budget_share_permille`].
@@ -282,6 +292,12 @@ impl History {
     /// See [`Correction::within_budget`].
     pub fn within_budget(&self) -> bool {
         Correction::within_budget(&self.seasonal.days)
+    }
+
+    /// Pods over the target on `now`'s local day that headroom did not answer (see
+    /// `Correction::measured`).
+    pub fn unanswerable_today(&self, now: DateTime<Utc>) -> u32 {
+        self.correction.unanswerable_on(day_slot(now, self.tz()).0)
     }
 
     /// See [`Correction::missed_at`].
@@ -327,6 +343,18 @@ impl History {
         };
     }
 
+    /// What runs when the wait target asks for `wanted` pause pods (see [`Hold::keep`]).
+    pub fn hold(
+        &mut self,
+        wanted: u32,
+        now: DateTime<Utc>,
+        demand_cpu_millis: u64,
+        pod_cpu_millis: u64,
+    ) -> (u32, Option<DateTime<Utc>>) {
+        let lead = self.lead().duration;
+        Hold::keep(&mut self.hold, wanted, now, demand_cpu_millis, pod_cpu_millis, lead)
+    }
+
     /// What the pause pods hold from `at` (read by the measurements of the windows after).
     /// `decided`: in a dry run, the room decided but not applied (`room`: what runs).
     pub fn held(&mut self, at: DateTime<Utc>, room: Rise, at_max: bool, by: DecidedBy, decided: Option<Rise>) {
@@ -353,7 +381,7 @@ impl History {
             absorb: self.absorb_span(),
             from: now,
             to,
-            correction: self.correction(),
+            correction: self.correction_at(now),
             budget_share: self.budget_share(),
         }
     }

@@ -8,8 +8,9 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::correction::{Correction, FewPods, WaitsSeen};
+use super::correction::{Correction, FewPods, Unanswerable, WaitsSeen};
 use super::held::{Held, HeldRoom};
+use super::hold::Hold;
 use super::lead::{Launch, Lead};
 use super::reaction::{Arrival, Reaction};
 use super::seasonal::{DayRises, DemandSample, Seasonal};
@@ -48,6 +49,18 @@ pub(super) struct Stored {
     time_zone: String,
     few: FewPods,
     raised_at: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    correction_set_at: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    hold: Option<Hold>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    raised_without_effect: u8,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    unanswerable: Option<Unanswerable>,
+}
+
+fn is_zero(n: &u8) -> bool {
+    *n == 0
 }
 
 impl From<Stored> for History {
@@ -67,18 +80,23 @@ impl From<Stored> for History {
                 missed_at: s.missed_at,
                 few: s.few,
                 raised_at: s.raised_at,
+                correction_set_at: s.correction_set_at,
+                raised_without_effect: s.raised_without_effect,
+                unanswerable: s.unanswerable,
             },
             held: HeldRoom { decisions: s.held },
             allowed_wait_ms: s.allowed_wait_ms,
             time_zone: s.time_zone,
             unmet_reported_at: s.unmet_reported_at,
+            hold: s.hold,
         }
     }
 }
 
 impl From<History> for Stored {
     fn from(h: History) -> Stored {
-        let History { seasonal, lead, reaction, correction, held, allowed_wait_ms, time_zone, unmet_reported_at } = h;
+        let History { seasonal, lead, reaction, correction, held, allowed_wait_ms, time_zone, unmet_reported_at, hold } =
+            h;
         Stored {
             days: seasonal.days,
             recent: seasonal.recent,
@@ -102,6 +120,10 @@ impl From<History> for Stored {
             time_zone,
             few: correction.few,
             raised_at: correction.raised_at,
+            correction_set_at: correction.correction_set_at,
+            raised_without_effect: correction.raised_without_effect,
+            unanswerable: correction.unanswerable,
+            hold,
         }
     }
 }

@@ -191,6 +191,7 @@ impl Work<'_> {
                     p95_ms: (w.p95_seconds * 1000.0).round() as u64,
                     max_ms: (w.max_seconds * 1000.0).round() as u64,
                     over: w.pods_over(target_ms as f64 / 1000.0),
+                    over_with_room: w.over_with_room,
                 };
                 self.record.learned.get_or_insert_with(Default::default).measured(seen, target_ms);
             }

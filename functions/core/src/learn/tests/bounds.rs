@@ -13,6 +13,7 @@ fn windows_at_the_ends_of_time_do_not_panic() {
     let start = DateTime::<Utc>::MIN_UTC;
     let window = WaitsSeen {
         over: None,
+        over_with_room: 0,
         window_start: start,
         window_end: start + Duration::minutes(5),
         pods: 20,
@@ -23,6 +24,7 @@ fn windows_at_the_ends_of_time_do_not_panic() {
     let end = DateTime::<Utc>::MAX_UTC;
     let later = WaitsSeen {
         over: None,
+        over_with_room: 0,
         window_start: end - Duration::minutes(5),
         window_end: end,
         pods: 20,
@@ -47,6 +49,7 @@ fn a_history_full_at_every_bound_fits_the_state_record() {
         p95_ms: u64::MAX,
         max_ms: u64::MAX,
         over: Some(u32::MAX),
+        over_with_room: u32::MAX,
     };
     let h = History {
         seasonal: Seasonal {
@@ -85,9 +88,13 @@ fn a_history_full_at_every_bound_fits_the_state_record() {
             missed_waits_secs: vec![u32::MAX; LEAD_SAMPLES],
             last_hour: vec![waits; MAX_HOUR_WINDOWS],
             waits: Some(waits),
+            correction_set_at: Some(at),
+            raised_without_effect: u8::MAX,
+            unanswerable: Some(Unanswerable { date: at.date_naive(), pods: u32::MAX }),
             ..Correction::default()
         },
         time_zone: "America/Argentina/ComodRivadavia".into(),
+        hold: Some(Hold { replicas: u32::MAX, at, demand_cpu_millis: u64::MAX }),
         ..History::default()
     };
     let json = serde_json::to_vec(&h).unwrap().len();
@@ -117,7 +124,7 @@ proptest! {
             };
             let pool = launching_pool(&ids.iter().enumerate().map(|(i, id)| (id.as_str(), ready(i))).collect::<Vec<_>>());
             h.observe(&pool, Some(demand_at(cpu, now)), now, days);
-            let window = WaitsSeen { over: None, window_start: now - Duration::minutes(5), window_end: now, pods: u32::from(nodes) * 5, p95_ms: cpu % 30_000, max_ms: cpu % 90_000 };
+            let window = WaitsSeen { over: None, over_with_room: 0, window_start: now - Duration::minutes(5), window_end: now, pods: u32::from(nodes) * 5, p95_ms: cpu % 30_000, max_ms: cpu % 90_000 };
             h.measured(window, 10_000);
             prop_assert!(h.seasonal.days.len() <= days + 1);
             prop_assert!(h.seasonal.recent.len() <= MAX_RECENT);

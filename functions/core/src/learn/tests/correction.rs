@@ -13,11 +13,11 @@ fn measured_waits_correct_up_quickly_and_down_slowly() {
     assert!(!h.measured(waits(5, 30, 1_000), 10_000), "the same window twice counts once");
     assert!(!h.measured(waits(4, 30, 1_000), 10_000), "an older window is ignored");
     assert!(h.measured(waits(10, 30, 4_000), 10_000));
-    assert_eq!(h.correction(), 1.47);
+    assert_eq!(h.correction(), 1.469, "1.5 decayed over 5 minutes, × 0.98");
     assert!(h.measured(waits(15, 3, 4_000), 10_000));
-    assert_eq!(h.correction(), 1.47, "three pods are no evidence to shrink on");
+    assert_eq!(h.correction(), 1.469, "three pods are no evidence to shrink on");
     h.measured(waits(18, 2, 60_000), 10_000);
-    assert_eq!(h.correction(), 1.47, "two pods that waited are no evidence to grow on");
+    assert_eq!(h.correction(), 1.469, "two pods that waited are no evidence to grow on");
     for m in 0..20 {
         h.measured(waits(20 + 5 * m, 5, 60_000), 10_000);
     }
@@ -31,6 +31,32 @@ fn measured_waits_correct_up_quickly_and_down_slowly() {
     h.held(end(2990), Rise::default(), true, DecidedBy::Percent, None);
     h.measured(waits(3000, 50, 60_000), 10_000);
     assert_eq!(h.correction(), before);
+}
+
+/// A correction raised to its ceiling by one bad morning is not kept for good: with no
+/// window met since (too few pods to judge, or none), its excess over 1 halves daily, and
+/// the next raise multiplies what is left, not what was.
+#[test]
+fn the_correction_decays_without_met_windows() {
+    let mut h = History::default();
+    for m in 0..8 {
+        h.measured(five_minutes_to(9 * 60 + 5 * m, 30, 60_000), 10_000);
+    }
+    let raised = h.correction.raised_at.unwrap();
+    assert_eq!(h.correction(), 4.0, "at the ceiling");
+    let in_force = |h: &History, hours: i64| h.predict(raised + Duration::hours(hours), 14).correction;
+    assert_eq!(in_force(&h, 0), 4.0);
+    assert_eq!(in_force(&h, 24), 2.5, "a day later: half the excess");
+    assert_eq!(in_force(&h, 48), 1.75);
+    assert!(in_force(&h, 24 * 14) < 1.001, "a fortnight later: gone");
+    // Two days on, a miss raises what is in force by half.
+    let two_days_on = (raised + Duration::hours(48) - monday()).num_minutes();
+    h.measured(five_minutes_to(two_days_on, 30, 60_000), 10_000);
+    assert_eq!(h.correction(), 2.625, "1.75 × 1.5, not 4.0 × 1.5 bounded");
+    // A record from before the decay was kept decays from its last raise.
+    let old = r#"{"correction_permille":3000,"raised_at":"2026-11-02T09:00:00Z"}"#;
+    let old: History = serde_json::from_str(old).unwrap();
+    assert_eq!(old.predict(monday() + Duration::hours(33), 14).correction, 2.0);
 }
 
 /// The plan's reasons quote the last hour's waits: no window's p95 above the bound, so
@@ -88,6 +114,7 @@ fn pooled_windows_are_judged_against_the_room_held_over_their_whole_span() {
         let missed = m == 5 || m == 30;
         let waits = WaitsSeen {
             over: None,
+            over_with_room: 0,
             window_start: at(m - 5),
             window_end: at(m),
             pods: 1,
@@ -116,7 +143,15 @@ fn pooled_windows_are_judged_against_the_room_held_over_their_whole_span() {
     for (i, m) in (5..=50).step_by(5).enumerate() {
         let p95_ms = if m == 5 || m == 30 { 60_000 } else { 1_000 };
         busy.measured(
-            WaitsSeen { over: None, window_start: at(m - 5), window_end: at(m), pods: 1, p95_ms, max_ms: p95_ms },
+            WaitsSeen {
+                over: None,
+                over_with_room: 0,
+                window_start: at(m - 5),
+                window_end: at(m),
+                pods: 1,
+                p95_ms,
+                max_ms: p95_ms,
+            },
             10_000,
         );
         assert_eq!(busy.correction.few.pods == 0, i == 9);
@@ -134,6 +169,7 @@ fn burst_at_nine(day: DateTime<Utc>, by: DecidedBy) -> (History, DateTime<Utc>, 
     h.held(t0 - Duration::minutes(10), Rise { cpu_millis: 5_000, memory_bytes: 10 << 30 }, false, by, None);
     let window = WaitsSeen {
         over: None,
+        over_with_room: 0,
         window_start: t0,
         window_end: t0 + Duration::minutes(5),
         pods: 20,
@@ -167,6 +203,7 @@ fn a_burst_larger_than_the_room_is_kept_and_fades_and_a_miss_with_room_raises_th
     );
     let again = WaitsSeen {
         over: None,
+        over_with_room: 0,
         window_start: t0 + Duration::minutes(5),
         window_end: t0 + Duration::minutes(10),
         pods: 20,
@@ -185,6 +222,7 @@ fn windows_of_a_few_pods_are_judged_together() {
     let at = |m: i64| monday() + Duration::hours(8) + Duration::minutes(m);
     let waits = |m: i64, pods: u32, p95_ms: u64| WaitsSeen {
         over: None,
+        over_with_room: 0,
         window_start: at(m - 5),
         window_end: at(m),
         pods,
@@ -212,7 +250,7 @@ fn windows_of_a_few_pods_are_judged_together() {
     for k in 0..5 {
         h.measured(waits(60 + 5 * k, 2, 1_000), 10_000);
     }
-    assert_eq!(h.correction(), 1.47);
+    assert_eq!(h.correction(), 1.457, "1.5 decayed over the hour since it was set, × 0.98");
     // Pods an hour apart are no ramp: an old pool is dropped, not judged with new windows.
     h.measured(waits(100, 2, 60_000), 10_000);
     h.measured(waits(105, 2, 60_000), 10_000);
@@ -394,7 +432,7 @@ fn one_shortfall_raises_the_correction_once() {
     }
     assert_eq!(h.correction(), 1.5, "the 09:05–09:10 window began before the raised room was in place");
     h.measured(miss(15), 10_000);
-    assert_eq!(h.correction(), 2.25, "09:10–09:15 began a lead time after: still short");
+    assert_eq!(h.correction(), 2.246, "09:10–09:15 began a lead time after: still short (1.5 decayed 10 min, × 1.5)");
 }
 
 /// Under the seasonal prediction a burst above the room is the prediction falling short:
@@ -444,6 +482,7 @@ fn pods_that_waited_for_a_node_longer_than_the_lead_time_lengthen_the_span() {
         h.measured(
             WaitsSeen {
                 over: None,
+                over_with_room: 0,
                 window_start: at - Duration::minutes(5),
                 window_end: at,
                 pods: 20,
@@ -503,4 +542,41 @@ fn room_held_is_stored_with_the_flags_records_have_always_had() {
     for (json, by) in [(base, DecidedBy::Percent), (seasonal, DecidedBy::Seasonal), (overridden, DecidedBy::Override)] {
         assert_eq!(serde_json::from_value::<Held>(json).unwrap().by, by);
     }
+}
+
+/// Windows that miss while the room they asked for is held (nothing rose, the pods wait
+/// on an affinity or a volume) raise the correction twice at most, then are counted as
+/// waits headroom does not answer; a window met lets misses raise it again.
+#[test]
+fn waits_no_pause_pod_can_shorten_do_not_raise_the_correction() {
+    let mut h = History { lead: Lead { lead_secs: vec![180], ..Default::default() }, ..Default::default() };
+    let t0 = monday() + Duration::hours(9);
+    watch(&mut h, t0 - Duration::minutes(30), 160, 14, |_| 50_000);
+    h.held(
+        t0 - Duration::minutes(10),
+        Rise { cpu_millis: 5_000, memory_bytes: 10 << 30 },
+        false,
+        DecidedBy::Seasonal,
+        None,
+    );
+    let window = |k: i64, p95_ms: u64| counted(5 * k, 20, p95_ms, if p95_ms > 10_000 { 3 } else { 0 });
+    for k in 1..=24 {
+        h.measured(window(k, 60_000), 10_000);
+    }
+    assert!(h.correction() <= 2.25, "two hours of misses with the room held: {}", h.correction());
+    assert_eq!(h.correction.raised_without_effect, 2);
+    assert!(h.unanswerable_today(t0 + Duration::hours(2)) >= 60, "{:?}", h.correction.unanswerable);
+    h.measured(window(25, 1_000), 10_000);
+    assert_eq!(h.correction.raised_without_effect, 0, "met: misses may raise again");
+    let before = h.correction();
+    h.measured(window(26, 60_000), 10_000);
+    assert!(h.correction() > before, "raised again");
+    // Pods the forwarder saw waiting beside free room they could take: no miss at all.
+    let mut fresh = History { lead: Lead { lead_secs: vec![180], ..Default::default() }, ..Default::default() };
+    watch(&mut fresh, t0 - Duration::minutes(30), 160, 14, |_| 50_000);
+    for k in 1..=24 {
+        fresh.measured(WaitsSeen { over_with_room: 3, ..window(k, 60_000) }, 10_000);
+    }
+    assert_eq!(fresh.correction(), 1.0);
+    assert_eq!(fresh.unanswerable_today(t0 + Duration::hours(2)), 72);
 }

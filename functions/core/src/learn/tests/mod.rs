@@ -27,7 +27,15 @@ fn demand_at(cpu_millis: u64, at: DateTime<Utc>) -> Demand {
 /// started, the p95 (and the longest) wait `p95_ms`.
 fn five_minutes_to(m: i64, pods: u32, p95_ms: u64) -> WaitsSeen {
     let end = monday() + Duration::minutes(m);
-    WaitsSeen { over: None, window_start: end - Duration::minutes(5), window_end: end, pods, p95_ms, max_ms: p95_ms }
+    WaitsSeen {
+        over: None,
+        over_with_room: 0,
+        window_start: end - Duration::minutes(5),
+        window_end: end,
+        pods,
+        p95_ms,
+        max_ms: p95_ms,
+    }
 }
 
 /// Observes the pool each minute from `from` for `minutes`, demand given by `cpu_at`.

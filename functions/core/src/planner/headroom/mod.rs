@@ -116,11 +116,32 @@ impl Work<'_> {
         let given =
             Given { cfg, demand: &demand, percent: &percent, learned: self.record.learned.as_ref(), now: self.now };
         // An override is what the operator says now: it wins over the target.
-        let decided = match prediction.filter(|_| !matches!(percent.source, PercentSource::Override { .. })) {
+        let by_target = prediction.filter(|_| !matches!(percent.source, PercentSource::Override { .. }));
+        let decided = match by_target {
             None => decide(percent::FromPercent, &given),
             Some((prediction, target)) => decide(wait_target::FromWaitTarget { prediction, target }, &given),
         };
-        let Decided { bounded: Bounded { wanted: raw, replicas }, learned, reason, unmet } = decided;
+        let Decided { bounded: Bounded { wanted: raw, replicas }, learned, mut reason, unmet } = decided;
+        // A wait target's count holds for a lead time unless demand falls (see `Hold`);
+        // the percent's and an override's follow their input at once.
+        let (raw, replicas) = match self.record.learned.as_mut() {
+            Some(history) if by_target.is_some() => {
+                let (held, until) = history.hold(replicas, self.now, demand.cpu_millis, cfg.pod_cpu_millis);
+                let held = held.clamp(cfg.min, cfg.max.max(cfg.min));
+                if let Some(until) = until.filter(|_| held > replicas) {
+                    reason += &format!(
+                        "; held at {held} until {} (a lead time after it was asked for)",
+                        until.format("%H:%MZ")
+                    );
+                }
+                (raw.max(held), held)
+            }
+            Some(history) => {
+                history.hold = None;
+                (raw, replicas)
+            }
+            None => (raw, replicas),
+        };
         if let Some(what) = unmet {
             self.report_unmet(&what, raw);
         }

@@ -152,7 +152,11 @@ fn rises(p: &Prediction) -> String {
 
 fn measured(given: &Given) -> String {
     let Some(history) = given.learned else { return "no wait measured yet".into() };
-    let last = last_measured(history, given.now);
+    let mut last = last_measured(history, given.now);
+    match history.unanswerable_today(given.now) {
+        0 => {}
+        n => last += &format!("; waits not answerable by headroom: {n} pods over the target with room free (today)"),
+    }
     match history.budget() {
         (0, _) => last,
         (pods, over) => format!(

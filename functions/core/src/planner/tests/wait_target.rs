@@ -125,6 +125,7 @@ fn waits_event(end: DateTime<Utc>, pods: u32, p95: f64) -> Event {
             p95_seconds: p95,
             max_seconds: p95 * 2.0,
             buckets: vec![],
+            over_with_room: 0,
         }),
         end,
     )
@@ -222,6 +223,7 @@ fn percent_is_used_until_a_past_day_shows_the_time_and_an_override_wins_over_the
             p95_seconds: 70.0,
             max_seconds: 80.0,
             buckets: vec![],
+            over_with_room: 0,
         }),
         now(),
     );
@@ -264,6 +266,7 @@ fn a_missed_wait_raises_the_room_and_a_target_above_max_is_told_once_an_hour() {
                 p95_seconds: p95,
                 max_seconds: p95 * 2.0,
                 buckets: vec![],
+                over_with_room: 0,
             }),
             end,
         )
@@ -711,4 +714,112 @@ fn a_target_between_bucket_bounds_counts_over_from_the_lower_bound() {
     let detail = crate::event::PoolWaitsDetail::summing("p", at - Duration::minutes(5), at, &mut waits).unwrap();
     let p = learned_plan(&cfg, &record, &[event(Signal::PoolWaits(detail), at)], at);
     assert_eq!(p.record.learned.unwrap().budget(), (40, 2));
+}
+
+/// Right after a miss the pause pods do not swing down and back up: a burst of 16 CPU
+/// arrives within a minute on the first day (no past day shows it), and the reconciles
+/// each minute after keep the room it asked for a lead time (the assumed 180 s) after it
+/// was last asked for, through the window that missed, instead of 16 → 7 → 16 within
+/// five minutes. Without the miss it falls once the lead time is over; demand falling by
+/// more than the room given back lets it fall at once.
+#[test]
+fn the_room_does_not_flap_after_a_miss() {
+    let cfg = target_config(None);
+    let chain = |cpu_at: &dyn Fn(i64) -> u64, miss: bool| {
+        let (mut record, mut running, mut seen) = (PoolRecord::default(), 1, Vec::new());
+        let mut records = Vec::new();
+        for m in 0..=20 {
+            let t = now() + Duration::minutes(m);
+            let mut observed = pool().spot("spot-a", sized(2)).build();
+            observed.demand = Some(Demand { cpu_millis: cpu_at(m), memory_bytes: 1 << 30, pods: 10, observed_at: t });
+            observed.headroom_replicas = Some(running);
+            let events = if miss && m == 15 { vec![waits_event(t, 20, 60.0)] } else { vec![] };
+            let p = run(&cfg, &record, &observed, &events, t);
+            running = p.headroom.unwrap().replicas;
+            seen.push(running);
+            record = p.record;
+            records.push(record.clone());
+        }
+        (seen, records)
+    };
+    // 10 CPU, then 26 from 10:10; the 25 % schedule is in force (3 pods, then 7).
+    let burst = |m: i64| if m < 10 { 10_000 } else { 26_000 };
+    let (seen, _) = chain(&burst, true);
+    assert_eq!(seen[9..], [3, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16], "no 16 → 7 → 16");
+    // No miss: held until 10:15, a lead time after 10:12 (the rise's last minute in the span).
+    let (seen, records) = chain(&burst, false);
+    assert_eq!(seen[9..], [3, 16, 16, 16, 16, 16, 7, 7, 7, 7, 7, 7]);
+    // Found at 7 at 10:13 (someone scaled the pods down): back to 16, and why.
+    let at = now() + Duration::minutes(13);
+    let mut observed = pool().spot("spot-a", sized(2)).build();
+    observed.demand = Some(Demand { cpu_millis: 26_000, memory_bytes: 1 << 30, pods: 10, observed_at: at });
+    observed.headroom_replicas = Some(7);
+    let p = run(&cfg, &records[12], &observed, &[], at);
+    let (to, reason) = headroom_action(&p).unwrap();
+    assert_eq!(to, 16, "{reason}");
+    assert!(reason.ends_with("; held at 16 until 10:15Z (a lead time after it was asked for)"), "{reason}");
+    assert_eq!(p.headroom.unwrap().clamped(), std::cmp::Ordering::Equal, "not min holding it up");
+    // The burst gone at 10:13 (demand back at 10 CPU): its room goes at once.
+    let (seen, _) = chain(&|m| if (10..13).contains(&m) { 26_000 } else { 10_000 }, false);
+    assert_eq!(seen[9..], [3, 16, 16, 16, 3, 3, 3, 3, 3, 3, 3, 3]);
+}
+
+/// Pods that wait on what no pause pod can give them (a required anti-affinity, a zonal
+/// volume) miss the target every window. Wednesday 09:00–11:00, with the 5 pause pods the
+/// daily 5 CPU step asks for held: the correction went to its 4× ceiling within two hours
+/// and Thursday's 09:00 room was 20 pause pods instead of 5. Reported by the forwarder as
+/// waiting with room free, they raise nothing; from a forwarder that does not count them,
+/// the room asked for held and misses going on stop the raises after two.
+#[test]
+fn waits_no_pause_pod_can_shorten_do_not_quadruple_the_room() {
+    let cfg = target_config(Some(false));
+    // Monday and Tuesday: 10 CPU, 15 CPU from 09:00 to 17:00.
+    let monday = Utc.with_ymd_and_hms(2026, 11, 16, 0, 0, 0).unwrap();
+    let mut history = crate::learn::History { allowed_wait_ms: 10_000, ..Default::default() };
+    let wednesday = monday + Duration::days(2) + Duration::hours(8) + Duration::minutes(55);
+    for m in 0..(wednesday - monday).num_minutes() {
+        let at = monday + Duration::minutes(m);
+        let minutes = (at - at.duration_trunc(Duration::days(1)).unwrap()).num_minutes();
+        let cpu = if (9 * 60..17 * 60).contains(&minutes) { 15_000 } else { 10_000 };
+        let d = Demand { cpu_millis: cpu, memory_bytes: 1 << 30, pods: 10, observed_at: at };
+        history.observe(&pool().spot("spot-a", sized(2)).build(), Some(d), at, 14);
+    }
+    // 20 pods a window, 3 of them waiting a minute: the p95 misses.
+    let window = |end: DateTime<Utc>, with_room: Option<u32>| {
+        let mut waits = vec![2.0; 17];
+        waits.extend([60.0; 3]);
+        let detail = crate::event::PoolWaitsDetail::summing("p", end - Duration::minutes(5), end, &mut waits).unwrap();
+        let mut json = serde_json::to_value(detail).unwrap();
+        if let Some(n) = with_room {
+            json["over_with_room"] = n.into();
+        }
+        event(Signal::PoolWaits(serde_json::from_value(json).unwrap()), end)
+    };
+    let morning = |with_room: Option<u32>| {
+        let mut record = PoolRecord { learned: Some(history.clone()), ..Default::default() };
+        let first = learned_plan(&cfg, &record, &[], wednesday);
+        assert_eq!(first.headroom.unwrap().replicas, 5, "the 5 CPU step");
+        record = first.record;
+        for k in 1..=25 {
+            let t = wednesday + Duration::minutes(5 * k);
+            record = learned_plan(&cfg, &record, &[window(t, with_room)], t).record;
+        }
+        // At 11:01, the pause pods found at 9: the reason says what was not answered.
+        let at = wednesday + Duration::minutes(126);
+        let mut observed = pool().spot("spot-a", sized(2)).build();
+        observed.demand = Some(Demand { cpu_millis: 10_000, memory_bytes: 1 << 30, pods: 10, observed_at: at });
+        observed.headroom_replicas = Some(9);
+        let reason = headroom_action(&run(&cfg, &record, &observed, &[], at)).map(|(_, r)| r.to_string());
+        let p = learned_plan(&cfg, &record, &[], wednesday + Duration::days(1));
+        (p.record.learned.unwrap().correction(), p.headroom.unwrap().replicas, reason.unwrap_or_default())
+    };
+    let (correction, replicas, reason) = morning(Some(3));
+    assert_eq!((correction, replicas), (1.0, 5), "{reason}");
+    assert!(
+        reason.contains("waits not answerable by headroom: 75 pods over the target with room free (today)"),
+        "25 windows of 3: {reason}"
+    );
+    let (correction, replicas, _) = morning(None);
+    assert!(correction <= 2.25, "raised twice at most: {correction}");
+    assert!(replicas <= 9, "5 × 2.25, a day on half of the excess gone: {replicas}");
 }
