@@ -5,7 +5,7 @@ use super::{since, Work};
 use crate::config::PoolConfig;
 use crate::observe::{LifecycleState, ObservedAsg};
 use crate::plan::ActionKind;
-use crate::record::{FailbackStep, Move, SurgeMove};
+use crate::record::{FailbackStep, KeptOffBy, Move, SurgeMove};
 
 /// How long a failback step's victims may take to drain before they are released:
 /// a few drain attempts, one per reconcile.
@@ -63,7 +63,7 @@ impl Work<'_> {
             let recent = self.record.disruptions_since(&name, self.now - rate.window.as_chrono());
             if recent >= rate.count {
                 let reason = format!("{recent} interruptions within {} (limit {})", rate.window, rate.count);
-                self.mark_unavailable(&name, self.now, reason);
+                self.mark_unavailable(&name, self.now, reason, KeptOffBy::InterruptionRate);
             }
             let failing = if let Some(u) = self.record.unavailable.get(&name) {
                 Some(format!("{} until {}", u.reason, u.until.format("%H:%M:%SZ")))

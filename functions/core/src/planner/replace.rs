@@ -4,7 +4,7 @@
 use super::Work;
 use crate::event::InstanceAction;
 use crate::plan::{ActionKind, LifecycleRef};
-use crate::record::{Interruption, InterruptionCause, Surge};
+use crate::record::{Interruption, InterruptionCause, KeptOffBy, Surge};
 use crate::units::HumanDuration;
 
 /// The least drain a spot warning's node is given once its time after the warning is
@@ -103,18 +103,22 @@ impl Work<'_> {
         }
         // Nowhere else to go: the slot stays in the kept-off ASG either way (without a
         // surge the instance goes without decrement and the ASG replaces it after the
-        // drain); asked for now, the replacement has the drain's minutes to launch. Not
-        // while this plan moves the ASG's missing slots out: the surge would be netted
-        // into that move's lower, and taken as made if the move's raise failed.
-        let moving_out = self.moves.iter().any(|m| m.from == own_asg);
-        if kept_off && self.room_up(own) > 0 && !moving_out {
+        // drain). Kept off only by its interruption rate and filling what it is asked, it
+        // still launches: asked for now, the replacement has the drain's minutes. Not an
+        // ASG that cannot launch (a capacity error, missing instances): a raise there
+        // buys nothing and is one more call whose lost answer leaves surplus; and the
+        // fallback moves its missing slots out in this plan, into whose lower the surge
+        // would be netted, then taken as made if the move's raise failed.
+        let launches = own.shortfall() == 0
+            && self.record.unavailable.get(own_asg).is_some_and(|u| u.by == KeptOffBy::InterruptionRate);
+        if kept_off && launches && self.room_up(own) > 0 {
             return Ok(here);
         }
         let mut why = Vec::new();
         if self.room_up(own) == 0 {
             why.push(format!("{own_asg} is at its maximum {}", own.max));
         } else {
-            why.push(format!("{own_asg} is kept off and this plan moves its missing slots elsewhere"));
+            why.push(format!("{own_asg} cannot launch now (a capacity error, or instances missing)"));
         }
         if self.after(own_asg) <= own.min {
             why.push(format!("{own_asg} is at its minimum {}, so a replacement elsewhere would be a second", own.min));

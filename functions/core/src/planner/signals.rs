@@ -9,7 +9,7 @@ use crate::event::{Event, LaunchError, NodeCondition, Signal};
 use crate::learn::WaitsSeen;
 use crate::observe::{ActivityStatus, Demand, LifecycleState, Market};
 use crate::record::{
-    Disruption, DisruptionKind, HeadroomOverride, Interruption, InterruptionCause, PendingLifecycleAction,
+    Disruption, DisruptionKind, HeadroomOverride, Interruption, InterruptionCause, KeptOffBy, PendingLifecycleAction,
     ReportedLaunchError, Unavailable, UnschedulableSeen,
 };
 
@@ -126,6 +126,7 @@ impl Work<'_> {
                                 "capacity error {kind:?} in {}",
                                 failure.availability_zone.as_deref().unwrap_or("an AZ")
                             ),
+                            KeptOffBy::Capacity,
                         );
                     }
                     error => {
@@ -238,6 +239,7 @@ impl Work<'_> {
                         &asg.name,
                         at,
                         format!("capacity error {kind:?} in scaling activity {}", activity.id),
+                        KeptOffBy::Capacity,
                     ),
                     error => self.report_launch_error(&asg.name, &activity.id, at, &error, &activity.status_message),
                 }
@@ -245,14 +247,25 @@ impl Work<'_> {
         }
     }
 
-    pub(super) fn mark_unavailable(&mut self, asg: &str, at: chrono::DateTime<chrono::Utc>, reason: String) {
+    pub(super) fn mark_unavailable(
+        &mut self,
+        asg: &str,
+        at: chrono::DateTime<chrono::Utc>,
+        reason: String,
+        by: KeptOffBy,
+    ) {
         let until = at + self.cfg.fallback.unavailable_ttl.as_chrono();
         if until <= self.now {
             return;
         }
-        let entry = self.record.unavailable.get(asg);
-        if entry.is_none_or(|u| u.until < until) {
-            self.record.unavailable.insert(asg.to_string(), Unavailable { until, reason });
+        // A capacity error in force is not hidden by a later mark for the rate.
+        let in_force = self.record.unavailable.get(asg).filter(|u| u.until > self.now).map(|u| u.by);
+        let by = if in_force == Some(KeptOffBy::Capacity) { KeptOffBy::Capacity } else { by };
+        match self.record.unavailable.get_mut(asg) {
+            Some(kept) if kept.until >= until => kept.by = if by == KeptOffBy::Capacity { by } else { kept.by },
+            _ => {
+                self.record.unavailable.insert(asg.to_string(), Unavailable { until, reason, by });
+            }
         }
     }
 

@@ -112,6 +112,27 @@ pub struct Unavailable {
     pub until: DateTime<Utc>,
     /// What made it unavailable, for the log and the operator.
     pub reason: String,
+    /// What keeps it off (a record written before this was kept reads as a capacity
+    /// error: the cautious reading).
+    #[serde(default, skip_serializing_if = "KeptOffBy::is_capacity")]
+    pub by: KeptOffBy,
+}
+
+/// What keeps a spot ASG off.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KeptOffBy {
+    /// A launch failed for want of capacity: the ASG cannot launch now.
+    #[default]
+    Capacity,
+    /// Its instances are interrupted too often: it still launches.
+    InterruptionRate,
+}
+
+impl KeptOffBy {
+    fn is_capacity(&self) -> bool {
+        *self == KeptOffBy::Capacity
+    }
 }
 
 /// An operator's headroom percent, set by a headroom-override event.

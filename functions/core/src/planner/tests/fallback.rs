@@ -146,7 +146,10 @@ fn fallback_respects_max_on_demand_asg_max_and_spot_min() {
     let mut record = PoolRecord { fallback_units: 3, ..Default::default() };
     observed.spot[0].min = 0;
     od(&mut observed).desired = 3;
-    record.unavailable.insert("spot-a".into(), Unavailable { until: now() + Duration::minutes(5), reason: "x".into() });
+    record.unavailable.insert(
+        "spot-a".into(),
+        Unavailable { until: now() + Duration::minutes(5), reason: "x".into(), by: KeptOffBy::Capacity },
+    );
     let p = run(&cfg, &record, &observed, &[], now());
     assert_eq!(desired(&p, "od"), Some(4));
 }

@@ -174,9 +174,10 @@ fn interruption_surge_goes_to_on_demand_when_spot_is_failing_and_counts_as_fallb
     let mut observed = pool().spot("spot-a", sized(3)).build();
     observed.spot[1].max = 0;
     let mut record = PoolRecord::default();
-    record
-        .unavailable
-        .insert("spot-a".into(), Unavailable { until: now() + Duration::minutes(5), reason: "ICE".into() });
+    record.unavailable.insert(
+        "spot-a".into(),
+        Unavailable { until: now() + Duration::minutes(5), reason: "ICE".into(), by: KeptOffBy::Capacity },
+    );
     let p = run(&cfg, &record, &observed, &[spot_warning(&observed, 0, InstanceAction::Terminate)], now());
     assert_eq!(desired(&p, "od"), Some(1));
     assert_eq!(p.record.fallback_units, 1);
@@ -192,9 +193,14 @@ fn a_failing_spot_asg_with_nowhere_else_to_go_is_surged_before_the_drain() {
     observed.spot[1].max = 0;
     od(&mut observed).max = 0;
     let mut record = PoolRecord::default();
-    record
-        .unavailable
-        .insert("spot-a".into(), Unavailable { until: now() + Duration::minutes(5), reason: "5 interruptions".into() });
+    record.unavailable.insert(
+        "spot-a".into(),
+        Unavailable {
+            until: now() + Duration::minutes(5),
+            reason: "5 interruptions".into(),
+            by: KeptOffBy::InterruptionRate,
+        },
+    );
     let p = run(&cfg, &record, &observed, &[spot_warning(&observed, 0, InstanceAction::Terminate)], now());
     assert_eq!(desired(&p, "spot-a"), Some(4), "{:#?}", p.actions);
     let surge_at = p.actions.iter().position(|a| matches!(a.kind, ActionKind::SetDesiredCapacity { .. }));
@@ -206,10 +212,10 @@ fn a_failing_spot_asg_with_nowhere_else_to_go_is_surged_before_the_drain() {
 }
 
 #[test]
-fn a_kept_off_asg_whose_slots_move_out_is_not_surged_in_the_same_plan() {
+fn a_kept_off_asg_with_missing_instances_is_not_surged() {
     // spot-a short past its grace: this plan moves a missing slot to spot-b (its last
-    // room). A surge in spot-a would be netted into that move's lower, and taken as made
-    // if spot-b's raise failed: the instance goes without decrement instead.
+    // room). A surge in spot-a would buy nothing, and be netted into that move's lower,
+    // then taken as made if spot-b's raise failed: the instance goes without decrement.
     let cfg = config();
     let mut observed = pool().spot("spot-a", sized(10).live(8)).spot("spot-b", sized(3).max(4)).build();
     od(&mut observed).max = 0;
@@ -221,7 +227,7 @@ fn a_kept_off_asg_whose_slots_move_out_is_not_surged_in_the_same_plan() {
     assert!(p.record.interruptions[0].surge.is_none());
     assert!(p.actions.iter().any(|a| matches!(a.kind, ActionKind::TerminateInstance { decrement: false, .. })));
     let note = p.notes.iter().find(|n| n.contains("no room to surge")).expect("the note");
-    assert!(note.contains("spot-a is kept off and this plan moves its missing slots elsewhere"), "{note}");
+    assert!(note.contains("spot-a cannot launch now"), "{note}");
     assert!(note.contains("od is at its maximum 0"), "{note}");
     assert_eq!(total(&p, &observed), observed.total_desired());
 }
@@ -236,12 +242,42 @@ fn a_kept_off_asg_at_its_minimum_is_surged_too() {
     observed.spot[1].max = 0;
     od(&mut observed).max = 0;
     let mut record = PoolRecord::default();
-    record
-        .unavailable
-        .insert("spot-a".into(), Unavailable { until: now() + Duration::minutes(5), reason: "5 interruptions".into() });
+    record.unavailable.insert(
+        "spot-a".into(),
+        Unavailable {
+            until: now() + Duration::minutes(5),
+            reason: "5 interruptions".into(),
+            by: KeptOffBy::InterruptionRate,
+        },
+    );
     let p = run(&cfg, &record, &observed, &[spot_warning(&observed, 0, InstanceAction::Terminate)], now());
     assert_eq!(desired(&p, "spot-a"), Some(4), "{:#?}", p.actions);
     assert!(p.actions.iter().any(|a| matches!(a.kind, ActionKind::TerminateInstance { decrement: true, .. })));
+}
+
+#[test]
+fn a_spot_asg_kept_off_by_a_capacity_error_is_not_surged_even_past_its_rate() {
+    // A capacity error keeps spot-a off; three warnings reach its interruption rate too.
+    // The rate's mark does not hide the capacity error: spot-a cannot launch, so its
+    // instances go without decrement, asking for nothing it cannot fill.
+    let cfg = config();
+    let mut observed = pool().spot("spot-a", sized(3)).build();
+    observed.spot[1].max = 0;
+    od(&mut observed).max = 0;
+    let mut record = PoolRecord::default();
+    let capacity = Unavailable { until: now() + Duration::minutes(1), reason: "ICE".into(), by: KeptOffBy::Capacity };
+    record.unavailable.insert("spot-a".into(), capacity);
+    let warnings: Vec<Event> = (0..3).map(|n| spot_warning(&observed, n, InstanceAction::Terminate)).collect();
+    let p = run(&cfg, &record, &observed, &warnings, now());
+    let kept = &p.record.unavailable["spot-a"];
+    assert_eq!((kept.by, kept.until), (KeptOffBy::Capacity, now() + Duration::minutes(15)), "{kept:?}");
+    assert_eq!(desired(&p, "spot-a"), None, "{:#?}", p.actions);
+    assert!(p.notes.iter().any(|n| n.contains("spot-a cannot launch now")), "{:#?}", p.notes);
+    // The same three warnings with spot-a healthy before: kept off by the rate alone, and
+    // surged, since it still launches.
+    let p = run(&cfg, &PoolRecord::default(), &observed, &warnings, now());
+    assert_eq!(p.record.unavailable["spot-a"].by, KeptOffBy::InterruptionRate);
+    assert_eq!(desired(&p, "spot-a"), Some(6), "{:#?}", p.actions);
 }
 
 #[test]

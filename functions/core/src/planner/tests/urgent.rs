@@ -176,7 +176,10 @@ fn the_surge_waits_for_the_full_plan_whenever_it_might_decide_otherwise() {
         record
     };
     let kept_off = busy(&|r| {
-        r.unavailable.insert("spot-a".into(), Unavailable { until: now() + Duration::minutes(5), reason: "x".into() });
+        r.unavailable.insert(
+            "spot-a".into(),
+            Unavailable { until: now() + Duration::minutes(5), reason: "x".into(), by: KeptOffBy::Capacity },
+        );
     });
     refused(&cfg, &kept_off, &observed, &[0], "has work in the record");
     let short = busy(&|r| {
