@@ -184,23 +184,28 @@ fn interruption_surge_goes_to_on_demand_when_spot_is_failing_and_counts_as_fallb
     assert_eq!(p.record.interruptions[0].surge.as_ref().unwrap().asg, "od");
 }
 
+/// spot-a (3 instances, minimum `min`) kept off by its interruption rate; spot-b and
+/// on-demand without room.
+fn kept_off_by_its_rate_with_nowhere_else(min: u32) -> (Config, ObservedPool, PoolRecord) {
+    let mut observed = pool().spot("spot-a", sized(3)).build();
+    observed.spot[0].min = min;
+    observed.spot[1].max = 0;
+    od(&mut observed).max = 0;
+    let mut record = PoolRecord::default();
+    let by_rate = Unavailable {
+        until: now() + Duration::minutes(5),
+        reason: "5 interruptions".into(),
+        by: KeptOffBy::InterruptionRate,
+    };
+    record.unavailable.insert("spot-a".into(), by_rate);
+    (config(), observed, record)
+}
+
 #[test]
 fn a_failing_spot_asg_with_nowhere_else_to_go_is_surged_before_the_drain() {
     // Kept off by the interruption rate, the other spot ASG and on-demand full: the slot
     // stays in spot-a either way, so it is asked for at the warning, not after the drain.
-    let cfg = config();
-    let mut observed = pool().spot("spot-a", sized(3)).build();
-    observed.spot[1].max = 0;
-    od(&mut observed).max = 0;
-    let mut record = PoolRecord::default();
-    record.unavailable.insert(
-        "spot-a".into(),
-        Unavailable {
-            until: now() + Duration::minutes(5),
-            reason: "5 interruptions".into(),
-            by: KeptOffBy::InterruptionRate,
-        },
-    );
+    let (cfg, observed, record) = kept_off_by_its_rate_with_nowhere_else(0);
     let p = run(&cfg, &record, &observed, &[spot_warning(&observed, 0, InstanceAction::Terminate)], now());
     assert_eq!(desired(&p, "spot-a"), Some(4), "{:#?}", p.actions);
     let surge_at = p.actions.iter().position(|a| matches!(a.kind, ActionKind::SetDesiredCapacity { .. }));
@@ -236,20 +241,7 @@ fn a_kept_off_asg_with_missing_instances_is_not_surged() {
 fn a_kept_off_asg_at_its_minimum_is_surged_too() {
     // The surge comes before the decrement, so the minimum holds: net nothing, and the
     // replacement asked for at the warning.
-    let cfg = config();
-    let mut observed = pool().spot("spot-a", sized(3)).build();
-    observed.spot[0].min = 3;
-    observed.spot[1].max = 0;
-    od(&mut observed).max = 0;
-    let mut record = PoolRecord::default();
-    record.unavailable.insert(
-        "spot-a".into(),
-        Unavailable {
-            until: now() + Duration::minutes(5),
-            reason: "5 interruptions".into(),
-            by: KeptOffBy::InterruptionRate,
-        },
-    );
+    let (cfg, observed, record) = kept_off_by_its_rate_with_nowhere_else(3);
     let p = run(&cfg, &record, &observed, &[spot_warning(&observed, 0, InstanceAction::Terminate)], now());
     assert_eq!(desired(&p, "spot-a"), Some(4), "{:#?}", p.actions);
     assert!(p.actions.iter().any(|a| matches!(a.kind, ActionKind::TerminateInstance { decrement: true, .. })));

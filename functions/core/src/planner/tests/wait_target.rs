@@ -14,6 +14,18 @@ fn target_config(floor: Option<bool>) -> Config {
     })
 }
 
+/// A wait target with no percent floor and `max: 50`: the learned room alone, with space
+/// to show a wrong one.
+fn unfloored_target_up_to_50() -> Config {
+    with(|c| {
+        c.replace(
+            "      boost_for: 30m\n",
+            "      boost_for: 30m\n      target: { wait_p95: 10s, history: 14d, floor: false }\n",
+        )
+        .replace("      max: 30\n", "      max: 50\n")
+    })
+}
+
 /// Wednesday 2026-11-18 08:55 UTC, after two days with a 09:00 ramp from 10 to 40 CPU
 /// (6 CPU a minute), observed each minute since Monday 00:00.
 fn ramp_history() -> (crate::learn::History, DateTime<Utc>) {
@@ -374,13 +386,7 @@ fn a_launch_is_timed_from_its_launch_event_to_its_node_ready_event() {
 /// ramp of 1 CPU a minute needs 3 pause pods, not the 49 its whole 48 minutes would ask.
 #[test]
 fn one_slow_launch_among_five_is_not_the_lead_time() {
-    let cfg = with(|c| {
-        c.replace(
-            "      boost_for: 30m\n",
-            "      boost_for: 30m\n      target: { wait_p95: 10s, history: 14d, floor: false }\n",
-        )
-        .replace("      max: 30\n", "      max: 50\n")
-    });
+    let cfg = unfloored_target_up_to_50();
     let monday = Utc.with_ymd_and_hms(2026, 11, 16, 0, 0, 0).unwrap();
     // 10 CPU, rising 1 CPU a minute from 09:00 to 10:00, back at 17:00.
     let cpu_at = |t: DateTime<Utc>| {
@@ -574,13 +580,7 @@ fn a_wait_target_says_what_it_observed_and_which_weekday_it_learned_from() {
 /// days after it, 08:55 holds the `min` of 1 pause pod, never room for 40 CPU.
 #[test]
 fn one_odd_tuesday_does_not_hold_the_slot_for_two_weeks() {
-    let cfg = with(|c| {
-        c.replace(
-            "      boost_for: 30m\n",
-            "      boost_for: 30m\n      target: { wait_p95: 10s, history: 14d, floor: false }\n",
-        )
-        .replace("      max: 30\n", "      max: 50\n")
-    });
+    let cfg = unfloored_target_up_to_50();
     let monday = Utc.with_ymd_and_hms(2026, 11, 2, 0, 0, 0).unwrap();
     let odd_tuesday = Utc.with_ymd_and_hms(2026, 11, 17, 9, 0, 0).unwrap();
     let cpu_at =
@@ -615,13 +615,7 @@ fn one_odd_tuesday_does_not_hold_the_slot_for_two_weeks() {
 /// pod), not for a 30 CPU rise.
 #[test]
 fn a_two_hour_gap_is_not_a_30_cpu_rise() {
-    let cfg = with(|c| {
-        c.replace(
-            "      boost_for: 30m\n",
-            "      boost_for: 30m\n      target: { wait_p95: 10s, history: 14d, floor: false }\n",
-        )
-        .replace("      max: 30\n", "      max: 50\n")
-    });
+    let cfg = unfloored_target_up_to_50();
     let monday = Utc.with_ymd_and_hms(2026, 11, 16, 0, 0, 0).unwrap();
     let (ten, noon) = (monday + Duration::hours(10), monday + Duration::hours(12));
     let cpu_at = |t: DateTime<Utc>| if t >= noon && t < monday + Duration::hours(17) { 40_000 } else { 10_000 };
