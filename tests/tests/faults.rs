@@ -1300,3 +1300,22 @@ fn unfilled_slots_deleted_long_after_the_raise_are_made_again() {
         run_strict(steps, false, true).unwrap_or_else(|e| panic!("sequence {i}: {e}"));
     }
 }
+
+/// Found by the random runs: three warnings, the third's slot unfillable (spot lost)
+/// while cluster-autoscaler scales the ASG out; a capacity error then moves the missing
+/// slots out, and cluster-autoscaler deletes them (its failed scale-up) just before the
+/// move's lower, which apply finds made. That lower took no raise of Ballast's: nothing
+/// is made again beside the move.
+#[test]
+fn a_moves_lower_found_made_by_cluster_autoscaler_is_no_undone_raise() {
+    use CaMove::{DeleteUnfulfillable as Delete, ScaleOut};
+    use Kind::Warning;
+    let none = CaMove::None;
+    let steps = vec![
+        replayed(Warning { pick: 0 }, Fault::None, none, none, 0, false),
+        replayed(Warning { pick: 0 }, Fault::None, none, none, 0, false),
+        replayed(Warning { pick: 0 }, Fault::None, ScaleOut { asg: 0, by: 1 }, none, 0, true),
+        replayed(Kind::CapacityError { group: 0 }, Fault::None, Delete { asg: 0 }, none, 0, false),
+    ];
+    run(steps, false).unwrap();
+}

@@ -343,9 +343,13 @@ impl<'a> Work<'a> {
         let calls: Vec<CapacityCall> = capacity
             .iter()
             .filter_map(|a| match &a.kind {
-                ActionKind::SetDesiredCapacity { asg, from, to } => {
-                    Some(CapacityCall::SetDesired { asg: asg.clone(), from: *from, to: *to, done: false })
-                }
+                ActionKind::SetDesiredCapacity { asg, from, to } => Some(CapacityCall::SetDesired {
+                    asg: asg.clone(),
+                    from: *from,
+                    to: *to,
+                    planned_lower: from.saturating_sub(*to),
+                    done: false,
+                }),
                 ActionKind::TerminateInstance { asg, instance_id, decrement, withdraws, .. } => {
                     Some(CapacityCall::Terminate {
                         asg: asg.clone(),

@@ -33,23 +33,36 @@ pub const STALE_WRITE_WINDOW: Duration = Duration::minutes(3);
 /// raise was made for: it is made again, and on a spot ASG kept off moves on.
 pub const UNFILLED_WINDOW: Duration = Duration::minutes(20);
 
+/// An ASG's last landed write in a journal.
+struct LastWrite<'a> {
+    asg: &'a str,
+    /// The size read just before the write, and the size it set.
+    from: u32,
+    to: u32,
+    /// What the decrements of ours landed after it left the ASG at.
+    left_at: u32,
+    /// The instances those decrements took (not counted as gone).
+    taken: Vec<&'a str>,
+    /// How much of the lower it meant to make another writer had made before it.
+    made_before: u32,
+}
+
 impl Work<'_> {
     /// The raises of the last plan that landed join those kept; a landed lower ends
     /// what was kept for its ASG.
     pub(super) fn keep_own_raises(&mut self, journal: &Journal) {
-        // Per ASG: its last landed write (from, to), what the decrements of ours landed
-        // after it left the ASG at, and the instances those took (not counted as gone).
-        let mut last: Vec<(&str, u32, u32, u32, Vec<&str>)> = Vec::new();
+        let mut last: Vec<LastWrite> = Vec::new();
         for call in journal.calls.iter().filter(|c| c.done()) {
             match call {
-                CapacityCall::SetDesired { asg, from, to, .. } => {
-                    last.retain(|(a, ..)| a != asg);
-                    last.push((asg, *from, *to, *to, Vec::new()));
+                CapacityCall::SetDesired { asg, from, to, planned_lower, .. } => {
+                    last.retain(|w| w.asg != asg);
+                    let made_before = planned_lower.saturating_sub(from.saturating_sub(*to));
+                    last.push(LastWrite { asg, from: *from, to: *to, left_at: *to, taken: Vec::new(), made_before });
                 }
                 CapacityCall::Terminate { asg, instance_id, decrement: true, .. } => {
-                    if let Some((_, _, _, left_at, taken)) = last.iter_mut().find(|(a, ..)| a == asg) {
-                        *left_at = left_at.saturating_sub(1);
-                        taken.push(instance_id);
+                    if let Some(write) = last.iter_mut().find(|w| w.asg == asg) {
+                        write.left_at = write.left_at.saturating_sub(1);
+                        write.taken.push(instance_id);
                     }
                 }
                 CapacityCall::Terminate { .. } => {}
@@ -59,7 +72,7 @@ impl Work<'_> {
         // holds one less (its instance then, or one launched into its slots since).
         for call in journal.calls.iter().filter(|c| c.done()) {
             if let CapacityCall::Terminate { asg, instance_id, decrement: true, .. } = call {
-                if last.iter().any(|(a, ..)| a == asg) {
+                if last.iter().any(|w| w.asg == asg) {
                     continue;
                 }
                 if let Some(kept) = self.record.raised.get_mut(asg) {
@@ -84,7 +97,7 @@ impl Work<'_> {
                 kept.remade = true;
             }
         }
-        for (asg, from, to, left_at, taken) in last {
+        for LastWrite { asg, from, to, left_at, taken, made_before } in last {
             // A raise kept from before, undone before this write read the ASG (a stale
             // write between a look and the call, which apply rebased onto): still owed.
             // (Not if this write is the one that makes it again.)
@@ -96,7 +109,10 @@ impl Work<'_> {
                     // Judged as the write found it: this journal's own decrements came after.
                     let mut then = kept.clone();
                     then.live.retain(|id| !taken.contains(&id.as_str()));
-                    let undone = self.expected(asg, &then).saturating_sub(from).min(kept.by);
+                    // A lower of Ballast's found made (the slots it moved out deleted
+                    // first): what it meant to take is no raise undone.
+                    let undone =
+                        self.expected(asg, &then).saturating_sub(from).saturating_sub(made_before).min(kept.by);
                     // Slots already made again once are not watched again.
                     (if kept.remade || remakes { 0 } else { undone }, if kept.remade { 0 } else { kept.by - undone })
                 }

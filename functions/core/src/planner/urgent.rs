@@ -139,7 +139,7 @@ pub fn urgent_surge(
         planned_at: now,
         seq,
         units_added: 0,
-        calls: vec![CapacityCall::SetDesired { asg: asg.clone(), from, to, done: false }],
+        calls: vec![CapacityCall::SetDesired { asg: asg.clone(), from, to, planned_lower: 0, done: false }],
         // Made at once, after this record is saved.
         attempted: 1,
         owed: Vec::new(),

@@ -318,7 +318,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                 .calls
                 .iter()
                 .filter_map(|c| match c {
-                    CapacityCall::SetDesired { asg, from, to, done: true } if to > from => Some(asg.as_str()),
+                    CapacityCall::SetDesired { asg, from, to, done: true, .. } if to > from => Some(asg.as_str()),
                     _ => None,
                 })
                 .filter_map(|asg| Some((asg, i64::from(journal.landed_on(asg)?.0?))))

@@ -89,6 +89,11 @@ pub enum CapacityCall {
         from: u32,
         /// Desired capacity the call sets.
         to: u32,
+        /// How much the plan meant the call to lower the ASG by, kept when apply rebases
+        /// it (`from`, `to`) on a size another writer moved: a lower found already made
+        /// (a failed scale-up's unfilled slots deleted first) took none of Ballast's raise.
+        #[serde(default, skip_serializing_if = "is_zero_u32")]
+        planned_lower: u32,
         /// The call is known to have landed.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         done: bool,

@@ -452,7 +452,7 @@ fn an_owed_lower_whose_raise_a_later_move_carried_on_names_what_it_leaves() {
     let cfg = config();
     let observed = pool().spot("spot-a", sized(2)).spot("spot-b", sized(2)).on_demand(sized(6)).build();
     let record = with_journal(
-        vec![CapacityCall::SetDesired { asg: "spot-b".into(), from: 2, to: 0, done: false }],
+        vec![CapacityCall::SetDesired { asg: "spot-b".into(), from: 2, to: 0, planned_lower: 2, done: false }],
         1,
         vec![OwedLower { asg: "spot-b".into(), by: 2, raised: vec![("spot-a".into(), 3, 6)] }],
         Vec::new(),
@@ -474,8 +474,8 @@ fn lowers_owed_inside_a_raise_that_did_not_land_are_still_made() {
     let withdrawal = || OwedLower { asg: "spot-a".into(), by: 1, raised: vec![("spot-a".into(), 0, 1)] };
     let record = with_journal(
         vec![
-            CapacityCall::SetDesired { asg: "spot-a".into(), from: 2, to: 3, done: false },
-            CapacityCall::SetDesired { asg: "spot-b".into(), from: 3, to: 0, done: false },
+            CapacityCall::SetDesired { asg: "spot-a".into(), from: 2, to: 3, planned_lower: 0, done: false },
+            CapacityCall::SetDesired { asg: "spot-b".into(), from: 3, to: 0, planned_lower: 3, done: false },
         ],
         0,
         vec![withdrawal(), withdrawal()],

@@ -159,7 +159,7 @@ fn slots_made_again_once_are_not_carried_into_a_later_raise() {
         planned_at: now() - Duration::seconds(30),
         seq: 5,
         units_added: 0,
-        calls: vec![CapacityCall::SetDesired { asg: "od".into(), from: 4, to: 5, done: true }],
+        calls: vec![CapacityCall::SetDesired { asg: "od".into(), from: 4, to: 5, planned_lower: 0, done: true }],
         attempted: 1,
         owed: vec![],
         moves: vec![],
@@ -171,4 +171,52 @@ fn slots_made_again_once_are_not_carried_into_a_later_raise() {
     od(&mut observed).desired = 1;
     let p = run(&cfg, &record, &observed, &[], now());
     assert_eq!((p.raises_remade(), desired(&p, "od")), (1, Some(2)), "{:#?} {:#?}", p.actions, p.notes);
+}
+
+/// A failing spot ASG's missing slots moved out: cluster-autoscaler deleted them (a
+/// failed scale-up) before the move's lower, which apply then found made ("already at
+/// 3"). The raise kept there lost those slots to the lower Ballast meant, not to a stale
+/// write: nothing is made again (it would land beside the move's own raise).
+#[test]
+fn a_moves_lower_found_made_by_a_failed_scale_ups_deletion_is_no_undone_raise() {
+    use crate::record::{CapacityCall, Journal, Move};
+    let observed = pool().spot("spot-a", sized(3)).spot("spot-b", sized(2)).build();
+    let live: Vec<String> = observed.spot[0].instances.iter().map(|i| i.id.clone()).collect();
+    let mut record = PoolRecord { plans: 5, ..PoolRecord::default() };
+    let surges = OwnRaise {
+        to: 5,
+        by: 2,
+        at: now() - Duration::seconds(90),
+        live: live.clone(),
+        gone_before: 0,
+        seen: vec![],
+        seen_late: vec![],
+        remade: false,
+    };
+    record.raised.insert("spot-a".into(), surges);
+    let lower_found_made = |planned_lower| Journal {
+        planned_at: now() - Duration::seconds(30),
+        seq: 5,
+        units_added: 0,
+        calls: vec![
+            CapacityCall::SetDesired { asg: "spot-b".into(), from: 0, to: 2, planned_lower: 0, done: true },
+            // Planned 5 -> 3, rebased on the 3 found: floored at the live instances.
+            CapacityCall::SetDesired { asg: "spot-a".into(), from: 3, to: 3, planned_lower, done: true },
+        ],
+        attempted: 2,
+        owed: vec![],
+        moves: vec![Move { from: "spot-a".into(), to: "spot-b".into(), n: 2 }],
+        live: [("spot-b".to_string(), vec![])].into(),
+        looked_at: [("spot-b".to_string(), 0)].into(),
+        remakes: vec![],
+    };
+    record.journal = Some(lower_found_made(2));
+    let p = run(&config(), &record, &observed, &[], now());
+    assert_eq!(p.raises_remade(), 0, "{:#?} {:#?}", p.actions, p.notes);
+    assert_eq!(desired(&p, "spot-a"), None, "{:#?}", p.actions);
+    // Told apart only by what the lower meant: a write found at its start reads as the
+    // kept raise undone before it.
+    record.journal = Some(lower_found_made(0));
+    let p = run(&config(), &record, &observed, &[], now());
+    assert_eq!(p.raises_remade(), 2, "{:#?}", p.notes);
 }

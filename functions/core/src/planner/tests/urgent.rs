@@ -47,7 +47,10 @@ fn the_surge_ahead_and_the_full_plan_after_it_do_what_the_full_plan_alone_does()
     let surge = ahead(&cfg, &PoolRecord::default(), &observed, &[0]).unwrap();
     assert_eq!((surge.asg.as_str(), surge.from, surge.to), ("spot-a", 3, 4));
     let journal = surge.record.journal.as_ref().unwrap();
-    assert_eq!(journal.calls, vec![CapacityCall::SetDesired { asg: "spot-a".into(), from: 3, to: 4, done: false }]);
+    assert_eq!(
+        journal.calls,
+        vec![CapacityCall::SetDesired { asg: "spot-a".into(), from: 3, to: 4, planned_lower: 0, done: false }]
+    );
     assert_eq!(journal.attempted, 1, "the call follows the save at once");
     let entry = &surge.record.interruptions[0];
     assert_eq!(entry.planned_at, None, "its cordon, drain and terminate are the full plan's");
