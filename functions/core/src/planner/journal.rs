@@ -14,8 +14,21 @@ use super::{is_live, Work};
 use crate::record::{CapacityCall, Journal, Move, OwedLower, SurgeMove};
 
 impl Work<'_> {
+    /// Settles the last plans' journals, oldest first: a surge made ahead of the full
+    /// plan stacks its own on one whose calls all landed (`PoolRecord::surged_over`).
+    /// That one's settling reads the ASG raised since by the surge; it only judges sizes
+    /// against Ballast's own calls (a kept raise's, a waiting surge's), and the surge's
+    /// journal, settled next, moves those on by what it did, as a later plan's would.
     pub(super) fn settle_journal(&mut self) {
-        let Some(journal) = self.record.journal.take() else { return };
+        if let Some(earlier) = self.record.surged_over.take() {
+            self.settle(earlier);
+        }
+        if let Some(journal) = self.record.journal.take() {
+            self.settle(journal);
+        }
+    }
+
+    fn settle(&mut self, journal: Journal) {
         let mut first_open = true;
         let mut raise_missed = false;
         // Lowers still to make, with the raises they answer (empty: this plan's own).

@@ -42,6 +42,7 @@ pub fn stand_down(input: PlanInput<'_>) -> Plan {
     let mut plan = work.finish();
     // No capacity call is made: what the live run's journal waits to judge stays.
     plan.record.journal = input.record.journal.clone();
+    plan.record.surged_over = input.record.surged_over.clone();
     plan.record.plans = input.record.plans;
     plan.dry_run = false;
     plan

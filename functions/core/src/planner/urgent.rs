@@ -10,6 +10,12 @@
 //! the gate cannot rule out without the full read (another writer's stale size, a
 //! capacity error in the scaling activities) the full plan settles as it settles any
 //! earlier plan's surge.
+//!
+//! In a storm each batch's full plan leaves a journal the next look settles; a surge
+//! made ahead stacks its own on it when every call of it landed, so the next batch's
+//! replacements are asked for before its read as well. An ASG kept off by its
+//! interruption rate still launches: a storm's warnings keep it off within a minute,
+//! and the full plan then leaves the slot there when no other ASG can take it.
 
 use std::collections::BTreeMap;
 
@@ -18,7 +24,7 @@ use chrono::{DateTime, Duration, Utc};
 use crate::config::{check_one_role, AsgRef, AsgSelector, Config, PoolConfig};
 use crate::event::InstanceAction;
 use crate::observe::AsgSize;
-use crate::record::{CapacityCall, Interruption, InterruptionCause, Journal, PoolRecord, Surge};
+use crate::record::{CapacityCall, Interruption, InterruptionCause, Journal, KeptOffBy, PoolRecord, Surge};
 
 /// A spot warning older than its two minutes' notice may name an instance already
 /// gone: planned in full, not ahead.
@@ -65,6 +71,7 @@ pub fn urgent_surge(
     tags: Option<&BTreeMap<String, String>>,
     other_signals: usize,
     size: &AsgSize,
+    on_demand: Option<&AsgSize>,
     now: DateTime<Utc>,
 ) -> Result<UrgentSurge, String> {
     let Some(asg) = warned.first().map(|w| w.asg.clone()) else { return Err("no spot warning".into()) };
@@ -90,39 +97,49 @@ pub fn urgent_surge(
         None => return Err(format!("{asg}'s tags were not read and a pool selects ASGs by tags")),
     };
     let spot = pool.spot_asgs.iter().any(|s| s.matches(&asg, tags));
-    let on_demand = pool.on_demand_asg.as_ref().is_some_and(|s| s.matches(&asg, tags));
+    let on_demand_role = pool.on_demand_asg.as_ref().is_some_and(|s| s.matches(&asg, tags));
     let other_pool = check_one_role(pool, &config.pools, [AsgRef { name: &asg, tags }]).is_err();
-    if !spot || on_demand || other_pool {
+    if !spot || on_demand_role || other_pool {
         return Err(format!("{asg} is not one of the pool's spot ASGs alone"));
     }
     if warned.iter().any(|w| now - w.at >= WARNING_FRESH_FOR) {
         return Err("a warning is older than its two minutes' notice".into());
     }
-    // Settling a journal (what its calls did to holds and kept raises) needs the pool
-    // read; a plan without capacity calls (a quiet tick) clears it.
-    if record.journal.is_some() {
-        return Err("the last plan's journal is not settled yet".into());
+    // Settling a journal needs the pool read; one whose calls all landed is settled
+    // first and this surge's after it (`PoolRecord::surged_over`). A call that may not
+    // have landed is judged by the full plan before anything is stacked on it.
+    if record.surged_over.is_some() {
+        return Err("two plans' journals wait to be settled already".into());
     }
-    let busy = record.failback.is_some()
-        || record.unavailable.contains_key(&asg)
-        || record.short_since.contains_key(&asg)
-        || record.raised.contains_key(&asg)
-        || record.interruptions.iter().any(|i| i.asg == asg && !i.terminated)
-        || record.interruptions.iter().any(|i| warned.iter().any(|w| w.instance_id == i.instance_id))
-        || record.lifecycle_actions.iter().any(|l| warned.iter().any(|w| w.instance_id == l.instance_id));
-    if busy {
-        return Err(format!(
-            "{asg} has work in the record (a failback step, kept off, short, a raise kept, a replacement or a \
-             terminate lifecycle action in progress)"
-        ));
+    if record.journal.as_ref().is_some_and(|j| !j.calls.iter().all(CapacityCall::done)) {
+        return Err("a call of the last plan may not have landed: the full plan judges it first".into());
     }
-    let mut ids: Vec<&str> = warned.iter().map(|w| w.instance_id.as_str()).collect();
+    if record.failback.is_some() || record.short_since.contains_key(&asg) {
+        return Err(format!("{asg} is short of instances, or a failback step is in progress"));
+    }
+    // Instances planned for already (a redelivered warning, a terminate lifecycle action)
+    // get nothing more; the rest of the batch goes ahead.
+    let known = |id: &str| {
+        record.interruptions.iter().any(|i| i.instance_id == id)
+            || record.lifecycle_actions.iter().any(|l| l.instance_id == id)
+    };
+    let mut ids: Vec<&str> = warned.iter().map(|w| w.instance_id.as_str()).filter(|id| !known(id)).collect();
     ids.sort_unstable();
     ids.dedup();
+    if ids.is_empty() {
+        return Err("every warned instance is planned for already".into());
+    }
     let k = ids.len() as u32;
     let rate = pool.fallback.interruption_rate;
-    if record.disruptions_since(&asg, now - rate.window.as_chrono()) + k >= rate.count {
-        return Err(format!("{asg} reaches its interruption rate with these warnings: the full plan judges it"));
+    let kept_off = match record.unavailable.get(&asg).filter(|u| u.until > now) {
+        Some(u) if u.by == KeptOffBy::Capacity => {
+            return Err(format!("{asg} is kept off by a capacity error: a raise there fills nothing"));
+        }
+        Some(_) => true,
+        None => record.disruptions_since(&asg, now - rate.window.as_chrono()) + k >= rate.count,
+    };
+    if kept_off {
+        nowhere_else(pool, record, &asg, on_demand, now)?;
     }
     // The decrements that follow must leave it above its minimum, and the raise fit.
     if size.desired <= size.min || size.desired.saturating_add(k) > size.max {
@@ -135,6 +152,7 @@ pub fn urgent_surge(
     let (from, to) = (size.desired, size.desired + k);
     let mut next = record.clone();
     next.plans = seq;
+    next.surged_over = next.journal.take();
     next.journal = Some(Journal {
         planned_at: now,
         seq,
@@ -151,7 +169,7 @@ pub fn urgent_surge(
         remakes: Vec::new(),
     });
     for w in warned {
-        if next.interruptions.iter().any(|i| i.instance_id == w.instance_id) {
+        if !ids.contains(&w.instance_id.as_str()) || next.interruptions.iter().any(|i| i.instance_id == w.instance_id) {
             continue;
         }
         next.interruptions.push(Interruption {
@@ -174,4 +192,42 @@ pub fn urgent_surge(
         });
     }
     Ok(UrgentSurge { asg, from, to, record: next })
+}
+
+/// An ASG kept off by its interruption rate (or reaching it with these warnings) gets a
+/// replacement only when nowhere else can take it: the full plan puts it first in
+/// another spot ASG not kept off, then on on-demand within the fallback cap. Told from
+/// the record, and from the on-demand ASG's size (`on_demand`, when read).
+fn nowhere_else(
+    pool: &PoolConfig,
+    record: &PoolRecord,
+    asg: &str,
+    on_demand: Option<&AsgSize>,
+    now: DateTime<Utc>,
+) -> Result<(), String> {
+    for selector in &pool.spot_asgs {
+        match selector {
+            AsgSelector::Name(name) if name == asg => {}
+            AsgSelector::Name(name) if record.unavailable.get(name).is_some_and(|u| u.until > now) => {}
+            AsgSelector::Name(name) => {
+                return Err(format!("{asg} is kept off by its interruption rate and {name} may take the replacement"));
+            }
+            AsgSelector::Tags(_) => {
+                return Err(format!(
+                    "{asg} is kept off by its interruption rate and the pool selects other spot ASGs by tags"
+                ));
+            }
+        }
+    }
+    let (Some(_), Some(od)) = (&pool.on_demand_asg, on_demand) else {
+        return match pool.on_demand_asg {
+            None => Ok(()),
+            Some(_) => Err(format!("{asg} is kept off by its interruption rate and on-demand's size was not read")),
+        };
+    };
+    if record.fallback_units >= pool.fallback.max_on_demand || od.desired >= od.max {
+        Ok(())
+    } else {
+        Err(format!("{asg} is kept off by its interruption rate: on-demand takes the replacement"))
+    }
 }

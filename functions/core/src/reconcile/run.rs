@@ -78,6 +78,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                 // show what a live run would do, tick after tick; nothing is applied, so
                 // the calls are taken as made.
                 plan.record.journal = None;
+                plan.record.surged_over = None;
             }
             let version = if plan.record != record {
                 match self.store.save(&key, &plan.record, version).await {

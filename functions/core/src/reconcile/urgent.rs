@@ -7,7 +7,7 @@ use super::apply::Run;
 use super::batch::Located;
 use super::lease::Lease;
 use super::{Applied, Reconciler};
-use crate::config::PoolConfig;
+use crate::config::{AsgSelector, PoolConfig};
 use crate::event::{Event, Signal};
 use crate::plan::{Action, ActionKind};
 use crate::planner::{urgent_surge, Warned, CLOCK_SKEW};
@@ -62,10 +62,33 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
             })
             .collect();
         let asg = warned.first().map(|w| w.asg.clone()).filter(|_| warned.len() == ids.len())?;
-        let size = self.autoscaling.asg_bounds(&asg).await.ok()?;
+        // On-demand's size tells whether a spot ASG kept off has anywhere else to put it:
+        // read beside the warned ASG's, when named.
+        let on_demand = match &pool.on_demand_asg {
+            Some(AsgSelector::Name(name)) if *name != asg => Some(name.as_str()),
+            _ => None,
+        };
+        let (size, od_size) = futures_util::future::join(self.autoscaling.asg_bounds(&asg), async {
+            match on_demand {
+                Some(name) => self.autoscaling.asg_bounds(name).await.ok(),
+                None => None,
+            }
+        })
+        .await;
+        let size = size.ok()?;
         let others = events.iter().filter(|e| !matches!(e.signal, Signal::SpotInterruption { .. })).count();
         let tags = (routed && located.tags_read).then(|| located.tags.get(&asg).cloned().unwrap_or_default());
-        let surge = match urgent_surge(&self.config, pool, &loaded.value, &warned, tags.as_ref(), others, &size, now) {
+        let surge = match urgent_surge(
+            &self.config,
+            pool,
+            &loaded.value,
+            &warned,
+            tags.as_ref(),
+            others,
+            &size,
+            od_size.as_ref(),
+            now,
+        ) {
             Ok(surge) => surge,
             Err(why) => {
                 tracing::debug!(pool = %pool.name, why, "the surge waits for the full plan");

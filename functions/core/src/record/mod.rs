@@ -59,6 +59,11 @@ pub struct PoolRecord {
     pub reported_launch_errors: Vec<ReportedLaunchError>,
     /// The capacity calls of the last plan not yet known to have landed.
     pub journal: Option<Journal>,
+    /// The journal a surge made ahead of the full plan found not yet settled, every call
+    /// of it landed: settled before `journal` (which then holds the surge), each against
+    /// what is observed next.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub surged_over: Option<Journal>,
     /// Journals written so far: each plan's own number, so what a plan promised is told
     /// apart from another plan's made at the same instant.
     #[serde(skip_serializing_if = "is_zero")]

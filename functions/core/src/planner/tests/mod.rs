@@ -230,12 +230,15 @@ fn kinds(plan: &Plan) -> Vec<&'static str> {
 
 /// The plan's record as the reconciler leaves it when every call succeeded.
 fn applied(plan: &Plan) -> PoolRecord {
-    let mut record = plan.record.clone();
-    if let Some(journal) = record.journal.as_mut() {
-        for call in &mut journal.calls {
-            match call {
-                CapacityCall::SetDesired { done, .. } | CapacityCall::Terminate { done, .. } => *done = true,
-            }
+    applied_record(&plan.record)
+}
+
+/// `record` with every call of its journal landed.
+fn applied_record(record: &PoolRecord) -> PoolRecord {
+    let mut record = record.clone();
+    for call in record.journal.iter_mut().flat_map(|j| j.calls.iter_mut()) {
+        match call {
+            CapacityCall::SetDesired { done, .. } | CapacityCall::Terminate { done, .. } => *done = true,
         }
     }
     record

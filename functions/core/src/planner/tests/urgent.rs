@@ -18,7 +18,7 @@ fn warned(observed: &ObservedPool, ns: &[usize]) -> Vec<Warned> {
 }
 
 fn ahead(cfg: &Config, record: &PoolRecord, observed: &ObservedPool, ns: &[usize]) -> Result<UrgentSurge, String> {
-    urgent_surge(cfg, &cfg.pools[0], record, &warned(observed, ns), None, 0, &observed.spot[0].size(), now())
+    urgent_surge(cfg, &cfg.pools[0], record, &warned(observed, ns), None, 0, &observed.spot[0].size(), None, now())
 }
 
 /// The pool as observed once the surge ahead landed: `spot-a` one higher per warning,
@@ -137,9 +137,12 @@ fn the_surge_waits_for_the_full_plan_whenever_it_might_decide_otherwise() {
     };
     let tag_pool = &tags.pools[0];
     let plain = with_tags(&[("team", "ml")]);
-    assert!(urgent_surge(&tags, tag_pool, &clean, &warned(&observed, &[0]), Some(&plain), 0, &size, now()).is_ok());
+    assert!(
+        urgent_surge(&tags, tag_pool, &clean, &warned(&observed, &[0]), Some(&plain), 0, &size, None, now()).is_ok()
+    );
     let on_demand_too = with_tags(&[("role", "od")]);
-    let why = urgent_surge(&tags, tag_pool, &clean, &warned(&observed, &[0]), Some(&on_demand_too), 0, &size, now());
+    let why =
+        urgent_surge(&tags, tag_pool, &clean, &warned(&observed, &[0]), Some(&on_demand_too), 0, &size, None, now());
     assert!(why.unwrap_err().contains("not one of the pool's spot ASGs alone"));
     // Not one of the pool's spot ASGs at all.
     let mut elsewhere = warned(&observed, &[0]);
@@ -147,31 +150,43 @@ fn the_surge_waits_for_the_full_plan_whenever_it_might_decide_otherwise() {
         w.asg = "od".into();
     }
     let od_size = AsgSize { desired: 2, min: 0, max: 10, live: Some(2) };
-    let why = urgent_surge(&cfg, &cfg.pools[0], &clean, &elsewhere, None, 0, &od_size, now()).unwrap_err();
+    let why = urgent_surge(&cfg, &cfg.pools[0], &clean, &elsewhere, None, 0, &od_size, None, now()).unwrap_err();
     assert!(why.contains("not one of the pool's spot ASGs alone"), "{why}");
     // A warning past its two minutes.
     let mut stale = warned(&observed, &[0]);
     stale[0].at = now() - Duration::minutes(3);
-    let why = urgent_surge(&cfg, &cfg.pools[0], &clean, &stale, None, 0, &observed.spot[0].size(), now()).unwrap_err();
+    let why =
+        urgent_surge(&cfg, &cfg.pools[0], &clean, &stale, None, 0, &observed.spot[0].size(), None, now()).unwrap_err();
     assert!(why.contains("two minutes"), "{why}");
     // Two ASGs.
     let mut two = warned(&observed, &[0, 1]);
     two[1].asg = "spot-b".into();
-    let why = urgent_surge(&cfg, &cfg.pools[0], &clean, &two, None, 0, &observed.spot[0].size(), now()).unwrap_err();
+    let why =
+        urgent_surge(&cfg, &cfg.pools[0], &clean, &two, None, 0, &observed.spot[0].size(), None, now()).unwrap_err();
     assert!(why.contains("more than one ASG"), "{why}");
     // Another signal for the pool in the batch (a capacity error the full plan judges by).
-    let why =
-        urgent_surge(&cfg, &cfg.pools[0], &clean, &warned(&observed, &[0]), None, 1, &observed.spot[0].size(), now());
+    let why = urgent_surge(
+        &cfg,
+        &cfg.pools[0],
+        &clean,
+        &warned(&observed, &[0]),
+        None,
+        1,
+        &observed.spot[0].size(),
+        None,
+        now(),
+    );
     assert!(why.unwrap_err().contains("other signal"));
-    // The last plan's journal, its calls open or all made (settling it needs the pool read).
+    // The last plan's journal with a call that may not have landed: judged first by the
+    // full plan. All landed, the surge stacks on it, once.
     let first = ahead(&cfg, &clean, &observed, &[0]).unwrap();
-    let mut settled_later = first.record.clone();
-    settled_later.interruptions.clear();
-    refused(&cfg, &settled_later, &observed, &[1], "journal is not settled");
-    if let Some(CapacityCall::SetDesired { done, .. }) = settled_later.journal.as_mut().map(|j| &mut j.calls[0]) {
-        *done = true;
-    }
-    refused(&cfg, &settled_later, &observed, &[1], "journal is not settled");
+    let mut open = first.record.clone();
+    open.interruptions.clear();
+    refused(&cfg, &open, &observed, &[1], "may not have landed");
+    let landed = applied_record(&open);
+    let stacked = ahead(&cfg, &landed, &observed, &[1]).unwrap();
+    assert_eq!(stacked.record.surged_over, landed.journal, "the landed journal waits below the surge's");
+    refused(&cfg, &applied_record(&stacked.record), &observed, &[2], "two plans' journals");
     // Work in the record on that ASG.
     let busy = |edit: &dyn Fn(&mut PoolRecord)| {
         let mut record = PoolRecord::default();
@@ -184,11 +199,13 @@ fn the_surge_waits_for_the_full_plan_whenever_it_might_decide_otherwise() {
             Unavailable { until: now() + Duration::minutes(5), reason: "x".into(), by: KeptOffBy::Capacity },
         );
     });
-    refused(&cfg, &kept_off, &observed, &[0], "has work in the record");
+    refused(&cfg, &kept_off, &observed, &[0], "capacity error");
     let short = busy(&|r| {
         r.short_since.insert("spot-a".into(), now());
     });
-    refused(&cfg, &short, &observed, &[0], "has work");
+    refused(&cfg, &short, &observed, &[0], "short of instances");
+    // A raise of Ballast's kept there, another instance's replacement under way: the
+    // full plan judges the surge's write against them as against any later write.
     let raised = OwnRaise {
         to: 3,
         by: 1,
@@ -199,15 +216,19 @@ fn the_surge_waits_for_the_full_plan_whenever_it_might_decide_otherwise() {
         seen_late: vec![],
         remade: false,
     };
-    refused(&cfg, &busy(&|r| drop(r.raised.insert("spot-a".into(), raised.clone()))), &observed, &[0], "has work");
+    assert!(ahead(&cfg, &busy(&|r| drop(r.raised.insert("spot-a".into(), raised.clone()))), &observed, &[0]).is_ok());
     let in_progress = first.record.interruptions[0].clone();
     let pending = busy(&|r| r.interruptions.push(in_progress.clone()));
-    refused(&cfg, &pending, &observed, &[1], "has work");
-    // Warned again after its replacement was done: the full plan knows it.
+    assert!(ahead(&cfg, &pending, &observed, &[1]).is_ok(), "another instance's replacement under way");
+    // Warned again (a redelivery, or after its replacement was done): the full plan knows it.
+    refused(&cfg, &pending, &observed, &[0], "planned for already");
     let done = Interruption { terminated: true, ..in_progress.clone() };
     let replaced = busy(&|r| r.interruptions.push(done.clone()));
     assert!(ahead(&cfg, &replaced, &observed, &[1]).is_ok(), "another instance's finished replacement");
-    refused(&cfg, &replaced, &observed, &[0], "has work");
+    refused(&cfg, &replaced, &observed, &[0], "planned for already");
+    // Only the instances not planned for yet are surged for.
+    let one_new = ahead(&cfg, &pending, &observed, &[0, 1]).unwrap();
+    assert_eq!((one_new.from, one_new.to), (3, 4));
     // Its terminate lifecycle action in progress: it is leaving already.
     let hook = PendingLifecycleAction {
         asg: "spot-a".into(),
@@ -220,7 +241,7 @@ fn the_surge_waits_for_the_full_plan_whenever_it_might_decide_otherwise() {
         planned_until: None,
         drain_until: None,
     };
-    refused(&cfg, &busy(&|r| r.lifecycle_actions.push(hook.clone())), &observed, &[0], "lifecycle action");
+    refused(&cfg, &busy(&|r| r.lifecycle_actions.push(hook.clone())), &observed, &[0], "planned for already");
     // The interruption rate reached with these warnings (count 3 in the test config).
     let disrupted = busy(&|r| {
         for n in 1..3 {
@@ -232,7 +253,7 @@ fn the_surge_waits_for_the_full_plan_whenever_it_might_decide_otherwise() {
             });
         }
     });
-    refused(&cfg, &disrupted, &observed, &[0], "interruption rate");
+    refused(&cfg, &disrupted, &observed, &[0], "spot-b may take the replacement");
     // At its minimum (the decrement would not be taken) or its maximum.
     let mut at_min = observed.clone();
     at_min.spot[0].min = 3;
@@ -240,4 +261,122 @@ fn the_surge_waits_for_the_full_plan_whenever_it_might_decide_otherwise() {
     let at_max = pool().spot("spot-a", sized(3).max(4)).build();
     refused(&cfg, &clean, &at_max, &[0, 1], "no room");
     assert!(ahead(&cfg, &clean, &at_max, &[0]).is_ok(), "one fits");
+}
+
+/// Batch 1's full plan alone for instance 0 of a five-instance `spot-a`, its calls all
+/// landed; and the pool as batch 2 finds it: instance 0 gone, `desired` (another writer may
+/// have moved it), the surge's launch in its slot.
+fn after_one_batch(cfg: &Config) -> (ObservedPool, PoolRecord, ObservedPool) {
+    let observed = pool().spot("spot-a", sized(5)).build();
+    let first =
+        run(cfg, &PoolRecord::default(), &observed, &[spot_warning(&observed, 0, InstanceAction::Terminate)], now());
+    assert_eq!(desired(&first, "spot-a"), Some(6));
+    let mut seen = after_surge(&observed, 1);
+    seen.spot[0].desired = 5;
+    seen.spot[0].instances.remove(0);
+    (observed, applied(&first), seen)
+}
+
+/// Batch 2's surge ahead of its read, made on `seen`'s size and landed: the record to save
+/// and the pool as batch 2's full plan reads it.
+fn surged_ahead(
+    cfg: &Config,
+    observed: &ObservedPool,
+    record: &PoolRecord,
+    seen: &ObservedPool,
+) -> (PoolRecord, ObservedPool) {
+    let size = AsgSize { live: None, ..seen.spot[0].size() };
+    let od = seen.on_demand.as_ref().map(|od| od.size());
+    let surge = urgent_surge(cfg, &cfg.pools[0], record, &warned(observed, &[1]), None, 0, &size, od.as_ref(), now())
+        .expect("surged ahead");
+    assert_eq!(surge.record.surged_over, record.journal, "batch 1's journal waits below it");
+    let mut after = seen.clone();
+    after.spot[0].desired = surge.to;
+    let mut launching = after.spot[0].instances.last().unwrap().clone();
+    launching.id = "i-ahead".into();
+    after.spot[0].instances.push(launching);
+    (applied_record(&surge.record), after)
+}
+
+#[test]
+fn a_storm_batch_surges_ahead_while_the_last_batch_s_journal_waits_to_be_settled() {
+    let cfg = config();
+    let (observed, record, seen) = after_one_batch(&cfg);
+    let (record, after) = surged_ahead(&cfg, &observed, &record, &seen);
+    let warning = spot_warning(&observed, 1, InstanceAction::Terminate);
+    let full = run(&cfg, &record, &after, &[warning], now());
+    assert_eq!(kinds(&full), vec!["record", "cordon", "drain", "terminate"], "{:#?}", full.actions);
+    assert!(full
+        .actions
+        .iter()
+        .any(|a| matches!(&a.kind, ActionKind::TerminateInstance { decrement: true, instance_id, .. }
+        if *instance_id == observed.spot[0].instances[1].id)));
+    assert_eq!(full.record.surged_over, None, "both journals settled");
+    // Both raises kept as Ballast's own: batch 1's under the surge's write.
+    let kept = &full.record.raised["spot-a"];
+    assert_eq!((kept.to, kept.by), (6, 2), "{kept:?}");
+    assert!(full.surplus.is_empty(), "{:#?}", full.notes);
+}
+
+#[test]
+fn a_raise_undone_before_the_surge_ahead_read_the_asg_is_made_again() {
+    // Cluster-autoscaler wrote from a size read before batch 1's surge: 5 -> 4, no
+    // instance removed. The surge ahead reads 4 and sets 5; batch 1's slot is owed.
+    let cfg = config();
+    let (observed, record, mut seen) = after_one_batch(&cfg);
+    seen.spot[0].desired = 4;
+    seen.spot[0].instances.pop();
+    let (record, after) = surged_ahead(&cfg, &observed, &record, &seen);
+    assert_eq!(after.spot[0].desired, 5);
+    let warning = spot_warning(&observed, 1, InstanceAction::Terminate);
+    let full = run(&cfg, &record, &after, &[warning], now());
+    assert_eq!(desired(&full, "spot-a"), Some(6), "{:#?}", full.notes);
+    assert!(full.notes.iter().any(|n| n.contains("undone by another writer")), "{:#?}", full.notes);
+}
+
+#[test]
+fn a_spot_asg_kept_off_by_its_rate_is_surged_ahead_only_where_the_full_plan_would_surge() {
+    let cfg = with(|y| y.replace("spot_asgs: [spot-a, spot-b]", "spot_asgs: [spot-a]"));
+    let mut record = PoolRecord::default();
+    let rate =
+        Unavailable { until: now() + Duration::minutes(10), reason: "rate".into(), by: KeptOffBy::InterruptionRate };
+    record.unavailable.insert("spot-a".into(), rate);
+    let surged_where = |record: &PoolRecord, od_desired: u32, od_max: u32| {
+        let mut observed = pool().spot("spot-a", sized(5)).build();
+        observed.spot.retain(|a| a.name == "spot-a");
+        let od = od(&mut observed);
+        (od.desired, od.max) = (od_desired, od_max);
+        od.instances.truncate(0);
+        let size = AsgSize { live: None, ..observed.spot[0].size() };
+        let od_size = observed.on_demand.as_ref().map(|od| AsgSize { live: None, ..od.size() });
+        let ahead = urgent_surge(
+            &cfg,
+            &cfg.pools[0],
+            record,
+            &warned(&observed, &[0]),
+            None,
+            0,
+            &size,
+            od_size.as_ref(),
+            now(),
+        );
+        let alone = run(&cfg, record, &observed, &[spot_warning(&observed, 0, InstanceAction::Terminate)], now());
+        let full_target = alone.actions.iter().find_map(|a| match &a.kind {
+            ActionKind::SetDesiredCapacity { asg, from, to, .. } if to > from => Some(asg.clone()),
+            _ => None,
+        });
+        (ahead.map(|s| s.asg), full_target)
+    };
+    // On-demand full: the slot stays in spot-a, asked for before the read.
+    let (ahead, alone) = surged_where(&record, 3, 3);
+    assert_eq!((ahead.as_deref(), alone.as_deref()), (Ok("spot-a"), Some("spot-a")));
+    // On-demand with room within the cap: the full plan puts it there; not ahead.
+    let (ahead, alone) = surged_where(&record, 0, 3);
+    assert!(ahead.unwrap_err().contains("on-demand takes the replacement"));
+    assert_eq!(alone.as_deref(), Some("od"));
+    // The fallback cap reached: spot-a again.
+    let mut capped = record.clone();
+    capped.fallback_units = 4;
+    let (ahead, alone) = surged_where(&capped, 4, 10);
+    assert_eq!((ahead.as_deref(), alone.as_deref()), (Ok("spot-a"), Some("spot-a")));
 }
