@@ -143,6 +143,18 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         asg: &str,
         planned_from: u32,
     ) -> Result<Applied, PortError> {
+        self.set_desired_on(run, asg, planned_from, None).await
+    }
+
+    /// As [`Self::set_desired`], rebased first on `read` when the ASG's size was read
+    /// since the journal was saved (beside the save).
+    pub(super) async fn set_desired_on(
+        &self,
+        run: &mut Run<'_>,
+        asg: &str,
+        planned_from: u32,
+        read: Option<AsgSize>,
+    ) -> Result<Applied, PortError> {
         let is_call = |c: &CapacityCall| matches!(c, CapacityCall::SetDesired { asg: a, done: false, .. } if a == asg);
         let Some((from, to)) = run.record.journal.as_ref().and_then(|j| {
             j.calls.iter().find(|c| is_call(c)).and_then(|c| match c {
@@ -152,7 +164,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         }) else {
             return Ok(Applied::Skipped { why: format!("{asg}: no open call in the journal") });
         };
-        let (from, to) = self.settle_size(run, asg, from, to, is_call).await?;
+        let (from, to) = self.settle_size(run, asg, from, to, is_call, read).await?;
         if to == from {
             self.journal(run, is_call, mark_done).await?;
             return Ok(Applied::Skipped { why: format!("{asg} is already at {to}") });
@@ -178,9 +190,15 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         mut from: u32,
         mut to: u32,
         is_call: impl Fn(&CapacityCall) -> bool + Copy,
+        mut read: Option<AsgSize>,
     ) -> Result<(u32, u32), PortError> {
         for _ in 0..SETTLE_ATTEMPTS {
-            let size = self.size_for(asg, from, to).await?;
+            // A size read without the instances only serves a raise (a lower is floored
+            // at them).
+            let size = match read.take().filter(|r| to >= from || r.live.is_some()) {
+                Some(size) => size,
+                None => self.size_for(asg, from, to).await?,
+            };
             if size.desired == from {
                 return Ok((from, to));
             }

@@ -33,16 +33,23 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         let urgency =
             if events.iter().any(|e| e.signal.cannot_wait()) { Urgency::CannotWait } else { Urgency::CanWait };
         let mut lease = Lease { ttl: LEASE_TTL, until: self.clock.now(), urgency };
-        if !self
-            .store
-            .acquire_lease(name, &self.owner, lease.until, lease.ttl, lease.urgency)
-            .await
-            .map_err(ReconcileError::port(name))?
-        {
+        // A spot warning's surge is read for while the lease is taken.
+        let ahead = async {
+            match urgency == Urgency::CannotWait && !self.config.dry_run {
+                true => self.read_ahead(pool, events, located, name).await,
+                false => None,
+            }
+        };
+        let (acquired, ahead) = futures_util::future::join(
+            self.store.acquire_lease(name, &self.owner, lease.until, lease.ttl, lease.urgency),
+            ahead,
+        )
+        .await;
+        if !acquired.map_err(ReconcileError::port(name))? {
             return Err(ReconcileError::LeaseBusy { pool: name.to_string() });
         }
         lease.until += chrono::Duration::from_std(lease.ttl).unwrap_or(chrono::Duration::MAX);
-        let result = self.reconcile_leased(pool, events, located, deadline, &mut lease, working).await;
+        let result = self.reconcile_leased(pool, events, ahead, deadline, &mut lease, working).await;
         // A lease left behind expires on its own; failing to release is only logged.
         if let Err(e) = self.store.release_lease(name, &self.owner).await {
             tracing::warn!(pool = name, error = %e, "could not release the lease; it expires on its own");

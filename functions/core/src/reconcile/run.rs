@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 use super::apply::Run;
 use super::batch::{seen_key, Located};
 use super::lease::{AtWork, Lease};
+use super::urgent::AheadReads;
 use super::{
     ApplyError, PoolOutcome, ReconcileError, Reconciler, DEDUP_FOR, DEMAND_FRESH_FOR, DRY_RUN_SUFFIX, MAX_ATTEMPTS,
 };
@@ -37,7 +38,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         &self,
         pool: &PoolConfig,
         events: &[Event],
-        located: &Located,
+        ahead: Option<AheadReads>,
         deadline: Option<DateTime<Utc>>,
         lease: &mut Lease,
         working: Option<&AtomicUsize>,
@@ -48,10 +49,11 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
             self.stand_down_live(pool, deadline, lease).await;
         }
         let key = if dry_run { format!("{name}{DRY_RUN_SUFFIX}") } else { name.to_string() };
-        let ahead = if lease.urgency == Urgency::CannotWait && !dry_run {
-            self.surge_ahead(pool, events, located, &key, deadline, lease).await
-        } else {
-            None
+        let ahead = match ahead {
+            Some(reads) if lease.urgency == Urgency::CannotWait && !dry_run => {
+                self.surge_ahead(pool, events, reads, &key, deadline, lease).await
+            }
+            _ => None,
         };
         let mut at_work = None;
         for _ in 0..MAX_ATTEMPTS {
