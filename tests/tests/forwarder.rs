@@ -284,6 +284,110 @@ async fn forwarder_events_follow_the_cluster_across_an_api_server_restart() {
     server.abort();
 }
 
+/// An EventBridge that takes everything and keeps it.
+#[derive(Default)]
+struct Kept(std::sync::Mutex<Vec<ballast_forwarder::publisher::Outgoing>>);
+
+#[async_trait::async_trait]
+impl ballast_forwarder::bus::EventBus for Kept {
+    async fn put(
+        &self,
+        events: &[ballast_forwarder::publisher::Outgoing],
+    ) -> Result<Vec<Option<String>>, ballast_core::ports::PortError> {
+        self.0.lock().unwrap().extend(events.iter().cloned());
+        Ok(vec![None; events.len()])
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pod_kept_off_held_room_by_anti_affinity_waits_over_with_room() {
+    // A 2 s target; a Running 1-CPU pause pod on general-1 beside a database pod. A
+    // 500m pod that must not share a node with the database cannot use that room (the
+    // scheduler says so: no preemption helps) and waits until general-2 joins: a wait no
+    // pause pod shortens, published as such so that the learner does not raise for it.
+    let Some(plane) = ControlPlane::start(Parts::WithControllers).await else { return };
+    let admin = plane.client(ADMIN_TOKEN);
+    apply_manifests(&admin, "namespace.yaml", &["Namespace"]).await;
+    apply_manifests(&admin, "forwarder.yaml", &["ServiceAccount", "ClusterRole", "ClusterRoleBinding"]).await;
+    let pool = [("ballast.io/pool", "general")];
+    add_node(&admin, "general-1", &pool, "4", "16Gi").await;
+    let default: Api<Pod> = Api::namespaced(admin.clone(), "default");
+    let mut db = pod("db", Some("general-1"), "500m");
+    db.metadata.labels = Some([("app".to_string(), "db".to_string())].into());
+    default.create(&PostParams::default(), &db).await.unwrap();
+    mark_running(&admin, "default", "db").await;
+    let headroom: Api<Pod> = Api::namespaced(admin.clone(), "ballast-headroom");
+    let mut pause = pod("ballast-headroom-general-x1", Some("general-1"), "1");
+    pause.metadata.labels = Some(
+        [("ballast.io/headroom", "true"), ("ballast.io/pool", "general")]
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .into(),
+    );
+    headroom.create(&PostParams::default(), &pause).await.unwrap();
+    mark_running(&admin, "ballast-headroom", "ballast-headroom-general-x1").await;
+
+    let mut config = ballast_tests::example_config();
+    assert_eq!(config.pools[0].name, "general");
+    config.pools[0].headroom.target = Some(ballast_core::config::WaitTarget {
+        wait_p95: "2s".parse().unwrap(),
+        history: "14d".parse().unwrap(),
+        floor: true,
+        time_zone: "UTC".parse().unwrap(),
+    });
+    let timing = Timing { waits_every: Duration::from_secs(2), ..Timing::default() };
+    let bus = Arc::new(Kept::default());
+    let mut forwarder = Forwarder::new(plane.client(FORWARDER_TOKEN), bus.clone(), &config, timing);
+    forwarder.tick = Duration::from_millis(200);
+    let health = forwarder.health.clone();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(forwarder.run(async move {
+        let _ = stopped.await;
+    }));
+    ballast_tests::kube::eventually(Duration::from_secs(30), "the forwarder listed the cluster", || {
+        let ready = health.answer("/readyz", chrono::Utc::now().timestamp()).0.as_u16() == 200;
+        async move { ready }
+    })
+    .await;
+
+    let mut picky = pod("picky", None, "500m");
+    picky.spec.as_mut().unwrap().affinity = Some(
+        serde_json::from_value(json!({ "podAntiAffinity": { "requiredDuringSchedulingIgnoredDuringExecution": [
+            { "labelSelector": { "matchLabels": { "app": "db" } }, "topologyKey": "kubernetes.io/hostname" }] } }))
+        .unwrap(),
+    );
+    default.create(&PostParams::default(), &picky).await.unwrap();
+    // Past the target before there is a node it may use.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let unbound = default.get("picky").await.unwrap();
+    assert!(unbound.spec.unwrap().node_name.is_none(), "room was free but not for it: it waits");
+    add_node(&admin, "general-2", &pool, "4", "16Gi").await;
+
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let waits = loop {
+        let published = bus.0.lock().unwrap().clone();
+        let found = published.into_iter().find_map(|e| match e {
+            ballast_forwarder::publisher::Outgoing::PoolWaits(w) if w.pool == "general" => Some(w),
+            _ => None,
+        });
+        if let Some(w) = found {
+            break w;
+        }
+        assert!(Instant::now() < deadline, "no Pool Waits Measured for general");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let bound = default.get("picky").await.unwrap();
+    assert_eq!(bound.spec.unwrap().node_name.as_deref(), Some("general-2"));
+    assert_eq!(waits.pods, 1, "{waits:?}");
+    assert!(waits.max_seconds > 2.0, "it waited past the target: {waits:?}");
+    assert_eq!(waits.over_with_room, 1, "beside a Running pause pod its size: {waits:?}");
+    // As the functions read it.
+    let detail = ballast_forwarder::publisher::Outgoing::PoolWaits(waits).detail_json();
+    let read: ballast_core::event::PoolWaitsDetail = serde_json::from_str(&detail).unwrap();
+    assert_eq!(read.over_with_room, 1, "{detail}");
+    let _ = stop.send(());
+    running.await.unwrap();
+}
+
 /// An EventBridge whose PutEvents does not answer until `until` (a stalled connection),
 /// then takes everything.
 struct Stalled {

@@ -1,7 +1,7 @@
 //! The forwarder's config, read from the functions' own SSM parameter and followed: a new
 //! version is looked for every [`LOOK_EVERY`] (the forwarder gets no EventBridge events).
 //! A version that changes what the forwarder uses (which pool a pod or node belongs to,
-//! which pools have a wait target) makes it start its watchers again on it; any other
+//! which pools have a wait target, and what it is) makes it start its watchers again on it; any other
 //! version is only noted (log and `config_version` metric). A version that fails
 //! validation is refused once and the forwarder stays on the last good one.
 
@@ -104,7 +104,8 @@ struct PoolMembership {
     name: String,
     node_selector: BTreeMap<String, String>,
     tolerations: Vec<Toleration>,
-    wait_target: bool,
+    /// The pool's wait target: which pools publish waits, and when a first start is over.
+    wait_target: Option<std::time::Duration>,
 }
 
 /// What of a config the forwarder's state is built on, pool by pool.
@@ -121,7 +122,7 @@ impl Membership {
                     name: p.name.clone(),
                     node_selector: p.node_selector.clone(),
                     tolerations: p.tolerations.clone(),
-                    wait_target: p.headroom.target.is_some(),
+                    wait_target: p.headroom.target.as_ref().map(|t| t.wait_p95.0),
                 })
                 .collect(),
         )
@@ -352,6 +353,24 @@ mod tests {
         let config = follow.membership_changed(&metrics).await;
         assert_eq!(config.pools[0].node_selector["ballast.io/pool"], "general", "the next good version is taken");
         assert_eq!(follow.in_force.load(Ordering::Relaxed), 4);
+    }
+
+    #[test]
+    fn a_new_wait_target_value_restarts_the_watchers() {
+        // The state judges first starts against it (`over_with_room`).
+        let with = |wait: Option<&str>| {
+            let mut config = Config::from_yaml(&one_pool()).unwrap();
+            config.pools[0].headroom.target = wait.map(|w| ballast_core::config::WaitTarget {
+                wait_p95: w.parse().unwrap(),
+                history: "14d".parse().unwrap(),
+                floor: true,
+                time_zone: "UTC".parse().unwrap(),
+            });
+            Membership::of(&config)
+        };
+        assert_ne!(with(None), with(Some("30s")));
+        assert_ne!(with(Some("10s")), with(Some("30s")));
+        assert_eq!(with(Some("30s")), with(Some("30s")));
     }
 
     #[test]

@@ -7,10 +7,14 @@ pub mod follow;
 pub mod health;
 pub mod metrics;
 pub mod publisher;
+pub mod room;
 pub mod run;
 pub mod settings;
 pub mod slim;
 pub mod state;
+
+#[cfg(test)]
+mod with_room_tests;
 
 use ballast_core::config::Config;
 

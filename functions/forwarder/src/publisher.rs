@@ -9,7 +9,7 @@ use ballast_core::forwarder::{DemandTiming, Requests, UnschedulableTiming};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::state::{ClusterState, PoolId, PoolTotals};
+use crate::state::{ClusterState, FirstStart, PoolTotals};
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
@@ -80,6 +80,15 @@ impl Timing {
     }
 }
 
+/// A pool's first starts in the window open.
+#[derive(Debug, Clone, Default)]
+struct Window {
+    /// Their waits, in seconds.
+    seconds: Vec<f64>,
+    /// How many waited past the target with room held (`FirstStart::with_room`).
+    over_with_room: u32,
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Sent<T> {
     what: T,
@@ -91,8 +100,8 @@ pub struct Publisher {
     demand: Vec<Option<Sent<PoolTotals>>>,
     /// The newest unschedulable-since already reported, per pool.
     unschedulable: Vec<Option<Sent<DateTime<Utc>>>>,
-    /// Per pool: the first-start waits (seconds) of the window open since `Sent::at`.
-    waits: Vec<Option<Sent<Vec<f64>>>>,
+    /// Per pool: the first starts of the window open since `Sent::at`.
+    waits: Vec<Option<Sent<Window>>>,
     /// Per pool: whether its waits are published (only a pool with a wait target uses them).
     waits_wanted: Vec<bool>,
 }
@@ -122,16 +131,18 @@ impl Publisher {
         self
     }
 
-    /// Takes in first-start waits (pool, seconds) measured since the last call.
-    pub fn waits_measured(&mut self, waits: &[(PoolId, f64)], now: DateTime<Utc>) {
-        for &(pool, seconds) in waits {
-            if !self.waits_wanted.get(usize::from(pool)).copied().unwrap_or(false) {
+    /// Takes in first starts measured since the last call.
+    pub fn waits_measured(&mut self, waits: &[FirstStart], now: DateTime<Utc>) {
+        for start in waits {
+            let pool = usize::from(start.pool);
+            if !self.waits_wanted.get(pool).copied().unwrap_or(false) {
                 continue;
             }
-            let Some(slot) = self.waits.get_mut(usize::from(pool)) else { continue };
-            let window = slot.get_or_insert_with(|| Sent { what: Vec::new(), at: now });
-            if window.what.len() < MAX_WAITS_PER_WINDOW {
-                window.what.push(seconds);
+            let Some(slot) = self.waits.get_mut(pool) else { continue };
+            let window = &mut slot.get_or_insert_with(|| Sent { what: Window::default(), at: now }).what;
+            if window.seconds.len() < MAX_WAITS_PER_WINDOW {
+                window.seconds.push(start.seconds);
+                window.over_with_room += u32::from(start.with_room);
             }
         }
     }
@@ -197,10 +208,13 @@ impl Publisher {
             if elapsed(open.at) < self.timing.waits_every {
                 continue;
             }
-            let mut waits = std::mem::take(&mut open.what);
+            let Window { seconds: mut waits, over_with_room } = std::mem::take(&mut open.what);
             let window_start = std::mem::replace(&mut open.at, now);
             let pool_name = state.pool_name(pool as u16);
-            out.extend(PoolWaitsDetail::summing(pool_name, window_start, now, &mut waits).map(Outgoing::PoolWaits));
+            out.extend(
+                PoolWaitsDetail::summing(pool_name, window_start, now, &mut waits)
+                    .map(|detail| Outgoing::PoolWaits(PoolWaitsDetail { over_with_room, ..detail })),
+            );
         }
         for (pool, stuck) in state.unschedulable().into_iter().enumerate() {
             let Some(stuck) = stuck else { continue };
@@ -265,6 +279,10 @@ pools:
         DateTime::from_timestamp(1_800_000_000 + secs, 0).unwrap()
     }
 
+    fn start(pool: u16, seconds: f64) -> FirstStart {
+        FirstStart { pool, seconds, with_room: false }
+    }
+
     fn synced() -> ClusterState {
         let mut s = state();
         s.begin_list(crate::state::Kind::Nodes);
@@ -285,7 +303,8 @@ pools:
         };
         assert!(waits_of(p.tick(&mut s, at(0))).is_empty(), "no pod started: nothing to say");
         // 20 pods: 19 quick ones and one that waited for a node.
-        let waits: Vec<(PoolId, f64)> = (0..19).map(|i| (0, 1.0 + f64::from(i) / 10.0)).chain([(0, 95.0)]).collect();
+        let waits: Vec<FirstStart> =
+            (0..19).map(|i| start(0, 1.0 + f64::from(i) / 10.0)).chain([start(0, 95.0)]).collect();
         p.waits_measured(&waits, at(10));
         assert!(waits_of(p.tick(&mut s, at(200))).is_empty(), "the window is still open");
         let out = waits_of(p.tick(&mut s, at(310)));
@@ -295,7 +314,7 @@ pools:
         // Nearest rank: the 19th of 20 is the slowest quick one; the node wait is the max.
         assert_eq!((w.p95_seconds, w.max_seconds), (2.8, 95.0));
         assert!(waits_of(p.tick(&mut s, at(700))).is_empty(), "nothing started since");
-        p.waits_measured(&[(0, 3.0), (7, 1.0)], at(710));
+        p.waits_measured(&[start(0, 3.0), start(7, 1.0)], at(710));
         let next = waits_of(p.tick(&mut s, at(1100)));
         assert_eq!((next[0].pods, next[0].window_start, next[0].p95_seconds), (1, at(700), 3.0), "pool 7 is unknown");
         // A pool without a wait target: nothing to publish.
@@ -348,7 +367,7 @@ pools:
         s.apply_pod(&scheduled_pod(2, "2027-01-15T08:00:00Z", None));
         assert!(s.take_first_start_waits().is_empty(), "still pending");
         s.apply_pod(&scheduled_pod(2, "2027-01-15T08:00:00Z", Some("2027-01-15T08:00:07.5Z")));
-        assert_eq!(s.take_first_start_waits(), [(0, 7.5)]);
+        assert_eq!(s.take_first_start_waits(), [start(0, 7.5)]);
         // Seen bound again (a status update, a relist): counted once.
         s.apply_pod(&scheduled_pod(2, "2027-01-15T08:00:00Z", Some("2027-01-15T08:00:07.5Z")));
         s.begin_list(crate::state::Kind::Pods);
@@ -359,7 +378,7 @@ pools:
         s.apply_pod(&scheduled_pod(3, "2027-01-15T09:00:00Z", Some("2027-01-15T09:00:01Z")));
         // Given its node at creation (no scheduler, no PodScheduled condition): not counted.
         s.apply_pod(&pod(4, Some("n1"), "1"));
-        assert_eq!(s.take_first_start_waits(), [(0, 1.0)]);
+        assert_eq!(s.take_first_start_waits(), [start(0, 1.0)]);
     }
 
     #[test]

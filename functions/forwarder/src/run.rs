@@ -25,8 +25,8 @@ pub struct Forwarder {
     pub client: kube::Client,
     pub bus: Arc<dyn EventBus>,
     pub state: ClusterState,
-    /// Per pool: whether it has a wait target (only then are its waits published).
-    pub wait_targets: Vec<bool>,
+    /// Per pool: its wait target, if any (only then are its waits published).
+    pub wait_targets: Vec<Option<Duration>>,
     pub timing: Timing,
     pub health: Arc<Health>,
     pub metrics: Arc<Metrics>,
@@ -71,11 +71,13 @@ fn apply<K, S>(
 impl Forwarder {
     /// A forwarder for `config`'s pools: a one-second tick, 200 ms first retry backoff.
     pub fn new(client: kube::Client, bus: Arc<dyn EventBus>, config: &Config, timing: Timing) -> Forwarder {
+        let wait_targets: Vec<Option<Duration>> =
+            config.pools.iter().map(|p| p.headroom.target.as_ref().map(|t| t.wait_p95.0)).collect();
         Forwarder {
             client,
             bus,
-            state: ClusterState::new(PoolMatcher::new(&config.pools)),
-            wait_targets: config.pools.iter().map(|p| p.headroom.target.is_some()).collect(),
+            state: ClusterState::new(PoolMatcher::new(&config.pools)).with_wait_targets(wait_targets.clone()),
+            wait_targets,
             timing,
             health: Arc::new(Health::default()),
             metrics: Arc::new(Metrics::new()),
@@ -130,8 +132,8 @@ impl Forwarder {
             }
             summary
         });
-        let mut publisher =
-            Publisher::new(self.timing, self.state.pool_count()).waits_only_for(self.wait_targets.clone());
+        let mut publisher = Publisher::new(self.timing, self.state.pool_count())
+            .waits_only_for(self.wait_targets.iter().map(Option::is_some).collect());
         let mut tick = tokio::time::interval(self.tick);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut watch_errors = 0u64;
@@ -144,8 +146,8 @@ impl Forwarder {
                 _ = tick.tick() => {
                     let now = chrono::Utc::now();
                     let waits = self.state.take_first_start_waits();
-                    for &(pool, seconds) in &waits {
-                        self.metrics.first_start(self.state.pool_name(pool), seconds);
+                    for start in &waits {
+                        self.metrics.first_start(self.state.pool_name(start.pool), start.seconds);
                     }
                     publisher.waits_measured(&waits, now);
                     let out = publisher.tick(&mut self.state, now);

@@ -9,7 +9,7 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use ballast_kube::pods::{HEADROOM_LABEL, MIRROR_ANNOTATION};
+use ballast_kube::pods::{HEADROOM_LABEL, MIRROR_ANNOTATION, POOL_LABEL};
 use k8s_openapi::api::core::v1::{
     Affinity, Container, Node, NodeAffinity, NodeCondition, NodeSpec, NodeStatus, Pod, PodCondition, PodSpec,
     PodStatus, ResourceRequirements, Toleration,
@@ -226,7 +226,9 @@ impl<'de> Deserialize<'de> for SlimPod {
             }),
             ..Default::default()
         });
-        Ok(SlimPod(Pod { metadata: parts.metadata.into_meta(|k| k == HEADROOM_LABEL), spec, status }))
+        // The pool label names a pause pod's pool (its room is counted there).
+        let metadata = parts.metadata.into_meta(|k| k == HEADROOM_LABEL || k == POOL_LABEL);
+        Ok(SlimPod(Pod { metadata, spec, status }))
     }
 }
 
@@ -282,7 +284,7 @@ mod tests {
             "metadata": {
                 "name": "web-1", "namespace": "default", "uid": "0b5e4a6c-1f0e-4a39-9c55-6b6f2d1e9a01",
                 "resourceVersion": "4242", "creationTimestamp": "2026-11-20T09:00:00Z",
-                "labels": { "app": "web", "ballast.io/headroom": "true" },
+                "labels": { "app": "web", "ballast.io/headroom": "true", "ballast.io/pool": "general" },
                 "annotations": { "kubectl.kubernetes.io/last-applied-configuration": "{\"big\": true}" },
                 "ownerReferences": [{ "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-abc",
                                       "uid": "u", "controller": true }],
@@ -336,7 +338,7 @@ mod tests {
         assert_eq!(slim.metadata.uid, full.metadata.uid);
         assert_eq!(slim.metadata.resource_version.as_deref(), Some("4242"));
         assert!(slim.metadata.managed_fields.is_none(), "never deserialized");
-        assert_eq!(slim.metadata.labels.as_ref().unwrap().len(), 1, "only the headroom label is kept");
+        assert_eq!(slim.metadata.labels.as_ref().unwrap().len(), 2, "only the headroom and pool labels are kept");
         assert!(slim.metadata.annotations.is_none());
     }
 

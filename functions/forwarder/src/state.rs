@@ -9,13 +9,16 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::num::NonZeroU32;
+use std::time::Duration;
 
 use ballast_core::event::{CapacityType, NodeCondition, NodeLifecycleDetail};
 use ballast_kube::cluster::{instance_id, node_ready};
-use ballast_kube::pods;
+use ballast_kube::pods::{self, PodRole};
 use ballast_kube::pools::{Placement, PoolMatcher};
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::{Node, Pod};
+
+use crate::room::{HeldRoom, Size};
 
 /// Index of a pool in the config.
 pub type PoolId = u16;
@@ -63,6 +66,16 @@ struct NodeRecord {
     ready: bool,
     present: bool,
     generation: u16,
+}
+
+/// A workload pod's first start: its wait from creation to the scheduler binding it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FirstStart {
+    pub pool: PoolId,
+    pub seconds: f64,
+    /// It waited longer than the pool's wait target while a Running pause pod of the pool,
+    /// at least its size, held room: its wait was not for room.
+    pub with_room: bool,
 }
 
 /// Per-pool sums of workload demand.
@@ -113,9 +126,12 @@ pub struct ClusterState {
     node_changes: Vec<NodeLifecycleDetail>,
     /// Pods whose requests could not be read (counted, then logged by the caller).
     pub unreadable_pods: u64,
-    /// First-start waits seen since the last take: (pool, seconds from the pod's creation
-    /// to the scheduler binding it).
-    first_start_waits: Vec<(PoolId, f64)>,
+    /// First-start waits seen since the last take.
+    first_start_waits: Vec<FirstStart>,
+    /// Per pool: its wait target, if it has one (a wait is "over" past it).
+    wait_targets: Vec<Option<Duration>>,
+    /// Room the pools' Running pause pods hold.
+    held: HeldRoom,
 }
 
 impl ClusterState {
@@ -137,7 +153,16 @@ impl ClusterState {
             node_changes: Vec::new(),
             unreadable_pods: 0,
             first_start_waits: Vec::new(),
+            wait_targets: vec![None; pools],
+            held: HeldRoom::new(pools),
         }
+    }
+
+    /// Each pool's wait target (`headroom.target.wait_p95`), in the config's order: a
+    /// first start past it with room held is counted apart. None known: none counted.
+    pub fn with_wait_targets(mut self, targets: Vec<Option<Duration>>) -> ClusterState {
+        self.wait_targets = targets;
+        self
     }
 
     pub fn pool_name(&self, pool: PoolId) -> &str {
@@ -196,6 +221,7 @@ impl ClusterState {
                 self.pods.retain(|_, p| p.generation == generation);
                 let pods = &self.pods;
                 self.placement.retain(|key, _| pods.contains_key(key));
+                self.held.keep_generation(generation);
                 self.pods_synced = true;
             }
             Kind::Nodes => {
@@ -219,6 +245,11 @@ impl ClusterState {
         let key = pod_key(pod);
         let role = pods::role(pod);
         self.placement.remove(&key);
+        if role == PodRole::Pause {
+            self.note_pause(key, pod);
+        } else {
+            self.held.gone(key);
+        }
         if !role.is_demand() {
             // A pod that finished or is not demand (pause, DaemonSet, mirror) holds nothing.
             self.pods.remove(&key);
@@ -235,7 +266,7 @@ impl ClusterState {
         };
         let node = pods::node_name(pod).map(|name| self.intern_node(name));
         if let Some(bound) = node {
-            self.note_first_start(key, bound, pod);
+            self.note_first_start(key, bound, pod, requests);
         }
         let pending_pool = match node {
             Some(_) => None,
@@ -267,7 +298,7 @@ impl ClusterState {
     /// first list), its wait from creation to the scheduler's binding counts for the
     /// pool of its node (or the pool it was pending for). Pods bound when the forwarder
     /// started, and pods given a node at creation (no scheduling), are not counted.
-    fn note_first_start(&mut self, key: u128, bound: NodeId, pod: &Pod) {
+    fn note_first_start(&mut self, key: u128, bound: NodeId, pod: &Pod, requests: pods::Requests) {
         let previous = self.pods.get(&key);
         if !self.pods_synced || previous.is_some_and(|p| p.node().is_some()) {
             return;
@@ -276,13 +307,55 @@ impl ClusterState {
             return;
         };
         // Taken every tick; the cap only bounds memory if nobody takes them.
-        if let Some(wait) = pods::first_start_wait(pod).filter(|_| self.first_start_waits.len() < MAX_WAITS_HELD) {
-            self.first_start_waits.push((pool, wait.as_secs_f64()));
+        let Some(wait) = pods::first_start_wait(pod).filter(|_| self.first_start_waits.len() < MAX_WAITS_HELD) else {
+            return;
+        };
+        let target = self.wait_targets.get(usize::from(pool)).copied().flatten().filter(|target| wait > *target);
+        // Room counts if it was held when the wait passed the target: bound by then.
+        let by = target.and_then(|target| {
+            let created = pods::to_chrono(pod.metadata.creation_timestamp.as_ref()?.0)?;
+            epoch_secs(created + chrono::Duration::from_std(target).ok()?)
+        });
+        let with_room = by.is_some_and(|by| {
+            pod.spec.as_ref().is_some_and(|spec| {
+                Size::of(requests, pods::extended_requests(spec)).is_some_and(|size| self.held.holds(pool, &size, by))
+            })
+        });
+        self.first_start_waits.push(FirstStart { pool, seconds: wait.as_secs_f64(), with_room });
+    }
+
+    /// A pause pod seen: Running and bound, it holds room of its size in its pool (the
+    /// pool its Deployment names, else its node's) since it was bound; otherwise none.
+    fn note_pause(&mut self, key: u128, pod: &Pod) {
+        let running = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
+        let held = pods::node_name(pod).filter(|_| running).and_then(|node| {
+            let spec = pod.spec.as_ref()?;
+            let requests = pods::effective_requests(spec).ok()?;
+            let size = Size {
+                cpu_millis: requests.cpu_millis,
+                memory_bytes: requests.memory_bytes,
+                gpus: pods::extended_requests(spec).gpus,
+            };
+            let named = pod.metadata.labels.as_ref().and_then(|l| l.get(pods::POOL_LABEL));
+            let pool = match named {
+                Some(name) => self.matcher.index_of(name),
+                None => self.node_ids.get(node).and_then(|id| self.nodes[*id as usize].pool).map(usize::from),
+            };
+            // Given its node at creation: bound then.
+            let since = pods::scheduled_at(pod)
+                .or_else(|| pods::to_chrono(pod.metadata.creation_timestamp.as_ref()?.0))
+                .and_then(epoch_secs)
+                .unwrap_or(0);
+            Some((self.pool_id(pool)?, size, since))
+        });
+        match held {
+            Some((pool, size, since)) => self.held.running(key, pool, size, since, self.pod_generation),
+            None => self.held.gone(key),
         }
     }
 
     /// The first-start waits seen since the last call.
-    pub fn take_first_start_waits(&mut self) -> Vec<(PoolId, f64)> {
+    pub fn take_first_start_waits(&mut self) -> Vec<FirstStart> {
         std::mem::take(&mut self.first_start_waits)
     }
 
@@ -290,6 +363,7 @@ impl ClusterState {
         let key = pod_key(pod);
         self.pods.remove(&key);
         self.placement.remove(&key);
+        self.held.gone(key);
     }
 
     /// A pool index as a record stores it (`NO_POOL` is not a pool).
@@ -463,6 +537,11 @@ impl ClusterState {
         }
         out
     }
+}
+
+/// Seconds since the epoch, as the records keep them (u32 lasts until 2106).
+fn epoch_secs(t: DateTime<Utc>) -> Option<u32> {
+    u32::try_from(t.timestamp()).ok()
 }
 
 /// The pod's UID as a number (16 bytes instead of a string); namespace/name hashed if

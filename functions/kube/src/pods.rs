@@ -156,6 +156,59 @@ fn quantities(owner: &str, map: Option<&BTreeMap<String, Quantity>>) -> Result<R
     Ok(Requests { cpu_millis: read("cpu", parse_cpu_millis)?, memory_bytes: read("memory", parse_memory_bytes)? })
 }
 
+/// The GPU resource pause pods may request (the seed's GPU pools run NVIDIA's device plugin).
+pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
+
+/// What a pod asks the scheduler for beyond CPU and memory: room held for it must hold
+/// these too.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Extended {
+    /// [`GPU_RESOURCE`]s, counted as the scheduler counts CPU (containers and sidecars
+    /// together, or the largest init container).
+    pub gpus: u64,
+    /// Any other extended resource or hugepages, or a GPU count that does not read as a
+    /// whole number: room of CPU, memory and GPUs alone may not fit the pod.
+    pub others: bool,
+}
+
+/// The pod's [`Extended`] requests. Ephemeral storage is left out: pause pods hold none,
+/// and a node's disk is seldom what a pod waits for.
+pub fn extended_requests(spec: &PodSpec) -> Extended {
+    let mut others = false;
+    let mut gpus_of = |resources: Option<&ResourceRequirements>| -> u64 {
+        let Some(map) = resources.and_then(|r| r.requests.as_ref()) else { return 0 };
+        let mut gpus = 0;
+        for (name, quantity) in map {
+            match name.as_str() {
+                "cpu" | "memory" | "ephemeral-storage" => {}
+                GPU_RESOURCE => match quantity.0.parse::<u64>() {
+                    Ok(n) => gpus = n,
+                    Err(_) => others = true,
+                },
+                _ => others = true,
+            }
+        }
+        gpus
+    };
+    let mut running = 0u64;
+    let mut sidecars = 0u64;
+    let mut init_peak = 0u64;
+    for c in &spec.containers {
+        running = running.saturating_add(gpus_of(c.resources.as_ref()));
+    }
+    for c in spec.init_containers.iter().flatten() {
+        let gpus = gpus_of(c.resources.as_ref());
+        if c.restart_policy.as_deref() == Some("Always") {
+            sidecars = sidecars.saturating_add(gpus);
+        } else {
+            init_peak = init_peak.max(sidecars.saturating_add(gpus));
+        }
+    }
+    // Pod-level requests name CPU, memory and hugepages only: hugepages are "others".
+    gpus_of(spec.resources.as_ref());
+    Extended { gpus: running.saturating_add(sidecars).max(init_peak), others }
+}
+
 /// When the scheduler last said the pod fits nowhere (`PodScheduled=False`,
 /// reason `Unschedulable`); `None` for a pod that is bound or not yet tried.
 pub fn unschedulable_since(pod: &Pod) -> Option<DateTime<Utc>> {
@@ -174,6 +227,11 @@ pub fn unschedulable_since(pod: &Pod) -> Option<DateTime<Utc>> {
 /// times, e.g. a pod created with its node already set.
 pub fn first_start_wait(pod: &Pod) -> Option<std::time::Duration> {
     let created = to_chrono(pod.metadata.creation_timestamp.as_ref()?.0)?;
+    (scheduled_at(pod)? - created).to_std().ok()
+}
+
+/// When the pod was bound: its PodScheduled condition turning True.
+pub fn scheduled_at(pod: &Pod) -> Option<DateTime<Utc>> {
     let scheduled = pod
         .status
         .as_ref()?
@@ -183,7 +241,7 @@ pub fn first_start_wait(pod: &Pod) -> Option<std::time::Duration> {
         .find(|c| c.type_ == "PodScheduled" && c.status == "True")?
         .last_transition_time
         .as_ref()?;
-    (to_chrono(scheduled.0)? - created).to_std().ok()
+    to_chrono(scheduled.0)
 }
 
 /// k8s-openapi's timestamps are jiff's; Ballast's core speaks chrono.
@@ -213,6 +271,35 @@ mod tests {
             }),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn gpus_count_like_cpu_and_other_extended_resources_are_flagged() {
+        let gpu = |name: &str, n: &str| {
+            let mut c = container(name, "1", "1Gi");
+            c.resources.as_mut().unwrap().requests.as_mut().unwrap().insert(GPU_RESOURCE.into(), Quantity(n.into()));
+            c
+        };
+        let spec = PodSpec {
+            containers: vec![gpu("a", "1"), gpu("b", "2")],
+            init_containers: Some(vec![gpu("warm", "4")]),
+            ..Default::default()
+        };
+        assert_eq!(extended_requests(&spec), Extended { gpus: 4, others: false }, "the init container's 4 > 1 + 2");
+        let plain = PodSpec { containers: vec![container("a", "1", "1Gi")], ..Default::default() };
+        assert_eq!(extended_requests(&plain), Extended::default());
+        let mut odd = container("a", "1", "1Gi");
+        odd.resources
+            .as_mut()
+            .unwrap()
+            .requests
+            .as_mut()
+            .unwrap()
+            .insert("hugepages-2Mi".into(), Quantity("1Gi".into()));
+        let hugepages = PodSpec { containers: vec![odd], ..Default::default() };
+        assert!(extended_requests(&hugepages).others);
+        let half = PodSpec { containers: vec![gpu("a", "0.5")], ..Default::default() };
+        assert!(extended_requests(&half).others, "not a whole GPU: never matched");
     }
 
     #[test]

@@ -111,6 +111,7 @@ fn lifecycle_health_schedule_and_forwarder() {
     assert_eq!((w.pool.as_str(), w.pods, w.p95_seconds, w.max_seconds), ("general", 42, 7.8, 61.2));
     // Bounds are the forwarder's; a target between two counts from the lower one.
     assert_eq!([w.pods_over(10.0), w.pods_over(12.0), w.pods_over(60.0), w.pods_over(0.1)], [2, 2, 1, 42].map(Some));
+    assert_eq!(w.over_with_room, 1, "one of the two over waited beside a pause pod its size");
 }
 
 #[test]
@@ -119,8 +120,10 @@ fn a_pool_waits_event_from_an_older_forwarder_has_no_count_over_a_target() {
         serde_json::from_slice(&std::fs::read(events_dir().join("forwarder-pool-waits-measured.json")).unwrap())
             .unwrap();
     v["detail"].as_object_mut().unwrap().remove("buckets");
+    v["detail"].as_object_mut().unwrap().remove("over_with_room");
     let Signal::PoolWaits(w) = parse_event(&serde_json::to_vec(&v).unwrap(), None).unwrap().signal else { panic!() };
     assert_eq!(w.pods_over(10.0), None);
+    assert_eq!(w.over_with_room, 0, "none counted with room");
 }
 
 #[test]
