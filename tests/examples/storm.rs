@@ -141,14 +141,14 @@ async fn main() {
     let storm_surged: Vec<Run> = storm_runs.iter().filter(|r| r.surge_first).cloned().collect();
     let surged_after_read = storm_runs.iter().filter(|r| r.first == "SetDesiredCapacity" && !r.surge_first).count();
     println!(
-        "  storm batches whose first mutating call is a surge made before the pool is read: {} (the last batch's \
-         journal is unsettled, and past five warnings in ten minutes the interruption rate keeps the ASG off: \
-         the full plan judges it)",
+        "  storm batches whose first mutating call is a surge made before the pool is read: {} (stacked on the last \
+         batch's journal, whose calls all landed; past five warnings in ten minutes the interruption rate keeps the \
+         ASG off, and with on-demand full the slot stays in it)",
         storm_surged.len()
     );
     println!(
-        "  storm batches whose first mutating call is a surge made once the pool is read: {surged_after_read} (with \
-         on-demand full the slot stays in the spot ASG, and is asked for before the drain)"
+        "  storm batches whose first mutating call is a surge made once the pool is read: {surged_after_read} (while \
+         on-demand has room under the fallback cap the full plan places the replacements there)"
     );
     if !storm_surged.is_empty() {
         report("storm batches that surge", &storm_surged);
