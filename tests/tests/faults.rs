@@ -822,11 +822,15 @@ impl Harness {
     fn settle(&mut self, lost: bool) {
         let no_capacity: BTreeSet<String> =
             if lost { SPOT.iter().map(|s| s.to_string()).collect() } else { BTreeSet::new() };
+        let now = self.now();
         let mut world = self.ports.port.world();
+        // Reclaimed: the ASG's health check finds it terminated; it leaves at this settle.
         for id in self.reclaimed.drain(..) {
-            world.asgs.iter_mut().for_each(|a| a.instances.retain(|i| i.id != id));
+            world.asgs.iter_mut().flat_map(|a| a.instances.iter_mut()).filter(|i| i.id == id).for_each(|i| {
+                i.lifecycle_state = LifecycleState::Terminated;
+            });
         }
-        world.settle(&self.reconciler.config, &no_capacity, &mut self.next_id);
+        world.settle(&self.reconciler.config, &no_capacity, &mut self.next_id, now);
         self.ports.fault.st().track_unfilled(&world, None);
         let failed: Vec<String> = world.asgs.iter().filter(|a| a.live() < a.desired).map(|a| a.name.clone()).collect();
         drop(world);
@@ -1318,4 +1322,34 @@ fn a_moves_lower_found_made_by_cluster_autoscaler_is_no_undone_raise() {
         replayed(Kind::CapacityError { group: 0 }, Fault::None, Delete { asg: 0 }, none, 0, false),
     ];
     run(steps, false).unwrap();
+}
+
+/// Found by the strict run (`BALLAST_FAULT_STRICT=1`, case 5,907 of the fixed seed): a
+/// spot instance is reclaimed without a warning; the run its state change reaches dies
+/// before anything, and cluster-autoscaler deletes a surge's unfilled slot meanwhile. The
+/// event comes again after the instance has left its ASG, which Auto Scaling then no
+/// longer knows. It is routed by the ASG EC2's `aws:autoscaling:groupName` tag names
+/// (EC2 lists a terminated instance for an hour), so its going is read as a reclaim, not
+/// a scale-in, and the slot is made good.
+#[test]
+fn a_state_change_redelivered_after_its_instance_left_the_asg_is_routed_by_its_tag() {
+    let steps = vec![
+        replayed(
+            Kind::Warning { pick: 0 },
+            Fault::None,
+            CaMove::ScaleIn { asg: 0, pick: 12226360466585809 },
+            CaMove::None,
+            0,
+            true,
+        ),
+        replayed(
+            Kind::Reclaim { pick: 10578430816188165380, state_change: true },
+            Fault::Crash(0),
+            CaMove::DeleteUnfulfillable { asg: 0 },
+            CaMove::None,
+            0,
+            false,
+        ),
+    ];
+    run_strict(steps, false, true).unwrap();
 }

@@ -115,6 +115,12 @@ impl Autoscaling for WritesHang {
     async fn asgs_of_instances(&self, ids: &[String]) -> Result<std::collections::BTreeMap<String, String>, PortError> {
         self.memory.asgs_of_instances(ids).await
     }
+    async fn launched_by(
+        &self,
+        ids: &[String],
+    ) -> Result<std::collections::BTreeMap<String, ballast_core::observe::LaunchedBy>, PortError> {
+        self.memory.launched_by(ids).await
+    }
     async fn asg_tags(
         &self,
         asgs: &[String],

@@ -57,7 +57,7 @@ fn needed_without_a_call(caller: &str, action: &str) -> Option<&'static str> {
             "routes a warning to a pool that selects its ASGs by tags (functions/core/src/reconcile/batch.rs locate); the test's pool selects by name (tests/tests/aws_moto.rs a_warning_is_routed_by_its_instance_not_by_describing_every_pool covers tags)"
         }
         "ec2:DescribeInstances" => {
-            "tells spot from on-demand instances in a mixed-instances spot ASG (functions/aws/src/autoscaling.rs spot_instance_ids); the test's spot ASG buys spot only"
+            "tells spot from on-demand instances in a mixed-instances spot ASG (functions/aws/src/autoscaling.rs spot_instance_ids), and routes an event naming an instance gone from its ASG by its aws:autoscaling:groupName tag (functions/aws/src/compute.rs launched_by); the test's spot ASG buys spot only and its events name instances still in their ASG (tests/tests/gone_instances.rs covers routing)"
         }
         "autoscaling:CompleteLifecycleAction" if caller == "interruption" => {
             "completes a lifecycle action once drained; moto answers the heartbeat before it with HTTP 500, so the recorded run stops there (functions/aws/tests/lifecycle_requests.rs covers the request)"

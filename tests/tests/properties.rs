@@ -253,7 +253,7 @@ fn run(steps: Vec<Step>, dry_run: bool) -> Result<(), TestCaseError> {
         }
         let no_capacity: BTreeSet<String> =
             if step.spot_capacity_lost { SPOT.iter().map(|s| s.to_string()).collect() } else { BTreeSet::new() };
-        d.memory.world().settle(&d.reconciler.config, &no_capacity, &mut next_id);
+        d.memory.world().settle(&d.reconciler.config, &no_capacity, &mut next_id, now);
     }
     Ok(())
 }

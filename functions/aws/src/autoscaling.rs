@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use aws_sdk_autoscaling::types::{AutoScalingGroup, Filter, LifecycleState as SdkLifecycle, ScalingActivityStatusCode};
 use ballast_core::config::{resolve_pool_asgs, AsgRef, AsgSelector, PoolConfig};
 use ballast_core::observe::{
-    ActivityStatus, AsgInstance, AsgSize, LifecycleState, Market, ObservedAsg, ScalingActivity,
+    ActivityStatus, AsgInstance, AsgSize, LaunchedBy, LifecycleState, Market, ObservedAsg, ScalingActivity,
 };
 use ballast_core::plan::LifecycleRef;
 use ballast_core::ports::{Autoscaling, ErrorKind, PortError};
@@ -279,6 +279,10 @@ impl Autoscaling for AwsAutoscaling {
             }
         }
         Ok(found)
+    }
+
+    async fn launched_by(&self, instance_ids: &[String]) -> Result<BTreeMap<String, LaunchedBy>, PortError> {
+        crate::compute::launched_by(&self.ec2, instance_ids).await
     }
 
     async fn asg_tags(&self, asgs: &[String]) -> Result<BTreeMap<String, BTreeMap<String, String>>, PortError> {

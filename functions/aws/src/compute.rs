@@ -1,7 +1,11 @@
-//! The compute port over EC2: node names and spot prices.
+//! The compute port over EC2: node names and spot prices; and the EC2 reads the
+//! autoscaling port makes (instances' markets, the ASG that launched an instance).
 
 use async_trait::async_trait;
-use aws_sdk_ec2::types::{Instance, InstanceType};
+use std::collections::BTreeMap;
+
+use aws_sdk_ec2::types::{Filter, Instance, InstanceType};
+use ballast_core::observe::LaunchedBy;
 use ballast_core::ports::{Compute, PortError};
 
 use crate::classify;
@@ -30,6 +34,47 @@ pub(crate) async fn describe_instances(ec2: &aws_sdk_ec2::Client, ids: &[String]
         }
     }
     Ok(instances)
+}
+
+/// The tag EC2 puts on every instance an ASG launches, naming the ASG.
+const ASG_NAME_TAG: &str = "aws:autoscaling:groupName";
+/// How EC2's state reason codes start when the spot market took the instance back.
+const SPOT_RECLAIM_REASON: &str = "Server.SpotInstance";
+
+/// What EC2 says of each instance among `ids` it knows: the ASG that launched it (its
+/// `aws:autoscaling:groupName` tag) and whether the spot market took it back. Filtered
+/// by id, not asked by id: DescribeInstances refuses a whole request naming one id it
+/// does not know (`InvalidInstanceID.NotFound`), and one gone for over an hour is such.
+pub(crate) async fn launched_by(
+    ec2: &aws_sdk_ec2::Client,
+    ids: &[String],
+) -> Result<BTreeMap<String, LaunchedBy>, PortError> {
+    let mut launched = BTreeMap::new();
+    // A filter takes at most 200 values.
+    for chunk in ids.chunks(200) {
+        let filter = Filter::builder().name("instance-id").set_values(Some(chunk.to_vec())).build();
+        let mut pages = ec2.describe_instances().filters(filter).into_paginator().send();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| classify("DescribeInstances", e))?;
+            for instance in page.reservations().iter().flat_map(|r| r.instances()) {
+                // An emulator ignoring the filter answers for every instance.
+                let Some(id) = instance.instance_id().filter(|id| chunk.iter().any(|c| c == id)) else { continue };
+                let asg = instance
+                    .tags()
+                    .iter()
+                    .find(|t| t.key() == Some(ASG_NAME_TAG))
+                    .and_then(|t| t.value())
+                    .map(str::to_string);
+                // `Server.SpotInstanceTermination` (or `...Shutdown`, a stop or hibernation).
+                let spot_reclaimed = instance
+                    .state_reason()
+                    .and_then(|r| r.code())
+                    .is_some_and(|code| code.starts_with(SPOT_RECLAIM_REASON));
+                launched.insert(id.to_string(), LaunchedBy { asg, spot_reclaimed });
+            }
+        }
+    }
+    Ok(launched)
 }
 
 #[async_trait]

@@ -80,3 +80,63 @@ async fn tags_are_read_for_the_asgs_asked_for_only() {
     assert_eq!(read.len(), 1, "{read:?}");
     assert_eq!(read["eks-general-spot"]["ballast.io/pool"], "general");
 }
+
+/// AWS's DescribeInstances answer (API reference shape): a spot instance the market took,
+/// terminated, tagged by its ASG; and one launched outside any ASG.
+fn ec2_instances() -> HttpResponse {
+    ok("<DescribeInstancesResponse xmlns=\"http://ec2.amazonaws.com/doc/2016-11-15/\"><requestId>r</requestId>\
+        <reservationSet><item><reservationId>r-1</reservationId><ownerId>123456789012</ownerId><instancesSet>\
+        <item><instanceId>i-0a1b2c3d4e5f60001</instanceId><instanceState><code>48</code><name>terminated</name>\
+        </instanceState><stateReason><code>Server.SpotInstanceTermination</code><message>Server.SpotInstanceTermination: \
+        Spot instance termination</message></stateReason><instanceLifecycle>spot</instanceLifecycle><tagSet><item>\
+        <key>aws:autoscaling:groupName</key><value>eks-general-spot</value></item><item><key>Name</key>\
+        <value>node</value></item></tagSet></item>\
+        <item><instanceId>i-0a1b2c3d4e5f60002</instanceId><instanceState><code>16</code><name>running</name>\
+        </instanceState><tagSet><item><key>Name</key><value>bastion</value></item></tagSet></item>\
+        </instancesSet></item></reservationSet></DescribeInstancesResponse>"
+        .to_string())
+}
+
+/// An instance gone from its ASG is looked up by an `instance-id` filter, not by id (EC2
+/// refuses a whole request naming an id it no longer lists); its tag names its ASG, its
+/// state reason says the spot market took it.
+#[tokio::test]
+async fn the_asg_that_launched_an_instance_is_read_from_its_ec2_tag() {
+    let ids = vec!["i-0a1b2c3d4e5f60001".to_string(), "i-0a1b2c3d4e5f60002".into(), "i-0fffffffffffffff0".into()];
+    let asked = ids.clone();
+    let describe = mock!(aws_sdk_ec2::Client::describe_instances)
+        .match_requests(move |r| {
+            r.instance_ids().is_empty()
+                && r.filters().iter().any(|f| f.name() == Some("instance-id") && f.values() == asked.as_slice())
+        })
+        .then_http_response(ec2_instances);
+    let ec2 = mock_client!(aws_sdk_ec2, RuleMode::MatchAny, [&describe]);
+    let autoscaling = AwsAutoscaling::from_clients(mock_client!(aws_sdk_autoscaling, []), ec2);
+    let found = autoscaling.launched_by(&ids).await.unwrap();
+    assert_eq!(describe.num_calls(), 1);
+    let taken = &found["i-0a1b2c3d4e5f60001"];
+    assert_eq!((taken.asg.as_deref(), taken.spot_reclaimed), (Some("eks-general-spot"), true));
+    let loner = &found["i-0a1b2c3d4e5f60002"];
+    assert_eq!((loner.asg.as_deref(), loner.spot_reclaimed), (None, false));
+    assert!(!found.contains_key("i-0fffffffffffffff0"), "EC2 does not list it: {found:?}");
+}
+
+/// A throttled lookup names the AWS action and keeps the SDK's error as its source.
+#[tokio::test]
+async fn a_failed_lookup_names_describe_instances() {
+    let throttled = mock!(aws_sdk_ec2::Client::describe_instances).then_http_response(|| {
+        HttpResponse::new(
+            StatusCode::try_from(503).unwrap(),
+            SdkBody::from(
+                "<Response><Errors><Error><Code>RequestLimitExceeded</Code><Message>Request limit exceeded.</Message>\
+                 </Error></Errors><RequestID>r</RequestID></Response>",
+            ),
+        )
+    });
+    let ec2 = mock_client!(aws_sdk_ec2, RuleMode::MatchAny, [&throttled]);
+    let autoscaling = AwsAutoscaling::from_clients(mock_client!(aws_sdk_autoscaling, []), ec2);
+    let err = autoscaling.launched_by(&["i-0a1b2c3d4e5f60001".to_string()]).await.unwrap_err();
+    assert_eq!(err.operation, "DescribeInstances");
+    assert!(err.is_retryable(), "{err:?}");
+    assert!(std::error::Error::source(&err).is_some(), "the SDK's error kept: {err:?}");
+}

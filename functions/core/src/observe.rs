@@ -234,6 +234,17 @@ pub struct Demand {
     pub observed_at: DateTime<Utc>,
 }
 
+/// What EC2 says of an instance its ASG no longer lists (EC2 lists one for about an hour
+/// after it terminated).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaunchedBy {
+    /// The ASG that launched it (its `aws:autoscaling:groupName` tag); `None`: none did.
+    pub asg: Option<String>,
+    /// The spot market took it back (its state reason is `Server.SpotInstance...`), rather
+    /// than its ASG or another caller ending it: its going lowered no ASG.
+    pub spot_reclaimed: bool,
+}
+
 /// Everything observed about one pool at the start of a reconcile.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ObservedPool {
@@ -251,6 +262,10 @@ pub struct ObservedPool {
     /// Demand the reconcile measured itself (when no fresh forwarder event exists).
     #[serde(default)]
     pub demand: Option<Demand>,
+    /// The instances the run's events name that have left the pool's ASGs, as EC2 still
+    /// lists them, by id (routing looked them up).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub left: BTreeMap<String, LaunchedBy>,
 }
 
 impl ObservedPool {

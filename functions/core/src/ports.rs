@@ -13,7 +13,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::config::PoolConfig;
-use crate::observe::{AsgSize, Demand, NodeState, ObservedAsg};
+use crate::observe::{AsgSize, Demand, LaunchedBy, NodeState, ObservedAsg};
 use crate::plan::LifecycleRef;
 use crate::record::PoolRecord;
 
@@ -80,6 +80,12 @@ pub trait Autoscaling: Send + Sync {
     /// not [`Self::describe_pool`]: a pool's description lists every instance of its ASGs,
     /// and a spot warning's first call waits on the routing.
     async fn asgs_of_instances(&self, instance_ids: &[String]) -> Result<BTreeMap<String, String>, PortError>;
+    /// The ASG that launched each of these instances, by its EC2 tag
+    /// `aws:autoscaling:groupName` (EC2's DescribeInstances), and whether the spot market
+    /// took it back; those EC2 does not know are left out. EC2 lists an instance for
+    /// about an hour after it terminated, so this names the ASG of one that has left it,
+    /// which [`Self::asgs_of_instances`] no longer knows.
+    async fn launched_by(&self, instance_ids: &[String]) -> Result<BTreeMap<String, LaunchedBy>, PortError>;
     /// The tags of each of these ASGs that has any, for tag selectors.
     async fn asg_tags(&self, asgs: &[String]) -> Result<BTreeMap<String, BTreeMap<String, String>>, PortError>;
     /// One ASG's size now: read again just before a write, since the write is absolute.

@@ -15,7 +15,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{resolve_pool_asgs, AsgRef, PoolConfig};
-use crate::observe::{AsgSize, Demand, NodeState, ObservedAsg};
+use crate::observe::{AsgSize, Demand, LaunchedBy, NodeState, ObservedAsg};
 use crate::plan::LifecycleRef;
 use crate::ports::{Autoscaling, Cluster, DrainReport, ErrorKind, PortError, StateStore, Versioned};
 use crate::record::PoolRecord;
@@ -140,6 +140,11 @@ impl Autoscaling for SnapshotPorts {
         Ok(asgs_of_instances(&self.0.asgs, instance_ids))
     }
 
+    /// A snapshot holds what the ASGs list: an instance gone from them is unknown here.
+    async fn launched_by(&self, instance_ids: &[String]) -> Result<BTreeMap<String, LaunchedBy>, PortError> {
+        Ok(launched_by_listed(&self.0.asgs, instance_ids))
+    }
+
     async fn asg_tags(&self, asgs: &[String]) -> Result<BTreeMap<String, BTreeMap<String, String>>, PortError> {
         Ok(asg_tags(&self.0.asgs, asgs))
     }
@@ -247,6 +252,12 @@ pub fn asgs_of_instances(asgs: &[ObservedAsg], instance_ids: &[String]) -> BTree
         .filter(|(i, _)| instance_ids.contains(&i.id))
         .map(|(i, a)| (i.id.clone(), a.name.clone()))
         .collect()
+}
+
+/// What EC2 says of each listed instance among `ids`: the ASG listing it launched it.
+pub fn launched_by_listed(asgs: &[ObservedAsg], instance_ids: &[String]) -> BTreeMap<String, LaunchedBy> {
+    let launched = |(id, asg)| (id, LaunchedBy { asg: Some(asg), spot_reclaimed: false });
+    asgs_of_instances(asgs, instance_ids).into_iter().map(launched).collect()
 }
 
 /// The tags of each named ASG found among `asgs` (as DescribeTags by ASG name answers).

@@ -256,6 +256,8 @@ export class BallastStack extends Stack {
           },
         }),
         // These Describe APIs support no resource-level permissions: the region bounds them.
+        // DescribeInstances: an instance's market, and the ASG that launched one an event
+        // names after it left (its aws:autoscaling:groupName tag), for routing.
         new iam.PolicyStatement({
           sid: 'ReadAsgsAndInstances',
           actions: ['autoscaling:DescribeAutoScalingGroups', 'autoscaling:DescribeScalingActivities', 'ec2:DescribeInstances'],
@@ -378,7 +380,9 @@ export class BallastStack extends Stack {
       [
         new iam.PolicyStatement({ sid: 'DeadLetters', actions: ['sqs:SendMessage'], resources: [deadLetters.queueArn] }),
         // A warning is routed by its instance's ASG (and that ASG's tags, for tag
-        // selectors). No resource-level permissions: the region bounds them.
+        // selectors). No resource-level permissions: the region bounds them. (An instance
+        // gone from its ASG is routed by ec2:DescribeInstances, which the reconcile policy
+        // grants every function.)
         new iam.PolicyStatement({
           sid: 'RouteByInstance',
           actions: ['autoscaling:DescribeAutoScalingInstances', 'autoscaling:DescribeTags'],

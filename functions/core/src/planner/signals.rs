@@ -5,7 +5,7 @@ use chrono::Duration;
 
 use super::Work;
 use crate::config::RebalancePolicy;
-use crate::event::{Event, LaunchError, NodeCondition, Signal};
+use crate::event::{Event, InstanceState, LaunchError, NodeCondition, Signal};
 use crate::learn::WaitsSeen;
 use crate::observe::{ActivityStatus, Demand, LifecycleState, Market};
 use crate::record::{
@@ -53,6 +53,29 @@ impl Work<'_> {
         record.unavailable.retain(|k, _| spot_names.contains(&k.as_str()));
     }
 
+    /// A loss told after the instance left its ASG (the event redelivered): a spot ASG of
+    /// the pool launched it and EC2 says the spot market took it (not a scale-in), so its
+    /// going lowered no ASG.
+    fn ingest_loss_after_leaving(&mut self, event: &Event, instance_id: &str, state: InstanceState) {
+        let Some(left) = self.observed.left.get(instance_id) else { return };
+        let Some(asg) = left.asg.as_deref().filter(|asg| self.observed.spot.iter().any(|a| &a.name == asg)) else {
+            return;
+        };
+        let ours = self.record.interruptions.iter().any(|i| i.instance_id == instance_id)
+            || self.record.failback.as_ref().is_some_and(|f| f.victims.iter().any(|v| v == instance_id));
+        let known = self.record.disruptions.iter().any(|d| d.instance_id == instance_id);
+        if !left.spot_reclaimed || ours || known || !self.disruption_is_recent(event.time) {
+            return;
+        }
+        self.record.disruptions.push(Disruption {
+            instance_id: instance_id.to_string(),
+            asg: asg.to_string(),
+            at: event.time,
+            kind: DisruptionKind::UnplannedLoss,
+        });
+        self.note(format!("spot instance {instance_id} of {asg} lost without warning ({state:?}), gone from it since"));
+    }
+
     pub(super) fn ingest(&mut self, event: &Event) {
         match &event.signal {
             Signal::SpotInterruption { instance_id, action } => {
@@ -72,6 +95,7 @@ impl Work<'_> {
                 // terminating (a scale-in, cluster-autoscaler's or Ballast's terminate)
                 // or an on-demand instance of a mixed-instances ASG is not.
                 let Some(asg) = self.observed.spot.iter().find(|a| a.instance(instance_id).is_some()) else {
+                    self.ingest_loss_after_leaving(event, instance_id, *state);
                     return;
                 };
                 let Some(instance) = asg.instance(instance_id) else { return };

@@ -7,6 +7,7 @@ use std::sync::atomic::AtomicUsize;
 use super::{BatchOutcome, BatchStage, Budget, PoolOutcome, ReconcileError, Reconciler, Unrouted, DEDUP_FOR};
 use crate::config::{AsgSelector, PoolConfig};
 use crate::event::{Event, Signal};
+use crate::observe::{LaunchedBy, ObservedPool};
 use crate::plan::Plan;
 use crate::ports::{Autoscaling, Clock, Cluster, PortError, StateStore};
 
@@ -142,7 +143,8 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
             let Some(pool_cfg) = self.config.pool(&pool) else { continue };
             let record = self.store.load(&pool).await?;
             let now = self.clock.now();
-            let observed = self.observe(pool_cfg, &record.value, &events, now).await?;
+            let mut observed = self.observe(pool_cfg, &record.value, &events, now).await?;
+            observed.left = routed.located.left(&observed);
             plans.push(self.plan_for(pool_cfg, &record.value, &observed, &events, now));
         }
         Ok((plans, unrouted))
@@ -234,16 +236,12 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                 pools.retain(|p| self.config.pool(p).is_some_and(|c| c.headroom.target.is_some()));
             }
             if pools.is_empty() {
-                let about = match (event.signal.named_asg(), event.signal.instance_ids().first()) {
-                    (Some(asg), _) => format!("ASG {asg}"),
-                    (None, Some(id)) => format!("instance {id}"),
-                    _ => "its subject".into(),
+                let why = match (event.signal.named_asg(), event.signal.instance_ids().first()) {
+                    (Some(asg), _) => format!("ASG {asg} is in none of the configured pools"),
+                    (None, Some(id)) => located.why_unrouted(id),
+                    _ => "its subject is in none of the configured pools".into(),
                 };
-                unrouted.push(Unrouted {
-                    event_id: event.id.clone(),
-                    why: format!("{about} is in none of the configured pools"),
-                    warning: false,
-                });
+                unrouted.push(Unrouted { event_id: event.id.clone(), why, warning: false });
             }
             for pool in pools {
                 routed.pools.entry(pool).or_default().push(event.clone());
@@ -263,15 +261,25 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
 
     /// The ASGs of the batch's instances (and the tags of those and of the named ASGs,
     /// when a pool selects by tags): two small lookups instead of describing every pool.
+    /// An instance Auto Scaling no longer lists (an event redelivered after it left its
+    /// ASG) is looked up by the tag EC2 gave it at launch: its going concerns that pool.
     async fn locate(&self, events: &[Event]) -> Result<Located, PortError> {
         let (instances, named) = self.to_locate(events);
         let instance_asgs =
             if instances.is_empty() { BTreeMap::new() } else { self.autoscaling.asgs_of_instances(&instances).await? };
-        let names: Vec<String> =
-            named.into_iter().chain(instance_asgs.values().cloned()).collect::<BTreeSet<_>>().into_iter().collect();
+        let unlisted: Vec<String> = instances.into_iter().filter(|id| !instance_asgs.contains_key(id)).collect();
+        let launched_by =
+            if unlisted.is_empty() { BTreeMap::new() } else { self.autoscaling.launched_by(&unlisted).await? };
+        let names: Vec<String> = named
+            .into_iter()
+            .chain(instance_asgs.values().cloned())
+            .chain(launched_by.values().filter_map(|l| l.asg.clone()))
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
         let tags_read = !names.is_empty() && self.selects_by_tags();
         let tags = if tags_read { self.autoscaling.asg_tags(&names).await? } else { BTreeMap::new() };
-        Ok(Located { instance_asgs, tags, tags_read })
+        Ok(Located { instance_asgs, launched_by, tags, tags_read })
     }
 
     /// The instances, and the ASGs by name, that the events routed by neither the config
@@ -341,7 +349,11 @@ fn drop_repeats(events: Vec<Event>) -> (Vec<Event>, Vec<String>) {
 /// Where the batch's instances and ASGs are: each instance's ASG, each ASG's tags.
 #[derive(Debug, Default)]
 pub(crate) struct Located {
+    /// The ASG each instance is in, as Auto Scaling lists it.
     pub(super) instance_asgs: BTreeMap<String, String>,
+    /// Of the instances Auto Scaling does not list, those EC2 knows: the ASG that
+    /// launched each. Routed by, not taken as in that ASG now.
+    pub(super) launched_by: BTreeMap<String, LaunchedBy>,
     /// The tags of the ASGs that have any (read only when a pool selects by tags).
     pub(super) tags: BTreeMap<String, BTreeMap<String, String>>,
     /// Whether `tags` was read: an ASG missing from it then has none.
@@ -349,8 +361,38 @@ pub(crate) struct Located {
 }
 
 impl Located {
+    /// The ASG the instance is in, or that launched it if it has left.
     fn asg_of(&self, instance_id: &str) -> Option<&str> {
-        self.instance_asgs.get(instance_id).map(String::as_str)
+        let launched_by = || self.launched_by.get(instance_id).and_then(|l| l.asg.as_deref());
+        self.instance_asgs.get(instance_id).map(String::as_str).or_else(launched_by)
+    }
+
+    /// The instances that have left one of the pool's ASGs, as EC2 still lists them.
+    pub(super) fn left(&self, observed: &ObservedPool) -> BTreeMap<String, LaunchedBy> {
+        let of_the_pool = |l: &LaunchedBy| l.asg.as_deref().is_some_and(|asg| observed.asg(asg).is_some());
+        self.launched_by.iter().filter(|(_, l)| of_the_pool(l)).map(|(id, l)| (id.clone(), l.clone())).collect()
+    }
+
+    /// Why an instance routed to no pool: where it was looked for and what was found.
+    fn why_unrouted(&self, instance_id: &str) -> String {
+        let listed = self.instance_asgs.get(instance_id);
+        match (listed, self.launched_by.get(instance_id).map(|l| l.asg.as_deref())) {
+            (Some(asg), _) => {
+                format!("instance {instance_id} is in ASG {asg}, which none of the configured pools selects")
+            }
+            (None, Some(Some(asg))) => format!(
+                "instance {instance_id} has left ASG {asg} (its aws:autoscaling:groupName tag), which none of the \
+                 configured pools selects"
+            ),
+            (None, Some(None)) => format!(
+                "instance {instance_id} is in no ASG and no ASG launched it (EC2 lists it without an \
+                 aws:autoscaling:groupName tag): it is in none of the configured pools"
+            ),
+            (None, None) => format!(
+                "instance {instance_id} is in no ASG, and EC2 does not list it (gone for over an hour, or never \
+                 there): it is in none of the configured pools"
+            ),
+        }
     }
 
     /// The pools one of whose selectors takes the ASG (two pools taking it are refused

@@ -1,6 +1,7 @@
 //! One pool under its lease: load the record, observe, plan, save the plan's record
 //! (version-checked: a run that lost the race loads again), then apply.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::AtomicUsize;
 
 use chrono::{DateTime, Utc};
@@ -70,7 +71,8 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
             if at_work.is_none() {
                 at_work = working.map(AtWork::new);
             }
-            let observed = self.observe(pool, &record, events, now).await.map_err(ReconcileError::port(name))?;
+            let mut observed = self.observe(pool, &record, events, now).await.map_err(ReconcileError::port(name))?;
+            observed.left = located.left(&observed);
             let mut plan = self.plan_for(pool, &record, &observed, events, now);
             // Each plan supersedes the last: whoever drained for it is done or left the
             // rest to this one.
@@ -171,7 +173,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         let listed = spot.iter().chain(&on_demand).map(|a| AsgRef { name: &a.name, tags: &a.tags });
         check_one_role(pool, &self.config.pools, listed)
             .map_err(|e| PortError::new(ErrorKind::Permanent, "DescribeAutoScalingGroups", e.to_string()))?;
-        Ok(ObservedPool { spot, on_demand, nodes, headroom_replicas, demand })
+        Ok(ObservedPool { spot, on_demand, nodes, headroom_replicas, demand, left: BTreeMap::new() })
     }
 
     /// The plan for `pool` from what was observed and stored, with this reconciler's

@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use crate::config::PoolConfig;
-use crate::observe::{AsgSize, Demand, NodeState, ObservedAsg};
+use crate::observe::{AsgSize, Demand, LaunchedBy, NodeState, ObservedAsg};
 use crate::plan::LifecycleRef;
 use crate::ports::{Autoscaling, Cluster, DrainReport, PortError, StateStore, Urgency, Versioned};
 use crate::record::PoolRecord;
@@ -27,6 +27,7 @@ use crate::record::PoolRecord;
 pub enum PortCall<'a> {
     DescribePool { pool: &'a str },
     AsgsOfInstances { instance_ids: &'a [String] },
+    LaunchedBy { instance_ids: &'a [String] },
     AsgTags { asgs: &'a [String] },
     AsgSize { asg: &'a str },
     AsgBounds { asg: &'a str },
@@ -55,6 +56,7 @@ impl PortCall<'_> {
         match self {
             PortCall::DescribePool { .. } => "describe_pool",
             PortCall::AsgsOfInstances { .. } => "asgs_of_instances",
+            PortCall::LaunchedBy { .. } => "launched_by",
             PortCall::AsgTags { .. } => "asg_tags",
             PortCall::AsgSize { .. } => "asg_size",
             PortCall::AsgBounds { .. } => "asg_bounds",
@@ -84,6 +86,7 @@ impl PortCall<'_> {
             self,
             PortCall::DescribePool { .. }
                 | PortCall::AsgsOfInstances { .. }
+                | PortCall::LaunchedBy { .. }
                 | PortCall::AsgTags { .. }
                 | PortCall::AsgSize { .. }
                 | PortCall::AsgBounds { .. }
@@ -155,6 +158,9 @@ impl<P: Autoscaling, F: Fault> Autoscaling for Faulty<P, F> {
     }
     async fn asgs_of_instances(&self, instance_ids: &[String]) -> Result<BTreeMap<String, String>, PortError> {
         self.through(PortCall::AsgsOfInstances { instance_ids }, self.port.asgs_of_instances(instance_ids)).await
+    }
+    async fn launched_by(&self, instance_ids: &[String]) -> Result<BTreeMap<String, LaunchedBy>, PortError> {
+        self.through(PortCall::LaunchedBy { instance_ids }, self.port.launched_by(instance_ids)).await
     }
     async fn asg_tags(&self, asgs: &[String]) -> Result<BTreeMap<String, BTreeMap<String, String>>, PortError> {
         self.through(PortCall::AsgTags { asgs }, self.port.asg_tags(asgs)).await

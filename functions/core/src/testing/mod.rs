@@ -9,4 +9,4 @@ pub mod world;
 
 pub use config::{minimal_config, MINIMAL_CONFIG};
 pub use faulty::{Fault, Faulty, PortCall};
-pub use world::{Call, InMemory, Lease, World, WorldNode, WorldPool};
+pub use world::{Call, GoneInstance, InMemory, Lease, World, WorldNode, WorldPool, EC2_LISTS_GONE_FOR};

@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use crate::config::{resolve_pool_asgs, AsgRef, Config, PoolConfig};
-use crate::observe::{AsgInstance, AsgSize, Demand, LifecycleState, Market, NodeState, ObservedAsg};
+use crate::observe::{AsgInstance, AsgSize, Demand, LaunchedBy, LifecycleState, Market, NodeState, ObservedAsg};
 use crate::plan::LifecycleRef;
 use crate::ports::{
     may_take_lease, note_lease_claim, Autoscaling, Cluster, DeadLetters, DrainReport, ErrorKind, PortError, StateStore,
@@ -43,7 +43,27 @@ pub struct World {
     pub dead_letters: Vec<(String, String)>,
     /// Every mutating call, in order (tests count them).
     pub calls: Vec<Call>,
+    /// Instances gone from their ASG that EC2 still lists (for [`EC2_LISTS_GONE_FOR`]),
+    /// by id: the ASG that launched each (its `aws:autoscaling:groupName` tag), whether
+    /// the spot market took it, and when it went. [`World::settle`] notes them.
+    pub gone: BTreeMap<String, GoneInstance>,
+    /// Instances EC2 runs that no ASG launched (no `aws:autoscaling:groupName` tag).
+    pub outside_asgs: BTreeSet<String>,
 }
+
+/// An instance gone from its ASG, as EC2 still lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GoneInstance {
+    /// The ASG that launched it.
+    pub asg: String,
+    /// The spot market took it back (it was `Terminated` when its ASG let it go).
+    pub spot_reclaimed: bool,
+    /// When it left the ASG.
+    pub at: DateTime<Utc>,
+}
+
+/// How long EC2 lists an instance after it terminated ("about an hour").
+pub const EC2_LISTS_GONE_FOR: chrono::Duration = chrono::Duration::hours(1);
 
 /// A node of the emulated cluster.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -191,18 +211,55 @@ impl World {
         self.asgs.iter_mut().find(|a| a.name == name)
     }
 
+    /// Every instance an ASG lists, with that ASG.
+    fn listed(&self) -> BTreeMap<String, String> {
+        self.asgs.iter().flat_map(|a| a.instances.iter().map(|i| (i.id.clone(), a.name.clone()))).collect()
+    }
+
+    /// What EC2 says of these instances: the ASG listing each, or that it left within
+    /// [`EC2_LISTS_GONE_FOR`] (its `aws:autoscaling:groupName` tag); no ASG for one outside
+    /// them; those EC2 does not list left out.
+    pub fn launched_by(&self, instance_ids: &[String]) -> BTreeMap<String, LaunchedBy> {
+        let listed = self.listed();
+        instance_ids
+            .iter()
+            .filter_map(|id| {
+                let launched = if let Some(asg) = listed.get(id) {
+                    LaunchedBy { asg: Some(asg.clone()), spot_reclaimed: false }
+                } else if let Some(gone) = self.gone.get(id) {
+                    LaunchedBy { asg: Some(gone.asg.clone()), spot_reclaimed: gone.spot_reclaimed }
+                } else if self.outside_asgs.contains(id) {
+                    LaunchedBy { asg: None, spot_reclaimed: false }
+                } else {
+                    return None;
+                };
+                Some((id.clone(), launched))
+            })
+            .collect()
+    }
+
     /// Resolves a pool's selectors against the world's ASGs (the shared rule).
     pub fn pool_asgs(&self, pool: &PoolConfig) -> Result<(Vec<&ObservedAsg>, Option<&ObservedAsg>), PortError> {
         snapshot::pool_asgs(&self.asgs, pool, "DescribeAutoScalingGroups")
     }
 
-    /// Moves the world on as AWS would between reconciles: ASGs launch up to their
-    /// desired size (unless listed in `no_capacity`), new instances become Ready nodes.
-    /// A launch buys what the ASG's purchase options say: spot for the ASGs the
+    /// Moves the world on as AWS would between reconciles, at `now`: ASGs launch up to
+    /// their desired size (unless listed in `no_capacity`), new instances become Ready
+    /// nodes. A launch buys what the ASG's purchase options say: spot for the ASGs the
     /// config's pools take as spot, on-demand for every other (an ASG without a spot
     /// share in its instances distribution); its zone and type are those of the ASG's
-    /// first instance.
-    pub fn settle(&mut self, config: &Config, no_capacity: &BTreeSet<String>, next_id: &mut u64) {
+    /// first instance. An instance leaving its ASG stays in EC2's list for
+    /// [`EC2_LISTS_GONE_FOR`]; one left `Terminated` (not `Terminating`, the ASG's own
+    /// doing) was taken by the spot market.
+    pub fn settle(&mut self, config: &Config, no_capacity: &BTreeSet<String>, next_id: &mut u64, now: DateTime<Utc>) {
+        let listed_before = self.listed();
+        let reclaimed: BTreeSet<String> = self
+            .asgs
+            .iter()
+            .flat_map(|a| &a.instances)
+            .filter(|i| i.lifecycle_state == LifecycleState::Terminated)
+            .map(|i| i.id.clone())
+            .collect();
         let spot: BTreeSet<String> = config
             .pools
             .iter()
@@ -241,7 +298,15 @@ impl World {
                 }
             }
         }
-        let live: BTreeSet<String> = self.asgs.iter().flat_map(|a| a.instances.iter().map(|i| i.id.clone())).collect();
+        let listed = self.listed();
+        for (id, asg) in listed_before {
+            if !listed.contains_key(&id) {
+                let spot_reclaimed = reclaimed.contains(&id);
+                self.gone.insert(id, GoneInstance { asg, spot_reclaimed, at: now });
+            }
+        }
+        self.gone.retain(|_, g| now - g.at < EC2_LISTS_GONE_FOR);
+        let live: BTreeSet<String> = listed.into_keys().collect();
         self.nodes.retain(|n| live.contains(&n.state.instance_id));
         for id in live {
             if !self.nodes.iter().any(|n| n.state.instance_id == id) {
@@ -284,6 +349,10 @@ impl Autoscaling for InMemory {
 
     async fn asgs_of_instances(&self, instance_ids: &[String]) -> Result<BTreeMap<String, String>, PortError> {
         Ok(snapshot::asgs_of_instances(&self.world().asgs, instance_ids))
+    }
+
+    async fn launched_by(&self, instance_ids: &[String]) -> Result<BTreeMap<String, LaunchedBy>, PortError> {
+        Ok(self.world().launched_by(instance_ids))
     }
 
     async fn asg_tags(&self, asgs: &[String]) -> Result<BTreeMap<String, BTreeMap<String, String>>, PortError> {

@@ -10,8 +10,8 @@ use async_trait::async_trait;
 use ballast_core::asg_emulator as asgs;
 use ballast_core::config::PoolConfig;
 use ballast_core::observe::{
-    ActivityStatus, AsgInstance, AsgSize, Demand, LifecycleState, Market as CoreMarket, NodeState, ObservedAsg,
-    ScalingActivity,
+    ActivityStatus, AsgInstance, AsgSize, Demand, LaunchedBy, LifecycleState, Market as CoreMarket, NodeState,
+    ObservedAsg, ScalingActivity,
 };
 use ballast_core::plan::LifecycleRef;
 use ballast_core::ports::{
@@ -261,6 +261,12 @@ impl Autoscaling for SimPorts {
 
     async fn asgs_of_instances(&self, instance_ids: &[String]) -> Result<BTreeMap<String, String>, PortError> {
         Ok(ballast_core::snapshot::asgs_of_instances(&self.view().asgs, instance_ids))
+    }
+
+    /// The view holds what the ASGs list: an instance gone from them is unknown here (the
+    /// simulator's events about an instance come while its ASG lists it).
+    async fn launched_by(&self, instance_ids: &[String]) -> Result<BTreeMap<String, LaunchedBy>, PortError> {
+        Ok(ballast_core::snapshot::launched_by_listed(&self.view().asgs, instance_ids))
     }
 
     async fn asg_tags(&self, asgs: &[String]) -> Result<BTreeMap<String, BTreeMap<String, String>>, PortError> {

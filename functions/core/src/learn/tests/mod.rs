@@ -16,7 +16,14 @@ fn monday() -> DateTime<Utc> {
 }
 
 fn empty_pool() -> ObservedPool {
-    ObservedPool { spot: vec![], on_demand: None, nodes: vec![], headroom_replicas: None, demand: None }
+    ObservedPool {
+        spot: vec![],
+        on_demand: None,
+        nodes: vec![],
+        headroom_replicas: None,
+        demand: None,
+        left: Default::default(),
+    }
 }
 
 fn demand_at(cpu_millis: u64, at: DateTime<Utc>) -> Demand {

@@ -117,6 +117,7 @@ impl PoolBuilder {
             nodes: vec![],
             headroom_replicas: None,
             demand: None,
+            left: Default::default(),
         };
         let ids: Vec<String> = p.asgs().flat_map(|a| a.instances.iter().map(|i| i.id.clone())).collect();
         p.nodes = ids
