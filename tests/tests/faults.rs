@@ -1353,3 +1353,23 @@ fn a_state_change_redelivered_after_its_instance_left_the_asg_is_routed_by_its_t
     ];
     run_strict(steps, false, true).unwrap();
 }
+
+/// Found by the strict random runs: a surge unfilled (spot lost); another spot instance
+/// is reclaimed and no state change reaches Ballast; cluster-autoscaler deletes the failed
+/// scale-up's slots. The reclaimed instance's going explains no lower of its ASG (EC2,
+/// asked, says the market took it): the slots deleted are made again.
+#[test]
+fn a_reclaim_no_event_told_is_no_lower_under_a_kept_raise() {
+    let steps = vec![
+        replayed(Kind::Warning { pick: 0 }, Fault::None, CaMove::None, CaMove::None, 0, true),
+        replayed(
+            Kind::Reclaim { pick: 52949941928685030, state_change: false },
+            Fault::None,
+            CaMove::None,
+            CaMove::DeleteUnfulfillable { asg: 0 },
+            0,
+            false,
+        ),
+    ];
+    run_strict(steps, false, true).unwrap();
+}

@@ -166,9 +166,13 @@ impl Work<'_> {
         let kept = std::mem::take(&mut self.record.raised);
         for (name, mut raise) in kept {
             let Some(asg) = self.observed.asg(&name) else { continue };
-            // An instance EC2 took (a disruption on record) left without lowering the
-            // ASG, which replaces it: its going explains no lower.
-            let disrupted = |id: &String| self.record.disruptions.iter().any(|d| &d.instance_id == id);
+            // An instance EC2 took (a disruption on record, or the spot market's reclaim
+            // EC2 tells of one no event told) left without lowering the ASG, which
+            // replaces it: its going explains no lower.
+            let disrupted = |id: &String| {
+                self.record.disruptions.iter().any(|d| &d.instance_id == id)
+                    || self.observed.left.get(id).is_some_and(|l| l.spot_reclaimed)
+            };
             raise.live.retain(|id| is_live(self.observed, id) || !disrupted(id));
             // An instance launched into the raise and gone since (not taken by EC2): seen
             // by a look past the stale-write window, its going explains a lower of one (a

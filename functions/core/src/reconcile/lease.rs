@@ -49,7 +49,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
             return Err(ReconcileError::LeaseBusy { pool: name.to_string() });
         }
         lease.until += chrono::Duration::from_std(lease.ttl).unwrap_or(chrono::Duration::MAX);
-        let result = self.reconcile_leased(pool, events, ahead, deadline, &mut lease, working).await;
+        let result = self.reconcile_leased(pool, events, located, ahead, deadline, &mut lease, working).await;
         // A lease left behind expires on its own; failing to release is only logged.
         if let Err(e) = self.store.release_lease(name, &self.owner).await {
             tracing::warn!(pool = name, error = %e, "could not release the lease; it expires on its own");

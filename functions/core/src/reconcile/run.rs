@@ -1,7 +1,7 @@
 //! One pool under its lease: load the record, observe, plan, save the plan's record
 //! (version-checked: a run that lost the race loads again), then apply.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::AtomicUsize;
 
 use chrono::{DateTime, Utc};
@@ -35,10 +35,12 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
     /// Under the lease: load the record, observe, plan, save (a save that lost the race
     /// to another run loads again, up to [`MAX_ATTEMPTS`] times), apply, and mark the
     /// events handled for the pool.
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn reconcile_leased(
         &self,
         pool: &PoolConfig,
         events: &[Event],
+        located: &Located,
         ahead: Option<AheadReads>,
         deadline: Option<DateTime<Utc>>,
         lease: &mut Lease,
@@ -73,6 +75,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
             }
             let mut observed = self.observe(pool, &record, events, now).await.map_err(ReconcileError::port(name))?;
             observed.left = located.left(&observed);
+            self.look_up_gone_under_raises(&record, &mut observed).await;
             let mut plan = self.plan_for(pool, &record, &observed, events, now);
             // Each plan supersedes the last: whoever drained for it is done or left the
             // rest to this one.
@@ -174,6 +177,39 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         check_one_role(pool, &self.config.pools, listed)
             .map_err(|e| PortError::new(ErrorKind::Permanent, "DescribeAutoScalingGroups", e.to_string()))?;
         Ok(ObservedPool { spot, on_demand, nodes, headroom_replicas, demand, left: BTreeMap::new() })
+    }
+
+    /// The instances a kept raise of Ballast's counted live that have left the pool's ASGs
+    /// with no event telling why: EC2 says whether the spot market took one (its going
+    /// then explains no lower of the ASG, which replaces it) or the ASG ended it. Only
+    /// when there are any; a failed lookup leaves them counted as the ASG's own.
+    async fn look_up_gone_under_raises(&self, record: &PoolRecord, observed: &mut ObservedPool) {
+        let live_now: BTreeSet<&str> =
+            observed.asgs().flat_map(|a| a.instances.iter()).map(|i| i.id.as_str()).collect();
+        let gone: Vec<String> = record
+            .raised
+            .values()
+            .flat_map(|r| r.live.iter().chain(&r.seen))
+            .filter(|id| !live_now.contains(id.as_str()) && !observed.left.contains_key(*id))
+            .filter(|id| !record.disruptions.iter().any(|d| &d.instance_id == *id))
+            .cloned()
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        if gone.is_empty() {
+            return;
+        }
+        match self.autoscaling.launched_by(&gone).await {
+            Ok(found) => {
+                let of_the_pool = |asg: &Option<String>| asg.as_deref().is_some_and(|a| observed.asg(a).is_some());
+                let found: Vec<_> = found.into_iter().filter(|(_, l)| of_the_pool(&l.asg)).collect();
+                observed.left.extend(found);
+            }
+            Err(error) => tracing::warn!(
+                pool = ?observed.spot.first().map(|a| &a.name), %error,
+                "could not ask EC2 why instances under a kept raise left; counted as the ASG's own"
+            ),
+        }
     }
 
     /// The plan for `pool` from what was observed and stored, with this reconciler's
