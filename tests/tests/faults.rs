@@ -1373,3 +1373,57 @@ fn a_reclaim_no_event_told_is_no_lower_under_a_kept_raise() {
     ];
     run_strict(steps, false, true).unwrap();
 }
+
+/// Found by the random runs (spot-only pool): a surge ahead stacked on an earlier
+/// journal, then a terminate turned into one without decrement whose run died before
+/// its answer; the instance gone, the terminate is taken as landed and its surge named.
+#[test]
+fn spot_only_three_warnings_then_a_capacity_error() {
+    use CaMove::{RemoveIdleOnDemand, ScaleIn, ScaleOut};
+    use Kind::{CapacityError, Launched, Tick, Warning};
+    let none = CaMove::None;
+    let steps = vec![
+        replayed(Tick, Fault::None, ScaleOut { asg: 0, by: 1 }, none, 0, false),
+        replayed(Warning { pick: 0 }, Fault::None, none, RemoveIdleOnDemand { pick: 0 }, 0, false),
+        replayed(Warning { pick: 729746446425710224 }, Fault::Crash(3), none, ScaleIn { asg: 1, pick: 0 }, 0, false),
+        replayed(Warning { pick: 2260344980270251979 }, Fault::Crash(0), none, none, 0, false),
+        replayed(Launched { pick: 0, secs_ago: 0 }, Fault::Crash(4), ScaleIn { asg: 1, pick: 0 }, none, 0, true),
+        replayed(
+            CapacityError { group: 1 },
+            Fault::Crash(9),
+            ScaleIn { asg: 0, pick: 650116766785852996 },
+            none,
+            0,
+            false,
+        ),
+    ];
+    run(steps, true).unwrap();
+}
+
+/// Found by the random runs: a terminate without decrement in doubt, its instance gone.
+#[test]
+fn two_warnings_then_a_capacity_error() {
+    use CaMove::{RemoveIdleOnDemand, ScaleIn, ScaleOut};
+    use Kind::{CapacityError, Warning};
+    let none = CaMove::None;
+    let steps = vec![
+        replayed(Warning { pick: 0 }, Fault::Ambiguous(2), ScaleOut { asg: 1, by: 1 }, none, 0, false),
+        replayed(
+            Warning { pick: 1168452238424064079 },
+            Fault::Crash(4),
+            none,
+            RemoveIdleOnDemand { pick: 0 },
+            0,
+            false,
+        ),
+        replayed(
+            CapacityError { group: 0 },
+            Fault::Crash(7),
+            ScaleIn { asg: 1, pick: 14045751229363969262 },
+            none,
+            0,
+            false,
+        ),
+    ];
+    run(steps, false).unwrap();
+}

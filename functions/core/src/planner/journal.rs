@@ -168,6 +168,12 @@ impl Work<'_> {
                         self.leave_surplus(asg, 1, &why);
                         continue;
                     }
+                    if !*decrement {
+                        // Gone as a terminate without decrement leaves it: taken as landed,
+                        // as when its answer came (the ASG replaces it; its surge is surplus).
+                        self.surge_orphaned_by(instance_id);
+                        continue;
+                    }
                     let surge = self.record.interruptions.iter().find(|i| &i.instance_id == instance_id);
                     if let (true, Some(surge)) = (*decrement, surge.and_then(|i| i.surge.clone())) {
                         let why = format!(
@@ -228,7 +234,10 @@ impl Work<'_> {
             let Some(surge) = interruption.surge.as_mut() else { continue };
             let raised_by_that_plan =
                 surge.moved.as_ref().map_or(by_plan(surge.plan, surge.planned_at), |m| m.plan == journal.seq);
-            if let Some((left_at, change)) = journal.landed_on(&surge.asg) {
+            // A surge of a later plan (one made ahead, stacked on this journal) read its
+            // ASG's size after this journal's calls: they do not move it on.
+            let later = journal.seq != 0 && surge.moved.as_ref().map_or(surge.plan, |m| m.plan) > journal.seq;
+            if let Some((left_at, change)) = journal.landed_on(&surge.asg).filter(|_| !later) {
                 surge.holds_at = match (raised_by_that_plan, surge.holds_at, left_at) {
                     // What that plan's calls, rebased on the size read before them, left.
                     (true, _, Some(left_at)) => Some(left_at),

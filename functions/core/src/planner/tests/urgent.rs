@@ -380,3 +380,69 @@ fn a_spot_asg_kept_off_by_its_rate_is_surged_ahead_only_where_the_full_plan_woul
     let (ahead, alone) = surged_where(&capped, 4, 10);
     assert_eq!((ahead.as_deref(), alone.as_deref()), (Ok("spot-a"), Some("spot-a")));
 }
+
+/// The last plan's journal raised `spot-a` by 2 (a fallback move off `spot-b`),
+/// all landed. A warning's surge ahead reads `spot-a` at 5 (that raise in it) and sets 6;
+/// its surge `holds_at: Some(5)`. Settling the earlier journal must not move that on by
+/// the earlier raise again (7 > 6 observed would read as the surge taken by another
+/// writer, and make it a second time).
+#[test]
+fn a_surge_ahead_over_an_earlier_raise_on_its_asg_is_not_made_twice() {
+    use crate::record::{Journal, Move};
+    let cfg = config();
+    let observed = pool().spot("spot-a", sized(5)).spot("spot-b", sized(2)).build();
+    let mut record = PoolRecord { plans: 5, ..PoolRecord::default() };
+    let live_a: Vec<String> = observed.spot[0].instances[..3].iter().map(|i| i.id.clone()).collect();
+    record.journal = Some(Journal {
+        planned_at: now() - Duration::seconds(30),
+        seq: 5,
+        units_added: 0,
+        calls: vec![
+            CapacityCall::SetDesired { asg: "spot-a".into(), from: 3, to: 5, planned_lower: 0, done: true },
+            CapacityCall::SetDesired { asg: "spot-b".into(), from: 4, to: 2, planned_lower: 2, done: true },
+        ],
+        attempted: 2,
+        owed: vec![],
+        moves: vec![Move { from: "spot-b".into(), to: "spot-a".into(), n: 2 }],
+        live: [("spot-a".to_string(), live_a)].into(),
+        looked_at: [("spot-a".to_string(), 3)].into(),
+        remakes: vec![],
+    });
+    let warning = spot_warning(&observed, 0, InstanceAction::Terminate);
+    let alone = run(&cfg, &record, &observed, std::slice::from_ref(&warning), now());
+    assert_eq!(desired(&alone, "spot-a"), Some(6), "{:#?}", alone.actions);
+
+    let surge = ahead(&cfg, &record, &observed, &[0]).expect("surged ahead");
+    assert_eq!((surge.from, surge.to), (5, 6));
+    let full = run(&cfg, &applied_record(&surge.record), &after_surge(&observed, 1), &[warning], now());
+    assert_eq!(desired(&full, "spot-a"), None, "made once, ahead: {:#?} {:#?}", full.actions, full.notes);
+    assert!(full.surplus.is_empty(), "{:#?}", full.notes);
+}
+
+/// Batch 1's surge ahead (two warnings, 5 -> 7) landed and its run died before
+/// the full read. Batch 2's surge ahead (one warning) stacks on it: reads 7, sets 8, its
+/// surge `holds_at: Some(7)`, which batch 1's journal, settled first, leaves as it is.
+#[test]
+fn two_stacked_surges_ahead_make_each_replacement_once() {
+    let cfg = config();
+    let observed = pool().spot("spot-a", sized(5)).build();
+    let first = ahead(&cfg, &PoolRecord::default(), &observed, &[0, 1]).expect("batch 1 ahead");
+    assert_eq!((first.from, first.to), (5, 7));
+    // Landed; the run died before the full plan.
+    let record = applied_record(&first.record);
+    let seen = after_surge(&observed, 2);
+    let size = AsgSize { live: None, ..seen.spot[0].size() };
+    let second = urgent_surge(&cfg, &cfg.pools[0], &record, &warned(&observed, &[2]), None, 0, &size, None, now())
+        .expect("batch 2 ahead, stacked");
+    assert_eq!((second.from, second.to), (7, 8));
+    let mut after = seen.clone();
+    after.spot[0].desired = 8;
+    let mut launching = after.spot[0].instances.last().unwrap().clone();
+    launching.id = "i-ahead2".into();
+    after.spot[0].instances.push(launching);
+    let warnings: Vec<Event> =
+        [0, 1, 2].iter().map(|&n| spot_warning(&observed, n, InstanceAction::Terminate)).collect();
+    let full = run(&cfg, &applied_record(&second.record), &after, &warnings, now());
+    assert_eq!(desired(&full, "spot-a"), None, "three made ahead: {:#?} {:#?}", full.actions, full.notes);
+    assert!(full.surplus.is_empty(), "{:#?}", full.notes);
+}
