@@ -138,26 +138,45 @@ pub fn urgent_surge(
         Some(_) => true,
         None => record.disruptions_since(&asg, now - rate.window.as_chrono()) + k >= rate.count,
     };
-    if kept_off {
-        nowhere_else(pool, record, &asg, on_demand, now)?;
-    }
-    // The decrements that follow must leave it above its minimum, and the raise fit.
-    if size.desired <= size.min || size.desired.saturating_add(k) > size.max {
-        return Err(format!(
-            "{asg} is at {} (min {}, max {}): no room for {k} surge(s)",
-            size.desired, size.min, size.max
-        ));
-    }
+    let target = if kept_off { kept_off_target(pool, record, &asg, on_demand, k, now)? } else { Target::Own };
+    // The decrements that follow must leave it above its minimum, and the raise fit:
+    // here, or (a replacement elsewhere) on on-demand, the ASG above its minimum after
+    // every decrement (else it would replace the instances too).
+    let (surge_asg, from, fallback_unit) = match target {
+        Target::Own => {
+            if size.desired <= size.min || size.desired.saturating_add(k) > size.max {
+                return Err(format!(
+                    "{asg} is at {} (min {}, max {}): no room for {k} surge(s)",
+                    size.desired, size.min, size.max
+                ));
+            }
+            (asg.clone(), size.desired, false)
+        }
+        Target::OnDemand { name, desired } => {
+            if size.desired < size.min.saturating_add(k) {
+                return Err(format!(
+                    "{asg} is at {} (min {}): {k} replacement(s) on on-demand would be second ones",
+                    size.desired, size.min
+                ));
+            }
+            (name, desired, true)
+        }
+    };
     let seq = record.plans + 1;
-    let (from, to) = (size.desired, size.desired + k);
+    let to = from + k;
     let mut next = record.clone();
     next.plans = seq;
     next.surged_over = next.journal.take();
+    let units_added = if fallback_unit { k } else { 0 };
+    if fallback_unit {
+        next.fallback_units += k;
+        next.fallback_since.get_or_insert(now);
+    }
     next.journal = Some(Journal {
         planned_at: now,
         seq,
-        units_added: 0,
-        calls: vec![CapacityCall::SetDesired { asg: asg.clone(), from, to, planned_lower: 0, done: false }],
+        units_added,
+        calls: vec![CapacityCall::SetDesired { asg: surge_asg.clone(), from, to, planned_lower: 0, done: false }],
         // Made at once, after this record is saved.
         attempted: 1,
         owed: Vec::new(),
@@ -181,30 +200,40 @@ pub fn urgent_surge(
             // would hold those back for the drain's length).
             planned_at: None,
             surge: Some(Surge {
-                asg: asg.clone(),
+                asg: surge_asg.clone(),
                 planned_at: now,
                 plan: seq,
                 moved: None,
                 holds_at: Some(from),
-                fallback_unit: false,
+                fallback_unit,
             }),
             terminated: false,
         });
     }
-    Ok(UrgentSurge { asg, from, to, record: next })
+    Ok(UrgentSurge { asg: surge_asg, from, to, record: next })
 }
 
-/// An ASG kept off by its interruption rate (or reaching it with these warnings) gets a
-/// replacement only when nowhere else can take it: the full plan puts it first in
-/// another spot ASG not kept off, then on on-demand within the fallback cap. Told from
-/// the record, and from the on-demand ASG's size (`on_demand`, when read).
-fn nowhere_else(
+/// Where the replacements for a spot ASG kept off go.
+enum Target {
+    /// The ASG itself: nowhere else can take them.
+    Own,
+    /// The pool's on-demand ASG, within the fallback cap: fallback units.
+    OnDemand { name: String, desired: u32 },
+}
+
+/// Where the replacements for `k` warnings in an ASG kept off by its interruption rate
+/// (or reaching it with them) go, as the full plan places them: another spot ASG not
+/// kept off first (left to the full plan, which knows its room), then on-demand within
+/// the fallback cap, else the ASG itself. Told from the record, and from the on-demand
+/// ASG's size (`on_demand`, when read).
+fn kept_off_target(
     pool: &PoolConfig,
     record: &PoolRecord,
     asg: &str,
     on_demand: Option<&AsgSize>,
+    k: u32,
     now: DateTime<Utc>,
-) -> Result<(), String> {
+) -> Result<Target, String> {
     for selector in &pool.spot_asgs {
         match selector {
             AsgSelector::Name(name) if name == asg => {}
@@ -219,15 +248,24 @@ fn nowhere_else(
             }
         }
     }
-    let (Some(_), Some(od)) = (&pool.on_demand_asg, on_demand) else {
-        return match pool.on_demand_asg {
-            None => Ok(()),
-            Some(_) => Err(format!("{asg} is kept off by its interruption rate and on-demand's size was not read")),
-        };
+    let name = match &pool.on_demand_asg {
+        None => return Ok(Target::Own),
+        Some(AsgSelector::Name(name)) => name,
+        Some(AsgSelector::Tags(_)) => {
+            return Err(format!("{asg} is kept off by its interruption rate and on-demand is selected by tags"))
+        }
     };
-    if record.fallback_units >= pool.fallback.max_on_demand || od.desired >= od.max {
-        Ok(())
-    } else {
-        Err(format!("{asg} is kept off by its interruption rate: on-demand takes the replacement"))
+    let Some(od) = on_demand else {
+        return Err(format!("{asg} is kept off by its interruption rate and on-demand's size was not read"));
+    };
+    let units_left = pool.fallback.max_on_demand.saturating_sub(record.fallback_units);
+    let room = od.max.saturating_sub(od.desired);
+    match units_left.min(room) {
+        0 => Ok(Target::Own),
+        n if n >= k => Ok(Target::OnDemand { name: name.clone(), desired: od.desired }),
+        n => Err(format!(
+            "{asg} is kept off by its interruption rate and on-demand takes {n} of {k} replacement(s): the full plan \
+             splits them"
+        )),
     }
 }

@@ -370,10 +370,9 @@ fn a_spot_asg_kept_off_by_its_rate_is_surged_ahead_only_where_the_full_plan_woul
     // On-demand full: the slot stays in spot-a, asked for before the read.
     let (ahead, alone) = surged_where(&record, 3, 3);
     assert_eq!((ahead.as_deref(), alone.as_deref()), (Ok("spot-a"), Some("spot-a")));
-    // On-demand with room within the cap: the full plan puts it there; not ahead.
+    // On-demand with room within the cap: there, as a fallback unit, ahead too.
     let (ahead, alone) = surged_where(&record, 0, 3);
-    assert!(ahead.unwrap_err().contains("on-demand takes the replacement"));
-    assert_eq!(alone.as_deref(), Some("od"));
+    assert_eq!((ahead.as_deref(), alone.as_deref()), (Ok("od"), Some("od")));
     // The fallback cap reached: spot-a again.
     let mut capped = record.clone();
     capped.fallback_units = 4;
@@ -445,4 +444,62 @@ fn two_stacked_surges_ahead_make_each_replacement_once() {
     let full = run(&cfg, &applied_record(&second.record), &after, &warnings, now());
     assert_eq!(desired(&full, "spot-a"), None, "three made ahead: {:#?} {:#?}", full.actions, full.notes);
     assert!(full.surplus.is_empty(), "{:#?}", full.notes);
+}
+
+/// Spot kept off by its rate, on-demand with room under the fallback cap: the surge ahead
+/// is the full plan's fallback unit, and the full plan after it only drains and
+/// terminates with decrement in the spot ASG. Warnings on-demand can take only some of
+/// are left to the full plan, which splits them.
+#[test]
+fn a_surge_ahead_onto_on_demand_is_a_fallback_unit_the_full_plan_keeps() {
+    let cfg = with(|y| y.replace("spot_asgs: [spot-a, spot-b]", "spot_asgs: [spot-a]"));
+    let mut record = PoolRecord::default();
+    let rate =
+        Unavailable { until: now() + Duration::minutes(10), reason: "rate".into(), by: KeptOffBy::InterruptionRate };
+    record.unavailable.insert("spot-a".into(), rate);
+    let mut observed = pool().spot("spot-a", sized(5)).on_demand(sized(1)).build();
+    observed.spot.retain(|a| a.name == "spot-a");
+    let size = AsgSize { live: None, ..observed.spot[0].size() };
+    let od_size = AsgSize { live: None, ..observed.on_demand.as_ref().unwrap().size() };
+    let surge =
+        urgent_surge(&cfg, &cfg.pools[0], &record, &warned(&observed, &[0]), None, 0, &size, Some(&od_size), now())
+            .unwrap();
+    assert_eq!((surge.asg.as_str(), surge.from, surge.to), ("od", 1, 2));
+    assert_eq!(surge.record.fallback_units, 1);
+    assert_eq!(surge.record.journal.as_ref().map(|j| j.units_added), Some(1));
+    let entry = surge.record.interruptions[0].surge.as_ref().unwrap();
+    assert_eq!((entry.asg.as_str(), entry.fallback_unit, entry.holds_at), ("od", true, Some(1)));
+
+    let mut after = observed.clone();
+    let od_after = od(&mut after);
+    od_after.desired = 2;
+    let mut launching = od_after.instances[0].clone();
+    launching.id = "i-od-ahead".into();
+    launching.lifecycle_state = LifecycleState::Pending;
+    od_after.instances.push(launching);
+    let warning = spot_warning(&observed, 0, InstanceAction::Terminate);
+    let full = run(&cfg, &applied_record(&surge.record), &after, &[warning], now());
+    assert_eq!(kinds(&full), vec!["record", "cordon", "drain", "terminate"], "{:#?} {:#?}", full.actions, full.notes);
+    assert!(full.actions.iter().any(|a| matches!(&a.kind, ActionKind::TerminateInstance { asg, decrement: true, .. }
+        if asg == "spot-a")));
+    assert_eq!(full.record.fallback_units, 1, "{:#?}", full.notes);
+    assert!(full.surplus.is_empty(), "{:#?}", full.notes);
+
+    // Two warnings, room on on-demand for one: the full plan's.
+    let one_left = AsgSize { desired: 2, max: 2, ..od_size };
+    let mut near_cap = record.clone();
+    near_cap.fallback_units = 3;
+    let why = urgent_surge(
+        &cfg,
+        &cfg.pools[0],
+        &near_cap,
+        &warned(&observed, &[0, 1]),
+        None,
+        0,
+        &size,
+        Some(&AsgSize { max: 10, ..one_left }),
+        now(),
+    )
+    .unwrap_err();
+    assert!(why.contains("takes 1 of 2"), "{why}");
 }
