@@ -143,12 +143,12 @@ async fn main() {
     println!(
         "  storm batches whose first mutating call is a surge made before the pool is read: {} (stacked on the last \
          batch's journal, whose calls all landed; past five warnings in ten minutes the interruption rate keeps the \
-         ASG off, and with on-demand full the slot stays in it)",
+         ASG off: the replacements go on on-demand as fallback units while it has room, then stay in the ASG)",
         storm_surged.len()
     );
     println!(
-        "  storm batches whose first mutating call is a surge made once the pool is read: {surged_after_read} (while \
-         on-demand has room under the fallback cap the full plan places the replacements there)"
+        "  storm batches whose first mutating call is a surge made once the pool is read: {surged_after_read} (a batch \
+         on-demand has room for only some of is split by the full plan)"
     );
     let (ahead_p50, ahead_p99) =
         if storm_surged.is_empty() { (f64::NAN, f64::NAN) } else { report("storm batches that surge", &storm_surged) };
@@ -184,7 +184,7 @@ async fn main() {
     println!("  the last of those: {small_sequence}");
     let total = if spot_desired + od_desired == 1100 + 1 { "unchanged" } else { "changed" };
     println!(
-        "row: at most {max_sets_per_asg} `SetDesiredCapacity` per ASG per batch; {terminated} `TerminateInstanceInAutoScalingGroup`, {}; {still_there} lost; total desired {total}; spot warning received to its surge, made before the pool is read, p50 {single_p50:.0} ms, p99 {single_p99:.0} ms ({SINGLES} single warnings; on a {SMALL_POOL}-instance pool p50 {small_p50:.0} ms, p99 {small_p99:.0} ms; goal p99 <= 100 ms); storm batch received to first mutating call p50 {storm_p50:.0} ms, p99 {storm_p99:.0} ms ({} of {} batches surge before the pool is read: p50 {ahead_p50:.0} ms, p99 {ahead_p99:.0} ms; the rest put their replacements on on-demand once it is read)",
+        "row: at most {max_sets_per_asg} `SetDesiredCapacity` per ASG per batch; {terminated} `TerminateInstanceInAutoScalingGroup`, {}; {still_there} lost; total desired {total}; spot warning received to its surge, made before the pool is read, p50 {single_p50:.0} ms, p99 {single_p99:.0} ms ({SINGLES} single warnings; on a {SMALL_POOL}-instance pool p50 {small_p50:.0} ms, p99 {small_p99:.0} ms; goal p99 <= 100 ms); storm batch received to first mutating call p50 {storm_p50:.0} ms, p99 {storm_p99:.0} ms ({} of {} batches surge before the pool is read: p50 {ahead_p50:.0} ms, p99 {ahead_p99:.0} ms; the rest once it is read)",
         if terminated == WARNINGS { "each instance exactly once" } else { "not one per warning" },
         storm_surged.len(),
         storm_runs.len()
