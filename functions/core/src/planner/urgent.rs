@@ -14,8 +14,9 @@
 //! In a storm each batch's full plan leaves a journal the next look settles; a surge
 //! made ahead stacks its own on it when every call of it landed, so the next batch's
 //! replacements are asked for before its read as well. An ASG kept off by its
-//! interruption rate still launches: a storm's warnings keep it off within a minute,
-//! and the full plan then leaves the slot there when no other ASG can take it.
+//! interruption rate still launches (a storm's warnings keep it off within a minute):
+//! its replacements go where the full plan puts them, on-demand as fallback units while
+//! it has room for the whole batch under the cap, else the ASG itself.
 
 use std::collections::BTreeMap;
 
