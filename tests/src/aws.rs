@@ -61,10 +61,20 @@ impl Cluster for MirrorCluster {
             })
             .collect())
     }
-    async fn headroom_replicas(&self, _: &PoolConfig) -> Result<Option<u32>, PortError> {
-        Ok(*self.headroom.lock().expect("headroom"))
+    async fn headroom(&self, pool: &PoolConfig) -> Result<Vec<ballast_core::shape::SlotState>, PortError> {
+        let replicas = *self.headroom.lock().expect("headroom");
+        let first =
+            |n| ballast_core::shape::SlotState { slot: 0, shape: pool.headroom.unit_shape(), replicas: Some(n) };
+        Ok(replicas.map(first).into_iter().collect())
     }
-    async fn set_headroom_replicas(&self, _: &PoolConfig, replicas: u32) -> Result<(), PortError> {
+    async fn set_headroom(
+        &self,
+        _: &PoolConfig,
+        slot: usize,
+        _: &ballast_core::shape::PodShape,
+        replicas: u32,
+    ) -> Result<(), PortError> {
+        assert_eq!(slot, 0, "these tests report no pod shapes: one Deployment");
         *self.headroom.lock().expect("headroom") = Some(replicas);
         Ok(())
     }

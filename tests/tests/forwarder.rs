@@ -478,6 +478,7 @@ async fn a_put_events_call_that_never_answers_gives_up() {
         .await;
     let bus = EventBridgeBus::new(&sdk, BUS);
     let event = ballast_forwarder::publisher::Outgoing::PoolDemand(ballast_core::event::PoolDemandDetail {
+        shapes: Vec::new(),
         pool: "general".into(),
         cpu_millis: 1,
         memory_bytes: 1,

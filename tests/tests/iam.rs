@@ -219,6 +219,7 @@ async fn record() -> Option<Vec<Call>> {
     let sdk = moto.sdk_as("forwarder").await;
     let bus = EventBridgeBus::new(&sdk, "ballast-test");
     let detail = PoolDemandDetail {
+        shapes: Vec::new(),
         pool: "general".into(),
         cpu_millis: 1000,
         memory_bytes: 1 << 30,

@@ -144,6 +144,7 @@ fn make_event(kind: &Kind, world: &mut World, now: DateTime<Utc>, id: String) ->
             duration: format!("{minutes}m").parse().ok()?,
         },
         Kind::Demand { cpu } => Signal::PoolDemand(PoolDemandDetail {
+            shapes: Vec::new(),
             pool: POOL.into(),
             cpu_millis: u64::from(*cpu) * 1000,
             memory_bytes: u64::from(*cpu) << 31,

@@ -523,7 +523,7 @@ async fn headroom_override_event_is_applied() {
     let out = d.reconciler.handle(vec![event], Budget::default()).await;
     assert!(out.failures.is_empty());
     // 40% of 38 CPU / 120Gi at 1 CPU / 2Gi per pod: max(15.2, 24) = 24, within max 40.
-    assert!(effects(&d).contains(&Call::SetHeadroom { pool: "general".into(), replicas: 24 }));
+    assert!(effects(&d).contains(&Call::SetHeadroom { pool: "general".into(), slot: 0, replicas: 24 }));
 }
 
 /// Throttles the first `terminates` terminations and the first `completes` lifecycle
@@ -865,11 +865,17 @@ impl ballast_core::ports::Cluster for SlowCluster {
     async fn pool_nodes(&self, pool: &PoolConfig) -> Result<Vec<ballast_core::observe::NodeState>, PortError> {
         self.memory.pool_nodes(pool).await
     }
-    async fn headroom_replicas(&self, pool: &PoolConfig) -> Result<Option<u32>, PortError> {
-        self.memory.headroom_replicas(pool).await
+    async fn headroom(&self, pool: &PoolConfig) -> Result<Vec<ballast_core::shape::SlotState>, PortError> {
+        self.memory.headroom(pool).await
     }
-    async fn set_headroom_replicas(&self, pool: &PoolConfig, replicas: u32) -> Result<(), PortError> {
-        self.memory.set_headroom_replicas(pool, replicas).await
+    async fn set_headroom(
+        &self,
+        pool: &PoolConfig,
+        slot: usize,
+        shape: &ballast_core::shape::PodShape,
+        replicas: u32,
+    ) -> Result<(), PortError> {
+        self.memory.set_headroom(pool, slot, shape, replicas).await
     }
     async fn pool_demand(
         &self,

@@ -19,6 +19,7 @@ pub mod ports;
 pub mod quantile;
 pub mod reconcile;
 pub mod record;
+pub mod shape;
 pub mod snapshot;
 #[cfg(feature = "test-util")]
 pub mod testing;

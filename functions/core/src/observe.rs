@@ -256,9 +256,9 @@ pub struct ObservedPool {
     /// The pool's Kubernetes nodes.
     #[serde(default)]
     pub nodes: Vec<NodeState>,
-    /// The pause-pod Deployment's replicas; `None` when it does not exist yet.
+    /// The pool's pause-pod Deployments that exist, by slot.
     #[serde(default)]
-    pub headroom_replicas: Option<u32>,
+    pub headroom: Vec<crate::shape::SlotState>,
     /// Demand the reconcile measured itself (when no fresh forwarder event exists).
     #[serde(default)]
     pub demand: Option<Demand>,

@@ -218,10 +218,16 @@ pub enum ActionKind {
     RecordLifecycleHeartbeat(LifecycleRef),
     /// Let the instance's lifecycle action go on (CompleteLifecycleAction with `CONTINUE`).
     CompleteLifecycleAction(LifecycleRef),
-    /// Set the replicas of the pool's pause-pod Deployment.
+    /// Set the replicas and shape of one of the pool's pause-pod Deployments.
     SetHeadroomReplicas {
         /// The Kubernetes namespace of the Deployment.
         namespace: String,
+        /// Which of the pool's Deployments (`shape::deployment_name`).
+        #[serde(default)]
+        slot: usize,
+        /// The pause pods' requests.
+        #[serde(default)]
+        shape: crate::shape::PodShape,
         /// Replicas as observed; `None` when the Deployment did not exist.
         from: Option<u32>,
         /// Replicas the plan asks for.

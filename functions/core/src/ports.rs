@@ -16,6 +16,7 @@ use crate::config::PoolConfig;
 use crate::observe::{AsgSize, Demand, LaunchedBy, NodeState, ObservedAsg};
 use crate::plan::LifecycleRef;
 use crate::record::PoolRecord;
+use crate::shape::{PodShape, SlotState};
 
 /// Whether trying again can help.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -140,12 +141,18 @@ pub trait Cluster: Send + Sync {
     /// The pool's nodes (those its node selector matches) that run on an EC2 instance: each
     /// one's instance, readiness and cordon.
     async fn pool_nodes(&self, pool: &PoolConfig) -> Result<Vec<NodeState>, PortError>;
-    /// Replicas of the pool's pause-pod Deployment; `None` when it does not exist or no
-    /// longer matches the config (either way, the next headroom decision writes it).
-    async fn headroom_replicas(&self, pool: &PoolConfig) -> Result<Option<u32>, PortError>;
-    /// Writes the pool's pause-pod Deployment with `replicas`, creating it (and its
-    /// PriorityClass) if needed.
-    async fn set_headroom_replicas(&self, pool: &PoolConfig, replicas: u32) -> Result<(), PortError>;
+    /// The pool's pause-pod Deployments that exist, one per slot (at most
+    /// `headroom.shapes.deployments()`), with their shapes and replicas.
+    async fn headroom(&self, pool: &PoolConfig) -> Result<Vec<SlotState>, PortError>;
+    /// Writes the pool's pause-pod Deployment of `slot` with `replicas` pods of `shape`,
+    /// creating it (and its PriorityClass) if needed.
+    async fn set_headroom(
+        &self,
+        pool: &PoolConfig,
+        slot: usize,
+        shape: &PodShape,
+        replicas: u32,
+    ) -> Result<(), PortError>;
     /// Lists the pool's workload pods and keeps only the sums.
     async fn pool_demand(&self, pool: &PoolConfig, now: DateTime<Utc>) -> Result<Option<Demand>, PortError>;
     /// Marks the node unschedulable.

@@ -46,9 +46,14 @@ pub struct PoolSnapshot {
     /// none); read only when no fresh forwarder demand is in the record or the events.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub demand: Option<Demand>,
-    /// Replicas of the pool's pause-pod Deployment (absent: it does not exist).
+    /// Replicas of the pool's first pause-pod Deployment, of `pod_cpu` / `pod_memory`
+    /// pods (absent: it does not exist).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub headroom_replicas: Option<u32>,
+    /// The pool's pause-pod Deployments by slot, with their shapes (`headroom.shapes`);
+    /// when given, `headroom_replicas` is not read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub headroom: Vec<crate::shape::SlotState>,
 }
 
 /// A snapshot that does not parse, with where.
@@ -180,11 +185,23 @@ impl Cluster for SnapshotPorts {
         Ok(nodes_in(&self.0.nodes, &asgs))
     }
 
-    async fn headroom_replicas(&self, pool: &PoolConfig) -> Result<Option<u32>, PortError> {
-        Ok(self.0.pools.get(&pool.name).and_then(|p| p.headroom_replicas))
+    async fn headroom(&self, pool: &PoolConfig) -> Result<Vec<crate::shape::SlotState>, PortError> {
+        let Some(p) = self.0.pools.get(&pool.name) else { return Ok(Vec::new()) };
+        if !p.headroom.is_empty() {
+            return Ok(p.headroom.clone());
+        }
+        let first =
+            |replicas| crate::shape::SlotState { slot: 0, shape: pool.headroom.unit_shape(), replicas: Some(replicas) };
+        Ok(p.headroom_replicas.map(first).into_iter().collect())
     }
 
-    async fn set_headroom_replicas(&self, _pool: &PoolConfig, _replicas: u32) -> Result<(), PortError> {
+    async fn set_headroom(
+        &self,
+        _pool: &PoolConfig,
+        _slot: usize,
+        _shape: &crate::shape::PodShape,
+        _replicas: u32,
+    ) -> Result<(), PortError> {
         Err(read_only("apply Deployment"))
     }
 

@@ -225,6 +225,7 @@ mod tests {
 
     fn demand(i: u32) -> Outgoing {
         Outgoing::PoolDemand(PoolDemandDetail {
+            shapes: Vec::new(),
             pool: "general".into(),
             cpu_millis: u64::from(i),
             memory_bytes: 0,

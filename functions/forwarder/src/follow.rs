@@ -377,6 +377,7 @@ mod tests {
     fn demand_events_say_the_config_version() {
         use crate::publisher::Outgoing;
         let demand = Outgoing::PoolDemand(ballast_core::event::PoolDemandDetail {
+            shapes: Vec::new(),
             pool: "general".into(),
             cpu_millis: 1000,
             memory_bytes: 1 << 30,

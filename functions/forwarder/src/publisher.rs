@@ -194,6 +194,7 @@ impl Publisher {
             if due {
                 self.demand[pool] = Some(Sent { what: totals, at: now });
                 out.push(Outgoing::PoolDemand(PoolDemandDetail {
+                    shapes: Vec::new(),
                     pool: state.pool_name(pool as u16).to_string(),
                     cpu_millis: totals.cpu_millis,
                     memory_bytes: totals.memory_bytes,

@@ -9,6 +9,7 @@ use async_trait::async_trait;
 use ballast_core::config::PoolConfig;
 use ballast_core::observe::{Demand, NodeState};
 use ballast_core::ports::{Cluster, DrainReport, ErrorKind, PortError};
+use ballast_core::shape::{PodShape, SlotState};
 use ballast_kube::KubeCluster;
 use chrono::{DateTime, Utc};
 use tracing::warn;
@@ -30,12 +31,18 @@ impl Cluster for DetachedCluster {
         Ok(Vec::new())
     }
 
-    async fn headroom_replicas(&self, _pool: &PoolConfig) -> Result<Option<u32>, PortError> {
-        Ok(None)
+    async fn headroom(&self, _pool: &PoolConfig) -> Result<Vec<SlotState>, PortError> {
+        Ok(Vec::new())
     }
 
-    async fn set_headroom_replicas(&self, _pool: &PoolConfig, _replicas: u32) -> Result<(), PortError> {
-        Err(refused("set_headroom_replicas"))
+    async fn set_headroom(
+        &self,
+        _pool: &PoolConfig,
+        _slot: usize,
+        _shape: &PodShape,
+        _replicas: u32,
+    ) -> Result<(), PortError> {
+        Err(refused("set_headroom"))
     }
 
     async fn pool_demand(&self, _pool: &PoolConfig, _now: DateTime<Utc>) -> Result<Option<Demand>, PortError> {
@@ -106,12 +113,18 @@ impl Cluster for FunctionCluster {
         self.or_waiting(self.port().pool_nodes(pool).await, Vec::new)
     }
 
-    async fn headroom_replicas(&self, pool: &PoolConfig) -> Result<Option<u32>, PortError> {
-        self.or_waiting(self.port().headroom_replicas(pool).await, || None)
+    async fn headroom(&self, pool: &PoolConfig) -> Result<Vec<SlotState>, PortError> {
+        self.or_waiting(self.port().headroom(pool).await, Vec::new)
     }
 
-    async fn set_headroom_replicas(&self, pool: &PoolConfig, replicas: u32) -> Result<(), PortError> {
-        self.port().set_headroom_replicas(pool, replicas).await
+    async fn set_headroom(
+        &self,
+        pool: &PoolConfig,
+        slot: usize,
+        shape: &PodShape,
+        replicas: u32,
+    ) -> Result<(), PortError> {
+        self.port().set_headroom(pool, slot, shape, replicas).await
     }
 
     async fn pool_demand(&self, pool: &PoolConfig, now: DateTime<Utc>) -> Result<Option<Demand>, PortError> {

@@ -211,6 +211,7 @@ impl Bridge {
                 .filter(|n| n.phase != NodePhase::Gone && model.sc.groups[n.group].pool == Some(pool))
                 .count();
             let detail = PoolDemandDetail {
+                shapes: Vec::new(),
                 pool: self.pools[pool].clone(),
                 cpu_millis: w.cpu,
                 memory_bytes: w.mem,

@@ -9,7 +9,8 @@ use serde_yaml_ng::Value;
 use super::read::{is_dns_label, is_dns_subdomain};
 use super::walk::{self, kind, Fields, Issues};
 use super::{
-    check_image, HeadroomConfig, HeadroomSchedule, WaitTarget, CA_EXPENDABLE_CUTOFF, DEFAULT_SCHEDULE_TIME_ZONE,
+    check_image, HeadroomConfig, HeadroomSchedule, HeadroomShapes, ListedShape, WaitTarget, CA_EXPENDABLE_CUTOFF,
+    DEFAULT_SCHEDULE_TIME_ZONE,
 };
 use crate::units::{parse_cpu_millis, parse_memory_bytes, HumanDuration};
 
@@ -24,6 +25,7 @@ pub(super) fn read_headroom(value: &Value, path: &str, issues: &mut Issues) -> O
     let target_value = f.raw("target").cloned();
     let cpu = f.raw("pod_cpu");
     let memory = f.raw("pod_memory");
+    let shapes_value = f.raw("shapes").cloned();
     let min = f.or("min", d.min, issues);
     let max = f.or("max", d.max, issues);
     let namespace: String = f.or("namespace", d.namespace, issues);
@@ -45,6 +47,10 @@ pub(super) fn read_headroom(value: &Value, path: &str, issues: &mut Issues) -> O
     let pod_memory_bytes = match memory {
         None => d.pod_memory_bytes,
         Some(v) => positive_quantity(parse_memory_bytes, v, &p("pod_memory"), issues),
+    };
+    let shapes = match shapes_value {
+        None | Some(Value::Null) => HeadroomShapes::Auto,
+        Some(v) => read_shapes(&v, &p("shapes"), issues).unwrap_or(HeadroomShapes::Fixed),
     };
     if min > max {
         issues.push(p("min"), format!("min ({min}) is greater than max ({max})"));
@@ -99,6 +105,7 @@ pub(super) fn read_headroom(value: &Value, path: &str, issues: &mut Issues) -> O
         percent,
         pod_cpu_millis,
         pod_memory_bytes,
+        shapes,
         min,
         max,
         namespace,
@@ -109,6 +116,76 @@ pub(super) fn read_headroom(value: &Value, path: &str, issues: &mut Issues) -> O
         boost_for,
         target,
     })
+}
+
+/// `auto`, `fixed` or a list of `{ name, cpu, memory, resources }`; `None` after
+/// reporting what is wrong.
+fn read_shapes(value: &Value, path: &str, issues: &mut Issues) -> Option<HeadroomShapes> {
+    let items = match value {
+        Value::String(s) if s == "auto" => return Some(HeadroomShapes::Auto),
+        Value::String(s) if s == "fixed" => return Some(HeadroomShapes::Fixed),
+        Value::Sequence(items) => items,
+        other => {
+            let found = match other {
+                Value::String(s) => format!("`{s}`"),
+                other => kind(other).to_string(),
+            };
+            issues.push(path, format!("expected `auto`, `fixed` or a list of shapes, found {found}"));
+            return None;
+        }
+    };
+    let before = issues.0.len();
+    let max = crate::shape::MAX_SLOT_SHAPES;
+    if items.is_empty() || items.len() > max {
+        issues.push(path, format!("{} shapes listed: list 1 to {max}", items.len()));
+    }
+    let mut listed: Vec<ListedShape> = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let at = format!("{path}[{i}]");
+        let mut f = Fields::of(item, &at, issues);
+        let name: Option<String> = f.required("name", issues);
+        let cpu = f.raw("cpu").cloned();
+        let memory = f.raw("memory").cloned();
+        let resources: std::collections::BTreeMap<String, u64> = f.or("resources", Default::default(), issues);
+        f.finish(issues);
+        let p = |key: &str| walk::join(&at, key);
+        let cpu_millis = match cpu {
+            Some(v) => positive_quantity(parse_cpu_millis, &v, &p("cpu"), issues),
+            None => {
+                issues.push(p("cpu"), "is required");
+                0
+            }
+        };
+        let memory_bytes = match memory {
+            Some(v) => positive_quantity(parse_memory_bytes, &v, &p("memory"), issues),
+            None => {
+                issues.push(p("memory"), "is required");
+                0
+            }
+        };
+        for name in resources.keys() {
+            // Extended resources are domain-qualified (`nvidia.com/gpu`); cpu and memory
+            // have their own fields.
+            if !name.contains('/') || !is_dns_subdomain(name.split('/').next().unwrap_or("")) {
+                issues.push(
+                    walk::join(&p("resources"), name),
+                    "is not an extended resource name (`vendor.example/name`, e.g. `nvidia.com/gpu`)",
+                );
+            }
+        }
+        let Some(name) = name else { continue };
+        if !is_dns_label(&name) || name.len() > 20 {
+            issues.push(p("name"), format!("`{name}` is not a DNS label of at most 20 characters"));
+        } else if listed.iter().any(|l| l.name == name) {
+            issues.push(p("name"), format!("`{name}` is listed twice"));
+        }
+        let shape = crate::shape::PodShape { cpu_millis, memory_bytes, extended: resources };
+        if listed.iter().any(|l| l.shape == shape) {
+            issues.push(at.clone(), format!("{shape} is listed twice"));
+        }
+        listed.push(ListedShape { name, shape });
+    }
+    (issues.0.len() == before).then_some(HeadroomShapes::Listed(listed))
 }
 
 /// The shortest and longest wait objective taken: below a second is below what the

@@ -23,8 +23,9 @@ pub use headroom::{parse_cron, CronError};
 use read::read_config;
 pub use resolve::{check_one_role, resolve_pool_asgs, selectors, AsgRef, ResolveError, ResolvedPool, Role};
 pub use types::{
-    AsgSelector, Config, FallbackConfig, HeadroomConfig, HeadroomSchedule, InterruptionConfig, InterruptionRate,
-    PoolConfig, PriorityClassConfig, RebalancePolicy, TaintEffect, Toleration, TolerationOperator, WaitTarget,
+    AsgSelector, Config, FallbackConfig, HeadroomConfig, HeadroomSchedule, HeadroomShapes, InterruptionConfig,
+    InterruptionRate, ListedShape, PoolConfig, PriorityClassConfig, RebalancePolicy, TaintEffect, Toleration,
+    TolerationOperator, WaitTarget,
 };
 use walk::Issues;
 

@@ -199,9 +199,13 @@ pub struct HeadroomConfig {
     /// Memory one pause pod requests, in bytes (`pod_memory`, a quantity; default 2Gi).
     #[serde(rename = "pod_memory", serialize_with = "memory_quantity")]
     pub pod_memory_bytes: u64,
-    /// The fewest pause pods (default 0).
+    /// The shapes of the pause pods: the pod size above, learned from the pods that
+    /// arrive, or listed (see [`HeadroomShapes`]).
+    pub shapes: HeadroomShapes,
+    /// The least room, in pause pods of `pod_cpu` / `pod_memory` (default 0).
     pub min: u32,
-    /// The most pause pods (default 50), a learned size included.
+    /// The most room, in pause pods of `pod_cpu` / `pod_memory` (default 50), a learned
+    /// size included: the headroom namespace's quota is written for it.
     pub max: u32,
     /// The namespace of the pause-pod Deployment (default `ballast-headroom`).
     pub namespace: String,
@@ -218,6 +222,63 @@ pub struct HeadroomConfig {
     /// Headroom learned from a wait objective instead of a fixed percentage.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub target: Option<WaitTarget>,
+}
+
+/// The shapes a pool's pause pods take (`headroom.shapes`). Pods are not fungible CPU:
+/// room held as 2-CPU pause pods has no hole a 4-CPU job fits in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HeadroomShapes {
+    /// One Deployment of `pod_cpu` / `pod_memory` pods (`fixed`).
+    Fixed,
+    /// Up to three Deployments, in the shapes of the pods that arrive as the forwarder
+    /// reports them (`auto`, the default); `pod_cpu` / `pod_memory` is the shape until a
+    /// report shows one.
+    Auto,
+    /// Up to three Deployments in the shapes written; each arriving pod counts towards
+    /// the smallest it fits in.
+    Listed(Vec<ListedShape>),
+}
+
+/// One shape of `headroom.shapes` as written.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ListedShape {
+    /// What the shape is for (`training`): a DNS label, in reasons and on the pods.
+    pub name: String,
+    /// Its requests.
+    #[serde(flatten, serialize_with = "shape_fields")]
+    pub shape: crate::shape::PodShape,
+}
+
+fn shape_fields<S: Serializer>(shape: &crate::shape::PodShape, serializer: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let mut map = serializer.serialize_map(None)?;
+    map.serialize_entry("cpu", &format_cpu_millis(shape.cpu_millis))?;
+    map.serialize_entry("memory", &format_memory_bytes(shape.memory_bytes))?;
+    if !shape.extended.is_empty() {
+        map.serialize_entry("resources", &shape.extended)?;
+    }
+    map.end()
+}
+
+impl Serialize for HeadroomShapes {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            HeadroomShapes::Fixed => serializer.serialize_str("fixed"),
+            HeadroomShapes::Auto => serializer.serialize_str("auto"),
+            HeadroomShapes::Listed(list) => list.serialize(serializer),
+        }
+    }
+}
+
+impl HeadroomShapes {
+    /// How many pause-pod Deployments the pool may run.
+    pub fn deployments(&self) -> usize {
+        match self {
+            HeadroomShapes::Fixed => 1,
+            HeadroomShapes::Auto => crate::shape::MAX_SLOT_SHAPES,
+            HeadroomShapes::Listed(list) => list.len(),
+        }
+    }
 }
 
 /// "A new workload pod of the pool starts within `wait_p95`, 95 times in 100": the
@@ -249,6 +310,12 @@ impl WaitTarget {
 }
 
 impl HeadroomConfig {
+    /// The pause pod of `pod_cpu` / `pod_memory`: room is counted in it, and it is the
+    /// shape while no other is known.
+    pub fn unit_shape(&self) -> crate::shape::PodShape {
+        crate::shape::PodShape::new(self.pod_cpu_millis, self.pod_memory_bytes)
+    }
+
     /// How the headroom settings combine, in a sentence (`ballast config check`).
     pub fn explain(&self) -> String {
         let schedules = match self.schedules.len() {
@@ -433,6 +500,7 @@ impl Default for HeadroomConfig {
             percent: 10,
             pod_cpu_millis: 1000,
             pod_memory_bytes: 2 << 30,
+            shapes: HeadroomShapes::Auto,
             min: 0,
             max: 50,
             namespace: "ballast-headroom".into(),

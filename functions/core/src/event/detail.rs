@@ -186,6 +186,12 @@ pub struct PoolDemandDetail {
     pub nodes: u32,
     /// When the forwarder summed them.
     pub observed_at: DateTime<Utc>,
+    /// The shapes of the workload pods that started since the forwarder's previous report
+    /// and of those waiting now, most frequent first (at most
+    /// [`crate::shape::MAX_SHAPES_REPORTED`]): where headroom is placed. Empty from a
+    /// forwarder that does not report them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shapes: Vec<crate::shape::ShapeCount>,
 }
 
 /// The detail of `ballast.kubernetes` / `Pods Unschedulable`: the pool's pods the scheduler

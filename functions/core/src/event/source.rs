@@ -197,6 +197,7 @@ pub(super) fn signal_for(
         Some(EventKind::PoolDemandChanged) => {
             let d: PoolDemandDetail = typed(object_detail(detail)?, "detail")?;
             non_empty(d.pool.clone(), "detail.pool")?;
+            crate::shape::check_report(&d.shapes).map_err(|e| EventError::field("detail.shapes", e.to_string()))?;
             Signal::PoolDemand(d)
         }
         Some(EventKind::PodsUnschedulable) => {

@@ -36,6 +36,9 @@ impl Work<'_> {
         if let Some(d) = record.demand.as_mut().filter(|d| d.observed_at > now + super::CLOCK_SKEW) {
             d.observed_at = now;
         }
+        if record.shapes.reported_at.is_some_and(|at| at > now + super::CLOCK_SKEW) {
+            record.shapes.reported_at = Some(now);
+        }
         record.unavailable.retain(|_, u| u.until > now);
         if record.headroom_override.as_ref().is_some_and(|o| o.until <= now) {
             record.headroom_override = None;
@@ -195,6 +198,8 @@ impl Work<'_> {
                 }
             }
             Signal::PoolDemand(d) => {
+                // A clock ahead of ours would hold every later report off.
+                self.record.shapes.observe(&d.shapes, d.observed_at.min(self.now + super::CLOCK_SKEW));
                 if self.record.demand.is_none_or(|old| old.observed_at < d.observed_at) {
                     self.record.demand = Some(Demand {
                         cpu_millis: d.cpu_millis,

@@ -124,8 +124,8 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
                     Some(AfterDrain::HandOn) => self.hand_on(run, action).await,
                     _ => lifecycle_call(self.autoscaling.complete_lifecycle_action(action).await),
                 },
-                ActionKind::SetHeadroomReplicas { to, .. } => {
-                    self.cluster.set_headroom_replicas(run.pool, *to).await.map(|_| Applied::Done)
+                ActionKind::SetHeadroomReplicas { slot, shape, to, .. } => {
+                    self.cluster.set_headroom(run.pool, *slot, shape, *to).await.map(|_| Applied::Done)
                 }
             };
             match result {

@@ -164,10 +164,10 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         };
         // The reads are independent: made together, the run waits for the slowest, not
         // their sum (a spot warning's first call waits on them).
-        let ((spot, on_demand), nodes, headroom_replicas, demand) = futures_util::future::try_join4(
+        let ((spot, on_demand), nodes, headroom, demand) = futures_util::future::try_join4(
             self.autoscaling.describe_pool(pool),
             self.cluster.pool_nodes(pool),
-            self.cluster.headroom_replicas(pool),
+            self.cluster.headroom(pool),
             demand,
         )
         .await?;
@@ -176,7 +176,7 @@ impl<A: Autoscaling, C: Cluster, S: StateStore, K: Clock> Reconciler<A, C, S, K>
         let listed = spot.iter().chain(&on_demand).map(|a| AsgRef { name: &a.name, tags: &a.tags });
         check_one_role(pool, &self.config.pools, listed)
             .map_err(|e| PortError::new(ErrorKind::Permanent, "DescribeAutoScalingGroups", e.to_string()))?;
-        Ok(ObservedPool { spot, on_demand, nodes, headroom_replicas, demand, left: BTreeMap::new() })
+        Ok(ObservedPool { spot, on_demand, nodes, headroom, demand, left: BTreeMap::new() })
     }
 
     /// The instances a kept raise of Ballast's counted live that have left the pool's ASGs

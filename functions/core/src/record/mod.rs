@@ -52,6 +52,10 @@ pub struct PoolRecord {
     pub lifecycle_actions: Vec<PendingLifecycleAction>,
     /// The latest demand from the forwarder.
     pub demand: Option<Demand>,
+    /// The shapes of the pods that arrive, from the forwarder's demand reports: where
+    /// headroom is placed.
+    #[serde(default, skip_serializing_if = "crate::record::mix_is_empty")]
+    pub shapes: crate::shape::ShapeMix,
     /// The latest Pods Unschedulable report from the forwarder (the newest by event
     /// time). Kept for whoever reads the record: no rule reads it back.
     pub unschedulable: Option<UnschedulableSeen>,
@@ -176,4 +180,8 @@ pub struct ReportedLaunchError {
     pub asg: String,
     /// When the failure happened; entries are dropped some hours after it.
     pub at: DateTime<Utc>,
+}
+
+fn mix_is_empty(mix: &crate::shape::ShapeMix) -> bool {
+    mix.entries.is_empty() && mix.reported_at.is_none() && mix.unfit_reported_at.is_none()
 }

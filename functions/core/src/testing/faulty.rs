@@ -37,7 +37,7 @@ pub enum PortCall<'a> {
     CompleteLifecycleAction { action: &'a LifecycleRef },
     PoolNodes { pool: &'a str },
     HeadroomReplicas { pool: &'a str },
-    SetHeadroomReplicas { pool: &'a str, replicas: u32 },
+    SetHeadroomReplicas { pool: &'a str, slot: usize, replicas: u32 },
     PoolDemand { pool: &'a str },
     Cordon { node: &'a str },
     Uncordon { node: &'a str },
@@ -191,12 +191,18 @@ impl<P: Cluster, F: Fault> Cluster for Faulty<P, F> {
     async fn pool_nodes(&self, pool: &PoolConfig) -> Result<Vec<NodeState>, PortError> {
         self.through(PortCall::PoolNodes { pool: &pool.name }, self.port.pool_nodes(pool)).await
     }
-    async fn headroom_replicas(&self, pool: &PoolConfig) -> Result<Option<u32>, PortError> {
-        self.through(PortCall::HeadroomReplicas { pool: &pool.name }, self.port.headroom_replicas(pool)).await
+    async fn headroom(&self, pool: &PoolConfig) -> Result<Vec<crate::shape::SlotState>, PortError> {
+        self.through(PortCall::HeadroomReplicas { pool: &pool.name }, self.port.headroom(pool)).await
     }
-    async fn set_headroom_replicas(&self, pool: &PoolConfig, replicas: u32) -> Result<(), PortError> {
-        let call = PortCall::SetHeadroomReplicas { pool: &pool.name, replicas };
-        self.through(call, self.port.set_headroom_replicas(pool, replicas)).await
+    async fn set_headroom(
+        &self,
+        pool: &PoolConfig,
+        slot: usize,
+        shape: &crate::shape::PodShape,
+        replicas: u32,
+    ) -> Result<(), PortError> {
+        let call = PortCall::SetHeadroomReplicas { pool: &pool.name, slot, replicas };
+        self.through(call, self.port.set_headroom(pool, slot, shape, replicas)).await
     }
     async fn pool_demand(&self, pool: &PoolConfig, now: DateTime<Utc>) -> Result<Option<Demand>, PortError> {
         self.through(PortCall::PoolDemand { pool: &pool.name }, self.port.pool_demand(pool, now)).await

@@ -20,6 +20,7 @@ use crate::ports::{
     Urgency, Versioned,
 };
 use crate::record::PoolRecord;
+use crate::shape::{PodShape, SlotState};
 use crate::snapshot::{self, Snapshot};
 
 use crate::asg_emulator as asgs;
@@ -87,8 +88,9 @@ pub struct WorldPool {
     pub version: u64,
     /// What listing the pool's pods would sum to.
     pub demand: Option<Demand>,
-    /// Replicas of its pause-pod Deployment; `None` when there is none.
-    pub headroom_replicas: Option<u32>,
+    /// Its pause-pod Deployments by slot: the pods' shape (`None`: the config's
+    /// `pod_cpu` / `pod_memory`) and replicas.
+    pub headroom: BTreeMap<usize, (Option<PodShape>, u32)>,
 }
 
 /// A pool's lease as the state table holds it.
@@ -142,10 +144,12 @@ pub enum Call {
         /// The node's name.
         node: String,
     },
-    /// The pause-pod Deployment scaled.
+    /// A pause-pod Deployment scaled.
     SetHeadroom {
         /// The pool's name.
         pool: String,
+        /// Which of the pool's Deployments.
+        slot: usize,
         /// Its replicas after the call.
         replicas: u32,
     },
@@ -182,7 +186,11 @@ impl From<Snapshot> for World {
                         record: p.record,
                         version: p.version,
                         demand: p.demand,
-                        headroom_replicas: p.headroom_replicas,
+                        headroom: if p.headroom.is_empty() {
+                            p.headroom_replicas.map(|n| (0, (None, n))).into_iter().collect()
+                        } else {
+                            p.headroom.into_iter().map(|s| (s.slot, (Some(s.shape), s.replicas.unwrap_or(0)))).collect()
+                        },
                     };
                     (name, pool)
                 })
@@ -397,14 +405,29 @@ impl Cluster for InMemory {
         Ok(snapshot::nodes_in(world.nodes.iter().map(|n| &n.state), &asgs))
     }
 
-    async fn headroom_replicas(&self, pool: &PoolConfig) -> Result<Option<u32>, PortError> {
-        Ok(self.world().pools.get(&pool.name).and_then(|p| p.headroom_replicas))
+    async fn headroom(&self, pool: &PoolConfig) -> Result<Vec<SlotState>, PortError> {
+        let world = self.world();
+        let Some(p) = world.pools.get(&pool.name) else { return Ok(Vec::new()) };
+        Ok(p.headroom
+            .iter()
+            .map(|(slot, (shape, n))| SlotState {
+                slot: *slot,
+                shape: shape.clone().unwrap_or_else(|| pool.headroom.unit_shape()),
+                replicas: Some(*n),
+            })
+            .collect())
     }
 
-    async fn set_headroom_replicas(&self, pool: &PoolConfig, replicas: u32) -> Result<(), PortError> {
+    async fn set_headroom(
+        &self,
+        pool: &PoolConfig,
+        slot: usize,
+        shape: &PodShape,
+        replicas: u32,
+    ) -> Result<(), PortError> {
         let mut world = self.world();
-        world.pools.entry(pool.name.clone()).or_default().headroom_replicas = Some(replicas);
-        world.calls.push(Call::SetHeadroom { pool: pool.name.clone(), replicas });
+        world.pools.entry(pool.name.clone()).or_default().headroom.insert(slot, (Some(shape.clone()), replicas));
+        world.calls.push(Call::SetHeadroom { pool: pool.name.clone(), slot, replicas });
         Ok(())
     }
 

@@ -20,7 +20,7 @@ fn empty_pool() -> ObservedPool {
         spot: vec![],
         on_demand: None,
         nodes: vec![],
-        headroom_replicas: None,
+        headroom: Vec::new(),
         demand: None,
         left: Default::default(),
     }

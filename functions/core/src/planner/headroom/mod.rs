@@ -7,6 +7,7 @@
 //! `max` cuts, and what the pods hold from now for the wait learner.
 
 mod percent;
+mod slots;
 mod wait_target;
 
 use chrono::{DateTime, Utc};
@@ -145,15 +146,24 @@ impl Work<'_> {
         if let Some(what) = unmet {
             self.report_unmet(&what, raw);
         }
+        // The room, in the shapes the pool's pods arrive in.
+        let placed = slots::place(cfg, &self.record.shapes, replicas, &self.observed.headroom);
+        if !placed.is_unit(cfg) {
+            reason += &format!("; held as {}", placed.said());
+        }
+        if !placed.unfit.is_empty() {
+            self.report_unfit(&placed);
+        }
         // What the pause pods hold from now, whatever decided it (an override too): the
         // next wait measurements are judged against it. A dry run changes nothing: the
         // pods the cluster runs are what the waits measure, beside what was decided.
-        let room = |replicas: u32| Rise {
-            cpu_millis: u64::from(replicas).saturating_mul(cfg.pod_cpu_millis),
-            memory_bytes: u64::from(replicas).saturating_mul(cfg.pod_memory_bytes),
-        };
+        let rise = |(cpu_millis, memory_bytes): (u64, u64)| Rise { cpu_millis, memory_bytes };
         let dry_run = self.input.dry_run;
-        let running = if dry_run { self.observed.headroom_replicas.unwrap_or(0) } else { replicas };
+        let observed_room = self.observed.headroom.iter().fold((0u64, 0u64), |(c, m), s| {
+            let pods = u64::from(s.replicas.unwrap_or(0));
+            (c.saturating_add(pods * s.shape.cpu_millis), m.saturating_add(pods * s.shape.memory_bytes))
+        });
+        let running = if dry_run { observed_room } else { placed.room() };
         if let Some(history) = self.record.learned.as_mut() {
             // In a dry run the prediction decided nothing the cluster holds: a burst above
             // the room there is no sign the prediction was short.
@@ -162,20 +172,49 @@ impl Work<'_> {
                 (_, true) => DecidedBy::Seasonal,
                 (_, false) => DecidedBy::Percent,
             };
-            history.held(self.now, room(running), raw > replicas && !dry_run, by, dry_run.then(|| room(replicas)));
+            history.held(self.now, rise(running), raw > replicas && !dry_run, by, dry_run.then(|| rise(placed.room())));
         }
         self.headroom = Some(HeadroomDecision { percent: percent.percent, wanted: raw, replicas, learned });
-        if self.observed.headroom_replicas == Some(replicas) {
+        self.set_slots(placed, reason);
+    }
+
+    /// One write per Deployment that differs from what is placed: its shape or count; a
+    /// Deployment no shape is placed in any more goes to 0. The first slot's is made
+    /// even at 0, as it always was.
+    fn set_slots(&mut self, placed: slots::Placed, reason: String) {
+        let cfg = &self.cfg.headroom;
+        let slots = placed.slots.len().max(self.observed.headroom.iter().map(|s| s.slot + 1).max().unwrap_or(0));
+        for slot in 0..slots {
+            let running = self.observed.headroom.iter().find(|s| s.slot == slot);
+            let (shape, to) = match (placed.slots.get(slot).cloned().flatten(), running) {
+                (Some(p), _) => (p.shape, p.pods),
+                (None, Some(r)) => (r.shape.clone(), 0),
+                (None, None) if slot == 0 => (cfg.unit_shape(), 0),
+                (None, None) => continue,
+            };
+            let from = running.and_then(|r| r.replicas);
+            let same = running.is_some_and(|r| r.shape == shape && r.replicas == Some(to));
+            if same || (running.is_none() && to == 0 && slot > 0) {
+                continue;
+            }
+            let kind = ActionKind::SetHeadroomReplicas { namespace: cfg.namespace.clone(), slot, shape, from, to };
+            self.act(kind, reason.clone());
+        }
+    }
+
+    /// Tells, once an hour, which arriving pods fit in no pause pod.
+    fn report_unfit(&mut self, placed: &slots::Placed) {
+        let mix = &mut self.record.shapes;
+        if mix.unfit_reported_at.is_some_and(|at| self.now - at < UNMET_REPORT_EVERY) {
             return;
         }
-        self.act(
-            ActionKind::SetHeadroomReplicas {
-                namespace: cfg.namespace.clone(),
-                from: self.observed.headroom_replicas,
-                to: replicas,
-            },
-            reason,
-        );
+        mix.unfit_reported_at = Some(self.now);
+        let largest = placed.slots.iter().flatten().map(|s| s.shape.to_string()).collect::<Vec<_>>().join(", ");
+        let unfit = placed.unfit.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", ");
+        self.note(format!(
+            "pods of {unfit} arrive in this pool and fit in no pause pod ({largest}): no room is held for them; \
+             list a shape they fit in under headroom.shapes, or set `shapes: auto` (told once an hour)"
+        ));
     }
 
     /// Tells, once an hour, that `what` needs more pause pods than `max`.

@@ -94,7 +94,7 @@ fn headroom_needs_demand_and_changes_only_what_differs() {
     assert!(p.notes.iter().any(|n| n.contains("no demand known")));
     assert_eq!(p.headroom, None, "no decision without demand");
     observed.demand = Some(demand(40_000, 80));
-    observed.headroom_replicas = Some(10);
+    observed.headroom = unit_slots(10);
     let unchanged = run(&cfg, &PoolRecord::default(), &observed, &[], now());
     assert!(!kinds(&unchanged).contains(&"headroom"));
     // The decision is in the plan (and its log line) even when nothing changes.
@@ -108,6 +108,7 @@ fn headroom_needs_demand_and_changes_only_what_differs() {
     assert_eq!((held.wanted, held.replicas, held.clamped()), (10, 4, std::cmp::Ordering::Less), "held at max");
     // The forwarder's newer demand wins over an older listing.
     let newer = crate::event::PoolDemandDetail {
+        shapes: Vec::new(),
         pool: "p".into(),
         cpu_millis: 80_000,
         memory_bytes: 0,
@@ -125,6 +126,7 @@ fn a_demand_time_ahead_of_now_is_taken_as_now() {
     let observed = pool().spot("spot-a", sized(3)).build();
     let ahead = event(
         Signal::PoolDemand(crate::event::PoolDemandDetail {
+            shapes: Vec::new(),
             pool: "p".into(),
             cpu_millis: 10_000,
             memory_bytes: 1 << 30,

@@ -115,7 +115,7 @@ impl PoolBuilder {
             spot: self.spot.iter().map(|&(name, size)| spot_asg(name, size)).collect(),
             on_demand: Some(on_demand_asg(self.on_demand)),
             nodes: vec![],
-            headroom_replicas: None,
+            headroom: Vec::new(),
             demand: None,
             left: Default::default(),
         };
@@ -279,3 +279,9 @@ mod lifecycle;
 mod remake;
 mod urgent;
 mod wait_target;
+
+/// The first pause-pod Deployment running `replicas` pods of the test config's pod size.
+fn unit_slots(replicas: u32) -> Vec<crate::shape::SlotState> {
+    let shape = config().pools[0].headroom.unit_shape();
+    vec![crate::shape::SlotState { slot: 0, shape, replicas: Some(replicas) }]
+}

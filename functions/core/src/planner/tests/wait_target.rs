@@ -52,7 +52,7 @@ fn ramp_history() -> (crate::learn::History, DateTime<Utc>) {
 fn learned_plan(cfg: &Config, record: &PoolRecord, events: &[Event], at: DateTime<Utc>) -> Plan {
     let mut observed = pool().spot("spot-a", sized(2)).build();
     observed.demand = Some(Demand { cpu_millis: 10_000, memory_bytes: 1 << 30, pods: 10, observed_at: at });
-    observed.headroom_replicas = Some(1);
+    observed.headroom = unit_slots(1);
     run(cfg, record, &observed, events, at)
 }
 
@@ -294,7 +294,7 @@ fn a_missed_wait_raises_the_room_and_a_target_above_max_is_told_once_an_hour() {
     let next_morning = at + Duration::hours(20);
     let mut observed = pool().spot("spot-a", sized(2)).build();
     observed.demand = Some(Demand { cpu_millis: 10_000, memory_bytes: 1 << 30, pods: 10, observed_at: next_morning });
-    observed.headroom_replicas = Some(5);
+    observed.headroom = unit_slots(5);
     let next_day = run(&cfg, &learned, &observed, &[], next_morning);
     let (_, reason) = headroom_action(&next_day).expect("5 pause pods lowered");
     let last = format!("last measured p95 wait 24.0 s over 40 pods (to {})", at.format("%Y-%m-%d %H:%MZ"));
@@ -447,7 +447,7 @@ fn one_slow_launch_among_five_is_not_the_lead_time() {
             None => Some(true),
         });
         observed.demand = Some(demand(at));
-        observed.headroom_replicas = Some(1);
+        observed.headroom = unit_slots(1);
         let p = run(&cfg, &record, &observed, &events, at);
         record = p.record.clone();
         last = Some(p);
@@ -599,7 +599,7 @@ fn one_odd_tuesday_does_not_hold_the_slot_for_two_weeks() {
         let mut observed = pool().spot("spot-a", sized(2)).build();
         observed.demand = Some(Demand { cpu_millis: 10_000, memory_bytes: 1 << 30, pods: 10, observed_at: at });
         // None run yet: each decision is an action with its reason.
-        observed.headroom_replicas = Some(0);
+        observed.headroom = unit_slots(0);
         let p = run(&cfg, &record, &observed, &[], at);
         let (to, reason) = headroom_action(&p).expect("pause pods set");
         held.push((to, reason.to_string()));
@@ -631,7 +631,7 @@ fn a_two_hour_gap_is_not_a_30_cpu_rise() {
     }
     let mut observed = pool().spot("spot-a", sized(2)).build();
     observed.demand = Some(Demand { cpu_millis: 10_000, memory_bytes: 1 << 30, pods: 10, observed_at: tuesday });
-    observed.headroom_replicas = Some(0);
+    observed.headroom = unit_slots(0);
     let p = run(&cfg, &PoolRecord { learned: Some(history), ..Default::default() }, &observed, &[], tuesday);
     let (to, reason) = headroom_action(&p).expect("pause pods set");
     assert_eq!(to, 1, "{reason}");
@@ -651,7 +651,7 @@ fn a_dry_run_judges_waits_against_the_pause_pods_the_cluster_runs() {
         let cpu = 10_000 + 6_000 * minutes.clamp(0, 5) as u64;
         let mut observed = pool().spot("spot-a", sized(2)).build();
         observed.demand = Some(Demand { cpu_millis: cpu, memory_bytes: cpu << 20, pods: 10, observed_at: t });
-        observed.headroom_replicas = Some(1);
+        observed.headroom = unit_slots(1);
         run(&cfg, record, &observed, events, t)
     };
     let p = plan_at(&PoolRecord { learned: Some(history), ..Default::default() }, &[], at);
@@ -726,7 +726,7 @@ fn the_room_does_not_flap_after_a_miss() {
             let t = now() + Duration::minutes(m);
             let mut observed = pool().spot("spot-a", sized(2)).build();
             observed.demand = Some(Demand { cpu_millis: cpu_at(m), memory_bytes: 1 << 30, pods: 10, observed_at: t });
-            observed.headroom_replicas = Some(running);
+            observed.headroom = unit_slots(running);
             let events = if miss && m == 15 { vec![waits_event(t, 20, 60.0)] } else { vec![] };
             let p = run(&cfg, &record, &observed, &events, t);
             running = p.headroom.unwrap().replicas;
@@ -747,7 +747,7 @@ fn the_room_does_not_flap_after_a_miss() {
     let at = now() + Duration::minutes(13);
     let mut observed = pool().spot("spot-a", sized(2)).build();
     observed.demand = Some(Demand { cpu_millis: 26_000, memory_bytes: 1 << 30, pods: 10, observed_at: at });
-    observed.headroom_replicas = Some(7);
+    observed.headroom = unit_slots(7);
     let p = run(&cfg, &records[12], &observed, &[], at);
     let (to, reason) = headroom_action(&p).unwrap();
     assert_eq!(to, 16, "{reason}");
@@ -802,7 +802,7 @@ fn waits_no_pause_pod_can_shorten_do_not_quadruple_the_room() {
         let at = wednesday + Duration::minutes(126);
         let mut observed = pool().spot("spot-a", sized(2)).build();
         observed.demand = Some(Demand { cpu_millis: 10_000, memory_bytes: 1 << 30, pods: 10, observed_at: at });
-        observed.headroom_replicas = Some(9);
+        observed.headroom = unit_slots(9);
         let reason = headroom_action(&run(&cfg, &record, &observed, &[], at)).map(|(_, r)| r.to_string());
         let p = learned_plan(&cfg, &record, &[], wednesday + Duration::days(1));
         (p.record.learned.unwrap().correction(), p.headroom.unwrap().replicas, reason.unwrap_or_default())

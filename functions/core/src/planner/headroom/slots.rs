@@ -1,0 +1,141 @@
+//! Room into slots: the room a strategy decided (counted in pause pods of `pod_cpu` /
+//! `pod_memory`) is held as pause pods of the shapes the pool's pods arrive in, one
+//! Deployment per shape, so that each slot is a hole one arriving pod fits in.
+
+use crate::config::{HeadroomConfig, HeadroomShapes};
+use crate::shape::{self, PodShape, Room, ShapeMix, Shares, SlotState, Slots};
+
+/// The pause pods to run: per slot (Deployment), its shape and count.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Placed {
+    /// Indexed by slot; `None` for a slot that holds nothing.
+    pub slots: Vec<Option<Slots>>,
+    /// Pods that arrive in shapes no pause pod fits, told in a note.
+    pub unfit: Vec<PodShape>,
+}
+
+impl Placed {
+    /// The room the pods hold, CPU and memory.
+    pub fn room(&self) -> (u64, u64) {
+        self.slots.iter().flatten().fold((0, 0), |(c, m), s| {
+            (
+                c.saturating_add(u64::from(s.pods).saturating_mul(s.shape.cpu_millis)),
+                m.saturating_add(u64::from(s.pods).saturating_mul(s.shape.memory_bytes)),
+            )
+        })
+    }
+
+    /// Whether it is what one Deployment of `pod_cpu` / `pod_memory` pods would be: the
+    /// reason needs no word on shapes then.
+    pub fn is_unit(&self, cfg: &HeadroomConfig) -> bool {
+        let unit = cfg.unit_shape();
+        self.slots.iter().enumerate().all(|(i, s)| match s {
+            None => true,
+            Some(s) => i == 0 && s.shape == unit,
+        })
+    }
+
+    /// "3 × 4 CPU / 14Gi (Jobs pods, 40 % of arrivals) + 5 × 2 CPU / 8Gi (...)".
+    pub fn said(&self) -> String {
+        let parts: Vec<String> = self
+            .slots
+            .iter()
+            .flatten()
+            .filter(|s| s.pods > 0)
+            .map(|s| {
+                if s.serves.is_empty() {
+                    format!("{} × {}", s.pods, s.shape)
+                } else {
+                    format!("{} × {} ({})", s.pods, s.shape, s.serves)
+                }
+            })
+            .collect();
+        if parts.is_empty() {
+            "no pause pod".into()
+        } else {
+            parts.join(" + ")
+        }
+    }
+}
+
+/// Places `units` pause pods' worth of room in the shapes `cfg` and the pool's mix
+/// say, keeping each shape on the slot it already runs in.
+pub(super) fn place(cfg: &HeadroomConfig, mix: &ShapeMix, units: u32, running: &[SlotState]) -> Placed {
+    let unit = cfg.unit_shape();
+    let one = |slots: Vec<Option<Slots>>, unfit| Placed { slots, unfit };
+    let whole = |shape: PodShape| vec![Some(Slots { shape, pods: units, serves: String::new() })];
+    let arrivals = mix.arrivals();
+    let room = Room {
+        cpu_millis: f64::from(units) * cfg.pod_cpu_millis as f64,
+        memory_bytes: f64::from(units) * cfg.pod_memory_bytes as f64,
+    };
+    match &cfg.shapes {
+        HeadroomShapes::Fixed => {
+            let unfit = unfit(&[unit.clone()], &arrivals);
+            one(whole(unit), unfit)
+        }
+        HeadroomShapes::Listed(listed) => {
+            let shapes: Vec<PodShape> = listed.iter().map(|l| l.shape.clone()).collect();
+            let unfit = unfit(&shapes, &arrivals);
+            let Some(shares) = shape::shares_among(shapes.clone(), &arrivals) else {
+                // Nothing seen arriving yet: the first shape written holds it all.
+                let pods = shape::pods_for(room.cpu_millis, room.memory_bytes, &shapes[0]);
+                let mut slots = vec![None; shapes.len()];
+                slots[0] = Some(Slots { shape: shapes[0].clone(), pods, serves: String::new() });
+                return one(slots, unfit);
+            };
+            let mut slots = vec![None; shapes.len()];
+            for s in shape::place(room, &shares) {
+                if let Some(i) = shapes.iter().position(|l| *l == s.shape) {
+                    slots[i] = Some(s);
+                }
+            }
+            one(slots, unfit)
+        }
+        HeadroomShapes::Auto => match shape::shares(&arrivals) {
+            // No report of a shape yet: `pod_cpu` / `pod_memory` until one comes.
+            None => one(whole(unit), Vec::new()),
+            Some(shares) => {
+                let Shares { left_out, .. } = &shares;
+                let unfit = left_out.clone();
+                one(assign(shape::place(room, &shares), running), unfit)
+            }
+        },
+    }
+}
+
+/// Shapes that matter among the arrivals and fit in none of `holes`.
+fn unfit(holes: &[PodShape], arrivals: &[(PodShape, shape::WorkloadKind, f64)]) -> Vec<PodShape> {
+    let total: f64 = arrivals.iter().map(|a| a.2).sum();
+    let mut out: Vec<PodShape> = arrivals
+        .iter()
+        .filter(|(s, _, pods)| pods / total >= shape::SHAPE_MATTERS_SHARE && !holes.iter().any(|h| s.fits_in(h)))
+        .map(|(s, _, _)| s.clone())
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Learned shapes onto slots: a shape already running keeps its Deployment (a new
+/// shape replaces every pod of the one it takes over); the rest take free slots, the
+/// first slot first.
+fn assign(placed: Vec<Slots>, running: &[SlotState]) -> Vec<Option<Slots>> {
+    let mut slots: Vec<Option<Slots>> = vec![None; shape::MAX_SLOT_SHAPES];
+    let mut rest = Vec::new();
+    for s in placed {
+        match running.iter().find(|r| r.shape == s.shape && r.slot < slots.len() && slots[r.slot].is_none()) {
+            Some(r) => slots[r.slot] = Some(s),
+            None => rest.push(s),
+        }
+    }
+    for s in rest {
+        // A slot holding pods nobody wants any more is free; an empty one first.
+        let free = (0..slots.len()).filter(|i| slots[*i].is_none());
+        let empty = free.clone().find(|i| running.iter().all(|r| r.slot != *i || r.replicas == Some(0)));
+        if let Some(i) = empty.or_else(|| free.clone().next()) {
+            slots[i] = Some(s);
+        }
+    }
+    slots
+}

@@ -1,0 +1,429 @@
+//! Pods are not fungible CPU: a 4-CPU job fits in no two 2-CPU holes. This module holds
+//! what the headroom needs to keep room in the shape of the pods that arrive:
+//! - [`PodShape`] and [`ShapeCount`], the sizes the forwarder reports of the pool's
+//!   workload pods that start and of those that wait;
+//! - [`ShapeMix`], what the pool's record remembers of them (counts that decay with time,
+//!   so a daily burst's shape is still known the next morning);
+//! - [`place`], which turns an amount of room into slots: pause pods of the shapes that
+//!   matter to a p95 target, each slot a hole one such pod fits in.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use chrono::{DateTime, Duration, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::units::{format_cpu_millis, format_memory_bytes};
+
+/// The most shapes one demand report carries (the most frequent), and the most a pool's
+/// record remembers: the report stays small whatever runs in the pool.
+pub const MAX_SHAPES_REPORTED: usize = 8;
+
+/// The most pause-pod shapes (Deployments) a pool runs at once.
+pub const MAX_SLOT_SHAPES: usize = 3;
+
+/// A shape matters to a p95 target when at least this share of the pods that arrive
+/// have it: the target lets 5 % of first starts wait, so rarer shapes may.
+pub const SHAPE_MATTERS_SHARE: f64 = 0.05;
+
+/// How fast the mix forgets: a shape seen once weighs half as much two days later, so a
+/// daily burst is remembered between bursts and a workload gone for a week fades out.
+pub const MIX_HALF_LIFE: Duration = Duration::hours(48);
+
+/// A pod's requests as the scheduler fits them: CPU, memory and extended resources
+/// (`nvidia.com/gpu`), summed over its containers.
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct PodShape {
+    /// CPU requested, in millicores.
+    pub cpu_millis: u64,
+    /// Memory requested, in bytes.
+    pub memory_bytes: u64,
+    /// Extended resources requested, in whole units (`nvidia.com/gpu: 1`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub extended: BTreeMap<String, u64>,
+}
+
+impl PodShape {
+    /// A shape of CPU and memory only.
+    pub fn new(cpu_millis: u64, memory_bytes: u64) -> Self {
+        PodShape { cpu_millis, memory_bytes, extended: BTreeMap::new() }
+    }
+
+    /// Whether a pod of this shape fits in the room one of `hole` frees.
+    pub fn fits_in(&self, hole: &PodShape) -> bool {
+        self.cpu_millis <= hole.cpu_millis
+            && self.memory_bytes <= hole.memory_bytes
+            && self.extended.iter().all(|(name, n)| *n <= hole.extended.get(name).copied().unwrap_or(0))
+    }
+
+    /// The smallest shape both `self` and `other` fit in.
+    pub fn covering(&self, other: &PodShape) -> PodShape {
+        let mut extended = self.extended.clone();
+        for (name, n) in &other.extended {
+            let e = extended.entry(name.clone()).or_insert(0);
+            *e = (*e).max(*n);
+        }
+        PodShape {
+            cpu_millis: self.cpu_millis.max(other.cpu_millis),
+            memory_bytes: self.memory_bytes.max(other.memory_bytes),
+            extended,
+        }
+    }
+
+    /// Whether it requests nothing at all (such pods need no room).
+    pub fn is_empty(&self) -> bool {
+        self.cpu_millis == 0 && self.memory_bytes == 0 && self.extended.values().all(|n| *n == 0)
+    }
+}
+
+impl fmt::Display for PodShape {
+    /// `4 CPU / 14Gi + 1 nvidia.com/gpu`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} CPU / {}", format_cpu_millis(self.cpu_millis), format_memory_bytes(self.memory_bytes))?;
+        for (name, n) in self.extended.iter().filter(|(_, n)| **n > 0) {
+            write!(f, " + {n} {name}")?;
+        }
+        Ok(())
+    }
+}
+
+/// What runs a pod: it matters to who waits (a Job's pods arrive in bursts, a
+/// Deployment's in a ramp) and is reported apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkloadKind {
+    /// Owned by a Job (a CronJob's too): runs to completion.
+    Job,
+    /// Anything else: a Deployment, StatefulSet or bare pod that keeps running.
+    LongRunning,
+}
+
+impl fmt::Display for WorkloadKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            WorkloadKind::Job => "Jobs",
+            WorkloadKind::LongRunning => "long-running",
+        })
+    }
+}
+
+/// One shape of the pool's workload pods in a demand report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShapeCount {
+    /// Their requests.
+    pub shape: PodShape,
+    /// What runs them.
+    pub kind: WorkloadKind,
+    /// Pods of this shape that started (were bound to a node) since the forwarder's
+    /// previous demand report.
+    pub started: u32,
+    /// Pods of this shape waiting for room (created, not bound) when the report was made.
+    pub waiting: u32,
+}
+
+/// Why a demand report's shapes were refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ShapeReportError {
+    /// More shapes than a report may carry.
+    #[error("{0} shapes, at most {MAX_SHAPES_REPORTED} are reported")]
+    TooMany(usize),
+    /// The same shape and kind twice.
+    #[error("shape {0} is listed twice for the same kind")]
+    Repeated(String),
+}
+
+/// Checks a report's shapes: bounded, each shape and kind once.
+pub fn check_report(shapes: &[ShapeCount]) -> Result<(), ShapeReportError> {
+    if shapes.len() > MAX_SHAPES_REPORTED {
+        return Err(ShapeReportError::TooMany(shapes.len()));
+    }
+    for (i, s) in shapes.iter().enumerate() {
+        if shapes[..i].iter().any(|o| o.shape == s.shape && o.kind == s.kind) {
+            return Err(ShapeReportError::Repeated(s.shape.to_string()));
+        }
+    }
+    Ok(())
+}
+
+/// Keeps the `MAX_SHAPES_REPORTED` shapes with the most pods (started and waiting),
+/// largest first among equals: what a report carries of many.
+pub fn most_frequent(mut shapes: Vec<ShapeCount>) -> Vec<ShapeCount> {
+    shapes.sort_by(|a, b| {
+        (b.started + b.waiting)
+            .cmp(&(a.started + a.waiting))
+            .then_with(|| b.shape.cmp(&a.shape))
+            .then(a.kind.cmp(&b.kind))
+    });
+    shapes.truncate(MAX_SHAPES_REPORTED);
+    shapes
+}
+
+/// One shape the pool's record remembers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MixEntry {
+    /// Their requests.
+    pub shape: PodShape,
+    /// What runs them.
+    pub kind: WorkloadKind,
+    /// Pods seen starting, in thousandths, decayed by [`MIX_HALF_LIFE`] to `at`.
+    pub weight_milli: u64,
+    /// Pods waiting at the last report that listed the shape.
+    pub waiting: u32,
+    /// When the weight was last brought up to date.
+    pub at: DateTime<Utc>,
+}
+
+/// The shapes of the pods that arrive in a pool, as the forwarder's reports showed them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShapeMix {
+    /// At most [`MAX_SHAPES_REPORTED`], most weight first.
+    pub entries: Vec<MixEntry>,
+    /// When the newest report was taken in: an older one is passed over.
+    pub reported_at: Option<DateTime<Utc>>,
+    /// When pods that fit in no pause pod were last told of (once an hour).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unfit_reported_at: Option<DateTime<Utc>>,
+}
+
+fn decayed(weight_milli: u64, from: DateTime<Utc>, to: DateTime<Utc>) -> u64 {
+    let elapsed = (to - from).num_seconds().max(0) as f64;
+    let halves = elapsed / MIX_HALF_LIFE.num_seconds() as f64;
+    (weight_milli as f64 * 0.5f64.powf(halves)).round() as u64
+}
+
+impl ShapeMix {
+    /// Takes in a report made at `at`; a report older than the newest taken is passed
+    /// over (reports may arrive out of order).
+    pub fn observe(&mut self, shapes: &[ShapeCount], at: DateTime<Utc>) {
+        if self.reported_at.is_some_and(|r| r >= at) {
+            return;
+        }
+        self.reported_at = Some(at);
+        for e in &mut self.entries {
+            e.weight_milli = decayed(e.weight_milli, e.at, at);
+            e.at = at;
+            e.waiting = 0;
+        }
+        for s in shapes.iter().filter(|s| !s.shape.is_empty()) {
+            let added = u64::from(s.started) * 1000;
+            match self.entries.iter_mut().find(|e| e.shape == s.shape && e.kind == s.kind) {
+                Some(e) => {
+                    e.weight_milli = e.weight_milli.saturating_add(added);
+                    e.waiting = s.waiting;
+                }
+                None => self.entries.push(MixEntry {
+                    shape: s.shape.clone(),
+                    kind: s.kind,
+                    weight_milli: added,
+                    waiting: s.waiting,
+                    at,
+                }),
+            }
+        }
+        // Under a thousandth of a pod is nothing left to remember.
+        self.entries.retain(|e| e.weight_milli > 0 || e.waiting > 0);
+        self.entries.sort_by(|a, b| {
+            (b.weight_milli + u64::from(b.waiting) * 1000)
+                .cmp(&(a.weight_milli + u64::from(a.waiting) * 1000))
+                .then_with(|| b.shape.cmp(&a.shape))
+        });
+        self.entries.truncate(MAX_SHAPES_REPORTED);
+    }
+
+    /// The arrivals to place room for: each shape with its weight (pods started, plus
+    /// those waiting now, which arrived and found no room).
+    pub fn arrivals(&self) -> Vec<(PodShape, WorkloadKind, f64)> {
+        self.entries
+            .iter()
+            .map(|e| (e.shape.clone(), e.kind, e.weight_milli as f64 / 1000.0 + f64::from(e.waiting)))
+            .filter(|(_, _, w)| *w > 0.0)
+            .collect()
+    }
+
+    /// The largest shapes waiting now: what a note names when no pause pod fits them.
+    pub fn waiting(&self) -> impl Iterator<Item = &MixEntry> {
+        self.entries.iter().filter(|e| e.waiting > 0)
+    }
+}
+
+/// Room to hold, in each resource.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Room {
+    /// CPU, in millicores.
+    pub cpu_millis: f64,
+    /// Memory, in bytes.
+    pub memory_bytes: f64,
+}
+
+/// Pause pods of one shape: a Deployment of the pool.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Slots {
+    /// The pause pods' requests: one arriving pod of the shape fits in each.
+    pub shape: PodShape,
+    /// How many.
+    pub pods: u32,
+    /// The pods it holds room for, in words ("Jobs of 4 CPU / 14Gi, 62 % of arrivals").
+    pub serves: String,
+}
+
+/// The shapes that matter to a p95 target, and how much of the room each takes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Shares {
+    /// Up to [`MAX_SLOT_SHAPES`] shapes, largest first, with their share of the room
+    /// (summing to 1) and who they serve.
+    pub shapes: Vec<(PodShape, f64, String)>,
+    /// Shapes too rare to matter (under [`SHAPE_MATTERS_SHARE`] of arrivals) that no
+    /// chosen shape covers: told, not held.
+    pub left_out: Vec<PodShape>,
+}
+
+/// Which shapes to hold room in for these arrivals (shape, kind, pods): those with at
+/// least [`SHAPE_MATTERS_SHARE`] of the pods, merged into at most [`MAX_SLOT_SHAPES`]
+/// (the pair whose covering shape adds least is merged first); each arriving pod then
+/// counts towards the smallest chosen shape it fits in, weighted by the CPU and memory
+/// it takes. `None` without arrivals.
+pub fn shares(arrivals: &[(PodShape, WorkloadKind, f64)]) -> Option<Shares> {
+    let total: f64 = arrivals.iter().map(|a| a.2).sum();
+    if total <= 0.0 {
+        return None;
+    }
+    shares_among(choose(arrivals, total)?, arrivals)
+}
+
+/// The shapes that matter among the arrivals, merged into at most [`MAX_SLOT_SHAPES`].
+fn choose(arrivals: &[(PodShape, WorkloadKind, f64)], total: f64) -> Option<Vec<PodShape>> {
+    let mut chosen: Vec<PodShape> = Vec::new();
+    for (shape, _, pods) in arrivals {
+        if pods / total >= SHAPE_MATTERS_SHARE && !chosen.contains(shape) {
+            chosen.push(shape.clone());
+        }
+    }
+    if chosen.is_empty() {
+        // Many rare shapes: the most frequent stands for them.
+        let top = arrivals.iter().max_by(|a, b| a.2.total_cmp(&b.2))?;
+        chosen.push(top.0.clone());
+    }
+    // A chosen shape inside another chosen one is not dropped: its pods would take a
+    // larger hole than they need. Merging only bounds the Deployments.
+    while chosen.len() > MAX_SLOT_SHAPES {
+        let mut best: Option<(usize, usize, f64)> = None;
+        for i in 0..chosen.len() {
+            for j in i + 1..chosen.len() {
+                let merged = chosen[i].covering(&chosen[j]);
+                let added = volume(&merged) * 2.0 - volume(&chosen[i]) - volume(&chosen[j]);
+                if best.is_none_or(|b| added < b.2) {
+                    best = Some((i, j, added));
+                }
+            }
+        }
+        let (i, j, _) = best?;
+        let merged = chosen[i].covering(&chosen[j]);
+        chosen.remove(j);
+        chosen[i] = merged;
+    }
+    Some(chosen)
+}
+
+/// How the room splits between `chosen` shapes (written ones, or those [`shares`]
+/// chose): each arriving pod counts towards the smallest it fits in, by the room it
+/// takes. `None` when no arriving pod fits any.
+pub fn shares_among(mut chosen: Vec<PodShape>, arrivals: &[(PodShape, WorkloadKind, f64)]) -> Option<Shares> {
+    let total: f64 = arrivals.iter().map(|a| a.2).sum();
+    chosen.sort_by(|a, b| b.cmp(a));
+    chosen.dedup();
+    let mut weight = vec![0.0; chosen.len()];
+    let mut who: Vec<BTreeMap<WorkloadKind, f64>> = vec![BTreeMap::new(); chosen.len()];
+    let mut left_out = Vec::new();
+    for (shape, kind, pods) in arrivals {
+        let home = chosen
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| shape.fits_in(c))
+            .min_by(|a, b| volume(a.1).total_cmp(&volume(b.1)))
+            .map(|(i, _)| i);
+        match home {
+            Some(i) => {
+                weight[i] += pods * volume(shape);
+                *who[i].entry(*kind).or_default() += pods;
+            }
+            None => left_out.push(shape.clone()),
+        }
+    }
+    let sum: f64 = weight.iter().sum();
+    if sum <= 0.0 {
+        return None;
+    }
+    left_out.sort();
+    left_out.dedup();
+    let shapes = chosen
+        .into_iter()
+        .zip(weight)
+        .zip(who)
+        .filter(|((_, w), _)| *w > 0.0)
+        .map(|((shape, w), who)| {
+            let pods: f64 = who.values().sum();
+            let kinds: Vec<String> = who.keys().map(|k| k.to_string()).collect();
+            let serves = format!("{} pods, {:.0} % of arrivals", kinds.join(" and "), pods * 100.0 / total);
+            (shape, w / sum, serves)
+        })
+        .collect();
+    Some(Shares { shapes, left_out })
+}
+
+/// A shape's size as one number, to weigh shapes against each other: CPU cores plus
+/// memory in 4 GiB (the common ratio of a node), plus 8 cores an extended unit (a GPU
+/// is what makes such a node dear).
+fn volume(shape: &PodShape) -> f64 {
+    shape.cpu_millis as f64 / 1000.0
+        + shape.memory_bytes as f64 / (4u64 << 30) as f64
+        + 8.0 * shape.extended.values().sum::<u64>() as f64
+}
+
+/// Pause pods that hold `room`, split between the shapes by their shares: per shape,
+/// the fewest pods whose CPU and memory cover its share (`ceil` of the larger ratio).
+pub fn place(room: Room, shares: &Shares) -> Vec<Slots> {
+    shares
+        .shapes
+        .iter()
+        .map(|(shape, share, serves)| {
+            let pods = pods_for(room.cpu_millis * share, room.memory_bytes * share, shape);
+            Slots { shape: shape.clone(), pods, serves: serves.clone() }
+        })
+        .collect()
+}
+
+/// The fewest pods of `shape` holding `cpu_millis` and `memory_bytes`.
+pub fn pods_for(cpu_millis: f64, memory_bytes: f64, shape: &PodShape) -> u32 {
+    let per = |room: f64, pod: u64| if pod == 0 { 0.0 } else { (room / pod as f64 - 1e-9).ceil() };
+    let pods = per(cpu_millis, shape.cpu_millis).max(per(memory_bytes, shape.memory_bytes)).max(0.0);
+    if pods >= f64::from(u32::MAX) {
+        u32::MAX
+    } else {
+        pods as u32
+    }
+}
+
+/// One of the pool's pause-pod Deployments as the cluster runs it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SlotState {
+    /// Which of the pool's Deployments (see [`deployment_name`]).
+    pub slot: usize,
+    /// The pause pods' requests.
+    pub shape: PodShape,
+    /// Its replicas; `None` when it differs from the config in anything but its shape
+    /// and replicas (image, priority, tolerations): the next decision writes it.
+    pub replicas: Option<u32>,
+}
+
+/// The name of a pool's pause-pod Deployment: `ballast-headroom-POOL` for the first
+/// slot (as before shapes), `ballast-headroom-POOL-2` and `-3` for the others. Names
+/// by slot, not by shape, so that RBAC can list them.
+pub fn deployment_name(pool: &str, slot: usize) -> String {
+    match slot {
+        0 => format!("ballast-headroom-{pool}"),
+        k => format!("ballast-headroom-{pool}-{}", k + 1),
+    }
+}
+
+#[cfg(test)]
+mod tests;
