@@ -21,11 +21,12 @@ use ballast_core::ports::FixedClock;
 use ballast_core::reconcile::{Budget, Reconciler};
 use chrono::{DateTime, Utc};
 
-use crate::cluster::{NodeId, NodePhase, PodId};
+use crate::cluster::{NodeId, NodePhase, PodId, PodKind};
 use crate::event::Ev;
 use crate::model::{Call, Model};
 use crate::scenario::Scenario;
 use crate::time::MINUTE;
+use ballast_core::shape::{PodShape, ShapeCount, WorkloadKind};
 
 mod ports;
 use ports::{calls_on_model, SimPorts, View};
@@ -70,6 +71,8 @@ pub struct Bridge {
     wait_targets: Vec<bool>,
     /// Per pool: the demand the forwarder last published, and when.
     demand_sent: Vec<Option<(Requests, u64)>>,
+    /// Per pool: the shapes of the workload pods bound since its last demand report.
+    started_shapes: Vec<BTreeMap<(PodShape, WorkloadKind), u32>>,
     /// When the forwarder's next look is scheduled (its one-second tick, only where a
     /// report, a move or a heartbeat falls due).
     look_at: Option<u64>,
@@ -147,6 +150,7 @@ impl Bridge {
             waits_reports: vec![0; sc.pools().len()],
             wait_targets: sc.pools().iter().map(|p| p.headroom.target.is_some()).collect(),
             demand_sent: vec![None; sc.pools().len()],
+            started_shapes: vec![BTreeMap::new(); sc.pools().len()],
             look_at: None,
             #[cfg(test)]
             demand_published: vec![Vec::new(); sc.pools().len()],
@@ -155,9 +159,12 @@ impl Bridge {
         }
     }
 
-    /// A workload pod was bound: the forwarder counts its wait (creation to binding) in
-    /// the pool of its node.
-    pub fn pod_started(&mut self, pool: Option<usize>, waited_ms: u64) {
+    /// A workload pod was bound: the forwarder counts its shape for the pool's next
+    /// demand report, and its wait (creation to binding) in the pool of its node.
+    pub fn pod_started(&mut self, pool: Option<usize>, waited_ms: u64, shape: PodShape, kind: WorkloadKind) {
+        if let Some(started) = pool.and_then(|p| self.started_shapes.get_mut(p)) {
+            *started.entry((shape, kind)).or_default() += 1;
+        }
         let Some(pool) = pool.filter(|&p| self.wait_targets.get(p).copied().unwrap_or(false)) else { return };
         if let Some((_, waits)) = self.waits.get_mut(pool) {
             waits.push(waited_ms);
@@ -211,7 +218,7 @@ impl Bridge {
                 .filter(|n| n.phase != NodePhase::Gone && model.sc.groups[n.group].pool == Some(pool))
                 .count();
             let detail = PoolDemandDetail {
-                shapes: Vec::new(),
+                shapes: self.shapes_report(model, pool),
                 pool: self.pools[pool].clone(),
                 cpu_millis: w.cpu,
                 memory_bytes: w.mem,
@@ -227,6 +234,30 @@ impl Bridge {
             sent.push((next_look, Ev::ForwarderLook));
         }
         sent
+    }
+
+    /// The shapes the forwarder reports with a pool's demand: those bound since its last
+    /// report (taken) and those waiting now, the most frequent.
+    fn shapes_report(&mut self, model: &Model, pool: usize) -> Vec<ShapeCount> {
+        let mut counts: BTreeMap<(PodShape, WorkloadKind), (u32, u32)> = BTreeMap::new();
+        for (key, n) in std::mem::take(&mut self.started_shapes[pool]) {
+            counts.entry(key).or_default().0 += n;
+        }
+        for pod in model.cluster.pods.iter().filter(|p| p.alive && p.is_workload() && p.node.is_none()) {
+            if model.sc.class_pool[pod.class] == Some(pool) {
+                let kind = if matches!(pod.kind, PodKind::Batch { .. }) {
+                    WorkloadKind::Job
+                } else {
+                    WorkloadKind::LongRunning
+                };
+                counts.entry((PodShape::new(pod.cpu, pod.mem), kind)).or_default().1 += 1;
+            }
+        }
+        let shapes = counts
+            .into_iter()
+            .map(|((shape, kind), (started, waiting))| ShapeCount { shape, kind, started, waiting })
+            .collect();
+        ballast_core::shape::most_frequent(shapes)
     }
 
     fn time(&self, ms: u64) -> DateTime<Utc> {

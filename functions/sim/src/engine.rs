@@ -19,6 +19,7 @@ use crate::spot_market::SpotMarket;
 use crate::strategy::Strategy;
 use crate::time::{MINUTE, SECOND};
 use crate::workload::Workload;
+use ballast_core::shape::WorkloadKind;
 
 /// How often an ASG acts on its desired capacity on its own.
 const ASG_LOOP: u64 = 10 * SECOND;
@@ -125,8 +126,10 @@ impl<'s> Engine<'s> {
         self.effects_started();
         self.apply(self.workload.tick(self.now));
         if let Some(replicas) = self.static_replicas.clone() {
-            let calls =
-                replicas.into_iter().enumerate().map(|(pool, replicas)| Call::SetPauseReplicas { pool, replicas });
+            let calls = replicas.into_iter().enumerate().map(|(pool, replicas)| {
+                let PausePods { cpu, mem, .. } = self.model.pause_default(pool);
+                Call::SetPauseReplicas { pool, slot: 0, cpu, mem, replicas }
+            });
             self.apply(calls.collect());
         }
         self.schedule_pass();
@@ -326,7 +329,9 @@ impl<'s> Engine<'s> {
             let job = matches!(started.kind, PodKind::Batch { .. });
             self.metrics.pod_started(now, waited, started.generation == 1, pool, job);
             if let Some(b) = self.ballast.as_mut() {
-                b.pod_started(pool, waited);
+                let shape = ballast_core::shape::PodShape::new(started.cpu, started.mem);
+                let kind = if job { WorkloadKind::Job } else { WorkloadKind::LongRunning };
+                b.pod_started(pool, waited, shape, kind);
             }
             if let Some((at, ev)) = self.workload.pod_started(&self.model, pod, now) {
                 self.at(at, ev);

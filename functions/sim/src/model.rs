@@ -60,9 +60,13 @@ pub enum Call {
     Evict {
         node: NodeId,
     },
-    /// A pool's pause pods' Deployment scaled.
+    /// One of a pool's pause-pod Deployments set to `replicas` pods of `cpu`/`mem`: a
+    /// new shape replaces every pod of the slot (the Deployments' `Recreate` strategy).
     SetPauseReplicas {
         pool: usize,
+        slot: usize,
+        cpu: u64,
+        mem: u64,
         replicas: u32,
     },
     /// A workload Deployment scaled (its ReplicaSet removes pending pods first).
@@ -113,6 +117,16 @@ pub struct PausePods {
     pub priority: i32,
 }
 
+/// One pause-pod Deployment of a pool: its pods' shape, how many it asked for, and the
+/// pods.
+#[derive(Debug, Clone, Default)]
+pub struct PauseSlot {
+    pub cpu: u64,
+    pub mem: u64,
+    pub target: u32,
+    pods: Vec<PodId>,
+}
+
 /// What the forwarder reports of one of Ballast's pools.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PoolWorkload {
@@ -128,8 +142,9 @@ pub struct Model<'s> {
     /// One per scenario group, in order.
     pub asgs: Vec<Asg>,
     deployment_pods: Vec<Vec<PodId>>,
-    /// Per Ballast pool: its pause pods, how many it asked for, and their shape.
-    pause_pods: Vec<Vec<PodId>>,
+    /// Per Ballast pool: its pause-pod Deployments, by slot.
+    pause_slots: Vec<Vec<PauseSlot>>,
+    /// Per Ballast pool: the pause pods it asked for, all slots together.
     pub pause_targets: Vec<u32>,
     pause: Vec<PausePods>,
     /// The scheduler's candidate nodes, rebuilt when a node's schedulability changed.
@@ -154,7 +169,7 @@ impl<'s> Model<'s> {
             ),
             asgs,
             deployment_pods: vec![Vec::new(); sc.deployments.len()],
-            pause_pods: vec![Vec::new(); pause.len()],
+            pause_slots: vec![Vec::new(); pause.len()],
             pause_targets: vec![0; pause.len()],
             pause,
             schedulable: Vec::new(),
@@ -210,7 +225,9 @@ impl<'s> Model<'s> {
             Call::Evict { node } => {
                 self.cluster.evict_all(node, now);
             }
-            Call::SetPauseReplicas { pool, replicas } => self.set_pause_replicas(pool, replicas, now),
+            Call::SetPauseReplicas { pool, slot, cpu, mem, replicas } => {
+                self.set_pause_replicas(pool, slot, (cpu, mem), replicas, now)
+            }
             Call::ScaleDeployment { deployment, replicas } => self.scale_deployment(deployment, replicas, now),
             Call::CreatePod { kind, class, cpu, mem, priority } => {
                 self.cluster.create_pod(kind, class, cpu, mem, priority, now);
@@ -274,20 +291,41 @@ impl<'s> Model<'s> {
         w
     }
 
-    fn set_pause_replicas(&mut self, pool: usize, replicas: u32, now: u64) {
-        self.pause_targets[pool] = replicas;
-        let pods = &mut self.pause_pods[pool];
-        while pods.len() < replicas as usize {
-            // Class `pool`: the pool's node selector and tolerations.
-            let PausePods { cpu, mem, priority } = self.pause[pool];
-            let id = self.cluster.create_pod(PodKind::Pause, pool, cpu, mem, priority, now);
-            pods.push(id);
+    /// The pool's pause pods as the strategy makes them (`pod_cpu`/`pod_memory`).
+    pub fn pause_default(&self, pool: usize) -> PausePods {
+        self.pause[pool]
+    }
+
+    /// The pool's pause-pod Deployments, by slot (a slot never written is empty).
+    pub fn pause_slots(&self, pool: usize) -> &[PauseSlot] {
+        &self.pause_slots[pool]
+    }
+
+    fn set_pause_replicas(&mut self, pool: usize, slot: usize, (cpu, mem): (u64, u64), replicas: u32, now: u64) {
+        let slots = &mut self.pause_slots[pool];
+        if slots.len() <= slot {
+            slots.resize(slot + 1, PauseSlot::default());
         }
-        while pods.len() > replicas as usize {
-            let index = pods.iter().rposition(|p| self.cluster.pods[*p].node.is_none()).unwrap_or(pods.len() - 1);
-            let pod = pods.swap_remove(index);
+        let s = &mut slots[slot];
+        if (s.cpu, s.mem) != (cpu, mem) {
+            for pod in s.pods.drain(..) {
+                self.cluster.delete_pod(pod);
+            }
+            (s.cpu, s.mem) = (cpu, mem);
+        }
+        s.target = replicas;
+        let priority = self.pause[pool].priority;
+        while s.pods.len() < replicas as usize {
+            // Class `pool`: the pool's node selector and tolerations.
+            let id = self.cluster.create_pod(PodKind::Pause, pool, cpu, mem, priority, now);
+            s.pods.push(id);
+        }
+        while s.pods.len() > replicas as usize {
+            let index = s.pods.iter().rposition(|p| self.cluster.pods[*p].node.is_none()).unwrap_or(s.pods.len() - 1);
+            let pod = s.pods.swap_remove(index);
             self.cluster.delete_pod(pod);
         }
+        self.pause_targets[pool] = slots.iter().map(|s| s.target).sum();
     }
 
     fn scale_deployment(&mut self, d: usize, replicas: usize, now: u64) {

@@ -205,7 +205,8 @@ pub struct HeadroomConfig {
     /// The least room, in pause pods of `pod_cpu` / `pod_memory` (default 0).
     pub min: u32,
     /// The most room, in pause pods of `pod_cpu` / `pod_memory` (default 50), a learned
-    /// size included: the headroom namespace's quota is written for it.
+    /// size included, and the most pause pods of every shape together: the headroom
+    /// namespace's quota is written for it.
     pub max: u32,
     /// The namespace of the pause-pod Deployment (default `ballast-headroom`).
     pub namespace: String,

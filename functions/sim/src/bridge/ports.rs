@@ -19,10 +19,12 @@ use ballast_core::ports::{
     Versioned,
 };
 use ballast_core::record::PoolRecord;
+use ballast_core::shape::{PodShape, SlotState};
 use ballast_core::snapshot::pool_asgs;
 use chrono::{DateTime, Utc};
 
 use crate::cluster::{NodeId, NodePhase};
+use crate::model::PausePods;
 use crate::model::{Call, Model};
 use crate::scenario::{Market, Scenario};
 
@@ -36,7 +38,7 @@ pub(super) enum PortCall {
     Cordon { node: String },
     Uncordon { node: String },
     Drain { node: String },
-    SetHeadroom { pool: usize, replicas: u32 },
+    SetHeadroom { pool: usize, slot: usize, shape: PodShape, replicas: u32 },
 }
 
 /// How long a failed launch stays in an ASG's scaling activities.
@@ -67,7 +69,7 @@ pub(super) struct View {
     /// Per pool, in the scenario's order: its name, its demand and its pause pods.
     pub(super) pools: Vec<String>,
     pub(super) demand: Vec<Option<Demand>>,
-    pub(super) headroom_replicas: Vec<Option<u32>>,
+    pub(super) headroom: Vec<Vec<SlotState>>,
     pub(super) records: BTreeMap<String, Versioned<PoolRecord>>,
     pub(super) leases: BTreeMap<String, (String, DateTime<Utc>)>,
     pub(super) lease_claims: BTreeMap<String, DateTime<Utc>>,
@@ -132,7 +134,7 @@ impl View {
             position: Vec::new(),
             pools: pool_names(sc),
             demand: vec![None; sc.pools().len()],
-            headroom_replicas: vec![None; sc.pools().len()],
+            headroom: vec![Vec::new(); sc.pools().len()],
             records: BTreeMap::new(),
             leases: BTreeMap::new(),
             lease_claims: BTreeMap::new(),
@@ -222,7 +224,17 @@ impl View {
                 pods: workload.pods,
                 observed_at: time(now),
             });
-            self.headroom_replicas[pool] = Some(model.pause_targets[pool]);
+            let slots = model.pause_slots(pool).iter().enumerate().map(|(slot, s)| SlotState {
+                slot,
+                shape: PodShape::new(s.cpu, s.mem),
+                replicas: Some(s.target),
+            });
+            self.headroom[pool] = slots.collect();
+            if self.headroom[pool].is_empty() {
+                // No Deployment written yet: the first, empty, as the strategy makes it.
+                let PausePods { cpu, mem, .. } = model.pause_default(pool);
+                self.headroom[pool] = vec![SlotState { slot: 0, shape: PodShape::new(cpu, mem), replicas: Some(0) }];
+            }
         }
     }
 
@@ -318,16 +330,26 @@ impl Cluster for SimPorts {
         Ok(nodes)
     }
 
-    async fn headroom_replicas(&self, pool: &PoolConfig) -> Result<Option<u32>, PortError> {
+    async fn headroom(&self, pool: &PoolConfig) -> Result<Vec<SlotState>, PortError> {
         let view = self.view();
-        Ok(view.pool_index(pool).and_then(|p| view.headroom_replicas[p]))
+        Ok(view.pool_index(pool).map(|p| view.headroom[p].clone()).unwrap_or_default())
     }
 
-    async fn set_headroom_replicas(&self, pool: &PoolConfig, replicas: u32) -> Result<(), PortError> {
+    async fn set_headroom(
+        &self,
+        pool: &PoolConfig,
+        slot: usize,
+        shape: &PodShape,
+        replicas: u32,
+    ) -> Result<(), PortError> {
         let mut view = self.view();
         if let Some(p) = view.pool_index(pool) {
-            view.headroom_replicas[p] = Some(replicas);
-            view.calls.push(PortCall::SetHeadroom { pool: p, replicas });
+            let state = SlotState { slot, shape: shape.clone(), replicas: Some(replicas) };
+            match view.headroom[p].iter_mut().find(|s| s.slot == slot) {
+                Some(s) => *s = state,
+                None => view.headroom[p].push(state),
+            }
+            view.calls.push(PortCall::SetHeadroom { pool: p, slot, shape: shape.clone(), replicas });
         }
         Ok(())
     }
@@ -439,7 +461,9 @@ pub(super) fn calls_on_model(model: &Model, recorded: Vec<PortCall>) -> Vec<Call
             PortCall::Uncordon { node } => node_of_name(&node).filter(known).map(|node| Call::Uncordon { node }),
             // No PodDisruptionBudget in the model: every pod is evicted.
             PortCall::Drain { node } => node_of_name(&node).filter(known).map(|node| Call::Evict { node }),
-            PortCall::SetHeadroom { pool, replicas } => Some(Call::SetPauseReplicas { pool, replicas }),
+            PortCall::SetHeadroom { pool, slot, shape, replicas } => {
+                Some(Call::SetPauseReplicas { pool, slot, cpu: shape.cpu_millis, mem: shape.memory_bytes, replicas })
+            }
         })
         .collect()
 }

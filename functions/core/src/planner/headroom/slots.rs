@@ -59,8 +59,22 @@ impl Placed {
 }
 
 /// Places `units` pause pods' worth of room in the shapes `cfg` and the pool's mix
-/// say, keeping each shape on the slot it already runs in.
+/// say, keeping each shape on the slot it already runs in. `max` bounds the pods too,
+/// not only the room: smaller shapes than `pod_cpu`/`pod_memory` never make more pods
+/// than the quota was written for.
 pub(super) fn place(cfg: &HeadroomConfig, mix: &ShapeMix, units: u32, running: &[SlotState]) -> Placed {
+    let mut placed = place_room(cfg, mix, units, running);
+    let most = cfg.max.max(cfg.min);
+    let mut pods: u32 = placed.slots.iter().flatten().map(|s| s.pods).fold(0, u32::saturating_add);
+    while pods > most {
+        let Some(fullest) = placed.slots.iter_mut().flatten().max_by_key(|s| s.pods) else { break };
+        fullest.pods -= 1;
+        pods -= 1;
+    }
+    placed
+}
+
+fn place_room(cfg: &HeadroomConfig, mix: &ShapeMix, units: u32, running: &[SlotState]) -> Placed {
     let unit = cfg.unit_shape();
     let one = |slots: Vec<Option<Slots>>, unfit| Placed { slots, unfit };
     let whole = |shape: PodShape| vec![Some(Slots { shape, pods: units, serves: String::new() })];
