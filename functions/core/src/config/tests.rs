@@ -428,3 +428,44 @@ fn a_bad_cron_names_its_text_and_keeps_the_parsers_reason() {
     assert!(err.to_string().starts_with("`61 * * * *` is not a five-field cron expression ("), "{err}");
     assert!(super::parse_cron("0 7 * * 1-5").is_ok());
 }
+
+/// `headroom.shapes`: `auto` by default, `fixed`, or a list of at most three named
+/// shapes with extended resources; each mistake named with its path.
+#[test]
+fn headroom_shapes_read_as_written_and_name_each_mistake() {
+    let shapes = |text: &str| Config::from_yaml(&minimal_with(text)).map(|c| c.pools[0].headroom.shapes.clone());
+    assert_eq!(shapes("").unwrap(), HeadroomShapes::Auto);
+    assert_eq!(shapes("    headroom: { shapes: fixed }\n").unwrap(), HeadroomShapes::Fixed);
+    let listed = shapes(
+        "    headroom:\n      shapes:\n        - { name: training, cpu: 4, memory: 14Gi, resources: { nvidia.com/gpu: 1 } }\n        - { name: inference, cpu: \"2\", memory: 8Gi }\n",
+    )
+    .unwrap();
+    let HeadroomShapes::Listed(list) = &listed else { panic!("{listed:?}") };
+    assert_eq!(list[0].shape.to_string(), "4 CPU / 14Gi + 1 nvidia.com/gpu");
+    assert_eq!(list[1].name, "inference");
+    assert_eq!(listed.deployments(), 2);
+    // --print writes it back the way it reads.
+    let config = Config::from_yaml(&minimal_with(
+        "    headroom:\n      shapes:\n        - { name: training, cpu: 4, memory: 14Gi, resources: { nvidia.com/gpu: 1 } }\n",
+    ))
+    .unwrap();
+    let printed = serde_yaml_ng::to_string(&config).unwrap();
+    assert!(printed.contains("name: training") && printed.contains("nvidia.com/gpu: 1"), "{printed}");
+    assert_eq!(Config::from_yaml(&printed).unwrap(), config, "{printed}");
+
+    let wrong = issues(&minimal_with(
+        "    headroom:\n      shapes:\n        - { name: Big_One, cpu: 0, memory: 14Gi, resources: { gpu: 1 } }\n        - { name: b, cpu: 1 }\n        - { name: c, cpu: 1, memory: 1Gi }\n        - { name: c, cpu: 2, memory: 1Gi }\n",
+    ));
+    for expected in [
+        "pools[0].headroom.shapes: 4 shapes listed: list 1 to 3",
+        "pools[0].headroom.shapes[0].cpu: must be more than zero",
+        "pools[0].headroom.shapes[0].resources.gpu: is not an extended resource name",
+        "pools[0].headroom.shapes[0].name: `Big_One` is not a DNS label",
+        "pools[0].headroom.shapes[1].memory: is required",
+        "pools[0].headroom.shapes[3].name: `c` is listed twice",
+    ] {
+        assert!(wrong.iter().any(|w| w.contains(expected)), "{expected}: {wrong:#?}");
+    }
+    let bad = issues(&minimal_with("    headroom: { shapes: learned }\n"));
+    assert!(bad.iter().any(|w| w.contains("expected `auto`, `fixed` or a list of shapes, found `learned`")), "{bad:?}");
+}

@@ -392,6 +392,7 @@ fn invalid_fixtures_name_the_field() {
         ("bad-time.json", Some("time"), "input contains invalid characters"),
         ("headroom-override-missing-pool.json", Some("detail.pool"), "is required"),
         ("demand-negative-cpu.json", Some("detail.cpu_millis"), "invalid value: integer `-5`"),
+        ("demand-shape-twice.json", Some("detail.shapes"), "4 CPU / 14Gi + 1 nvidia.com/gpu is listed twice"),
         ("lifecycle-launching.json", Some("detail.LifecycleTransition"), "EC2_INSTANCE_LAUNCHING"),
         ("missing-id.json", Some("id"), "is required"),
         ("pool-waits-p95-above-max.json", Some("detail.p95_seconds"), "90 is above max_seconds (61.2)"),
@@ -414,7 +415,7 @@ fn invalid_fixtures_name_the_field() {
         assert!(err.to_string().contains(reason), "{file}: `{err}` should mention `{reason}`");
     }
     let listed = std::fs::read_dir(events_dir().join("invalid")).unwrap().count();
-    assert_eq!(listed, 20, "every invalid fixture has an expectation here");
+    assert_eq!(listed, 21, "every invalid fixture has an expectation here");
     // Both say how to route the hook instead.
     for file in ["lifecycle-hook-straight-to-sqs.json", "lifecycle-test-notification-straight-to-sqs.json"] {
         let err = fixture(&format!("invalid/{file}")).unwrap_err().to_string();

@@ -64,6 +64,15 @@ impl Placed {
 /// than the quota was written for.
 pub(super) fn place(cfg: &HeadroomConfig, mix: &ShapeMix, units: u32, running: &[SlotState]) -> Placed {
     let mut placed = place_room(cfg, mix, units, running);
+    // The split between shapes moves with every report; a slot keeps one pod more than
+    // placed rather than follow each rounding down and back up (room only grows by it).
+    for (slot, s) in placed.slots.iter_mut().enumerate() {
+        let Some(s) = s.as_mut() else { continue };
+        let kept = running.iter().find(|r| r.slot == slot && r.shape == s.shape).and_then(|r| r.replicas);
+        if kept == Some(s.pods + 1) {
+            s.pods += 1;
+        }
+    }
     let most = cfg.max.max(cfg.min);
     let mut pods: u32 = placed.slots.iter().flatten().map(|s| s.pods).fold(0, u32::saturating_add);
     while pods > most {

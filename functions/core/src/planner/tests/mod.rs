@@ -277,6 +277,7 @@ mod interruption;
 mod journal;
 mod lifecycle;
 mod remake;
+mod shapes;
 mod urgent;
 mod wait_target;
 
