@@ -57,7 +57,13 @@ impl Cluster for MirrorCluster {
             .filter(|i| i.lifecycle_state == LifecycleState::InService)
             .map(|i| {
                 let name = format!("ip-{}.eu-west-1.compute.internal", i.id);
-                NodeState { unschedulable: cordoned.contains(&name), name, instance_id: i.id.clone(), ready: true }
+                NodeState {
+                    allocatable: None,
+                    unschedulable: cordoned.contains(&name),
+                    name,
+                    instance_id: i.id.clone(),
+                    ready: true,
+                }
             })
             .collect())
     }

@@ -219,6 +219,10 @@ pub struct NodeState {
     /// Cordoned.
     #[serde(default)]
     pub unschedulable: bool,
+    /// What the node offers pods (`status.allocatable`): a pod larger than every node
+    /// of the pool never starts, whatever the headroom. `None` where it is not read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allocatable: Option<crate::shape::PodShape>,
 }
 
 /// The pool's workload requests (pause pods, DaemonSets and finished pods excluded).

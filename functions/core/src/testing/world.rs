@@ -319,7 +319,13 @@ impl World {
         for id in live {
             if !self.nodes.iter().any(|n| n.state.instance_id == id) {
                 self.nodes.push(WorldNode {
-                    state: NodeState { name: format!("node-{id}"), instance_id: id, ready: true, unschedulable: false },
+                    state: NodeState {
+                        allocatable: None,
+                        name: format!("node-{id}"),
+                        instance_id: id,
+                        ready: true,
+                        unschedulable: false,
+                    },
                     ..WorldNode::default()
                 });
             }

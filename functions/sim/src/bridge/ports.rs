@@ -200,6 +200,7 @@ impl View {
             let nodes = std::mem::take(&mut self.nodes);
             self.nodes = reorder(nodes, &self.node_ids, &ids, &mut self.position, |n| ViewNode {
                 state: NodeState {
+                    allocatable: Some(PodShape::new(model.cluster.nodes[n].cpu, model.cluster.nodes[n].mem)),
                     name: node_name(n),
                     instance_id: instance_id(n),
                     ready: false,

@@ -90,6 +90,7 @@ fn launching_pool(ready: &[(&str, Option<bool>)]) -> ObservedPool {
             .iter()
             .filter_map(|(id, r)| {
                 Some(NodeState {
+                    allocatable: None,
                     name: format!("n-{id}"),
                     instance_id: id.to_string(),
                     ready: (*r)?,

@@ -147,12 +147,13 @@ impl Work<'_> {
             self.report_unmet(&what, raw);
         }
         // The room, in the shapes the pool's pods arrive in.
-        let placed = slots::place(cfg, &self.record.shapes, replicas, &self.observed.headroom);
+        let placed = slots::place(cfg, &self.record.shapes, replicas, &self.observed.headroom, &self.observed.nodes);
         if !placed.is_unit(cfg) {
             reason += &format!("; held as {}", placed.said());
         }
-        if !placed.unfit.is_empty() {
-            self.report_unfit(&placed);
+        let too_large = slots::larger_than_nodes(&self.record.shapes, &self.observed.nodes);
+        if !placed.unfit.is_empty() || !too_large.is_empty() {
+            self.report_unfit(&placed, &too_large);
         }
         // What the pause pods hold from now, whatever decided it (an override too): the
         // next wait measurements are judged against it. A dry run changes nothing: the
@@ -202,19 +203,40 @@ impl Work<'_> {
         }
     }
 
-    /// Tells, once an hour, which arriving pods fit in no pause pod.
-    fn report_unfit(&mut self, placed: &slots::Placed) {
+    /// Tells, once an hour, which arriving pods fit in no pause pod, and which fit on no
+    /// node of the pool.
+    fn report_unfit(&mut self, placed: &slots::Placed, too_large: &[crate::shape::PodShape]) {
         let mix = &mut self.record.shapes;
         if mix.unfit_reported_at.is_some_and(|at| self.now - at < UNMET_REPORT_EVERY) {
             return;
         }
         mix.unfit_reported_at = Some(self.now);
-        let largest = placed.slots.iter().flatten().map(|s| s.shape.to_string()).collect::<Vec<_>>().join(", ");
-        let unfit = placed.unfit.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", ");
-        self.note(format!(
-            "pods of {unfit} arrive in this pool and fit in no pause pod ({largest}): no room is held for them; \
-             list a shape they fit in under headroom.shapes, or set `shapes: auto` (told once an hour)"
-        ));
+        let listed = |shapes: &mut dyn Iterator<Item = String>| shapes.collect::<Vec<_>>().join(", ");
+        let pause = listed(&mut placed.slots.iter().flatten().map(|s| s.shape.to_string()));
+        let unfit: Vec<_> = placed.unfit.iter().filter(|s| !too_large.contains(s)).collect();
+        if !unfit.is_empty() {
+            let advice = match self.cfg.headroom.shapes {
+                crate::config::HeadroomShapes::Auto => {
+                    "they are under 5 % of the pods that arrive, which a p95 target lets wait"
+                }
+                _ => "list a shape they fit in under headroom.shapes, or set `shapes: auto`",
+            };
+            self.note(format!(
+                "pods of {} arrive in this pool and fit in no pause pod ({pause}): no room is held for them; \
+                 {advice} (told once an hour)",
+                listed(&mut unfit.iter().map(|s| s.to_string()))
+            ));
+        }
+        if !too_large.is_empty() {
+            let nodes = self.observed.nodes.iter().filter_map(|n| n.allocatable.as_ref());
+            let largest =
+                nodes.max_by_key(|a| (a.cpu_millis, a.memory_bytes)).map(|a| a.to_string()).unwrap_or_default();
+            self.note(format!(
+                "pods of {} are larger than any node of this pool (the largest offers {largest}): no headroom and no \
+                 scale-up of its node groups starts them (told once an hour)",
+                listed(&mut too_large.iter().map(|s| s.to_string()))
+            ));
+        }
     }
 
     /// Tells, once an hour, that `what` needs more pause pods than `max`.

@@ -62,8 +62,18 @@ impl Placed {
 /// say, keeping each shape on the slot it already runs in. `max` bounds the pods too,
 /// not only the room: smaller shapes than `pod_cpu`/`pod_memory` never make more pods
 /// than the quota was written for.
-pub(super) fn place(cfg: &HeadroomConfig, mix: &ShapeMix, units: u32, running: &[SlotState]) -> Placed {
-    let mut placed = place_room(cfg, mix, units, running);
+pub(super) fn place(
+    cfg: &HeadroomConfig,
+    mix: &ShapeMix,
+    units: u32,
+    running: &[SlotState],
+    nodes: &[crate::observe::NodeState],
+) -> Placed {
+    // A pause pod no node of the pool takes would wait for ever: such pods are told of.
+    let too_large = larger_than_nodes(mix, nodes);
+    let mut arrivals = mix.arrivals();
+    arrivals.retain(|a| !too_large.contains(&a.0));
+    let mut placed = place_room(cfg, &arrivals, units, running);
     // The split between shapes moves with every report; a slot keeps one pod more than
     // placed rather than follow each rounding down and back up (room only grows by it).
     for (slot, s) in placed.slots.iter_mut().enumerate() {
@@ -83,24 +93,28 @@ pub(super) fn place(cfg: &HeadroomConfig, mix: &ShapeMix, units: u32, running: &
     placed
 }
 
-fn place_room(cfg: &HeadroomConfig, mix: &ShapeMix, units: u32, running: &[SlotState]) -> Placed {
+fn place_room(
+    cfg: &HeadroomConfig,
+    arrivals: &[(PodShape, shape::WorkloadKind, f64)],
+    units: u32,
+    running: &[SlotState],
+) -> Placed {
     let unit = cfg.unit_shape();
     let one = |slots: Vec<Option<Slots>>, unfit| Placed { slots, unfit };
     let whole = |shape: PodShape| vec![Some(Slots { shape, pods: units, serves: String::new() })];
-    let arrivals = mix.arrivals();
     let room = Room {
         cpu_millis: f64::from(units) * cfg.pod_cpu_millis as f64,
         memory_bytes: f64::from(units) * cfg.pod_memory_bytes as f64,
     };
     match &cfg.shapes {
         HeadroomShapes::Fixed => {
-            let unfit = unfit(&[unit.clone()], &arrivals);
+            let unfit = unfit(std::slice::from_ref(&unit), arrivals);
             one(whole(unit), unfit)
         }
         HeadroomShapes::Listed(listed) => {
             let shapes: Vec<PodShape> = listed.iter().map(|l| l.shape.clone()).collect();
-            let unfit = unfit(&shapes, &arrivals);
-            let Some(shares) = shape::shares_among(shapes.clone(), &arrivals) else {
+            let unfit = unfit(&shapes, arrivals);
+            let Some(shares) = shape::shares_among(shapes.clone(), arrivals) else {
                 // Nothing seen arriving yet: the first shape written holds it all.
                 let pods = shape::pods_for(room.cpu_millis, room.memory_bytes, &shapes[0]);
                 let mut slots = vec![None; shapes.len()];
@@ -115,7 +129,7 @@ fn place_room(cfg: &HeadroomConfig, mix: &ShapeMix, units: u32, running: &[SlotS
             }
             one(slots, unfit)
         }
-        HeadroomShapes::Auto => match shape::shares(&arrivals) {
+        HeadroomShapes::Auto => match shape::shares(arrivals) {
             // No report of a shape yet: `pod_cpu` / `pod_memory` until one comes.
             None => one(whole(unit), Vec::new()),
             Some(shares) => {
@@ -125,6 +139,20 @@ fn place_room(cfg: &HeadroomConfig, mix: &ShapeMix, units: u32, running: &[SlotS
             }
         },
     }
+}
+
+/// Shapes of pods arriving or waiting that fit on no node of the pool whose allocatable
+/// is known: no pause pod and no scale-up starts them.
+pub(super) fn larger_than_nodes(mix: &ShapeMix, nodes: &[crate::observe::NodeState]) -> Vec<PodShape> {
+    let known: Vec<&PodShape> = nodes.iter().filter_map(|n| n.allocatable.as_ref()).collect();
+    if known.is_empty() {
+        return Vec::new();
+    }
+    let mut out: Vec<PodShape> =
+        mix.entries.iter().filter(|e| !known.iter().any(|a| e.shape.fits_in(a))).map(|e| e.shape.clone()).collect();
+    out.sort();
+    out.dedup();
+    out
 }
 
 /// Shapes that matter among the arrivals and fit in none of `holes`.

@@ -57,6 +57,7 @@ fn failback_surges_spot_first_then_drains_on_demand_when_ready() {
     let ids: Vec<String> = observed.spot[0].instances.iter().map(|i| i.id.clone()).collect();
     for id in &ids[..2] {
         observed.nodes.push(NodeState {
+            allocatable: None,
             name: format!("node-{id}"),
             instance_id: id.clone(),
             ready: true,
@@ -65,6 +66,7 @@ fn failback_surges_spot_first_then_drains_on_demand_when_ready() {
     }
     for id in &ids[2..] {
         observed.nodes.push(NodeState {
+            allocatable: None,
             name: format!("node-{id}"),
             instance_id: id.clone(),
             ready: false,
@@ -111,6 +113,7 @@ fn failback_counts_only_the_ready_nodes_its_own_raise_brought() {
     for (n, id) in ids.iter().enumerate() {
         // The two already there and cluster-autoscaler's two are Ready; the step's are not.
         observed.nodes.push(NodeState {
+            allocatable: None,
             name: format!("node-{id}"),
             instance_id: id.clone(),
             ready: n < 4,
@@ -144,6 +147,7 @@ fn failback_does_not_count_nodes_cluster_autoscaler_was_booting_when_the_step_st
     for (n, id) in ids.iter().enumerate() {
         observed.nodes.retain(|node| &node.instance_id != id);
         observed.nodes.push(NodeState {
+            allocatable: None,
             name: format!("node-{id}"),
             instance_id: id.clone(),
             ready: n < 2,
@@ -159,6 +163,7 @@ fn failback_does_not_count_nodes_cluster_autoscaler_was_booting_when_the_step_st
     for (n, id) in ids.iter().enumerate() {
         observed.nodes.retain(|node| &node.instance_id != id);
         observed.nodes.push(NodeState {
+            allocatable: None,
             name: format!("node-{id}"),
             instance_id: id.clone(),
             ready: n < 4,
@@ -194,6 +199,7 @@ fn a_timed_out_failback_step_never_withdraws_instances_cluster_autoscaler_is_boo
         observed.nodes.retain(|node| &node.instance_id != id);
         // 0, 1: there before; 2, 3: the step's, Ready; 4, 5: cluster-autoscaler's, booting.
         observed.nodes.push(NodeState {
+            allocatable: None,
             name: format!("node-{id}"),
             instance_id: id.clone(),
             ready: n < 4,
@@ -287,6 +293,7 @@ fn failback_never_drains_the_on_demand_baseline() {
     let ids: Vec<String> = observed.spot[0].instances.iter().map(|i| i.id.clone()).collect();
     for id in ids {
         observed.nodes.push(NodeState {
+            allocatable: None,
             name: format!("node-{id}"),
             instance_id: id,
             ready: true,
@@ -309,6 +316,7 @@ fn a_failback_step_blocked_by_a_budget_ends_at_its_deadline() {
     let ids: Vec<String> = observed.spot[0].instances.iter().map(|i| i.id.clone()).collect();
     for id in ids {
         observed.nodes.push(NodeState {
+            allocatable: None,
             name: format!("node-{id}"),
             instance_id: id,
             ready: true,

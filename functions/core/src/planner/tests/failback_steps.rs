@@ -39,6 +39,7 @@ fn a_step_that_moved_nothing_back_does_not_surge_again_at_once() {
     for (n, id) in ids.iter().enumerate() {
         observed.nodes.retain(|node| &node.instance_id != id);
         observed.nodes.push(NodeState {
+            allocatable: None,
             name: format!("node-{id}"),
             instance_id: id.clone(),
             ready: n < 4,
@@ -71,6 +72,7 @@ fn a_node_booting_when_the_step_began_does_not_hide_an_instance_the_asg_replaced
     for (n, id) in ids.iter().enumerate() {
         observed.nodes.retain(|node| &node.instance_id != id);
         observed.nodes.push(NodeState {
+            allocatable: None,
             name: format!("node-{id}"),
             instance_id: id.clone(),
             ready: n < 2, // [2]: cluster-autoscaler's, booting
@@ -149,6 +151,7 @@ fn an_interruption_being_drained_at_a_steps_end_is_not_subtracted_twice() {
         .flat_map(|a| a.instances.iter())
         .filter(|i| i.id != replacement) // booting: no node yet
         .map(|i| NodeState {
+            allocatable: None,
             name: format!("node-{}", i.id),
             instance_id: i.id.clone(),
             ready: true,

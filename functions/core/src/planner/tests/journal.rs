@@ -328,6 +328,7 @@ fn ready_nodes_for(observed: &mut ObservedPool) {
     for id in ids {
         if observed.node_of_instance(&id).is_none() {
             observed.nodes.push(NodeState {
+                allocatable: None,
                 name: format!("node-{id}"),
                 instance_id: id,
                 ready: true,

@@ -122,7 +122,13 @@ impl PoolBuilder {
         let ids: Vec<String> = p.asgs().flat_map(|a| a.instances.iter().map(|i| i.id.clone())).collect();
         p.nodes = ids
             .into_iter()
-            .map(|id| NodeState { name: format!("node-{id}"), instance_id: id, ready: true, unschedulable: false })
+            .map(|id| NodeState {
+                allocatable: None,
+                name: format!("node-{id}"),
+                instance_id: id,
+                ready: true,
+                unschedulable: false,
+            })
             .collect();
         p
     }
@@ -188,6 +194,7 @@ fn nodes_where(observed: &mut ObservedPool, ready: impl Fn(&str) -> Option<bool>
         .flat_map(|a| a.instances.iter())
         .filter_map(|i| {
             ready(&i.id).map(|r| NodeState {
+                allocatable: None,
                 name: format!("node-{}", i.id),
                 instance_id: i.id.clone(),
                 ready: r,

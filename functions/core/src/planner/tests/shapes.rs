@@ -183,3 +183,20 @@ fn a_shape_report_from_ahead_of_now_does_not_block_later_ones() {
     let p2 = run(&cfg, &applied(&p), &observed, &[next], later);
     assert!(p2.record.shapes.entries.iter().any(|e| e.shape == training()), "{:?}", p2.record.shapes);
 }
+
+/// Pods larger than every node of the pool are told of apart: no pause pod helps them.
+#[test]
+fn pods_larger_than_every_node_are_told_of() {
+    let cfg = config();
+    let mut observed = pool().spot("spot-a", sized(2)).build();
+    observed.headroom = unit_slots(0);
+    for n in &mut observed.nodes {
+        n.allocatable = Some(PodShape::new(7910, 29 * GI));
+    }
+    let huge = PodShape::new(16_000, 60 * GI);
+    let mix = [(inference(), WorkloadKind::LongRunning, 10, 0), (huge.clone(), WorkloadKind::Job, 0, 3)];
+    let p = run(&cfg, &PoolRecord::default(), &observed, &[report(40_000, &mix, now())], now());
+    let note = p.notes.iter().find(|n| n.contains("larger than any node")).expect("told");
+    assert!(note.contains("16 CPU / 60Gi") && note.contains("7910m CPU / 29Gi"), "{note}");
+    assert!(writes(&p).iter().all(|x| x.1 != huge), "no pause pod of a shape no node takes: {:?}", writes(&p));
+}
