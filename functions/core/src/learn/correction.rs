@@ -360,7 +360,7 @@ impl Correction {
             if held.not_ours || within_budget {
                 return true;
             }
-            let burst = seasonal.largest_rise(from, judged.end, tz).map(Rise::of).unwrap_or_default();
+            let burst = seasonal.largest_rise(from, judged.end, None, tz).map(Rise::of).unwrap_or_default();
             let above = |room: Rise| burst.cpu_millis > room.cpu_millis || burst.memory_bytes > room.memory_bytes;
             // Under the percent a burst above the room is one nobody foresaw: it is kept
             // for the rest of the first day (in a dry run, only one above the room decided:

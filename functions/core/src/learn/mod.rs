@@ -370,7 +370,7 @@ impl History {
         let Learned { duration: reaction, observed: reaction_observed } = self.reaction();
         let to = now + lead * 2;
         Prediction {
-            seasonal: self.seasonal.rise_for(now, to, history_days, self.tz()),
+            seasonal: self.seasonal.rise_for(now, to, self.absorb_span(), history_days, self.tz()),
             recent: self.seasonal.rise_now(now, self.absorb_span()),
             missed: self.missed_at(now),
             lead,

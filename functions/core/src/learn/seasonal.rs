@@ -51,6 +51,34 @@ pub struct DayRises {
     /// The most first starts one window of the day counted.
     #[serde(default)]
     pub most_pods: u32,
+    /// The absorb span the day's rises were taken over, in seconds (0: not recorded, as
+    /// before spans were kept): a rise is scaled to the span it is used for.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub span_secs: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// `value` taken over `from_secs`, as over `to_secs`: demand is taken to arrive evenly
+/// within a span (a rise over 48 minutes is not one within 150 s).
+fn rescaled(value: u32, from_secs: u32, to_secs: u32) -> u32 {
+    if from_secs == 0 || from_secs == to_secs {
+        return value;
+    }
+    let scaled = u64::from(value) * u64::from(to_secs) / u64::from(from_secs);
+    u32::try_from(scaled).unwrap_or(u32::MAX)
+}
+
+/// A span a day's rises may be kept over and scaled from: within a tenth, spans are
+/// one (the lead time moves a little with each launch).
+fn same_span(a: u32, b: u32) -> bool {
+    a.abs_diff(b) * 10 <= a.max(b)
+}
+
+fn span_secs(span: Duration) -> u32 {
+    u32::try_from(span.num_seconds().max(0)).unwrap_or(u32::MAX)
 }
 
 /// The pool's demand at one time, kept for the rise under way.
@@ -125,7 +153,7 @@ impl Seasonal {
             memory_bytes: first.memory_bytes.min(second.memory_bytes),
             since: Some(first.since()),
         });
-        self.rose(s.at, rise_cpu, rise_mem, tz);
+        self.rose(s.at, rise_cpu, rise_mem, absorb, tz);
     }
 
     /// A sample after a gap in reconciles (Ballast stopped, throttled, its events lost):
@@ -141,13 +169,25 @@ impl Seasonal {
         };
         let (rise_cpu, rise_mem) = (share(s.cpu_millis, last.cpu_millis), share(s.memory_bytes, last.memory_bytes));
         self.recent = vec![s];
-        self.rose(s.at, rise_cpu, rise_mem, tz);
+        self.rose(s.at, rise_cpu, rise_mem, absorb, tz);
     }
 
-    /// Keeps a rise ending at `at` in its slot, if larger than the slot's.
-    fn rose(&mut self, at: DateTime<Utc>, rise_cpu: u64, rise_mem: u64, tz: Tz) {
+    /// Keeps a rise ending at `at`, taken over `span`, in its slot, if larger than the
+    /// slot's. A day whose span moved has its rises scaled to the new one first, so a
+    /// day holds rises over one span.
+    fn rose(&mut self, at: DateTime<Utc>, rise_cpu: u64, rise_mem: u64, span: Duration, tz: Tz) {
         let (date, slot) = day_slot(at, tz);
+        let span = span_secs(span);
         let day = self.day_mut(date);
+        if day.span_secs != 0 && !same_span(day.span_secs, span) {
+            let from = day.span_secs;
+            for v in day.cpu_millis.iter_mut().chain(day.memory_mib.iter_mut()).flatten() {
+                *v = rescaled(*v, from, span);
+            }
+        }
+        if day.span_secs == 0 || !same_span(day.span_secs, span) {
+            day.span_secs = span;
+        }
         let cpu = u32::try_from(rise_cpu).unwrap_or(u32::MAX);
         day.cpu_millis[slot] = Some(day.cpu_millis[slot].map_or(cpu, |old| old.max(cpu)));
         day.memory_mib[slot] = Some(day.memory_mib[slot].map_or(mib(rise_mem), |old| old.max(mib(rise_mem))));
@@ -171,6 +211,7 @@ impl Seasonal {
                     pods: 0,
                     pods_over: 0,
                     most_pods: 0,
+                    span_secs: 0,
                 };
                 let at = self.days.partition_point(|d| d.date < date);
                 self.days.insert(at, fresh);
@@ -197,15 +238,23 @@ impl Seasonal {
         }
     }
 
-    /// The largest rise recorded in the slots covering `[from, to]`, if any slot has data.
-    pub(super) fn largest_rise(&self, from: DateTime<Utc>, to: DateTime<Utc>, tz: Tz) -> Option<(u32, u32)> {
+    /// The largest rise recorded in the slots covering `[from, to]`, if any slot has data,
+    /// scaled to `span` (as taken when `None`).
+    pub(super) fn largest_rise(
+        &self,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+        span: Option<Duration>,
+        tz: Tz,
+    ) -> Option<(u32, u32)> {
         let mut found: Option<(u32, u32)> = None;
         let mut at = from;
         loop {
             let (date, slot) = day_slot(at, tz);
             if let Some(day) = self.days.iter().find(|d| d.date == date) {
                 if let (Some(Some(c)), Some(Some(m))) = (day.cpu_millis.get(slot), day.memory_mib.get(slot)) {
-                    let (c, m) = (*c, *m);
+                    let to_span = |v: u32| span.map_or(v, |s| rescaled(v, day.span_secs, span_secs(s)));
+                    let (c, m) = (to_span(*c), to_span(*m));
                     found = Some(found.map_or((c, m), |(fc, fm)| (fc.max(c), fm.max(m))));
                 }
             }
@@ -225,12 +274,13 @@ impl Seasonal {
         &self,
         from: DateTime<Utc>,
         to: DateTime<Utc>,
+        span: Duration,
         history_days: usize,
         tz: Tz,
     ) -> Option<(Rise, Basis)> {
         // The same local times k days before (a daylight saving change between moves them
-        // an hour in UTC, not in the pool's day).
-        let past = |k: i64| self.largest_rise(days_before(from, k, tz)?, days_before(to, k, tz)?, tz);
+        // an hour in UTC, not in the pool's day), scaled to the span they are used for.
+        let past = |k: i64| self.largest_rise(days_before(from, k, tz)?, days_before(to, k, tz)?, Some(span), tz);
         let weeks: Vec<(u32, u32)> = (1..=history_days as i64 / 7).filter_map(|w| past(7 * w)).collect();
         let days: Vec<(u32, u32)> = (1..=history_days as i64).filter_map(past).collect();
         // Two weeks are enough: their largest but one is a rise both show.

@@ -262,7 +262,15 @@ fn windows_of_a_few_pods_are_judged_together() {
 /// target, at most 2 in a window.
 fn with_budget(pods: u32, over: u32) -> History {
     let sunday = (monday() - Duration::days(1)).date_naive();
-    let day = DayRises { date: sunday, cpu_millis: vec![], memory_mib: vec![], pods, pods_over: over, most_pods: 2 };
+    let day = DayRises {
+        date: sunday,
+        cpu_millis: vec![],
+        memory_mib: vec![],
+        pods,
+        pods_over: over,
+        most_pods: 2,
+        span_secs: 0,
+    };
     // The first day counted is long gone from the ring: every day kept counts whole.
     let first_counted = Some((monday() - Duration::days(30)).date_naive());
     History {
@@ -368,7 +376,15 @@ fn the_room_shrinks_only_while_the_budget_left_takes_the_largest_window() {
         h.correction.first_counted = Some(saturday);
         h.seasonal.days.insert(
             0,
-            DayRises { date: saturday, cpu_millis: vec![], memory_mib: vec![], pods: 1, pods_over: 0, most_pods: 500 },
+            DayRises {
+                date: saturday,
+                cpu_millis: vec![],
+                memory_mib: vec![],
+                pods: 1,
+                pods_over: 0,
+                most_pods: 500,
+                span_secs: 0,
+            },
         );
         for k in 1..=20 {
             h.measured(counted(5 * k, 1, 2_000, 0), 10_000);

@@ -248,3 +248,39 @@ fn a_local_ramp_keeps_its_slot_across_a_daylight_saving_change() {
     let utc = learned("");
     assert_eq!(utc.seasonal.unwrap().0.cpu_millis, 0, "in UTC the past ramps were at 07:00, an hour before: {utc:?}");
 }
+
+/// A rise is kept with the span it was taken over and scaled to the span it is used
+/// for: rises taken while one slow launch made the lead 48 minutes are not held as
+/// rises within the 148 s the launches take once it is gone.
+#[test]
+fn a_rise_is_scaled_from_the_span_it_was_taken_over_to_the_one_it_is_used_for() {
+    let mut h = History { allowed_wait_ms: 10_000, ..Default::default() };
+    h.lead.lead_secs = vec![2880];
+    // 30 CPU over 40 minutes from 09:00 (0.75 CPU a minute), all within the 48-minute span.
+    let t0 = monday() + Duration::hours(8);
+    let ramp = |t: DateTime<Utc>| {
+        let m = (t - (monday() + Duration::hours(9))).num_minutes().clamp(0, 40);
+        10_000 + 750 * m as u64
+    };
+    watch(&mut h, t0, 4 * 60, 14, ramp);
+    let day = &h.seasonal.days[0];
+    assert_eq!(day.span_secs, 2880, "taken over the lead then: 2880 s + 10 s of CA − 10 s allowed");
+    let kept = day.cpu_millis[38].expect("09:30–09:45");
+    assert!(kept >= 29_000, "the whole ramp within 48 minutes: {kept}");
+    // The slow launch is outnumbered: launches take 150 s, the span is 148 s.
+    h.lead.lead_secs = vec![150; 20];
+    h.reaction.reaction_secs = vec![8];
+    assert_eq!(h.absorb_span().num_seconds(), 148);
+    let p = h.predict(monday() + Duration::days(1) + Duration::minutes(9 * 60 + 30), 14);
+    let (rise, _) = p.seasonal.expect("yesterday shows 09:00");
+    assert!(
+        (1_400..=1_900).contains(&rise.cpu_millis),
+        "0.75 CPU a minute over 148 s is 1.85 CPU; scaled, ~1.54 CPU; not 30: {}",
+        rise.cpu_millis
+    );
+    // New rises on a day taken over another span scale the day's older ones first.
+    watch(&mut h, monday() + Duration::hours(13), 10, 14, |_| 10_000);
+    let day = &h.seasonal.days[0];
+    assert_eq!(day.span_secs, 148);
+    assert!(day.cpu_millis[38].unwrap() < 2_000, "{:?}", day.cpu_millis[38]);
+}
