@@ -149,7 +149,7 @@ impl Work<'_> {
         // The room, in the shapes the pool's pods arrive in.
         let placed = slots::place(cfg, &self.record.shapes, replicas, &self.observed.headroom, &self.observed.nodes);
         if !placed.is_unit(cfg) {
-            reason += &format!("; held as {}", placed.said());
+            reason += &format!("; that room held as {}", placed.said());
         }
         let too_large = slots::larger_than_nodes(&self.record.shapes, &self.observed.nodes);
         if !placed.unfit.is_empty() || !too_large.is_empty() {

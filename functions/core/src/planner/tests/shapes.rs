@@ -90,7 +90,7 @@ fn an_ml_pool_s_room_is_held_in_slots_its_training_jobs_fit() {
     assert!(t_pods * 4 > i_pods * 2, "8 jobs of 4 CPU take more of the room than 8 pods of 2: {w:?}");
     let reason =
         &second.actions.iter().find(|a| matches!(a.kind, ActionKind::SetHeadroomReplicas { .. })).unwrap().reason;
-    assert!(reason.contains("held as") && reason.contains("4 CPU / 14Gi (Jobs pods"), "{reason}");
+    assert!(reason.contains("that room held as") && reason.contains("4 CPU / 14Gi (Jobs pods"), "{reason}");
     assert!(w.iter().all(|x| x.0 < crate::shape::MAX_SLOT_SHAPES), "{w:?}");
 
     // The same mix again: nothing to write.
@@ -199,4 +199,26 @@ fn pods_larger_than_every_node_are_told_of() {
     let note = p.notes.iter().find(|n| n.contains("larger than any node")).expect("told");
     assert!(note.contains("16 CPU / 60Gi") && note.contains("7910m CPU / 29Gi"), "{note}");
     assert!(writes(&p).iter().all(|x| x.1 != huge), "no pause pod of a shape no node takes: {:?}", writes(&p));
+}
+
+/// Day one of a wait target: no past day shows the time, so the percent holds room, and
+/// it is held at once in the shapes the last reports showed arriving and waiting.
+#[test]
+fn on_day_one_a_wait_target_holds_the_percent_in_the_shapes_just_seen() {
+    let cfg = with(|c| {
+        c.replace("      boost_for: 30m\n", "      boost_for: 30m\n      target: { wait_p95: 30s, history: 14d }\n")
+    });
+    let mut observed = pool().spot("spot-a", sized(4)).build();
+    observed.headroom = unit_slots(0);
+    // Training jobs waiting now, nothing learned yet.
+    let jobs = [(training(), WorkloadKind::Job, 0, 4)];
+    let p = run(&cfg, &PoolRecord::default(), &observed, &[report(40_000, &jobs, now())], now());
+    let w = writes(&p);
+    let held: Vec<_> = w.iter().filter(|x| x.3 > 0).collect();
+    assert!(!held.is_empty() && held.iter().all(|x| x.1 == training()), "room in the jobs' shape at once: {w:?}");
+    let reason = &p.actions.iter().find(|a| matches!(a.kind, ActionKind::SetHeadroomReplicas { .. })).unwrap().reason;
+    assert!(
+        reason.contains("until a past day shows this time of day") && reason.contains("that room held as 3 × 4 CPU"),
+        "{reason}"
+    );
 }
