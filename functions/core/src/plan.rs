@@ -225,8 +225,8 @@ pub enum ActionKind {
         /// Which of the pool's Deployments (`shape::deployment_name`).
         #[serde(default)]
         slot: usize,
-        /// The pause pods' requests.
-        #[serde(default)]
+        /// The pause pods' requests (no default: a plan without them is not applied
+        /// with pods that request nothing).
         shape: crate::shape::PodShape,
         /// Replicas as observed; `None` when the Deployment did not exist.
         from: Option<u32>,
