@@ -243,8 +243,8 @@ impl Bridge {
         for (key, n) in std::mem::take(&mut self.started_shapes[pool]) {
             counts.entry(key).or_default().0 += n;
         }
-        for pod in model.cluster.pods.iter().filter(|p| p.alive && p.is_workload() && p.node.is_none()) {
-            if model.sc.class_pool[pod.class] == Some(pool) {
+        for pod in model.cluster.pending_pods().map(|id| &model.cluster.pods[id]) {
+            if pod.is_workload() && model.sc.class_pool[pod.class] == Some(pool) {
                 let kind = if matches!(pod.kind, PodKind::Batch { .. }) {
                     WorkloadKind::Job
                 } else {
