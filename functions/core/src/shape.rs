@@ -101,7 +101,7 @@ pub enum WorkloadKind {
 impl fmt::Display for WorkloadKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
-            WorkloadKind::Job => "Jobs",
+            WorkloadKind::Job => "Job",
             WorkloadKind::LongRunning => "long-running",
         })
     }
@@ -292,12 +292,16 @@ pub fn shares(arrivals: &[(PodShape, WorkloadKind, f64)]) -> Option<Shares> {
 
 /// The shapes that matter among the arrivals, merged into at most [`MAX_SLOT_SHAPES`].
 fn choose(arrivals: &[(PodShape, WorkloadKind, f64)], total: f64) -> Option<Vec<PodShape>> {
-    let mut chosen: Vec<PodShape> = Vec::new();
+    // A shape's pods count together, whatever runs them.
+    let mut per_shape: BTreeMap<&PodShape, f64> = BTreeMap::new();
     for (shape, _, pods) in arrivals {
-        if pods / total >= SHAPE_MATTERS_SHARE && !chosen.contains(shape) {
-            chosen.push(shape.clone());
-        }
+        *per_shape.entry(shape).or_default() += pods;
     }
+    let mut chosen: Vec<PodShape> = per_shape
+        .iter()
+        .filter(|(_, pods)| **pods / total >= SHAPE_MATTERS_SHARE)
+        .map(|(shape, _)| (*shape).clone())
+        .collect();
     if chosen.is_empty() {
         // Many rare shapes: the most frequent stands for them.
         let top = arrivals.iter().max_by(|a, b| a.2.total_cmp(&b.2))?;

@@ -42,7 +42,7 @@ fn the_ml_pool_s_room_goes_into_slots_its_training_jobs_fit() {
     let slots = place(Room { cpu_millis: 32_000.0, memory_bytes: 0.0 }, &shares);
     assert_eq!(slots[0].shape, training);
     assert!(slots[0].pods >= 4, "{slots:?}");
-    assert!(slots[0].serves.contains("Jobs"), "{}", slots[0].serves);
+    assert!(slots[0].serves.contains("Job pods"), "{}", slots[0].serves);
     let held: u64 = slots.iter().map(|s| u64::from(s.pods) * s.shape.cpu_millis).sum();
     assert!((32_000..32_000 + 4_000 + 2_000).contains(&held), "room covered, at most a pod over per shape: {held}");
 }

@@ -190,7 +190,10 @@ impl Work<'_> {
             let (shape, to) = match (placed.slots.get(slot).cloned().flatten(), running) {
                 (Some(p), _) => (p.shape, p.pods),
                 (None, Some(r)) => (r.shape.clone(), 0),
-                (None, None) if slot == 0 => (cfg.unit_shape(), 0),
+                (None, None) if slot == 0 => match &cfg.shapes {
+                    crate::config::HeadroomShapes::Listed(list) => (list[0].shape.clone(), 0),
+                    _ => (cfg.unit_shape(), 0),
+                },
                 (None, None) => continue,
             };
             let from = running.and_then(|r| r.replicas);

@@ -35,7 +35,7 @@ impl Placed {
         })
     }
 
-    /// "3 × 4 CPU / 14Gi (Jobs pods, 40 % of arrivals) + 5 × 2 CPU / 8Gi (...)".
+    /// "3 × 4 CPU / 14Gi (Job pods, 40 % of arrivals) + 5 × 2 CPU / 8Gi (...)".
     pub fn said(&self) -> String {
         let parts: Vec<String> = self
             .slots

@@ -90,7 +90,7 @@ fn an_ml_pool_s_room_is_held_in_slots_its_training_jobs_fit() {
     assert!(t_pods * 4 > i_pods * 2, "8 jobs of 4 CPU take more of the room than 8 pods of 2: {w:?}");
     let reason =
         &second.actions.iter().find(|a| matches!(a.kind, ActionKind::SetHeadroomReplicas { .. })).unwrap().reason;
-    assert!(reason.contains("that room held as") && reason.contains("4 CPU / 14Gi (Jobs pods"), "{reason}");
+    assert!(reason.contains("that room held as") && reason.contains("4 CPU / 14Gi (Job pods"), "{reason}");
     assert!(w.iter().all(|x| x.0 < crate::shape::MAX_SLOT_SHAPES), "{w:?}");
 
     // The same mix again: nothing to write.
