@@ -214,11 +214,11 @@ fn config_check_warns_of_pods_that_fit_in_no_pause_pod_or_no_node() {
     let warnings = |text: &str| text.lines().filter(|l| l.starts_with("warning: ")).count();
     // The web pod has no node selector: it would start in the first pool its taints
     // admit. Its runtime overhead counts (900m + 250m).
-    let general = "warning: pools[0].headroom.shapes: 1 workload pod(s) of pool general in functions/cli/tests/data/pods.json \
+    let general = "warning: pools[0].headroom.shapes: 1 of the 1 workload pod(s) of pool general in functions/cli/tests/data/pods.json \
                    fit in no pause pod it runs (shapes: fixed, pod_cpu/pod_memory 1 CPU / 2Gi), e.g. \
                    shop/web-6b7f9d5c8-m2l9d (1150m CPU / 1144Mi): room held for them starts none; list a shape they fit \
                    in under headroom.shapes, or use shapes: auto";
-    let too_large = "warning: pools[1] (gpu): 1 workload pod(s) in functions/cli/tests/data/pods.json are larger than every \
+    let too_large = "warning: pools[1] (gpu): 1 of its 4 workload pod(s) in functions/cli/tests/data/pods.json are larger than every \
                      node of the pool in functions/cli/tests/data/nodes.json (the largest allocatable: 7910m CPU / 29Gi + 1 \
                      nvidia.com/gpu, node ip-10-0-1-10.eu-west-1.compute.internal), e.g. ml/train-large-0 (16 CPU / 64Gi): \
                      no headroom and no scale-up starts them";
@@ -231,7 +231,7 @@ fn config_check_warns_of_pods_that_fit_in_no_pause_pod_or_no_node() {
     for expected in [
         general,
         too_large,
-        "warning: pools[1].headroom.shapes: 3 workload pod(s) of pool gpu in functions/cli/tests/data/pods.json fit in no \
+        "warning: pools[1].headroom.shapes: 3 of the 4 workload pod(s) of pool gpu in functions/cli/tests/data/pods.json fit in no \
          pause pod it runs (shapes: fixed, pod_cpu/pod_memory 1 CPU / 2Gi), e.g. ml/train-7f9c2-x4k2p (4 CPU / 14Gi + 1 \
          nvidia.com/gpu): room held for them starts none; list a shape they fit in under headroom.shapes (all fit in 4 CPU \
          / 16Gi + 1 nvidia.com/gpu), or use shapes: auto",
@@ -242,7 +242,10 @@ fn config_check_warns_of_pods_that_fit_in_no_pause_pod_or_no_node() {
 
     // Without the nodes, the 16-CPU pod is one more that fits in no pause pod.
     let no_nodes = check(&ml_pools(&dir, "fixed.yaml", "fixed"), false);
-    assert!(no_nodes.contains("4 workload pod(s) of pool gpu in functions/cli/tests/data/pods.json fit in no pause pod it runs (shapes: fixed, pod_cpu/pod_memory 1 CPU / 2Gi), e.g. ml/train-large-0 (16 CPU / 64Gi)"), "{no_nodes}");
+    let all_four =
+        "4 of the 4 workload pod(s) of pool gpu in functions/cli/tests/data/pods.json fit in no pause pod it \
+                    runs (shapes: fixed, pod_cpu/pod_memory 1 CPU / 2Gi), e.g. ml/train-large-0 (16 CPU / 64Gi)";
+    assert!(no_nodes.contains(all_four), "{no_nodes}");
     assert_eq!(warnings(&no_nodes), 2, "{no_nodes}");
 
     // Listed shapes: the inference pod fits its own; the GPU job fits none (the training
@@ -260,7 +263,7 @@ fn config_check_warns_of_pods_that_fit_in_no_pause_pod_or_no_node() {
     for expected in [
         general,
         too_large,
-        "warning: pools[1].headroom.shapes: 2 workload pod(s) of pool gpu in functions/cli/tests/data/pods.json fit in no \
+        "warning: pools[1].headroom.shapes: 2 of the 4 workload pod(s) of pool gpu in functions/cli/tests/data/pods.json fit in no \
          pause pod it runs (the shapes listed: training 4 CPU / 14Gi, inference 2 CPU / 8Gi, huge 16 CPU / 64Gi), e.g. \
          ml/train-7f9c2-x4k2p (4 CPU / 14Gi + 1 nvidia.com/gpu): room held for them starts none; list a shape they fit in \
          under headroom.shapes (all fit in 4 CPU / 16Gi + 1 nvidia.com/gpu), or use shapes: auto",
@@ -285,7 +288,7 @@ fn config_check_warns_of_pods_that_fit_in_no_pause_pod_or_no_node() {
     assert_eq!(v["valid"], true, "{v}");
     let listed_warnings = v["warnings"].as_array().unwrap();
     assert_eq!(listed_warnings.len(), 2, "{v}");
-    assert!(listed_warnings[1].as_str().unwrap().starts_with("pools[1] (gpu): 1 workload pod(s)"), "{v}");
+    assert!(listed_warnings[1].as_str().unwrap().starts_with("pools[1] (gpu): 1 of its 4 workload pod(s)"), "{v}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

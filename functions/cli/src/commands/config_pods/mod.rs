@@ -5,6 +5,7 @@
 mod objects;
 mod placement;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use ballast_core::config::{Config, HeadroomShapes, PoolConfig};
@@ -66,6 +67,7 @@ pub fn warnings(config: &Config, args: &ClusterArgs) -> anyhow::Result<Vec<Strin
             pool_nodes[pool].push((&node.metadata.name, allocatable));
         }
     }
+    let by_name: BTreeMap<&str, &Node> = nodes.iter().map(|(_, n)| (n.metadata.name.as_str(), n)).collect();
     let mut workloads: Vec<Vec<Workload>> = (0..config.pools.len()).map(|_| Vec::new()).collect();
     if let Some(path) = &args.pods {
         let headroom_namespaces: Vec<&str> = config.pools.iter().map(|p| p.headroom.namespace.as_str()).collect();
@@ -78,10 +80,8 @@ pub fn warnings(config: &Config, args: &ClusterArgs) -> anyhow::Result<Vec<Strin
             if shape.is_empty() {
                 continue; // it needs no room
             }
-            let node =
-                pod.spec.node_name.as_deref().and_then(|name| nodes.iter().find(|(_, n)| n.metadata.name == name));
-            let pool = match node {
-                Some((_, node)) => pools.node_pool(&node.metadata.labels),
+            let pool = match pod.spec.node_name.as_deref().and_then(|name| by_name.get(name)) {
+                Some(node) => pools.node_pool(&node.metadata.labels),
                 None => pools.pending_pod_pool(&pod.spec),
             };
             if let Some(pool) = pool {
@@ -90,8 +90,8 @@ pub fn warnings(config: &Config, args: &ClusterArgs) -> anyhow::Result<Vec<Strin
         }
     }
     let mut warnings = Vec::new();
+    let sources = Sources { pods: args.pods.as_deref(), nodes: args.nodes.as_deref() };
     for (index, pool) in config.pools.iter().enumerate() {
-        let sources = Sources { pods: args.pods.as_deref(), nodes: args.nodes.as_deref() };
         pool_warnings(index, pool, &workloads[index], &pool_nodes[index], &sources, &mut warnings);
     }
     Ok(warnings)
@@ -145,10 +145,11 @@ fn pool_warnings(
         let too_large: Vec<&Workload> = pods.iter().filter(|p| !fits_a_node(&p.shape)).collect();
         if let (Some(pods_file), Some(example)) = (sources.pods, largest_of(&too_large)) {
             warnings.push(format!(
-                "pools[{index}] ({name}): {} workload pod(s) in {} are larger than every node of the pool in \
-                 {nodes_file} (the largest allocatable: {largest}, node {largest_node}), e.g. {} ({}): no headroom \
-                 and no scale-up starts them; give the pool larger instance types or make the pods smaller",
+                "pools[{index}] ({name}): {} of its {} workload pod(s) in {} are larger than every node of the pool \
+                 in {nodes_file} (the largest allocatable: {largest}, node {largest_node}), e.g. {} ({}): no \
+                 headroom and no scale-up starts them; give the pool larger instance types or make the pods smaller",
                 too_large.len(),
+                pods.len(),
                 pods_file.display(),
                 example.id,
                 example.shape,
@@ -171,13 +172,14 @@ fn pool_warnings(
         }
         _ => format!("shapes: fixed, pod_cpu/pod_memory {}", pool.headroom.unit_shape()),
     };
-    let all = unfit.iter().skip(1).fold(unfit[0].shape.clone(), |all, p| all.covering(&p.shape));
+    let all = unfit.iter().fold(PodShape::default(), |all, p| all.covering(&p.shape));
     let all_fit = if unfit.len() > 1 && fits_a_node(&all) { format!(" (all fit in {all})") } else { String::new() };
     warnings.push(format!(
-        "pools[{index}].headroom.shapes: {} workload pod(s) of pool {name} in {} fit in no pause pod it runs ({runs}), \
-         e.g. {} ({}): room held for them starts none; list a shape they fit in under headroom.shapes{all_fit}, or use \
-         shapes: auto",
+        "pools[{index}].headroom.shapes: {} of the {} workload pod(s) of pool {name} in {} fit in no pause pod it runs \
+         ({runs}), e.g. {} ({}): room held for them starts none; list a shape they fit in under \
+         headroom.shapes{all_fit}, or use shapes: auto",
         unfit.len(),
+        pods.len(),
         pods_file.display(),
         example.id,
         example.shape,
