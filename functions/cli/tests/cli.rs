@@ -307,6 +307,9 @@ fn config_check_names_where_a_pods_or_nodes_file_is_wrong() {
     );
     let bad_field = write("bad-field.json", r#"{"kind": "NodeList", "items": [{"status": {"allocatable": []}}]}"#);
     let truncated = write("truncated.json", r#"{"kind": "PodList", "items": ["#);
+    // The example's pools are general and batch: its GPU node is in neither.
+    let nodes: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(root().join(NODES)).unwrap()).unwrap();
+    let gpu_only = serde_json::json!({"kind": "NodeList", "items": [nodes["items"][0]]}).to_string();
     let cases = [
         (
             vec!["--pods", bad_cpu.as_str()],
@@ -330,6 +333,27 @@ fn config_check_names_where_a_pods_or_nodes_file_is_wrong() {
         ),
         (vec!["--pods", "no/such/pods.json"], "error: cannot read no/such/pods.json".to_string()),
     ];
+    // Files of another cluster are told of, not passed in silence.
+    let elsewhere = write(
+        "elsewhere.json",
+        r#"{"kind": "PodList", "items": [{"metadata": {"name": "p", "namespace": "ml"},
+            "spec": {"nodeSelector": {"ballast.io/pool": "tpu"}, "containers": [{"resources": {"requests": {"cpu": "1"}}}]}}]}"#,
+    );
+    let out = ballast(&["config", "check", "ballast.example.yaml", "--pods", &elsewhere, "--nodes", NODES]);
+    assert_eq!(out.status.code(), Some(0));
+    let expected = format!(
+        "warning: none of the 1 workload pod(s) in {elsewhere} belongs to a pool (by its node's labels, or its node \
+         selector, required node affinity and tolerations): is it this cluster's?"
+    );
+    assert!(stdout(&out).contains(&expected), "{}", stdout(&out));
+    let out = ballast(&["config", "check", "ballast.example.yaml", "--nodes", &write("gpu-only.json", &gpu_only)]);
+    assert!(
+        stdout(&out).contains("warning: none of the 1 node(s) in ")
+            && stdout(&out).contains("carries the node_selector of a pool"),
+        "{}",
+        stdout(&out)
+    );
+
     for (args, expected) in cases {
         let mut all = vec!["config", "check", "functions/cli/tests/data/ml-pools.yaml"];
         all.extend(&args);

@@ -69,6 +69,7 @@ pub fn warnings(config: &Config, args: &ClusterArgs) -> anyhow::Result<Vec<Strin
     }
     let by_name: BTreeMap<&str, &Node> = nodes.iter().map(|(_, n)| (n.metadata.name.as_str(), n)).collect();
     let mut workloads: Vec<Vec<Workload>> = (0..config.pools.len()).map(|_| Vec::new()).collect();
+    let mut unplaced = 0usize;
     if let Some(path) = &args.pods {
         let headroom_namespaces: Vec<&str> = config.pools.iter().map(|p| p.headroom.namespace.as_str()).collect();
         for (index, pod) in read_list::<Pod>(path, "Pod")? {
@@ -84,12 +85,33 @@ pub fn warnings(config: &Config, args: &ClusterArgs) -> anyhow::Result<Vec<Strin
                 Some(node) => pools.node_pool(&node.metadata.labels),
                 None => pools.pending_pod_pool(&pod.spec),
             };
-            if let Some(pool) = pool {
-                workloads[pool].push(Workload { id: pod.id(), shape });
+            match pool {
+                Some(pool) => workloads[pool].push(Workload { id: pod.id(), shape }),
+                None => unplaced += 1,
             }
         }
     }
     let mut warnings = Vec::new();
+    // A file of another cluster, or a config whose selectors match nothing, would
+    // otherwise pass in silence.
+    if let Some(path) = &args.nodes {
+        if !nodes.is_empty() && pool_nodes.iter().all(Vec::is_empty) {
+            warnings.push(format!(
+                "none of the {} node(s) in {} carries the node_selector of a pool: is it this cluster's?",
+                nodes.len(),
+                path.display()
+            ));
+        }
+    }
+    if let Some(path) = &args.pods {
+        if unplaced > 0 && workloads.iter().all(Vec::is_empty) {
+            warnings.push(format!(
+                "none of the {unplaced} workload pod(s) in {} belongs to a pool (by its node's labels, or its node \
+                 selector, required node affinity and tolerations): is it this cluster's?",
+                path.display()
+            ));
+        }
+    }
     let sources = Sources { pods: args.pods.as_deref(), nodes: args.nodes.as_deref() };
     for (index, pool) in config.pools.iter().enumerate() {
         pool_warnings(index, pool, &workloads[index], &pool_nodes[index], &sources, &mut warnings);
