@@ -35,7 +35,7 @@ pub struct ClusterArgs {
 }
 
 /// A file read as a list of `kind`, or why not (exit 2: the config is not at fault).
-fn read_list<T: for<'de> serde::Deserialize<'de>>(path: &Path, kind: &'static str) -> anyhow::Result<Vec<(usize, T)>> {
+fn read_list<T: serde::de::DeserializeOwned>(path: &Path, kind: &'static str) -> anyhow::Result<Vec<(usize, T)>> {
     let bytes = super::read(path)?;
     objects::read_list(&bytes, kind).map_err(|e| malformed(path, kind, e).into())
 }

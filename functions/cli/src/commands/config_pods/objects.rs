@@ -3,10 +3,11 @@
 //! the scheduler counts them.
 
 use std::collections::BTreeMap;
+use std::marker::PhantomData;
 
 use ballast_core::shape::PodShape;
 use ballast_core::units::{parse_cpu_millis, parse_memory_bytes, QuantityError};
-use serde::de::IgnoredAny;
+use serde::de::{DeserializeOwned, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
 /// Label on Ballast's pause pods (and their Deployments).
@@ -195,34 +196,126 @@ pub struct NodeStatus {
 
 /// The objects of `kind` in a list as kubectl prints it: a `PodList`/`NodeList`, or a
 /// `List` of mixed kinds (`kubectl get pods,nodes -A -o json`), whose other kinds are
-/// passed over. Each object is returned with its index in `items`.
-pub fn read_list<T: for<'de> Deserialize<'de>>(bytes: &[u8], kind: &str) -> Result<Vec<(usize, T)>, ListError> {
-    #[derive(Deserialize)]
-    struct List {
-        kind: Option<String>,
-        items: Option<Vec<serde_json::Value>>,
-    }
-    let list: List = serde_json::from_slice(bytes).map_err(|e| match e.classify() {
+/// passed over. Each object is returned with its index in `items`. Items are read one at
+/// a time: a large cluster's pods (100 MB of JSON, most of it managedFields, env and
+/// status) are never all held as JSON values at once.
+pub fn read_list<T: DeserializeOwned>(bytes: &[u8], kind: &str) -> Result<Vec<(usize, T)>, ListError> {
+    let mut field_error = None;
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let read = ListSeed::<T> { kind, field_error: &mut field_error, object: PhantomData }
+        .deserialize(&mut de)
+        .and_then(|list| de.end().map(|()| list));
+    let (list_kind, objects) = read.map_err(|e| match e.classify() {
         serde_json::error::Category::Data => ListError::NotAList(e.to_string()),
         _ => ListError::Json(e),
     })?;
-    let list_kind = list.kind.unwrap_or_default();
+    // The list's kind first: kubectl prints it after the items, and a list of something
+    // else is better told as such than by the first field that does not read.
+    let list_kind = list_kind.unwrap_or_default();
     if list_kind != "List" && list_kind != format!("{kind}List") {
         return Err(ListError::NotAList(format!("kind is `{list_kind}`, not `{kind}List` or `List`")));
     }
-    let mut objects = Vec::new();
-    for (index, item) in list.items.unwrap_or_default().into_iter().enumerate() {
-        // A typed list's items carry no kind; a mixed one's each say theirs.
-        if item.get("kind").and_then(|k| k.as_str()).is_some_and(|k| k != kind) {
-            continue;
-        }
-        let object = serde_path_to_error::deserialize(item).map_err(|e| ListError::Field {
-            path: format!("items[{index}].{}", e.path()),
-            message: e.inner().to_string(),
-        })?;
-        objects.push((index, object));
+    match field_error {
+        Some(e) => Err(e),
+        None => Ok(objects),
     }
-    Ok(objects)
+}
+
+/// Reads `{ kind, items, ... }`, keeping the items of `kind`; the first item that does not
+/// read is kept in `field_error` (the rest are skipped) so the list's kind is still read.
+struct ListSeed<'a, T> {
+    kind: &'a str,
+    field_error: &'a mut Option<ListError>,
+    object: PhantomData<T>,
+}
+
+type ListRead<T> = (Option<String>, Vec<(usize, T)>);
+
+impl<'de, T: DeserializeOwned> DeserializeSeed<'de> for ListSeed<'_, T> {
+    type Value = ListRead<T>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de, T: DeserializeOwned> Visitor<'de> for ListSeed<'_, T> {
+    type Value = ListRead<T>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a Kubernetes list object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut list_kind = None;
+        let mut objects = Vec::new();
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "kind" => list_kind = map.next_value::<Option<String>>()?,
+                "items" => {
+                    let items = ItemsSeed { kind: self.kind, field_error: &mut *self.field_error, object: PhantomData };
+                    objects = map.next_value_seed(items)?;
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok((list_kind, objects))
+    }
+}
+
+struct ItemsSeed<'a, T> {
+    kind: &'a str,
+    field_error: &'a mut Option<ListError>,
+    object: PhantomData<T>,
+}
+
+impl<'de, T: DeserializeOwned> DeserializeSeed<'de> for ItemsSeed<'_, T> {
+    type Value = Vec<(usize, T)>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        // `"items": null` is an empty list, as the API treats it.
+        d.deserialize_option(self)
+    }
+}
+
+impl<'de, T: DeserializeOwned> Visitor<'de> for ItemsSeed<'_, T> {
+    type Value = Vec<(usize, T)>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a list of objects")
+    }
+
+    fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+        Ok(Vec::new())
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_seq(self)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut objects = Vec::new();
+        let mut index = 0;
+        while let Some(item) = seq.next_element::<serde_json::Value>()? {
+            // A typed list's items carry no kind; a mixed one's each say theirs.
+            let other_kind = item.get("kind").and_then(|k| k.as_str()).is_some_and(|k| k != self.kind);
+            if !other_kind && self.field_error.is_none() {
+                match serde_path_to_error::deserialize(item) {
+                    Ok(object) => objects.push((index, object)),
+                    Err(e) => {
+                        *self.field_error = Some(ListError::Field {
+                            path: format!("items[{index}].{}", e.path()),
+                            message: e.inner().to_string(),
+                        })
+                    }
+                }
+            }
+            index += 1;
+        }
+        Ok(objects)
+    }
 }
 
 /// What a pod is to the headroom.
@@ -424,6 +517,11 @@ mod tests {
         let bad_field = br#"{"kind": "PodList", "items": [{}, {"spec": {"containers": "all"}}]}"#;
         let err = read_list::<Pod>(bad_field, "Pod").unwrap_err();
         assert!(err.to_string().starts_with("items[1].spec.containers: invalid type"), "{err}");
+        // kubectl prints the list's kind after its items: it is still what is told.
+        let other = br#"{"items": [{"spec": {"containers": "all"}}], "kind": "ConfigMapList"}"#;
+        let err = read_list::<Pod>(other, "Pod").unwrap_err();
+        assert!(err.to_string().contains("kind is `ConfigMapList`"), "{err}");
+        assert!(read_list::<Pod>(br#"{"kind": "PodList", "items": null}"#, "Pod").unwrap().is_empty());
         assert!(matches!(read_list::<Pod>(b"{\"kind\": ", "Pod"), Err(ListError::Json(_))));
         assert!(matches!(read_list::<Pod>(b"[1, 2]", "Pod"), Err(ListError::NotAList(_))));
     }
