@@ -481,6 +481,12 @@ mod tests {
         let err = p.spec.requests().unwrap_err();
         assert_eq!(err.path, "spec.initContainers[1].resources.requests.memory");
         assert!(err.to_string().contains("`lots` is not a Kubernetes quantity"), "{err}");
+        // Numbers, as a person may write them, read as the API's strings would.
+        let numbers =
+            pod(serde_json::json!({"spec": {"containers": [{"resources": {"requests": {"cpu": 2, "memory": 1e3}}}]}}));
+        assert_eq!(numbers.spec.requests().unwrap(), PodShape::new(2000, 1000));
+        let flag = serde_json::from_value::<Pod>(serde_json::json!({"spec": {"overhead": {"cpu": true}}})).unwrap_err();
+        assert!(flag.to_string().starts_with("expected a quantity (e.g. \"500m\", \"2Gi\"), found true"), "{flag}");
     }
 
     #[test]
