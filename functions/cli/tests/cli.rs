@@ -188,6 +188,187 @@ fn image_line(example: &str) -> String {
     example.lines().find(|l| l.trim_start().starts_with("image:")).expect("an image line").to_string()
 }
 
+/// tests/data/ml-pools.yaml with its gpu pool's `headroom.shapes` written as `shapes`.
+fn ml_pools(dir: &Path, name: &str, shapes: &str) -> String {
+    let fixed = std::fs::read_to_string(root().join("functions/cli/tests/data/ml-pools.yaml")).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, fixed.replace("      shapes: fixed\n", &format!("      shapes: {shapes}\n"))).unwrap();
+    path.display().to_string()
+}
+
+const PODS: &str = "functions/cli/tests/data/pods.json";
+const NODES: &str = "functions/cli/tests/data/nodes.json";
+
+#[test]
+fn config_check_warns_of_pods_that_fit_in_no_pause_pod_or_no_node() {
+    let dir = scratch("pods");
+    let check = |config: &str, nodes: bool| {
+        let mut args = vec!["config", "check", config, "--pods", PODS];
+        if nodes {
+            args.extend(["--nodes", NODES]);
+        }
+        let out = ballast(&args);
+        assert_eq!(out.status.code(), Some(0), "warnings never fail a check\n{}", stdout(&out));
+        stdout(&out)
+    };
+    let warnings = |text: &str| text.lines().filter(|l| l.starts_with("warning: ")).count();
+    // The web pod has no node selector: it would start in the first pool its taints
+    // admit. Its runtime overhead counts (900m + 250m).
+    let general = "warning: pools[0].headroom.shapes: 1 of the 1 workload pod(s) of pool general in functions/cli/tests/data/pods.json \
+                   fit in no pause pod it runs (shapes: fixed, pod_cpu/pod_memory 1 CPU / 2Gi), e.g. \
+                   shop/web-6b7f9d5c8-m2l9d (1150m CPU / 1144Mi): room held for them starts none; list a shape they fit \
+                   in under headroom.shapes, or use shapes: auto";
+    let too_large = "warning: pools[1] (gpu): 1 of its 4 workload pod(s) in functions/cli/tests/data/pods.json are larger than every \
+                     node of the pool in functions/cli/tests/data/nodes.json (the largest allocatable: 7910m CPU / 29Gi + 1 \
+                     nvidia.com/gpu, node ip-10-0-1-10.eu-west-1.compute.internal), e.g. ml/train-large-0 (16 CPU / 64Gi): \
+                     no headroom and no scale-up starts them";
+
+    // `fixed`: the job, the inference pod (2 CPU with its sidecar) and the data
+    // preparation (3 CPU / 16Gi in its init container) fit in no 1 CPU / 2Gi pause pod.
+    // The DaemonSet, mirror, pause and finished pods, all larger than the node, are not
+    // demand: had any counted, a count would differ.
+    let fixed = check(&ml_pools(&dir, "fixed.yaml", "fixed"), true);
+    for expected in [
+        general,
+        too_large,
+        "warning: pools[1].headroom.shapes: 3 of the 4 workload pod(s) of pool gpu in functions/cli/tests/data/pods.json fit in no \
+         pause pod it runs (shapes: fixed, pod_cpu/pod_memory 1 CPU / 2Gi), e.g. ml/train-7f9c2-x4k2p (4 CPU / 14Gi + 1 \
+         nvidia.com/gpu): room held for them starts none; list a shape they fit in under headroom.shapes (all fit in 4 CPU \
+         / 16Gi + 1 nvidia.com/gpu), or use shapes: auto",
+    ] {
+        assert!(fixed.contains(expected), "{expected:?} not in\n{fixed}");
+    }
+    assert_eq!(warnings(&fixed), 3, "{fixed}");
+
+    // Without the nodes, the 16-CPU pod is one more that fits in no pause pod.
+    let no_nodes = check(&ml_pools(&dir, "fixed.yaml", "fixed"), false);
+    let all_four =
+        "4 of the 4 workload pod(s) of pool gpu in functions/cli/tests/data/pods.json fit in no pause pod it \
+                    runs (shapes: fixed, pod_cpu/pod_memory 1 CPU / 2Gi), e.g. ml/train-large-0 (16 CPU / 64Gi)";
+    assert!(no_nodes.contains(all_four), "{no_nodes}");
+    assert_eq!(warnings(&no_nodes), 2, "{no_nodes}");
+
+    // Listed shapes: the inference pod fits its own; the GPU job fits none (the training
+    // shape forgot the GPU), nor does the preparation's 16Gi init container. A shape
+    // larger than every node is told of too.
+    let listed = check(
+        &ml_pools(
+            &dir,
+            "listed.yaml",
+            "[{name: training, cpu: 4, memory: 14Gi}, {name: inference, cpu: 2, memory: 8Gi}, \
+             {name: huge, cpu: 16, memory: 64Gi}]",
+        ),
+        true,
+    );
+    for expected in [
+        general,
+        too_large,
+        "warning: pools[1].headroom.shapes: 2 of the 4 workload pod(s) of pool gpu in functions/cli/tests/data/pods.json fit in no \
+         pause pod it runs (the shapes listed: training 4 CPU / 14Gi, inference 2 CPU / 8Gi, huge 16 CPU / 64Gi), e.g. \
+         ml/train-7f9c2-x4k2p (4 CPU / 14Gi + 1 nvidia.com/gpu): room held for them starts none; list a shape they fit in \
+         under headroom.shapes (all fit in 4 CPU / 16Gi + 1 nvidia.com/gpu), or use shapes: auto",
+        "warning: pools[1].headroom.shapes[2] (huge): pause pods of 16 CPU / 64Gi fit in no node of pool gpu in \
+         functions/cli/tests/data/nodes.json (the largest allocatable: 7910m CPU / 29Gi + 1 nvidia.com/gpu, node \
+         ip-10-0-1-10.eu-west-1.compute.internal): they would stay Pending",
+    ] {
+        assert!(listed.contains(expected), "{expected:?} not in\n{listed}");
+    }
+    assert_eq!(warnings(&listed), 4, "{listed}");
+
+    // `auto` learns the shapes: only the pod no node holds is told of.
+    let auto = check(&ml_pools(&dir, "auto.yaml", "auto"), true);
+    assert!(auto.contains(too_large), "{auto}");
+    assert!(auto.contains(general), "{auto}");
+    assert_eq!(warnings(&auto), 2, "{auto}");
+
+    let out =
+        ballast(&["config", "check", "--json", &ml_pools(&dir, "auto.yaml", "auto"), "--pods", PODS, "--nodes", NODES]);
+    assert_eq!(out.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v["valid"], true, "{v}");
+    let listed_warnings = v["warnings"].as_array().unwrap();
+    assert_eq!(listed_warnings.len(), 2, "{v}");
+    assert!(listed_warnings[1].as_str().unwrap().starts_with("pools[1] (gpu): 1 of its 4 workload pod(s)"), "{v}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn config_check_names_where_a_pods_or_nodes_file_is_wrong() {
+    let dir = scratch("pods-wrong");
+    let write = |name: &str, text: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    };
+    let bad_cpu = write(
+        "bad-cpu.json",
+        r#"{"kind": "PodList", "items": [{"metadata": {"name": "p", "namespace": "ml"},
+            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "lots"}}}]}}]}"#,
+    );
+    let bad_field = write("bad-field.json", r#"{"kind": "NodeList", "items": [{"status": {"allocatable": []}}]}"#);
+    let truncated = write("truncated.json", r#"{"kind": "PodList", "items": ["#);
+    // The example's pools are general and batch: its GPU node is in neither.
+    let nodes: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(root().join(NODES)).unwrap()).unwrap();
+    let gpu_only = serde_json::json!({"kind": "NodeList", "items": [nodes["items"][0]]}).to_string();
+    let cases = [
+        (
+            vec!["--pods", bad_cpu.as_str()],
+            format!(
+                "error: cannot read {bad_cpu} as kubectl's Pod list: items[0].spec.containers[0].resources.requests.cpu = \
+                 \"lots\": `lots` is not a Kubernetes quantity"
+            ),
+        ),
+        (
+            vec!["--nodes", bad_field.as_str()],
+            format!("error: cannot read {bad_field} as kubectl's Node list: items[0].status.allocatable: invalid type"),
+        ),
+        (vec!["--pods", truncated.as_str()], format!("error: cannot read {truncated} as kubectl's Pod list: not JSON")),
+        (
+            vec!["--nodes", PODS],
+            String::new(), // a List of pods holds no node: nothing to hold the pools to
+        ),
+        (
+            vec!["--nodes", "ballast.example.yaml"],
+            "error: cannot read ballast.example.yaml as kubectl's Node list: not JSON".to_string(),
+        ),
+        (vec!["--pods", "no/such/pods.json"], "error: cannot read no/such/pods.json".to_string()),
+    ];
+    // Files of another cluster are told of, not passed in silence.
+    let elsewhere = write(
+        "elsewhere.json",
+        r#"{"kind": "PodList", "items": [{"metadata": {"name": "p", "namespace": "ml"},
+            "spec": {"nodeSelector": {"ballast.io/pool": "tpu"}, "containers": [{"resources": {"requests": {"cpu": "1"}}}]}}]}"#,
+    );
+    let out = ballast(&["config", "check", "ballast.example.yaml", "--pods", &elsewhere, "--nodes", NODES]);
+    assert_eq!(out.status.code(), Some(0));
+    let expected = format!(
+        "warning: none of the 1 workload pod(s) in {elsewhere} belongs to a pool (by its node's labels, or its node \
+         selector, required node affinity and tolerations): is it this cluster's?"
+    );
+    assert!(stdout(&out).contains(&expected), "{}", stdout(&out));
+    let out = ballast(&["config", "check", "ballast.example.yaml", "--nodes", &write("gpu-only.json", &gpu_only)]);
+    assert!(
+        stdout(&out).contains("warning: none of the 1 node(s) in ")
+            && stdout(&out).contains("carries the node_selector of a pool"),
+        "{}",
+        stdout(&out)
+    );
+
+    for (args, expected) in cases {
+        let mut all = vec!["config", "check", "functions/cli/tests/data/ml-pools.yaml"];
+        all.extend(&args);
+        let out = ballast(&all);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if expected.is_empty() {
+            assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+        } else {
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+            assert!(stderr.starts_with(&expected), "{args:?}: {expected:?} not at the start of {stderr}");
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn plan_prints_the_fallback_for_a_capacity_error() {
     let out = ballast(&[
@@ -855,6 +1036,7 @@ fn exit_codes_mean_the_same_for_every_command() {
         (vec!["config", "check", empty], 1),
         (vec!["config", "check", missing], 2),
         (vec!["config", "check", "ballast.example.yaml", "--rbac", missing], 2),
+        (vec!["config", "check", "ballast.example.yaml", "--pods", missing], 2),
         (vec!["config", "check"], 2),
         (vec!["events", "check", event], 0),
         (vec!["events", "check", "events/invalid/truncated.json"], 1),

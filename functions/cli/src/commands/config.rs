@@ -19,6 +19,8 @@ pub struct CheckArgs {
     /// namespace, Deployment and PriorityClass must be covered by it.
     #[arg(long)]
     rbac: Option<PathBuf>,
+    #[command(flatten)]
+    cluster: super::config_pods::ClusterArgs,
     /// The functions' deployed timeout, in seconds (FunctionTimeoutSeconds): warns when a
     /// drain of the longest drain_timeout would not fit.
     #[arg(long, value_name = "SECONDS")]
@@ -85,6 +87,7 @@ pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
                 Problem { input: rbac.display().to_string(), path: path.to_string(), message: message.to_string() }
             }));
         }
+        warnings.extend(super::config_pods::warnings(config, &args.cluster)?);
         // A Lambda function runs 15 minutes at most: a drain that leaves a run less than
         // its margin is always cut short, whatever the templates say.
         let longest_run = std::time::Duration::from_secs(900);

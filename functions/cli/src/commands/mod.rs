@@ -3,6 +3,7 @@ pub mod aws;
 pub mod config;
 #[cfg(feature = "aws")]
 pub mod config_home;
+pub mod config_pods;
 pub mod events;
 pub mod plan;
 pub mod simulate;
@@ -28,6 +29,13 @@ pub enum Unusable {
         path: PathBuf,
         #[source]
         source: std::io::Error,
+    },
+    #[error("cannot read {} as kubectl's {what} list", path.display())]
+    Malformed {
+        path: PathBuf,
+        what: &'static str,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
     #[error("{0}")]
     Usage(String),
