@@ -36,7 +36,7 @@ pub struct Engine<'s> {
     pub ca: ClusterAutoscaler<'s>,
     pub market: SpotMarket<'s>,
     workload: Workload<'s>,
-    handlers: InterruptionHandlers,
+    pub handlers: InterruptionHandlers,
     /// With `Strategy::Ballast` only.
     pub ballast: Option<Bridge>,
     pub metrics: Metrics,
@@ -91,6 +91,11 @@ impl<'s> Engine<'s> {
     /// Runs to the end of the scenario, calling `progress` with the fraction done.
     pub fn run(&mut self, progress: &mut dyn FnMut(f64)) {
         self.start();
+        self.finish(progress);
+    }
+
+    /// Runs from where it is to the end of the scenario and closes the figures.
+    pub fn finish(&mut self, progress: &mut dyn FnMut(f64)) {
         let end = self.sc.end_ms();
         self.run_until(end, progress);
         self.metrics.advance(end, &self.model);
@@ -178,7 +183,10 @@ impl<'s> Engine<'s> {
                     self.react(self.handlers.rebalance(&self.model, id, now));
                 }
             }
-            Ev::Drain(id) => self.apply(self.handlers.drain(&self.model, id)),
+            Ev::Drain(id) => {
+                let calls = self.handlers.drain(&self.model, id);
+                self.apply(calls);
+            }
             Ev::JobDone(pod, generation) => self.apply(self.workload.job_done(&self.model, pod, generation)),
             Ev::BatchStart(i) => {
                 let calls = self.workload.batch_start(i);

@@ -75,6 +75,7 @@ pub enum Call {
         class: usize,
         cpu: u64,
         mem: u64,
+        gpu: u32,
         priority: i32,
     },
     DeletePod {
@@ -135,11 +136,17 @@ pub struct Model<'s> {
     /// The scheduler's candidate nodes, rebuilt when a node's schedulability changed.
     schedulable: Vec<NodeId>,
     schedulable_dirty: bool,
+    /// Replacements Capacity Rebalancing launched (on a recommendation, where EC2 had
+    /// capacity).
+    pub rebalance_replacements: u32,
 }
 
 impl<'s> Model<'s> {
     /// `pause`: each pool's pause pods, in the order of the scenario's pools.
     pub fn new(sc: &'s Scenario, pause: Vec<PausePods>) -> Self {
+        let mut cluster =
+            Cluster::new(sc.ca.expendable_cutoff, sc.scheduler.preemption.0.as_millis() as u64, sc.accepts.clone());
+        cluster.scoring = sc.scheduler.scoring;
         let asgs = sc
             .groups
             .iter()
@@ -147,11 +154,7 @@ impl<'s> Model<'s> {
             .collect();
         Model {
             sc,
-            cluster: Cluster::new(
-                sc.ca.expendable_cutoff,
-                sc.scheduler.preemption.0.as_millis() as u64,
-                sc.accepts.clone(),
-            ),
+            cluster,
             asgs,
             deployment_pods: vec![Vec::new(); sc.deployments.len()],
             pause_pods: vec![Vec::new(); pause.len()],
@@ -159,6 +162,7 @@ impl<'s> Model<'s> {
             pause,
             schedulable: Vec::new(),
             schedulable_dirty: true,
+            rebalance_replacements: 0,
         }
     }
 
@@ -198,6 +202,7 @@ impl<'s> Model<'s> {
                 let new = self.launch(g, az, &instance_type, now, ec2, effects);
                 self.cluster.nodes[new].replaces = Some(node);
                 self.cluster.nodes[node].leaving = true;
+                self.rebalance_replacements += 1;
             }
             Call::Cordon { node } => {
                 self.cluster.cordon(node);
@@ -212,8 +217,8 @@ impl<'s> Model<'s> {
             }
             Call::SetPauseReplicas { pool, replicas } => self.set_pause_replicas(pool, replicas, now),
             Call::ScaleDeployment { deployment, replicas } => self.scale_deployment(deployment, replicas, now),
-            Call::CreatePod { kind, class, cpu, mem, priority } => {
-                self.cluster.create_pod(kind, class, cpu, mem, priority, now);
+            Call::CreatePod { kind, class, cpu, mem, gpu, priority } => {
+                self.cluster.create_pod(kind, class, cpu, mem, gpu, priority, now);
             }
             Call::DeletePod { pod } => self.cluster.delete_pod(pod),
         }
@@ -280,7 +285,7 @@ impl<'s> Model<'s> {
         while pods.len() < replicas as usize {
             // Class `pool`: the pool's node selector and tolerations.
             let PausePods { cpu, mem, priority } = self.pause[pool];
-            let id = self.cluster.create_pod(PodKind::Pause, pool, cpu, mem, priority, now);
+            let id = self.cluster.create_pod(PodKind::Pause, pool, cpu, mem, 0, priority, now);
             pods.push(id);
         }
         while pods.len() > replicas as usize {
@@ -292,13 +297,14 @@ impl<'s> Model<'s> {
 
     fn scale_deployment(&mut self, d: usize, replicas: usize, now: u64) {
         let spec = &self.sc.deployments[d];
-        let (cpu, mem, class) = (spec.cpu_millis, spec.memory_bytes, spec.class);
+        let (cpu, mem, gpu, class) = (spec.cpu_millis, spec.memory_bytes, spec.gpus, spec.class);
         while self.deployment_pods[d].len() < replicas {
             let id = self.cluster.create_pod(
                 PodKind::Deployment(d),
                 class,
                 cpu,
                 mem,
+                gpu,
                 crate::cluster::WORKLOAD_PRIORITY,
                 now,
             );
@@ -336,6 +342,7 @@ impl<'s> Model<'s> {
         let spot = spec.market == Market::Spot;
         let mut node = Node::booting(g, az, spot, shape.cpu, shape.mem);
         node.max_pods = shape.pods;
+        node.gpu = shape.gpus;
         let it = &self.sc.instance_types[instance_type];
         node.hourly_price = if spot { it.spot_price } else { it.on_demand_price };
         node.instance_type = instance_type.to_string();
