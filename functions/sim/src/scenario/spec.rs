@@ -93,7 +93,9 @@ pub enum Scoring {
     FirstFit,
     /// kube-scheduler's default, `NodeResourcesFit` with `LeastAllocated`: the node with
     /// the most CPU and memory left once the pod is on it, each as a share of the node's
-    /// allocatable, averaged (equal weights): pods spread over the nodes.
+    /// allocatable, averaged (equal weights): pods spread over the nodes. Its other
+    /// default scores (BalancedAllocation, topology spread, image locality…) are not
+    /// modelled; equal scores go to the first node, where kube-scheduler draws.
     #[serde(alias = "least_allocated")]
     LeastAllocated,
 }
