@@ -1280,13 +1280,22 @@ fn ballast_beats_ca_alone_under_either_scoring() {
 }
 
 /// Every node's GPUs against what its pods request, counted afresh from the pods.
-fn assert_no_gpu_shared(sim: &Engine) {
+/// Returns whether some node had its GPUs taken with CPU and memory left for another
+/// pod asking for one (so the GPU, not room, kept it off).
+fn assert_no_gpu_shared(sim: &Engine) -> bool {
     let cluster = &sim.model.cluster;
+    let gpu_pods: Vec<(u64, u64)> =
+        sim.model.sc.batches.iter().filter(|b| b.gpus > 0).map(|b| (b.cpu_millis, b.memory_bytes)).collect();
+    let mut gpu_was_the_limit = false;
     for (id, node) in cluster.nodes.iter().enumerate() {
         let requested: u32 = node.pods.iter().map(|&p| cluster.pods[p].gpu).sum();
         assert!(requested <= node.gpu, "node {id}: {requested} GPUs requested of {}", node.gpu);
         assert_eq!(requested, node.gpu_used, "node {id}: the count kept matches its pods");
+        let (cpu, mem) = node.free();
+        gpu_was_the_limit |=
+            node.gpu > 0 && requested == node.gpu && gpu_pods.iter().any(|&(c, m)| cpu >= c && mem >= m);
     }
+    gpu_was_the_limit
 }
 
 /// The two built-ins with GPUs and with mixed shapes run under every strategy and both
@@ -1302,11 +1311,11 @@ fn the_gpu_and_mixed_pools_run_sanely_and_never_share_a_gpu() {
             for strategy in Strategy::ALL {
                 let mut sim = Engine::new(&sc, strategy, seed);
                 sim.start();
-                let mut t = 0;
+                let (mut t, mut gpu_was_the_limit) = (0, false);
                 while t < sc.end_ms() {
                     t += 10 * MINUTE;
                     sim.run_until(t, &mut no_progress());
-                    assert_no_gpu_shared(&sim);
+                    gpu_was_the_limit |= assert_no_gpu_shared(&sim);
                 }
                 sim.finish(&mut no_progress());
                 let r = crate::report(&sim, &sc, strategy);
@@ -1315,6 +1324,9 @@ fn the_gpu_and_mixed_pools_run_sanely_and_never_share_a_gpu() {
                 assert!(r.job_wait_p95_s.is_some_and(|w| w > 0.0), "{what}: Jobs waited for nodes");
                 assert!(r.pod_wait_p95_s < 3600.0, "{what}: p95 {}", r.pod_wait_p95_s);
                 assert!(r.cost > 0.0 && r.peak_nodes > 0, "{what}");
+                if name == "ml-gpu" {
+                    assert!(gpu_was_the_limit, "{what}: a training pod's CPU and memory fit beside another's");
+                }
             }
         }
     }
