@@ -159,6 +159,14 @@ impl Node {
     }
 }
 
+/// What a pod requests: CPU (millicores), memory (bytes) and `nvidia.com/gpu`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Requests {
+    pub cpu: u64,
+    pub mem: u64,
+    pub gpu: u32,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PodKind {
     Deployment(usize),
@@ -289,17 +297,8 @@ impl Cluster {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    pub fn create_pod(
-        &mut self,
-        kind: PodKind,
-        class: usize,
-        cpu: u64,
-        mem: u64,
-        gpu: u32,
-        priority: i32,
-        now: u64,
-    ) -> PodId {
+    pub fn create_pod(&mut self, kind: PodKind, class: usize, requests: Requests, priority: i32, now: u64) -> PodId {
+        let Requests { cpu, mem, gpu } = requests;
         let id = self.pods.len();
         self.pods.push(Pod {
             kind,
@@ -599,16 +598,17 @@ mod tests {
         let n = c.add_node(node(4000));
         c.node_ready(n);
         for _ in 0..4 {
-            c.create_pod(PodKind::Pause, 0, 1000, 1 << 30, 0, PAUSE_PRIORITY, 0);
+            c.create_pod(PodKind::Pause, 0, Requests { cpu: 1000, mem: 1 << 30, gpu: 0 }, PAUSE_PRIORITY, 0);
         }
         c.schedule(0, &[n]);
         assert_eq!(c.pending_count(), 0);
-        let w = c.create_pod(PodKind::Deployment(0), 0, 2000, 1 << 30, 0, WORKLOAD_PRIORITY, 5);
+        let w =
+            c.create_pod(PodKind::Deployment(0), 0, Requests { cpu: 2000, mem: 1 << 30, gpu: 0 }, WORKLOAD_PRIORITY, 5);
         let placed = c.schedule(5, &[n]);
         assert_eq!(placed.preempted, 2);
         assert_eq!(c.pods[w].node, None, "nominated, not bound while its victims terminate");
         assert_eq!(placed.wake_at, Some(2005));
-        let p = c.create_pod(PodKind::Pause, 0, 1000, 1 << 30, 0, PAUSE_PRIORITY, 6);
+        let p = c.create_pod(PodKind::Pause, 0, Requests { cpu: 1000, mem: 1 << 30, gpu: 0 }, PAUSE_PRIORITY, 6);
         let placed = c.schedule(6, &[n]);
         assert_eq!((placed.started.len(), c.pods[p].node), (0, None), "the room is held for the nominee");
         c.wake();
@@ -628,11 +628,12 @@ mod tests {
         full.max_pods = 2;
         let n = c.add_node(full);
         c.node_ready(n);
-        c.create_pod(PodKind::Pause, 0, 1000, 1 << 30, 0, PAUSE_PRIORITY, 0);
-        c.create_pod(PodKind::Deployment(0), 0, 1000, 1 << 30, 0, WORKLOAD_PRIORITY, 0);
+        c.create_pod(PodKind::Pause, 0, Requests { cpu: 1000, mem: 1 << 30, gpu: 0 }, PAUSE_PRIORITY, 0);
+        c.create_pod(PodKind::Deployment(0), 0, Requests { cpu: 1000, mem: 1 << 30, gpu: 0 }, WORKLOAD_PRIORITY, 0);
         c.schedule(0, &[n]);
         assert_eq!(c.nodes[n].pods.len(), 2);
-        let w = c.create_pod(PodKind::Deployment(0), 0, 1000, 1 << 30, 0, WORKLOAD_PRIORITY, 5);
+        let w =
+            c.create_pod(PodKind::Deployment(0), 0, Requests { cpu: 1000, mem: 1 << 30, gpu: 0 }, WORKLOAD_PRIORITY, 5);
         let placed = c.schedule(5, &[n]);
         assert_eq!(placed.preempted, 1, "room enough, but no pod slot: the pause pod goes");
         c.wake();
@@ -658,7 +659,13 @@ mod tests {
         for (&n, (cpu, mem)) in ids.iter().zip([(3000, gib), (2000, 2 * gib), (0, 14 * gib)]) {
             c.node_ready(n);
             if cpu + mem > 0 {
-                let filler = c.create_pod(PodKind::Deployment(0), 0, cpu.max(1), mem, 0, WORKLOAD_PRIORITY, 0);
+                let filler = c.create_pod(
+                    PodKind::Deployment(0),
+                    0,
+                    Requests { cpu: cpu.max(1), mem, gpu: 0 },
+                    WORKLOAD_PRIORITY,
+                    0,
+                );
                 c.bind(filler, n);
                 c.dequeue(filler);
             }
@@ -669,7 +676,8 @@ mod tests {
     #[test]
     fn first_fit_takes_the_first_node_with_room() {
         let (mut c, [first, _, _]) = scored_cluster(Scoring::FirstFit);
-        let pod = c.create_pod(PodKind::Deployment(0), 0, 500, 1 << 30, 0, WORKLOAD_PRIORITY, 1);
+        let pod =
+            c.create_pod(PodKind::Deployment(0), 0, Requests { cpu: 500, mem: 1 << 30, gpu: 0 }, WORKLOAD_PRIORITY, 1);
         let all: Vec<NodeId> = (0..3).collect();
         c.schedule(1, &all);
         assert_eq!(c.pods[pod].node, Some(first));
@@ -682,7 +690,8 @@ mod tests {
     #[test]
     fn least_allocated_takes_the_node_with_the_most_free_share_of_cpu_and_memory_averaged() {
         let (mut c, [small, busy, mem_full]) = scored_cluster(Scoring::LeastAllocated);
-        let pod = c.create_pod(PodKind::Deployment(0), 0, 1000, 1 << 30, 0, WORKLOAD_PRIORITY, 1);
+        let pod =
+            c.create_pod(PodKind::Deployment(0), 0, Requests { cpu: 1000, mem: 1 << 30, gpu: 0 }, WORKLOAD_PRIORITY, 1);
         let scores: Vec<u64> =
             [small, busy, mem_full].iter().map(|&n| c.nodes[n].least_allocated_score(&c.pods[pod])).collect();
         assert_eq!(scores, vec![43, 71, 46]);
@@ -695,10 +704,12 @@ mod tests {
         let (a, b) = (c.add_node(node(4000)), c.add_node(node(4000)));
         c.node_ready(a);
         c.node_ready(b);
-        let p = c.create_pod(PodKind::Deployment(0), 0, 1000, 1 << 30, 0, WORKLOAD_PRIORITY, 0);
+        let p =
+            c.create_pod(PodKind::Deployment(0), 0, Requests { cpu: 1000, mem: 1 << 30, gpu: 0 }, WORKLOAD_PRIORITY, 0);
         c.schedule(0, &[a, b]);
         assert_eq!(c.pods[p].node, Some(a));
-        let q = c.create_pod(PodKind::Deployment(0), 0, 1000, 1 << 30, 0, WORKLOAD_PRIORITY, 0);
+        let q =
+            c.create_pod(PodKind::Deployment(0), 0, Requests { cpu: 1000, mem: 1 << 30, gpu: 0 }, WORKLOAD_PRIORITY, 0);
         c.schedule(0, &[a, b]);
         assert_eq!(c.pods[q].node, Some(b), "spread: the emptier node");
     }
@@ -712,11 +723,13 @@ mod tests {
         gpu_node.gpu = 1;
         let n = c.add_node(gpu_node);
         c.node_ready(n);
-        let first = c.create_pod(PodKind::Deployment(0), 0, 2000, 1 << 30, 1, WORKLOAD_PRIORITY, 0);
-        c.create_pod(PodKind::Pause, 0, 2000, 1 << 30, 0, PAUSE_PRIORITY, 0);
+        let first =
+            c.create_pod(PodKind::Deployment(0), 0, Requests { cpu: 2000, mem: 1 << 30, gpu: 1 }, WORKLOAD_PRIORITY, 0);
+        c.create_pod(PodKind::Pause, 0, Requests { cpu: 2000, mem: 1 << 30, gpu: 0 }, PAUSE_PRIORITY, 0);
         c.schedule(0, &[n]);
         assert_eq!(c.pods[first].node, Some(n));
-        let second = c.create_pod(PodKind::Deployment(0), 0, 1000, 1 << 30, 1, WORKLOAD_PRIORITY, 1);
+        let second =
+            c.create_pod(PodKind::Deployment(0), 0, Requests { cpu: 1000, mem: 1 << 30, gpu: 1 }, WORKLOAD_PRIORITY, 1);
         let placed = c.schedule(1, &[n]);
         assert_eq!(c.pods[second].node, None);
         assert_eq!(placed.preempted, 0, "no pause pod evicted for a GPU it does not hold");
@@ -733,9 +746,9 @@ mod tests {
         let mut c = Cluster::new(-10, 2000, vec![vec![true]]);
         let n = c.add_node(node(2000));
         c.node_ready(n);
-        let w = c.create_pod(PodKind::Deployment(0), 0, 2000, 1, 0, WORKLOAD_PRIORITY, 0);
+        let w = c.create_pod(PodKind::Deployment(0), 0, Requests { cpu: 2000, mem: 1, gpu: 0 }, WORKLOAD_PRIORITY, 0);
         c.schedule(0, &[n]);
-        c.create_pod(PodKind::Pause, 0, 1000, 1, 0, PAUSE_PRIORITY, 0);
+        c.create_pod(PodKind::Pause, 0, Requests { cpu: 1000, mem: 1, gpu: 0 }, PAUSE_PRIORITY, 0);
         c.schedule(1, &[n]);
         assert_eq!(c.pending_count(), 1);
         c.remove_node(n, 10);

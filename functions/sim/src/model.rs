@@ -6,7 +6,7 @@
 //! needs of EC2 comes in through `Ec2`, and what the engine must schedule or report
 //! goes out as `Effect`s. It imports no actor and not the engine.
 
-use crate::cluster::{Cluster, Node, NodeId, NodePhase, Placement, PodId, PodKind, SlotDraws};
+use crate::cluster::{Cluster, Node, NodeId, NodePhase, Placement, PodId, PodKind, Requests, SlotDraws};
 use crate::scenario::{Market, Scenario};
 use crate::time::MINUTE;
 
@@ -218,7 +218,7 @@ impl<'s> Model<'s> {
             Call::SetPauseReplicas { pool, replicas } => self.set_pause_replicas(pool, replicas, now),
             Call::ScaleDeployment { deployment, replicas } => self.scale_deployment(deployment, replicas, now),
             Call::CreatePod { kind, class, cpu, mem, gpu, priority } => {
-                self.cluster.create_pod(kind, class, cpu, mem, gpu, priority, now);
+                self.cluster.create_pod(kind, class, Requests { cpu, mem, gpu }, priority, now);
             }
             Call::DeletePod { pod } => self.cluster.delete_pod(pod),
         }
@@ -285,7 +285,7 @@ impl<'s> Model<'s> {
         while pods.len() < replicas as usize {
             // Class `pool`: the pool's node selector and tolerations.
             let PausePods { cpu, mem, priority } = self.pause[pool];
-            let id = self.cluster.create_pod(PodKind::Pause, pool, cpu, mem, 0, priority, now);
+            let id = self.cluster.create_pod(PodKind::Pause, pool, Requests { cpu, mem, gpu: 0 }, priority, now);
             pods.push(id);
         }
         while pods.len() > replicas as usize {
@@ -297,14 +297,13 @@ impl<'s> Model<'s> {
 
     fn scale_deployment(&mut self, d: usize, replicas: usize, now: u64) {
         let spec = &self.sc.deployments[d];
-        let (cpu, mem, gpu, class) = (spec.cpu_millis, spec.memory_bytes, spec.gpus, spec.class);
+        let requests = Requests { cpu: spec.cpu_millis, mem: spec.memory_bytes, gpu: spec.gpus };
+        let class = spec.class;
         while self.deployment_pods[d].len() < replicas {
             let id = self.cluster.create_pod(
                 PodKind::Deployment(d),
                 class,
-                cpu,
-                mem,
-                gpu,
+                requests,
                 crate::cluster::WORKLOAD_PRIORITY,
                 now,
             );

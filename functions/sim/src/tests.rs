@@ -1021,7 +1021,13 @@ fn first_start_waits_are_also_reported_per_five_minute_window() {
     // A pod still pending when the run ends at 00:30 counts in the last window (00:25–00:30),
     // not in one that would begin at the end.
     let mut cluster = crate::cluster::Cluster::new(-10, 2000, vec![vec![true]]);
-    cluster.create_pod(crate::cluster::PodKind::Deployment(0), 0, 100, 1 << 20, 0, 0, 28 * MINUTE);
+    cluster.create_pod(
+        crate::cluster::PodKind::Deployment(0),
+        0,
+        crate::cluster::Requests { cpu: 100, mem: 1 << 20, gpu: 0 },
+        0,
+        28 * MINUTE,
+    );
     m.finish(&cluster, 30 * MINUTE);
     let r = m.report(&sc, "ballast", 0, 0);
     assert_eq!(r.window_wait_p95_s, [20.0, 45.0, 2.0, 120.0]);
@@ -1046,7 +1052,13 @@ fn first_start_waits_are_split_by_kind_and_by_day() {
     assert_eq!(r.pod_wait_p95_s, 90.0);
     assert_eq!(r.daily_wait_p95_s, [Some(90.0), Some(5.0), None, None, None, None, None]);
     let mut cluster = crate::cluster::Cluster::new(-10, 2000, vec![vec![true]]);
-    cluster.create_pod(crate::cluster::PodKind::Batch { duration_ms: MINUTE }, 0, 100, 1 << 20, 0, 0, 7 * DAY - MINUTE);
+    cluster.create_pod(
+        crate::cluster::PodKind::Batch { duration_ms: MINUTE },
+        0,
+        crate::cluster::Requests { cpu: 100, mem: 1 << 20, gpu: 0 },
+        0,
+        7 * DAY - MINUTE,
+    );
     m.finish(&cluster, 7 * DAY);
     let r = m.report(&sc, "ballast", 0, 0);
     assert_eq!(r.jobs_started, 21);
@@ -1086,7 +1098,13 @@ fn first_start_waits_are_reported_per_pool() {
     let mut m = crate::metrics::Metrics::new(&sc);
     let batch = sc.class_pool.iter().position(|p| *p == Some(1)).expect("a class of the batch pool");
     let mut cluster = crate::cluster::Cluster::new(-10, 2000, sc.accepts.clone());
-    cluster.create_pod(crate::cluster::PodKind::Deployment(0), batch, 100, 1 << 20, 0, 0, 10 * MINUTE);
+    cluster.create_pod(
+        crate::cluster::PodKind::Deployment(0),
+        batch,
+        crate::cluster::Requests { cpu: 100, mem: 1 << 20, gpu: 0 },
+        0,
+        10 * MINUTE,
+    );
     m.finish(&cluster, 20 * MINUTE);
     let r = m.report(&sc, "ballast", 0, 0);
     let by_pool: Vec<(usize, Option<f64>)> =
