@@ -773,6 +773,41 @@ fn simulate_default_compares_three_strategies() {
             assert!(s[field].is_number(), "{field} in {s}");
         }
     }
+    // The baselines again under Capacity Rebalancing, and Ballast's cut in pending
+    // pod-seconds as a range over all four baselines.
+    let rebalancing = v["capacity_rebalance_baselines"].as_array().unwrap();
+    let again: Vec<(&str, &str)> = rebalancing
+        .iter()
+        .map(|s| (s["strategy"].as_str().unwrap(), s["interruption_handling"].as_str().unwrap()))
+        .collect();
+    assert_eq!(again, vec![("CA alone", "capacity-rebalance"), ("CA + static", "capacity-rebalance")]);
+    let mean_pending = |s: &serde_json::Value| s["summary"]["pending pod-seconds"]["mean"].as_f64().unwrap();
+    let with_ballast = mean_pending(&v["strategies"][2]);
+    let cut = &v["pending_pod_cut"];
+    let cuts: Vec<f64> = v["strategies"].as_array().unwrap()[..2]
+        .iter()
+        .chain(rebalancing)
+        .map(|s| 100.0 * (1.0 - with_ballast / mean_pending(s)))
+        .collect();
+    let (min, max) = cuts.iter().fold((f64::MAX, f64::MIN), |(lo, hi), c| (lo.min(*c), hi.max(*c)));
+    assert!((cut["min_pct"].as_f64().unwrap() - min).abs() < 1e-9, "{cut} {cuts:?}");
+    assert!((cut["max_pct"].as_f64().unwrap() - max).abs() < 1e-9, "{cut} {cuts:?}");
+    assert_eq!(cut["against"].as_array().unwrap().len(), 4);
+    for strategy in v["strategies"].as_array().unwrap().iter().chain(rebalancing) {
+        let run = &strategy["runs"][0];
+        for field in
+            ["rebalance_recommendations", "false_rebalance_recommendations", "nth_drains", "rebalance_replacements"]
+        {
+            assert!(run[field].is_u64(), "{field} in {run}");
+        }
+        assert!(run["false_rebalance_recommendations"].as_u64() <= run["rebalance_recommendations"].as_u64());
+    }
+    assert_eq!(rebalancing[0]["runs"][0]["nth_drains"], 0, "no NTH beside Capacity Rebalancing");
+    // One strategy alone is that strategy only.
+    let one = ballast(&["simulate", "steady", "--json", "--seeds", "1", "--strategy", "ca"]);
+    let one: serde_json::Value = serde_json::from_slice(&one.stdout).unwrap();
+    assert_eq!(one["strategies"].as_array().unwrap().len(), 1);
+    assert!(one.get("capacity_rebalance_baselines").is_none() && one.get("pending_pod_cut").is_none(), "{one}");
     // The same seed gives identical output.
     let again = ballast(&["simulate", "--json", "--seeds", "3"]);
     assert_eq!(out.stdout, again.stdout);
@@ -798,9 +833,26 @@ fn simulate_table_plot_and_sweep() {
         "mean spare capacity",
         "spot loss → on-demand",
         "back to spot after",
+        "rebalance signals",
+        "  of them false",
+        "NTH drains",
+        "the baselines again, with Capacity Rebalancing",
+        "CR replacements",
+        "Ballast cuts pending pod-seconds by ",
     ] {
         assert!(table.contains(row), "missing {row} in\n{table}");
     }
+    assert!(!table.contains("scheduler least-allocated"), "first-fit by default: {table}");
+    // The scheduler's scoring, from the command line.
+    let spread = ballast(&["simulate", "steady", "--seeds", "1", "--scoring", "least-allocated"]);
+    assert!(spread.status.success());
+    let spread = stdout(&spread);
+    assert!(spread.contains("scheduler least-allocated"), "{spread}");
+    assert_ne!(
+        spread.lines().skip(2).collect::<Vec<_>>(),
+        stdout(&ballast(&["simulate", "steady", "--seeds", "1"])).lines().skip(2).collect::<Vec<_>>(),
+        "another placement, other figures"
+    );
     let svg = std::fs::read_to_string(&plot).unwrap();
     assert!(svg.starts_with("<svg") && svg.contains("CA + Ballast") && svg.contains("headroom pods"));
 

@@ -29,6 +29,7 @@ use crate::time::MINUTE;
 use ballast_core::shape::{PodShape, ShapeCount, WorkloadKind};
 
 mod ports;
+pub use ports::shape_of;
 use ports::{calls_on_model, SimPorts, View};
 
 /// The Lambda functions take SQS batches of at most ten messages.
@@ -250,7 +251,8 @@ impl Bridge {
                 } else {
                     WorkloadKind::LongRunning
                 };
-                counts.entry((PodShape::new(pod.cpu, pod.mem), kind)).or_default().1 += 1;
+                let shape = ports::shape_of(crate::cluster::Requests { cpu: pod.cpu, mem: pod.mem, gpu: pod.gpu });
+                counts.entry((shape, kind)).or_default().1 += 1;
             }
         }
         let shapes = counts

@@ -192,22 +192,25 @@ impl<'s> ClusterAutoscaler<'s> {
     }
 }
 
-/// Pending pods CA helps, by (cpu, mem, placement class) → count, largest first.
-type Shapes = Vec<((u64, u64, usize), u32)>;
+/// A pod's requests as CA packs them: CPU, memory, GPUs and its placement class.
+type Shape = (u64, u64, u32, usize);
+
+/// Pending pods CA helps, by shape → count, largest first.
+type Shapes = Vec<(Shape, u32)>;
 
 fn pending_shapes(model: &Model) -> Shapes {
     let cutoff = model.sc.ca.expendable_cutoff;
-    let mut shapes: BTreeMap<(u64, u64, usize), u32> = BTreeMap::new();
+    let mut shapes: BTreeMap<Shape, u32> = BTreeMap::new();
     for pod in model.cluster.pending_pods() {
         let p = &model.cluster.pods[pod];
         // Pods the scheduler has not tried yet, or nominated after preempting, are not
         // CA's to help: it scales up for pods marked unschedulable.
         if p.priority >= cutoff && p.unschedulable {
-            *shapes.entry((p.cpu, p.mem, p.class)).or_default() += 1;
+            *shapes.entry((p.cpu, p.mem, p.gpu, p.class)).or_default() += 1;
         }
     }
     let mut list: Vec<_> = shapes.into_iter().collect();
-    list.sort_by_key(|((cpu, mem, _), _)| std::cmp::Reverse((*cpu, *mem)));
+    list.sort_by_key(|((cpu, mem, gpu, _), _)| std::cmp::Reverse((*gpu, *cpu, *mem)));
     list
 }
 
@@ -217,6 +220,7 @@ struct Bin {
     cpu: u64,
     mem: u64,
     pods: u32,
+    gpu: u32,
     group: usize,
 }
 
@@ -226,21 +230,24 @@ impl Bin {
     fn template(model: &Model, g: usize) -> Bin {
         let ready = model.asgs[g].nodes.iter().map(|&n| &model.cluster.nodes[n]).find(|n| n.phase == NodePhase::Ready);
         match ready {
-            Some(node) => Bin { cpu: node.cpu, mem: node.mem, pods: node.max_pods, group: g },
+            Some(node) => Bin { cpu: node.cpu, mem: node.mem, pods: node.max_pods, gpu: node.gpu, group: g },
             None => {
                 let shape = model.sc.groups[g].template(model.sc);
-                Bin { cpu: shape.cpu, mem: shape.mem, pods: shape.pods, group: g }
+                Bin { cpu: shape.cpu, mem: shape.mem, pods: shape.pods, gpu: shape.gpus, group: g }
             }
         }
     }
 
-    fn takes(&self, cpu: u64, mem: u64) -> u32 {
-        (self.cpu / cpu.max(1)).min(self.mem / mem.max(1)).min(u64::from(self.pods)) as u32
+    fn takes(&self, (cpu, mem, gpu, _): Shape) -> u32 {
+        // A pod without GPUs is not bounded by them.
+        let by_gpu = self.gpu.checked_div(gpu).map_or(u64::MAX, u64::from);
+        (self.cpu / cpu.max(1)).min(self.mem / mem.max(1)).min(u64::from(self.pods)).min(by_gpu) as u32
     }
 
-    fn put(&mut self, n: u32, cpu: u64, mem: u64) {
+    fn put(&mut self, n: u32, (cpu, mem, gpu, _): Shape) {
         self.cpu -= u64::from(n) * cpu;
         self.mem -= u64::from(n) * mem;
+        self.gpu -= n * gpu;
         self.pods -= n;
     }
 }
@@ -250,22 +257,23 @@ impl Bin {
 /// new bins used; `shapes` keeps what did not fit.
 fn pack(shapes: &mut Shapes, bins: &mut Vec<Bin>, template: Option<Bin>, limit: u32, accepts: &[Vec<bool>]) -> u32 {
     let mut opened = 0;
-    for ((cpu, mem, class), count) in shapes.iter_mut() {
-        for bin in bins.iter_mut().filter(|b| accepts[*class][b.group]) {
+    for (shape, count) in shapes.iter_mut() {
+        let class = shape.3;
+        for bin in bins.iter_mut().filter(|b| accepts[class][b.group]) {
             if *count == 0 {
                 break;
             }
-            let fit = bin.takes(*cpu, *mem).min(*count);
-            bin.put(fit, *cpu, *mem);
+            let fit = bin.takes(*shape).min(*count);
+            bin.put(fit, *shape);
             *count -= fit;
         }
-        let Some(template) = template.filter(|t| accepts[*class][t.group]) else { continue };
+        let Some(template) = template.filter(|t| accepts[class][t.group]) else { continue };
         // Zero for a pod bigger than this group's nodes: it opens nothing here.
-        let per_node = template.takes(*cpu, *mem);
+        let per_node = template.takes(*shape);
         while *count > 0 && opened < limit && per_node > 0 {
             let fit = per_node.min(*count);
             let mut bin = template;
-            bin.put(fit, *cpu, *mem);
+            bin.put(fit, *shape);
             bins.push(bin);
             *count -= fit;
             opened += 1;
@@ -342,7 +350,8 @@ impl ClusterAutoscaler<'_> {
                 if node.schedulable() {
                     let (cpu, mem) = node.free();
                     let pods = node.max_pods.saturating_sub(node.pods.len() as u32);
-                    room.insert(n, Bin { cpu, mem, pods, group: node.group });
+                    let gpu = node.gpu - node.gpu_used;
+                    room.insert(n, Bin { cpu, mem, pods, gpu, group: node.group });
                 }
             }
         }
@@ -373,12 +382,12 @@ impl ClusterAutoscaler<'_> {
                     continue;
                 }
                 // The pods CA moves: expendable ones (pause pods) are just deleted.
-                let mut moving: Vec<(u64, u64, usize)> = node
+                let mut moving: Vec<Shape> = node
                     .pods
                     .iter()
                     .map(|&p| &model.cluster.pods[p])
                     .filter(|p| p.priority >= cutoff)
-                    .map(|p| (p.cpu, p.mem, p.class))
+                    .map(|p| (p.cpu, p.mem, p.gpu, p.class))
                     .collect();
                 let empty = moving.is_empty();
                 if (!empty && non_empty >= 1) || removals.len() >= MAX_EMPTY_BULK_DELETE {
@@ -388,13 +397,13 @@ impl ClusterAutoscaler<'_> {
                 let mut trial = room.clone();
                 trial.remove(&id);
                 let mut received = Vec::new();
-                let fits_all = moving.iter().all(|&(cpu, mem, class)| {
+                let fits_all = moving.iter().all(|&shape| {
                     let Some((&to, free)) =
-                        trial.iter_mut().find(|(_, b)| accepts[class][b.group] && b.takes(cpu, mem) > 0)
+                        trial.iter_mut().find(|(_, b)| accepts[shape.3][b.group] && b.takes(shape) > 0)
                     else {
                         return false;
                     };
-                    free.put(1, cpu, mem);
+                    free.put(1, shape);
                     received.push(to);
                     true
                 });
@@ -431,19 +440,19 @@ mod tests {
     }
 
     fn node(cpu: u64, pods: u32) -> Bin {
-        Bin { cpu, mem: 16 << 30, pods, group: 0 }
+        Bin { cpu, mem: 16 << 30, pods, gpu: 0, group: 0 }
     }
 
     #[test]
     fn five_one_cpu_pods_make_two_four_cpu_nodes() {
-        let mut shapes = vec![((1000, 1 << 30, 0), 5)];
+        let mut shapes = vec![((1000, 1 << 30, 0, 0), 5)];
         assert_eq!(pack(&mut shapes, &mut Vec::new(), Some(node(4000, 110)), 100, &accepts()), 2);
         assert_eq!(shapes[0].1, 0);
     }
 
     #[test]
     fn upcoming_bins_are_filled_before_new_nodes() {
-        let mut shapes = vec![((1000, 1 << 30, 0), 5)];
+        let mut shapes = vec![((1000, 1 << 30, 0, 0), 5)];
         let mut upcoming = vec![node(4000, 110)];
         pack(&mut shapes, &mut upcoming, None, 0, &accepts());
         assert_eq!(shapes[0].1, 1);
@@ -452,7 +461,7 @@ mod tests {
 
     #[test]
     fn limit_leaves_the_rest() {
-        let mut shapes = vec![((2000, 1 << 30, 0), 9)];
+        let mut shapes = vec![((2000, 1 << 30, 0, 0), 9)];
         assert_eq!(pack(&mut shapes, &mut Vec::new(), Some(node(4000, 110)), 3, &accepts()), 3);
         assert_eq!(shapes[0].1, 3);
     }
@@ -460,12 +469,23 @@ mod tests {
     #[test]
     fn max_pods_and_placement_bound_the_packing() {
         // Two pod slots per node: six small pods need three nodes, not one.
-        let mut shapes = vec![((100, 1 << 20, 0), 6)];
+        let mut shapes = vec![((100, 1 << 20, 0, 0), 6)];
         assert_eq!(pack(&mut shapes, &mut Vec::new(), Some(node(4000, 2)), 100, &accepts()), 3);
         // A class the template's group does not take opens nothing.
-        let mut shapes = vec![((100, 1 << 20, 1), 6)];
+        let mut shapes = vec![((100, 1 << 20, 0, 1), 6)];
         let accepts = vec![vec![true], vec![false]];
         assert_eq!(pack(&mut shapes, &mut Vec::new(), Some(node(4000, 110)), 100, &accepts), 0);
         assert_eq!(shapes[0].1, 6);
+    }
+
+    #[test]
+    fn a_gpu_pod_needs_a_device_of_its_own() {
+        // One GPU per node: three GPU pods need three nodes, however small they are.
+        let gpu_node = Bin { gpu: 1, ..node(8000, 110) };
+        let mut shapes = vec![((1000, 1 << 30, 1, 0), 3)];
+        assert_eq!(pack(&mut shapes, &mut Vec::new(), Some(gpu_node), 100, &accepts()), 3);
+        // A node without GPUs takes none.
+        let mut shapes = vec![((1000, 1 << 30, 1, 0), 3)];
+        assert_eq!(pack(&mut shapes, &mut Vec::new(), Some(node(8000, 110)), 100, &accepts()), 0);
     }
 }

@@ -4,6 +4,8 @@
 use std::cmp::Reverse;
 use std::collections::BTreeSet;
 
+use crate::scenario::Scoring;
+
 pub type NodeId = usize;
 pub type PodId = usize;
 
@@ -48,8 +50,11 @@ pub struct Node {
     pub cpu: u64,
     pub mem: u64,
     pub max_pods: u32,
+    /// `nvidia.com/gpu`: whole devices, never shared.
+    pub gpu: u32,
     pub cpu_used: u64,
     pub mem_used: u64,
+    pub gpu_used: u32,
     /// Requests of the pods CA counts (priority at or above its cutoff).
     pub cpu_counted: u64,
     pub mem_counted: u64,
@@ -58,6 +63,7 @@ pub struct Node {
     /// Room held for pods nominated here after preempting (their victims terminating).
     pub reserved_cpu: u64,
     pub reserved_mem: u64,
+    pub reserved_gpu: u32,
     /// Pod slots held for them too (the scheduler counts nominated pods).
     pub reserved_pods: u32,
     pub pods: Vec<PodId>,
@@ -83,14 +89,17 @@ impl Node {
             cpu,
             mem,
             max_pods: u32::MAX,
+            gpu: 0,
             cpu_used: 0,
             mem_used: 0,
+            gpu_used: 0,
             cpu_counted: 0,
             mem_counted: 0,
             pause_cpu: 0,
             pause_mem: 0,
             reserved_cpu: 0,
             reserved_mem: 0,
+            reserved_gpu: 0,
             reserved_pods: 0,
             pods: Vec::new(),
             phase: NodePhase::Booting,
@@ -111,6 +120,36 @@ impl Node {
         (cpu.saturating_sub(self.reserved_cpu), mem.saturating_sub(self.reserved_mem))
     }
 
+    /// GPUs neither in use nor held for a nominee.
+    fn open_gpu(&self) -> u32 {
+        self.gpu.saturating_sub(self.gpu_used + self.reserved_gpu)
+    }
+
+    /// Whether a pod not nominated here fits in its open room (not counting pod slots).
+    fn fits(&self, pod: &Pod) -> bool {
+        let (cpu, mem) = self.open();
+        cpu >= pod.cpu && mem >= pod.mem && self.open_gpu() >= pod.gpu
+    }
+
+    /// kube-scheduler's `NodeResourcesFit` score with the `LeastAllocated` strategy (its
+    /// default): per resource, CPU and memory at weight 1, `(allocatable - requested) *
+    /// 100 / allocatable` in integers, with the pod's requests in `requested`; the mean
+    /// over the resources. Room held for nominees counts as requested. Allocatable here is
+    /// what the DaemonSets leave (kube-scheduler counts their requests in `requested`):
+    /// the same order among nodes of one type, a few points off across types.
+    fn least_allocated_score(&self, pod: &Pod) -> u64 {
+        let score = |allocatable: u64, requested: u64| {
+            if allocatable == 0 || requested > allocatable {
+                0
+            } else {
+                (allocatable - requested) * 100 / allocatable
+            }
+        };
+        let cpu = score(self.cpu, self.cpu_used + self.reserved_cpu + pod.cpu);
+        let mem = score(self.mem, self.mem_used + self.reserved_mem + pod.mem);
+        (cpu + mem) / 2
+    }
+
     pub fn schedulable(&self) -> bool {
         self.phase == NodePhase::Ready && !self.cordoned
     }
@@ -118,6 +157,14 @@ impl Node {
     fn has_pod_room(&self) -> bool {
         (self.pods.len() as u32) + self.reserved_pods < self.max_pods
     }
+}
+
+/// What a pod requests: CPU (millicores), memory (bytes) and `nvidia.com/gpu`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Requests {
+    pub cpu: u64,
+    pub mem: u64,
+    pub gpu: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -134,6 +181,8 @@ pub struct Pod {
     pub class: usize,
     pub cpu: u64,
     pub mem: u64,
+    /// `nvidia.com/gpu` requested.
+    pub gpu: u32,
     pub priority: i32,
     pub node: Option<NodeId>,
     pub pending_since: u64,
@@ -188,6 +237,8 @@ pub struct Cluster {
     pub preemption_ms: u64,
     /// `accepts[class][group]`: whether a node of the group takes a pod of the class.
     pub accepts: Vec<Vec<bool>>,
+    /// Which feasible node a pod goes to.
+    pub scoring: Scoring,
 }
 
 impl Cluster {
@@ -213,10 +264,11 @@ impl Cluster {
     /// Drops a pending pod's nomination and the room held for it.
     fn release(&mut self, pod_id: PodId) {
         if let Some((node_id, _)) = self.pods[pod_id].nominated.take() {
-            let (cpu, mem) = (self.pods[pod_id].cpu, self.pods[pod_id].mem);
+            let (cpu, mem, gpu) = (self.pods[pod_id].cpu, self.pods[pod_id].mem, self.pods[pod_id].gpu);
             let node = &mut self.nodes[node_id];
             node.reserved_cpu -= cpu;
             node.reserved_mem -= mem;
+            node.reserved_gpu -= gpu;
             node.reserved_pods -= 1;
             self.dirty = true;
         }
@@ -245,13 +297,15 @@ impl Cluster {
         }
     }
 
-    pub fn create_pod(&mut self, kind: PodKind, class: usize, cpu: u64, mem: u64, priority: i32, now: u64) -> PodId {
+    pub fn create_pod(&mut self, kind: PodKind, class: usize, requests: Requests, priority: i32, now: u64) -> PodId {
+        let Requests { cpu, mem, gpu } = requests;
         let id = self.pods.len();
         self.pods.push(Pod {
             kind,
             class,
             cpu,
             mem,
+            gpu,
             priority,
             node: None,
             pending_since: now,
@@ -305,6 +359,9 @@ impl Cluster {
         let node = &mut self.nodes[node_id];
         node.cpu_used += pod.cpu;
         node.mem_used += pod.mem;
+        node.gpu_used += pod.gpu;
+        // A device is one pod's: the fit checks keep it so.
+        debug_assert!(node.gpu_used <= node.gpu, "GPUs over-committed on node {node_id}");
         if pod.priority >= self.expendable_cutoff {
             node.cpu_counted += pod.cpu;
             node.mem_counted += pod.mem;
@@ -325,6 +382,7 @@ impl Cluster {
         let node = &mut self.nodes[node_id];
         node.cpu_used -= pod.cpu;
         node.mem_used -= pod.mem;
+        node.gpu_used -= pod.gpu;
         if pod.priority >= self.expendable_cutoff {
             node.cpu_counted -= pod.cpu;
             node.mem_counted -= pod.mem;
@@ -414,12 +472,12 @@ impl Cluster {
         }
         self.dirty = false;
         // Shapes that fit nowhere in this pass: bigger or equal ones are skipped.
-        let mut failed: Vec<(u64, u64, i32, usize)> = Vec::new();
+        let mut failed: Vec<(u64, u64, u32, i32, usize)> = Vec::new();
         let queue: Vec<(Reverse<i32>, u64, PodId)> = self.pending.iter().copied().collect();
         for key in queue {
             let id = key.2;
-            let (cpu, mem, priority, class) =
-                (self.pods[id].cpu, self.pods[id].mem, self.pods[id].priority, self.pods[id].class);
+            let pod = &self.pods[id];
+            let (cpu, mem, gpu, priority, class) = (pod.cpu, pod.mem, pod.gpu, pod.priority, pod.class);
             if let Some((node_id, ready_at)) = self.pods[id].nominated {
                 if now < ready_at {
                     placement.wake_at = Some(placement.wake_at.map_or(ready_at, |w| w.min(ready_at)));
@@ -430,25 +488,37 @@ impl Cluster {
                 self.start(key, node_id, now, &mut placement);
                 continue;
             }
-            if failed.iter().any(|&(c, m, p, k)| cpu >= c && mem >= m && priority <= p && class == k) {
+            if failed.iter().any(|&(c, m, g, p, k)| cpu >= c && mem >= m && gpu >= g && priority <= p && class == k) {
                 self.mark_unschedulable(id, &mut placement);
                 continue;
             }
-            let target = schedulable.iter().copied().find(|&n| {
-                let node = &self.nodes[n];
-                let (fc, fm) = node.open();
-                fc >= cpu && fm >= mem && self.admits(node, &self.pods[id])
-            });
+            let target = self.pick_node(id, schedulable);
             match target {
                 Some(n) => self.start(key, n, now, &mut placement),
                 None if priority > PAUSE_PRIORITY && self.preempt_for(id, schedulable, now, &mut placement) => {}
                 None => {
                     self.mark_unschedulable(id, &mut placement);
-                    failed.push((cpu, mem, priority, class));
+                    failed.push((cpu, mem, gpu, priority, class));
                 }
             }
         }
         placement
+    }
+
+    /// Where the scheduler puts pod `id` among the schedulable nodes it fits on: the
+    /// first (first fit), or the best `LeastAllocated` score, the first of equals
+    /// (kube-scheduler draws among equals at random; the first keeps runs reproducible
+    /// without a draw the other scoring lacks).
+    fn pick_node(&self, id: PodId, schedulable: &[NodeId]) -> Option<NodeId> {
+        let pod = &self.pods[id];
+        let mut feasible = schedulable.iter().copied().filter(|&n| {
+            let node = &self.nodes[n];
+            node.fits(pod) && self.admits(node, pod)
+        });
+        match self.scoring {
+            Scoring::FirstFit => feasible.next(),
+            Scoring::LeastAllocated => feasible.max_by_key(|&n| (self.nodes[n].least_allocated_score(pod), Reverse(n))),
+        }
     }
 
     fn mark_unschedulable(&mut self, id: PodId, placement: &mut Placement) {
@@ -473,14 +543,19 @@ impl Cluster {
     /// Evicts pause pods from the first node where that makes room, and nominates the
     /// pod there: the room is held for it until its victims have terminated.
     fn preempt_for(&mut self, id: PodId, schedulable: &[NodeId], now: u64, placement: &mut Placement) -> bool {
-        let (cpu, mem) = (self.pods[id].cpu, self.pods[id].mem);
+        let (cpu, mem, gpu) = (self.pods[id].cpu, self.pods[id].mem, self.pods[id].gpu);
         let pod = &self.pods[id];
+        // Pause pods hold no GPU: evicting them frees none.
         let Some(node_id) = schedulable.iter().copied().find(|&n| {
             let node = &self.nodes[n];
             let (fc, fm) = node.open();
             // A full node gets a pod slot from its first victim.
             let slot = node.has_pod_room() || node.pause_cpu + node.pause_mem > 0;
-            fc + node.pause_cpu >= cpu && fm + node.pause_mem >= mem && self.accepts[pod.class][node.group] && slot
+            fc + node.pause_cpu >= cpu
+                && fm + node.pause_mem >= mem
+                && node.open_gpu() >= gpu
+                && self.accepts[pod.class][node.group]
+                && slot
         }) else {
             return false;
         };
@@ -502,6 +577,7 @@ impl Cluster {
         let node = &mut self.nodes[node_id];
         node.reserved_cpu += cpu;
         node.reserved_mem += mem;
+        node.reserved_gpu += gpu;
         node.reserved_pods += 1;
         placement.wake_at = Some(placement.wake_at.map_or(ready_at, |w| w.min(ready_at)));
         true
@@ -522,16 +598,17 @@ mod tests {
         let n = c.add_node(node(4000));
         c.node_ready(n);
         for _ in 0..4 {
-            c.create_pod(PodKind::Pause, 0, 1000, 1 << 30, PAUSE_PRIORITY, 0);
+            c.create_pod(PodKind::Pause, 0, Requests { cpu: 1000, mem: 1 << 30, gpu: 0 }, PAUSE_PRIORITY, 0);
         }
         c.schedule(0, &[n]);
         assert_eq!(c.pending_count(), 0);
-        let w = c.create_pod(PodKind::Deployment(0), 0, 2000, 1 << 30, WORKLOAD_PRIORITY, 5);
+        let w =
+            c.create_pod(PodKind::Deployment(0), 0, Requests { cpu: 2000, mem: 1 << 30, gpu: 0 }, WORKLOAD_PRIORITY, 5);
         let placed = c.schedule(5, &[n]);
         assert_eq!(placed.preempted, 2);
         assert_eq!(c.pods[w].node, None, "nominated, not bound while its victims terminate");
         assert_eq!(placed.wake_at, Some(2005));
-        let p = c.create_pod(PodKind::Pause, 0, 1000, 1 << 30, PAUSE_PRIORITY, 6);
+        let p = c.create_pod(PodKind::Pause, 0, Requests { cpu: 1000, mem: 1 << 30, gpu: 0 }, PAUSE_PRIORITY, 6);
         let placed = c.schedule(6, &[n]);
         assert_eq!((placed.started.len(), c.pods[p].node), (0, None), "the room is held for the nominee");
         c.wake();
@@ -551,11 +628,12 @@ mod tests {
         full.max_pods = 2;
         let n = c.add_node(full);
         c.node_ready(n);
-        c.create_pod(PodKind::Pause, 0, 1000, 1 << 30, PAUSE_PRIORITY, 0);
-        c.create_pod(PodKind::Deployment(0), 0, 1000, 1 << 30, WORKLOAD_PRIORITY, 0);
+        c.create_pod(PodKind::Pause, 0, Requests { cpu: 1000, mem: 1 << 30, gpu: 0 }, PAUSE_PRIORITY, 0);
+        c.create_pod(PodKind::Deployment(0), 0, Requests { cpu: 1000, mem: 1 << 30, gpu: 0 }, WORKLOAD_PRIORITY, 0);
         c.schedule(0, &[n]);
         assert_eq!(c.nodes[n].pods.len(), 2);
-        let w = c.create_pod(PodKind::Deployment(0), 0, 1000, 1 << 30, WORKLOAD_PRIORITY, 5);
+        let w =
+            c.create_pod(PodKind::Deployment(0), 0, Requests { cpu: 1000, mem: 1 << 30, gpu: 0 }, WORKLOAD_PRIORITY, 5);
         let placed = c.schedule(5, &[n]);
         assert_eq!(placed.preempted, 1, "room enough, but no pod slot: the pause pod goes");
         c.wake();
@@ -567,14 +645,110 @@ mod tests {
         assert_eq!(c.nodes[n].pods.len(), 2, "never more than max_pods");
     }
 
+    /// Three ready nodes: 4 CPU with 3 used, 8 CPU with 2 used, 8 CPU empty but its
+    /// memory mostly taken.
+    fn scored_cluster(scoring: Scoring) -> (Cluster, [NodeId; 3]) {
+        let mut c = Cluster::new(-10, 2000, vec![vec![true]]);
+        c.scoring = scoring;
+        let gib = 1u64 << 30;
+        let ids = [
+            c.add_node(Node::booting(0, 0, true, 4000, 16 * gib)),
+            c.add_node(Node::booting(0, 0, true, 8000, 16 * gib)),
+            c.add_node(Node::booting(0, 0, true, 8000, 16 * gib)),
+        ];
+        for (&n, (cpu, mem)) in ids.iter().zip([(3000, gib), (2000, 2 * gib), (0, 14 * gib)]) {
+            c.node_ready(n);
+            if cpu + mem > 0 {
+                let filler = c.create_pod(
+                    PodKind::Deployment(0),
+                    0,
+                    Requests { cpu: cpu.max(1), mem, gpu: 0 },
+                    WORKLOAD_PRIORITY,
+                    0,
+                );
+                c.bind(filler, n);
+                c.dequeue(filler);
+            }
+        }
+        (c, ids)
+    }
+
+    #[test]
+    fn first_fit_takes_the_first_node_with_room() {
+        let (mut c, [first, _, _]) = scored_cluster(Scoring::FirstFit);
+        let pod =
+            c.create_pod(PodKind::Deployment(0), 0, Requests { cpu: 500, mem: 1 << 30, gpu: 0 }, WORKLOAD_PRIORITY, 1);
+        let all: Vec<NodeId> = (0..3).collect();
+        c.schedule(1, &all);
+        assert_eq!(c.pods[pod].node, Some(first));
+    }
+
+    /// kube-scheduler's LeastAllocated, in its integers: with the pod (1 CPU, 1 GiB) on
+    /// it, the 4-CPU node scores (0 + 87) / 2 = 43, the 8-CPU one with 2 used
+    /// (62 + 81) / 2 = 71, the empty one with its memory taken (87 + 6) / 2 = 46: the
+    /// mean of the two shares, so the node with the most CPU free does not win.
+    #[test]
+    fn least_allocated_takes_the_node_with_the_most_free_share_of_cpu_and_memory_averaged() {
+        let (mut c, [small, busy, mem_full]) = scored_cluster(Scoring::LeastAllocated);
+        let pod =
+            c.create_pod(PodKind::Deployment(0), 0, Requests { cpu: 1000, mem: 1 << 30, gpu: 0 }, WORKLOAD_PRIORITY, 1);
+        let scores: Vec<u64> =
+            [small, busy, mem_full].iter().map(|&n| c.nodes[n].least_allocated_score(&c.pods[pod])).collect();
+        assert_eq!(scores, vec![43, 71, 46]);
+        let all: Vec<NodeId> = (0..3).collect();
+        c.schedule(1, &all);
+        assert_eq!(c.pods[pod].node, Some(busy));
+        // Equal scores: the first of them.
+        let mut c = Cluster::new(-10, 2000, vec![vec![true]]);
+        c.scoring = Scoring::LeastAllocated;
+        let (a, b) = (c.add_node(node(4000)), c.add_node(node(4000)));
+        c.node_ready(a);
+        c.node_ready(b);
+        let p =
+            c.create_pod(PodKind::Deployment(0), 0, Requests { cpu: 1000, mem: 1 << 30, gpu: 0 }, WORKLOAD_PRIORITY, 0);
+        c.schedule(0, &[a, b]);
+        assert_eq!(c.pods[p].node, Some(a));
+        let q =
+            c.create_pod(PodKind::Deployment(0), 0, Requests { cpu: 1000, mem: 1 << 30, gpu: 0 }, WORKLOAD_PRIORITY, 0);
+        c.schedule(0, &[a, b]);
+        assert_eq!(c.pods[q].node, Some(b), "spread: the emptier node");
+    }
+
+    /// A GPU goes to one pod: a second GPU pod does not fit beside the first however much
+    /// CPU is left, and evicting pause pods (which hold none) frees none for it.
+    #[test]
+    fn a_gpu_is_never_shared_and_preemption_frees_none() {
+        let mut c = Cluster::new(-10, 2000, vec![vec![true]]);
+        let mut gpu_node = node(8000);
+        gpu_node.gpu = 1;
+        let n = c.add_node(gpu_node);
+        c.node_ready(n);
+        let first =
+            c.create_pod(PodKind::Deployment(0), 0, Requests { cpu: 2000, mem: 1 << 30, gpu: 1 }, WORKLOAD_PRIORITY, 0);
+        c.create_pod(PodKind::Pause, 0, Requests { cpu: 2000, mem: 1 << 30, gpu: 0 }, PAUSE_PRIORITY, 0);
+        c.schedule(0, &[n]);
+        assert_eq!(c.pods[first].node, Some(n));
+        let second =
+            c.create_pod(PodKind::Deployment(0), 0, Requests { cpu: 1000, mem: 1 << 30, gpu: 1 }, WORKLOAD_PRIORITY, 1);
+        let placed = c.schedule(1, &[n]);
+        assert_eq!(c.pods[second].node, None);
+        assert_eq!(placed.preempted, 0, "no pause pod evicted for a GPU it does not hold");
+        assert_eq!(placed.newly_unschedulable, vec![second]);
+        assert_eq!((c.nodes[n].gpu_used, c.nodes[n].gpu), (1, 1));
+        // The device back: the next pass binds the waiting pod.
+        c.delete_pod(first);
+        c.schedule(2, &[n]);
+        assert_eq!(c.pods[second].node, Some(n));
+    }
+
     #[test]
     fn pause_pods_never_preempt_and_accounting_is_exact() {
         let mut c = Cluster::new(-10, 2000, vec![vec![true]]);
         let n = c.add_node(node(2000));
         c.node_ready(n);
-        let w = c.create_pod(PodKind::Deployment(0), 0, 2000, 1, WORKLOAD_PRIORITY, 0);
+        let w = c.create_pod(PodKind::Deployment(0), 0, Requests { cpu: 2000, mem: 1, gpu: 0 }, WORKLOAD_PRIORITY, 0);
         c.schedule(0, &[n]);
-        c.create_pod(PodKind::Pause, 0, 1000, 1, PAUSE_PRIORITY, 0);
+        c.create_pod(PodKind::Pause, 0, Requests { cpu: 1000, mem: 1, gpu: 0 }, PAUSE_PRIORITY, 0);
         c.schedule(1, &[n]);
         assert_eq!(c.pending_count(), 1);
         c.remove_node(n, 10);

@@ -9,6 +9,7 @@ use std::collections::BinaryHeap;
 
 use crate::bridge::Bridge;
 use crate::ca::{ClusterAutoscaler, ScanStep};
+use crate::cluster::Requests;
 use crate::cluster::{NodePhase, PodKind};
 use crate::event::{Ev, Reaction};
 use crate::handlers::InterruptionHandlers;
@@ -37,7 +38,7 @@ pub struct Engine<'s> {
     pub ca: ClusterAutoscaler<'s>,
     pub market: SpotMarket<'s>,
     workload: Workload<'s>,
-    handlers: InterruptionHandlers,
+    pub handlers: InterruptionHandlers,
     /// With `Strategy::Ballast` only.
     pub ballast: Option<Bridge>,
     pub metrics: Metrics,
@@ -92,6 +93,11 @@ impl<'s> Engine<'s> {
     /// Runs to the end of the scenario, calling `progress` with the fraction done.
     pub fn run(&mut self, progress: &mut dyn FnMut(f64)) {
         self.start();
+        self.finish(progress);
+    }
+
+    /// Runs from where it is to the end of the scenario and closes the figures.
+    pub fn finish(&mut self, progress: &mut dyn FnMut(f64)) {
         let end = self.sc.end_ms();
         self.run_until(end, progress);
         self.metrics.advance(end, &self.model);
@@ -128,7 +134,7 @@ impl<'s> Engine<'s> {
         if let Some(replicas) = self.static_replicas.clone() {
             let calls = replicas.into_iter().enumerate().map(|(pool, replicas)| {
                 let PausePods { cpu, mem, .. } = self.model.pause_default(pool);
-                Call::SetPauseReplicas { pool, slot: 0, cpu, mem, replicas }
+                Call::SetPauseReplicas { pool, slot: 0, requests: Requests { cpu, mem, gpu: 0 }, replicas }
             });
             self.apply(calls.collect());
         }
@@ -181,7 +187,10 @@ impl<'s> Engine<'s> {
                     self.react(self.handlers.rebalance(&self.model, id, now));
                 }
             }
-            Ev::Drain(id) => self.apply(self.handlers.drain(&self.model, id)),
+            Ev::Drain(id) => {
+                let calls = self.handlers.drain(&self.model, id);
+                self.apply(calls);
+            }
             Ev::JobDone(pod, generation) => self.apply(self.workload.job_done(&self.model, pod, generation)),
             Ev::BatchStart(i) => {
                 let calls = self.workload.batch_start(i);
@@ -329,7 +338,7 @@ impl<'s> Engine<'s> {
             let job = matches!(started.kind, PodKind::Batch { .. });
             self.metrics.pod_started(now, waited, started.generation == 1, pool, job);
             if let Some(b) = self.ballast.as_mut() {
-                let shape = ballast_core::shape::PodShape::new(started.cpu, started.mem);
+                let shape = crate::bridge::shape_of(Requests { cpu: started.cpu, mem: started.mem, gpu: started.gpu });
                 let kind = if job { WorkloadKind::Job } else { WorkloadKind::LongRunning };
                 b.pod_started(pool, waited, shape, kind);
             }

@@ -17,11 +17,17 @@ pub struct InterruptionHandlers {
     handling: InterruptionHandling,
     /// EventBridge and SQS delivering a signal to NTH's queue.
     delivery_ms: u64,
+    /// Nodes NTH cordoned and drained (on a recommendation or a warning).
+    pub nth_drains: u32,
 }
 
 impl InterruptionHandlers {
     pub fn new(sc: &Scenario) -> Self {
-        InterruptionHandlers { handling: sc.interruption_handling, delivery_ms: sc.delivery_delay.0.as_millis() as u64 }
+        InterruptionHandlers {
+            handling: sc.interruption_handling,
+            delivery_ms: sc.delivery_delay.0.as_millis() as u64,
+            nth_drains: 0,
+        }
     }
 
     /// A rebalance recommendation for `id`.
@@ -61,8 +67,13 @@ impl InterruptionHandlers {
         Reaction::event(now + self.delivery_ms, Ev::Drain(id))
     }
 
-    /// NTH's drain, once its queue delivered the signal.
-    pub fn drain(&self, model: &Model, id: NodeId) -> Vec<Call> {
+    /// NTH's drain, once its queue delivered the signal (a node it drained already is
+    /// cordoned: draining it again counts once).
+    pub fn drain(&mut self, model: &Model, id: NodeId) -> Vec<Call> {
+        let node = &model.cluster.nodes[id];
+        if node.phase != NodePhase::Gone && !node.cordoned {
+            self.nth_drains += 1;
+        }
         drain(model, id)
     }
 }

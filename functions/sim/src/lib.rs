@@ -34,8 +34,17 @@ pub use strategy::Strategy;
 pub fn simulate(scenario: &Scenario, strategy: Strategy, seed: u64, progress: &mut dyn FnMut(f64)) -> Report {
     let mut engine = engine::Engine::new(scenario, strategy, seed);
     engine.run(progress);
+    report(&engine, scenario, strategy)
+}
+
+/// What a finished run measured.
+fn report(engine: &engine::Engine, scenario: &Scenario, strategy: Strategy) -> Report {
     let invocations = engine.ballast.as_ref().map(|b| b.invocations).unwrap_or(0);
     let mut report = engine.metrics.report(scenario, strategy.label(), engine.market.interruptions, invocations);
+    report.rebalance_recommendations = engine.market.rebalances;
+    report.false_rebalance_recommendations = engine.market.false_rebalances();
+    report.nth_drains = engine.handlers.nth_drains;
+    report.rebalance_replacements = engine.model.rebalance_replacements;
     if engine.ballast.is_some() {
         report.ca_stale_slots_taken = Some(engine.ca.stale_slots_taken);
         report.raises_remade = Some(engine.metrics.raises_remade);

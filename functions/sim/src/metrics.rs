@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use crate::cluster::{Cluster, NodePhase, PodKind};
 use crate::model::Model;
-use crate::scenario::{pool_groups, Market, Scenario};
+use crate::scenario::{pool_groups, InterruptionHandling, Market, Scenario};
 use crate::time::DAY;
 
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -268,6 +268,11 @@ impl Metrics {
             spot_loss_to_on_demand_s: to_on_demand,
             return_to_spot_s: back_to_spot,
             interruptions,
+            interruption_handling: sc.interruption_handling,
+            rebalance_recommendations: 0,
+            false_rebalance_recommendations: 0,
+            nth_drains: 0,
+            rebalance_replacements: 0,
             ballast_invocations,
             peak_nodes: self.series.iter().map(|s| s.spot_nodes + s.on_demand_nodes).max().unwrap_or(0),
             peak_pods: self.peak_pods,
@@ -476,6 +481,18 @@ pub struct Report {
     /// From the end of a capacity loss to on-demand back at its level before.
     pub return_to_spot_s: Option<f64>,
     pub interruptions: u32,
+    /// What acts on spot signals where Ballast does not (in a Ballast run: groups
+    /// outside its pools).
+    pub interruption_handling: InterruptionHandling,
+    /// Rebalance recommendations the market sent to the run's spot nodes, and of them
+    /// those no interruption of the node followed.
+    pub rebalance_recommendations: u32,
+    pub false_rebalance_recommendations: u32,
+    /// Nodes aws-node-termination-handler cordoned and drained (`node-termination-handler`
+    /// handling only).
+    pub nth_drains: u32,
+    /// Replacements Capacity Rebalancing launched (`capacity-rebalance` handling only).
+    pub rebalance_replacements: u32,
     pub ballast_invocations: u32,
     /// Most Ready nodes and most workload pods at any sample.
     pub peak_nodes: u32,

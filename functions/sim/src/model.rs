@@ -6,7 +6,7 @@
 //! needs of EC2 comes in through `Ec2`, and what the engine must schedule or report
 //! goes out as `Effect`s. It imports no actor and not the engine.
 
-use crate::cluster::{Cluster, Node, NodeId, NodePhase, Placement, PodId, PodKind, SlotDraws};
+use crate::cluster::{Cluster, Node, NodeId, NodePhase, Placement, PodId, PodKind, Requests, SlotDraws};
 use crate::scenario::{Market, Scenario};
 use crate::time::MINUTE;
 
@@ -65,8 +65,7 @@ pub enum Call {
     SetPauseReplicas {
         pool: usize,
         slot: usize,
-        cpu: u64,
-        mem: u64,
+        requests: Requests,
         replicas: u32,
     },
     /// A workload Deployment scaled (its ReplicaSet removes pending pods first).
@@ -79,6 +78,7 @@ pub enum Call {
         class: usize,
         cpu: u64,
         mem: u64,
+        gpu: u32,
         priority: i32,
     },
     DeletePod {
@@ -121,8 +121,7 @@ pub struct PausePods {
 /// pods.
 #[derive(Debug, Clone, Default)]
 pub struct PauseSlot {
-    pub cpu: u64,
-    pub mem: u64,
+    pub requests: Requests,
     pub target: u32,
     pods: Vec<PodId>,
 }
@@ -150,11 +149,17 @@ pub struct Model<'s> {
     /// The scheduler's candidate nodes, rebuilt when a node's schedulability changed.
     schedulable: Vec<NodeId>,
     schedulable_dirty: bool,
+    /// Replacements Capacity Rebalancing launched (on a recommendation, where EC2 had
+    /// capacity).
+    pub rebalance_replacements: u32,
 }
 
 impl<'s> Model<'s> {
     /// `pause`: each pool's pause pods, in the order of the scenario's pools.
     pub fn new(sc: &'s Scenario, pause: Vec<PausePods>) -> Self {
+        let mut cluster =
+            Cluster::new(sc.ca.expendable_cutoff, sc.scheduler.preemption.0.as_millis() as u64, sc.accepts.clone());
+        cluster.scoring = sc.scheduler.scoring;
         let asgs = sc
             .groups
             .iter()
@@ -162,11 +167,7 @@ impl<'s> Model<'s> {
             .collect();
         Model {
             sc,
-            cluster: Cluster::new(
-                sc.ca.expendable_cutoff,
-                sc.scheduler.preemption.0.as_millis() as u64,
-                sc.accepts.clone(),
-            ),
+            cluster,
             asgs,
             deployment_pods: vec![Vec::new(); sc.deployments.len()],
             pause_slots: vec![Vec::new(); pause.len()],
@@ -174,6 +175,7 @@ impl<'s> Model<'s> {
             pause,
             schedulable: Vec::new(),
             schedulable_dirty: true,
+            rebalance_replacements: 0,
         }
     }
 
@@ -213,6 +215,7 @@ impl<'s> Model<'s> {
                 let new = self.launch(g, az, &instance_type, now, ec2, effects);
                 self.cluster.nodes[new].replaces = Some(node);
                 self.cluster.nodes[node].leaving = true;
+                self.rebalance_replacements += 1;
             }
             Call::Cordon { node } => {
                 self.cluster.cordon(node);
@@ -225,12 +228,12 @@ impl<'s> Model<'s> {
             Call::Evict { node } => {
                 self.cluster.evict_all(node, now);
             }
-            Call::SetPauseReplicas { pool, slot, cpu, mem, replicas } => {
-                self.set_pause_replicas(pool, slot, (cpu, mem), replicas, now)
+            Call::SetPauseReplicas { pool, slot, requests, replicas } => {
+                self.set_pause_replicas(pool, slot, requests, replicas, now)
             }
             Call::ScaleDeployment { deployment, replicas } => self.scale_deployment(deployment, replicas, now),
-            Call::CreatePod { kind, class, cpu, mem, priority } => {
-                self.cluster.create_pod(kind, class, cpu, mem, priority, now);
+            Call::CreatePod { kind, class, cpu, mem, gpu, priority } => {
+                self.cluster.create_pod(kind, class, Requests { cpu, mem, gpu }, priority, now);
             }
             Call::DeletePod { pod } => self.cluster.delete_pod(pod),
         }
@@ -301,23 +304,23 @@ impl<'s> Model<'s> {
         &self.pause_slots[pool]
     }
 
-    fn set_pause_replicas(&mut self, pool: usize, slot: usize, (cpu, mem): (u64, u64), replicas: u32, now: u64) {
+    fn set_pause_replicas(&mut self, pool: usize, slot: usize, requests: Requests, replicas: u32, now: u64) {
         let slots = &mut self.pause_slots[pool];
         if slots.len() <= slot {
             slots.resize(slot + 1, PauseSlot::default());
         }
         let s = &mut slots[slot];
-        if (s.cpu, s.mem) != (cpu, mem) {
+        if s.requests != requests {
             for pod in s.pods.drain(..) {
                 self.cluster.delete_pod(pod);
             }
-            (s.cpu, s.mem) = (cpu, mem);
+            s.requests = requests;
         }
         s.target = replicas;
         let priority = self.pause[pool].priority;
         while s.pods.len() < replicas as usize {
             // Class `pool`: the pool's node selector and tolerations.
-            let id = self.cluster.create_pod(PodKind::Pause, pool, cpu, mem, priority, now);
+            let id = self.cluster.create_pod(PodKind::Pause, pool, requests, priority, now);
             s.pods.push(id);
         }
         while s.pods.len() > replicas as usize {
@@ -330,13 +333,13 @@ impl<'s> Model<'s> {
 
     fn scale_deployment(&mut self, d: usize, replicas: usize, now: u64) {
         let spec = &self.sc.deployments[d];
-        let (cpu, mem, class) = (spec.cpu_millis, spec.memory_bytes, spec.class);
+        let requests = Requests { cpu: spec.cpu_millis, mem: spec.memory_bytes, gpu: spec.gpus };
+        let class = spec.class;
         while self.deployment_pods[d].len() < replicas {
             let id = self.cluster.create_pod(
                 PodKind::Deployment(d),
                 class,
-                cpu,
-                mem,
+                requests,
                 crate::cluster::WORKLOAD_PRIORITY,
                 now,
             );
@@ -374,6 +377,7 @@ impl<'s> Model<'s> {
         let spot = spec.market == Market::Spot;
         let mut node = Node::booting(g, az, spot, shape.cpu, shape.mem);
         node.max_pods = shape.pods;
+        node.gpu = shape.gpus;
         let it = &self.sc.instance_types[instance_type];
         node.hourly_price = if spot { it.spot_price } else { it.on_demand_price };
         node.instance_type = instance_type.to_string();

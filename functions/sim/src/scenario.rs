@@ -15,7 +15,7 @@ mod validate;
 
 pub use spec::{
     pool_groups, Batch, CaSpec, CaVersion, CapacityLoss, Curve, Deployment, Group, InstanceType, InterruptionHandling,
-    Market, NodeShape, NodeTiming, Placement, SchedulerSpec, SpotSpec, StaticSpec, Storm, Taint,
+    Market, NodeShape, NodeTiming, Placement, SchedulerSpec, Scoring, SpotSpec, StaticSpec, Storm, Taint,
 };
 use validate::validate;
 
@@ -32,6 +32,8 @@ pub const BUILT_IN: &[(&str, &str)] = &[
     ("priority-fallback", include_str!("../../../events/scenarios/priority-fallback.yaml")),
     ("two-pools", include_str!("../../../events/scenarios/two-pools.yaml")),
     ("week", include_str!("../../../events/scenarios/week.yaml")),
+    ("ml-gpu", include_str!("../../../events/scenarios/ml-gpu.yaml")),
+    ("mixed", include_str!("../../../events/scenarios/mixed.yaml")),
 ];
 
 #[derive(Debug, thiserror::Error)]
@@ -97,6 +99,9 @@ struct RawInstanceType {
     memory: String,
     on_demand_price: f64,
     spot_price: f64,
+    /// Its `nvidia.com/gpu` devices (allocatable and capacity alike).
+    #[serde(default)]
+    gpu: u32,
     /// The type's vCPUs and memory as EC2 lists them: cluster-autoscaler's AWS provider
     /// builds a scale-from-zero template from these (allocatable = capacity). Absent:
     /// the allocatable figures.
@@ -181,6 +186,9 @@ struct RawDeployment {
     name: String,
     cpu: String,
     memory: String,
+    /// `nvidia.com/gpu` requested per pod.
+    #[serde(default)]
+    gpu: u32,
     min_replicas: u32,
     peak_replicas: u32,
     #[serde(default)]
@@ -203,6 +211,9 @@ struct RawBatch {
     jobs: u32,
     cpu: String,
     memory: String,
+    /// `nvidia.com/gpu` requested per pod.
+    #[serde(default)]
+    gpu: u32,
     duration: [HumanDuration; 2],
     #[serde(default)]
     node_selector: BTreeMap<String, String>,
@@ -308,6 +319,18 @@ impl Scenario {
         &mut self.ballast.pools
     }
 
+    /// The same scenario with other interruption handling for the runs without Ballast.
+    pub fn with_interruption_handling(&self, handling: InterruptionHandling) -> Scenario {
+        Scenario { interruption_handling: handling, ..self.clone() }
+    }
+
+    /// The same scenario with the scheduler picking nodes by `scoring`.
+    pub fn with_scoring(&self, scoring: Scoring) -> Scenario {
+        let mut s = self.clone();
+        s.scheduler.scoring = scoring;
+        s
+    }
+
     /// A node of `instance_type` as workload pods see it (DaemonSets taken off).
     pub fn node_shape(&self, instance_type: &str, max_pods: u32) -> NodeShape {
         let it = &self.instance_types[instance_type];
@@ -315,6 +338,7 @@ impl Scenario {
             cpu: it.cpu_millis.saturating_sub(self.daemonset_cpu),
             mem: it.memory_bytes.saturating_sub(self.daemonset_mem),
             pods: max_pods.saturating_sub(self.daemonset_pods),
+            gpus: it.gpus,
         }
     }
 

@@ -33,13 +33,25 @@ pub struct SpotMarket<'s> {
     /// Per node id, for the nodes seen so far.
     hazards: Vec<Hazard>,
     pub interruptions: u32,
+    /// Rebalance recommendations sent, those ahead of an interruption and the others.
+    pub rebalances: u32,
+    /// The nodes that got a recommendation no interruption was behind (once per node).
+    false_rebalanced: Vec<NodeId>,
     /// Each interruption: (group, launch slot, when it was decided).
     pub interrupted: Vec<(usize, u64, u64)>,
 }
 
 impl<'s> SpotMarket<'s> {
     pub fn new(sc: &'s Scenario, seed: u64) -> Self {
-        SpotMarket { sc, seed, hazards: Vec::new(), interruptions: 0, interrupted: Vec::new() }
+        SpotMarket {
+            sc,
+            seed,
+            hazards: Vec::new(),
+            interruptions: 0,
+            rebalances: 0,
+            false_rebalanced: Vec::new(),
+            interrupted: Vec::new(),
+        }
     }
 
     /// A minute of the market: hazard spent on every spot node; interruptions and
@@ -86,6 +98,8 @@ impl<'s> SpotMarket<'s> {
                     hazard.false_rebalance -= false_per_minute;
                     if hazard.false_rebalance <= 0.0 {
                         events.push((now, Ev::Rebalance(id)));
+                        self.rebalances += 1;
+                        self.false_rebalanced.push(id);
                     }
                 }
                 // The minute's hazard (p is small: the chance of an interruption in it).
@@ -99,6 +113,7 @@ impl<'s> SpotMarket<'s> {
                 let warning_at = match node.market.rebalance_lead_ms {
                     Some(ahead) => {
                         events.push((now, Ev::Rebalance(id)));
+                        self.rebalances += 1;
                         now + ahead
                     }
                     None => now,
@@ -108,6 +123,13 @@ impl<'s> SpotMarket<'s> {
             }
         }
         events
+    }
+
+    /// Of the recommendations sent, those no interruption of their node followed (by
+    /// the end of the run): AWS sends them on elevated risk, and whoever drains on them
+    /// moved pods for nothing.
+    pub fn false_rebalances(&self) -> u32 {
+        self.false_rebalanced.iter().filter(|&&id| !self.hazards[id].doomed).count() as u32
     }
 
     /// The two minutes are up: the instance is taken back.

@@ -299,6 +299,34 @@ fn some_rebalance_recommendations_are_not_followed_by_an_interruption() {
     assert!(bridge.rebalances_sent > 0, "yet recommendations came");
 }
 
+/// The report counts the recommendations, the false ones among them and NTH's drains:
+/// with only false recommendations every one is false and NTH drains a node on each; with
+/// only recommendations ahead of interruptions none is false.
+#[test]
+fn the_report_counts_rebalance_recommendations_false_ones_and_nth_drains() {
+    let jobs = "{ name: b, at: [65s], jobs: 8, cpu: '1', memory: 1Gi, duration: [2h, 2h] }";
+    let mut sc = tiny("", jobs);
+    sc.spot.interruptions_per_node_hour = 0.0;
+    sc.spot.false_rebalances_per_node_hour = 1.0;
+    let r = simulate(&sc, Strategy::ClusterAutoscaler, 5, &mut no_progress());
+    assert_eq!(r.interruptions, 0);
+    assert!(r.rebalance_recommendations > 0, "false recommendations came");
+    assert_eq!(r.false_rebalance_recommendations, r.rebalance_recommendations, "none was followed by an interruption");
+    assert!(r.nth_drains > 0 && r.nth_drains <= r.rebalance_recommendations, "NTH drained on them: {}", r.nth_drains);
+    assert_eq!(r.rebalance_replacements, 0, "no Capacity Rebalancing");
+
+    let mut sc = tiny("interruption_handling: capacity-rebalance", jobs);
+    sc.spot.interruptions_per_node_hour = 2.0;
+    sc.spot.rebalance_fraction = 1.0;
+    sc.spot.false_rebalances_per_node_hour = 0.0;
+    let r = simulate(&sc, Strategy::ClusterAutoscaler, 5, &mut no_progress());
+    assert!(r.interruptions > 0);
+    assert_eq!(r.rebalance_recommendations, r.interruptions, "each interruption had one ahead of it");
+    assert_eq!(r.false_rebalance_recommendations, 0);
+    assert_eq!(r.nth_drains, 0, "no NTH here");
+    assert!(r.rebalance_replacements > 0, "Capacity Rebalancing replaced the nodes");
+}
+
 /// Two spot groups and on-demand, all empty, for the expander tests.
 fn three_groups(ca: &str, batch: &str) -> Scenario {
     let yaml = tiny_yaml(ca, batch).replace(
@@ -993,7 +1021,13 @@ fn first_start_waits_are_also_reported_per_five_minute_window() {
     // A pod still pending when the run ends at 00:30 counts in the last window (00:25–00:30),
     // not in one that would begin at the end.
     let mut cluster = crate::cluster::Cluster::new(-10, 2000, vec![vec![true]]);
-    cluster.create_pod(crate::cluster::PodKind::Deployment(0), 0, 100, 1 << 20, 0, 28 * MINUTE);
+    cluster.create_pod(
+        crate::cluster::PodKind::Deployment(0),
+        0,
+        crate::cluster::Requests { cpu: 100, mem: 1 << 20, gpu: 0 },
+        0,
+        28 * MINUTE,
+    );
     m.finish(&cluster, 30 * MINUTE);
     let r = m.report(&sc, "ballast", 0, 0);
     assert_eq!(r.window_wait_p95_s, [20.0, 45.0, 2.0, 120.0]);
@@ -1018,7 +1052,13 @@ fn first_start_waits_are_split_by_kind_and_by_day() {
     assert_eq!(r.pod_wait_p95_s, 90.0);
     assert_eq!(r.daily_wait_p95_s, [Some(90.0), Some(5.0), None, None, None, None, None]);
     let mut cluster = crate::cluster::Cluster::new(-10, 2000, vec![vec![true]]);
-    cluster.create_pod(crate::cluster::PodKind::Batch { duration_ms: MINUTE }, 0, 100, 1 << 20, 0, 7 * DAY - MINUTE);
+    cluster.create_pod(
+        crate::cluster::PodKind::Batch { duration_ms: MINUTE },
+        0,
+        crate::cluster::Requests { cpu: 100, mem: 1 << 20, gpu: 0 },
+        0,
+        7 * DAY - MINUTE,
+    );
     m.finish(&cluster, 7 * DAY);
     let r = m.report(&sc, "ballast", 0, 0);
     assert_eq!(r.jobs_started, 21);
@@ -1058,7 +1098,13 @@ fn first_start_waits_are_reported_per_pool() {
     let mut m = crate::metrics::Metrics::new(&sc);
     let batch = sc.class_pool.iter().position(|p| *p == Some(1)).expect("a class of the batch pool");
     let mut cluster = crate::cluster::Cluster::new(-10, 2000, sc.accepts.clone());
-    cluster.create_pod(crate::cluster::PodKind::Deployment(0), batch, 100, 1 << 20, 0, 10 * MINUTE);
+    cluster.create_pod(
+        crate::cluster::PodKind::Deployment(0),
+        batch,
+        crate::cluster::Requests { cpu: 100, mem: 1 << 20, gpu: 0 },
+        0,
+        10 * MINUTE,
+    );
     m.finish(&cluster, 20 * MINUTE);
     let r = m.report(&sc, "ballast", 0, 0);
     let by_pool: Vec<(usize, Option<f64>)> =
@@ -1228,4 +1274,90 @@ fn the_forwarder_reports_unschedulable_pods_when_new_at_most_every_five_seconds(
     // 65 s job's pass, still pending while the nodes boot.
     let oldest: Vec<f64> = published.iter().map(|&(_, o)| o as f64 / 1000.0).collect();
     assert_eq!(oldest, [65.2, 65.2, 65.2], "{oldest:?}");
+}
+
+/// The headline holds whichever way the scheduler scores nodes: Ballast's first-start
+/// p95 beats cluster-autoscaler alone on the default day, packing first-fit or spreading
+/// as kube-scheduler's default LeastAllocated does.
+#[test]
+fn ballast_beats_ca_alone_under_either_scoring() {
+    use crate::scenario::Scoring;
+    let day = Scenario::built_in("business-day").unwrap();
+    for scoring in [Scoring::FirstFit, Scoring::LeastAllocated] {
+        let sc = day.with_scoring(scoring);
+        let ca = simulate(&sc, Strategy::ClusterAutoscaler, 42, &mut no_progress());
+        let ballast = simulate(&sc, Strategy::Ballast, 42, &mut no_progress());
+        assert!(
+            ballast.pod_wait_p95_s < ca.pod_wait_p95_s,
+            "{scoring:?}: p95 {} with Ballast, {} CA alone",
+            ballast.pod_wait_p95_s,
+            ca.pod_wait_p95_s
+        );
+        assert!(ballast.pending_pod_seconds < ca.pending_pod_seconds, "{scoring:?}");
+    }
+}
+
+/// Every node's GPUs against what its pods request, counted afresh from the pods.
+/// Returns whether some node had its GPUs taken with CPU and memory left for another
+/// pod asking for one (so the GPU, not room, kept it off).
+fn assert_no_gpu_shared(sim: &Engine) -> bool {
+    let cluster = &sim.model.cluster;
+    let gpu_pods: Vec<(u64, u64)> =
+        sim.model.sc.batches.iter().filter(|b| b.gpus > 0).map(|b| (b.cpu_millis, b.memory_bytes)).collect();
+    let mut gpu_was_the_limit = false;
+    for (id, node) in cluster.nodes.iter().enumerate() {
+        let requested: u32 = node.pods.iter().map(|&p| cluster.pods[p].gpu).sum();
+        assert!(requested <= node.gpu, "node {id}: {requested} GPUs requested of {}", node.gpu);
+        assert_eq!(requested, node.gpu_used, "node {id}: the count kept matches its pods");
+        let (cpu, mem) = node.free();
+        gpu_was_the_limit |=
+            node.gpu > 0 && requested == node.gpu && gpu_pods.iter().any(|&(c, m)| cpu >= c && mem >= m);
+    }
+    gpu_was_the_limit
+}
+
+/// The two built-ins with GPUs and with mixed shapes run under every strategy and both
+/// scorings: pods start, waits are measured, and no node's GPU ever goes to two pods
+/// (checked every simulated ten minutes).
+#[test]
+fn the_gpu_and_mixed_pools_run_sanely_and_never_share_a_gpu() {
+    use crate::scenario::Scoring;
+    for name in ["ml-gpu", "mixed"] {
+        let built_in = Scenario::built_in(name).unwrap();
+        for (seed, scoring) in [(1, Scoring::FirstFit), (2, Scoring::LeastAllocated)] {
+            let sc = built_in.with_scoring(scoring);
+            for strategy in Strategy::ALL {
+                let mut sim = Engine::new(&sc, strategy, seed);
+                sim.start();
+                let (mut t, mut gpu_was_the_limit) = (0, false);
+                while t < sc.end_ms() {
+                    t += 10 * MINUTE;
+                    sim.run_until(t, &mut no_progress());
+                    gpu_was_the_limit |= assert_no_gpu_shared(&sim);
+                }
+                sim.finish(&mut no_progress());
+                let r = crate::report(&sim, &sc, strategy);
+                let what = format!("{name} {strategy:?} {scoring:?} seed {seed}");
+                assert!(r.long_running_started > 0 && r.jobs_started > 0, "{what}: both kinds started");
+                assert!(r.job_wait_p95_s.is_some_and(|w| w > 0.0), "{what}: Jobs waited for nodes");
+                assert!(r.pod_wait_p95_s < 3600.0, "{what}: p95 {}", r.pod_wait_p95_s);
+                assert!(r.cost > 0.0 && r.peak_nodes > 0, "{what}");
+                if name == "ml-gpu" {
+                    assert!(gpu_was_the_limit, "{what}: a training pod's CPU and memory fit beside another's");
+                }
+            }
+        }
+    }
+    let gpu = Scenario::built_in("ml-gpu").unwrap();
+    assert!(gpu.batches.iter().any(|b| b.gpus == 1) && gpu.instance_types.values().all(|t| t.gpus == 1));
+    assert_eq!(gpu.days(), 7, "a week");
+}
+
+#[test]
+fn gpu_requests_are_checked() {
+    let yaml = tiny_yaml("", "{ name: b, at: [65s], jobs: 1, cpu: '1', memory: 1Gi, gpu: 1, duration: [1h, 1h] }");
+    let err = Scenario::from_yaml(&yaml).unwrap_err().to_string();
+    assert!(err.starts_with("workload.batch[0].gpu: no node group"), "{err}");
+    let with_gpus = yaml.replace("spot_price: 0.08 }", "spot_price: 0.08, gpu: 1 }");
+    Scenario::from_yaml(&with_gpus).unwrap_or_else(|e| panic!("{e}"));
 }

@@ -66,6 +66,7 @@ impl<'s> Workload<'s> {
                     class: batch.class,
                     cpu: batch.cpu_millis,
                     mem: batch.memory_bytes,
+                    gpu: batch.gpus,
                     priority: WORKLOAD_PRIORITY,
                 }
             })

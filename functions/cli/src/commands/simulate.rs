@@ -4,6 +4,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{bail, Context};
+use ballast_sim::scenario::{InterruptionHandling, Scoring};
 use ballast_sim::{simulate, with_headroom, HeadroomKnob, Report, Scenario, Strategy};
 use clap::Args;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
@@ -11,7 +12,7 @@ use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 #[derive(Args)]
 pub struct SimulateArgs {
     /// A built-in scenario (business-day, steady, spot-heavy, no-spot, large, batch-from-zero,
-    /// ml-watermark, priority-fallback, two-pools, week) or a YAML file.
+    /// ml-watermark, priority-fallback, two-pools, week, ml-gpu, mixed) or a YAML file.
     #[arg(default_value = ballast_sim::scenario::DEFAULT_NAME)]
     scenario: String,
     /// First random seed: the same seeds give identical output.
@@ -27,7 +28,8 @@ pub struct SimulateArgs {
     /// Write an SVG: spot and on-demand nodes, pending pods and headroom over time, per strategy.
     #[arg(long, value_name = "FILE.svg")]
     plot: Option<PathBuf>,
-    /// Run one strategy only.
+    /// Run one strategy only (without it, the baselines run again with Capacity
+    /// Rebalancing too).
     #[arg(long, value_enum)]
     strategy: Option<StrategyArg>,
     /// Vary one of Ballast's headroom settings: cost against p95 wait, and how long
@@ -47,6 +49,28 @@ pub struct SimulateArgs {
     /// history (`headroom.target`) has some. The first span counts in every figure.
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=60))]
     repeat: u32,
+    /// How the scheduler picks a node among those a pod fits on: `first-fit` (the first,
+    /// tight packing) or `least-allocated` (kube-scheduler's default: the emptiest by CPU
+    /// and memory share). Default: the scenario's (`scheduler.scoring`, first-fit unless set).
+    #[arg(long, value_enum)]
+    scoring: Option<ScoringArg>,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ScoringArg {
+    #[value(alias = "first_fit")]
+    FirstFit,
+    #[value(alias = "least_allocated")]
+    LeastAllocated,
+}
+
+impl From<ScoringArg> for Scoring {
+    fn from(s: ScoringArg) -> Scoring {
+        match s {
+            ScoringArg::FirstFit => Scoring::FirstFit,
+            ScoringArg::LeastAllocated => Scoring::LeastAllocated,
+        }
+    }
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -150,6 +174,21 @@ struct Job<'a> {
     seed: u64,
 }
 
+/// Each strategy on each seed, in that order; `tag` marks the progress bars.
+fn jobs_for<'a>(strategies: &[Strategy], scenario: &'a Scenario, seeds: &[u64], tag: &str) -> Vec<Job<'a>> {
+    strategies
+        .iter()
+        .flat_map(|&strategy| {
+            seeds.iter().map(move |&seed| Job {
+                label: format!("{}{tag} #{seed}", strategy.label()),
+                scenario,
+                strategy,
+                seed,
+            })
+        })
+        .collect()
+}
+
 /// Runs the jobs on the machine's cores, with progress bars on a terminal; results in job order.
 fn run_all(jobs: Vec<Job<'_>>) -> Vec<Report> {
     let bars = MultiProgress::new();
@@ -210,11 +249,21 @@ fn cell(values: &[Option<f64>], show: &dyn Fn(f64) -> String) -> String {
     text
 }
 
+/// Whether aws-node-termination-handler drained the run's nodes on spot signals (in a
+/// Ballast run, those of groups outside its pools).
+fn nth(r: &Report) -> bool {
+    r.interruption_handling == InterruptionHandling::NodeTerminationHandler
+}
+
+fn capacity_rebalance(r: &Report) -> bool {
+    r.interruption_handling == InterruptionHandling::CapacityRebalance
+}
+
 type Row = (&'static str, fn(&Report) -> Option<f64>, fn(f64) -> String);
 
 const WAIT_P95: &str = "first-start wait p95";
 
-const ROWS: [Row; 17] = [
+const ROWS: [Row; 21] = [
     ("first-start wait p50", |r| Some(r.pod_wait_p50_s), humanise),
     (WAIT_P95, |r| Some(r.pod_wait_p95_s), humanise),
     ("first-start wait max", |r| Some(r.pod_wait_max_s), humanise),
@@ -227,6 +276,14 @@ const ROWS: [Row; 17] = [
     ("spot loss → on-demand", |r| r.spot_loss_to_on_demand_s, humanise),
     ("back to spot after", |r| r.return_to_spot_s, humanise),
     ("spot interruptions", |r| Some(f64::from(r.interruptions)), |v| format!("{v:.1}")),
+    ("rebalance signals", |r| Some(f64::from(r.rebalance_recommendations)), |v| format!("{v:.1}")),
+    ("  of them false", |r| Some(f64::from(r.false_rebalance_recommendations)), |v| format!("{v:.1}")),
+    ("NTH drains", |r| nth(r).then_some(f64::from(r.nth_drains)), |v| format!("{v:.1}")),
+    (
+        "CR replacements",
+        |r| capacity_rebalance(r).then_some(f64::from(r.rebalance_replacements)),
+        |v| format!("{v:.1}"),
+    ),
     ("peak nodes", |r| Some(f64::from(r.peak_nodes)), |v| format!("{v:.1}")),
     ("headroom held at max", |r| r.headroom_held_at_max_pct, |v| format!("{v:.1}%")),
     ("headroom held at min", |r| r.headroom_held_at_min_pct, |v| format!("{v:.1}%")),
@@ -256,30 +313,40 @@ fn wait_rows(scenario: &Scenario) -> Vec<ScenarioRow> {
     rows
 }
 
-/// `runs[s]` holds strategy `s`'s reports, one per seed.
-fn print_table(scenario: &Scenario, seeds: &[u64], runs: &[Vec<Report>]) {
-    println!("scenario {} — {}", scenario.name, scenario.description);
-    let seeds_text = match seeds {
-        [one] => format!("seed {one}"),
-        many => format!("{} seeds ({}–{}), mean ± standard deviation", many.len(), many[0], many[many.len() - 1]),
-    };
-    println!(
-        "{} simulated, {seeds_text}, cluster-autoscaler {} (fail-fast {})\n",
-        humanise(scenario.duration.0.as_secs_f64()),
-        scenario.ca.version,
-        if scenario.ca.fail_fast { "on" } else { "off" }
-    );
-    let width = if seeds.len() > 1 { 25 } else { 15 };
+/// How the runs without Ballast act on spot signals, as the table names it.
+fn handling_name(handling: InterruptionHandling) -> &'static str {
+    match handling {
+        InterruptionHandling::NodeTerminationHandler => "aws-node-termination-handler",
+        InterruptionHandling::CapacityRebalance => "Capacity Rebalancing",
+        InterruptionHandling::None => "no interruption handler",
+    }
+}
+
+fn table_width(seeds: &[u64]) -> usize {
+    if seeds.len() > 1 {
+        25
+    } else {
+        15
+    }
+}
+
+/// The strategies' names, then every row; `skip_empty`: leave out rows with no figure
+/// in any column.
+fn print_rows(scenario: &Scenario, seeds: &[u64], runs: &[Vec<Report>], skip_empty: bool) {
+    let width = table_width(seeds);
     print!("{:<22}", "");
     for reports in runs {
         print!("{:>width$}", reports.first().map_or("", |r| r.strategy));
     }
     println!();
     let print_row = |label: &str, value: &dyn Fn(&Report) -> Option<f64>, show: fn(f64) -> String| {
+        let cells: Vec<Vec<Option<f64>>> = runs.iter().map(|reports| reports.iter().map(value).collect()).collect();
+        if skip_empty && cells.iter().flatten().all(Option::is_none) {
+            return;
+        }
         print!("{label:<22}");
-        for reports in runs {
-            let values: Vec<Option<f64>> = reports.iter().map(value).collect();
-            print!("{:>width$}", cell(&values, &show));
+        for values in &cells {
+            print!("{:>width$}", cell(values, &show));
         }
         println!();
     };
@@ -291,6 +358,28 @@ fn print_table(scenario: &Scenario, seeds: &[u64], runs: &[Vec<Report>]) {
             }
         }
     }
+}
+
+/// `runs[s]` holds strategy `s`'s reports, one per seed; `other_handling`, the baselines'
+/// run again under Capacity Rebalancing (empty if not run).
+fn print_table(scenario: &Scenario, seeds: &[u64], runs: &[Vec<Report>], other_handling: &[Vec<Report>]) {
+    println!("scenario {} — {}", scenario.name, scenario.description);
+    let seeds_text = match seeds {
+        [one] => format!("seed {one}"),
+        many => format!("{} seeds ({}–{}), mean ± standard deviation", many.len(), many[0], many[many.len() - 1]),
+    };
+    let scoring = match scenario.scheduler.scoring {
+        Scoring::FirstFit => String::new(),
+        other => format!(", scheduler {}", other.name()),
+    };
+    println!(
+        "{} simulated, {seeds_text}, cluster-autoscaler {} (fail-fast {}){scoring}\n",
+        humanise(scenario.duration.0.as_secs_f64()),
+        scenario.ca.version,
+        if scenario.ca.fail_fast { "on" } else { "off" }
+    );
+    print_rows(scenario, seeds, runs, false);
+    let width = table_width(seeds);
     // With several pools, the two rows above count a moment in which any pool was held;
     // each pool's share follows.
     let pools = scenario.pools();
@@ -317,6 +406,72 @@ fn print_table(scenario: &Scenario, seeds: &[u64], runs: &[Vec<Report>]) {
             }
         }
     }
+    if let Some(first) = other_handling.first().and_then(|r| r.first()) {
+        println!(
+            "\nthe baselines again, with {} (EKS managed node groups) instead of {}:\n",
+            handling_name(first.interruption_handling),
+            handling_name(scenario.interruption_handling)
+        );
+        print_rows(scenario, seeds, other_handling, true);
+    }
+    if let Some(cut) = pending_cut(runs, other_handling) {
+        let (least, most) = (&cut.against[0], &cut.against[cut.against.len() - 1]);
+        let range = if cut.against.len() == 1 {
+            format!("{:.0}%", least.cut_pct)
+        } else if least.cut_pct.round() < 0.0 {
+            // More pending than some baseline: a dash would read as a range of cuts.
+            format!("{:.0}% (more pending) to {:.0}%", least.cut_pct, most.cut_pct)
+        } else {
+            format!("{:.0}–{:.0}%", least.cut_pct, most.cut_pct)
+        };
+        println!(
+            "\nBallast cuts pending pod-seconds by {range} against the baselines (least: {} with {}; most: {} with {})",
+            least.strategy,
+            handling_name(least.interruption_handling),
+            most.strategy,
+            handling_name(most.interruption_handling)
+        );
+    }
+}
+
+/// How much Ballast cuts the mean pending pod-seconds against one baseline.
+#[derive(Debug, Clone, serde::Serialize)]
+struct Cut {
+    strategy: &'static str,
+    interruption_handling: InterruptionHandling,
+    cut_pct: f64,
+}
+
+/// Ballast's cut against every baseline run, least first: the range, not one number,
+/// since it depends on what the baseline runs beside CA.
+#[derive(Debug, Clone, serde::Serialize)]
+struct PendingCut {
+    min_pct: f64,
+    max_pct: f64,
+    against: Vec<Cut>,
+}
+
+fn pending_cut(runs: &[Vec<Report>], other_handling: &[Vec<Report>]) -> Option<PendingCut> {
+    let mean = |reports: &[Report]| {
+        mean_sd(&reports.iter().map(|r| r.pending_pod_seconds).collect::<Vec<_>>()).map(|(m, _)| m)
+    };
+    let ballast = runs.iter().find(|r| r.first().is_some_and(|r| r.strategy == Strategy::Ballast.label()))?;
+    let ballast = mean(ballast)?;
+    let mut against: Vec<Cut> = runs
+        .iter()
+        .chain(other_handling)
+        .filter_map(|reports| {
+            let first = reports.first()?;
+            let baseline = mean(reports)?;
+            (first.strategy != Strategy::Ballast.label() && baseline > 0.0).then(|| Cut {
+                strategy: first.strategy,
+                interruption_handling: first.interruption_handling,
+                cut_pct: 100.0 * (1.0 - ballast / baseline),
+            })
+        })
+        .collect();
+    against.sort_by(|a, b| a.cut_pct.total_cmp(&b.cut_pct));
+    Some(PendingCut { min_pct: against.first()?.cut_pct, max_pct: against.last()?.cut_pct, against })
 }
 
 /// Mean and standard deviation of what the runs measured (`None`s left out).
@@ -339,6 +494,9 @@ fn summary(scenario: &Scenario, runs: &[Report]) -> serde_json::Value {
 pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
     let scenario = load(&args.scenario)?;
     let mut scenario = if args.repeat > 1 { scenario.repeated(args.repeat) } else { scenario };
+    if let Some(scoring) = args.scoring {
+        scenario = scenario.with_scoring(scoring.into());
+    }
     let sweep =
         args.sweep.as_deref().map(parse_sweep).transpose().map_err(|e| super::Unusable::Usage(format!("{e:#}")))?;
     for spec in &args.set {
@@ -460,20 +618,20 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
             Some(one) => vec![one.into()],
             None => Strategy::ALL.to_vec(),
         };
-        let jobs = strategies
-            .iter()
-            .flat_map(|&strategy| {
-                let scenario = &scenario;
-                seeds.iter().map(move |&seed| Job {
-                    label: format!("{} #{seed}", strategy.label()),
-                    scenario,
-                    strategy,
-                    seed,
-                })
-            })
-            .collect();
+        // The full comparison runs the baselines again under Capacity Rebalancing, the
+        // managed node groups' default, unless the scenario has them run under it already.
+        let rebalancing = scenario.with_interruption_handling(InterruptionHandling::CapacityRebalance);
+        let again: Vec<Strategy> =
+            if args.strategy.is_some() || scenario.interruption_handling == InterruptionHandling::CapacityRebalance {
+                Vec::new()
+            } else {
+                strategies.iter().copied().filter(|&s| s != Strategy::Ballast).collect()
+            };
+        let mut jobs = jobs_for(&strategies, &scenario, &seeds, "");
+        jobs.extend(jobs_for(&again, &rebalancing, &seeds, " (CR)"));
         let reports = run_all(jobs);
-        let runs: Vec<Vec<Report>> = reports.chunks(seeds.len()).map(<[Report]>::to_vec).collect();
+        let mut runs: Vec<Vec<Report>> = reports.chunks(seeds.len()).map(<[Report]>::to_vec).collect();
+        let other_handling = runs.split_off(strategies.len());
         if args.json {
             let strategies: Vec<serde_json::Value> = runs
                 .iter()
@@ -485,14 +643,27 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
                     })
                 })
                 .collect();
-            println!(
-                "{}",
-                serde_json::to_string_pretty(
-                    &serde_json::json!({ "scenario": scenario.name, "seeds": seeds, "strategies": strategies })
-                )?
-            );
+            let again: Vec<serde_json::Value> = other_handling
+                .iter()
+                .map(|runs| {
+                    serde_json::json!({
+                        "strategy": runs[0].strategy,
+                        "interruption_handling": runs[0].interruption_handling,
+                        "summary": summary(&scenario, runs),
+                        "runs": runs,
+                    })
+                })
+                .collect();
+            let mut out = serde_json::json!({ "scenario": scenario.name, "seeds": seeds, "strategies": strategies });
+            if !again.is_empty() {
+                out["capacity_rebalance_baselines"] = serde_json::Value::Array(again);
+            }
+            if let Some(cut) = pending_cut(&runs, &other_handling) {
+                out["pending_pod_cut"] = serde_json::to_value(cut)?;
+            }
+            println!("{}", serde_json::to_string_pretty(&out)?);
         } else {
-            print_table(&scenario, &seeds, &runs);
+            print_table(&scenario, &seeds, &runs, &other_handling);
         }
         if let Some(path) = &args.plot {
             // The timeline of the first seed's runs.

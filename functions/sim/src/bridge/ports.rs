@@ -23,7 +23,7 @@ use ballast_core::shape::{PodShape, SlotState};
 use ballast_core::snapshot::pool_asgs;
 use chrono::{DateTime, Utc};
 
-use crate::cluster::{NodeId, NodePhase};
+use crate::cluster::{NodeId, NodePhase, Requests};
 use crate::model::PausePods;
 use crate::model::{Call, Model};
 use crate::scenario::{Market, Scenario};
@@ -200,7 +200,10 @@ impl View {
             let nodes = std::mem::take(&mut self.nodes);
             self.nodes = reorder(nodes, &self.node_ids, &ids, &mut self.position, |n| ViewNode {
                 state: NodeState {
-                    allocatable: Some(PodShape::new(model.cluster.nodes[n].cpu, model.cluster.nodes[n].mem)),
+                    allocatable: {
+                        let node = &model.cluster.nodes[n];
+                        Some(shape_of(Requests { cpu: node.cpu, mem: node.mem, gpu: node.gpu }))
+                    },
                     name: node_name(n),
                     instance_id: instance_id(n),
                     ready: false,
@@ -227,7 +230,7 @@ impl View {
             });
             let slots = model.pause_slots(pool).iter().enumerate().map(|(slot, s)| SlotState {
                 slot,
-                shape: PodShape::new(s.cpu, s.mem),
+                shape: shape_of(s.requests),
                 replicas: Some(s.target),
             });
             self.headroom[pool] = slots.collect();
@@ -463,8 +466,27 @@ pub(super) fn calls_on_model(model: &Model, recorded: Vec<PortCall>) -> Vec<Call
             // No PodDisruptionBudget in the model: every pod is evicted.
             PortCall::Drain { node } => node_of_name(&node).filter(known).map(|node| Call::Evict { node }),
             PortCall::SetHeadroom { pool, slot, shape, replicas } => {
-                Some(Call::SetPauseReplicas { pool, slot, cpu: shape.cpu_millis, mem: shape.memory_bytes, replicas })
+                Some(Call::SetPauseReplicas { pool, slot, requests: requests_of(&shape), replicas })
             }
         })
         .collect()
+}
+
+/// The model's GPUs are `nvidia.com/gpu`, the one extended resource it knows.
+pub(super) const GPU: &str = "nvidia.com/gpu";
+
+/// A pod's requests in the model, as Ballast's shapes say them.
+pub fn shape_of(r: Requests) -> PodShape {
+    let mut shape = PodShape::new(r.cpu, r.mem);
+    if r.gpu > 0 {
+        shape.extended.insert(GPU.into(), u64::from(r.gpu));
+    }
+    shape
+}
+
+/// A shape Ballast placed, as the model's requests (other extended resources have no
+/// meaning there).
+fn requests_of(shape: &PodShape) -> Requests {
+    let gpu = shape.extended.get(GPU).copied().unwrap_or(0);
+    Requests { cpu: shape.cpu_millis, mem: shape.memory_bytes, gpu: u32::try_from(gpu).unwrap_or(u32::MAX) }
 }

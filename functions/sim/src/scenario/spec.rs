@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use ballast_core::config::{TaintEffect, Toleration, TolerationOperator};
 use ballast_core::units::HumanDuration;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_yaml_ng::Value;
 
 use super::Scenario;
@@ -69,6 +69,8 @@ pub struct SchedulerSpec {
     /// From choosing victims to binding the preemptor on the room they left: their
     /// deletion, the kubelet stopping them, the preemptor's retry.
     pub preemption: HumanDuration,
+    /// Which feasible node a pod goes to.
+    pub scoring: Scoring,
 }
 
 impl Default for SchedulerSpec {
@@ -76,6 +78,33 @@ impl Default for SchedulerSpec {
         SchedulerSpec {
             cycle: HumanDuration(std::time::Duration::from_millis(200)),
             preemption: HumanDuration::from_secs(2),
+            scoring: Scoring::default(),
+        }
+    }
+}
+
+/// How the scheduler picks among the nodes a pod fits on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Scoring {
+    /// The first node, in launch order: tight packing, the model's figures so far.
+    #[default]
+    #[serde(alias = "first_fit")]
+    FirstFit,
+    /// kube-scheduler's default, `NodeResourcesFit` with `LeastAllocated`: the node with
+    /// the most CPU and memory left once the pod is on it, each as a share of the node's
+    /// allocatable, averaged (equal weights): pods spread over the nodes. Its other
+    /// default scores (BalancedAllocation, topology spread, image locality…) are not
+    /// modelled; equal scores go to the first node, where kube-scheduler draws.
+    #[serde(alias = "least_allocated")]
+    LeastAllocated,
+}
+
+impl Scoring {
+    pub fn name(self) -> &'static str {
+        match self {
+            Scoring::FirstFit => "first-fit",
+            Scoring::LeastAllocated => "least-allocated",
         }
     }
 }
@@ -251,7 +280,7 @@ impl<'de> Deserialize<'de> for CaVersion {
 
 /// What acts on spot interruption signals in the runs without Ballast (CA alone and CA
 /// with static overprovisioning); a Ballast run handles them itself.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum InterruptionHandling {
     /// aws-node-termination-handler in queue-processor mode: EventBridge → SQS → NTH,
@@ -287,6 +316,8 @@ pub struct InstanceType {
     pub capacity_memory_bytes: u64,
     pub on_demand_price: f64,
     pub spot_price: f64,
+    /// `nvidia.com/gpu` devices.
+    pub gpus: u32,
 }
 
 #[derive(Debug, Clone)]
@@ -323,6 +354,7 @@ impl Group {
             cpu: it.capacity_cpu_millis.saturating_sub(sc.daemonset_cpu),
             mem: it.capacity_memory_bytes.saturating_sub(sc.daemonset_mem),
             pods: 110u32.saturating_sub(sc.daemonset_pods),
+            gpus: it.gpus,
         }
     }
 }
@@ -344,6 +376,7 @@ pub struct NodeShape {
     pub cpu: u64,
     pub mem: u64,
     pub pods: u32,
+    pub gpus: u32,
 }
 
 #[derive(Debug, Clone)]
@@ -351,6 +384,8 @@ pub struct Deployment {
     pub name: String,
     pub cpu_millis: u64,
     pub memory_bytes: u64,
+    /// `nvidia.com/gpu` per pod.
+    pub gpus: u32,
     pub min_replicas: u32,
     pub peak_replicas: u32,
     pub curve: Curve,
@@ -367,6 +402,8 @@ pub struct Batch {
     pub jobs: u32,
     pub cpu_millis: u64,
     pub memory_bytes: u64,
+    /// `nvidia.com/gpu` per pod.
+    pub gpus: u32,
     pub duration: [HumanDuration; 2],
     pub class: usize,
 }

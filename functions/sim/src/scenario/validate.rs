@@ -69,6 +69,7 @@ pub(super) fn validate(raw: Raw) -> Result<Scenario, ScenarioError> {
                 capacity_memory_bytes,
                 on_demand_price: t.on_demand_price,
                 spot_price: t.spot_price,
+                gpus: t.gpu,
             },
         );
     }
@@ -174,6 +175,7 @@ pub(super) fn validate(raw: Raw) -> Result<Scenario, ScenarioError> {
             name: d.name.clone(),
             cpu_millis: quantity(parse_cpu_millis, &d.cpu, format!("{path}.cpu"))?,
             memory_bytes: quantity(parse_memory_bytes, &d.memory, format!("{path}.memory"))?,
+            gpus: d.gpu,
             min_replicas: d.min_replicas,
             peak_replicas: d.peak_replicas,
             curve: d.curve,
@@ -208,6 +210,7 @@ pub(super) fn validate(raw: Raw) -> Result<Scenario, ScenarioError> {
             jobs: b.jobs,
             cpu_millis: quantity(parse_cpu_millis, &b.cpu, format!("{path}.cpu"))?,
             memory_bytes: quantity(parse_memory_bytes, &b.memory, format!("{path}.memory"))?,
+            gpus: b.gpu,
             duration: b.duration,
             class: class_of(&b.node_selector, &b.tolerations, path)?,
         });
@@ -273,6 +276,19 @@ pub(super) fn validate(raw: Raw) -> Result<Scenario, ScenarioError> {
     let static_overprovisioning = static_spec(raw.static_overprovisioning, &pool_names)?;
     let accepts: Vec<Vec<bool>> =
         classes.iter().map(|c| groups.iter().map(|g| c.fits(&g.labels, &g.taints)).collect()).collect();
+    // A pod asking for GPUs runs only where its placement and the type's devices allow.
+    let gpu_pods =
+        deployments.iter().enumerate().map(|(i, d)| (format!("workload.deployments[{i}].gpu"), d.gpus, d.class));
+    let gpu_jobs = batches.iter().enumerate().map(|(i, b)| (format!("workload.batch[{i}].gpu"), b.gpus, b.class));
+    for (path, gpus, class) in gpu_pods.chain(gpu_jobs).filter(|(_, gpus, _)| *gpus > 0) {
+        let fits = groups
+            .iter()
+            .enumerate()
+            .any(|(g, group)| accepts[class][g] && group.instance_types.iter().any(|t| instance_types[t].gpus >= gpus));
+        if !fits {
+            return Err(field(path, format!("no node group its pods fit has an instance type with {gpus} GPU(s)")));
+        }
+    }
     let class_pool = accepts
         .iter()
         .map(|takes| (0..pool_names.len()).find(|&p| groups.iter().zip(takes).any(|(g, &t)| t && g.pool == Some(p))))
