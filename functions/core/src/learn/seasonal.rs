@@ -55,20 +55,63 @@ pub struct DayRises {
     /// before spans were kept): a rise is scaled to the span it is used for.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub span_secs: u32,
+    /// Per slot, how much of its largest rise came between two looks, in tenths, one
+    /// character a slot (`0`-`9`, `X` for all of it, `.` none seen): what rose at once,
+    /// which no shorter span makes smaller (a burst of jobs), so a rise is never scaled
+    /// below it. A character a slot keeps the record small. Empty in records from before
+    /// spans were kept (taken as none).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub at_once: String,
+}
+
+impl DayRises {
+    /// The percent of slot `slot`'s rise that came at once (0 when unknown).
+    fn at_once_percent(&self, slot: usize) -> u8 {
+        match self.at_once.as_bytes().get(slot) {
+            Some(b'X') => 100,
+            Some(c @ b'0'..=b'9') => (c - b'0') * 10,
+            _ => 0,
+        }
+    }
+
+    fn set_at_once(&mut self, slot: usize, percent: u8) {
+        let mut bytes = std::mem::take(&mut self.at_once).into_bytes();
+        bytes.resize(SLOTS_PER_DAY, b'.');
+        if let Some(c) = bytes.get_mut(slot) {
+            *c = if percent >= 100 { b'X' } else { b'0' + percent / 10 };
+        }
+        self.at_once = String::from_utf8(bytes).unwrap_or_default();
+    }
+
+    fn has_at_once(&self, slot: usize) -> bool {
+        self.at_once.as_bytes().get(slot).is_some_and(|c| *c != b'.')
+    }
 }
 
 fn is_zero(n: &u32) -> bool {
     *n == 0
 }
 
-/// `value` taken over `from_secs`, as over `to_secs`: demand is taken to arrive evenly
-/// within a span (a rise over 48 minutes is not one within 150 s).
-fn rescaled(value: u32, from_secs: u32, to_secs: u32) -> u32 {
+/// `value` taken over `from_secs`, as over `to_secs`: what rose at once (`jump`) rises
+/// within any span; the rest is taken to arrive evenly within one (a ramp's rise over 48
+/// minutes is not one within 150 s).
+fn rescaled(value: u32, at_once_percent: u8, from_secs: u32, to_secs: u32) -> u32 {
     if from_secs == 0 || from_secs == to_secs {
         return value;
     }
     let scaled = u64::from(value) * u64::from(to_secs) / u64::from(from_secs);
-    u32::try_from(scaled).unwrap_or(u32::MAX)
+    let at_once = u64::from(value) * u64::from(at_once_percent.min(100)) / 100;
+    u32::try_from(scaled.max(at_once)).unwrap_or(u32::MAX)
+}
+
+/// The percent of a rise that came at once (`jump` of `rise`, in the dimension that
+/// rose; CPU first).
+fn at_once((rise_cpu, rise_mem): (u64, u64), (jump_cpu, jump_mem): (u64, u64)) -> u8 {
+    let (jump, rise) = if rise_cpu > 0 { (jump_cpu, rise_cpu) } else { (jump_mem, rise_mem) };
+    if rise == 0 {
+        return 100;
+    }
+    u8::try_from(u128::from(jump.min(rise)) * 100 / u128::from(rise)).unwrap_or(100)
 }
 
 /// A span a day's rises may be kept over and scaled from: within a tenth, spans are
@@ -132,6 +175,14 @@ impl Seasonal {
         let floor = |f: fn(&DemandSample) -> u64| within.iter().map(f).min().unwrap_or(f(&s)).min(f(&s));
         let rise_cpu = s.cpu_millis - floor(|r| r.cpu_millis);
         let rise_mem = s.memory_bytes - floor(|r| r.memory_bytes);
+        // What rose since the look before: at once, as far as any span can tell.
+        let before = within.last().copied();
+        let jump = before.map_or((0, 0), |b| {
+            (
+                s.cpu_millis.saturating_sub(b.cpu_millis).min(rise_cpu),
+                s.memory_bytes.saturating_sub(b.memory_bytes).min(rise_mem),
+            )
+        });
         // The samples just before this one that it undercuts in CPU and memory are no
         // window's low any more (a window holding them holds it): it stands for their time
         // instead. So reconciles every few seconds at a flat demand keep one sample, and
@@ -153,7 +204,7 @@ impl Seasonal {
             memory_bytes: first.memory_bytes.min(second.memory_bytes),
             since: Some(first.since()),
         });
-        self.rose(s.at, rise_cpu, rise_mem, absorb, tz);
+        self.rose(s.at, (rise_cpu, rise_mem), jump, absorb, tz);
     }
 
     /// A sample after a gap in reconciles (Ballast stopped, throttled, its events lost):
@@ -169,21 +220,35 @@ impl Seasonal {
         };
         let (rise_cpu, rise_mem) = (share(s.cpu_millis, last.cpu_millis), share(s.memory_bytes, last.memory_bytes));
         self.recent = vec![s];
-        self.rose(s.at, rise_cpu, rise_mem, absorb, tz);
+        // Nothing tells what rose at once across a gap: all of it may have.
+        self.rose(s.at, (rise_cpu, rise_mem), (rise_cpu, rise_mem), absorb, tz);
     }
 
     /// Keeps a rise ending at `at`, taken over `span`, in its slot, if larger than the
     /// slot's. A day whose span moved has its rises scaled to the new one first, so a
     /// day holds rises over one span.
-    fn rose(&mut self, at: DateTime<Utc>, rise_cpu: u64, rise_mem: u64, span: Duration, tz: Tz) {
+    fn rose(
+        &mut self,
+        at: DateTime<Utc>,
+        (rise_cpu, rise_mem): (u64, u64),
+        (jump_cpu, jump_mem): (u64, u64),
+        span: Duration,
+        tz: Tz,
+    ) {
         let (date, slot) = day_slot(at, tz);
         let span = span_secs(span);
         let day = self.day_mut(date);
         if day.span_secs != 0 && !same_span(day.span_secs, span) {
             let from = day.span_secs;
-            for v in day.cpu_millis.iter_mut().chain(day.memory_mib.iter_mut()).flatten() {
-                *v = rescaled(*v, from, span);
+            let shares: Vec<u8> = (0..SLOTS_PER_DAY).map(|i| day.at_once_percent(i)).collect();
+            for (i, v) in day.cpu_millis.iter_mut().chain(day.memory_mib.iter_mut()).enumerate() {
+                *v = v.map(|v| rescaled(v, shares[i % SLOTS_PER_DAY], from, span));
             }
+        }
+        // The share of the slot's largest rise (the one kept) that came at once.
+        let cpu = u32::try_from(rise_cpu).unwrap_or(u32::MAX);
+        if day.cpu_millis[slot].is_none_or(|old| cpu > old) || !day.has_at_once(slot) {
+            day.set_at_once(slot, at_once((rise_cpu, rise_mem), (jump_cpu, jump_mem)));
         }
         if day.span_secs == 0 || !same_span(day.span_secs, span) {
             day.span_secs = span;
@@ -212,6 +277,7 @@ impl Seasonal {
                     pods_over: 0,
                     most_pods: 0,
                     span_secs: 0,
+                    at_once: String::new(),
                 };
                 let at = self.days.partition_point(|d| d.date < date);
                 self.days.insert(at, fresh);
@@ -221,6 +287,7 @@ impl Seasonal {
         // A record of another shape (read back from the store) is brought to this one.
         day.cpu_millis.resize(SLOTS_PER_DAY, None);
         day.memory_mib.resize(SLOTS_PER_DAY, None);
+
         day
     }
 
@@ -253,7 +320,8 @@ impl Seasonal {
             let (date, slot) = day_slot(at, tz);
             if let Some(day) = self.days.iter().find(|d| d.date == date) {
                 if let (Some(Some(c)), Some(Some(m))) = (day.cpu_millis.get(slot), day.memory_mib.get(slot)) {
-                    let to_span = |v: u32| span.map_or(v, |s| rescaled(v, day.span_secs, span_secs(s)));
+                    let share = day.at_once_percent(slot);
+                    let to_span = |v: u32| span.map_or(v, |s| rescaled(v, share, day.span_secs, span_secs(s)));
                     let (c, m) = (to_span(*c), to_span(*m));
                     found = Some(found.map_or((c, m), |(fc, fm)| (fc.max(c), fm.max(m))));
                 }

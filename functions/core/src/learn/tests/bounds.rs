@@ -62,6 +62,7 @@ fn a_history_full_at_every_bound_fits_the_state_record() {
                     pods_over: u32::MAX,
                     most_pods: u32::MAX,
                     span_secs: u32::MAX,
+                    at_once: "X".repeat(SLOTS_PER_DAY),
                 })
                 .collect(),
             recent: vec![

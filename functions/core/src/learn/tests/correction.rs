@@ -270,6 +270,7 @@ fn with_budget(pods: u32, over: u32) -> History {
         pods_over: over,
         most_pods: 2,
         span_secs: 0,
+        at_once: String::new(),
     };
     // The first day counted is long gone from the ring: every day kept counts whole.
     let first_counted = Some((monday() - Duration::days(30)).date_naive());
@@ -384,6 +385,7 @@ fn the_room_shrinks_only_while_the_budget_left_takes_the_largest_window() {
                 pods_over: 0,
                 most_pods: 500,
                 span_secs: 0,
+                at_once: String::new(),
             },
         );
         for k in 1..=20 {

@@ -284,3 +284,21 @@ fn a_rise_is_scaled_from_the_span_it_was_taken_over_to_the_one_it_is_used_for() 
     assert_eq!(day.span_secs, 148);
     assert!(day.cpu_millis[38].unwrap() < 2_000, "{:?}", day.cpu_millis[38]);
 }
+
+/// What rose at once (a burst of jobs between two looks) rises within any span: scaling
+/// a day's rises to a shorter span never takes it below that, only the ramp's part.
+#[test]
+fn a_burst_that_rose_at_once_is_not_scaled_below_itself() {
+    let mut h = History { allowed_wait_ms: 10_000, ..Default::default() };
+    // 20 CPU between two looks at 09:00, while launches were assumed to take 180 s.
+    let t0 = monday() + Duration::hours(8);
+    let burst = |t: DateTime<Utc>| if t >= monday() + Duration::hours(9) { 30_000 } else { 10_000 };
+    watch(&mut h, t0, 2 * 60, 14, burst);
+    assert_eq!(h.seasonal.days[0].cpu_millis[36], Some(20_000));
+    assert_eq!(&h.seasonal.days[0].at_once[36..37], "X");
+    // Launches turn out to take 45 s: the span is a quarter of what it was.
+    h.lead.lead_secs = vec![45; 20];
+    h.reaction.reaction_secs = vec![8];
+    let p = h.predict(monday() + Duration::days(1) + Duration::minutes(8 * 60 + 59), 14);
+    assert_eq!(p.seasonal.expect("yesterday shows 09:00").0.cpu_millis, 20_000, "the burst, whole");
+}
