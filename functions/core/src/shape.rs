@@ -10,7 +10,8 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Duration, Timelike, Utc};
+use chrono_tz::Tz;
 use serde::{Deserialize, Serialize};
 
 use crate::units::{format_cpu_millis, format_memory_bytes};
@@ -167,6 +168,11 @@ pub struct MixEntry {
     pub kind: WorkloadKind,
     /// Pods seen starting, in thousandths, decayed by [`MIX_HALF_LIFE`] to `at`.
     pub weight_milli: u64,
+    /// The same by hour of the day they started in (in the pool's time zone), so the
+    /// room placed ahead of a 10:00 burst is in the shape of the pods that come at 10:00,
+    /// not of those that come all day. Empty in records from before hours were kept.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub by_hour_milli: Vec<u64>,
     /// Pods waiting at the last report that listed the shape.
     pub waiting: u32,
     /// When the weight was last brought up to date.
@@ -185,6 +191,9 @@ pub struct ShapeMix {
     pub unfit_reported_at: Option<DateTime<Utc>>,
 }
 
+/// Hours in a day: the mix's weights by hour of the day.
+const HOURS: usize = 24;
+
 fn decayed(weight_milli: u64, from: DateTime<Utc>, to: DateTime<Utc>) -> u64 {
     let elapsed = (to - from).num_seconds().max(0) as f64;
     let halves = elapsed / MIX_HALF_LIFE.num_seconds() as f64;
@@ -192,33 +201,43 @@ fn decayed(weight_milli: u64, from: DateTime<Utc>, to: DateTime<Utc>) -> u64 {
 }
 
 impl ShapeMix {
-    /// Takes in a report made at `at`; a report older than the newest taken is passed
-    /// over (reports may arrive out of order).
-    pub fn observe(&mut self, shapes: &[ShapeCount], at: DateTime<Utc>) {
+    /// Takes in a report made at `at`, its pods' starts counted in the hour of `at` in
+    /// `tz`; a report older than the newest taken is passed over (reports may arrive out
+    /// of order).
+    pub fn observe(&mut self, shapes: &[ShapeCount], at: DateTime<Utc>, tz: Tz) {
         if self.reported_at.is_some_and(|r| r >= at) {
             return;
         }
         self.reported_at = Some(at);
         for e in &mut self.entries {
             e.weight_milli = decayed(e.weight_milli, e.at, at);
+            for w in &mut e.by_hour_milli {
+                *w = decayed(*w, e.at, at);
+            }
             e.at = at;
             e.waiting = 0;
         }
+        let hour = at.with_timezone(&tz).hour() as usize;
         for s in shapes.iter().filter(|s| !s.shape.is_empty()) {
             let added = u64::from(s.started) * 1000;
-            match self.entries.iter_mut().find(|e| e.shape == s.shape && e.kind == s.kind) {
-                Some(e) => {
-                    e.weight_milli = e.weight_milli.saturating_add(added);
-                    e.waiting = s.waiting;
+            let e = match self.entries.iter().position(|e| e.shape == s.shape && e.kind == s.kind) {
+                Some(i) => &mut self.entries[i],
+                None => {
+                    self.entries.push(MixEntry {
+                        shape: s.shape.clone(),
+                        kind: s.kind,
+                        weight_milli: 0,
+                        by_hour_milli: Vec::new(),
+                        waiting: 0,
+                        at,
+                    });
+                    self.entries.last_mut().expect("pushed")
                 }
-                None => self.entries.push(MixEntry {
-                    shape: s.shape.clone(),
-                    kind: s.kind,
-                    weight_milli: added,
-                    waiting: s.waiting,
-                    at,
-                }),
-            }
+            };
+            e.weight_milli = e.weight_milli.saturating_add(added);
+            e.by_hour_milli.resize(HOURS, 0);
+            e.by_hour_milli[hour] = e.by_hour_milli[hour].saturating_add(added);
+            e.waiting = s.waiting;
         }
         // Under a thousandth of a pod is nothing left to remember.
         self.entries.retain(|e| e.weight_milli > 0 || e.waiting > 0);
@@ -233,9 +252,38 @@ impl ShapeMix {
     /// The arrivals to place room for: each shape with its weight (pods started, plus
     /// those waiting now, which arrived and found no room).
     pub fn arrivals(&self) -> Vec<(PodShape, WorkloadKind, f64)> {
+        self.weighed(|e| e.weight_milli)
+    }
+
+    /// The arrivals to place room for in `[from, to]`: the pods that started in those
+    /// hours of the day (in `tz`) on past days, where any did, else at any hour; with
+    /// those waiting now.
+    pub fn arrivals_between(
+        &self,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+        tz: Tz,
+    ) -> Vec<(PodShape, WorkloadKind, f64)> {
+        let (first, last) = (from.with_timezone(&tz).hour() as usize, to.with_timezone(&tz).hour() as usize);
+        let hours: Vec<usize> = if to - from >= Duration::hours(23) {
+            (0..HOURS).collect()
+        } else if first <= last {
+            (first..=last).collect()
+        } else {
+            (first..HOURS).chain(0..=last).collect()
+        };
+        let in_window = |e: &MixEntry| hours.iter().map(|h| e.by_hour_milli.get(*h).copied().unwrap_or(0)).sum::<u64>();
+        if self.entries.iter().any(|e| in_window(e) > 0) {
+            self.weighed(in_window)
+        } else {
+            self.arrivals()
+        }
+    }
+
+    fn weighed(&self, weight_milli: impl Fn(&MixEntry) -> u64) -> Vec<(PodShape, WorkloadKind, f64)> {
         self.entries
             .iter()
-            .map(|e| (e.shape.clone(), e.kind, e.weight_milli as f64 / 1000.0 + f64::from(e.waiting)))
+            .map(|e| (e.shape.clone(), e.kind, weight_milli(e) as f64 / 1000.0 + f64::from(e.waiting)))
             .filter(|(_, _, w)| *w > 0.0)
             .collect()
     }

@@ -199,7 +199,8 @@ impl Work<'_> {
             }
             Signal::PoolDemand(d) => {
                 // A clock ahead of ours would hold every later report off.
-                self.record.shapes.observe(&d.shapes, d.observed_at.min(self.now + super::CLOCK_SKEW));
+                let tz = self.cfg.headroom.target.map_or(chrono_tz::Tz::UTC, |t| t.time_zone);
+                self.record.shapes.observe(&d.shapes, d.observed_at.min(self.now + super::CLOCK_SKEW), tz);
                 if self.record.demand.is_none_or(|old| old.observed_at < d.observed_at) {
                     self.record.demand = Some(Demand {
                         cpu_millis: d.cpu_millis,

@@ -87,15 +87,15 @@ fn the_mix_remembers_a_daily_burst_and_forgets_a_gone_workload() {
     let t0 = Utc.with_ymd_and_hms(2026, 3, 2, 9, 0, 0).unwrap();
     let training = PodShape::new(4000, 14 * GI);
     let mut mix = ShapeMix::default();
-    mix.observe(&[count(training.clone(), WorkloadKind::Job, 20, 3)], t0);
+    mix.observe(&[count(training.clone(), WorkloadKind::Job, 20, 3)], t0, chrono_tz::Tz::UTC);
     assert_eq!(mix.arrivals()[0].2, 23.0);
     // An older report, delivered late, is passed over.
-    mix.observe(&[count(training.clone(), WorkloadKind::Job, 100, 0)], t0 - Duration::minutes(1));
+    mix.observe(&[count(training.clone(), WorkloadKind::Job, 100, 0)], t0 - Duration::minutes(1), chrono_tz::Tz::UTC);
     assert_eq!(mix.arrivals()[0].2, 23.0);
-    mix.observe(&[], t0 + Duration::hours(24));
+    mix.observe(&[], t0 + Duration::hours(24), chrono_tz::Tz::UTC);
     let next_morning = mix.arrivals()[0].2;
     assert!((14.0..14.2).contains(&next_morning), "20 × 2^-½ ≈ 14.1, waits gone: {next_morning}");
-    mix.observe(&[], t0 + Duration::days(60));
+    mix.observe(&[], t0 + Duration::days(60), chrono_tz::Tz::UTC);
     assert!(mix.entries.is_empty(), "{mix:?}");
 }
 

@@ -147,7 +147,15 @@ impl Work<'_> {
             self.report_unmet(&what, raw);
         }
         // The room, in the shapes the pool's pods arrive in.
-        let placed = slots::place(cfg, &self.record.shapes, replicas, &self.observed.headroom, &self.observed.nodes);
+        // For the window the room is placed for: a target's prediction, else the next
+        // half hour; in the hours of the day whose arrivals it takes.
+        let tz = cfg.target.map_or(chrono_tz::Tz::UTC, |t| t.time_zone);
+        let window = match by_target {
+            Some((p, _)) => (p.from, p.to, tz),
+            None => (self.now, self.now + chrono::Duration::minutes(30), tz),
+        };
+        let placed =
+            slots::place(cfg, &self.record.shapes, replicas, &self.observed.headroom, &self.observed.nodes, window);
         if !placed.is_unit(cfg) {
             reason += &format!("; that room held as {}", placed.said());
         }

@@ -2,6 +2,9 @@
 //! `pod_memory`) is held as pause pods of the shapes the pool's pods arrive in, one
 //! Deployment per shape, so that each slot is a hole one arriving pod fits in.
 
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+
 use crate::config::{HeadroomConfig, HeadroomShapes};
 use crate::shape::{self, PodShape, Room, ShapeMix, Shares, SlotState, Slots};
 
@@ -68,10 +71,11 @@ pub(super) fn place(
     units: u32,
     running: &[SlotState],
     nodes: &[crate::observe::NodeState],
+    (from, to, tz): (DateTime<Utc>, DateTime<Utc>, Tz),
 ) -> Placed {
     // A pause pod no node of the pool takes would wait for ever: such pods are told of.
     let too_large = larger_than_nodes(mix, nodes);
-    let mut arrivals = mix.arrivals();
+    let mut arrivals = mix.arrivals_between(from, to, tz);
     arrivals.retain(|a| !too_large.contains(&a.0));
     let mut placed = place_room(cfg, &arrivals, units, running);
     // The split between shapes moves with every report; a slot keeps one pod more than

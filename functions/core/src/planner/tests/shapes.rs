@@ -222,3 +222,43 @@ fn on_day_one_a_wait_target_holds_the_percent_in_the_shapes_just_seen() {
         "{reason}"
     );
 }
+
+/// The room placed ahead of a daily burst is in the shape of the pods that came at that
+/// hour on past days, not of those that come all day; at other hours, theirs.
+#[test]
+fn room_ahead_of_the_ten_o_clock_burst_is_in_the_burst_s_shape() {
+    let cfg = config();
+    let mut observed = pool().spot("spot-a", sized(4)).build();
+    observed.headroom = unit_slots(0);
+    let day1 = Utc.with_ymd_and_hms(2026, 11, 19, 0, 0, 0).unwrap();
+    let mut record = PoolRecord::default();
+    for hour in 6..18 {
+        let at = day1 + Duration::hours(hour);
+        let mut shapes = vec![(inference(), WorkloadKind::LongRunning, 10, 0)];
+        if hour == 10 {
+            shapes.push((training(), WorkloadKind::Job, 8, 0));
+        }
+        let p = run(&cfg, &record, &observed, &[report(100_000, &shapes, at)], at);
+        observed.headroom = after(&p, &observed.headroom);
+        record = applied(&p);
+    }
+    let room_in = |p: &Plan, running: &[SlotState], shape: &PodShape| {
+        after(p, running).iter().filter(|s| s.shape == *shape).map(|s| s.replicas.unwrap_or(0)).sum::<u32>()
+    };
+    // Friday 09:45 UTC: the 09:00–10:15 hours showed 20 inference pods and 8 jobs.
+    let ahead = now() - Duration::minutes(15);
+    let p = run(&cfg, &record, &observed, &[report(100_000, &[], ahead)], ahead);
+    let (jobs, inference_pods) =
+        (room_in(&p, &observed.headroom, &training()), room_in(&p, &observed.headroom, &inference()));
+    // By the room they took: 8 jobs of 4 CPU / 14Gi against 20 pods of 2 CPU / 8Gi.
+    let share = f64::from(jobs * 4) / f64::from(jobs * 4 + inference_pods * 2);
+    assert!((0.35..0.6).contains(&share), "the jobs' share of the room before 10:00: {jobs} vs {inference_pods}");
+    // 14:00: only inference pods ever came then.
+    let afternoon = now() + Duration::hours(4);
+    let record = applied(&p);
+    let running = after(&p, &observed.headroom);
+    observed.headroom = running.clone();
+    let p = run(&cfg, &record, &observed, &[report(100_000, &[], afternoon)], afternoon);
+    assert_eq!(room_in(&p, &running, &training()), 0, "{:?}", writes(&p));
+    assert!(room_in(&p, &running, &inference()) > 0, "{:?}", writes(&p));
+}
