@@ -302,3 +302,76 @@ fn a_burst_that_rose_at_once_is_not_scaled_below_itself() {
     let p = h.predict(monday() + Duration::days(1) + Duration::minutes(8 * 60 + 59), 14);
     assert_eq!(p.seasonal.expect("yesterday shows 09:00").0.cpu_millis, 20_000, "the burst, whole");
 }
+
+// ---- Review of `shapes` (issue 37): the span rescaling ----
+
+/// REVIEW: a burst that rose at once is as large over a longer span as over a short
+/// one (nothing more came). Scaling it up by the span ratio invents a rise that never
+/// was: 20 CPU at once, taken while launches took 45 s, is predicted as ~278 CPU once
+/// launches take 600 s.
+#[test]
+fn review_a_burst_is_not_scaled_up_when_the_span_grows() {
+    let mut h = History { allowed_wait_ms: 10_000, ..Default::default() };
+    h.lead.lead_secs = vec![45; 20];
+    h.reaction.reaction_secs = vec![8];
+    let t0 = monday() + Duration::hours(8);
+    let burst = |t: DateTime<Utc>| if t >= monday() + Duration::hours(9) { 30_000 } else { 10_000 };
+    watch(&mut h, t0, 2 * 60, 14, burst);
+    assert_eq!(h.seasonal.days[0].cpu_millis[36], Some(20_000));
+    assert_eq!(&h.seasonal.days[0].at_once[36..37], "X", "all of it between two looks");
+    // Launches now take 600 s (a slow-capacity episode).
+    h.lead.lead_secs = vec![600; 20];
+    let p = h.predict(monday() + Duration::days(1) + Duration::minutes(8 * 60 + 59), 14);
+    let rise = p.seasonal.expect("yesterday shows 09:00").0.cpu_millis;
+    assert_eq!(rise, 20_000, "a burst of 20 CPU is 20 CPU over any span longer than a look");
+}
+
+/// REVIEW: a day's rises are rescaled in place when a later rise of the same day comes
+/// over another span. A slow-launch episode in the afternoon multiplies the morning's
+/// burst by the span ratio, and, stored with 'X' (all at once), it is never scaled back
+/// down: every later prediction for 09:00 that draws on this day is inflated.
+#[test]
+fn review_an_afternoon_slow_launch_does_not_inflate_the_morning_burst_for_good() {
+    let mut h = History { allowed_wait_ms: 10_000, ..Default::default() };
+    h.lead.lead_secs = vec![45; 20];
+    h.reaction.reaction_secs = vec![8];
+    let t0 = monday() + Duration::hours(8);
+    let burst = |t: DateTime<Utc>| if t >= monday() + Duration::hours(9) { 30_000 } else { 10_000 };
+    watch(&mut h, t0, 2 * 60, 14, burst);
+    assert_eq!(h.seasonal.days[0].cpu_millis[36], Some(20_000));
+    // 14:00: launches take 48 minutes for an hour; demand flat.
+    h.lead.lead_secs = vec![2880; 20];
+    watch(&mut h, monday() + Duration::hours(14), 10, 14, |_| 30_000);
+    // Back to 45 s launches the next day.
+    h.lead.lead_secs = vec![45; 20];
+    let p = h.predict(monday() + Duration::days(1) + Duration::minutes(8 * 60 + 59), 14);
+    let rise = p.seasonal.expect("yesterday shows 09:00").0.cpu_millis;
+    assert_eq!(rise, 20_000, "the morning's burst, whole and no more: {:?}", h.seasonal.days[0].cpu_millis[36]);
+}
+
+/// REVIEW: `at_once` is the share of the slot's *largest* rise that came in the *last*
+/// look. A burst of 10 CPU at 09:00 followed by a ramp of 1 CPU a minute to 09:10 keeps
+/// the 20 CPU rise with '0' (1 CPU of 20 came at once): the burst is forgotten, and once
+/// the span shrinks the slot predicts ~1 CPU, below the 10 CPU that rose at once.
+#[test]
+fn review_a_burst_followed_by_a_ramp_in_the_same_slot_keeps_its_burst() {
+    let mut h = History { allowed_wait_ms: 10_000, ..Default::default() };
+    h.lead.lead_secs = vec![1200; 20];
+    h.reaction.reaction_secs = vec![10];
+    let nine = monday() + Duration::hours(9);
+    let load = move |t: DateTime<Utc>| {
+        if t < nine {
+            10_000
+        } else {
+            20_000 + 1_000 * (t - nine).num_minutes().min(10) as u64
+        }
+    };
+    watch(&mut h, monday() + Duration::hours(8), 2 * 60, 14, load);
+    assert_eq!(h.seasonal.days[0].cpu_millis[36], Some(20_000), "10 at once, 10 ramped, within 20 minutes");
+    // Launches take 45 s from now on.
+    h.lead.lead_secs = vec![45; 20];
+    h.reaction.reaction_secs = vec![8];
+    let p = h.predict(monday() + Duration::days(1) + Duration::minutes(8 * 60 + 59), 14);
+    let rise = p.seasonal.expect("yesterday shows 09:00").0.cpu_millis;
+    assert!(rise >= 10_000, "10 CPU rose between two looks at 09:00: never scaled below it; got {rise}");
+}
