@@ -111,3 +111,61 @@ fn a_report_is_bounded_and_says_each_shape_once() {
     let twice = vec![many[0].clone(), many[0].clone()];
     assert!(matches!(check_report(&twice), Err(ShapeReportError::Repeated(_))));
 }
+
+// ---- Review of `shapes` (issue 37) ----
+
+/// REVIEW: the mix keeps 8 entries, truncated after each report by weight. A new shape's
+/// single report weighs what one report counted; the 8 shapes already kept weigh what
+/// days counted. So a shape that starts 5 pods every 5 minutes (1440 a day) is cut out
+/// of the mix by every report, for as long as the 8th entry weighs more than 5 pods:
+/// here 100 pods decaying by half in 48 h, ~8.6 days.
+#[test]
+fn review_a_new_shape_arriving_steadily_enters_a_full_mix() {
+    let tz = chrono_tz::Tz::UTC;
+    let t0 = Utc.with_ymd_and_hms(2026, 11, 2, 0, 0, 0).unwrap();
+    let mut mix = ShapeMix::default();
+    let old: Vec<_> =
+        (1..=8).map(|i| count(PodShape::new(i * 100, GI), WorkloadKind::LongRunning, 100, 0)).collect();
+    mix.observe(&old, t0, tz);
+    let new = PodShape::new(3000, 12 * GI);
+    for k in 1..=288 {
+        mix.observe(&[count(new.clone(), WorkloadKind::Job, 5, 0)], t0 + Duration::minutes(5 * k), tz);
+    }
+    let shapes: Vec<String> = mix.entries.iter().map(|e| format!("{} {}", e.shape, e.weight_milli)).collect();
+    assert!(mix.entries.iter().any(|e| e.shape == new), "1440 pods a day of {new}, not in the mix: {shapes:?}");
+}
+
+/// REVIEW: the 5 % threshold is per shape. Seven shapes of 4.99 % each (35 % of the pods)
+/// are each "rare", none fits the one chosen shape, and no room is held for a third of
+/// the pods that arrive: far more than the 5 % a p95 target lets wait.
+#[test]
+fn review_rare_shapes_together_are_not_a_third_of_the_pods_left_without_a_hole() {
+    let mut arrivals = vec![(PodShape::new(1000, 2 * GI), WorkloadKind::LongRunning, 65.0)];
+    for i in 0..7u64 {
+        arrivals.push((PodShape::new(2000 + i * 100, 8 * GI), WorkloadKind::Job, 4.99));
+    }
+    let s = shares(&arrivals).unwrap();
+    let total: f64 = arrivals.iter().map(|a| a.2).sum();
+    let held: f64 = arrivals.iter().filter(|a| s.shapes.iter().any(|c| a.0.fits_in(&c.0))).map(|a| a.2).sum();
+    assert!(held / total >= 0.95, "{:.0} % of arriving pods have a hole: {:?}", held * 100.0 / total, s.shapes);
+}
+
+/// REVIEW: shares are by "volume" and `place` covers each share's CPU *and* memory with
+/// the room counted in `pod_cpu`/`pod_memory` units: a memory-heavy shape gets the pods
+/// its CPU share asks for, and holds 8× the memory of the room decided.
+#[test]
+fn review_a_memory_heavy_shape_holds_the_room_decided_not_eight_times_its_memory() {
+    let heavy = PodShape::new(500, 16 * GI);
+    let s = shares(&[(heavy.clone(), WorkloadKind::LongRunning, 10.0)]).unwrap();
+    // 10 unit pods of 1 CPU / 2Gi.
+    let room = Room { cpu_millis: 10_000.0, memory_bytes: 20.0 * GI as f64 };
+    let slots = place(room, &s);
+    let memory: u64 = slots.iter().map(|x| u64::from(x.pods) * x.shape.memory_bytes).sum();
+    let cpu: u64 = slots.iter().map(|x| u64::from(x.pods) * x.shape.cpu_millis).sum();
+    assert!(
+        memory <= 2 * 20 * GI,
+        "{} pods: {cpu} m CPU and {} Gi held for a room of 10 CPU / 20Gi",
+        slots[0].pods,
+        memory / GI
+    );
+}
