@@ -124,8 +124,7 @@ fn review_a_new_shape_arriving_steadily_enters_a_full_mix() {
     let tz = chrono_tz::Tz::UTC;
     let t0 = Utc.with_ymd_and_hms(2026, 11, 2, 0, 0, 0).unwrap();
     let mut mix = ShapeMix::default();
-    let old: Vec<_> =
-        (1..=8).map(|i| count(PodShape::new(i * 100, GI), WorkloadKind::LongRunning, 100, 0)).collect();
+    let old: Vec<_> = (1..=8).map(|i| count(PodShape::new(i * 100, GI), WorkloadKind::LongRunning, 100, 0)).collect();
     mix.observe(&old, t0, tz);
     let new = PodShape::new(3000, 12 * GI);
     for k in 1..=288 {

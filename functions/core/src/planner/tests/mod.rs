@@ -284,6 +284,7 @@ mod interruption;
 mod journal;
 mod lifecycle;
 mod remake;
+mod review_shapes;
 mod shapes;
 mod urgent;
 mod wait_target;
