@@ -168,3 +168,28 @@ fn review_a_memory_heavy_shape_holds_the_room_decided_not_eight_times_its_memory
         memory / GI
     );
 }
+
+/// REVIEW: `volume` counts every unit of every extended resource as 8 cores. GPU-sharing
+/// schedulers (HAMi `nvidia.com/gpumem` in MiB, Volcano `volcano.sh/vgpu-memory`,
+/// `aliyun.com/gpu-mem`) count in thousands: 10 % of the pods asking 3000 units take
+/// ~100 % of the room, and the web pods that are 90 % of arrivals get one pause pod.
+#[test]
+fn review_an_extended_resource_counted_in_thousands_does_not_take_all_the_room() {
+    let web = PodShape::new(500, GI);
+    let mut shared = gpu(1000, 4, 1);
+    shared.extended.insert("nvidia.com/gpumem".into(), 3000);
+    let s = shares(&[(web.clone(), WorkloadKind::LongRunning, 90.0), (shared, WorkloadKind::Job, 10.0)]).unwrap();
+    let web_share = s.shapes.iter().find(|x| x.0 == web).map_or(0.0, |x| x.1);
+    assert!(web_share >= 0.25, "the web pods' share of the room: {web_share}");
+}
+
+/// REVIEW: a pod that asks only `limits: { nvidia.com/gpu: 1 }` (NVIDIA's own examples)
+/// has 0 CPU and 0 memory requested. It is the pool's one shape; `pods_for` counts CPU
+/// and memory only, so the room becomes 0 pause pods: no headroom at all.
+#[test]
+fn review_a_gpu_only_shape_gets_pause_pods() {
+    let only_gpu = gpu(0, 0, 1);
+    let s = shares(&[(only_gpu, WorkloadKind::Job, 10.0)]).unwrap();
+    let slots = place(Room { cpu_millis: 10_000.0, memory_bytes: 20.0 * GI as f64 }, &s);
+    assert!(slots.iter().map(|x| x.pods).sum::<u32>() > 0, "{slots:?}");
+}
