@@ -193,3 +193,35 @@ fn review_a_gpu_only_shape_gets_pause_pods() {
     let slots = place(Room { cpu_millis: 10_000.0, memory_bytes: 20.0 * GI as f64 }, &s);
     assert!(slots.iter().map(|x| x.pods).sum::<u32>() > 0, "{slots:?}");
 }
+
+/// REVIEW: an arriving pod counts towards the smallest shape it fits in by `volume`,
+/// and a GPU counts as 8 cores: a 1 CPU / 2Gi web pod fits both a listed 2 CPU / 8Gi /
+/// 1 GPU shape (volume 12) and a 16 CPU / 64Gi one (volume 32), and its room is held in
+/// GPU pause pods, each taking a GPU it never asks for.
+#[test]
+fn review_pods_without_a_gpu_are_not_given_gpu_holes() {
+    let gpu_shape = gpu(2000, 8, 1);
+    let big_cpu = PodShape::new(16_000, 64 * GI);
+    let web = PodShape::new(1000, 2 * GI);
+    let arrivals = [(web, WorkloadKind::LongRunning, 50.0), (big_cpu.clone(), WorkloadKind::Job, 5.0)];
+    let s = shares_among(vec![gpu_shape.clone(), big_cpu], &arrivals).unwrap();
+    let gpu_share = s.shapes.iter().find(|x| x.0 == gpu_shape).map_or(0.0, |x| x.1);
+    assert_eq!(gpu_share, 0.0, "no pod arriving asks for a GPU: {:?}", s.shapes);
+}
+
+/// REVIEW: `choose` merges the pair whose covering shape adds least volume, whatever
+/// their pods: the shape of 85 % of arrivals (1 CPU) is merged into a 5 % one (1.5 CPU)
+/// rather than two 5 % Job shapes (8 and 10 CPU) into one. 85 % of the pods then get
+/// 1.5-CPU holes: the room their volume took buys a third fewer holes than they need.
+#[test]
+fn review_merging_weighs_the_pods_each_merge_over_serves() {
+    let web = PodShape::new(1000, 2 * GI);
+    let arrivals = [
+        (web.clone(), WorkloadKind::LongRunning, 85.0),
+        (PodShape::new(1500, 2 * GI), WorkloadKind::LongRunning, 5.0),
+        (PodShape::new(8000, 16 * GI), WorkloadKind::Job, 5.0),
+        (PodShape::new(10_000, 16 * GI), WorkloadKind::Job, 5.0),
+    ];
+    let s = shares(&arrivals).unwrap();
+    assert!(s.shapes.iter().any(|x| x.0 == web), "85 % of pods keep their own hole: {:?}", s.shapes);
+}
