@@ -375,3 +375,41 @@ fn review_a_burst_followed_by_a_ramp_in_the_same_slot_keeps_its_burst() {
     let rise = p.seasonal.expect("yesterday shows 09:00").0.cpu_millis;
     assert!(rise >= 10_000, "10 CPU rose between two looks at 09:00: never scaled below it; got {rise}");
 }
+
+/// REVIEW: rescaling a day in place keeps each slot's `at_once` share of the value it
+/// had, and applies it again at the next span change: a share of 50 % becomes a floor of
+/// 50 % of an already-floored value. The same day, its span shrunk 1200 s → 150 s in
+/// three steps, predicts a quarter of what one step gives (path-dependent compounding).
+#[test]
+fn review_a_day_rescaled_in_steps_says_what_one_step_says() {
+    let nine = monday() + Duration::hours(9);
+    // +5 CPU at 09:00, +5 CPU at 09:01: the slot's largest rise, 10 CPU, half of it at once.
+    let load = move |t: DateTime<Utc>| match (t - nine).num_minutes() {
+        m if m < 0 => 10_000,
+        0 => 15_000,
+        _ => 20_000,
+    };
+    let recorded = || {
+        let mut h = History { allowed_wait_ms: 10_000, ..Default::default() };
+        h.lead.lead_secs = vec![1200; 20];
+        h.reaction.reaction_secs = vec![10];
+        watch(&mut h, monday() + Duration::hours(8), 2 * 60, 14, load);
+        assert_eq!(h.seasonal.days[0].cpu_millis[36], Some(10_000));
+        assert_eq!(&h.seasonal.days[0].at_once[36..37], "5");
+        h
+    };
+    let predicted = |h: &mut History| {
+        h.lead.lead_secs = vec![150; 20];
+        let p = h.predict(monday() + Duration::days(1) + Duration::minutes(8 * 60 + 59), 14);
+        p.seasonal.expect("yesterday shows 09:00").0.cpu_millis
+    };
+    let mut direct = recorded();
+    let one_step = predicted(&mut direct);
+    let mut stepped = recorded();
+    for (hour, lead) in [(12, 600), (13, 300), (14, 150)] {
+        stepped.lead.lead_secs = vec![lead; 20];
+        watch(&mut stepped, monday() + Duration::hours(hour), 3, 14, |_| 20_000);
+    }
+    let three_steps = predicted(&mut stepped);
+    assert_eq!(three_steps, one_step, "1200 s → 150 s at once: {one_step}; in three steps: {three_steps}");
+}
