@@ -225,3 +225,31 @@ fn review_merging_weighs_the_pods_each_merge_over_serves() {
     let s = shares(&arrivals).unwrap();
     assert!(s.shapes.iter().any(|x| x.0 == web), "85 % of pods keep their own hole: {:?}", s.shapes);
 }
+
+/// REVIEW: nothing bounds a shape's extended resources (their number or names): pods
+/// a tenant starts with 100 made-up extended resources of 250-character names (a device
+/// plugin advertising them, or a buggy one) pass `check_report`; eight such shapes keep
+/// the pool's mix (in its state record) at ~200 KB of JSON, beside the 48 KB bound.
+#[test]
+fn review_a_shape_s_extended_resources_are_bounded() {
+    let hostile = |k: u64| {
+        let mut s = PodShape::new(1000 + k, GI);
+        for i in 0..100 {
+            s.extended.insert(format!("x{k}-{i}.example.com/{}", "r".repeat(230)), 1);
+        }
+        s
+    };
+    let tz = chrono_tz::Tz::UTC;
+    let t0 = Utc.with_ymd_and_hms(2026, 11, 2, 0, 0, 0).unwrap();
+    let mut mix = ShapeMix::default();
+    let mut accepted = 0;
+    for k in 0..8 {
+        let report = [count(hostile(k), WorkloadKind::Job, 1, 0)];
+        if check_report(&report).is_ok() {
+            accepted += 1;
+            mix.observe(&report, t0 + Duration::minutes(5 * k as i64), tz);
+        }
+    }
+    let size = serde_json::to_string(&mix).unwrap().len();
+    assert!(size <= 48 << 10, "{accepted} reports taken in, the mix is {} KB of JSON", size >> 10);
+}
