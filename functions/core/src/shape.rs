@@ -20,6 +20,10 @@ use crate::units::{format_cpu_millis, format_memory_bytes};
 /// record remembers: the report stays small whatever runs in the pool.
 pub const MAX_SHAPES_REPORTED: usize = 8;
 
+/// The most shapes a pool's record remembers: twice what one report carries, so a new
+/// shape that comes steadily builds its weight up beside eight established ones.
+pub const MAX_MIX_ENTRIES: usize = 16;
+
 /// The most pause-pod shapes (Deployments) a pool runs at once.
 pub const MAX_SLOT_SHAPES: usize = 3;
 
@@ -131,7 +135,17 @@ pub enum ShapeReportError {
     /// The same shape and kind twice.
     #[error("shape {0} is listed twice for the same kind")]
     Repeated(String),
+    /// More extended resources than a pod's device plugins plausibly give, or a name
+    /// longer than Kubernetes allows.
+    #[error("a shape asks for {count} extended resources (at most {MAX_EXTENDED}, names of at most 253 characters)")]
+    Extended {
+        /// How many it asks for.
+        count: usize,
+    },
 }
+
+/// The most extended resources one reported shape may ask for.
+pub const MAX_EXTENDED: usize = 4;
 
 /// Checks a report's shapes: bounded, each shape and kind once.
 pub fn check_report(shapes: &[ShapeCount]) -> Result<(), ShapeReportError> {
@@ -139,6 +153,10 @@ pub fn check_report(shapes: &[ShapeCount]) -> Result<(), ShapeReportError> {
         return Err(ShapeReportError::TooMany(shapes.len()));
     }
     for (i, s) in shapes.iter().enumerate() {
+        let extended = &s.shape.extended;
+        if extended.len() > MAX_EXTENDED || extended.keys().any(|k| k.len() > 253) {
+            return Err(ShapeReportError::Extended { count: extended.len() });
+        }
         if shapes[..i].iter().any(|o| o.shape == s.shape && o.kind == s.kind) {
             return Err(ShapeReportError::Repeated(s.shape.to_string()));
         }
@@ -182,7 +200,7 @@ pub struct MixEntry {
 /// The shapes of the pods that arrive in a pool, as the forwarder's reports showed them.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ShapeMix {
-    /// At most [`MAX_SHAPES_REPORTED`], most weight first.
+    /// At most [`MAX_MIX_ENTRIES`], most weight first.
     pub entries: Vec<MixEntry>,
     /// When the newest report was taken in: an older one is passed over.
     pub reported_at: Option<DateTime<Utc>>,
@@ -246,7 +264,7 @@ impl ShapeMix {
                 .cmp(&(a.weight_milli + u64::from(a.waiting) * 1000))
                 .then_with(|| b.shape.cmp(&a.shape))
         });
-        self.entries.truncate(MAX_SHAPES_REPORTED);
+        self.entries.truncate(MAX_MIX_ENTRIES);
     }
 
     /// The arrivals to place room for: each shape with its weight (pods started, plus
@@ -294,13 +312,17 @@ impl ShapeMix {
     }
 }
 
-/// Room to hold, in each resource.
+/// Room to hold, in each resource, in the ratio of the pool's own demand (a room
+/// counted in pause pods of `pod_cpu` / `pod_memory` by its larger ratio holds more of
+/// the other resource than the pods that need it ask for).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Room {
     /// CPU, in millicores.
     pub cpu_millis: f64,
     /// Memory, in bytes.
     pub memory_bytes: f64,
+    /// The same room in pause pods of `pod_cpu` / `pod_memory`.
+    pub units: f64,
 }
 
 /// Pause pods of one shape: a Deployment of the pool.
@@ -331,40 +353,60 @@ pub struct Shares {
 /// counts towards the smallest chosen shape it fits in, weighted by the CPU and memory
 /// it takes. `None` without arrivals.
 pub fn shares(arrivals: &[(PodShape, WorkloadKind, f64)]) -> Option<Shares> {
+    shares_keeping(arrivals, &[])
+}
+
+/// [`shares`], where the shapes in `keep` (those holding room now) stay chosen down to
+/// half the share a new one needs.
+pub fn shares_keeping(arrivals: &[(PodShape, WorkloadKind, f64)], keep: &[PodShape]) -> Option<Shares> {
     let total: f64 = arrivals.iter().map(|a| a.2).sum();
     if total <= 0.0 {
         return None;
     }
-    shares_among(choose(arrivals, total)?, arrivals)
+    shares_among(choose(arrivals, total, keep)?, arrivals)
 }
 
 /// The shapes that matter among the arrivals, merged into at most [`MAX_SLOT_SHAPES`].
-fn choose(arrivals: &[(PodShape, WorkloadKind, f64)], total: f64) -> Option<Vec<PodShape>> {
+fn choose(arrivals: &[(PodShape, WorkloadKind, f64)], total: f64, keep: &[PodShape]) -> Option<Vec<PodShape>> {
     // A shape's pods count together, whatever runs them.
     let mut per_shape: BTreeMap<&PodShape, f64> = BTreeMap::new();
     for (shape, _, pods) in arrivals {
         *per_shape.entry(shape).or_default() += pods;
     }
-    let mut chosen: Vec<PodShape> = per_shape
-        .iter()
-        .filter(|(_, pods)| **pods / total >= SHAPE_MATTERS_SHARE)
-        .map(|(shape, _)| (*shape).clone())
-        .collect();
-    if chosen.is_empty() {
-        // Many rare shapes: the most frequent stands for them.
-        let top = arrivals.iter().max_by(|a, b| a.2.total_cmp(&b.2))?;
-        chosen.push(top.0.clone());
+    // A shape that holds room now keeps it down to half the share: a shape hovering at
+    // the threshold would otherwise replace a Deployment's pods with each report.
+    let matters = |shape: &PodShape, pods: f64| {
+        let share = if keep.contains(shape) { SHAPE_MATTERS_SHARE / 2.0 } else { SHAPE_MATTERS_SHARE };
+        pods / total >= share
+    };
+    let mut chosen: Vec<PodShape> =
+        per_shape.iter().filter(|(s, pods)| matters(s, **pods)).map(|(shape, _)| (*shape).clone()).collect();
+    // Rare shapes together may be many pods: the most frequent of them join until no
+    // more than the 5 % a p95 lets wait fit in no chosen shape.
+    let mut rare: Vec<(&PodShape, f64)> = per_shape.iter().map(|(s, p)| (*s, *p)).collect();
+    rare.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| b.0.cmp(a.0)));
+    for (shape, _) in rare {
+        let unfit: f64 = per_shape.iter().filter(|(s, _)| !chosen.iter().any(|c| s.fits_in(c))).map(|(_, p)| p).sum();
+        if unfit / total <= SHAPE_MATTERS_SHARE {
+            break;
+        }
+        if !chosen.iter().any(|c| shape.fits_in(c)) {
+            chosen.push(shape.clone());
+        }
     }
     // A chosen shape inside another chosen one is not dropped: its pods would take a
-    // larger hole than they need. Merging only bounds the Deployments.
+    // larger hole than they need. Merging only bounds the Deployments: the pair whose
+    // pods the covering shape over-serves least (room wasted per pod, times the pods).
+    let pods_of = |c: &PodShape| per_shape.iter().filter(|(s, _)| s.fits_in(c)).map(|(_, p)| p).sum::<f64>();
     while chosen.len() > MAX_SLOT_SHAPES {
         let mut best: Option<(usize, usize, f64)> = None;
         for i in 0..chosen.len() {
             for j in i + 1..chosen.len() {
                 let merged = chosen[i].covering(&chosen[j]);
-                let added = volume(&merged) * 2.0 - volume(&chosen[i]) - volume(&chosen[j]);
-                if best.is_none_or(|b| added < b.2) {
-                    best = Some((i, j, added));
+                let wasted = |c: &PodShape| (volume(&merged) - volume(c)) * per_shape.get(c).copied().unwrap_or(0.0);
+                let cost = wasted(&chosen[i]) + wasted(&chosen[j]);
+                if best.is_none_or(|b| cost < b.2) {
+                    best = Some((i, j, cost));
                 }
             }
         }
@@ -373,6 +415,7 @@ fn choose(arrivals: &[(PodShape, WorkloadKind, f64)], total: f64) -> Option<Vec<
         chosen.remove(j);
         chosen[i] = merged;
     }
+    chosen.retain(|c| pods_of(c) > 0.0);
     Some(chosen)
 }
 
@@ -387,12 +430,16 @@ pub fn shares_among(mut chosen: Vec<PodShape>, arrivals: &[(PodShape, WorkloadKi
     let mut who: Vec<BTreeMap<WorkloadKind, f64>> = vec![BTreeMap::new(); chosen.len()];
     let mut left_out = Vec::new();
     for (shape, kind, pods) in arrivals {
-        let home = chosen
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| shape.fits_in(c))
-            .min_by(|a, b| volume(a.1).total_cmp(&volume(b.1)))
-            .map(|(i, _)| i);
+        // The smallest hole it fits in, among those holding no device it does not ask
+        // for (a web pod in a GPU pause pod's hole would hold a GPU) where there is one.
+        let asks = |c: &PodShape| {
+            c.extended.iter().all(|(name, n)| *n == 0 || shape.extended.get(name).is_some_and(|m| *m > 0))
+        };
+        let fitting = || chosen.iter().enumerate().filter(|(_, c)| shape.fits_in(c));
+        let pick = |it: &mut dyn Iterator<Item = (usize, &PodShape)>| {
+            it.min_by(|a, b| volume(a.1).total_cmp(&volume(b.1))).map(|(i, _)| i)
+        };
+        let home = pick(&mut fitting().filter(|(_, c)| asks(c))).or_else(|| pick(&mut fitting()));
         match home {
             Some(i) => {
                 weight[i] += pods * volume(shape);
@@ -423,31 +470,42 @@ pub fn shares_among(mut chosen: Vec<PodShape>, arrivals: &[(PodShape, WorkloadKi
 }
 
 /// A shape's size as one number, to weigh shapes against each other: CPU cores plus
-/// memory in 4 GiB (the common ratio of a node), plus 8 cores an extended unit (a GPU
-/// is what makes such a node dear).
+/// memory in 4 GiB (the common ratio of a node), plus 8 cores a device (a GPU is what
+/// makes such a node dear).
 fn volume(shape: &PodShape) -> f64 {
-    shape.cpu_millis as f64 / 1000.0
-        + shape.memory_bytes as f64 / (4u64 << 30) as f64
-        + 8.0 * shape.extended.values().sum::<u64>() as f64
+    // Up to 8 of one, an extended resource counts as devices; more are units of
+    // something shared (MiB of GPU memory), which count as one device.
+    let devices: u64 = shape.extended.values().map(|n| if *n <= 8 { *n } else { 1 }).sum();
+    shape.cpu_millis as f64 / 1000.0 + shape.memory_bytes as f64 / (4u64 << 30) as f64 + 8.0 * devices as f64
 }
 
-/// Pause pods that hold `room`, split between the shapes by their shares: per shape,
-/// the fewest pods whose CPU and memory cover its share (`ceil` of the larger ratio).
+/// Pause pods that hold `room`, split between the shapes by their shares.
 pub fn place(room: Room, shares: &Shares) -> Vec<Slots> {
     shares
         .shapes
         .iter()
         .map(|(shape, share, serves)| {
-            let pods = pods_for(room.cpu_millis * share, room.memory_bytes * share, shape);
-            Slots { shape: shape.clone(), pods, serves: serves.clone() }
+            let part = Room {
+                cpu_millis: room.cpu_millis * share,
+                memory_bytes: room.memory_bytes * share,
+                units: room.units * share,
+            };
+            Slots { shape: shape.clone(), pods: pods_for(part, shape), serves: serves.clone() }
         })
         .collect()
 }
 
-/// The fewest pods of `shape` holding `cpu_millis` and `memory_bytes`.
-pub fn pods_for(cpu_millis: f64, memory_bytes: f64, shape: &PodShape) -> u32 {
-    let per = |room: f64, pod: u64| if pod == 0 { 0.0 } else { (room / pod as f64 - 1e-9).ceil() };
-    let pods = per(cpu_millis, shape.cpu_millis).max(per(memory_bytes, shape.memory_bytes)).max(0.0);
+/// The pods of `shape` that hold `room`: the fewest whose CPU and memory both cover it
+/// (of those the shape asks for); a shape asking neither (a pod that asks only for a
+/// GPU) takes the room's unit pods one for one.
+pub fn pods_for(room: Room, shape: &PodShape) -> u32 {
+    let ratio = |room: f64, pod: u64| (pod > 0).then(|| room / pod as f64);
+    let pods = match (ratio(room.cpu_millis, shape.cpu_millis), ratio(room.memory_bytes, shape.memory_bytes)) {
+        (Some(c), Some(m)) => c.max(m),
+        (Some(r), None) | (None, Some(r)) => r,
+        (None, None) => room.units,
+    };
+    let pods = (pods - 1e-9).ceil().max(0.0);
     if pods >= f64::from(u32::MAX) {
         u32::MAX
     } else {
@@ -479,3 +537,24 @@ pub fn deployment_name(pool: &str, slot: usize) -> String {
 
 #[cfg(test)]
 mod tests;
+
+impl Room {
+    /// `units` pause pods of `unit`, as the room the pool's pods need: the resource that
+    /// made the count (the one the demand asks more of, against the unit) as counted, the
+    /// other in the demand's own ratio to it. Without a demand to tell, as counted.
+    pub fn of_units(units: u32, unit: &PodShape, demand: Option<(u64, u64)>) -> Room {
+        let u = f64::from(units);
+        let (cpu, memory) = (u * unit.cpu_millis as f64, u * unit.memory_bytes as f64);
+        let room = Room { cpu_millis: cpu, memory_bytes: memory, units: u };
+        let Some((d_cpu, d_mem)) = demand.filter(|(c, m)| *c > 0 && *m > 0) else { return room };
+        if unit.cpu_millis == 0 || unit.memory_bytes == 0 {
+            return room;
+        }
+        let (d_cpu, d_mem) = (d_cpu as f64, d_mem as f64);
+        if d_mem / d_cpu > unit.memory_bytes as f64 / unit.cpu_millis as f64 {
+            Room { cpu_millis: memory * d_cpu / d_mem, ..room }
+        } else {
+            Room { memory_bytes: cpu * d_mem / d_cpu, ..room }
+        }
+    }
+}

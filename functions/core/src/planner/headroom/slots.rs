@@ -62,9 +62,10 @@ impl Placed {
 }
 
 /// Places `units` pause pods' worth of room in the shapes `cfg` and the pool's mix
-/// say, keeping each shape on the slot it already runs in. `max` bounds the pods too,
-/// not only the room: smaller shapes than `pod_cpu`/`pod_memory` never make more pods
-/// than the quota was written for.
+/// say, keeping each shape on the slot it already runs in. What `max` allows is what
+/// the headroom namespace's quota was written for: `max` pods of `pod_cpu` /
+/// `pod_memory`, so the pods of every shape together hold no more CPU, no more memory
+/// and are no more pods than that.
 pub(super) fn place(
     cfg: &HeadroomConfig,
     mix: &ShapeMix,
@@ -72,29 +73,61 @@ pub(super) fn place(
     running: &[SlotState],
     nodes: &[crate::observe::NodeState],
     (from, to, tz): (DateTime<Utc>, DateTime<Utc>, Tz),
+    demand: Option<(u64, u64)>,
 ) -> Placed {
     // A pause pod no node of the pool takes would wait for ever: such pods are told of.
     let too_large = larger_than_nodes(mix, nodes);
     let mut arrivals = mix.arrivals_between(from, to, tz);
     arrivals.retain(|a| !too_large.contains(&a.0));
-    let mut placed = place_room(cfg, &arrivals, units, running);
-    // The split between shapes moves with every report; a slot keeps one pod more than
-    // placed rather than follow each rounding down and back up (room only grows by it).
-    for (slot, s) in placed.slots.iter_mut().enumerate() {
-        let Some(s) = s.as_mut() else { continue };
-        let kept = running.iter().find(|r| r.slot == slot && r.shape == s.shape).and_then(|r| r.replicas);
-        if kept == Some(s.pods + 1) {
-            s.pods += 1;
+    let mut placed = place_room(cfg, &arrivals, units, running, demand);
+    // With several shapes the split between them moves with every report; a slot keeps
+    // one pod more than placed rather than follow each rounding down and back up (room
+    // only grows by it). One shape follows its count exactly, as it always did.
+    if placed.slots.iter().flatten().filter(|s| s.pods > 0).count() > 1 {
+        for (slot, s) in placed.slots.iter_mut().enumerate() {
+            let Some(s) = s.as_mut().filter(|s| s.pods > 0) else { continue };
+            let kept = running.iter().find(|r| r.slot == slot && r.shape == s.shape).and_then(|r| r.replicas);
+            if kept.is_some() && kept == s.pods.checked_add(1) {
+                s.pods += 1;
+            }
         }
     }
-    let most = cfg.max.max(cfg.min);
-    let mut pods: u32 = placed.slots.iter().flatten().map(|s| s.pods).fold(0, u32::saturating_add);
-    while pods > most {
-        let Some(fullest) = placed.slots.iter_mut().flatten().max_by_key(|s| s.pods) else { break };
-        fullest.pods -= 1;
-        pods -= 1;
-    }
+    within_quota(cfg, &mut placed);
     placed
+}
+
+/// Takes pods off until every shape together is within `max` pods of `pod_cpu` /
+/// `pod_memory`: pods, CPU and memory each.
+fn within_quota(cfg: &HeadroomConfig, placed: &mut Placed) {
+    let most = cfg.max.max(cfg.min);
+    let (cpu_room, memory_room) =
+        (u64::from(most).saturating_mul(cfg.pod_cpu_millis), u64::from(most).saturating_mul(cfg.pod_memory_bytes));
+    // Each shape alone first (a typo'd request can ask for billions), then together.
+    for s in placed.slots.iter_mut().flatten() {
+        let fits = |room: u64, one: u64| room.checked_div(one).unwrap_or(u64::MAX);
+        let alone = fits(cpu_room, s.shape.cpu_millis).min(fits(memory_room, s.shape.memory_bytes));
+        s.pods = s.pods.min(most).min(u32::try_from(alone).unwrap_or(u32::MAX));
+    }
+    loop {
+        let (pods, cpu, memory) = placed.slots.iter().flatten().fold((0u64, 0u64, 0u64), |(p, c, m), s| {
+            let n = u64::from(s.pods);
+            (p + n, c.saturating_add(n * s.shape.cpu_millis), m.saturating_add(n * s.shape.memory_bytes))
+        });
+        let over = |held: u64, room: u64| held > room;
+        if !(over(pods, u64::from(most)) || over(cpu, cpu_room) || over(memory, memory_room)) {
+            break;
+        }
+        // The slot holding the most of what is over gives a pod back.
+        let weight = |s: &Slots| {
+            let n = u64::from(s.pods);
+            let share = |held: u64, room: u64, one: u64| if over(held, room) { n * one } else { 0 };
+            (share(cpu, cpu_room, s.shape.cpu_millis), share(memory, memory_room, s.shape.memory_bytes), n)
+        };
+        let Some(s) = placed.slots.iter_mut().flatten().filter(|s| s.pods > 0).max_by_key(|s| weight(s)) else {
+            break;
+        };
+        s.pods -= 1;
+    }
 }
 
 fn place_room(
@@ -102,14 +135,12 @@ fn place_room(
     arrivals: &[(PodShape, shape::WorkloadKind, f64)],
     units: u32,
     running: &[SlotState],
+    demand: Option<(u64, u64)>,
 ) -> Placed {
     let unit = cfg.unit_shape();
     let one = |slots: Vec<Option<Slots>>, unfit| Placed { slots, unfit };
     let whole = |shape: PodShape| vec![Some(Slots { shape, pods: units, serves: String::new() })];
-    let room = Room {
-        cpu_millis: f64::from(units) * cfg.pod_cpu_millis as f64,
-        memory_bytes: f64::from(units) * cfg.pod_memory_bytes as f64,
-    };
+    let room = Room::of_units(units, &unit, demand);
     match &cfg.shapes {
         HeadroomShapes::Fixed => {
             let unfit = unfit(std::slice::from_ref(&unit), arrivals);
@@ -120,7 +151,7 @@ fn place_room(
             let unfit = unfit(&shapes, arrivals);
             let Some(shares) = shape::shares_among(shapes.clone(), arrivals) else {
                 // Nothing seen arriving yet: the first shape written holds it all.
-                let pods = shape::pods_for(room.cpu_millis, room.memory_bytes, &shapes[0]);
+                let pods = shape::pods_for(room, &shapes[0]);
                 let mut slots = vec![None; shapes.len()];
                 slots[0] = Some(Slots { shape: shapes[0].clone(), pods, serves: String::new() });
                 return one(slots, unfit);
@@ -133,7 +164,7 @@ fn place_room(
             }
             one(slots, unfit)
         }
-        HeadroomShapes::Auto => match shape::shares(arrivals) {
+        HeadroomShapes::Auto => match shape::shares_keeping(arrivals, &holding(running)) {
             // No report of a shape yet: `pod_cpu` / `pod_memory` until one comes.
             None => one(whole(unit), Vec::new()),
             Some(shares) => {
@@ -157,6 +188,11 @@ pub(super) fn larger_than_nodes(mix: &ShapeMix, nodes: &[crate::observe::NodeSta
     out.sort();
     out.dedup();
     out
+}
+
+/// The shapes holding pods now.
+fn holding(running: &[SlotState]) -> Vec<PodShape> {
+    running.iter().filter(|r| r.replicas.unwrap_or(0) > 0).map(|r| r.shape.clone()).collect()
 }
 
 /// Shapes that matter among the arrivals and fit in none of `holes`.

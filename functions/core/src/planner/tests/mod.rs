@@ -284,8 +284,8 @@ mod interruption;
 mod journal;
 mod lifecycle;
 mod remake;
-mod review_shapes;
 mod shapes;
+mod shapes_bounds;
 mod urgent;
 mod wait_target;
 

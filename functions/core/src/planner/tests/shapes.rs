@@ -67,7 +67,9 @@ fn after(plan: &Plan, before: &[SlotState]) -> Vec<SlotState> {
 /// the shapes keep their Deployments as the mix moves, and a shape no longer seen goes.
 #[test]
 fn an_ml_pool_s_room_is_held_in_slots_its_training_jobs_fit() {
-    let cfg = config();
+    // A quota (max) for 100 pods of 1 CPU / 2Gi: 4-CPU / 14Gi holes are memory-heavy.
+    let mut cfg = config();
+    cfg.pools[0].headroom.max = 100;
     let mut observed = pool().spot("spot-a", sized(4)).build();
     observed.headroom = unit_slots(0);
     // Before any shape is reported: one Deployment of pod_cpu / pod_memory, as always.

@@ -48,12 +48,12 @@ fn mix(shapes: &[(PodShape, u64)]) -> ShapeMix {
     }
 }
 
-/// REVIEW: the +1 hysteresis (slots.rs:83-89) is meant for the split between shapes
+/// the +1 hysteresis (slots.rs:83-89) is meant for the split between shapes
 /// moving; it applies to the one unit Deployment too (`fixed`, or `auto` before any
 /// shape is reported, which is every pool until the forwarder reports shapes). A
 /// headroom that falls by exactly one pod is never written: 11 running, 10 decided.
 #[test]
-fn review_a_one_pod_decrease_of_the_unit_deployment_is_written() {
+fn a_one_pod_decrease_of_the_unit_deployment_is_written() {
     let cfg = config();
     let mut observed = pool().spot("spot-a", sized(4)).build();
     observed.demand = Some(demand(40_000, 0));
@@ -63,10 +63,10 @@ fn review_a_one_pod_decrease_of_the_unit_deployment_is_written() {
     assert_eq!(writes(&p), vec![(0, PodShape::new(1000, 2 * GI), Some(11), 10)], "the decision is applied");
 }
 
-/// REVIEW: the same hysteresis keeps the last pause pod for ever: with `min: 0` and no
+/// the same hysteresis keeps the last pause pod for ever: with `min: 0` and no
 /// demand left (or an override of 0 %), 1 pod stays running.
 #[test]
-fn review_the_last_pause_pod_goes_when_nothing_is_wanted() {
+fn the_last_pause_pod_goes_when_nothing_is_wanted() {
     let cfg = with(|c| c.replace("      min: 1\n", "      min: 0\n"));
     let mut observed = pool().spot("spot-a", sized(4)).build();
     observed.demand = Some(demand(0, 0));
@@ -76,13 +76,13 @@ fn review_the_last_pause_pod_goes_when_nothing_is_wanted() {
     assert_eq!(writes(&p), vec![(0, PodShape::new(1000, 2 * GI), Some(1), 0)]);
 }
 
-/// REVIEW: docs/src/operations.md says `max` bounds the room too, "so the headroom
+/// docs/src/operations.md says `max` bounds the room too, "so the headroom
 /// namespace's quota, written for `max` pods of `pod_cpu` / `pod_memory`, holds whatever
 /// the shapes". Only the pod count is bounded (slots.rs:90-96): with max 10 (10 CPU /
 /// 20Gi of quota for the pool), the issue's 4 CPU / 14Gi training jobs get 3 pods,
 /// 12 CPU / 42Gi; a memory-heavy shape gets 10 pods of 16Gi, 160Gi.
 #[test]
-fn review_the_room_held_stays_within_max_times_the_unit() {
+fn the_room_held_stays_within_max_times_the_unit() {
     let mut cfg = config();
     cfg.pools[0].headroom.max = 10;
     let (max_cpu, max_memory) = (10 * 1000, 10 * 2 * GI);
@@ -103,13 +103,13 @@ fn review_the_room_held_stays_within_max_times_the_unit() {
     assert!(over.is_empty(), "quota for max is 10 CPU / 20Gi: {over:#?}");
 }
 
-/// REVIEW: a shape at the 5 % threshold flips in and out of `choose` with each report
+/// a shape at the 5 % threshold flips in and out of `choose` with each report
 /// (no hysteresis on the threshold). With four shapes, in: C and D merge into D; out:
 /// C stands alone. All three slots hold pods, so the new shape takes the slot of the
 /// one gone: every pod of that Deployment is replaced, and again on the way back. A
 /// 2 % move of the mix (D from 5.9 % to 4.0 % and back) replaces a Deployment twice.
 #[test]
-fn review_a_shape_hovering_at_five_percent_does_not_recreate_a_slot_each_time() {
+fn a_shape_hovering_at_five_percent_does_not_recreate_a_slot_each_time() {
     let cfg = config();
     let (a, b, c, d) = (
         PodShape::new(1000, 2 * GI),
@@ -139,13 +139,13 @@ fn review_a_shape_hovering_at_five_percent_does_not_recreate_a_slot_each_time() 
     assert!(recreated.is_empty(), "pods replaced as D hovers at 5 %: {recreated:#?}");
 }
 
-/// REVIEW: a pod shape whose requests are tiny in one resource (`memory: "128"`, bytes,
+/// a pod shape whose requests are tiny in one resource (`memory: "128"`, bytes,
 /// a common typo for 128Mi) makes `pods_for` ask for ~419 million pods; the cap loop
 /// (slots.rs:92-96) then takes them off one at a time. With `memory: "1"` `pods_for`
 /// saturates at u32::MAX and `s.pods + 1` (slots.rs:86) overflows (a panic in debug,
 /// a wrap in release). Any tenant of the pool whose Job is 5 % of arrivals can do it.
 #[test]
-fn review_a_typo_d_memory_request_does_not_stall_the_reconcile() {
+fn a_typo_d_memory_request_does_not_stall_the_reconcile() {
     for memory in [128, 1] {
         let cfg = config();
         let mut observed = pool().spot("spot-a", sized(4)).build();
