@@ -9,6 +9,7 @@ use ballast_core::config::PoolConfig;
 use ballast_core::observe::{Demand, NodeState};
 use ballast_core::ports::{Cluster, DrainReport, ErrorKind, PortError};
 use ballast_core::shape::{PodShape, SlotState};
+use ballast_core::units::{parse_cpu_millis, parse_memory_bytes};
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -231,7 +232,21 @@ pub fn node_state(node: &Node) -> Option<NodeState> {
         instance_id: instance_id(provider_id)?.to_string(),
         ready: node_ready(node),
         unschedulable: node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false),
+        allocatable: allocatable(node),
     })
+}
+
+/// What the node offers pods (`status.allocatable`): CPU, memory and its extended
+/// resources; `None` without it or when a quantity does not read.
+pub fn allocatable(node: &Node) -> Option<PodShape> {
+    let map = node.status.as_ref()?.allocatable.as_ref()?;
+    let mut shape =
+        PodShape::new(parse_cpu_millis(&map.get("cpu")?.0).ok()?, parse_memory_bytes(&map.get("memory")?.0).ok()?);
+    for (name, quantity) in map.iter().filter(|(name, _)| pods::is_extended_resource(name)) {
+        // Whole units (a node offers whole GPUs); a fraction would be a node's oddity.
+        shape.extended.insert(name.clone(), parse_cpu_millis(&quantity.0).ok()? / 1000);
+    }
+    Some(shape)
 }
 
 /// Whether the node's `Ready` condition is `True`.
@@ -495,6 +510,22 @@ mod tests {
         assert_eq!(instance_id("aws:///eu-west-1a/i-0a1b2c3d4e5f60001"), Some("i-0a1b2c3d4e5f60001"));
         assert_eq!(instance_id("aws:///eu-west-1a/"), None);
         assert_eq!(instance_id("gce://project/zone/name"), None);
+    }
+
+    #[test]
+    fn a_node_s_allocatable_reads_as_a_shape_with_its_gpus() {
+        let node: Node = serde_json::from_value(json!({
+            "metadata": { "name": "gpu-1" },
+            "spec": { "providerID": "aws:///eu-west-1a/i-0a1b2c3d4e5f60001" },
+            "status": { "allocatable": { "cpu": "7910m", "memory": "31Gi", "nvidia.com/gpu": "4",
+                                         "ephemeral-storage": "95Gi", "pods": "58" } },
+        }))
+        .unwrap();
+        let mut want = PodShape::new(7910, 31 << 30);
+        want.extended.insert("nvidia.com/gpu".into(), 4);
+        assert_eq!(node_state(&node).unwrap().allocatable, Some(want));
+        let bare: Node = serde_json::from_value(json!({ "metadata": { "name": "n" } })).unwrap();
+        assert_eq!(allocatable(&bare), None);
     }
 
     #[test]
