@@ -258,9 +258,9 @@ async fn the_kustomize_base_renders_applies_and_the_forwarder_is_read_only() {
 }
 
 /// The headroom namespace's quota leaves room for every pool of the example config at its
-/// headroom `max` (room, in pause pods of `pod_cpu` / `pod_memory`: held in other shapes,
-/// each slot rounds up to whole pods, by less than one unit's worth per slot when the
-/// shape is no larger than the unit), and bounds what pause pods can take.
+/// headroom `max`, and bounds what pause pods can take. `max` is room in pause pods of
+/// `pod_cpu` / `pod_memory` and bounds the pause pods of every shape together; held in
+/// other shapes, each slot rounds up to whole pods, which the quota's margin covers.
 fn check_headroom_quota(objects: &[Value]) {
     let quota = objects
         .iter()
@@ -268,12 +268,9 @@ fn check_headroom_quota(objects: &[Value]) {
         .expect("a ResourceQuota in ballast-headroom");
     let hard = &quota["spec"]["hard"];
     let config = ballast_tests::example_config();
-    // Each slot a pool may run rounds its share up by at most one pod.
-    let units =
-        |p: &ballast_core::config::PoolConfig| u64::from(p.headroom.max) + p.headroom.shapes.deployments() as u64;
-    let pods: u64 = config.pools.iter().map(units).sum();
-    let cpu: u64 = config.pools.iter().map(|p| units(p) * p.headroom.pod_cpu_millis).sum();
-    let memory: u64 = config.pools.iter().map(|p| units(p) * p.headroom.pod_memory_bytes).sum();
+    let pods: u64 = config.pools.iter().map(|p| u64::from(p.headroom.max)).sum();
+    let cpu: u64 = config.pools.iter().map(|p| u64::from(p.headroom.max) * p.headroom.pod_cpu_millis).sum();
+    let memory: u64 = config.pools.iter().map(|p| u64::from(p.headroom.max) * p.headroom.pod_memory_bytes).sum();
     let quantity = |key: &str| -> f64 {
         let q = hard[key].as_str().unwrap_or_else(|| panic!("quota without {key}: {hard}"));
         let (number, factor) = match q {
