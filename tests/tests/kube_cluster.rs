@@ -165,6 +165,42 @@ async fn a_gpu_slot_is_applied_beside_the_first_and_read_back_with_its_shape() {
 }
 
 #[tokio::test]
+async fn each_slot_keeps_its_own_pods_though_the_first_slot_s_selector_matches_theirs() {
+    // The first slot's selector is the one it had before slots (immutable), which the
+    // other slots' pods match too: the ReplicaSets own their pods by controllerRef, so
+    // neither Deployment takes or deletes the other's.
+    let Some((_plane, admin, cluster)) = setup(Parts::WithControllers).await else { return };
+    let pool = pool();
+    cluster.set_headroom(&pool, 0, &pool.headroom.unit_shape(), 2).await.unwrap();
+    cluster.set_headroom(&pool, 1, &PodShape::new(250, 256 << 20), 1).await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), "ballast-headroom");
+    let of_slot = |slot: &'static str| {
+        let pods = pods.clone();
+        async move {
+            let params = ListParams::default().labels(&format!("ballast.io/headroom-slot={slot}"));
+            pods.list(&params).await.unwrap().items.len()
+        }
+    };
+    eventually(Duration::from_secs(60), "two pause pods of slot 0, one of slot 1", || async {
+        of_slot("0").await == 2 && of_slot("1").await == 1
+    })
+    .await;
+    let deployments: Api<Deployment> = Api::namespaced(admin.clone(), "ballast-headroom");
+    let replicas = |name: &'static str| {
+        let deployments = deployments.clone();
+        async move { deployments.get(name).await.unwrap().status.and_then(|s| s.replicas) }
+    };
+    eventually(Duration::from_secs(60), "each Deployment counts its own pods", || async {
+        replicas("ballast-headroom-general").await == Some(2) && replicas("ballast-headroom-general-2").await == Some(1)
+    })
+    .await;
+    // A while later, still so: no controller fights over the pods.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!((of_slot("0").await, of_slot("1").await), (2, 1));
+    assert_eq!(pods.list(&ListParams::default()).await.unwrap().items.len(), 3);
+}
+
+#[tokio::test]
 async fn slots_past_the_config_are_read_where_rbac_lets_and_skipped_where_it_does_not() {
     let Some((plane, admin, cluster)) = setup(Parts::ApiServer).await else { return };
     // `auto` made a third slot; the config is now `fixed`: the slot is still read, so the
