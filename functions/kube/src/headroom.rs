@@ -17,7 +17,7 @@ use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
-use crate::pods::{HEADROOM_LABEL, POOL_LABEL};
+use crate::pods::{is_extended_resource, HEADROOM_LABEL, POOL_LABEL};
 
 /// The field manager of every write Ballast makes.
 pub const FIELD_MANAGER: &str = "ballast";
@@ -162,9 +162,9 @@ pub fn shape_of(deployment: &Deployment) -> Option<PodShape> {
         parse_cpu_millis(&requests.get("cpu")?.0).ok()?,
         parse_memory_bytes(&requests.get("memory")?.0).ok()?,
     );
-    // Extended resources are domain-qualified; `ephemeral-storage` or hugepages are not
-    // Ballast's and make the Deployment differ from what it writes.
-    for (name, quantity) in requests.iter().filter(|(name, _)| name.contains('/')) {
+    // `ephemeral-storage` or hugepages are not Ballast's: left out here, they make the
+    // Deployment differ from what it writes.
+    for (name, quantity) in requests.iter().filter(|(name, _)| is_extended_resource(name)) {
         let millis = parse_cpu_millis(&quantity.0).ok()?;
         if millis % 1000 != 0 {
             return None;
