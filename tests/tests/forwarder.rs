@@ -388,6 +388,118 @@ async fn a_pod_kept_off_held_room_by_anti_affinity_waits_over_with_room() {
     running.await.unwrap();
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn demand_reports_carry_the_shapes_of_pods_that_started_and_of_those_waiting() {
+    // The scheduler binds a web pod and a Job's pod; a GPU pod waits (no node has GPUs).
+    // A pod running before the forwarder started, and a pause pod, are no arrivals.
+    use ballast_core::shape::{PodShape, ShapeCount, WorkloadKind};
+    use ballast_forwarder::publisher::Outgoing;
+    let Some(plane) = ControlPlane::start(Parts::WithControllers).await else { return };
+    let admin = plane.client(ADMIN_TOKEN);
+    apply_manifests(&admin, "namespace.yaml", &["Namespace"]).await;
+    apply_manifests(&admin, "forwarder.yaml", &["ServiceAccount", "ClusterRole", "ClusterRoleBinding"]).await;
+    add_node(&admin, "general-1", &[("ballast.io/pool", "general")], "8", "32Gi").await;
+    let default: Api<Pod> = Api::namespaced(admin.clone(), "default");
+    default.create(&PostParams::default(), &pod("old", Some("general-1"), "300m")).await.unwrap();
+
+    let config = ballast_tests::example_config();
+    // A heartbeat every 2 s: a pending pod's binding changes no sum, and its start is
+    // told in the next report.
+    let timing =
+        Timing { debounce: Duration::from_millis(300), heartbeat: Duration::from_secs(2), ..Timing::default() };
+    let bus = Arc::new(Kept::default());
+    let mut forwarder = Forwarder::new(plane.client(FORWARDER_TOKEN), bus.clone(), &config, timing);
+    forwarder.tick = Duration::from_millis(200);
+    let health = forwarder.health.clone();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(forwarder.run(async move {
+        let _ = stopped.await;
+    }));
+    ballast_tests::kube::eventually(Duration::from_secs(30), "the forwarder listed the cluster", || {
+        let ready = health.answer("/readyz", chrono::Utc::now().timestamp()).0.as_u16() == 200;
+        async move { ready }
+    })
+    .await;
+
+    default.create(&PostParams::default(), &pod("web", None, "500m")).await.unwrap();
+    // The Job's pod as the Job controller (not run here) would make it.
+    let jobs: Api<k8s_openapi::api::batch::v1::Job> = Api::namespaced(admin.clone(), "default");
+    let job = serde_json::from_value(json!({ "metadata": { "name": "train" }, "spec": { "template": {
+        "spec": { "restartPolicy": "Never", "containers": [{ "name": "train", "image": "train:1" }] } } } }))
+    .unwrap();
+    let job = jobs.create(&PostParams::default(), &job).await.unwrap();
+    let mut train = pod("train-x1", None, "2");
+    train.metadata.owner_references = Some(vec![serde_json::from_value(json!({ "apiVersion": "batch/v1",
+        "kind": "Job", "name": "train", "uid": job.metadata.uid.unwrap(), "controller": true }))
+    .unwrap()]);
+    default.create(&PostParams::default(), &train).await.unwrap();
+    let mut gpu = pod("gpu", None, "4");
+    // An extended resource is asked for in limits (requests, if given, equal them).
+    let one_gpu = [("nvidia.com/gpu".to_string(), k8s_openapi::apimachinery::pkg::api::resource::Quantity("1".into()))];
+    let resources = gpu.spec.as_mut().unwrap().containers[0].resources.as_mut().unwrap();
+    resources.requests.as_mut().unwrap().extend(one_gpu.clone());
+    resources.limits = Some(one_gpu.into());
+    default.create(&PostParams::default(), &gpu).await.unwrap();
+    let headroom: Api<Pod> = Api::namespaced(admin.clone(), "ballast-headroom");
+    let mut pause = pod("ballast-headroom-general-x1", None, "1");
+    pause.metadata.labels = Some(
+        [("ballast.io/headroom", "true"), ("ballast.io/pool", "general")]
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .into(),
+    );
+    headroom.create(&PostParams::default(), &pause).await.unwrap();
+
+    let web = PodShape::new(500, 256 << 20);
+    let job_shape = PodShape::new(2000, 256 << 20);
+    let mut gpu_shape = PodShape::new(4000, 256 << 20);
+    gpu_shape.extended.insert("nvidia.com/gpu".into(), 1);
+    // Started counts add up over reports; the newest says what waits.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let (started, latest) = loop {
+        let reports: Vec<ballast_core::event::PoolDemandDetail> = bus
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|e| match e {
+                Outgoing::PoolDemand(d) if d.pool == "general" => Some(d.clone()),
+                _ => None,
+            })
+            .collect();
+        let mut started: BTreeMap<(PodShape, WorkloadKind), u32> = BTreeMap::new();
+        for report in &reports {
+            ballast_core::shape::check_report(&report.shapes).unwrap();
+            // As the functions read it.
+            let read: ballast_core::event::PoolDemandDetail =
+                serde_json::from_str(&Outgoing::PoolDemand(report.clone()).detail_json()).unwrap();
+            assert_eq!(read.shapes, report.shapes);
+            for s in report.shapes.iter().filter(|s| s.started > 0) {
+                *started.entry((s.shape.clone(), s.kind)).or_default() += s.started;
+            }
+        }
+        let latest = reports.last().map(|r| r.shapes.clone()).unwrap_or_default();
+        let waiting_gpu = latest.iter().any(|s| s.shape == gpu_shape && s.waiting == 1);
+        if started.len() >= 2 && waiting_gpu {
+            break (started, latest);
+        }
+        assert!(Instant::now() < deadline, "no report of both starts and the GPU pod waiting: {reports:#?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(
+        started,
+        BTreeMap::from([((web, WorkloadKind::LongRunning), 1), ((job_shape, WorkloadKind::Job), 1)]),
+        "the pod running before, the pause pod and the waiting GPU pod did not start"
+    );
+    assert_eq!(
+        latest.iter().filter(|s| s.waiting > 0).cloned().collect::<Vec<_>>(),
+        vec![ShapeCount { shape: gpu_shape, kind: WorkloadKind::LongRunning, started: 0, waiting: 1 }],
+        "{latest:?}"
+    );
+    assert!(default.get("gpu").await.unwrap().spec.unwrap().node_name.is_none(), "no node has a GPU");
+    let _ = stop.send(());
+    running.await.unwrap();
+}
+
 /// An EventBridge whose PutEvents does not answer until `until` (a stalled connection),
 /// then takes everything.
 struct Stalled {

@@ -4,8 +4,9 @@
 
 use std::time::Duration;
 
-use ballast_core::config::PoolConfig;
+use ballast_core::config::{HeadroomShapes, PoolConfig};
 use ballast_core::ports::{Cluster, ErrorKind};
+use ballast_core::shape::{PodShape, SlotState};
 use ballast_kube::{Connector, KubeCluster};
 use ballast_tests::kube::{
     add_node, apply_manifests, eventually, mark_running, ControlPlane, Parts, ADMIN_TOKEN, FUNCTIONS_TOKEN,
@@ -72,12 +73,19 @@ fn merge(into: &mut serde_json::Value, from: serde_json::Value) {
     }
 }
 
+/// The pool's slot 0 as `headroom` reads it: its shape and replicas.
+async fn first_slot(cluster: &KubeCluster, pool: &PoolConfig) -> Option<(PodShape, Option<u32>)> {
+    let slots = cluster.headroom(pool).await.unwrap();
+    slots.into_iter().find(|s| s.slot == 0).map(|s| (s.shape, s.replicas))
+}
+
 #[tokio::test]
 async fn headroom_apply_is_idempotent_and_takes_back_fields_another_manager_changed() {
     let Some((_plane, admin, cluster)) = setup(Parts::ApiServer).await else { return };
     let pool = pool();
-    assert_eq!(cluster.headroom_replicas(&pool).await.unwrap(), None, "no Deployment yet");
-    cluster.set_headroom_replicas(&pool, 3).await.unwrap();
+    let unit = pool.headroom.unit_shape();
+    assert_eq!(cluster.headroom(&pool).await.unwrap(), vec![], "no Deployment yet");
+    cluster.set_headroom(&pool, 0, &unit, 3).await.unwrap();
     let deployments: Api<Deployment> = Api::namespaced(admin.clone(), "ballast-headroom");
     let first = deployments.get("ballast-headroom-general").await.unwrap();
     assert_eq!(first.spec.as_ref().unwrap().replicas, Some(3));
@@ -86,17 +94,17 @@ async fn headroom_apply_is_idempotent_and_takes_back_fields_another_manager_chan
     assert_eq!((pc.value, pc.preemption_policy.as_deref()), (-10, Some("Never")));
 
     // The same reconcile again writes nothing.
-    cluster.set_headroom_replicas(&pool, 3).await.unwrap();
+    cluster.set_headroom(&pool, 0, &unit, 3).await.unwrap();
     let again = deployments.get("ballast-headroom-general").await.unwrap();
     assert_eq!(again.metadata.resource_version, first.metadata.resource_version, "no write when nothing differs");
-    assert_eq!(cluster.headroom_replicas(&pool).await.unwrap(), Some(3));
+    assert_eq!(first_slot(&cluster, &pool).await, Some((unit.clone(), Some(3))));
 
     // Someone scales Ballast's Deployment by hand and adds an annotation of their own.
     let by_hand = json!({ "metadata": { "annotations": { "team": "platform" } }, "spec": { "replicas": 9 } });
     let kubectl = PatchParams { field_manager: Some("kubectl-edit".into()), ..Default::default() };
     deployments.patch("ballast-headroom-general", &kubectl, &Patch::Merge(&by_hand)).await.unwrap();
     // Ballast's apply of 4 conflicts on spec.replicas, takes it back, and leaves the rest.
-    cluster.set_headroom_replicas(&pool, 4).await.unwrap();
+    cluster.set_headroom(&pool, 0, &unit, 4).await.unwrap();
     let after = deployments.get("ballast-headroom-general").await.unwrap();
     assert_eq!(after.spec.as_ref().unwrap().replicas, Some(4));
     assert_eq!(after.metadata.annotations.as_ref().unwrap()["team"], "platform", "other managers' fields stay");
@@ -110,12 +118,121 @@ async fn headroom_apply_is_idempotent_and_takes_back_fields_another_manager_chan
         .collect::<Vec<_>>();
     assert_eq!(replicas_owner, vec!["ballast".to_string()], "ballast owns spec.replicas again");
 
-    // A new pod size in the config: the Deployment reads as due for a write, and is rewritten.
-    let mut bigger = pool.clone();
-    bigger.headroom.pod_cpu_millis = 2000;
-    assert_eq!(cluster.headroom_replicas(&bigger).await.unwrap(), None);
-    cluster.set_headroom_replicas(&bigger, 4).await.unwrap();
-    assert_eq!(cluster.headroom_replicas(&bigger).await.unwrap(), Some(4));
+    // A new image in the config: the Deployment reads with its shape but no replicas (due
+    // for a write whatever the count), and is rewritten.
+    let mut newer = pool.clone();
+    newer.headroom.image = format!("{}-new", pool.headroom.image.split('@').next().unwrap());
+    assert_eq!(first_slot(&cluster, &newer).await, Some((unit.clone(), None)));
+    cluster.set_headroom(&newer, 0, &unit, 4).await.unwrap();
+    assert_eq!(first_slot(&cluster, &newer).await, Some((unit.clone(), Some(4))));
+    // Another shape in the same slot: read back as written.
+    let bigger = PodShape::new(2000, 3 << 30);
+    cluster.set_headroom(&newer, 0, &bigger, 2).await.unwrap();
+    assert_eq!(first_slot(&cluster, &newer).await, Some((bigger, Some(2))));
+}
+
+#[tokio::test]
+async fn a_gpu_slot_is_applied_beside_the_first_and_read_back_with_its_shape() {
+    let Some((_plane, admin, cluster)) = setup(Parts::ApiServer).await else { return };
+    let pool = pool();
+    let unit = pool.headroom.unit_shape();
+    let mut gpu = PodShape::new(4000, 14 << 30);
+    gpu.extended.insert("nvidia.com/gpu".into(), 1);
+    cluster.set_headroom(&pool, 0, &unit, 3).await.unwrap();
+    cluster.set_headroom(&pool, 1, &gpu, 2).await.unwrap();
+    assert_eq!(
+        cluster.headroom(&pool).await.unwrap(),
+        vec![
+            SlotState { slot: 0, shape: unit.clone(), replicas: Some(3) },
+            SlotState { slot: 1, shape: gpu.clone(), replicas: Some(2) },
+        ]
+    );
+    // As the API server stores it: the GPU in requests and limits, each slot its own pods.
+    let deployments: Api<Deployment> = Api::namespaced(admin.clone(), "ballast-headroom");
+    let stored = deployments.get("ballast-headroom-general-2").await.unwrap();
+    let spec = stored.spec.unwrap();
+    let resources = spec.template.spec.unwrap().containers[0].resources.clone().unwrap();
+    assert_eq!(resources.requests.as_ref().unwrap()["nvidia.com/gpu"].0, "1");
+    assert_eq!(resources.limits.as_ref().unwrap()["nvidia.com/gpu"].0, "1");
+    assert_eq!(spec.selector.match_labels.unwrap()["ballast.io/headroom-slot"], "1");
+    let first = deployments.get("ballast-headroom-general").await.unwrap();
+    assert_eq!(first.spec.unwrap().replicas, Some(3), "the first slot is left as it was");
+    // Again, nothing differs: no write.
+    let version = stored.metadata.resource_version;
+    cluster.set_headroom(&pool, 1, &gpu, 2).await.unwrap();
+    let again = deployments.get("ballast-headroom-general-2").await.unwrap();
+    assert_eq!(again.metadata.resource_version, version);
+}
+
+#[tokio::test]
+async fn each_slot_keeps_its_own_pods_though_the_first_slot_s_selector_matches_theirs() {
+    // The first slot's selector is the one it had before slots (immutable), which the
+    // other slots' pods match too: the ReplicaSets own their pods by controllerRef, so
+    // neither Deployment takes or deletes the other's.
+    let Some((_plane, admin, cluster)) = setup(Parts::WithControllers).await else { return };
+    let pool = pool();
+    cluster.set_headroom(&pool, 0, &pool.headroom.unit_shape(), 2).await.unwrap();
+    cluster.set_headroom(&pool, 1, &PodShape::new(250, 256 << 20), 1).await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), "ballast-headroom");
+    let of_slot = |slot: &'static str| {
+        let pods = pods.clone();
+        async move {
+            let params = ListParams::default().labels(&format!("ballast.io/headroom-slot={slot}"));
+            pods.list(&params).await.unwrap().items.len()
+        }
+    };
+    eventually(Duration::from_secs(60), "two pause pods of slot 0, one of slot 1", || async {
+        of_slot("0").await == 2 && of_slot("1").await == 1
+    })
+    .await;
+    let deployments: Api<Deployment> = Api::namespaced(admin.clone(), "ballast-headroom");
+    let replicas = |name: &'static str| {
+        let deployments = deployments.clone();
+        async move { deployments.get(name).await.unwrap().status.and_then(|s| s.replicas) }
+    };
+    eventually(Duration::from_secs(60), "each Deployment counts its own pods", || async {
+        replicas("ballast-headroom-general").await == Some(2) && replicas("ballast-headroom-general-2").await == Some(1)
+    })
+    .await;
+    // A while later, still so: no controller fights over the pods.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!((of_slot("0").await, of_slot("1").await), (2, 1));
+    assert_eq!(pods.list(&ListParams::default()).await.unwrap().items.len(), 3);
+}
+
+#[tokio::test]
+async fn slots_past_the_config_are_read_where_rbac_lets_and_skipped_where_it_does_not() {
+    let Some((plane, admin, cluster)) = setup(Parts::ApiServer).await else { return };
+    // `auto` made a third slot; the config is now `fixed`: the slot is still read, so the
+    // planner scales it to 0.
+    let mut fixed = pool();
+    fixed.headroom.shapes = HeadroomShapes::Fixed;
+    let small = PodShape::new(250, 256 << 20);
+    cluster.set_headroom(&pool(), 2, &small, 1).await.unwrap();
+    assert_eq!(cluster.headroom(&fixed).await.unwrap(), vec![SlotState { slot: 2, shape: small, replicas: Some(1) }]);
+
+    // A pool whose RBAC names only its one Deployment: the other slots' 403 is no error...
+    let mut web = fixed.clone();
+    web.name = "web".into();
+    let roles: Api<k8s_openapi::api::rbac::v1::Role> = Api::namespaced(admin.clone(), "ballast-headroom");
+    let mut role = roles.get("ballast-functions-headroom").await.unwrap();
+    role.rules.as_mut().unwrap()[0].resource_names.as_mut().unwrap().push("ballast-headroom-web".into());
+    role.metadata.managed_fields = None;
+    roles.replace("ballast-functions-headroom", &PostParams::default(), &role).await.unwrap();
+    let connector = Connector::fixed(plane.kube_config(FUNCTIONS_TOKEN)).expect("connector");
+    let cluster = KubeCluster::new(connector, &[web.clone()]);
+    let unit = web.headroom.unit_shape();
+    eventually(Duration::from_secs(10), "the Role's new name in force", || async {
+        cluster.set_headroom(&web, 0, &unit, 1).await.is_ok()
+    })
+    .await;
+    assert_eq!(cluster.headroom(&web).await.unwrap(), vec![SlotState { slot: 0, shape: unit, replicas: Some(1) }]);
+    // ...but one on a slot the config may use is.
+    let mut auto = web.clone();
+    auto.headroom.shapes = HeadroomShapes::Auto;
+    let err = cluster.headroom(&auto).await.unwrap_err();
+    assert!(err.message.contains("403"), "{err}");
+    assert!(ballast_kube::cluster::access_refused(&err), "{err}");
 }
 
 #[tokio::test]
@@ -130,14 +247,15 @@ async fn a_priority_class_with_another_value_is_reported_not_overwritten() {
     })
     .await;
     classes.create(&PostParams::default(), &existing).await.unwrap();
-    let err = cluster.set_headroom_replicas(&pool(), 1).await.unwrap_err();
+    let unit = pool().headroom.unit_shape();
+    let err = cluster.set_headroom(&pool(), 0, &unit, 1).await.unwrap_err();
     assert_eq!(err.kind, ErrorKind::Permanent);
     assert!(err.message.contains("exists with value -5") && err.message.contains("needs -10"), "{err}");
 
     // Missing altogether: the functions may not create it, and say who should.
     classes.delete("ballast-headroom", &Default::default()).await.unwrap();
     let fresh = KubeCluster::new(Connector::fixed(plane.kube_config(FUNCTIONS_TOKEN)).unwrap(), &[pool()]);
-    let err = fresh.set_headroom_replicas(&pool(), 1).await.unwrap_err();
+    let err = fresh.set_headroom(&pool(), 0, &unit, 1).await.unwrap_err();
     assert_eq!(err.kind, ErrorKind::Permanent);
     assert!(err.message.contains("may not create it: apply infra/k8s/functions-rbac.yaml"), "{err}");
 }
@@ -148,7 +266,7 @@ async fn pause_pods_land_on_pool_nodes_and_a_workload_preempts_them() {
     let pool = pool();
     add_node(&admin, "general-1", &[("ballast.io/pool", "general")], "4", "16Gi").await;
     add_node(&admin, "batch-1", &[("ballast.io/pool", "batch")], "8", "32Gi").await;
-    cluster.set_headroom_replicas(&pool, 2).await.unwrap();
+    cluster.set_headroom(&pool, 0, &pool.headroom.unit_shape(), 2).await.unwrap();
     let pods: Api<Pod> = Api::namespaced(admin.clone(), "ballast-headroom");
     let pause = ListParams::default().labels("ballast.io/headroom=true");
     eventually(Duration::from_secs(60), "two pause pods bound to general-1", || async {
@@ -398,10 +516,11 @@ async fn a_dry_run_not_let_in_yet_waits_for_cluster_access_and_a_live_one_fails(
         let cluster = function(token, true);
         let before = WAITING.load(Ordering::SeqCst);
         assert_eq!(cluster.pool_nodes(&pool()).await.expect("waiting, not failed"), vec![], "{status}");
-        assert_eq!(cluster.headroom_replicas(&pool()).await.expect("waiting, not failed"), None, "{status}");
+        assert_eq!(cluster.headroom(&pool()).await.expect("waiting, not failed"), vec![], "{status}");
         assert_eq!(cluster.pool_demand(&pool(), now).await.expect("waiting, not failed"), None, "{status}");
         assert_eq!(WAITING.load(Ordering::SeqCst) - before, 3, "each read counted ({status})");
-        let change = cluster.set_headroom_replicas(&pool(), 2).await.expect_err("changes are still refused");
+        let unit = pool().headroom.unit_shape();
+        let change = cluster.set_headroom(&pool(), 0, &unit, 2).await.expect_err("changes are still refused");
         assert!(change.to_string().contains(status), "{change}");
         let live = function(token, false).pool_nodes(&pool()).await.expect_err("a live run fails");
         assert!(live.to_string().contains(status), "{live}");
@@ -417,6 +536,17 @@ async fn a_dry_run_not_let_in_yet_waits_for_cluster_access_and_a_live_one_fails(
     let nodes = function(FUNCTIONS_TOKEN, true).pool_nodes(&pool()).await.expect("let in");
     assert_eq!(nodes.len(), 1);
     assert_eq!(WAITING.load(Ordering::SeqCst), before, "no longer waiting");
+}
+
+/// "VERB deployments ballast-headroom-batch in ballast-headroom, ..." for the three slots
+/// of each example pool (`shapes: auto`), in the order the doctor sorts them.
+fn slots_of_both_pools(verb: &str) -> String {
+    ["batch", "general"]
+        .iter()
+        .flat_map(|pool| (0..3).map(move |slot| ballast_core::shape::deployment_name(pool, slot)))
+        .map(|name| format!("{verb} deployments {name} in ballast-headroom"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// `ballast doctor`'s cluster checks against the API server's own authorizer: the shipped
@@ -442,9 +572,11 @@ async fn doctor_asks_the_api_server_what_the_functions_may_do_and_finds_the_forw
     assert!(!denied.ok, "{denied:#?}");
     assert_eq!(
         denied.detail,
-        "may not create deployments in ballast-headroom, get deployments ballast-headroom-batch in ballast-headroom, \
-         get deployments ballast-headroom-general in ballast-headroom, patch deployments ballast-headroom-batch in \
-         ballast-headroom, patch deployments ballast-headroom-general in ballast-headroom"
+        format!(
+            "may not create deployments in ballast-headroom, {}, {}",
+            slots_of_both_pools("get"),
+            slots_of_both_pools("patch")
+        )
     );
     // The functions' own group may not ask: the finding says whose kubeconfig to use.
     let functions = kube::Client::try_from(plane.kube_config(FUNCTIONS_TOKEN)).unwrap();

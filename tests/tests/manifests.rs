@@ -232,13 +232,19 @@ async fn the_kustomize_base_renders_applies_and_the_forwarder_is_read_only() {
     let mut pool = ballast_tests::example_config().pools.remove(0);
     pool.headroom.pod_cpu_millis = 100;
     let connector = Connector::fixed(plane.kube_config(FUNCTIONS_TOKEN)).expect("connector");
-    KubeCluster::new(connector, std::slice::from_ref(&pool)).set_headroom_replicas(&pool, 1).await.unwrap();
+    let cluster = KubeCluster::new(connector, std::slice::from_ref(&pool));
+    cluster.set_headroom(&pool, 0, &pool.headroom.unit_shape(), 1).await.unwrap();
+    // A second slot, of a GPU shape: the functions' RBAC names every slot of the pool.
+    let mut gpu = ballast_core::shape::PodShape::new(100, 1 << 30);
+    gpu.extended.insert("nvidia.com/gpu".into(), 1);
+    cluster.set_headroom(&pool, 1, &gpu, 1).await.unwrap();
     assert_eq!(pool.headroom.namespace, "ballast-headroom");
-    let headroom =
-        Api::<Deployment>::namespaced(admin.clone(), "ballast-headroom").get("ballast-headroom-general").await.unwrap();
-    let spec = serde_json::to_value(headroom.spec.unwrap().template.spec.unwrap()).unwrap();
-    let wrong = restricted_violations(&spec);
-    assert!(wrong.is_empty(), "the pause pods break the restricted standard: {wrong:?}");
+    for name in ["ballast-headroom-general", "ballast-headroom-general-2"] {
+        let headroom = Api::<Deployment>::namespaced(admin.clone(), "ballast-headroom").get(name).await.unwrap();
+        let spec = serde_json::to_value(headroom.spec.unwrap().template.spec.unwrap()).unwrap();
+        let wrong = restricted_violations(&spec);
+        assert!(wrong.is_empty(), "the pause pods of {name} break the restricted standard: {wrong:?}");
+    }
 
     let forwarder = plane.client(FORWARDER_TOKEN);
     Api::<Pod>::all(forwarder.clone()).list(&ListParams::default()).await.expect("list pods");
@@ -252,7 +258,9 @@ async fn the_kustomize_base_renders_applies_and_the_forwarder_is_read_only() {
 }
 
 /// The headroom namespace's quota leaves room for every pool of the example config at its
-/// headroom `max`, and bounds what pause pods can take.
+/// headroom `max`, and bounds what pause pods can take. `max` is room in pause pods of
+/// `pod_cpu` / `pod_memory` and bounds the pause pods of every shape together; held in
+/// other shapes, each slot rounds up to whole pods, which the quota's margin covers.
 fn check_headroom_quota(objects: &[Value]) {
     let quota = objects
         .iter()
@@ -361,7 +369,8 @@ fn the_headroom_admission_policy_admits_the_pause_pods_and_nothing_else() {
         let selector = &policy["spec"]["matchConstraints"]["namespaceSelector"]["matchLabels"];
         assert_eq!(selector["kubernetes.io/metadata.name"], pool.headroom.namespace.as_str());
         // As the functions make them: the Deployment, and a pod of its template.
-        let deployment = serde_json::to_value(ballast_kube::headroom::deployment(pool, 2)).unwrap();
+        let deployment =
+            serde_json::to_value(ballast_kube::headroom::deployment(pool, 0, &pool.headroom.unit_shape(), 2)).unwrap();
         let pod = json!({
             "apiVersion": "v1", "kind": "Pod",
             "metadata": { "name": "pause", "namespace": pool.headroom.namespace },
@@ -439,4 +448,11 @@ fn the_headroom_admission_policy_admits_the_pause_pods_and_nothing_else() {
         }
     }
     assert_eq!(checked, 8 * 2 * config.pools.len());
+    // Another slot, of a GPU shape, is a pause Deployment like the first.
+    let pool = &config.pools[0];
+    let mut gpu = ballast_core::shape::PodShape::new(4000, 14 << 30);
+    gpu.extended.insert("nvidia.com/gpu".into(), 1);
+    let deployment = serde_json::to_value(ballast_kube::headroom::deployment(pool, 1, &gpu, 2)).unwrap();
+    let failed = admission_failures(&deployment);
+    assert!(failed.is_empty(), "a GPU slot's Deployment is refused: {failed:#?}");
 }

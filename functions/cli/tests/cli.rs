@@ -151,7 +151,45 @@ fn config_check_holds_the_config_to_the_functions_rbac_and_timeout() {
     let renamed = dir.join("renamed.yaml");
     std::fs::write(&renamed, example.replacen("- name: general", "- name: web", 1)).unwrap();
     let out = ballast(&["config", "check", renamed.to_str().unwrap(), "--rbac", "infra/k8s/functions-rbac.yaml"]);
-    assert!(stdout(&out).contains("may get and patch Deployment ballast-headroom-web"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains(
+            "may get and patch Deployments ballast-headroom-web, ballast-headroom-web-2, ballast-headroom-web-3 there"
+        ),
+        "{}",
+        stdout(&out)
+    );
+    // RBAC that names each pool's first Deployment only: enough for `shapes: fixed`, not
+    // for `auto` (the default), which may run three.
+    let rbac = std::fs::read_to_string(root().join("infra/k8s/functions-rbac.yaml")).unwrap();
+    let first_only = dir.join("first-only-rbac.yaml");
+    let names = "      - ballast-headroom-general\n      - ballast-headroom-general-2\n      - ballast-headroom-general-3\n      - ballast-headroom-batch\n      - ballast-headroom-batch-2\n      - ballast-headroom-batch-3\n";
+    assert!(rbac.contains(names), "the shipped RBAC names the example's slots");
+    std::fs::write(
+        &first_only,
+        rbac.replace(names, "      - ballast-headroom-general\n      - ballast-headroom-batch\n"),
+    )
+    .unwrap();
+    let out = ballast(&["config", "check", "ballast.example.yaml", "--rbac", first_only.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains(
+            "pools[0].headroom.shapes: the pool may run 3 pause-pod Deployments, and nothing bound to group \
+             ballast:functions may get and patch ballast-headroom-general-2, ballast-headroom-general-3 in \
+             `ballast-headroom`"
+        ),
+        "{}",
+        stdout(&out)
+    );
+    let fixed = dir.join("fixed.yaml");
+    std::fs::write(
+        &fixed,
+        example
+            .replace("      namespace: ballast-headroom\n", "      namespace: ballast-headroom\n      shapes: fixed\n")
+            .replace("      max: 10\n", "      max: 10\n      shapes: fixed\n"),
+    )
+    .unwrap();
+    let out = ballast(&["config", "check", fixed.to_str().unwrap(), "--rbac", first_only.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stdout(&out));
     let unpinned = dir.join("unpinned.yaml");
     let image = image_line(&example);
     std::fs::write(&unpinned, example.replace(&image, "      image: registry.k8s.io/pause:3.10")).unwrap();

@@ -10,6 +10,7 @@ pub mod publisher;
 pub mod room;
 pub mod run;
 pub mod settings;
+pub mod shapes;
 pub mod slim;
 pub mod state;
 

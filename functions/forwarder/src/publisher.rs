@@ -157,6 +157,7 @@ impl Publisher {
                 Outgoing::PoolDemand(d) => {
                     if let Some(p) = state.pool_named(&d.pool) {
                         self.demand[p] = None;
+                        state.restore_shapes(p as u16, &d.shapes);
                     }
                 }
                 Outgoing::PodsUnschedulable(d) => {
@@ -194,7 +195,8 @@ impl Publisher {
             if due {
                 self.demand[pool] = Some(Sent { what: totals, at: now });
                 out.push(Outgoing::PoolDemand(PoolDemandDetail {
-                    shapes: Vec::new(),
+                    // The pods that started since the previous report, and those waiting.
+                    shapes: state.take_shapes(pool as u16),
                     pool: state.pool_name(pool as u16).to_string(),
                     cpu_millis: totals.cpu_millis,
                     memory_bytes: totals.memory_bytes,
@@ -322,6 +324,73 @@ pools:
         let mut quiet = Publisher::new(Timing::default(), 1).waits_only_for(vec![false]);
         quiet.waits_measured(&waits, at(10));
         assert!(waits_of(quiet.tick(&mut s, at(400))).is_empty());
+    }
+
+    fn demand_of(out: Vec<Outgoing>) -> PoolDemandDetail {
+        let mut demand = out.into_iter().filter_map(|o| if let Outgoing::PoolDemand(d) = o { Some(d) } else { None });
+        demand.next().expect("a demand report")
+    }
+
+    #[test]
+    fn demand_reports_carry_the_shapes_of_pods_started_since_the_last_and_of_those_waiting() {
+        use ballast_core::shape::{PodShape, ShapeCount, WorkloadKind};
+        let mut s = synced();
+        let mut p = Publisher::new(Timing::default(), 1);
+        assert!(demand_of(p.tick(&mut s, at(0))).shapes.is_empty(), "pod 1 ran before the forwarder started");
+        // A Job's GPU pod waits; a web pod waits then is bound; another is new and bound.
+        let mut job = pod(2, None, "4");
+        job.metadata.owner_references = serde_json::from_value(json!([{ "apiVersion": "batch/v1", "kind": "Job",
+            "name": "train", "uid": "u", "controller": true }]))
+        .unwrap();
+        let requests = job.spec.as_mut().unwrap().containers[0].resources.as_mut().unwrap().requests.as_mut().unwrap();
+        requests.insert("nvidia.com/gpu".into(), k8s_openapi::apimachinery::pkg::api::resource::Quantity("1".into()));
+        s.apply_pod(&job);
+        s.apply_pod(&pod(3, None, "500m"));
+        s.apply_pod(&pod(3, Some("n1"), "500m"));
+        s.apply_pod(&pod(4, Some("n1"), "500m"));
+        let mut gpu = PodShape::new(4000, 1 << 30);
+        gpu.extended.insert("nvidia.com/gpu".into(), 1);
+        let web = PodShape::new(500, 1 << 30);
+        let shapes = |started_web, started_job, waiting_job| {
+            let mut v = Vec::new();
+            if started_web > 0 {
+                v.push(ShapeCount {
+                    shape: web.clone(),
+                    kind: WorkloadKind::LongRunning,
+                    started: started_web,
+                    waiting: 0,
+                });
+            }
+            if started_job + waiting_job > 0 {
+                v.push(ShapeCount {
+                    shape: gpu.clone(),
+                    kind: WorkloadKind::Job,
+                    started: started_job,
+                    waiting: waiting_job,
+                });
+            }
+            v
+        };
+        let report = demand_of(p.tick(&mut s, at(30)));
+        assert_eq!(report.shapes, shapes(2, 0, 1));
+        assert!(ballast_core::shape::check_report(&report.shapes).is_ok());
+        // The heartbeat: nothing started since, the Job's pod still waits.
+        assert_eq!(demand_of(p.tick(&mut s, at(330))).shapes, shapes(0, 0, 1));
+        // The Job's pod is bound; the report that says so is never sent: the next says it.
+        let mut bound = job.clone();
+        bound.spec.as_mut().unwrap().node_name = Some("n1".into());
+        s.apply_pod(&bound);
+        let lost = p.tick(&mut s, at(660));
+        assert_eq!(demand_of(lost.clone()).shapes, shapes(0, 1, 0));
+        p.unsent(&mut s, lost);
+        assert_eq!(demand_of(p.tick(&mut s, at(661))).shapes, shapes(0, 1, 0));
+        // Gone while waiting, or bound and then seen again: nothing more to say.
+        s.apply_pod(&bound);
+        let mut waiting = pod(5, None, "500m");
+        s.apply_pod(&waiting);
+        waiting.status = serde_json::from_value(json!({ "phase": "Failed" })).unwrap();
+        s.apply_pod(&waiting);
+        assert!(demand_of(p.tick(&mut s, at(1000))).shapes.is_empty());
     }
 
     #[test]

@@ -113,8 +113,9 @@ impl Meta {
             owner_references: self.owner_references.map(|owners| {
                 owners
                     .into_iter()
-                    // Only a controlling DaemonSet changes a pod's role.
-                    .filter(|o| o.kind == "DaemonSet" && o.controller == Some(true))
+                    // A controlling DaemonSet changes a pod's role; a Job owner its kind
+                    // in the shape reports.
+                    .filter(|o| (o.kind == "DaemonSet" && o.controller == Some(true)) || o.kind == "Job")
                     .map(|o| OwnerReference { kind: o.kind, controller: o.controller, ..Default::default() })
                     .collect()
             }),
@@ -336,6 +337,11 @@ mod tests {
         assert_eq!(pods::unschedulable_since(slim), pods::unschedulable_since(&full));
         assert!(pods::unschedulable_since(slim).is_some());
         assert_eq!(slim.metadata.uid, full.metadata.uid);
+        let mut gpu = full_pod();
+        gpu["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = json!("1");
+        let slim_gpu: SlimPod = serde_json::from_value(gpu).unwrap();
+        let extended = pods::extended_resources(slim_gpu.0.spec.as_ref().unwrap());
+        assert_eq!(extended, BTreeMap::from([("nvidia.com/gpu".to_string(), 1)]), "extended requests are kept");
         assert_eq!(slim.metadata.resource_version.as_deref(), Some("4242"));
         assert!(slim.metadata.managed_fields.is_none(), "never deserialized");
         assert_eq!(slim.metadata.labels.as_ref().unwrap().len(), 2, "only the headroom and pool labels are kept");
@@ -355,6 +361,15 @@ mod tests {
             json!([{ "apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds", "uid": "u", "controller": true }]);
         let slim: SlimPod = serde_json::from_value(daemon).unwrap();
         assert_eq!(pods::role(&slim.0), pods::PodRole::DaemonSet);
+        let mut job = full_pod();
+        job["metadata"]["labels"] = json!({});
+        job["metadata"]["ownerReferences"] =
+            json!([{ "apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "u", "controller": true }]);
+        let slim: SlimPod = serde_json::from_value(job).unwrap();
+        assert_eq!(pods::role(&slim.0), pods::PodRole::Workload);
+        assert_eq!(pods::workload_kind(&slim.0), ballast_core::shape::WorkloadKind::Job);
+        let slim: SlimPod = serde_json::from_value(full_pod()).unwrap();
+        assert!(slim.0.metadata.owner_references.as_ref().unwrap().is_empty(), "a ReplicaSet owner is not kept");
     }
 
     #[test]

@@ -12,13 +12,15 @@ use std::num::NonZeroU32;
 use std::time::Duration;
 
 use ballast_core::event::{CapacityType, NodeCondition, NodeLifecycleDetail};
+use ballast_core::shape::ShapeCount;
 use ballast_kube::cluster::{instance_id, node_ready};
 use ballast_kube::pods::{self, PodRole};
 use ballast_kube::pools::{Placement, PoolMatcher};
 use chrono::{DateTime, Utc};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, Pod, PodSpec};
 
 use crate::room::{HeldRoom, Size};
+use crate::shapes::ShapeTally;
 
 /// Index of a pool in the config.
 pub type PoolId = u16;
@@ -132,6 +134,9 @@ pub struct ClusterState {
     wait_targets: Vec<Option<Duration>>,
     /// Room the pools' Running pause pods hold.
     held: HeldRoom,
+    /// The shapes of the workload pods that started since each pool's last demand report,
+    /// and of those pending.
+    shapes: ShapeTally,
 }
 
 impl ClusterState {
@@ -155,6 +160,7 @@ impl ClusterState {
             first_start_waits: Vec::new(),
             wait_targets: vec![None; pools],
             held: HeldRoom::new(pools),
+            shapes: ShapeTally::new(pools),
         }
     }
 
@@ -221,6 +227,7 @@ impl ClusterState {
                 self.pods.retain(|_, p| p.generation == generation);
                 let pods = &self.pods;
                 self.placement.retain(|key, _| pods.contains_key(key));
+                self.shapes.retain_pending(|key| pods.contains_key(&key));
                 self.held.keep_generation(generation);
                 self.pods_synced = true;
             }
@@ -253,6 +260,7 @@ impl ClusterState {
         if !role.is_demand() {
             // A pod that finished or is not demand (pause, DaemonSet, mirror) holds nothing.
             self.pods.remove(&key);
+            self.shapes.not_pending(key);
             return;
         }
         let Some(spec) = pod.spec.as_ref() else { return };
@@ -261,12 +269,17 @@ impl ClusterState {
             Err(_) => {
                 self.unreadable_pods += 1;
                 self.pods.remove(&key);
+                self.shapes.not_pending(key);
                 return;
             }
         };
         let node = pods::node_name(pod).map(|name| self.intern_node(name));
-        if let Some(bound) = node {
-            self.note_first_start(key, bound, pod, requests);
+        match node {
+            Some(bound) => {
+                self.note_started_shape(key, bound, pod, spec, requests);
+                self.note_first_start(key, bound, pod, requests);
+            }
+            None => self.shapes.pending(key, (pods::shape(spec, requests), pods::workload_kind(pod))),
         }
         let pending_pool = match node {
             Some(_) => None,
@@ -292,6 +305,21 @@ impl ClusterState {
                 generation: self.pod_generation,
             },
         );
+    }
+
+    /// A workload pod seen bound: if it was pending when last seen (or is new since the
+    /// first list), its shape counts as started in the pool of its node (or the pool it
+    /// was pending for) until the pool's next demand report.
+    fn note_started_shape(&mut self, key: u128, bound: NodeId, pod: &Pod, spec: &PodSpec, requests: pods::Requests) {
+        self.shapes.not_pending(key);
+        let previous = self.pods.get(&key);
+        if !self.pods_synced || previous.is_some_and(|p| p.node().is_some()) {
+            return;
+        }
+        let Some(pool) = self.nodes[bound as usize].pool.or_else(|| previous.and_then(PodRecord::pending_pool)) else {
+            return;
+        };
+        self.shapes.started(usize::from(pool), (pods::shape(spec, requests), pods::workload_kind(pod)));
     }
 
     /// A workload pod seen bound: if it was pending when last seen (or is new since the
@@ -362,6 +390,7 @@ impl ClusterState {
     pub fn delete_pod(&mut self, pod: &Pod) {
         let key = pod_key(pod);
         self.pods.remove(&key);
+        self.shapes.not_pending(key);
         self.placement.remove(&key);
         self.held.gone(key);
     }
@@ -515,6 +544,23 @@ impl ClusterState {
             }
         }
         totals
+    }
+
+    /// The shapes `pool`'s demand report carries: those of its workload pods that started
+    /// since the previous call for the pool, and of those pending for it now.
+    pub fn take_shapes(&mut self, pool: PoolId) -> Vec<ShapeCount> {
+        let pods = &self.pods;
+        let waiting: Vec<u128> = self
+            .shapes
+            .pending_pods()
+            .filter(|key| pods.get(key).is_some_and(|p| p.node().is_none() && p.pending_pool() == Some(pool)))
+            .collect();
+        self.shapes.report(usize::from(pool), waiting)
+    }
+
+    /// Started counts of a demand report that was never sent: they go into the next.
+    pub fn restore_shapes(&mut self, pool: PoolId, shapes: &[ShapeCount]) {
+        self.shapes.restore(usize::from(pool), shapes);
     }
 
     pub fn unschedulable(&self) -> Vec<Option<Unschedulable>> {

@@ -8,6 +8,8 @@ use async_trait::async_trait;
 use ballast_core::config::PoolConfig;
 use ballast_core::observe::{Demand, NodeState};
 use ballast_core::ports::{Cluster, DrainReport, ErrorKind, PortError};
+use ballast_core::shape::{PodShape, SlotState};
+use ballast_core::units::{parse_cpu_millis, parse_memory_bytes};
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -230,7 +232,21 @@ pub fn node_state(node: &Node) -> Option<NodeState> {
         instance_id: instance_id(provider_id)?.to_string(),
         ready: node_ready(node),
         unschedulable: node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false),
+        allocatable: allocatable(node),
     })
+}
+
+/// What the node offers pods (`status.allocatable`): CPU, memory and its extended
+/// resources; `None` without it or when a quantity does not read.
+pub fn allocatable(node: &Node) -> Option<PodShape> {
+    let map = node.status.as_ref()?.allocatable.as_ref()?;
+    let mut shape =
+        PodShape::new(parse_cpu_millis(&map.get("cpu")?.0).ok()?, parse_memory_bytes(&map.get("memory")?.0).ok()?);
+    for (name, quantity) in map.iter().filter(|(name, _)| pods::is_extended_resource(name)) {
+        // Whole units (a node offers whole GPUs); a fraction would be a node's oddity.
+        shape.extended.insert(name.clone(), parse_cpu_millis(&quantity.0).ok()? / 1000);
+    }
+    Some(shape)
 }
 
 /// Whether the node's `Ready` condition is `True`.
@@ -272,6 +288,24 @@ pub fn access_refused(e: &PortError) -> bool {
     matches!(source.downcast_ref::<kube::Error>(), Some(kube::Error::Api(status)) if matches!(status.code, 401 | 403))
 }
 
+/// A pause-pod Deployment as the planner sees it: its shape and replicas, or no replicas
+/// when it differs from what Ballast would apply in anything else (new image, priority,
+/// tolerations, requests Ballast does not write), so that the next decision writes it
+/// whatever the count.
+fn slot_state(pool: &PoolConfig, slot: usize, name: &str, current: &Deployment) -> SlotState {
+    let replicas = current.spec.as_ref().and_then(|s| s.replicas).map(|r| u32::try_from(r).unwrap_or(0));
+    let Some(shape) = headroom::shape_of(current) else {
+        tracing::info!(deployment = %name, "headroom Deployment's requests are not a shape; it will be applied again");
+        return SlotState { slot, shape: PodShape::default(), replicas: None };
+    };
+    let desired = headroom::deployment(pool, slot, &shape, replicas.unwrap_or(0));
+    let matches = headroom::deployment_matches(current, &desired);
+    if !matches {
+        tracing::info!(deployment = %name, "headroom Deployment differs from the config; it will be applied again");
+    }
+    SlotState { slot, shape, replicas: replicas.filter(|_| matches) }
+}
+
 fn api_code(e: &kube::Error) -> Option<u16> {
     match e {
         kube::Error::Api(status) => Some(status.code),
@@ -306,32 +340,44 @@ impl Cluster for KubeCluster {
         Ok(nodes.iter().filter_map(node_state).collect())
     }
 
-    async fn headroom_replicas(&self, pool: &PoolConfig) -> Result<Option<u32>, PortError> {
+    async fn headroom(&self, pool: &PoolConfig) -> Result<Vec<SlotState>, PortError> {
         let client = self.client("get headroom").await?;
         let api: Api<Deployment> = Api::namespaced(client, &pool.headroom.namespace);
-        let name = headroom::deployment_name(pool);
-        let Some(current) = api.get_opt(&name).await.map_err(|e| kube_error(&format!("get Deployment {name}"), e))?
-        else {
-            return Ok(None);
-        };
-        let replicas = current.spec.as_ref().and_then(|s| s.replicas).map(|r| u32::try_from(r).unwrap_or(0));
-        // A Deployment that no longer matches the config (new image, pod size, selector)
-        // reads as missing, so the planner applies it again whatever the replica count.
-        let desired = headroom::deployment(pool, replicas.unwrap_or(0));
-        if !headroom::deployment_matches(&current, &desired) {
-            tracing::info!(deployment = %name, "headroom Deployment differs from the config; it will be applied again");
-            return Ok(None);
+        let allowed = pool.headroom.shapes.deployments();
+        let mut slots = Vec::new();
+        // One GET by name per slot: the functions' RBAC names the Deployments, it does not
+        // let them list. Slots past what the config allows are read too, so that one left
+        // from an earlier config is scaled to 0; RBAC may not name those, and a 403 on
+        // them only means there is none Ballast could have made.
+        for slot in 0..headroom::SLOTS_READ.max(allowed) {
+            let name = headroom::deployment_name(pool, slot);
+            let current = match api.get_opt(&name).await {
+                Ok(current) => current,
+                Err(e) if slot >= allowed && api_code(&e) == Some(403) => {
+                    tracing::debug!(deployment = %name, "not readable, and not a slot of the config: skipped");
+                    continue;
+                }
+                Err(e) => return Err(kube_error(&format!("get Deployment {name}"), e)),
+            };
+            let Some(current) = current else { continue };
+            slots.push(slot_state(pool, slot, &name, &current));
         }
-        Ok(replicas)
+        Ok(slots)
     }
 
-    async fn set_headroom_replicas(&self, pool: &PoolConfig, replicas: u32) -> Result<(), PortError> {
+    async fn set_headroom(
+        &self,
+        pool: &PoolConfig,
+        slot: usize,
+        shape: &PodShape,
+        replicas: u32,
+    ) -> Result<(), PortError> {
         let client = self.client("apply headroom").await?;
         self.ensure_priority_class(&client, pool).await?;
         let api: Api<Deployment> = Api::namespaced(client, &pool.headroom.namespace);
-        let name = headroom::deployment_name(pool);
+        let name = headroom::deployment_name(pool, slot);
         let operation = format!("apply Deployment {}/{name}", pool.headroom.namespace);
-        let desired = headroom::deployment(pool, replicas);
+        let desired = headroom::deployment(pool, slot, shape, replicas);
         let current = api.get_opt(&name).await.map_err(|e| kube_error(&operation, e))?;
         if current.as_ref().is_some_and(|c| headroom::deployment_matches(c, &desired)) {
             return Ok(());
@@ -464,6 +510,22 @@ mod tests {
         assert_eq!(instance_id("aws:///eu-west-1a/i-0a1b2c3d4e5f60001"), Some("i-0a1b2c3d4e5f60001"));
         assert_eq!(instance_id("aws:///eu-west-1a/"), None);
         assert_eq!(instance_id("gce://project/zone/name"), None);
+    }
+
+    #[test]
+    fn a_node_s_allocatable_reads_as_a_shape_with_its_gpus() {
+        let node: Node = serde_json::from_value(json!({
+            "metadata": { "name": "gpu-1" },
+            "spec": { "providerID": "aws:///eu-west-1a/i-0a1b2c3d4e5f60001" },
+            "status": { "allocatable": { "cpu": "7910m", "memory": "31Gi", "nvidia.com/gpu": "4",
+                                         "ephemeral-storage": "95Gi", "pods": "58" } },
+        }))
+        .unwrap();
+        let mut want = PodShape::new(7910, 31 << 30);
+        want.extended.insert("nvidia.com/gpu".into(), 4);
+        assert_eq!(node_state(&node).unwrap().allocatable, Some(want));
+        let bare: Node = serde_json::from_value(json!({ "metadata": { "name": "n" } })).unwrap();
+        assert_eq!(allocatable(&bare), None);
     }
 
     #[test]

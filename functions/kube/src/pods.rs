@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use ballast_core::shape::{PodShape, WorkloadKind};
 use ballast_core::units::{parse_cpu_millis, parse_memory_bytes, QuantityError};
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::{Pod, PodSpec, ResourceRequirements};
@@ -209,6 +210,80 @@ pub fn extended_requests(spec: &PodSpec) -> Extended {
     Extended { gpus: running.saturating_add(sidecars).max(init_peak), others }
 }
 
+/// Whether `name` is an extended resource (`nvidia.com/gpu`): domain-qualified, outside
+/// Kubernetes' own `kubernetes.io` domain. CPU, memory, ephemeral storage and hugepages
+/// are not.
+pub fn is_extended_resource(name: &str) -> bool {
+    let Some((domain, _)) = name.split_once('/') else { return false };
+    domain != "kubernetes.io" && !domain.ends_with(".kubernetes.io")
+}
+
+/// The pod's extended resources as the scheduler counts them: per resource, the larger of
+/// the containers' sum (sidecars included) and the largest init container (with the
+/// sidecars started before it), in whole units (a fraction, which the API server refuses
+/// for extended resources, rounds up).
+pub fn extended_resources(spec: &PodSpec) -> BTreeMap<String, u64> {
+    fn of(resources: Option<&ResourceRequirements>) -> BTreeMap<String, u64> {
+        let Some(map) = resources.and_then(|r| r.requests.as_ref()) else { return BTreeMap::new() };
+        map.iter()
+            .filter(|(name, _)| is_extended_resource(name))
+            .filter_map(|(name, q)| Some((name.clone(), parse_cpu_millis(&q.0).ok()?.div_ceil(1000))))
+            .collect()
+    }
+    fn add(into: &mut BTreeMap<String, u64>, from: &BTreeMap<String, u64>) {
+        for (name, n) in from {
+            let e = into.entry(name.clone()).or_insert(0);
+            *e = e.saturating_add(*n);
+        }
+    }
+    fn max(into: &mut BTreeMap<String, u64>, from: &BTreeMap<String, u64>) {
+        for (name, n) in from {
+            let e = into.entry(name.clone()).or_insert(0);
+            *e = (*e).max(*n);
+        }
+    }
+    let mut running = BTreeMap::new();
+    let mut sidecars = BTreeMap::new();
+    let mut init_peak = BTreeMap::new();
+    for c in &spec.containers {
+        add(&mut running, &of(c.resources.as_ref()));
+    }
+    for c in spec.init_containers.iter().flatten() {
+        let r = of(c.resources.as_ref());
+        if c.restart_policy.as_deref() == Some("Always") {
+            add(&mut sidecars, &r);
+        } else {
+            let mut with_sidecars = sidecars.clone();
+            add(&mut with_sidecars, &r);
+            max(&mut init_peak, &with_sidecars);
+        }
+    }
+    add(&mut running, &sidecars);
+    max(&mut running, &init_peak);
+    running.retain(|_, n| *n > 0);
+    running
+}
+
+/// The pod's shape for the demand reports: its effective CPU and memory
+/// ([`effective_requests`]) and its extended resources ([`extended_resources`]).
+pub fn shape(spec: &PodSpec, requests: Requests) -> PodShape {
+    PodShape {
+        cpu_millis: requests.cpu_millis,
+        memory_bytes: requests.memory_bytes,
+        extended: extended_resources(spec),
+    }
+}
+
+/// What runs the pod: a Job (a CronJob's too) when a Job owns it, else something that
+/// keeps running.
+pub fn workload_kind(pod: &Pod) -> WorkloadKind {
+    if pod.metadata.owner_references.iter().flatten().any(|o| o.kind == "Job") {
+        WorkloadKind::Job
+    } else {
+        WorkloadKind::LongRunning
+    }
+}
+
 /// When the scheduler last said the pod fits nowhere (`PodScheduled=False`,
 /// reason `Unschedulable`); `None` for a pod that is bound or not yet tried.
 pub fn unschedulable_since(pod: &Pod) -> Option<DateTime<Utc>> {
@@ -300,6 +375,50 @@ mod tests {
         assert!(extended_requests(&hugepages).others);
         let half = PodSpec { containers: vec![gpu("a", "0.5")], ..Default::default() };
         assert!(extended_requests(&half).others, "not a whole GPU: never matched");
+    }
+
+    #[test]
+    fn extended_resources_count_per_resource_as_the_scheduler_does() {
+        let with = |name: &str, extra: &[(&str, &str)]| {
+            let mut c = container(name, "1", "1Gi");
+            let requests = c.resources.as_mut().unwrap().requests.as_mut().unwrap();
+            for (k, v) in extra {
+                requests.insert(k.to_string(), Quantity(v.to_string()));
+            }
+            c
+        };
+        let mut sidecar = with("proxy", &[("example.com/nic", "1")]);
+        sidecar.restart_policy = Some("Always".into());
+        let spec = PodSpec {
+            containers: vec![
+                with("a", &[(GPU_RESOURCE, "1"), ("hugepages-2Mi", "1Gi"), ("ephemeral-storage", "1Gi")]),
+                with("b", &[(GPU_RESOURCE, "1"), ("example.com/nic", "1")]),
+            ],
+            // The init container runs beside the sidecar: 3 NICs then, against 1 + 1 after.
+            init_containers: Some(vec![sidecar, with("warm", &[(GPU_RESOURCE, "3"), ("example.com/nic", "2")])]),
+            ..Default::default()
+        };
+        let extended = extended_resources(&spec);
+        assert_eq!(extended, BTreeMap::from([(GPU_RESOURCE.to_string(), 3), ("example.com/nic".to_string(), 3)]));
+        let requests = effective_requests(&spec).unwrap();
+        let s = shape(&spec, requests);
+        // CPU and memory as effective_requests counts them: 1 + 1 + the 1 of the sidecar.
+        assert_eq!((s.cpu_millis, s.memory_bytes, s.extended), (3000, 3 << 30, extended));
+        assert!(!is_extended_resource("kubernetes.io/batch") && !is_extended_resource("cpu"));
+        let plain = PodSpec { containers: vec![container("a", "1", "1Gi")], ..Default::default() };
+        assert!(extended_resources(&plain).is_empty());
+    }
+
+    #[test]
+    fn a_pod_a_job_owns_is_a_job_s() {
+        let owned = |kind: &str| -> Pod {
+            serde_json::from_value(serde_json::json!({ "metadata": { "name": "p", "ownerReferences": [{
+                "apiVersion": "v1", "kind": kind, "name": "o", "uid": "u", "controller": true }] } }))
+            .unwrap()
+        };
+        assert_eq!(workload_kind(&owned("Job")), WorkloadKind::Job);
+        assert_eq!(workload_kind(&owned("ReplicaSet")), WorkloadKind::LongRunning);
+        assert_eq!(workload_kind(&Pod::default()), WorkloadKind::LongRunning);
     }
 
     #[test]

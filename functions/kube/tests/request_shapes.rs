@@ -4,8 +4,9 @@
 
 use std::time::Duration;
 
-use ballast_core::config::{Config, PoolConfig};
+use ballast_core::config::{Config, HeadroomShapes, PoolConfig};
 use ballast_core::ports::Cluster;
+use ballast_core::shape::{PodShape, SlotState};
 use ballast_kube::{Connector, KubeCluster};
 use http::{Request, Response, StatusCode};
 use http_body_util::BodyExt;
@@ -146,7 +147,7 @@ async fn a_429_is_a_blocking_budget_retried_until_the_deadline_and_nothing_goes_
 async fn headroom_is_server_side_applied_as_ballast_and_forced_only_after_a_conflict() {
     let (cluster, mut handle) = cluster();
     let pool = example_pools().remove(0);
-    let apply = tokio::spawn(async move { cluster.set_headroom_replicas(&pool, 5).await });
+    let apply = tokio::spawn(async move { cluster.set_headroom(&pool, 0, &pool.headroom.unit_shape(), 5).await });
     let seen = next(&mut handle).await;
     assert_eq!(
         (seen.method.as_str(), seen.uri.as_str()),
@@ -185,4 +186,103 @@ async fn headroom_is_server_side_applied_as_ballast_and_forced_only_after_a_conf
         json!({ "apiVersion": "apps/v1", "kind": "Deployment", "metadata": { "name": "ballast-headroom-general" } });
     reply(seen.send, StatusCode::OK, applied);
     apply.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn a_gpu_slot_is_applied_under_its_slot_name_with_the_gpu_in_requests_and_limits() {
+    let (cluster, mut handle) = cluster();
+    let pool = example_pools().remove(0);
+    let mut gpu = PodShape::new(4000, 14 << 30);
+    gpu.extended.insert("nvidia.com/gpu".into(), 1);
+    let apply = tokio::spawn(async move { cluster.set_headroom(&pool, 1, &gpu, 2).await });
+    let seen = next(&mut handle).await;
+    assert_eq!(seen.uri, "/apis/scheduling.k8s.io/v1/priorityclasses/ballast-headroom");
+    reply(
+        seen.send,
+        StatusCode::OK,
+        json!({ "metadata": { "name": "ballast-headroom" }, "value": -10, "preemptionPolicy": "Never" }),
+    );
+    let seen = next(&mut handle).await;
+    assert_eq!(
+        (seen.method.as_str(), seen.uri.as_str()),
+        ("GET", "/apis/apps/v1/namespaces/ballast-headroom/deployments/ballast-headroom-general-2")
+    );
+    reply(seen.send, StatusCode::NOT_FOUND, status(404, "NotFound", "not found"));
+    let seen = next(&mut handle).await;
+    assert_eq!(
+        (seen.method.as_str(), seen.uri.as_str()),
+        (
+            "PATCH",
+            "/apis/apps/v1/namespaces/ballast-headroom/deployments/ballast-headroom-general-2?&fieldManager=ballast"
+        )
+    );
+    let container = &seen.body["spec"]["template"]["spec"]["containers"][0];
+    let want = json!({ "cpu": "4", "memory": "14Gi", "nvidia.com/gpu": "1" });
+    assert_eq!((&container["resources"]["requests"], &container["resources"]["limits"]), (&want, &want));
+    assert_eq!(seen.body["spec"]["selector"]["matchLabels"]["ballast.io/headroom-slot"], "1");
+    assert_eq!(seen.body["spec"]["replicas"], 2);
+    let body = seen.body.clone();
+    reply(seen.send, StatusCode::OK, body);
+    apply.await.unwrap().unwrap();
+}
+
+/// Reads the pool's headroom with `shapes`, answering its requests with `replies` in turn:
+/// the names it asked for, and what it read.
+async fn read_headroom(
+    shapes: HeadroomShapes,
+    mut replies: Vec<(StatusCode, Value)>,
+) -> (Vec<String>, Result<Vec<SlotState>, ballast_core::ports::PortError>) {
+    let (cluster, mut handle) = cluster();
+    let mut pool = example_pools().remove(0);
+    pool.headroom.shapes = shapes;
+    let read = tokio::spawn(async move { cluster.headroom(&pool).await });
+    let mut names = Vec::new();
+    while !read.is_finished() {
+        let Ok(Some((request, send))) = tokio::time::timeout(Duration::from_millis(100), handle.next_request()).await
+        else {
+            continue;
+        };
+        assert_eq!(request.method(), "GET", "{}", request.uri());
+        names.push(request.uri().path().rsplit('/').next().unwrap().to_string());
+        let (code, body) = replies.remove(0);
+        reply(send, code, body);
+    }
+    (names, read.await.unwrap())
+}
+
+#[tokio::test]
+async fn headroom_gets_each_slot_by_name_and_a_403_counts_only_on_a_slot_the_config_uses() {
+    let pool = example_pools().remove(0);
+    let unit = pool.headroom.unit_shape();
+    let slot0 = serde_json::to_value(ballast_kube::headroom::deployment(&pool, 0, &unit, 4)).unwrap();
+    let forbidden = || (StatusCode::FORBIDDEN, status(403, "Forbidden", "deployments.apps is forbidden"));
+    let all = ["ballast-headroom-general", "ballast-headroom-general-2", "ballast-headroom-general-3"];
+
+    // `fixed`: one slot of its own; the others are read in case an earlier config made
+    // them, and RBAC that does not name them is no error.
+    let (names, read) =
+        read_headroom(HeadroomShapes::Fixed, vec![(StatusCode::OK, slot0.clone()), forbidden(), forbidden()]).await;
+    assert_eq!(names, all);
+    assert_eq!(read.unwrap(), vec![SlotState { slot: 0, shape: unit.clone(), replicas: Some(4) }]);
+
+    // `auto` uses all three: a 403 on one is the error it is, and ends the read.
+    let (names, read) = read_headroom(HeadroomShapes::Auto, vec![(StatusCode::OK, slot0.clone()), forbidden()]).await;
+    assert_eq!(names, all[..2]);
+    let err = read.unwrap_err();
+    assert!(err.message.starts_with("403"), "{err}");
+
+    // A missing slot is no slot; a GPU slot reads back with its GPU.
+    let mut gpu = PodShape::new(4000, 14 << 30);
+    gpu.extended.insert("nvidia.com/gpu".into(), 1);
+    let slot2 = serde_json::to_value(ballast_kube::headroom::deployment(&pool, 2, &gpu, 1)).unwrap();
+    let missing = (StatusCode::NOT_FOUND, status(404, "NotFound", "not found"));
+    let (_, read) =
+        read_headroom(HeadroomShapes::Auto, vec![(StatusCode::OK, slot0), missing, (StatusCode::OK, slot2)]).await;
+    assert_eq!(
+        read.unwrap(),
+        vec![
+            SlotState { slot: 0, shape: unit, replicas: Some(4) },
+            SlotState { slot: 2, shape: gpu, replicas: Some(1) },
+        ]
+    );
 }

@@ -3,7 +3,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use ballast_core::config::{Config, PoolConfig, PARAMETER_MAX_BYTES, PARAMETER_WARN_BYTES};
+use ballast_core::config::{Config, PARAMETER_MAX_BYTES, PARAMETER_WARN_BYTES};
+use ballast_core::shape;
 use serde_yaml_ng::Value;
 
 use super::load_config;
@@ -256,14 +257,35 @@ pub fn rbac_issues(config: &Config, text: &str) -> anyhow::Result<Vec<String>> {
     let mut classes = BTreeSet::new();
     for (i, pool) in config.pools.iter().enumerate() {
         let h = &pool.headroom;
-        let deployment = headroom_deployment(pool);
         let rules = rules_in(Some(&h.namespace));
-        let creates = rules.iter().any(|r| r.grants("apps", "deployments", &deployment, &["create"]));
-        if !creates || !rules.iter().any(|r| r.grants("apps", "deployments", &deployment, &["get", "patch"])) {
+        // Every Deployment the pool's `headroom.shapes` may run, one per slot.
+        let names: Vec<String> =
+            (0..h.shapes.deployments()).map(|slot| shape::deployment_name(&pool.name, slot)).collect();
+        let creates = names.iter().all(|d| rules.iter().any(|r| r.grants("apps", "deployments", d, &["create"])));
+        let uncovered: Vec<&str> = names
+            .iter()
+            .filter(|d| !rules.iter().any(|r| r.grants("apps", "deployments", d, &["get", "patch"])))
+            .map(String::as_str)
+            .collect();
+        let them = |names: &[&str]| if names.len() == 1 { "it" } else { "them" };
+        if !creates || uncovered.len() == names.len() {
+            let names: Vec<&str> = names.iter().map(String::as_str).collect();
             issues.push(format!(
-                "pools[{i}].headroom.namespace: `{}` is not covered: nothing bound to group {FUNCTIONS_GROUP} may {} Deployment {deployment} there (add it to the Role's resourceNames, or bind the Role in that namespace)",
+                "pools[{i}].headroom.namespace: `{}` is not covered: nothing bound to group {FUNCTIONS_GROUP} may {} Deployment{} {} there (add {} to the Role's resourceNames, or bind the Role in that namespace)",
                 h.namespace,
-                if creates { "get and patch" } else { "create, get and patch" }
+                if creates { "get and patch" } else { "create, get and patch" },
+                if names.len() == 1 { "" } else { "s" },
+                names.join(", "),
+                them(&names),
+            ));
+        } else if !uncovered.is_empty() {
+            // The first slot is covered, not every slot `headroom.shapes` may use.
+            issues.push(format!(
+                "pools[{i}].headroom.shapes: the pool may run {} pause-pod Deployments, and nothing bound to group {FUNCTIONS_GROUP} may get and patch {} in `{}` (add {} to the Role's resourceNames, or set `shapes: fixed`)",
+                names.len(),
+                uncovered.join(", "),
+                h.namespace,
+                them(&uncovered),
             ));
         }
         let class = &h.priority_class;
@@ -288,9 +310,4 @@ pub fn rbac_issues(config: &Config, text: &str) -> anyhow::Result<Vec<String>> {
         }
     }
     Ok(issues)
-}
-
-/// The name the Kubernetes adapter gives a pool's pause-pod Deployment.
-fn headroom_deployment(pool: &PoolConfig) -> String {
-    format!("ballast-headroom-{}", pool.name)
 }

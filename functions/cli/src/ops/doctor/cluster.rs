@@ -57,7 +57,8 @@ impl fmt::Display for Need {
 
 /// What the functions do with the Kubernetes API for this config: list and cordon nodes,
 /// list and evict pods (in any namespace), read each pool's PriorityClass, and keep each
-/// pool's pause-pod Deployment in its namespace (server-side apply: get, patch, create).
+/// pool's pause-pod Deployments (one per slot its `headroom.shapes` allows) in its
+/// namespace (server-side apply: get, patch, create).
 pub fn needs(config: &Config) -> Vec<Need> {
     let cluster =
         |verb, group, resource, subresource| Need { verb, group, resource, subresource, name: None, namespace: None };
@@ -76,12 +77,15 @@ pub fn needs(config: &Config) -> Vec<Need> {
             ..cluster("get", "scheduling.k8s.io", "priorityclasses", None)
         });
         let namespace = Some(h.namespace.clone());
-        for verb in ["get", "patch"] {
-            needs.insert(Need {
-                name: Some(deployment_name(pool)),
-                namespace: namespace.clone(),
-                ..cluster(verb, "apps", "deployments", None)
-            });
+        // Each Deployment the pool's `headroom.shapes` may run, one per slot.
+        for slot in 0..h.shapes.deployments() {
+            for verb in ["get", "patch"] {
+                needs.insert(Need {
+                    name: Some(deployment_name(pool, slot)),
+                    namespace: namespace.clone(),
+                    ..cluster(verb, "apps", "deployments", None)
+                });
+            }
         }
         needs.insert(Need { namespace, ..cluster("create", "apps", "deployments", None) });
     }
@@ -241,10 +245,20 @@ mod tests {
             "create pods/eviction",
             "get priorityclasses ballast-headroom",
             "patch deployments ballast-headroom-general in ballast-headroom",
+            "get deployments ballast-headroom-general-3 in ballast-headroom",
+            "patch deployments ballast-headroom-batch-2 in ballast-headroom",
             "create deployments in ballast-headroom",
         ] {
             assert!(said.contains(&want.to_string()), "{want} not in {said:?}");
         }
+        // `shapes: fixed` runs one Deployment: only its name is needed.
+        let mut fixed = config.clone();
+        for pool in &mut fixed.pools {
+            pool.headroom.shapes = ballast_core::config::HeadroomShapes::Fixed;
+        }
+        let said: Vec<String> = needs(&fixed).iter().map(ToString::to_string).collect();
+        assert!(said.contains(&"get deployments ballast-headroom-general in ballast-headroom".to_string()));
+        assert!(!said.iter().any(|n| n.contains("ballast-headroom-general-2")), "{said:?}");
     }
 
     #[test]
