@@ -207,6 +207,9 @@ pub struct ShapeMix {
     /// When pods that fit in no pause pod were last told of (once an hour).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unfit_reported_at: Option<DateTime<Utc>>,
+    /// When Deployments the functions may not read were last told of (once an hour).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forbidden_reported_at: Option<DateTime<Utc>>,
 }
 
 /// Hours in a day: the mix's weights by hour of the day.
@@ -359,15 +362,29 @@ pub fn shares(arrivals: &[(PodShape, WorkloadKind, f64)]) -> Option<Shares> {
 /// [`shares`], where the shapes in `keep` (those holding room now) stay chosen down to
 /// half the share a new one needs.
 pub fn shares_keeping(arrivals: &[(PodShape, WorkloadKind, f64)], keep: &[PodShape]) -> Option<Shares> {
+    shares_within(arrivals, keep, MAX_SLOT_SHAPES)
+}
+
+/// [`shares_keeping`] into at most `deployments` shapes (those the pool may write).
+pub fn shares_within(
+    arrivals: &[(PodShape, WorkloadKind, f64)],
+    keep: &[PodShape],
+    deployments: usize,
+) -> Option<Shares> {
     let total: f64 = arrivals.iter().map(|a| a.2).sum();
     if total <= 0.0 {
         return None;
     }
-    shares_among(choose(arrivals, total, keep)?, arrivals)
+    shares_among(choose(arrivals, total, keep, deployments.clamp(1, MAX_SLOT_SHAPES))?, arrivals)
 }
 
 /// The shapes that matter among the arrivals, merged into at most [`MAX_SLOT_SHAPES`].
-fn choose(arrivals: &[(PodShape, WorkloadKind, f64)], total: f64, keep: &[PodShape]) -> Option<Vec<PodShape>> {
+fn choose(
+    arrivals: &[(PodShape, WorkloadKind, f64)],
+    total: f64,
+    keep: &[PodShape],
+    deployments: usize,
+) -> Option<Vec<PodShape>> {
     // A shape's pods count together, whatever runs them.
     let mut per_shape: BTreeMap<&PodShape, f64> = BTreeMap::new();
     for (shape, _, pods) in arrivals {
@@ -398,7 +415,7 @@ fn choose(arrivals: &[(PodShape, WorkloadKind, f64)], total: f64, keep: &[PodSha
     // larger hole than they need. Merging only bounds the Deployments: the pair whose
     // pods the covering shape over-serves least (room wasted per pod, times the pods).
     let pods_of = |c: &PodShape| per_shape.iter().filter(|(s, _)| s.fits_in(c)).map(|(_, p)| p).sum::<f64>();
-    while chosen.len() > MAX_SLOT_SHAPES {
+    while chosen.len() > deployments {
         let mut best: Option<(usize, usize, f64)> = None;
         for i in 0..chosen.len() {
             for j in i + 1..chosen.len() {
@@ -523,6 +540,19 @@ pub struct SlotState {
     /// Its replicas; `None` when it differs from the config in anything but its shape
     /// and replicas (image, priority, tolerations): the next decision writes it.
     pub replicas: Option<u32>,
+}
+
+impl SlotState {
+    /// A slot whose Deployment the functions may not read (their RBAC does not name it,
+    /// as before shapes): no room is placed in it.
+    pub fn forbidden(slot: usize) -> Self {
+        SlotState { slot, shape: PodShape::default(), replicas: None }
+    }
+
+    /// Whether it is [`SlotState::forbidden`].
+    pub fn is_forbidden(&self) -> bool {
+        self.replicas.is_none() && self.shape.is_empty()
+    }
 }
 
 /// The name of a pool's pause-pod Deployment: `ballast-headroom-POOL` for the first

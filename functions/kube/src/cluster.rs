@@ -357,6 +357,14 @@ impl Cluster for KubeCluster {
                     tracing::debug!(deployment = %name, "not readable, and not a slot of the config: skipped");
                     continue;
                 }
+                // RBAC written before shapes names the first Deployment only: the others
+                // hold no room until it names them (the plan says so), and the pool's
+                // reconcile, spot fallback included, goes on.
+                Err(e) if slot > 0 && api_code(&e) == Some(403) => {
+                    tracing::warn!(deployment = %name, "the functions' RBAC does not name it: no room placed there");
+                    slots.push(SlotState::forbidden(slot));
+                    continue;
+                }
                 Err(e) => return Err(kube_error(&format!("get Deployment {name}"), e)),
             };
             let Some(current) = current else { continue };

@@ -183,5 +183,8 @@ pub struct ReportedLaunchError {
 }
 
 fn mix_is_empty(mix: &crate::shape::ShapeMix) -> bool {
-    mix.entries.is_empty() && mix.reported_at.is_none() && mix.unfit_reported_at.is_none()
+    mix.entries.is_empty()
+        && mix.reported_at.is_none()
+        && mix.unfit_reported_at.is_none()
+        && mix.forbidden_reported_at.is_none()
 }

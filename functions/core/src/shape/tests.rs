@@ -116,11 +116,8 @@ fn a_report_is_bounded_and_says_each_shape_once() {
 
 // ---- Review of `shapes` (issue 37) ----
 
-/// the mix keeps 8 entries, truncated after each report by weight. A new shape's
-/// single report weighs what one report counted; the 8 shapes already kept weigh what
-/// days counted. So a shape that starts 5 pods every 5 minutes (1440 a day) is cut out
-/// of the mix by every report, for as long as the 8th entry weighs more than 5 pods:
-/// here 100 pods decaying by half in 48 h, ~8.6 days.
+/// A new shape that comes steadily (5 pods every 5 minutes) finds its way into a mix
+/// already holding eight shapes that weigh days of pods.
 #[test]
 fn a_new_shape_arriving_steadily_enters_a_full_mix() {
     let tz = chrono_tz::Tz::UTC;
@@ -136,9 +133,8 @@ fn a_new_shape_arriving_steadily_enters_a_full_mix() {
     assert!(mix.entries.iter().any(|e| e.shape == new), "1440 pods a day of {new}, not in the mix: {shapes:?}");
 }
 
-/// the 5 % threshold is per shape. Seven shapes of 4.99 % each (35 % of the pods)
-/// are each "rare", none fits the one chosen shape, and no room is held for a third of
-/// the pods that arrive: far more than the 5 % a p95 target lets wait.
+/// Rare shapes together may be many pods: seven of 4.99 % each are a third of the pods,
+/// and some of them join until no more than 5 % are left without a hole.
 #[test]
 fn rare_shapes_together_are_not_a_third_of_the_pods_left_without_a_hole() {
     let mut arrivals = vec![(PodShape::new(1000, 2 * GI), WorkloadKind::LongRunning, 65.0)];
@@ -165,10 +161,9 @@ fn a_memory_heavy_shape_holds_the_room_its_pods_need() {
     assert_eq!(slots[0].pods, 2, "10 % of 20 pods: {slots:?}");
 }
 
-/// `volume` counts every unit of every extended resource as 8 cores. GPU-sharing
-/// schedulers (HAMi `nvidia.com/gpumem` in MiB, Volcano `volcano.sh/vgpu-memory`,
-/// `aliyun.com/gpu-mem`) count in thousands: 10 % of the pods asking 3000 units take
-/// ~100 % of the room, and the web pods that are 90 % of arrivals get one pause pod.
+/// GPU-sharing schedulers count an extended resource in thousands (HAMi's
+/// `nvidia.com/gpumem` in MiB): such counts weigh as one device, or 10 % of pods asking
+/// 3000 units would take all the room from the web pods that are 90 % of arrivals.
 #[test]
 fn an_extended_resource_counted_in_thousands_does_not_take_all_the_room() {
     let web = PodShape::new(500, GI);
@@ -179,9 +174,8 @@ fn an_extended_resource_counted_in_thousands_does_not_take_all_the_room() {
     assert!(web_share >= 0.25, "the web pods' share of the room: {web_share}");
 }
 
-/// a pod that asks only `limits: { nvidia.com/gpu: 1 }` (NVIDIA's own examples)
-/// has 0 CPU and 0 memory requested. It is the pool's one shape; `pods_for` counts CPU
-/// and memory only, so the room becomes 0 pause pods: no headroom at all.
+/// A pod asking only `limits: { nvidia.com/gpu: 1 }` (NVIDIA's own examples) asks for
+/// no CPU and no memory: its shape still gets pause pods.
 #[test]
 fn a_gpu_only_shape_gets_pause_pods() {
     let only_gpu = gpu(0, 0, 1);
@@ -190,10 +184,8 @@ fn a_gpu_only_shape_gets_pause_pods() {
     assert!(slots.iter().map(|x| x.pods).sum::<u32>() > 0, "{slots:?}");
 }
 
-/// an arriving pod counts towards the smallest shape it fits in by `volume`,
-/// and a GPU counts as 8 cores: a 1 CPU / 2Gi web pod fits both a listed 2 CPU / 8Gi /
-/// 1 GPU shape (volume 12) and a 16 CPU / 64Gi one (volume 32), and its room is held in
-/// GPU pause pods, each taking a GPU it never asks for.
+/// A web pod fits a listed 2 CPU / 8Gi / 1 GPU shape and a 16 CPU / 64Gi one: its room
+/// goes to the one without a GPU, not to pause pods each holding a GPU it never asks for.
 #[test]
 fn pods_without_a_gpu_are_not_given_gpu_holes() {
     let gpu_shape = gpu(2000, 8, 1);
@@ -205,10 +197,8 @@ fn pods_without_a_gpu_are_not_given_gpu_holes() {
     assert_eq!(gpu_share, 0.0, "no pod arriving asks for a GPU: {:?}", s.shapes);
 }
 
-/// `choose` merges the pair whose covering shape adds least volume, whatever
-/// their pods: the shape of 85 % of arrivals (1 CPU) is merged into a 5 % one (1.5 CPU)
-/// rather than two 5 % Job shapes (8 and 10 CPU) into one. 85 % of the pods then get
-/// 1.5-CPU holes: the room their volume took buys a third fewer holes than they need.
+/// Merging into three shapes weighs the pods each merge over-serves: two 5 % Job shapes
+/// (8 and 10 CPU) merge, not the shape of 85 % of arrivals into a 1.5-CPU one.
 #[test]
 fn merging_weighs_the_pods_each_merge_over_serves() {
     let web = PodShape::new(1000, 2 * GI);
@@ -222,10 +212,9 @@ fn merging_weighs_the_pods_each_merge_over_serves() {
     assert!(s.shapes.iter().any(|x| x.0 == web), "85 % of pods keep their own hole: {:?}", s.shapes);
 }
 
-/// nothing bounds a shape's extended resources (their number or names): pods
-/// a tenant starts with 100 made-up extended resources of 250-character names (a device
-/// plugin advertising them, or a buggy one) pass `check_report`; eight such shapes keep
-/// the pool's mix (in its state record) at ~200 KB of JSON, beside the 48 KB bound.
+/// A report's shapes ask for a bounded number of extended resources: a device plugin
+/// advertising a hundred made-up ones would otherwise grow the pool's record past its
+/// bound.
 #[test]
 fn a_shape_s_extended_resources_are_bounded() {
     let hostile = |k: u64| {

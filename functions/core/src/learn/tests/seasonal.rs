@@ -305,10 +305,8 @@ fn a_burst_that_rose_at_once_is_not_scaled_below_itself() {
 
 // ---- Review of `shapes` (issue 37): the span rescaling ----
 
-/// a burst that rose at once is as large over a longer span as over a short
-/// one (nothing more came). Scaling it up by the span ratio invents a rise that never
-/// was: 20 CPU at once, taken while launches took 45 s, is predicted as ~278 CPU once
-/// launches take 600 s.
+/// A burst that rose at once is as large over a longer span as over a short one: 20 CPU
+/// at once, taken while launches took 45 s, stays 20 CPU once they take 600 s.
 #[test]
 fn a_burst_is_not_scaled_up_when_the_span_grows() {
     let mut h = History { allowed_wait_ms: 10_000, ..Default::default() };
@@ -326,10 +324,8 @@ fn a_burst_is_not_scaled_up_when_the_span_grows() {
     assert_eq!(rise, 20_000, "a burst of 20 CPU is 20 CPU over any span longer than a look");
 }
 
-/// a day's rises are rescaled in place when a later rise of the same day comes
-/// over another span. A slow-launch episode in the afternoon multiplies the morning's
-/// burst by the span ratio, and, stored with 'X' (all at once), it is never scaled back
-/// down: every later prediction for 09:00 that draws on this day is inflated.
+/// A slow-launch episode in the afternoon rescales the day's rises to its span: the
+/// morning's burst stays what it was, then and once launches are fast again.
 #[test]
 fn an_afternoon_slow_launch_does_not_inflate_the_morning_burst_for_good() {
     let mut h = History { allowed_wait_ms: 10_000, ..Default::default() };
@@ -349,10 +345,8 @@ fn an_afternoon_slow_launch_does_not_inflate_the_morning_burst_for_good() {
     assert_eq!(rise, 20_000, "the morning's burst, whole and no more: {:?}", h.seasonal.days[0].cpu_millis[36]);
 }
 
-/// `at_once` is the share of the slot's *largest* rise that came in the *last*
-/// look. A burst of 10 CPU at 09:00 followed by a ramp of 1 CPU a minute to 09:10 keeps
-/// the 20 CPU rise with '0' (1 CPU of 20 came at once): the burst is forgotten, and once
-/// the span shrinks the slot predicts ~1 CPU, below the 10 CPU that rose at once.
+/// A burst of 10 CPU at 09:00 followed by a ramp of 1 CPU a minute in the same slot:
+/// once the span shrinks, the slot still predicts at least the 10 CPU that rose at once.
 #[test]
 fn a_burst_followed_by_a_ramp_in_the_same_slot_keeps_its_burst() {
     let mut h = History { allowed_wait_ms: 10_000, ..Default::default() };
@@ -376,10 +370,8 @@ fn a_burst_followed_by_a_ramp_in_the_same_slot_keeps_its_burst() {
     assert!(rise >= 10_000, "10 CPU rose between two looks at 09:00: never scaled below it; got {rise}");
 }
 
-/// rescaling a day in place keeps each slot's `at_once` share of the value it
-/// had, and applies it again at the next span change: a share of 50 % becomes a floor of
-/// 50 % of an already-floored value. The same day, its span shrunk 1200 s → 150 s in
-/// three steps, predicts a quarter of what one step gives (path-dependent compounding).
+/// A day whose span shrinks 1200 s → 150 s in three steps predicts what one step gives,
+/// within the tenths the part that came at once is kept in.
 #[test]
 fn a_day_rescaled_in_steps_says_what_one_step_says() {
     let nine = monday() + Duration::hours(9);

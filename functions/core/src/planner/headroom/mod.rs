@@ -19,6 +19,7 @@ use crate::config::HeadroomConfig;
 use crate::learn::{DecidedBy, History, Rise};
 use crate::observe::Demand;
 use crate::plan::{ActionKind, HeadroomDecision};
+use crate::shape;
 
 /// What a strategy is given of the planner's state.
 pub(super) struct Given<'a> {
@@ -201,7 +202,15 @@ impl Work<'_> {
     fn set_slots(&mut self, placed: slots::Placed, reason: String) {
         let cfg = &self.cfg.headroom;
         let slots = placed.slots.len().max(self.observed.headroom.iter().map(|s| s.slot + 1).max().unwrap_or(0));
+        let forbidden: Vec<usize> =
+            self.observed.headroom.iter().filter(|s| s.is_forbidden()).map(|s| s.slot).collect();
+        if !forbidden.is_empty() {
+            self.report_forbidden(&forbidden);
+        }
         for slot in 0..slots {
+            if forbidden.contains(&slot) {
+                continue;
+            }
             let running = self.observed.headroom.iter().find(|s| s.slot == slot);
             let (shape, to) = match (placed.slots.get(slot).cloned().flatten(), running) {
                 (Some(p), _) => (p.shape, p.pods),
@@ -220,6 +229,25 @@ impl Work<'_> {
             let kind = ActionKind::SetHeadroomReplicas { namespace: cfg.namespace.clone(), slot, shape, from, to };
             self.act(kind, reason.clone());
         }
+    }
+
+    /// Tells, once an hour, which of the pool's Deployments its RBAC does not let it read.
+    fn report_forbidden(&mut self, slots: &[usize]) {
+        let mix = &mut self.record.shapes;
+        if mix.forbidden_reported_at.is_some_and(|at| self.now - at < UNMET_REPORT_EVERY) {
+            return;
+        }
+        mix.forbidden_reported_at = Some(self.now);
+        let names: Vec<String> = slots
+            .iter()
+            .map(|s| format!("{}/{}", self.cfg.headroom.namespace, shape::deployment_name(&self.cfg.name, *s)))
+            .collect();
+        self.note(format!(
+            "the functions may not read Deployment {} (forbidden): no room is placed there; apply \
+             infra/k8s/functions-rbac.yaml, or name them in the Role's resourceNames (`ballast config check --rbac`) \
+             (told once an hour)",
+            names.join(", ")
+        ));
     }
 
     /// Tells, once an hour, which arriving pods fit in no pause pod, and which fit on no

@@ -164,7 +164,7 @@ fn place_room(
             }
             one(slots, unfit)
         }
-        HeadroomShapes::Auto => match shape::shares_keeping(arrivals, &holding(running)) {
+        HeadroomShapes::Auto => match shape::shares_within(arrivals, &holding(running), writable(running).len()) {
             // No report of a shape yet: `pod_cpu` / `pod_memory` until one comes.
             None => one(whole(unit), Vec::new()),
             Some(shares) => {
@@ -190,6 +190,11 @@ pub(super) fn larger_than_nodes(mix: &ShapeMix, nodes: &[crate::observe::NodeSta
     out
 }
 
+/// The slots the pool may write: all but those its RBAC does not name.
+fn writable(running: &[SlotState]) -> Vec<usize> {
+    (0..shape::MAX_SLOT_SHAPES).filter(|i| !running.iter().any(|r| r.slot == *i && r.is_forbidden())).collect()
+}
+
 /// The shapes holding pods now.
 fn holding(running: &[SlotState]) -> Vec<PodShape> {
     running.iter().filter(|r| r.replicas.unwrap_or(0) > 0).map(|r| r.shape.clone()).collect()
@@ -213,6 +218,7 @@ fn unfit(holes: &[PodShape], arrivals: &[(PodShape, shape::WorkloadKind, f64)]) 
 /// first slot first.
 fn assign(placed: Vec<Slots>, running: &[SlotState]) -> Vec<Option<Slots>> {
     let mut slots: Vec<Option<Slots>> = vec![None; shape::MAX_SLOT_SHAPES];
+    let open = writable(running);
     let mut rest = Vec::new();
     for s in placed {
         match running.iter().find(|r| r.shape == s.shape && r.slot < slots.len() && slots[r.slot].is_none()) {
@@ -222,7 +228,7 @@ fn assign(placed: Vec<Slots>, running: &[SlotState]) -> Vec<Option<Slots>> {
     }
     for s in rest {
         // A slot holding pods nobody wants any more is free; an empty one first.
-        let free = (0..slots.len()).filter(|i| slots[*i].is_none());
+        let free = (0..slots.len()).filter(|i| slots[*i].is_none() && open.contains(i));
         let empty = free.clone().find(|i| running.iter().all(|r| r.slot != *i || r.replicas == Some(0)));
         if let Some(i) = empty.or_else(|| free.clone().next()) {
             slots[i] = Some(s);

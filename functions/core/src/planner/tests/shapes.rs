@@ -4,7 +4,7 @@
 use super::*;
 use crate::shape::{PodShape, ShapeCount, SlotState, WorkloadKind};
 
-const GI: u64 = 1 << 30;
+pub(super) const GI: u64 = 1 << 30;
 
 fn inference() -> PodShape {
     PodShape::new(2000, 8 * GI)
@@ -38,7 +38,7 @@ fn report(cpu: u64, shapes: &[(PodShape, WorkloadKind, u32, u32)], at: DateTime<
 }
 
 /// The headroom writes of a plan: (slot, shape, from, to).
-fn writes(plan: &Plan) -> Vec<(usize, PodShape, Option<u32>, u32)> {
+pub(super) fn writes(plan: &Plan) -> Vec<(usize, PodShape, Option<u32>, u32)> {
     plan.actions
         .iter()
         .filter_map(|a| match &a.kind {
@@ -49,7 +49,7 @@ fn writes(plan: &Plan) -> Vec<(usize, PodShape, Option<u32>, u32)> {
 }
 
 /// What the cluster runs once a plan's writes landed.
-fn after(plan: &Plan, before: &[SlotState]) -> Vec<SlotState> {
+pub(super) fn after(plan: &Plan, before: &[SlotState]) -> Vec<SlotState> {
     let mut slots = before.to_vec();
     for (slot, shape, _, to) in writes(plan) {
         let state = SlotState { slot, shape, replicas: Some(to) };

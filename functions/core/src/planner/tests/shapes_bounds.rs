@@ -1,33 +1,9 @@
-//! Review of `shapes` (issue 37): the planner's side of headroom in slots.
+//! Headroom in shapes at its bounds: the quota `max` was written for, one shape's exact
+//! count, hostile requests, shapes hovering at the threshold, Deployments RBAC forbids.
 
+use super::shapes::{after, writes, GI};
 use super::*;
 use crate::shape::{MixEntry, PodShape, ShapeMix, SlotState, WorkloadKind};
-
-const GI: u64 = 1 << 30;
-
-/// The headroom writes of a plan: (slot, shape, from, to).
-fn writes(plan: &Plan) -> Vec<(usize, PodShape, Option<u32>, u32)> {
-    plan.actions
-        .iter()
-        .filter_map(|a| match &a.kind {
-            ActionKind::SetHeadroomReplicas { slot, shape, from, to, .. } => Some((*slot, shape.clone(), *from, *to)),
-            _ => None,
-        })
-        .collect()
-}
-
-fn after(plan: &Plan, before: &[SlotState]) -> Vec<SlotState> {
-    let mut slots = before.to_vec();
-    for (slot, shape, _, to) in writes(plan) {
-        let state = SlotState { slot, shape, replicas: Some(to) };
-        match slots.iter_mut().find(|s| s.slot == slot) {
-            Some(s) => *s = state,
-            None => slots.push(state),
-        }
-    }
-    slots.sort_by_key(|s| s.slot);
-    slots
-}
 
 /// A mix of (shape, pods started) with no hours kept: `arrivals()` weighs them.
 fn mix(shapes: &[(PodShape, u64)]) -> ShapeMix {
@@ -44,14 +20,13 @@ fn mix(shapes: &[(PodShape, u64)]) -> ShapeMix {
             })
             .collect(),
         reported_at: Some(now() - Duration::minutes(1)),
-        unfit_reported_at: None,
+        ..ShapeMix::default()
     }
 }
 
-/// the +1 hysteresis (slots.rs:83-89) is meant for the split between shapes
-/// moving; it applies to the one unit Deployment too (`fixed`, or `auto` before any
-/// shape is reported, which is every pool until the forwarder reports shapes). A
-/// headroom that falls by exactly one pod is never written: 11 running, 10 decided.
+/// One Deployment follows its count exactly: the one-pod hysteresis is for a split
+/// between shapes moving, not for a headroom that falls by one pod (11 running, 10
+/// decided).
 #[test]
 fn a_one_pod_decrease_of_the_unit_deployment_is_written() {
     let cfg = config();
@@ -63,8 +38,7 @@ fn a_one_pod_decrease_of_the_unit_deployment_is_written() {
     assert_eq!(writes(&p), vec![(0, PodShape::new(1000, 2 * GI), Some(11), 10)], "the decision is applied");
 }
 
-/// the same hysteresis keeps the last pause pod for ever: with `min: 0` and no
-/// demand left (or an override of 0 %), 1 pod stays running.
+/// With `min: 0` and no demand left, the last pause pod goes too.
 #[test]
 fn the_last_pause_pod_goes_when_nothing_is_wanted() {
     let cfg = with(|c| c.replace("      min: 1\n", "      min: 0\n"));
@@ -76,11 +50,9 @@ fn the_last_pause_pod_goes_when_nothing_is_wanted() {
     assert_eq!(writes(&p), vec![(0, PodShape::new(1000, 2 * GI), Some(1), 0)]);
 }
 
-/// docs/src/operations.md says `max` bounds the room too, "so the headroom
-/// namespace's quota, written for `max` pods of `pod_cpu` / `pod_memory`, holds whatever
-/// the shapes". Only the pod count is bounded (slots.rs:90-96): with max 10 (10 CPU /
-/// 20Gi of quota for the pool), the issue's 4 CPU / 14Gi training jobs get 3 pods,
-/// 12 CPU / 42Gi; a memory-heavy shape gets 10 pods of 16Gi, 160Gi.
+/// The headroom namespace's quota is written for `max` pods of `pod_cpu` /
+/// `pod_memory`: whatever the shapes, their pods hold no more CPU or memory than that
+/// (with max 10: 10 CPU / 20Gi, whether the shape is 4 CPU / 14Gi or 500m / 16Gi).
 #[test]
 fn the_room_held_stays_within_max_times_the_unit() {
     let mut cfg = config();
@@ -103,11 +75,9 @@ fn the_room_held_stays_within_max_times_the_unit() {
     assert!(over.is_empty(), "quota for max is 10 CPU / 20Gi: {over:#?}");
 }
 
-/// a shape at the 5 % threshold flips in and out of `choose` with each report
-/// (no hysteresis on the threshold). With four shapes, in: C and D merge into D; out:
-/// C stands alone. All three slots hold pods, so the new shape takes the slot of the
-/// one gone: every pod of that Deployment is replaced, and again on the way back. A
-/// 2 % move of the mix (D from 5.9 % to 4.0 % and back) replaces a Deployment twice.
+/// A shape at the 5 % threshold does not flip in and out of the chosen shapes with each
+/// report (D moving from 5.9 % to 4.0 % of arrivals and back): with all three slots
+/// holding pods, each flip would replace every pod of a Deployment.
 #[test]
 fn a_shape_hovering_at_five_percent_does_not_recreate_a_slot_each_time() {
     let cfg = config();
@@ -139,11 +109,9 @@ fn a_shape_hovering_at_five_percent_does_not_recreate_a_slot_each_time() {
     assert!(recreated.is_empty(), "pods replaced as D hovers at 5 %: {recreated:#?}");
 }
 
-/// a pod shape whose requests are tiny in one resource (`memory: "128"`, bytes,
-/// a common typo for 128Mi) makes `pods_for` ask for ~419 million pods; the cap loop
-/// (slots.rs:92-96) then takes them off one at a time. With `memory: "1"` `pods_for`
-/// saturates at u32::MAX and `s.pods + 1` (slots.rs:86) overflows (a panic in debug,
-/// a wrap in release). Any tenant of the pool whose Job is 5 % of arrivals can do it.
+/// A pod shape tiny in one resource (`memory: "128"`, bytes, a common typo for 128Mi;
+/// or `"1"`) asks for hundreds of millions of pause pods: any tenant whose Job is 5 %
+/// of arrivals could stall or crash the planner were they taken off one at a time.
 #[test]
 fn a_typo_d_memory_request_does_not_stall_the_reconcile() {
     for memory in [128, 1] {
@@ -163,4 +131,27 @@ fn a_typo_d_memory_request_does_not_stall_the_reconcile() {
             Err(_) => panic!("memory {memory} B: the planner took more than 5 s"),
         }
     }
+}
+
+/// RBAC written before shapes names only the first Deployment: the others are said to
+/// be forbidden, no room is placed in them (the room goes to the slots that can hold
+/// it) and the plan says how to let them, once an hour.
+#[test]
+fn slots_the_rbac_does_not_name_hold_no_room_and_are_told_of() {
+    let mut cfg = config();
+    cfg.pools[0].headroom.max = 100;
+    let mut observed = pool().spot("spot-a", sized(4)).build();
+    observed.headroom = unit_slots(0);
+    observed.headroom.push(SlotState::forbidden(1));
+    observed.headroom.push(SlotState::forbidden(2));
+    observed.demand = Some(demand(100_000, 200));
+    let training = PodShape::new(4000, 14 * GI);
+    let web = PodShape::new(1000, 2 * GI);
+    let record = PoolRecord { shapes: mix(&[(training.clone(), 20), (web.clone(), 40)]), ..Default::default() };
+    let p = run(&cfg, &record, &observed, &[], now());
+    let w = writes(&p);
+    assert!(w.iter().all(|x| x.0 == 0), "only the first Deployment is written: {w:?}");
+    assert!(w.iter().any(|x| x.3 > 0), "it holds the room: {w:?}");
+    let note = p.notes.iter().find(|n| n.contains("may not read Deployment")).expect("told");
+    assert!(note.contains("ballast-headroom/ballast-headroom-p-2") && note.contains("functions-rbac.yaml"), "{note}");
 }
