@@ -251,7 +251,7 @@ async fn read_headroom(
 }
 
 #[tokio::test]
-async fn headroom_gets_each_slot_by_name_and_a_403_counts_only_on_a_slot_the_config_uses() {
+async fn headroom_gets_each_slot_by_name_and_a_403_fails_only_the_first() {
     let pool = example_pools().remove(0);
     let unit = pool.headroom.unit_shape();
     let slot0 = serde_json::to_value(ballast_kube::headroom::deployment(&pool, 0, &unit, 4)).unwrap();
@@ -265,11 +265,22 @@ async fn headroom_gets_each_slot_by_name_and_a_403_counts_only_on_a_slot_the_con
     assert_eq!(names, all);
     assert_eq!(read.unwrap(), vec![SlotState { slot: 0, shape: unit.clone(), replicas: Some(4) }]);
 
-    // `auto` uses all three: a 403 on one is the error it is, and ends the read.
-    let (names, read) = read_headroom(HeadroomShapes::Auto, vec![(StatusCode::OK, slot0.clone()), forbidden()]).await;
-    assert_eq!(names, all[..2]);
-    let err = read.unwrap_err();
-    assert!(err.message.starts_with("403"), "{err}");
+    // `auto` uses all three: a 403 on one it may use (RBAC from before shapes) reads as
+    // forbidden, so the planner places no room there; the pool's reconcile goes on.
+    let (names, read) =
+        read_headroom(HeadroomShapes::Auto, vec![(StatusCode::OK, slot0.clone()), forbidden(), forbidden()]).await;
+    assert_eq!(names, all);
+    assert_eq!(
+        read.unwrap(),
+        vec![
+            SlotState { slot: 0, shape: unit.clone(), replicas: Some(4) },
+            SlotState::forbidden(1),
+            SlotState::forbidden(2)
+        ]
+    );
+    // On the first slot, the one every RBAC names, it is the error it is.
+    let (_, read) = read_headroom(HeadroomShapes::Auto, vec![forbidden()]).await;
+    assert!(read.unwrap_err().message.starts_with("403"));
 
     // A missing slot is no slot; a GPU slot reads back with its GPU.
     let mut gpu = PodShape::new(4000, 14 << 30);
