@@ -9,6 +9,7 @@ pub mod asg_emulator;
 pub mod config;
 pub mod event;
 pub mod finding;
+pub mod fit;
 pub mod forwarder;
 pub mod function;
 pub mod learn;

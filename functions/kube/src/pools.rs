@@ -5,7 +5,8 @@
 
 use std::collections::BTreeMap;
 
-use ballast_core::config::{PoolConfig, TaintEffect, Toleration as PoolToleration, TolerationOperator};
+use ballast_core::config::PoolConfig;
+use ballast_core::fit::{self, implied_taint, Taint};
 use k8s_openapi::api::core::v1::{NodeSelector, NodeSelectorRequirement, PodSpec, Toleration};
 
 #[derive(Debug, Clone)]
@@ -17,14 +18,6 @@ struct PoolShape {
     template: BTreeMap<String, String>,
     /// The taints the pool's nodes carry, as implied by the tolerations its pause pods need.
     taints: Vec<Taint>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Taint {
-    key: String,
-    /// `None`: any value (the pool tolerates the key with `Exists`).
-    value: Option<String>,
-    effect: Option<TaintEffect>,
 }
 
 /// Which pool a node or a pending pod belongs to, pools tried in config order.
@@ -134,19 +127,6 @@ impl Placement {
     }
 }
 
-fn implied_taint(t: &PoolToleration) -> Option<Taint> {
-    // PreferNoSchedule never keeps a pod off a node; a key-less Exists tolerates anything.
-    if t.effect == Some(TaintEffect::PreferNoSchedule) {
-        return None;
-    }
-    let key = t.key.clone()?;
-    let value = match t.operator.unwrap_or(TolerationOperator::Equal) {
-        TolerationOperator::Exists => None,
-        TolerationOperator::Equal => Some(t.value.clone().unwrap_or_default()),
-    };
-    Some(Taint { key, value, effect: t.effect })
-}
-
 fn fits(pod: &Placement, pool: &PoolShape) -> bool {
     let labels = &pool.template;
     let selector_ok = pod.node_selector.iter().all(|(k, v)| labels.get(k) == Some(v));
@@ -162,54 +142,18 @@ fn fits(pod: &Placement, pool: &PoolShape) -> bool {
     selector_ok && affinity_ok && tolerated
 }
 
-/// Labels the template does not know (a hostname, a zone the nodes differ in) cannot
-/// rule a pool out for `NotIn`/`DoesNotExist`, and cannot admit it for `In`/`Exists`.
 fn expression_holds(e: &NodeSelectorRequirement, labels: &BTreeMap<String, String>) -> bool {
-    let value = labels.get(&e.key);
-    let values = e.values.as_deref().unwrap_or_default();
-    match e.operator.as_str() {
-        "In" => value.is_some_and(|v| values.contains(v)),
-        "NotIn" => value.is_none_or(|v| !values.contains(v)),
-        "Exists" => value.is_some(),
-        "DoesNotExist" => value.is_none(),
-        "Gt" | "Lt" => {
-            let (Some(v), Some(bound)) = (value.and_then(|v| v.parse::<i64>().ok()), values.first()) else {
-                return false;
-            };
-            let Ok(bound) = bound.parse::<i64>() else { return false };
-            if e.operator == "Gt" {
-                v > bound
-            } else {
-                v < bound
-            }
-        }
-        _ => false,
-    }
+    fit::requirement_holds(&e.key, &e.operator, e.values.as_deref().unwrap_or_default(), labels)
 }
 
 fn tolerates(t: &Toleration, taint: &Taint) -> bool {
-    let effect_ok = match (t.effect.as_deref(), taint.effect) {
-        (None | Some(""), _) => true,
-        (Some(_), None) => false,
-        (Some(e), Some(want)) => e == effect_name(want),
+    let t = fit::PodToleration {
+        key: t.key.as_deref(),
+        operator: t.operator.as_deref(),
+        value: t.value.as_deref(),
+        effect: t.effect.as_deref(),
     };
-    if !effect_ok {
-        return false;
-    }
-    match (t.key.as_deref(), t.operator.as_deref()) {
-        (None | Some(""), Some("Exists")) => true,
-        (Some(key), Some("Exists")) => key == taint.key,
-        (Some(key), _) => key == taint.key && taint.value.as_deref() == Some(t.value.as_deref().unwrap_or_default()),
-        (None, _) => false,
-    }
-}
-
-fn effect_name(effect: TaintEffect) -> &'static str {
-    match effect {
-        TaintEffect::NoSchedule => "NoSchedule",
-        TaintEffect::PreferNoSchedule => "PreferNoSchedule",
-        TaintEffect::NoExecute => "NoExecute",
-    }
+    fit::tolerates(t, taint)
 }
 
 #[cfg(test)]

@@ -5,17 +5,10 @@
 
 use std::collections::BTreeMap;
 
-use ballast_core::config::{PoolConfig, TaintEffect, TolerationOperator};
+use ballast_core::config::PoolConfig;
+use ballast_core::fit::{self, implied_taint, Taint};
 
 use super::objects::{Node, NodeSelectorRequirement, PodSpec, Toleration};
-
-/// A taint the pool's nodes carry, as implied by a toleration its pause pods need.
-struct Taint {
-    key: String,
-    /// `None`: any value (the pool tolerates the key with `Exists`).
-    value: Option<String>,
-    effect: Option<TaintEffect>,
-}
 
 struct PoolNodes {
     node_selector: BTreeMap<String, String>,
@@ -70,19 +63,6 @@ impl Pools {
     }
 }
 
-fn implied_taint(t: &ballast_core::config::Toleration) -> Option<Taint> {
-    // PreferNoSchedule never keeps a pod off a node; a key-less Exists tolerates anything.
-    if t.effect == Some(TaintEffect::PreferNoSchedule) {
-        return None;
-    }
-    let key = t.key.clone()?;
-    let value = match t.operator.unwrap_or(TolerationOperator::Equal) {
-        TolerationOperator::Exists => None,
-        TolerationOperator::Equal => Some(t.value.clone().unwrap_or_default()),
-    };
-    Some(Taint { key, value, effect: t.effect })
-}
-
 fn fits(pod: &PodSpec, pool: &PoolNodes) -> bool {
     let labels = &pool.template;
     let selector_ok = pod.node_selector.iter().all(|(k, v)| labels.get(k) == Some(v));
@@ -98,54 +78,18 @@ fn fits(pod: &PodSpec, pool: &PoolNodes) -> bool {
     selector_ok && affinity_ok && tolerated
 }
 
-/// Labels the template does not know (a hostname, a zone the nodes differ in) cannot
-/// rule a pool out for `NotIn`/`DoesNotExist`, and cannot admit it for `In`/`Exists`.
 fn expression_holds(e: &NodeSelectorRequirement, labels: &BTreeMap<String, String>) -> bool {
-    let value = labels.get(&e.key);
-    match e.operator.as_str() {
-        "In" => value.is_some_and(|v| e.values.contains(v)),
-        "NotIn" => value.is_none_or(|v| !e.values.contains(v)),
-        "Exists" => value.is_some(),
-        "DoesNotExist" => value.is_none(),
-        "Gt" | "Lt" => {
-            let (Some(v), Some(Ok(bound))) =
-                (value.and_then(|v| v.parse::<i64>().ok()), e.values.first().map(|b| b.parse::<i64>()))
-            else {
-                return false;
-            };
-            if e.operator == "Gt" {
-                v > bound
-            } else {
-                v < bound
-            }
-        }
-        _ => false,
-    }
+    fit::requirement_holds(&e.key, &e.operator, &e.values, labels)
 }
 
 fn tolerates(t: &Toleration, taint: &Taint) -> bool {
-    let effect_ok = match (t.effect.as_deref(), taint.effect) {
-        (None | Some(""), _) => true,
-        (Some(_), None) => false,
-        (Some(e), Some(want)) => e == effect_name(want),
+    let t = fit::PodToleration {
+        key: t.key.as_deref(),
+        operator: t.operator.as_deref(),
+        value: t.value.as_deref(),
+        effect: t.effect.as_deref(),
     };
-    if !effect_ok {
-        return false;
-    }
-    match (t.key.as_deref(), t.operator.as_deref()) {
-        (None | Some(""), Some("Exists")) => true,
-        (Some(key), Some("Exists")) => key == taint.key,
-        (Some(key), _) => key == taint.key && taint.value.as_deref() == Some(t.value.as_deref().unwrap_or_default()),
-        (None, _) => false,
-    }
-}
-
-fn effect_name(effect: TaintEffect) -> &'static str {
-    match effect {
-        TaintEffect::NoSchedule => "NoSchedule",
-        TaintEffect::PreferNoSchedule => "PreferNoSchedule",
-        TaintEffect::NoExecute => "NoExecute",
-    }
+    fit::tolerates(t, taint)
 }
 
 #[cfg(test)]
