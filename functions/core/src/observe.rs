@@ -273,6 +273,15 @@ pub struct ObservedPool {
 }
 
 impl ObservedPool {
+    /// The ids of the pool's instances that are, or are becoming, capacity.
+    pub fn live_instance_ids(&self) -> std::collections::BTreeSet<&str> {
+        self.asgs()
+            .flat_map(|a| a.instances.iter())
+            .filter(|i| i.lifecycle_state.is_live())
+            .map(|i| i.id.as_str())
+            .collect()
+    }
+
     /// The pool's ASGs: the spot ones in preference order, then the on-demand one.
     pub fn asgs(&self) -> impl Iterator<Item = &ObservedAsg> {
         self.spot.iter().chain(self.on_demand.as_ref())

@@ -394,26 +394,31 @@ impl ClusterAutoscaler<'_> {
                     continue;
                 }
                 moving.sort_unstable_by(|a, b| b.cmp(a));
-                let mut trial = room.clone();
-                trial.remove(&id);
+                // Tried in place, each bin's room before the trial kept to put back: a
+                // copy of every node's room per candidate made scale-down quadratic.
                 let mut received = Vec::new();
+                let mut before: Vec<(usize, Bin)> = Vec::new();
                 let fits_all = moving.iter().all(|&shape| {
                     let Some((&to, free)) =
-                        trial.iter_mut().find(|(_, b)| accepts[shape.3][b.group] && b.takes(shape) > 0)
+                        room.iter_mut().find(|(n, b)| **n != id && accepts[shape.3][b.group] && b.takes(shape) > 0)
                     else {
                         return false;
                     };
+                    before.push((to, *free));
                     free.put(1, shape);
                     received.push(to);
                     true
                 });
                 if !fits_all {
+                    for (to, bin) in before.into_iter().rev() {
+                        room.insert(to, bin);
+                    }
                     continue;
                 }
                 if !empty {
                     non_empty += 1;
                 }
-                room = trial;
+                room.remove(&id);
                 destinations.extend(received);
                 removals.push(id);
                 kept -= 1;

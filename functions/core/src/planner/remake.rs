@@ -18,7 +18,9 @@
 
 use chrono::Duration;
 
-use super::{is_live, Work};
+use std::collections::BTreeSet;
+
+use super::Work;
 use crate::record::{CapacityCall, Journal, OwnRaise};
 
 /// How long after a raise another writer's undoing of it is looked for: twice
@@ -111,8 +113,12 @@ impl Work<'_> {
                     then.live.retain(|id| !taken.contains(&id.as_str()));
                     // A lower of Ballast's found made (the slots it moved out deleted
                     // first): what it meant to take is no raise undone.
-                    let undone =
-                        self.expected(asg, &then).saturating_sub(from).saturating_sub(made_before).min(kept.by);
+                    let live_ids = self.observed.live_instance_ids();
+                    let undone = self
+                        .expected(asg, &then, &live_ids)
+                        .saturating_sub(from)
+                        .saturating_sub(made_before)
+                        .min(kept.by);
                     // Slots already made again once are not watched again.
                     (if kept.remade || remakes { 0 } else { undone }, if kept.remade { 0 } else { kept.by - undone })
                 }
@@ -147,15 +153,16 @@ impl Work<'_> {
 
     /// What a kept raise leaves the ASG at now, less the instances gone since the write
     /// (each explains a lower of one), or launched since and already leaving.
-    fn expected(&self, name: &str, raise: &OwnRaise) -> u32 {
+    fn expected(&self, name: &str, raise: &OwnRaise, live_ids: &BTreeSet<&str>) -> u32 {
         let Some(asg) = self.observed.asg(name) else { return 0 };
+        let kept: BTreeSet<&str> = raise.live.iter().map(String::as_str).collect();
         let gone = raise
             .live
             .iter()
-            .filter(|id| !is_live(self.observed, id))
+            .filter(|id| !live_ids.contains(id.as_str()))
             .count()
             .saturating_sub(raise.gone_before as usize)
-            + asg.instances.iter().filter(|i| !i.lifecycle_state.is_live() && !raise.live.contains(&i.id)).count();
+            + asg.instances.iter().filter(|i| !i.lifecycle_state.is_live() && !kept.contains(i.id.as_str())).count();
         raise.to.saturating_sub(gone as u32)
     }
 
@@ -164,6 +171,13 @@ impl Work<'_> {
     /// while instances have not filled it).
     pub(super) fn remake_undone_raises(&mut self) {
         let kept = std::mem::take(&mut self.record.raised);
+        if kept.is_empty() {
+            return;
+        }
+        // Looked up once: a thousand-instance pool asks of each of its raises' instances.
+        let observed = self.observed;
+        let live_ids = observed.live_instance_ids();
+        let is_live = |id: &str| live_ids.contains(id);
         for (name, mut raise) in kept {
             let Some(asg) = self.observed.asg(&name) else { continue };
             // An instance EC2 took (a disruption on record, or the spot market's reclaim
@@ -173,17 +187,16 @@ impl Work<'_> {
                 self.record.disruptions.iter().any(|d| &d.instance_id == id)
                     || self.observed.left.get(id).is_some_and(|l| l.spot_reclaimed)
             };
-            raise.live.retain(|id| is_live(self.observed, id) || !disrupted(id));
+            raise.live.retain(|id| is_live(id) || !disrupted(id));
             // An instance launched into the raise and gone since (not taken by EC2): seen
             // by a look past the stale-write window, its going explains a lower of one (a
             // scale-in of it); seen only before, it may have been killed to meet a stale
             // write: what it would explain is made again and named possible surplus.
             let past = self.now >= raise.at + STALE_WRITE_WINDOW;
-            let gone_since =
-                |ids: &[String]| ids.iter().filter(|id| !is_live(self.observed, id) && !disrupted(id)).count() as u32;
+            let gone_since = |ids: &[String]| ids.iter().filter(|id| !is_live(id) && !disrupted(id)).count() as u32;
             let late_gone = gone_since(&raise.seen_late);
             let early_gone = gone_since(&raise.seen).saturating_sub(late_gone);
-            let expected = self.expected(&name, &raise).saturating_sub(late_gone);
+            let expected = self.expected(&name, &raise, &live_ids).saturating_sub(late_gone);
             let gone = raise.to - expected;
             // Surges re-planned for the same missing slots are made again by the rules.
             let replanned = self.surges_replanned.get(&name).copied().unwrap_or(0);
@@ -191,11 +204,13 @@ impl Work<'_> {
             let planned = raise.at.to_rfc3339();
             let live: Vec<&str> =
                 asg.instances.iter().filter(|i| i.lifecycle_state.is_live()).map(|i| i.id.as_str()).collect();
+            let known = |ids: &[String]| -> BTreeSet<String> { raise.live.iter().chain(ids).cloned().collect() };
+            let (seen, seen_late) = (known(&raise.seen), known(&raise.seen_late));
             for id in &live {
-                if !raise.live.iter().chain(&raise.seen).any(|known| known == id) {
+                if !seen.contains(*id) {
                     raise.seen.push(id.to_string());
                 }
-                if past && !raise.live.iter().chain(&raise.seen_late).any(|known| known == id) {
+                if past && !seen_late.contains(*id) {
                     raise.seen_late.push(id.to_string());
                 }
             }
