@@ -163,7 +163,7 @@ fn read_shapes(value: &Value, path: &str, issues: &mut Issues) -> Option<Headroo
                 0
             }
         };
-        for name in resources.keys() {
+        for (name, count) in &resources {
             // Extended resources are domain-qualified (`nvidia.com/gpu`); cpu and memory
             // have their own fields.
             if !name.contains('/') || !is_dns_subdomain(name.split('/').next().unwrap_or("")) {
@@ -171,6 +171,10 @@ fn read_shapes(value: &Value, path: &str, issues: &mut Issues) -> Option<Headroo
                     walk::join(&p("resources"), name),
                     "is not an extended resource name (`vendor.example/name`, e.g. `nvidia.com/gpu`)",
                 );
+            } else if *count == 0 {
+                // A pause pod asking for none is one that does not name it: written as 0,
+                // it would never read back as written.
+                issues.push(walk::join(&p("resources"), name), "must be more than zero (leave it out instead)");
             }
         }
         let Some(name) = name else { continue };

@@ -466,6 +466,10 @@ fn headroom_shapes_read_as_written_and_name_each_mistake() {
     ] {
         assert!(wrong.iter().any(|w| w.contains(expected)), "{expected}: {wrong:#?}");
     }
+    let zero = issues(&minimal_with(
+        "    headroom:\n      shapes:\n        - { name: a, cpu: 1, memory: 1Gi, resources: { nvidia.com/gpu: 0 } }\n",
+    ));
+    assert!(zero.iter().any(|w| w.contains("resources.nvidia.com/gpu: must be more than zero")), "{zero:?}");
     let bad = issues(&minimal_with("    headroom: { shapes: learned }\n"));
     assert!(bad.iter().any(|w| w.contains("expected `auto`, `fixed` or a list of shapes, found `learned`")), "{bad:?}");
 }

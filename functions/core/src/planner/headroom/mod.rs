@@ -179,7 +179,10 @@ impl Work<'_> {
         let dry_run = self.input.dry_run;
         let observed_room = self.observed.headroom.iter().fold((0u64, 0u64), |(c, m), s| {
             let pods = u64::from(s.replicas.unwrap_or(0));
-            (c.saturating_add(pods * s.shape.cpu_millis), m.saturating_add(pods * s.shape.memory_bytes))
+            (
+                c.saturating_add(pods.saturating_mul(s.shape.cpu_millis)),
+                m.saturating_add(pods.saturating_mul(s.shape.memory_bytes)),
+            )
         });
         let running = if dry_run { observed_room } else { placed.room() };
         if let Some(history) = self.record.learned.as_mut() {
