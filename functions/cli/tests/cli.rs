@@ -891,6 +891,19 @@ fn simulate_table_plot_and_sweep() {
         stdout(&ballast(&["simulate", "steady", "--seeds", "1"])).lines().skip(2).collect::<Vec<_>>(),
         "another placement, other figures"
     );
+    // A fixed pause-pod shape, for static and Ballast alike; a malformed one is a usage
+    // error that says what it expects.
+    let run = |extra: &[&str]| {
+        let mut args = vec!["simulate", "steady", "--seeds", "1", "--strategy", "static", "--json"];
+        args.extend_from_slice(extra);
+        let out = ballast(&args);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    assert_ne!(run(&["--pause-pod", "4/14Gi"]), run(&[]), "other pause pods, other figures");
+    let bad = ballast(&["simulate", "steady", "--pause-pod", "4"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("expected CPU/MEMORY, e.g. 4/14Gi"), "{bad:?}");
     let svg = std::fs::read_to_string(&plot).unwrap();
     assert!(svg.starts_with("<svg") && svg.contains("CA + Ballast") && svg.contains("headroom pods"));
 

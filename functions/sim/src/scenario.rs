@@ -324,6 +324,20 @@ impl Scenario {
         Scenario { interruption_handling: handling, ..self.clone() }
     }
 
+    /// The same scenario with every pool's pause pods of one fixed shape, `cpu_millis`
+    /// and `memory_bytes` (`headroom.shapes: fixed`), the static baseline's too: what a
+    /// fixed pause-pod shape does, for comparison with learned shapes. `min`, `max` and
+    /// the static replicas count pods of the new shape.
+    pub fn with_pause_pod(&self, cpu_millis: u64, memory_bytes: u64) -> Scenario {
+        let mut s = self.clone();
+        for pool in s.pools_mut() {
+            pool.headroom.pod_cpu_millis = cpu_millis;
+            pool.headroom.pod_memory_bytes = memory_bytes;
+            pool.headroom.shapes = ballast_core::config::HeadroomShapes::Fixed;
+        }
+        s
+    }
+
     /// The same scenario with the scheduler picking nodes by `scoring`.
     pub fn with_scoring(&self, scoring: Scoring) -> Scenario {
         let mut s = self.clone();

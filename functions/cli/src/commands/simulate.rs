@@ -54,6 +54,24 @@ pub struct SimulateArgs {
     /// and memory share). Default: the scenario's (`scheduler.scoring`, first-fit unless set).
     #[arg(long, value_enum)]
     scoring: Option<ScoringArg>,
+    /// Pause pods of one fixed shape, `CPU/MEMORY` (e.g. `4/14Gi`), in every pool, for
+    /// Ballast (`headroom.shapes: fixed`) and the static baseline alike: what a fixed
+    /// pause-pod shape does against the shapes Ballast learns. `headroom.min`, `.max` and
+    /// the static replicas then count pods of this shape.
+    #[arg(long, value_name = "CPU/MEMORY", value_parser = parse_pause_pod)]
+    pause_pod: Option<(u64, u64)>,
+}
+
+/// `CPU/MEMORY` as Kubernetes quantities, both more than zero.
+fn parse_pause_pod(text: &str) -> Result<(u64, u64), String> {
+    let (cpu, memory) =
+        text.split_once('/').ok_or_else(|| format!("expected CPU/MEMORY, e.g. 4/14Gi, got `{text}`"))?;
+    let cpu = ballast_core::units::parse_cpu_millis(cpu).map_err(|e| format!("CPU `{cpu}`: {e}"))?;
+    let memory = ballast_core::units::parse_memory_bytes(memory).map_err(|e| format!("memory `{memory}`: {e}"))?;
+    if cpu == 0 || memory == 0 {
+        return Err(format!("`{text}`: CPU and memory must be more than zero"));
+    }
+    Ok((cpu, memory))
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -496,6 +514,9 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
     let mut scenario = if args.repeat > 1 { scenario.repeated(args.repeat) } else { scenario };
     if let Some(scoring) = args.scoring {
         scenario = scenario.with_scoring(scoring.into());
+    }
+    if let Some((cpu, memory)) = args.pause_pod {
+        scenario = scenario.with_pause_pod(cpu, memory);
     }
     let sweep =
         args.sweep.as_deref().map(parse_sweep).transpose().map_err(|e| super::Unusable::Usage(format!("{e:#}")))?;
