@@ -299,6 +299,29 @@ impl ballast_forwarder::bus::EventBus for Kept {
     }
 }
 
+/// A forwarder on `plane` whose events are kept, once it has listed the cluster: the
+/// events kept, the sender that stops it, and its run.
+async fn listening_forwarder(
+    plane: &ControlPlane,
+    config: &ballast_core::config::Config,
+    timing: Timing,
+) -> (Arc<Kept>, tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<ballast_forwarder::run::Summary>) {
+    let bus = Arc::new(Kept::default());
+    let mut forwarder = Forwarder::new(plane.client(FORWARDER_TOKEN), bus.clone(), config, timing);
+    forwarder.tick = Duration::from_millis(200);
+    let health = forwarder.health.clone();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(forwarder.run(async move {
+        let _ = stopped.await;
+    }));
+    ballast_tests::kube::eventually(Duration::from_secs(30), "the forwarder listed the cluster", || {
+        let ready = health.answer("/readyz", chrono::Utc::now().timestamp()).0.as_u16() == 200;
+        async move { ready }
+    })
+    .await;
+    (bus, stop, running)
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_pod_kept_off_held_room_by_anti_affinity_waits_over_with_room() {
     // A 2 s target; a Running 1-CPU pause pod on general-1 beside a database pod. A
@@ -335,19 +358,7 @@ async fn a_pod_kept_off_held_room_by_anti_affinity_waits_over_with_room() {
         time_zone: "UTC".parse().unwrap(),
     });
     let timing = Timing { waits_every: Duration::from_secs(2), ..Timing::default() };
-    let bus = Arc::new(Kept::default());
-    let mut forwarder = Forwarder::new(plane.client(FORWARDER_TOKEN), bus.clone(), &config, timing);
-    forwarder.tick = Duration::from_millis(200);
-    let health = forwarder.health.clone();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(forwarder.run(async move {
-        let _ = stopped.await;
-    }));
-    ballast_tests::kube::eventually(Duration::from_secs(30), "the forwarder listed the cluster", || {
-        let ready = health.answer("/readyz", chrono::Utc::now().timestamp()).0.as_u16() == 200;
-        async move { ready }
-    })
-    .await;
+    let (bus, stop, running) = listening_forwarder(&plane, &config, timing).await;
 
     let mut picky = pod("picky", None, "500m");
     picky.spec.as_mut().unwrap().affinity = Some(
@@ -407,19 +418,7 @@ async fn demand_reports_carry_the_shapes_of_pods_that_started_and_of_those_waiti
     // told in the next report.
     let timing =
         Timing { debounce: Duration::from_millis(300), heartbeat: Duration::from_secs(2), ..Timing::default() };
-    let bus = Arc::new(Kept::default());
-    let mut forwarder = Forwarder::new(plane.client(FORWARDER_TOKEN), bus.clone(), &config, timing);
-    forwarder.tick = Duration::from_millis(200);
-    let health = forwarder.health.clone();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(forwarder.run(async move {
-        let _ = stopped.await;
-    }));
-    ballast_tests::kube::eventually(Duration::from_secs(30), "the forwarder listed the cluster", || {
-        let ready = health.answer("/readyz", chrono::Utc::now().timestamp()).0.as_u16() == 200;
-        async move { ready }
-    })
-    .await;
+    let (bus, stop, running) = listening_forwarder(&plane, &config, timing).await;
 
     default.create(&PostParams::default(), &pod("web", None, "500m")).await.unwrap();
     // The Job's pod as the Job controller (not run here) would make it.

@@ -308,11 +308,6 @@ impl ShapeMix {
             .filter(|(_, _, w)| *w > 0.0)
             .collect()
     }
-
-    /// The largest shapes waiting now: what a note names when no pause pod fits them.
-    pub fn waiting(&self) -> impl Iterator<Item = &MixEntry> {
-        self.entries.iter().filter(|e| e.waiting > 0)
-    }
 }
 
 /// Room to hold, in each resource, in the ratio of the pool's own demand (a room
@@ -356,16 +351,12 @@ pub struct Shares {
 /// counts towards the smallest chosen shape it fits in, weighted by the CPU and memory
 /// it takes. `None` without arrivals.
 pub fn shares(arrivals: &[(PodShape, WorkloadKind, f64)]) -> Option<Shares> {
-    shares_keeping(arrivals, &[])
+    shares_within(arrivals, &[], MAX_SLOT_SHAPES)
 }
 
-/// [`shares`], where the shapes in `keep` (those holding room now) stay chosen down to
-/// half the share a new one needs.
-pub fn shares_keeping(arrivals: &[(PodShape, WorkloadKind, f64)], keep: &[PodShape]) -> Option<Shares> {
-    shares_within(arrivals, keep, MAX_SLOT_SHAPES)
-}
-
-/// [`shares_keeping`] into at most `deployments` shapes (those the pool may write).
+/// [`shares`] into at most `deployments` shapes (those the pool may write), where the
+/// shapes in `keep` (those holding room now) stay chosen down to half the share a new
+/// one needs.
 pub fn shares_within(
     arrivals: &[(PodShape, WorkloadKind, f64)],
     keep: &[PodShape],

@@ -99,6 +99,7 @@ impl Work<'_> {
                 kept.remade = true;
             }
         }
+        let live_ids = self.observed.live_instance_ids();
         for LastWrite { asg, from, to, left_at, taken, made_before } in last {
             // A raise kept from before, undone before this write read the ASG (a stale
             // write between a look and the call, which apply rebased onto): still owed.
@@ -113,7 +114,6 @@ impl Work<'_> {
                     then.live.retain(|id| !taken.contains(&id.as_str()));
                     // A lower of Ballast's found made (the slots it moved out deleted
                     // first): what it meant to take is no raise undone.
-                    let live_ids = self.observed.live_instance_ids();
                     let undone = self
                         .expected(asg, &then, &live_ids)
                         .saturating_sub(from)

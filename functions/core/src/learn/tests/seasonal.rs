@@ -303,19 +303,22 @@ fn a_burst_that_rose_at_once_is_not_scaled_below_itself() {
     assert_eq!(p.seasonal.expect("yesterday shows 09:00").0.cpu_millis, 20_000, "the burst, whole");
 }
 
-// ---- Review of `shapes` (issue 37): the span rescaling ----
+/// 20 CPU between two looks at 09:00 on Monday, launches taking 45 s.
+fn burst_at_nine_with_launches_of_45_s() -> History {
+    let mut h = History { allowed_wait_ms: 10_000, ..Default::default() };
+    h.lead.lead_secs = vec![45; 20];
+    h.reaction.reaction_secs = vec![8];
+    let burst = |t: DateTime<Utc>| if t >= monday() + Duration::hours(9) { 30_000 } else { 10_000 };
+    watch(&mut h, monday() + Duration::hours(8), 2 * 60, 14, burst);
+    assert_eq!(h.seasonal.days[0].cpu_millis[36], Some(20_000));
+    h
+}
 
 /// A burst that rose at once is as large over a longer span as over a short one: 20 CPU
 /// at once, taken while launches took 45 s, stays 20 CPU once they take 600 s.
 #[test]
 fn a_burst_is_not_scaled_up_when_the_span_grows() {
-    let mut h = History { allowed_wait_ms: 10_000, ..Default::default() };
-    h.lead.lead_secs = vec![45; 20];
-    h.reaction.reaction_secs = vec![8];
-    let t0 = monday() + Duration::hours(8);
-    let burst = |t: DateTime<Utc>| if t >= monday() + Duration::hours(9) { 30_000 } else { 10_000 };
-    watch(&mut h, t0, 2 * 60, 14, burst);
-    assert_eq!(h.seasonal.days[0].cpu_millis[36], Some(20_000));
+    let mut h = burst_at_nine_with_launches_of_45_s();
     assert_eq!(&h.seasonal.days[0].at_once[36..37], "X", "all of it between two looks");
     // Launches now take 600 s (a slow-capacity episode).
     h.lead.lead_secs = vec![600; 20];
@@ -328,13 +331,7 @@ fn a_burst_is_not_scaled_up_when_the_span_grows() {
 /// morning's burst stays what it was, then and once launches are fast again.
 #[test]
 fn an_afternoon_slow_launch_does_not_inflate_the_morning_burst_for_good() {
-    let mut h = History { allowed_wait_ms: 10_000, ..Default::default() };
-    h.lead.lead_secs = vec![45; 20];
-    h.reaction.reaction_secs = vec![8];
-    let t0 = monday() + Duration::hours(8);
-    let burst = |t: DateTime<Utc>| if t >= monday() + Duration::hours(9) { 30_000 } else { 10_000 };
-    watch(&mut h, t0, 2 * 60, 14, burst);
-    assert_eq!(h.seasonal.days[0].cpu_millis[36], Some(20_000));
+    let mut h = burst_at_nine_with_launches_of_45_s();
     // 14:00: launches take 48 minutes for an hour; demand flat.
     h.lead.lead_secs = vec![2880; 20];
     watch(&mut h, monday() + Duration::hours(14), 10, 14, |_| 30_000);
