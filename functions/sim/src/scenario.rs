@@ -3,7 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use ballast_core::config::{Config, PoolConfig, Toleration};
+use ballast_core::config::{Config, HeadroomShapes, ListedShape, PoolConfig, Toleration};
+use ballast_core::shape::PodShape;
 use ballast_core::units::HumanDuration;
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
@@ -324,18 +325,43 @@ impl Scenario {
         Scenario { interruption_handling: handling, ..self.clone() }
     }
 
-    /// The same scenario with every pool's pause pods of one fixed shape, `cpu_millis`
-    /// and `memory_bytes` (`headroom.shapes: fixed`), the static baseline's too: what a
-    /// fixed pause-pod shape does, for comparison with learned shapes. `min`, `max` and
-    /// the static replicas count pods of the new shape.
-    pub fn with_pause_pod(&self, cpu_millis: u64, memory_bytes: u64) -> Scenario {
+    /// The same scenario with every pool's pause pods of one fixed shape (`headroom.shapes:
+    /// fixed`, or the shape listed alone when it asks for extended resources), the static
+    /// baseline's too: what a fixed pause-pod shape does, for comparison with learned
+    /// shapes. `min` and `max` keep the room they bound, in pods of the new shape (`max`
+    /// is what the headroom namespace's quota is written for); the static replicas count
+    /// pods of the new shape.
+    pub fn with_pause_pod(&self, shape: &PodShape) -> Scenario {
         let mut s = self.clone();
         for pool in s.pools_mut() {
-            pool.headroom.pod_cpu_millis = cpu_millis;
-            pool.headroom.pod_memory_bytes = memory_bytes;
-            pool.headroom.shapes = ballast_core::config::HeadroomShapes::Fixed;
+            let headroom = &mut pool.headroom;
+            let unit = headroom.unit_shape();
+            headroom.max = pods_within(headroom.max, &unit, shape).max(1);
+            let min = pods_within(headroom.min, &unit, shape);
+            // A floor that was some room stays some room.
+            headroom.min = if headroom.min > 0 { min.max(1) } else { 0 }.min(headroom.max);
+            headroom.pod_cpu_millis = shape.cpu_millis;
+            headroom.pod_memory_bytes = shape.memory_bytes;
+            headroom.shapes = if shape.extended.is_empty() {
+                HeadroomShapes::Fixed
+            } else {
+                HeadroomShapes::Listed(vec![ListedShape { name: "fixed".into(), shape: shape.clone() }])
+            };
         }
         s
+    }
+
+    /// The distinct shapes of the workload pods Ballast's pools serve (Deployments and
+    /// batches), smallest first: the fixed pause-pod shapes worth comparing.
+    pub fn workload_shapes(&self) -> Vec<PodShape> {
+        let deployments = self.deployments.iter().map(|d| (d.class, d.cpu_millis, d.memory_bytes, d.gpus));
+        let batches = self.batches.iter().map(|b| (b.class, b.cpu_millis, b.memory_bytes, b.gpus));
+        let shapes: std::collections::BTreeSet<PodShape> = deployments
+            .chain(batches)
+            .filter(|(class, ..)| self.class_pool[*class].is_some())
+            .map(|(_, cpu, mem, gpus)| crate::bridge::shape_of(crate::cluster::Requests { cpu, mem, gpu: gpus }))
+            .collect();
+        shapes.into_iter().collect()
     }
 
     /// The same scenario with the scheduler picking nodes by `scoring`.
@@ -388,4 +414,13 @@ impl Scenario {
             .collect();
         out
     }
+}
+
+/// How many pods of `shape` fit in the room of `pods` pods of `unit`, by CPU and by
+/// memory (rounded down): a bound in pods of one shape, read in another.
+fn pods_within(pods: u32, unit: &PodShape, shape: &PodShape) -> u32 {
+    let by = |room: u64, each: u64| room.checked_div(each).unwrap_or(u64::MAX);
+    let cpu = by(u64::from(pods) * unit.cpu_millis, shape.cpu_millis);
+    let memory = by(u64::from(pods) * unit.memory_bytes, shape.memory_bytes);
+    u32::try_from(cpu.min(memory)).unwrap_or(u32::MAX)
 }

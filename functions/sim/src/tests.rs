@@ -1361,3 +1361,30 @@ fn gpu_requests_are_checked() {
     let with_gpus = yaml.replace("spot_price: 0.08 }", "spot_price: 0.08, gpu: 1 }");
     Scenario::from_yaml(&with_gpus).unwrap_or_else(|e| panic!("{e}"));
 }
+
+/// A fixed pause-pod shape keeps the room `min` and `max` bound (the quota is written for
+/// it), and one asking for a GPU is listed with it, so its pause pods hold a GPU each.
+#[test]
+fn a_fixed_pause_pod_shape_keeps_the_room_and_asks_for_what_it_names() {
+    use ballast_core::config::HeadroomShapes;
+    use ballast_core::shape::PodShape;
+    let sc = Scenario::built_in("steady").unwrap();
+    let (min, max) = (sc.pools()[0].headroom.min, sc.pools()[0].headroom.max);
+    assert_eq!((min, max), (2, 40), "1 CPU / 2Gi pods");
+    let big = sc.with_pause_pod(&PodShape::new(4000, 14 << 30));
+    let h = &big.pools()[0].headroom;
+    // 40 CPU / 80Gi of room: 10 pods by CPU, 5 by memory; a floor of 2 such pods is some room.
+    assert_eq!((h.min, h.max, h.shapes.clone()), (1, 5, HeadroomShapes::Fixed));
+    let small = sc.with_pause_pod(&PodShape::new(500, 1 << 30));
+    assert_eq!((small.pools()[0].headroom.min, small.pools()[0].headroom.max), (4, 80));
+
+    let gpu = Scenario::built_in("ml-gpu").unwrap();
+    let shapes: Vec<String> = gpu.workload_shapes().iter().map(ToString::to_string).collect();
+    assert_eq!(shapes, ["2 CPU / 8Gi", "3 CPU / 12Gi + 1 nvidia.com/gpu"]);
+    let fixed = gpu.with_pause_pod(&gpu.workload_shapes()[1]);
+    assert!(matches!(&fixed.pools()[0].headroom.shapes, HeadroomShapes::Listed(l) if l.len() == 1));
+    let sim = started(&fixed, Strategy::Ballast, 42, 9 * HOUR);
+    let slots = sim.model.pause_slots(0);
+    assert!(slots.iter().any(|s| s.target > 0), "{slots:?}");
+    assert!(slots.iter().filter(|s| s.target > 0).all(|s| s.requests.gpu == 1), "{slots:?}");
+}

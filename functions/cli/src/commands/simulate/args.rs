@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use anyhow::{bail, Context};
+use ballast_core::shape::PodShape;
 use ballast_sim::scenario::Scoring;
 use ballast_sim::{HeadroomKnob, Strategy};
 use clap::Args;
@@ -53,24 +54,49 @@ pub struct SimulateArgs {
     /// and memory share). Default: the scenario's (`scheduler.scoring`, first-fit unless set).
     #[arg(long, value_enum)]
     pub(super) scoring: Option<ScoringArg>,
-    /// Pause pods of one fixed shape, `CPU/MEMORY` (e.g. `4/14Gi`), in every pool, for
-    /// Ballast (`headroom.shapes: fixed`) and the static baseline alike: what a fixed
-    /// pause-pod shape does against the shapes Ballast learns. `headroom.min`, `.max` and
-    /// the static replicas then count pods of this shape.
-    #[arg(long, value_name = "CPU/MEMORY", value_parser = parse_pause_pod)]
-    pub(super) pause_pod: Option<(u64, u64)>,
+    /// Pause pods of one fixed shape, `CPU/MEMORY` (e.g. `4/14Gi`), with extended
+    /// resources after commas (`3/12Gi,nvidia.com/gpu=1`), in every pool, for Ballast
+    /// and the static baseline alike: what a fixed pause-pod shape does against the
+    /// shapes Ballast learns. `headroom.min` and `.max` keep the room they bound, in pods
+    /// of this shape; the static replicas count pods of this shape.
+    #[arg(long, value_name = "CPU/MEMORY[,RESOURCE=N]", value_parser = parse_pause_pod)]
+    pub(super) pause_pod: Option<PodShape>,
 }
 
-/// `CPU/MEMORY` as Kubernetes quantities, both more than zero.
-fn parse_pause_pod(text: &str) -> Result<(u64, u64), String> {
-    let (cpu, memory) =
-        text.split_once('/').ok_or_else(|| format!("expected CPU/MEMORY, e.g. 4/14Gi, got `{text}`"))?;
+/// `CPU/MEMORY[,RESOURCE=N...]` as Kubernetes quantities, each more than zero.
+fn parse_pause_pod(text: &str) -> Result<PodShape, String> {
+    let mut parts = text.split(',');
+    let requests = parts.next().unwrap_or_default();
+    let (cpu, memory) = requests
+        .split_once('/')
+        .ok_or_else(|| format!("expected CPU/MEMORY, e.g. 4/14Gi or 3/12Gi,nvidia.com/gpu=1, got `{text}`"))?;
     let cpu = ballast_core::units::parse_cpu_millis(cpu).map_err(|e| format!("CPU `{cpu}`: {e}"))?;
     let memory = ballast_core::units::parse_memory_bytes(memory).map_err(|e| format!("memory `{memory}`: {e}"))?;
     if cpu == 0 || memory == 0 {
         return Err(format!("`{text}`: CPU and memory must be more than zero"));
     }
-    Ok((cpu, memory))
+    let mut shape = PodShape::new(cpu, memory);
+    for resource in parts {
+        let (name, count) = resource
+            .split_once('=')
+            .ok_or_else(|| format!("`{resource}`: expected RESOURCE=N, e.g. nvidia.com/gpu=1"))?;
+        let count: u64 = count.parse().map_err(|_| format!("`{resource}`: N must be a whole number"))?;
+        if name.is_empty() || count == 0 {
+            return Err(format!("`{resource}`: a resource name and a count of at least 1"));
+        }
+        shape.extended.insert(name.into(), count);
+    }
+    Ok(shape)
+}
+
+/// A shape as `--pause-pod` reads it back.
+pub(super) fn pause_pod_arg(shape: &PodShape) -> String {
+    use ballast_core::units::{format_cpu_millis, format_memory_bytes};
+    let mut arg = format!("{}/{}", format_cpu_millis(shape.cpu_millis), format_memory_bytes(shape.memory_bytes));
+    for (name, count) in &shape.extended {
+        arg += &format!(",{name}={count}");
+    }
+    arg
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -170,4 +196,23 @@ pub(super) fn parse_set(spec: &str) -> anyhow::Result<(HeadroomKnob, u32)> {
         bail!("--set: {value} is above 10000, as --sweep allows");
     }
     Ok((knob, value))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pause_pod_shape_reads_back_as_written() {
+        for text in ["4/14Gi", "500m/1Gi", "3/12Gi,nvidia.com/gpu=1"] {
+            let shape = parse_pause_pod(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+            assert_eq!(pause_pod_arg(&shape), text);
+        }
+        assert_eq!(parse_pause_pod("3/12Gi,nvidia.com/gpu=1").unwrap().extended["nvidia.com/gpu"], 1);
+        for bad in
+            ["4", "0/1Gi", "4/0", "4/14Gi,nvidia.com/gpu", "4/14Gi,nvidia.com/gpu=0", "4/14Gi,=1", "4/14Gi,gpu=x"]
+        {
+            assert!(parse_pause_pod(bad).is_err(), "{bad} was read");
+        }
+    }
 }

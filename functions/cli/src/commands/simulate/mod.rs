@@ -348,14 +348,20 @@ fn summary(scenario: &Scenario, runs: &[Report]) -> serde_json::Value {
     serde_json::Value::Object(out)
 }
 
+/// Each pool's `pod_cpu`/`pod_memory`, as `--pause-pod` reads it, once each.
+fn unit_shapes(scenario: &Scenario) -> Vec<String> {
+    let units: std::collections::BTreeSet<_> = scenario.pools().iter().map(|p| p.headroom.unit_shape()).collect();
+    units.iter().map(args::pause_pod_arg).collect()
+}
+
 pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
     let scenario = load(&args.scenario)?;
     let mut scenario = if args.repeat > 1 { scenario.repeated(args.repeat) } else { scenario };
     if let Some(scoring) = args.scoring {
         scenario = scenario.with_scoring(scoring.into());
     }
-    if let Some((cpu, memory)) = args.pause_pod {
-        scenario = scenario.with_pause_pod(cpu, memory);
+    if let Some(shape) = &args.pause_pod {
+        scenario = scenario.with_pause_pod(shape);
     }
     let sweep =
         args.sweep.as_deref().map(parse_sweep).transpose().map_err(|e| super::Unusable::Usage(format!("{e:#}")))?;
@@ -415,9 +421,14 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
         if args.json {
             println!(
                 "{}",
-                serde_json::to_string_pretty(
-                    &serde_json::json!({ "scenario": scenario.name, "seeds": seeds, "sweep": points })
-                )?
+                serde_json::to_string_pretty(&serde_json::json!({
+                    "scenario": scenario.name,
+                    "seeds": seeds,
+                    "workload_shapes": scenario.workload_shapes().iter().map(args::pause_pod_arg).collect::<Vec<_>>(),
+                    "unit_shapes": unit_shapes(&scenario),
+                    "days": scenario.days(),
+                    "sweep": points,
+                }))?
             );
         } else {
             println!(
