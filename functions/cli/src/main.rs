@@ -1,7 +1,7 @@
 //! `ballast`: plan offline, check events and config.
 //!
-//! Exit codes mean the same for every command: 0 valid (or done), 1 an input is invalid,
-//! 2 a usage error or a file that cannot be read.
+//! Exit codes mean the same for every command ([`commands::EXIT_CODES_HELP`]): 0 ok,
+//! 1 findings or an invalid input, 2 a usage error or an input that cannot be read.
 
 mod commands;
 
@@ -10,7 +10,12 @@ use std::process::ExitCode;
 use clap::{CommandFactory, Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "ballast", version, about = "Fast, safe spot capacity for EKS: simulate, plan, check")]
+#[command(
+    name = "ballast",
+    version,
+    about = "Fast, safe spot capacity for EKS: simulate, plan, check",
+    after_help = commands::EXIT_CODES_HELP
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -120,7 +125,21 @@ fn die_quietly_on_a_closed_pipe() {}
 
 fn main() -> ExitCode {
     die_quietly_on_a_closed_pipe();
-    let cli = Cli::parse();
+    // Every command that reports takes `--json`; with it, an error (clap's own usage
+    // errors too) is one JSON object on stderr.
+    let json = std::env::args_os().skip(1).any(|arg| arg == "--json");
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // --help and --version are not errors: clap prints them on stdout.
+        Err(err) if json && err.use_stderr() => {
+            let message = err.render().to_string();
+            // clap's own text starts `error: ` and ends with the usage and where to look
+            // for help: the first paragraph says what is wrong.
+            let message = message.trim().trim_start_matches("error: ").split("\n\n").next().unwrap_or_default();
+            return commands::report_error(&commands::usage(message), true);
+        }
+        Err(err) => err.exit(),
+    };
     let result = match cli.command {
         Command::Simulate(args) => commands::simulate::run(args),
         Command::Plan(args) => commands::plan::run(args),
@@ -151,12 +170,8 @@ fn main() -> ExitCode {
             Ok(ExitCode::SUCCESS)
         }
     };
-    // Every command: 0 valid, 1 invalid input, 2 usage error or unreadable file.
     match result {
         Ok(code) => code,
-        Err(err) => {
-            eprintln!("error: {err:#}");
-            commands::exit_code(&err)
-        }
+        Err(err) => commands::report_error(&err, json),
     }
 }

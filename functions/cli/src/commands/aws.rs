@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 use aws_lambda_events::event::sqs::SqsEvent;
 use ballast_cli::ops::doctor::{cluster, Doctor, Finding, Wiring};
 use ballast_lambda::{AwsApp, ConfigSource, Function, Settings};
@@ -34,10 +34,9 @@ pub struct InvokeArgs {
 }
 
 pub fn invoke(args: InvokeArgs) -> anyhow::Result<ExitCode> {
-    let text = String::from_utf8(super::read(&args.event)?)
-        .with_context(|| format!("{} is not UTF-8 text", args.event.display()))?;
-    let payload: Value =
-        serde_json::from_str(&text).with_context(|| format!("{} is not JSON", args.event.display()))?;
+    let text = super::read_text(&args.event)?;
+    let payload: Value = serde_json::from_str(&text)
+        .map_err(|e| super::Invalid::input(&args.event, format!("{} is not JSON: {e}", args.event.display())))?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async {
         let mut settings = match &args.config {

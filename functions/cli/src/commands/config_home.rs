@@ -1,14 +1,13 @@
 //! `ballast config push` and `ballast config pull`: the config's one home, an SSM
 //! parameter that the functions and the forwarder follow.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{bail, Context};
 use ballast_core::config::{Config, PARAMETER_MAX_BYTES};
 use clap::Args;
 
-use super::{Unusable, INVALID};
+use super::{Invalid, Unusable, INVALID};
 
 #[derive(Args)]
 pub struct PushArgs {
@@ -119,17 +118,19 @@ fn edit_in_place(text: &str, on: bool) -> String {
 }
 
 /// Why a text cannot be the config, as `config check` lists it.
-fn refuse_invalid(what: &str, text: &str) -> anyhow::Result<Config> {
+fn refuse_invalid(what: &str, text: &str) -> Result<Config, Invalid> {
     if text.len() > PARAMETER_MAX_BYTES {
-        bail!(
+        let why = format!(
             "{what} has {} bytes; an SSM parameter (Advanced tier) holds at most {PARAMETER_MAX_BYTES}: \
              shorten its comments or move pools to another deployment",
             text.len()
         );
+        return Err(Invalid::input(Path::new(what), why));
     }
     Config::from_yaml(text).map_err(|errors| {
         let lines: Vec<String> = errors.0.iter().map(ToString::to_string).collect();
-        anyhow::anyhow!("{what} is invalid, nothing written:\n  {}", lines.join("\n  "))
+        let message = format!("{what} is invalid, nothing written:\n  {}", lines.join("\n  "));
+        Invalid { input: Some(what.into()), message, problems: errors.0 }
     })
 }
 
@@ -141,8 +142,7 @@ pub fn push(args: PushArgs) -> anyhow::Result<ExitCode> {
         let client = ssm_client(&sdk, args.region.as_deref());
         let (what, text, named) = match &args.file {
             Some(path) => {
-                let text = String::from_utf8(super::read(path)?)
-                    .with_context(|| format!("{} is not UTF-8 text", path.display()))?;
+                let text = super::read_text(path)?;
                 (path.display().to_string(), text, None)
             }
             None if args.dry_run => {
@@ -158,23 +158,13 @@ pub fn push(args: PushArgs) -> anyhow::Result<ExitCode> {
             }
         };
         let text = if args.dry_run {
-            match with_dry_run(&text, true) {
-                Ok(text) => text,
-                Err(why) => {
-                    eprintln!("error: cannot set dry_run in {what}: {why}; nothing written");
-                    return Ok(ExitCode::from(INVALID));
-                }
-            }
+            with_dry_run(&text, true).map_err(|why| {
+                Invalid::input(Path::new(&what), format!("cannot set dry_run in {what}: {why}; nothing written"))
+            })?
         } else {
             text
         };
-        let config = match refuse_invalid(&what, &text) {
-            Ok(config) => config,
-            Err(e) => {
-                eprintln!("error: {e:#}");
-                return Ok(ExitCode::from(INVALID));
-            }
-        };
+        let config = refuse_invalid(&what, &text)?;
         let parameter = match named {
             Some(parameter) => parameter,
             None => parameter_of(&args.parameter, Some(&config.cluster))?,

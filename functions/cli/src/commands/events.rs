@@ -31,17 +31,8 @@ pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let origin = match (&args.config, &args.region) {
         (Some(path), _) => match load_config(path)? {
             Ok(config) => Some(config.origin()),
-            Err(errors) => {
-                if args.json {
-                    println!(
-                        "{}",
-                        serde_json::json!({"file": path, "valid": false, "config": true, "errors": errors.0})
-                    );
-                    return Ok(ExitCode::from(super::INVALID));
-                }
-                let lines: Vec<String> = errors.0.iter().map(ToString::to_string).collect();
-                anyhow::bail!("{} is invalid:\n  {}", path.display(), lines.join("\n  "))
-            }
+            // No event is checked against an invalid config: an error, not a finding.
+            Err(errors) => return Err(super::Invalid::config(path, errors).into()),
         },
         (None, Some(region)) => Some(Origin { account: args.account.clone(), region: region.clone() }),
         (None, None) => None,

@@ -14,14 +14,26 @@ use std::process::ExitCode;
 
 use ballast_core::config::{Config, ConfigErrors, ConfigIssue, MAX_CONFIG_BYTES};
 
-/// Exit codes, the same for every command: 0 valid, [`INVALID`] when an input is
-/// invalid, [`UNUSABLE`] for a usage error or a file that cannot be read (clap's own
-/// usage errors exit 2 too).
+/// Exit codes, the same for every command: 0 ok (valid, done, nothing found),
+/// [`INVALID`] for findings or an invalid input, [`UNUSABLE`] for a usage error or an
+/// input that cannot be read (clap's own usage errors exit 2 too).
 pub const INVALID: u8 = 1;
 pub const UNUSABLE: u8 = 2;
 
+/// The exit codes as `ballast --help` lists them (and the CLI reference after it).
+pub const EXIT_CODES_HELP: &str = "\
+Exit codes (every command):
+  0  ok: valid, done, nothing found
+  1  findings or invalid input: a check failed (events check, config check, doctor,
+     dead-letters, config push --diff), an input is invalid, or a call to AWS failed
+  2  usage: a bad flag, argument or combination, or an input that cannot be read
+
+With --json, a failure is one JSON object on stderr and nothing on stdout:
+  {\"error\": {\"kind\": \"usage\" | \"unreadable\" | \"invalid\" | \"failed\",
+             \"message\": \"...\", \"exit_code\": 1 | 2, \"input\": \"FILE\", \"problems\": [...]}}";
+
 /// Why a command could not judge its input at all (exit [`UNUSABLE`]); every other error
-/// is an invalid input (exit [`INVALID`]).
+/// is an invalid input or a failed call (exit [`INVALID`]).
 #[derive(Debug, thiserror::Error)]
 pub enum Unusable {
     #[error("cannot read {}", path.display())]
@@ -41,19 +53,99 @@ pub enum Unusable {
     Usage(String),
 }
 
+/// An input that was read and is not valid (exit [`INVALID`]): which file, and with a
+/// config each problem where it is, so `--json` can name them apart.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct Invalid {
+    pub input: Option<PathBuf>,
+    pub message: String,
+    pub problems: Vec<ConfigIssue>,
+}
+
+impl Invalid {
+    /// `input` is not what it must be, for the reason `why` (the whole chain is kept).
+    pub fn input(input: &Path, why: impl std::fmt::Display) -> Invalid {
+        Invalid { input: Some(input.to_path_buf()), message: format!("{why:#}"), problems: Vec::new() }
+    }
+
+    /// A config that is not valid, each of its problems on a line of the message.
+    pub fn config(input: &Path, errors: ConfigErrors) -> Invalid {
+        let lines: Vec<String> = errors.0.iter().map(ToString::to_string).collect();
+        Invalid {
+            input: Some(input.to_path_buf()),
+            message: format!("{} is invalid:\n  {}", input.display(), lines.join("\n  ")),
+            problems: errors.0,
+        }
+    }
+}
+
 /// The exit code for a command's error: [`UNUSABLE`] when it (or its cause) is
 /// [`Unusable`], else [`INVALID`].
 pub fn exit_code(err: &anyhow::Error) -> ExitCode {
+    ExitCode::from(exit_status(err))
+}
+
+fn exit_status(err: &anyhow::Error) -> u8 {
     if err.chain().any(|e| e.downcast_ref::<Unusable>().is_some()) {
-        ExitCode::from(UNUSABLE)
+        UNUSABLE
     } else {
-        ExitCode::from(INVALID)
+        INVALID
     }
+}
+
+/// A command's error as `--json` prints it on stderr:
+/// `{"error": {"kind", "message", "exit_code"[, "input"][, "problems"]}}`. `kind` is
+/// `usage`, `unreadable` (an input that cannot be read), `invalid` (an input that is
+/// not valid) or `failed` (anything else: a call to AWS, the cluster).
+pub fn error_object(err: &anyhow::Error) -> serde_json::Value {
+    let mut error = serde_json::json!({ "message": format!("{err:#}"), "exit_code": exit_status(err) });
+    let (kind, input, problems) = match err
+        .chain()
+        .find_map(|e| e.downcast_ref::<Unusable>().map(Ok).or_else(|| e.downcast_ref::<Invalid>().map(Err)))
+    {
+        Some(Ok(Unusable::Usage(_))) => ("usage", None, None),
+        Some(Ok(Unusable::Unreadable { path, .. } | Unusable::Malformed { path, .. })) => {
+            ("unreadable", Some(path.as_path()), None)
+        }
+        Some(Err(invalid)) => ("invalid", invalid.input.as_deref(), Some(&invalid.problems)),
+        None => ("failed", None, None),
+    };
+    error["kind"] = kind.into();
+    if let Some(input) = input {
+        error["input"] = input.display().to_string().into();
+    }
+    if let Some(problems) = problems.filter(|p| !p.is_empty()) {
+        error["problems"] = serde_json::to_value(problems).unwrap_or_default();
+    }
+    serde_json::json!({ "error": error })
+}
+
+/// Says what went wrong on stderr (one JSON object with `json`, else `error: ...`) and
+/// gives the exit code: what every command does with its error.
+pub fn report_error(err: &anyhow::Error, json: bool) -> ExitCode {
+    if json {
+        eprintln!("{}", error_object(err));
+    } else {
+        eprintln!("error: {err:#}");
+    }
+    exit_code(err)
+}
+
+/// A usage error (exit [`UNUSABLE`]) with its reason.
+pub fn usage(why: impl Into<String>) -> anyhow::Error {
+    Unusable::Usage(why.into()).into()
 }
 
 /// Reads a whole file, or says it cannot be read.
 pub fn read(path: &Path) -> Result<Vec<u8>, Unusable> {
     std::fs::read(path).map_err(|source| Unusable::Unreadable { path: path.to_path_buf(), source })
+}
+
+/// Reads a whole file as UTF-8 text: unreadable, or an invalid input when it is not text.
+pub fn read_text(path: &Path) -> anyhow::Result<String> {
+    String::from_utf8(read(path)?)
+        .map_err(|e| Invalid::input(path, format!("{} is not UTF-8 text ({})", path.display(), e.utf8_error())).into())
 }
 
 /// Reads and validates a config file: `Err` when it cannot be read; `Ok(Err)` with every
@@ -77,8 +169,5 @@ pub fn load_config(path: &Path) -> Result<Result<Config, ConfigErrors>, Unusable
 
 /// A config that must be valid for the command to go on: its problems are the error.
 pub fn valid_config(path: &Path) -> anyhow::Result<Config> {
-    load_config(path)?.map_err(|errors| {
-        let lines: Vec<String> = errors.0.iter().map(ToString::to_string).collect();
-        anyhow::anyhow!("{} is invalid:\n  {}", path.display(), lines.join("\n  "))
-    })
+    Ok(load_config(path)?.map_err(|errors| Invalid::config(path, errors))?)
 }

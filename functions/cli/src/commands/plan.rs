@@ -9,7 +9,7 @@ use ballast_core::snapshot::{Snapshot, SnapshotPorts};
 use chrono::{DateTime, Utc};
 use clap::Args;
 
-use super::{valid_config, Unusable};
+use super::{valid_config, Invalid, Unusable};
 
 #[derive(Args)]
 pub struct PlanArgs {
@@ -32,9 +32,9 @@ pub struct PlanArgs {
 
 pub fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
     let config = valid_config(&args.config)?;
-    let state_text = String::from_utf8(super::read(&args.state)?)
-        .with_context(|| format!("{} is not UTF-8 text", args.state.display()))?;
-    let snapshot = Snapshot::from_json(&state_text).map_err(|e| anyhow::anyhow!("{}: {e}", args.state.display()))?;
+    let state_text = super::read_text(&args.state)?;
+    let snapshot = Snapshot::from_json(&state_text)
+        .map_err(|e| Invalid::input(&args.state, format!("{}: {e}", args.state.display())))?;
     let origin = config.origin();
     let mut events = Vec::new();
     for file in &args.events {
@@ -45,7 +45,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
                 Some(id) => format!("{}: message {id}", file.display()),
                 None => file.display().to_string(),
             };
-            events.push(parsed.with_context(|| format!("{what} is not a valid event"))?);
+            events.push(parsed.map_err(|e| Invalid::input(file, format!("{what} is not a valid event: {e}")))?);
         }
     }
     if events.is_empty() {

@@ -3,7 +3,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use anyhow::Context;
 use ballast_sim::scenario::{InterruptionHandling, Scoring};
 use ballast_sim::{simulate, with_headroom, HeadroomKnob, Report, Scenario, Strategy};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
@@ -15,9 +14,11 @@ use args::{parse_set, parse_sweep};
 fn load(name: &str) -> anyhow::Result<Scenario> {
     let path = PathBuf::from(name);
     if path.extension().is_some_and(|e| e == "yaml" || e == "yml") || path.exists() {
-        let text =
-            String::from_utf8(super::read(&path)?).with_context(|| format!("{} is not UTF-8 text", path.display()))?;
-        return Scenario::from_yaml(&text).with_context(|| format!("{} is not a valid scenario", path.display()));
+        let text = super::read_text(&path)?;
+        return Scenario::from_yaml(&text).map_err(|e| {
+            let why = anyhow::Error::from(e).context(format!("{} is not a valid scenario", path.display()));
+            super::Invalid::input(&path, why).into()
+        });
     }
     // An unknown name is a usage error, like any other bad argument.
     Scenario::built_in(name).map_err(|e| super::Unusable::Usage(e.to_string()).into())
