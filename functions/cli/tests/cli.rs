@@ -794,8 +794,8 @@ fn simulate_default_compares_three_strategies() {
         let runs = strategy["runs"].as_array().unwrap();
         assert_eq!(runs.len(), 3, "one run per seed");
         // The summary is the mean of the runs.
-        let costs: Vec<f64> = runs.iter().map(|r| r["cost"].as_f64().unwrap()).collect();
-        let mean = strategy["summary"]["cost"]["mean"].as_f64().unwrap();
+        let costs: Vec<f64> = runs.iter().map(|r| r["cost_usd"].as_f64().unwrap()).collect();
+        let mean = strategy["summary"]["cost_usd"]["mean"].as_f64().unwrap();
         assert!((mean - costs.iter().sum::<f64>() / 3.0).abs() < 1e-9, "{mean} {costs:?}");
         let s = &runs[0];
         for field in [
@@ -805,10 +805,17 @@ fn simulate_default_compares_three_strategies() {
             "pending_pod_seconds",
             "spot_node_hours",
             "on_demand_node_hours",
-            "cost",
+            "cost_usd",
             "mean_spare_capacity_pct",
         ] {
             assert!(s[field].is_number(), "{field} in {s}");
+        }
+        // The summary's keys are identifiers, each the runs' own key for that figure.
+        let summary = strategy["summary"].as_object().unwrap();
+        assert!(summary.len() >= 21, "{summary:?}");
+        for key in summary.keys() {
+            let identifier = key.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+            assert!(identifier && s.get(key).is_some(), "summary key `{key}` is not a run's key");
         }
     }
     // The baselines again under Capacity Rebalancing, and Ballast's cut in pending
@@ -819,7 +826,7 @@ fn simulate_default_compares_three_strategies() {
         .map(|s| (s["strategy"].as_str().unwrap(), s["interruption_handling"].as_str().unwrap()))
         .collect();
     assert_eq!(again, vec![("CA alone", "capacity-rebalance"), ("CA + static", "capacity-rebalance")]);
-    let mean_pending = |s: &serde_json::Value| s["summary"]["pending pod-seconds"]["mean"].as_f64().unwrap();
+    let mean_pending = |s: &serde_json::Value| s["summary"]["pending_pod_seconds"]["mean"].as_f64().unwrap();
     let with_ballast = mean_pending(&v["strategies"][2]);
     let cut = &v["pending_pod_cut"];
     let cuts: Vec<f64> = v["strategies"].as_array().unwrap()[..2]
@@ -1029,6 +1036,93 @@ fn simulate_rejects_bad_input_with_a_reason() {
     let out = ballast(&["simulate", "ballast.example.yaml"]);
     assert_eq!(out.status.code(), Some(1), "a config is not a scenario: an invalid input");
     assert!(String::from_utf8_lossy(&out.stderr).contains("is not a valid scenario"));
+}
+
+/// `--plot` is refused before anything runs when the plot could not be written: another
+/// format than SVG is a usage error; a path that cannot be written (no such directory, a
+/// file where a directory should be, a file system that takes no new file) is unwritable.
+/// Either way exit 2 and nothing on stdout, and no file left behind.
+#[test]
+fn simulate_refuses_a_plot_it_cannot_write_before_running() {
+    let dir = scratch("plot-refused");
+    let png = dir.join("day.png");
+    let mut cases = vec![
+        (png.clone(), "usage", "only SVG is drawn"),
+        (dir.join("day"), "usage", "only SVG is drawn"),
+        (dir.join("missing/day.svg"), "unwritable", "No such file or directory"),
+        (root().join("Cargo.toml/day.svg"), "unwritable", "Not a directory"),
+    ];
+    // sysfs takes no new file from anyone, root included (these tests may run as root,
+    // for whom a read-only mode bit is no obstacle).
+    if cfg!(target_os = "linux") && Path::new("/sys/kernel").is_dir() {
+        cases.push((PathBuf::from("/sys/ballast-day.svg"), "unwritable", "Permission denied"));
+    }
+    for (path, kind, reason) in cases {
+        let started = std::time::Instant::now();
+        let out = ballast(&["simulate", "business-day", "--json", "--plot", path.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(2), "{}", path.display());
+        assert!(out.stdout.is_empty(), "nothing on stdout on failure");
+        let error: serde_json::Value = serde_json::from_slice(&out.stderr).unwrap();
+        assert_eq!(error["error"]["kind"], kind, "{error}");
+        assert!(error["error"]["message"].as_str().unwrap().contains(reason), "{error}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(5), "refused before simulating");
+        assert!(!path.exists(), "{} left behind", path.display());
+    }
+    // Without --json the reason is a line on stderr, and the exit the same.
+    let out = ballast(&["simulate", "steady", "--plot", png.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).starts_with("error: --plot "), "{out:?}");
+    // A file that is there already is written over, not refused.
+    let there = dir.join("there.svg");
+    std::fs::write(&there, "old").unwrap();
+    let out = ballast(&["simulate", "steady", "--seeds", "1", "--strategy", "ca", "--plot", there.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(std::fs::read_to_string(&there).unwrap().starts_with("<svg"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The timeline names the seed its runs had and shades the scenario's spot capacity
+/// losses and storms, each labelled.
+#[test]
+fn simulate_plot_names_its_seed_and_marks_capacity_losses_and_storms() {
+    let dir = scratch("plot-marks");
+    let svg = dir.join("day.svg");
+    let out = ballast(&["simulate", "business-day", "--seed", "7", "--seeds", "2", "--plot", svg.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = std::fs::read_to_string(&svg).unwrap();
+    for expected in [
+        "business-day: CA alone, seed 7",
+        "business-day: CA + Ballast, seed 7",
+        "no spot: m6i.2xlarge, m5.2xlarge",
+        "storm: 30% of spot nodes",
+        "spot capacity loss / storm",
+    ] {
+        assert!(text.contains(expected), "{expected} not in the plot");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A sweep varies Ballast's settings and runs Ballast alone: `--strategy ballast` is the
+/// same sweep, another strategy a usage error that says why.
+#[test]
+fn simulate_sweep_takes_strategy_ballast_and_refuses_the_others() {
+    let sweep = |extra: &[&str]| {
+        let mut args = vec!["simulate", "steady", "--seeds", "1", "--sweep", "headroom=0:10:10", "--json"];
+        args.extend_from_slice(extra);
+        ballast(&args)
+    };
+    let (plain, ballast_only) = (sweep(&[]), sweep(&["--strategy", "ballast"]));
+    assert!(ballast_only.status.success(), "{}", String::from_utf8_lossy(&ballast_only.stderr));
+    assert_eq!(plain.stdout, ballast_only.stdout, "the same sweep");
+    for other in ["ca", "static"] {
+        let out = sweep(&["--strategy", other]);
+        assert_eq!(out.status.code(), Some(2), "--strategy {other}");
+        assert!(out.stdout.is_empty());
+        let error: serde_json::Value = serde_json::from_slice(&out.stderr).unwrap();
+        assert_eq!(error["error"]["kind"], "usage");
+        let message = error["error"]["message"].as_str().unwrap();
+        assert!(message.contains(&format!("runs Ballast alone: --strategy {other} has none to vary")), "{message}");
+    }
 }
 
 /// The README shows what `ballast simulate` prints on the embedded default; it must stay

@@ -474,6 +474,8 @@ pub struct Report {
     pub pending_pod_seconds: f64,
     pub spot_node_hours: f64,
     pub on_demand_node_hours: f64,
+    /// What the run's nodes cost, in US dollars (`cost_usd` in JSON: the unit in the name).
+    #[serde(rename = "cost_usd")]
     pub cost: f64,
     pub mean_spare_capacity_pct: f64,
     /// From the first failed spot launch of a capacity loss to on-demand requested.

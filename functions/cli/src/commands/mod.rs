@@ -26,10 +26,11 @@ Exit codes (every command):
   0  ok: valid, done, nothing found
   1  findings or invalid input: a check failed (events check, config check, doctor,
      dead-letters, config push --diff), an input is invalid, or a call to AWS failed
-  2  usage: a bad flag, argument or combination, or an input that cannot be read
+  2  usage: a bad flag, argument or combination, an input that cannot be read or an
+     output that cannot be written (checked before anything runs)
 
 With --json, a failure is one JSON object on stderr and nothing on stdout:
-  {\"error\": {\"kind\": \"usage\" | \"unreadable\" | \"invalid\" | \"failed\",
+  {\"error\": {\"kind\": \"usage\" | \"unreadable\" | \"unwritable\" | \"invalid\" | \"failed\",
              \"message\": \"...\", \"exit_code\": 1 | 2, \"input\": \"FILE\", \"problems\": [...]}}";
 
 /// Why a command could not judge its input at all (exit [`UNUSABLE`]); every other error
@@ -48,6 +49,12 @@ pub enum Unusable {
         what: &'static str,
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    #[error("cannot write {}", path.display())]
+    Unwritable {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
     },
     #[error("{0}")]
     Usage(String),
@@ -96,8 +103,9 @@ fn exit_status(err: &anyhow::Error) -> u8 {
 
 /// A command's error as `--json` prints it on stderr:
 /// `{"error": {"kind", "message", "exit_code"[, "input"][, "problems"]}}`. `kind` is
-/// `usage`, `unreadable` (an input that cannot be read), `invalid` (an input that is
-/// not valid) or `failed` (anything else: a call to AWS, the cluster).
+/// `usage`, `unreadable` (an input that cannot be read), `unwritable` (an output, with
+/// its `output` path), `invalid` (an input that is not valid) or `failed` (anything
+/// else: a call to AWS, the cluster).
 pub fn error_object(err: &anyhow::Error) -> serde_json::Value {
     let mut error = serde_json::json!({ "message": format!("{err:#}"), "exit_code": exit_status(err) });
     let (kind, input, problems) = match err
@@ -107,6 +115,10 @@ pub fn error_object(err: &anyhow::Error) -> serde_json::Value {
         Some(Ok(Unusable::Usage(_))) => ("usage", None, None),
         Some(Ok(Unusable::Unreadable { path, .. } | Unusable::Malformed { path, .. })) => {
             ("unreadable", Some(path.as_path()), None)
+        }
+        Some(Ok(Unusable::Unwritable { path, .. })) => {
+            error["output"] = path.display().to_string().into();
+            ("unwritable", None, None)
         }
         Some(Err(invalid)) => ("invalid", invalid.input.as_deref(), Some(&invalid.problems)),
         None => ("failed", None, None),

@@ -126,6 +126,14 @@ pub(super) enum StrategyArg {
     Ballast,
 }
 
+impl StrategyArg {
+    /// The name `--strategy` takes.
+    pub(super) fn name(self) -> String {
+        use clap::ValueEnum;
+        self.to_possible_value().map(|v| v.get_name().to_string()).unwrap_or_default()
+    }
+}
+
 impl From<StrategyArg> for Strategy {
     fn from(s: StrategyArg) -> Strategy {
         match s {

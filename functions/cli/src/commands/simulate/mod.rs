@@ -1,5 +1,5 @@
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -22,6 +22,23 @@ fn load(name: &str) -> anyhow::Result<Scenario> {
     }
     // An unknown name is a usage error, like any other bad argument.
     Scenario::built_in(name).map_err(|e| super::Unusable::Usage(e.to_string()).into())
+}
+
+/// `--plot`'s file, refused before anything runs when the plot could not be written
+/// there: another format than SVG (a usage error), or a file that cannot be created or
+/// written (a missing directory, a read-only one). A file made only to find that out is
+/// removed again.
+fn check_plot_path(path: &Path) -> Result<(), super::Unusable> {
+    if !path.extension().is_some_and(|e| e.eq_ignore_ascii_case("svg")) {
+        return Err(super::Unusable::Usage(format!("--plot {}: only SVG is drawn: name a .svg file", path.display())));
+    }
+    let existed = path.exists();
+    let unwritable = |source| super::Unusable::Unwritable { path: path.to_path_buf(), source };
+    std::fs::OpenOptions::new().write(true).create(true).truncate(false).open(path).map_err(unwritable)?;
+    if !existed {
+        std::fs::remove_file(path).map_err(unwritable)?;
+    }
+    Ok(())
 }
 
 /// One simulation to run.
@@ -117,40 +134,71 @@ fn capacity_rebalance(r: &Report) -> bool {
     r.interruption_handling == InterruptionHandling::CapacityRebalance
 }
 
-type Row = (&'static str, fn(&Report) -> Option<f64>, fn(f64) -> String);
+/// A row of the table: its label for people, its key in `--json`'s summary (the
+/// report's field, the unit in its name), its value in one run and how it is shown.
+struct Row {
+    label: &'static str,
+    key: &'static str,
+    value: fn(&Report) -> Option<f64>,
+    show: fn(f64) -> String,
+}
+
+const fn row(
+    label: &'static str,
+    key: &'static str,
+    value: fn(&Report) -> Option<f64>,
+    show: fn(f64) -> String,
+) -> Row {
+    Row { label, key, value, show }
+}
 
 const WAIT_P95: &str = "first-start wait p95";
 
+fn count(v: f64) -> String {
+    format!("{v:.1}")
+}
+
+fn percent(v: f64) -> String {
+    format!("{v:.1}%")
+}
+
 const ROWS: [Row; 21] = [
-    ("first-start wait p50", |r| Some(r.pod_wait_p50_s), humanise),
-    (WAIT_P95, |r| Some(r.pod_wait_p95_s), humanise),
-    ("first-start wait max", |r| Some(r.pod_wait_max_s), humanise),
-    ("re-placed wait p95", |r| Some(r.replaced_wait_p95_s), humanise),
-    ("pending pod-seconds", |r| Some(r.pending_pod_seconds), |v| format!("{v:.0}")),
-    ("spot node-hours", |r| Some(r.spot_node_hours), |v| format!("{v:.1}")),
-    ("on-demand node-hours", |r| Some(r.on_demand_node_hours), |v| format!("{v:.1}")),
-    ("cost", |r| Some(r.cost), |v| format!("${v:.2}")),
-    ("mean spare capacity", |r| Some(r.mean_spare_capacity_pct), |v| format!("{v:.1}%")),
-    ("spot loss → on-demand", |r| r.spot_loss_to_on_demand_s, humanise),
-    ("back to spot after", |r| r.return_to_spot_s, humanise),
-    ("spot interruptions", |r| Some(f64::from(r.interruptions)), |v| format!("{v:.1}")),
-    ("rebalance signals", |r| Some(f64::from(r.rebalance_recommendations)), |v| format!("{v:.1}")),
-    ("  of them false", |r| Some(f64::from(r.false_rebalance_recommendations)), |v| format!("{v:.1}")),
-    ("NTH drains", |r| nth(r).then_some(f64::from(r.nth_drains)), |v| format!("{v:.1}")),
-    (
-        "CR replacements",
-        |r| capacity_rebalance(r).then_some(f64::from(r.rebalance_replacements)),
-        |v| format!("{v:.1}"),
+    row("first-start wait p50", "pod_wait_p50_s", |r| Some(r.pod_wait_p50_s), humanise),
+    row(WAIT_P95, "pod_wait_p95_s", |r| Some(r.pod_wait_p95_s), humanise),
+    row("first-start wait max", "pod_wait_max_s", |r| Some(r.pod_wait_max_s), humanise),
+    row("re-placed wait p95", "replaced_wait_p95_s", |r| Some(r.replaced_wait_p95_s), humanise),
+    row("pending pod-seconds", "pending_pod_seconds", |r| Some(r.pending_pod_seconds), |v| format!("{v:.0}")),
+    row("spot node-hours", "spot_node_hours", |r| Some(r.spot_node_hours), |v| format!("{v:.1}")),
+    row("on-demand node-hours", "on_demand_node_hours", |r| Some(r.on_demand_node_hours), |v| format!("{v:.1}")),
+    row("cost", "cost_usd", |r| Some(r.cost), |v| format!("${v:.2}")),
+    row("mean spare capacity", "mean_spare_capacity_pct", |r| Some(r.mean_spare_capacity_pct), percent),
+    row("spot loss → on-demand", "spot_loss_to_on_demand_s", |r| r.spot_loss_to_on_demand_s, humanise),
+    row("back to spot after", "return_to_spot_s", |r| r.return_to_spot_s, humanise),
+    row("spot interruptions", "interruptions", |r| Some(f64::from(r.interruptions)), count),
+    row("rebalance signals", "rebalance_recommendations", |r| Some(f64::from(r.rebalance_recommendations)), count),
+    row(
+        "  of them false",
+        "false_rebalance_recommendations",
+        |r| Some(f64::from(r.false_rebalance_recommendations)),
+        count,
     ),
-    ("peak nodes", |r| Some(f64::from(r.peak_nodes)), |v| format!("{v:.1}")),
-    ("headroom held at max", |r| r.headroom_held_at_max_pct, |v| format!("{v:.1}%")),
-    ("headroom held at min", |r| r.headroom_held_at_min_pct, |v| format!("{v:.1}%")),
-    ("CA stale slots taken", |r| r.ca_stale_slots_taken.map(f64::from), |v| format!("{v:.1}")),
-    ("raises made again", |r| r.raises_remade.map(f64::from), |v| format!("{v:.1}")),
+    row("NTH drains", "nth_drains", |r| nth(r).then_some(f64::from(r.nth_drains)), count),
+    row(
+        "CR replacements",
+        "rebalance_replacements",
+        |r| capacity_rebalance(r).then_some(f64::from(r.rebalance_replacements)),
+        count,
+    ),
+    row("peak nodes", "peak_nodes", |r| Some(f64::from(r.peak_nodes)), count),
+    row("headroom held at max", "headroom_held_at_max_pct", |r| r.headroom_held_at_max_pct, percent),
+    row("headroom held at min", "headroom_held_at_min_pct", |r| r.headroom_held_at_min_pct, percent),
+    row("CA stale slots taken", "ca_stale_slots_taken", |r| r.ca_stale_slots_taken.map(f64::from), count),
+    row("raises made again", "raises_remade", |r| r.raises_remade.map(f64::from), count),
 ];
 
-/// A row that only some scenarios have: its label and its value in one run's report.
-type ScenarioRow = (String, Box<dyn Fn(&Report) -> Option<f64>>);
+/// A row that only some scenarios have: its label, its key in `--json`'s summary and
+/// its value in one run's report.
+type ScenarioRow = (String, String, Box<dyn Fn(&Report) -> Option<f64>>);
 
 /// Rows printed under `first-start wait p95`: with Jobs in the scenario, the p95 of
 /// long-running workloads' pods and of Jobs' pods apart (a Job burst can set the p95
@@ -158,14 +206,16 @@ type ScenarioRow = (String, Box<dyn Fn(&Report) -> Option<f64>>);
 fn wait_rows(scenario: &Scenario) -> Vec<ScenarioRow> {
     let mut rows: Vec<ScenarioRow> = Vec::new();
     if !scenario.batches.is_empty() {
-        rows.push(("  long-running p95".into(), Box::new(|r: &Report| r.long_running_wait_p95_s)));
-        rows.push(("  Jobs p95".into(), Box::new(|r: &Report| r.job_wait_p95_s)));
+        let long_running = |r: &Report| r.long_running_wait_p95_s;
+        rows.push(("  long-running p95".into(), "long_running_wait_p95_s".into(), Box::new(long_running)));
+        rows.push(("  Jobs p95".into(), "job_wait_p95_s".into(), Box::new(|r: &Report| r.job_wait_p95_s)));
     }
     let days = scenario.days();
     if days > 1 {
         for day in 0..days as usize {
             let value = move |r: &Report| r.daily_wait_p95_s.get(day).copied().flatten();
-            rows.push((format!("  day {} p95", day + 1), Box::new(value)));
+            let (label, key) = (format!("  day {} p95", day + 1), format!("day_{}_wait_p95_s", day + 1));
+            rows.push((label, key, Box::new(value)));
         }
     }
     rows
@@ -208,10 +258,10 @@ fn print_rows(scenario: &Scenario, seeds: &[u64], runs: &[Vec<Report>], skip_emp
         }
         println!();
     };
-    for (label, value, show) in ROWS {
-        print_row(label, &value, show);
-        if label == WAIT_P95 {
-            for (label, value) in wait_rows(scenario) {
+    for row in ROWS {
+        print_row(row.label, &row.value, row.show);
+        if row.label == WAIT_P95 {
+            for (label, _, value) in wait_rows(scenario) {
                 print_row(&label, &*value, humanise);
             }
         }
@@ -242,7 +292,6 @@ fn print_table(scenario: &Scenario, seeds: &[u64], runs: &[Vec<Report>], other_h
     // each pool's share follows.
     let pools = scenario.pools();
     if pools.len() > 1 {
-        let percent = |v: f64| format!("{v:.1}%");
         for (i, pool) in pools.iter().enumerate() {
             for (bound, at_max) in [("max", true), ("min", false)] {
                 print!("{:<22}", format!("  at {bound}, {}", pool.name));
@@ -335,16 +384,16 @@ fn pending_cut(runs: &[Vec<Report>], other_handling: &[Vec<Report>]) -> Option<P
 /// Mean and standard deviation of what the runs measured (`None`s left out).
 fn summary(scenario: &Scenario, runs: &[Report]) -> serde_json::Value {
     let mut out = serde_json::Map::new();
-    let mut put = |label: &str, value: &dyn Fn(&Report) -> Option<f64>| {
+    let mut put = |key: &str, value: &dyn Fn(&Report) -> Option<f64>| {
         let seen: Vec<f64> = runs.iter().filter_map(value).collect();
         let (mean, sd) = mean_sd(&seen).unzip();
-        out.insert(label.trim().into(), serde_json::json!({ "mean": mean, "sd": sd, "runs": seen.len() }));
+        out.insert(key.into(), serde_json::json!({ "mean": mean, "sd": sd, "runs": seen.len() }));
     };
-    for (label, value, _) in ROWS {
-        put(label, &value);
+    for row in ROWS {
+        put(row.key, &row.value);
     }
-    for (label, value) in wait_rows(scenario) {
-        put(&label, &*value);
+    for (_, key, value) in wait_rows(scenario) {
+        put(&key, &*value);
     }
     serde_json::Value::Object(out)
 }
@@ -374,6 +423,19 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
             return Err(super::Unusable::Usage(why.into()).into());
         }
         scenario = with_headroom(&scenario, knob, value);
+    }
+    // A sweep varies Ballast's settings: only Ballast has them.
+    if let (Some(_), Some(strategy)) = (&sweep, args.strategy) {
+        if Strategy::from(strategy) != Strategy::Ballast {
+            return Err(super::usage(format!(
+                "--sweep varies Ballast's headroom settings and runs Ballast alone: --strategy {} has none to vary \
+                 (leave --strategy out, or give --strategy ballast)",
+                strategy.name()
+            )));
+        }
+    }
+    if let Some(path) = &args.plot {
+        check_plot_path(path)?;
     }
     let seeds: Vec<u64> = (0..args.seeds).map(|k| args.seed.wrapping_add(k)).collect();
     let started = Instant::now();
@@ -419,6 +481,11 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
                     .collect(),
             })
             .collect();
+        // The plot first: a plot that fails leaves nothing on stdout.
+        if let Some(path) = &args.plot {
+            ballast_sim::plot::sweep(path, &scenario.name, &seeds, &points)?;
+            eprintln!("wrote {}", path.display());
+        }
         if args.json {
             println!(
                 "{}",
@@ -481,10 +548,6 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
                 );
             }
         }
-        if let Some(path) = &args.plot {
-            ballast_sim::plot::sweep(path, &scenario.name, &points)?;
-            eprintln!("wrote {}", path.display());
-        }
     } else {
         let strategies: Vec<Strategy> = match args.strategy {
             Some(one) => vec![one.into()],
@@ -504,6 +567,14 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
         let reports = run_all(jobs);
         let mut runs: Vec<Vec<Report>> = reports.chunks(seeds.len()).map(<[Report]>::to_vec).collect();
         let other_handling = runs.split_off(strategies.len());
+        if let Some(path) = &args.plot {
+            // The timeline of the first seed's runs.
+            let first: Vec<Report> = runs.iter().map(|r| r[0].clone()).collect();
+            // With a wait target (the first pool's that has one), its panel.
+            let target = scenario.pools().iter().find_map(|p| p.headroom.target).map(|t| t.wait_p95.0.as_secs_f64());
+            ballast_sim::plot::timeline(path, &scenario, seeds[0], &first, target)?;
+            eprintln!("wrote {}", path.display());
+        }
         if args.json {
             let strategies: Vec<serde_json::Value> = runs
                 .iter()
@@ -536,14 +607,6 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
             println!("{}", serde_json::to_string_pretty(&out)?);
         } else {
             print_table(&scenario, &seeds, &runs, &other_handling);
-        }
-        if let Some(path) = &args.plot {
-            // The timeline of the first seed's runs.
-            let first: Vec<Report> = runs.iter().map(|r| r[0].clone()).collect();
-            // With a wait target (the first pool's that has one), its panel.
-            let target = scenario.pools().iter().find_map(|p| p.headroom.target).map(|t| t.wait_p95.0.as_secs_f64());
-            ballast_sim::plot::timeline(path, &scenario.name, &first, target)?;
-            eprintln!("wrote {}", path.display());
         }
     }
     if !args.json {
