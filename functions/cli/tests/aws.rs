@@ -265,3 +265,50 @@ async fn config_push_reaches_a_warm_function_and_the_kill_switch_stops_it() {
     let said: Vec<(&str, i64)> = notes.iter().map(|n| (n.part.as_str(), n.version)).collect();
     assert_eq!(said, [("schedule", 2), ("cluster-events", 4), ("forwarder", 1)]);
 }
+
+/// `config push --json` and `config pull --json`: one object on stdout each, the same
+/// exit codes as without (`--diff` exits 1 when something would change).
+#[tokio::test(flavor = "multi_thread")]
+async fn config_push_and_pull_report_as_json() {
+    let Some(moto) = Moto::start() else { return };
+    let dir = std::env::temp_dir().join(format!("ballast-cli-push-json-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("ballast.yaml");
+    std::fs::write(&file, config_yaml(false, "")).unwrap();
+    let file = file.to_str().unwrap();
+    let push = |args: &[&str]| {
+        let out = ballast(&[&["config", "push", "--json"], args].concat(), &moto.endpoint);
+        assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+        (out.status.code(), serde_json::from_slice::<Value>(&out.stdout).unwrap())
+    };
+
+    let (code, created) = push(&[file]);
+    assert_eq!(code, Some(0), "{created}");
+    assert_eq!(created["parameter"], "/ballast/test/config");
+    assert_eq!((&created["live_version"], &created["version"]), (&Value::Null, &json!(1)), "{created}");
+    assert_eq!(
+        (&created["changed"], &created["written"], &created["diff"]),
+        (&json!(true), &json!(true), &Value::Null)
+    );
+    assert_eq!((&created["cluster"], &created["dry_run"]), (&json!("test"), &json!(false)));
+
+    let (code, unchanged) = push(&[file]);
+    assert_eq!(code, Some(0));
+    assert_eq!(
+        (&unchanged["changed"], &unchanged["written"], &unchanged["live_version"]),
+        (&json!(false), &json!(false), &json!(1))
+    );
+
+    std::fs::write(file, config_yaml(true, "")).unwrap();
+    let (code, would) = push(&[file, "--diff"]);
+    assert_eq!(code, Some(1), "--diff: 1 when something would change");
+    assert_eq!((&would["changed"], &would["written"], &would["version"]), (&json!(true), &json!(false), &Value::Null));
+    let diff = would["diff"].as_str().unwrap();
+    assert!(diff.contains("-dry_run: false") && diff.contains("+dry_run: true"), "{diff}");
+
+    let pulled = ballast(&["config", "pull", "--cluster", "test", "--json"], &moto.endpoint);
+    assert!(pulled.status.success() && pulled.stderr.is_empty(), "{}", String::from_utf8_lossy(&pulled.stderr));
+    let pulled: Value = serde_json::from_slice(&pulled.stdout).unwrap();
+    assert_eq!(pulled, json!({ "parameter": "/ballast/test/config", "version": 1, "config": config_yaml(false, "") }));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

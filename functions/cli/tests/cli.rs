@@ -1219,6 +1219,126 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
+/// What one command line must exit with, and with `--json` added, what it prints: a
+/// report on stdout (`None`), or nothing there and one error object of that kind on stderr.
+struct Case<'a> {
+    args: Vec<&'a str>,
+    code: i32,
+    error: Option<&'a str>,
+}
+
+fn case<'a>(args: &[&'a str], code: i32, error: Option<&'a str>) -> Case<'a> {
+    Case { args: args.to_vec(), code, error }
+}
+
+/// Every command, by the table in `ballast --help`: 0 ok, 1 findings or invalid input,
+/// 2 usage or an input that cannot be read; with `--json`, the same exit, a failure as
+/// `{"error": {"kind", "message", "exit_code", ...}}` on stderr and nothing on stdout, a
+/// report as JSON on stdout. (`config check` has its own test.) The AWS commands are
+/// asked only what they answer before calling AWS, or of an endpoint nothing listens on.
+#[test]
+fn every_command_exits_by_the_table_and_fails_as_one_json_object() {
+    let dir = scratch("json-errors");
+    let empty = dir.join("empty.yaml");
+    std::fs::write(&empty, "").unwrap();
+    let (empty, missing, config) = (empty.to_str().unwrap(), "no/such/file.yaml", "ballast.example.yaml");
+    let (state, event) = ("events/states/steady.json", "events/spot-interruption-terminate.json");
+    let invalid_event = "events/invalid/bad-time.json";
+    let mut cases = vec![
+        case(&["simulate", "steady", "--seeds", "1", "--strategy", "ca"], 0, None),
+        case(&["simulate", "nowhere"], 2, Some("usage")),
+        case(&["simulate", "no/such/scenario.yaml"], 2, Some("unreadable")),
+        case(&["simulate", config], 1, Some("invalid")),
+        case(&["simulate", "--seeds", "0"], 2, Some("usage")),
+        case(&["simulate", "--plot", "day.pdf"], 2, Some("usage")),
+        case(&["plan", "--config", config, "--state", state, "--event", event], 0, None),
+        case(&["plan", "--config", empty, "--state", state, "--event", event], 1, Some("invalid")),
+        case(&["plan", "--config", config, "--state", state, "--event", invalid_event], 1, Some("invalid")),
+        case(&["plan", "--config", config, "--state", config, "--event", event], 1, Some("invalid")),
+        case(&["plan", "--config", missing, "--state", state, "--event", event], 2, Some("unreadable")),
+        case(&["plan", "--config", config, "--state", state], 2, Some("usage")),
+        case(&["events", "check", event], 0, None),
+        case(&["events", "check", invalid_event], 1, None),
+        case(&["events", "check", "--config", empty, event], 1, Some("invalid")),
+        case(&["events", "check", "--config", missing, event], 2, Some("unreadable")),
+        case(&["events", "check", "--account", "123456789012", event], 2, Some("usage")),
+        case(&["no-such-command"], 2, Some("usage")),
+    ];
+    if cfg!(feature = "aws") {
+        cases.extend([
+            case(&["invoke", "schedule", "--event", missing], 2, Some("unreadable")),
+            case(&["invoke", "schedule", "--event", config], 1, Some("invalid")),
+            case(&["invoke", "no-such-function", "--event", event], 2, Some("usage")),
+            case(&["doctor", "--config", missing], 2, Some("unreadable")),
+            case(&["doctor", "--config", empty], 1, Some("invalid")),
+            case(&["dead-letters", "--config", missing], 2, Some("unreadable")),
+            case(&["dead-letters", "--config", empty], 1, Some("invalid")),
+            case(&["dead-letters", "--config", config, "--yes"], 2, Some("usage")),
+            case(&["config", "push"], 2, Some("usage")),
+            case(&["config", "push", empty], 1, Some("invalid")),
+            case(&["config", "push", missing], 2, Some("unreadable")),
+            case(&["config", "push", config, "--region", "us-east-1"], 2, Some("usage")),
+            case(&["config", "pull"], 2, Some("usage")),
+            case(&["config", "pull", "--parameter", "no-slash"], 2, Some("usage")),
+            case(&["config", "pull", "--cluster", "prod-eks"], 1, Some("failed")),
+        ]);
+    } else {
+        cases.push(case(&["doctor", "--config", config], 2, Some("usage")));
+    }
+    // Nothing listens there: a call to AWS fails at once.
+    let aws = [
+        ("AWS_ENDPOINT_URL", "http://127.0.0.1:9"),
+        ("AWS_REGION", "eu-west-1"),
+        ("AWS_ACCESS_KEY_ID", "test"),
+        ("AWS_SECRET_ACCESS_KEY", "test"),
+        ("AWS_MAX_ATTEMPTS", "1"),
+        ("AWS_EC2_METADATA_DISABLED", "true"),
+    ];
+    let mut wrong = Vec::new();
+    for Case { args, code, error } in &cases {
+        let out = ballast_env(args, &aws);
+        if out.status.code() != Some(*code) {
+            wrong.push(format!("ballast {}: exit {:?}, not {code}", args.join(" "), out.status.code()));
+        }
+        let mut with_json = args.clone();
+        with_json.push("--json");
+        let out = ballast_env(&with_json, &aws);
+        let shown =
+            format!("ballast {}: {}{}", with_json.join(" "), stdout(&out), String::from_utf8_lossy(&out.stderr));
+        if out.status.code() != Some(*code) {
+            wrong.push(format!("exit {:?}, not {code}: {shown}", out.status.code()));
+            continue;
+        }
+        match error {
+            Some(kind) => {
+                let object = serde_json::from_slice::<serde_json::Value>(&out.stderr).unwrap_or_default();
+                let error = &object["error"];
+                let told = error["kind"] == *kind
+                    && error["exit_code"] == *code
+                    && error["message"].as_str().is_some_and(|m| !m.is_empty());
+                if !out.stdout.is_empty() || !told {
+                    wrong.push(format!("not nothing on stdout and one `{kind}` error on stderr: {shown}"));
+                }
+            }
+            None => {
+                let text = stdout(&out);
+                let json = serde_json::from_str::<serde_json::Value>(&text).is_ok()
+                    || text.lines().all(|l| serde_json::from_str::<serde_json::Value>(l).is_ok());
+                if text.is_empty() || !json || String::from_utf8_lossy(&out.stderr).contains("\"error\"") {
+                    wrong.push(format!("not a JSON report on stdout: {shown}"));
+                }
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    // The table is in `ballast --help`, and so in the CLI reference made from it.
+    let help = stdout(&ballast(&["--help"]));
+    for line in ["Exit codes (every command):", "  0  ok", "  1  findings or invalid input", "  2  usage"] {
+        assert!(help.contains(line), "{line} not in\n{help}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// 0 valid, 1 invalid input, 2 usage error or unreadable file: the same for every command.
 #[test]
 fn exit_codes_mean_the_same_for_every_command() {

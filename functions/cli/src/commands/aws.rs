@@ -31,6 +31,8 @@ pub struct InvokeArgs {
     /// BALLAST_CONFIG_PARAMETER.
     #[arg(long, env = "BALLAST_CONFIG_FILE")]
     config: Option<PathBuf>,
+    #[command(flatten)]
+    json: super::JsonErrors,
 }
 
 pub fn invoke(args: InvokeArgs) -> anyhow::Result<ExitCode> {

@@ -33,6 +33,11 @@ pub struct PushArgs {
     /// default: the environment's).
     #[arg(long)]
     region: Option<String>,
+    /// One JSON object on stdout: `parameter`, `live_version` (none before the first
+    /// push), `changed`, `diff` (unified, when changed), `written`, `version` (the one
+    /// written), `cluster` and `dry_run`.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args)]
@@ -46,6 +51,10 @@ pub struct PullArgs {
     /// The parameter's region (default: the environment's).
     #[arg(long)]
     region: Option<String>,
+    /// One JSON object on stdout, `parameter`, `version` and `config` (the text as
+    /// stored), instead of the text alone.
+    #[arg(long)]
+    json: bool,
 }
 
 /// The parameter the templates name by default for `cluster`.
@@ -180,30 +189,53 @@ pub fn push(args: PushArgs) -> anyhow::Result<ExitCode> {
         }
         let client = ssm_client(&sdk, Some(&config.region));
         let live = ballast_aws::ssm::read_if_any(&client, &parameter).await?;
-        match &live {
-            Some(live) if live.text == text => {
+        let changed = live.as_ref().is_none_or(|live| live.text != text);
+        let unified = live
+            .as_ref()
+            .filter(|_| changed)
+            .map(|live| diff(&live.text, &text, &format!("{parameter} (version {})", live.version), &what));
+        let report = |version: Option<i64>| {
+            serde_json::json!({
+                "parameter": parameter,
+                "live_version": live.as_ref().map(|l| l.version),
+                "changed": changed,
+                "diff": unified,
+                "written": version.is_some(),
+                "version": version,
+                "cluster": config.cluster,
+                "dry_run": config.dry_run,
+            })
+        };
+        // As `diff` does, --diff exits 1 when there is a difference (a CI gate can ask
+        // for none); nothing is written either way.
+        let done = if changed && args.diff { ExitCode::from(INVALID) } else { ExitCode::SUCCESS };
+        if !changed || args.diff {
+            if args.json {
+                println!("{}", report(None));
+            } else if let (false, Some(live)) = (changed, &live) {
                 println!("{parameter}: unchanged (version {}), nothing written", live.version);
-                return Ok(ExitCode::SUCCESS);
+            } else {
+                print!("{}", unified.as_deref().unwrap_or(&format!("{parameter}: none yet; it would be created\n")));
+                println!("--diff: nothing written");
             }
-            Some(live) => {
-                let label = format!("{parameter} (version {})", live.version);
-                print!("{}", diff(&live.text, &text, &label, &what));
-            }
-            None => println!("{parameter}: none yet; it will be created"),
-        }
-        if args.diff {
-            // As `diff` does: 1 when there is a difference (a CI gate can ask for none).
-            println!("--diff: nothing written");
-            return Ok(ExitCode::from(INVALID));
+            return Ok(done);
         }
         let version = ballast_aws::ssm::write(&client, &parameter, &text).await?;
-        println!(
-            "{parameter}: wrote version {version} (cluster {}, {}); the functions take it on its change event within \
-             seconds, at most a minute later if that event is lost",
-            config.cluster,
-            if config.dry_run { "dry run" } else { "live" },
-        );
-        Ok(ExitCode::SUCCESS)
+        if args.json {
+            println!("{}", report(Some(version)));
+        } else {
+            match &unified {
+                Some(unified) => print!("{unified}"),
+                None => println!("{parameter}: none yet; it will be created"),
+            }
+            println!(
+                "{parameter}: wrote version {version} (cluster {}, {}); the functions take it on its change event \
+                 within seconds, at most a minute later if that event is lost",
+                config.cluster,
+                if config.dry_run { "dry run" } else { "live" },
+            );
+        }
+        Ok(done)
     })
 }
 
@@ -213,8 +245,12 @@ pub fn pull(args: PullArgs) -> anyhow::Result<ExitCode> {
     runtime.block_on(async {
         let sdk = ballast_aws::sdk_config().await;
         let live = ballast_aws::ssm::read(&ssm_client(&sdk, args.region.as_deref()), &parameter).await?;
-        eprintln!("{parameter}: version {}", live.version);
-        print!("{}", live.text);
+        if args.json {
+            println!("{}", serde_json::json!({ "parameter": parameter, "version": live.version, "config": live.text }));
+        } else {
+            eprintln!("{parameter}: version {}", live.version);
+            print!("{}", live.text);
+        }
         Ok(ExitCode::SUCCESS)
     })
 }

@@ -144,6 +144,18 @@ pub fn report_error(err: &anyhow::Error, json: bool) -> ExitCode {
     exit_code(err)
 }
 
+/// `--json` for a command whose output is JSON either way (`plan`, `invoke`): with it an
+/// error is a JSON object on stderr too, as with every other command's `--json`.
+#[derive(clap::Args)]
+pub struct JsonErrors {
+    /// Print an error as one JSON object on stderr (the output is JSON either way).
+    #[arg(long)]
+    // main reads `--json` off the command line, before clap (its own errors are JSON
+    // too): the parsed flag is there for `--help` and for clap to accept it.
+    #[allow(dead_code)]
+    json: bool,
+}
+
 /// A usage error (exit [`UNUSABLE`]) with its reason.
 pub fn usage(why: impl Into<String>) -> anyhow::Error {
     Unusable::Usage(why.into()).into()

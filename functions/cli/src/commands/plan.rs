@@ -28,6 +28,8 @@ pub struct PlanArgs {
     /// The planning time (RFC 3339); defaults to the newest event's time.
     #[arg(long)]
     now: Option<DateTime<Utc>>,
+    #[command(flatten)]
+    json: super::JsonErrors,
 }
 
 pub fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
