@@ -790,6 +790,8 @@ fn simulate_default_compares_three_strategies() {
     let names: Vec<&str> =
         v["strategies"].as_array().unwrap().iter().map(|s| s["strategy"].as_str().unwrap()).collect();
     assert_eq!(names, vec!["CA alone", "CA + static", "CA + Ballast"]);
+    let ids: Vec<&str> = v["strategies"].as_array().unwrap().iter().map(|s| s["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, vec!["ca", "static", "ballast"], "as --strategy takes them");
     for strategy in v["strategies"].as_array().unwrap() {
         let runs = strategy["runs"].as_array().unwrap();
         assert_eq!(runs.len(), 3, "one run per seed");

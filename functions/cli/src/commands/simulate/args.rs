@@ -22,7 +22,10 @@ pub struct SimulateArgs {
     /// deviation over them. One seed gives one run's figures.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=1000))]
     pub(super) seeds: u64,
-    /// Print JSON instead of a table.
+    /// Print JSON instead of a table: per strategy (`strategy`, and `id` as `--strategy`
+    /// takes it) a `summary` of each figure's `mean`, `sd` and `runs`, keyed as each run's
+    /// report is (`pod_wait_p95_s`, `cost_usd`), and the `runs`; with `--sweep`, the
+    /// `sweep` points. An error is a JSON object on stderr.
     #[arg(long)]
     pub(super) json: bool,
     /// Write an SVG: spot and on-demand nodes, pending pods and headroom over time, per strategy.
@@ -131,6 +134,12 @@ impl StrategyArg {
     pub(super) fn name(self) -> String {
         use clap::ValueEnum;
         self.to_possible_value().map(|v| v.get_name().to_string()).unwrap_or_default()
+    }
+
+    /// The name `--strategy` takes for the strategy a report labels (`CA alone`: `ca`).
+    pub(super) fn name_of_label(label: &str) -> Option<String> {
+        use clap::ValueEnum;
+        StrategyArg::value_variants().iter().find(|arg| Strategy::from(**arg).label() == label).map(|arg| arg.name())
     }
 }
 

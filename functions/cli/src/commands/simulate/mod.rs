@@ -581,6 +581,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
                 .map(|runs| {
                     serde_json::json!({
                         "strategy": runs[0].strategy,
+                        "id": args::StrategyArg::name_of_label(runs[0].strategy),
                         "summary": summary(&scenario, runs),
                         "runs": runs,
                     })
@@ -591,6 +592,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
                 .map(|runs| {
                     serde_json::json!({
                         "strategy": runs[0].strategy,
+                        "id": args::StrategyArg::name_of_label(runs[0].strategy),
                         "interruption_handling": runs[0].interruption_handling,
                         "summary": summary(&scenario, runs),
                         "runs": runs,
