@@ -484,7 +484,9 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
         // The plot first: a plot that fails leaves nothing on stdout.
         if let Some(path) = &args.plot {
             ballast_sim::plot::sweep(path, &scenario.name, &seeds, &points)?;
-            eprintln!("wrote {}", path.display());
+            if !args.json {
+                eprintln!("wrote {}", path.display());
+            }
         }
         if args.json {
             println!(
@@ -573,7 +575,9 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
             // With a wait target (the first pool's that has one), its panel.
             let target = scenario.pools().iter().find_map(|p| p.headroom.target).map(|t| t.wait_p95.0.as_secs_f64());
             ballast_sim::plot::timeline(path, &scenario, seeds[0], &first, target)?;
-            eprintln!("wrote {}", path.display());
+            if !args.json {
+                eprintln!("wrote {}", path.display());
+            }
         }
         if args.json {
             let strategies: Vec<serde_json::Value> = runs
@@ -611,6 +615,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
             print_table(&scenario, &seeds, &runs, &other_handling);
         }
     }
+    // With --json, stderr holds an error or nothing.
     if !args.json {
         eprintln!("\n(simulated in {:.1}s)", started.elapsed().as_secs_f64());
     }
