@@ -75,6 +75,26 @@ impl PodShape {
         }
     }
 
+    /// Room for `k` pods of this shape in one pause pod (extended resources too).
+    pub fn times(&self, k: u32) -> PodShape {
+        let k = u64::from(k);
+        PodShape {
+            cpu_millis: self.cpu_millis.saturating_mul(k),
+            memory_bytes: self.memory_bytes.saturating_mul(k),
+            extended: self.extended.iter().map(|(name, n)| (name.clone(), n.saturating_mul(k))).collect(),
+        }
+    }
+
+    /// `k` when this shape is exactly `k` pods of `base` (`k` ≥ 1).
+    pub fn multiple_of(&self, base: &PodShape) -> Option<u32> {
+        let k = self
+            .cpu_millis
+            .checked_div(base.cpu_millis)
+            .or_else(|| self.memory_bytes.checked_div(base.memory_bytes))?;
+        let k = u32::try_from(k).ok().filter(|k| *k >= 1)?;
+        (base.times(k) == *self).then_some(k)
+    }
+
     /// Whether it requests nothing at all (such pods need no room).
     pub fn is_empty(&self) -> bool {
         self.cpu_millis == 0 && self.memory_bytes == 0 && self.extended.values().all(|n| *n == 0)

@@ -238,3 +238,21 @@ fn a_shape_s_extended_resources_are_bounded() {
     let size = serde_json::to_string(&mix).unwrap().len();
     assert!(size <= 48 << 10, "{accepted} reports taken in, the mix is {} KB of JSON", size >> 10);
 }
+
+#[test]
+fn a_shape_times_k_is_a_multiple_of_it_and_nothing_else_is() {
+    let gpu = {
+        let mut s = PodShape::new(3000, 12 << 30);
+        s.extended.insert("nvidia.com/gpu".into(), 1);
+        s
+    };
+    for base in [PodShape::new(250, 512 << 20), PodShape::new(0, 1 << 30), gpu] {
+        for k in 1..=8 {
+            assert_eq!(base.times(k).multiple_of(&base), Some(k), "{base} × {k}");
+        }
+    }
+    let base = PodShape::new(250, 512 << 20);
+    assert_eq!(PodShape::new(1000, 1 << 30).multiple_of(&base), None, "CPU 4×, memory 2×");
+    assert_eq!(PodShape::new(100, 512 << 20).multiple_of(&base), None, "smaller");
+    assert_eq!(PodShape::new(250, 512 << 20).multiple_of(&PodShape::default()), None, "of nothing");
+}

@@ -92,8 +92,59 @@ pub(super) fn place(
             }
         }
     }
+    in_fewer_pods(cfg, &mut placed, running);
     within_quota(cfg, &mut placed);
     placed
+}
+
+/// When the slots would be more pods than `max` (small shapes: `max` counts pods, and the
+/// quota does), a slot's pause pods each take the room of `k` of its pods, up to the
+/// size of `pod_cpu` / `pod_memory`: one preemption then frees room for `k` arriving
+/// pods, and the room stays whole instead of being cut to `max` small holes. A slot
+/// keeps the `k` it runs with while that is enough (no pod replaced for a rounding).
+fn in_fewer_pods(cfg: &HeadroomConfig, placed: &mut Placed, running: &[SlotState]) {
+    let most = u64::from(cfg.max.max(cfg.min));
+    let unit = cfg.unit_shape();
+    let largest_k = |s: &PodShape| -> u32 {
+        // Devices stay one per pause pod: a node may have no room for several.
+        if !s.extended.is_empty() || s.cpu_millis == 0 && s.memory_bytes == 0 {
+            return 1;
+        }
+        let by = |room: u64, one: u64| room.checked_div(one).unwrap_or(u64::MAX);
+        u32::try_from(by(unit.cpu_millis, s.cpu_millis).min(by(unit.memory_bytes, s.memory_bytes)))
+            .unwrap_or(u32::MAX)
+            .max(1)
+    };
+    let slots: Vec<(usize, u32, u32)> = placed
+        .slots
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| s.as_ref().filter(|s| s.pods > 0).map(|s| (i, s.pods, largest_k(&s.shape))))
+        .collect();
+    let pods_with = |k: u32| -> u64 { slots.iter().map(|&(_, pods, cap)| u64::from(pods.div_ceil(k.min(cap)))).sum() };
+    if pods_with(1) <= most {
+        return;
+    }
+    let top = slots.iter().map(|s| s.2).max().unwrap_or(1);
+    let k = (2..=top).find(|&k| pods_with(k) <= most).unwrap_or(top);
+    for (i, pods, cap) in slots {
+        let Some(s) = placed.slots[i].as_mut() else { continue };
+        let needed = k.min(cap);
+        let kept = running
+            .iter()
+            .find(|r| r.slot == i)
+            .and_then(|r| r.shape.multiple_of(&s.shape))
+            .filter(|j| (needed..=cap).contains(j));
+        let k = kept.unwrap_or(needed);
+        if k > 1 {
+            s.shape = s.shape.times(k);
+            s.pods = pods.div_ceil(k);
+            s.serves = match s.serves.as_str() {
+                "" => format!("{k} pods to a pause pod"),
+                serves => format!("{serves}; {k} pods to a pause pod"),
+            };
+        }
+    }
 }
 
 /// Takes pods off until every shape together is within `max` pods of `pod_cpu` /
@@ -221,7 +272,9 @@ fn assign(placed: Vec<Slots>, running: &[SlotState]) -> Vec<Option<Slots>> {
     let open = writable(running);
     let mut rest = Vec::new();
     for s in placed {
-        match running.iter().find(|r| r.shape == s.shape && r.slot < slots.len() && slots[r.slot].is_none()) {
+        // A slot runs its shape, or room for several of its pods in one pause pod.
+        let runs = |r: &SlotState| r.shape.multiple_of(&s.shape).is_some();
+        match running.iter().find(|r| runs(r) && r.slot < slots.len() && slots[r.slot].is_none()) {
             Some(r) => slots[r.slot] = Some(s),
             None => rest.push(s),
         }

@@ -158,17 +158,45 @@ fn a_deployment_no_shape_is_placed_in_goes_to_zero() {
 }
 
 /// `max` bounds the pause pods as well as the room: shapes smaller than the unit never
-/// make more pods than the quota was written for.
+/// make more pods than the quota was written for. Rather than cut the room to `max`
+/// small holes, each pause pod then holds room for several such pods (up to the unit):
+/// one preemption frees room for all of them.
 #[test]
-fn max_bounds_the_pause_pods_of_every_shape_together() {
+fn max_bounds_the_pause_pods_and_small_pods_share_a_pause_pod() {
     let mut cfg = config();
     cfg.pools[0].headroom.max = 6;
+    let unit = cfg.pools[0].headroom.unit_shape();
     let mut observed = pool().spot("spot-a", sized(4)).build();
     observed.headroom = unit_slots(0);
-    let tiny = [(PodShape::new(250, GI / 2), WorkloadKind::LongRunning, 40, 0)];
+    let small = PodShape::new(unit.cpu_millis / 8, unit.memory_bytes / 8);
+    let tiny = [(small.clone(), WorkloadKind::LongRunning, 40, 0)];
     let p = run(&cfg, &PoolRecord::default(), &observed, &[report(100_000, &tiny, now())], now());
     let pods: u32 = writes(&p).iter().map(|x| x.3).sum();
     assert_eq!(pods, 6, "{:?}", writes(&p));
+    // As many as max allows, each the room of eight: the unit's room, not a sixth of it.
+    assert!(writes(&p).iter().filter(|x| x.3 > 0).all(|x| x.1 == unit), "{:?}", writes(&p));
+
+    // 25 units of room are 200 such pods; with `max` 60, four to a pause pod is enough
+    // (the unit's pods running would be too, eight to a pod: none here).
+    cfg.pools[0].headroom.max = 60;
+    observed.headroom = vec![SlotState { slot: 0, shape: small.clone(), replicas: Some(0) }];
+    let p = run(&cfg, &PoolRecord::default(), &observed, &[report(100_000, &tiny, now())], now());
+    assert_eq!(
+        writes(&p).iter().filter(|x| x.3 > 0).map(|x| (x.1.clone(), x.3)).collect::<Vec<_>>(),
+        [(small.times(4), 50)]
+    );
+    assert!(p.actions.iter().any(|a| a.reason.contains("4 pods to a pause pod")), "{:?}", p.actions);
+
+    // A slot running eight to a pause pod keeps them while that fits (no pod replaced).
+    let mut after = observed.clone();
+    after.headroom = vec![SlotState { slot: 0, shape: small.times(8), replicas: Some(25) }];
+    let p = run(&cfg, &applied(&p), &after, &[report(100_000, &tiny, now())], now());
+    assert!(writes(&p).iter().all(|x| x.1 == small.times(8)), "{:?}", writes(&p));
+
+    // Within `max` in small pods: one to a pause pod.
+    cfg.pools[0].headroom.max = 200;
+    let p = run(&cfg, &PoolRecord::default(), &observed, &[report(100_000, &tiny, now())], now());
+    assert!(writes(&p).iter().filter(|x| x.3 > 0).all(|x| x.1 == small), "{:?}", writes(&p));
 }
 
 /// A report from a clock ahead of ours does not hold every later report off.
