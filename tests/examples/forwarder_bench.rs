@@ -334,8 +334,8 @@ async fn main() {
     let elapsed = started.elapsed().as_secs_f64();
     println!("  CPU used: {cpu_total:.1} s in {elapsed:.0} s");
     println!("  stopped on SIGTERM: {status}");
-    // The README's result cell for scripts/bench-forwarder (checked against the README by
-    // a test of ballast-cli).
+    // The result cell of scripts/bench-forwarder's row in docs/src/benchmarks.md (checked
+    // against the page by a test of ballast-cli).
     let per_minute: Vec<String> =
         received.iter().map(|(kind, n)| format!("{kind} {:.1}/min", *n as f64 / minutes)).collect();
     println!(

@@ -469,8 +469,8 @@ fn the_previous_releases_lease_calls_are_still_allowed_while_a_stack_update_roll
 fn an_operator_cannot_send_dead_letters_back_to_the_events_queue_so_replay_invokes_the_function() {
     // The events queue takes messages from the stack's rules only, whoever asks: a replay
     // that sent letters back there would be refused. `ballast dead-letters
-    // --replay` invokes the interruption function instead; an operator with the README's
-    // permissions may.
+    // --replay` invokes the interruption function instead; an operator with the permissions of
+    // docs/src/operations.md (dead letters) may.
     let dlq = format!("arn:aws:sqs:{REGION}:{ACCOUNT}:ballast-{CLUSTER}-events-dlq");
     let queue = format!("arn:aws:sqs:{REGION}:{ACCOUNT}:ballast-{CLUSTER}-events");
     let function = format!("arn:aws:lambda:{REGION}:{ACCOUNT}:function:ballast-{CLUSTER}-interruption");

@@ -29,7 +29,7 @@ const IMAGE: &str = "123456789012.dkr.ecr.eu-west-1.amazonaws.com/ballast-forwar
 const BUS: &str = "ballast-prod-eks";
 const CONFIG_PARAMETER: &str = "/ballast/prod-eks/config";
 
-/// An overlay as the README shows it, over a copy of the base (kustomize 2 loads only
+/// An overlay as the getting-started page shows it, over a copy of the base (kustomize 2 loads only
 /// files under a kustomization's own directory).
 fn overlay(root: &Path) -> std::path::PathBuf {
     let base = root.join("base");

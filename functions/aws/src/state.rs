@@ -458,7 +458,7 @@ mod tests {
     }
 
     /// A failback step keeps the spot ASG's instance ids: up to a 10,000-instance ASG, beside
-    /// the 5,000 interruptions the README bounds the record for, it still fits.
+    /// the 5,000 interruptions docs/src/safety.md ("Bounded") bounds the record for, it still fits.
     #[test]
     fn a_failback_step_of_a_10000_instance_asg_beside_5000_interruptions_fits() {
         use ballast_core::record::FailbackStep;

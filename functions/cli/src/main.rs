@@ -61,6 +61,10 @@ enum Command {
     },
     /// Print a shell completion script, e.g. `ballast completions bash > /etc/bash_completion.d/ballast`.
     Completions { shell: clap_complete::Shell },
+    /// Print the CLI reference (docs/src/reference/cli.md) from these definitions; a test
+    /// holds the committed page to it.
+    #[command(hide = true)]
+    MarkdownHelp,
 }
 
 #[derive(Subcommand)]
@@ -167,6 +171,11 @@ fn main() -> ExitCode {
         Command::Config { command: ConfigCommand::Pull(_) } => needs_aws("config pull"),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "ballast", &mut std::io::stdout());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::MarkdownHelp => {
+            let options = clap_markdown::MarkdownOptions::new().title("CLI reference".into()).show_footer(false);
+            print!("{}", clap_markdown::help_markdown_custom::<Cli>(&options));
             Ok(ExitCode::SUCCESS)
         }
     };

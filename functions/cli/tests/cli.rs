@@ -1129,27 +1129,36 @@ fn simulate_sweep_takes_strategy_ballast_and_refuses_the_others() {
     }
 }
 
-/// The README shows what `ballast simulate` prints on the embedded default; it must stay
-/// what the binary prints (only the wall-clock line after it differs run to run).
+/// The README and the simulator page show what `ballast simulate` prints on the embedded
+/// default; they must stay what the binary prints (only the wall-clock line after it
+/// differs run to run). `scripts/readme-simulate` writes both.
 #[test]
 fn the_readme_shows_what_simulate_prints() {
     let out = ballast(&["simulate"]);
     assert!(out.status.success());
     let printed = stdout(&out);
     let printed = printed.split("\n\n(simulated in").next().unwrap().trim_end();
-    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
-    let start = readme.find("```\nscenario business-day").expect("the README's simulate block") + 4;
-    let shown = readme[start..].split("\n```").next().unwrap().trim_end();
-    assert_eq!(shown, printed, "update the README's `ballast simulate` block from the binary's output");
+    for page in ["README.md", "docs/src/simulator.md"] {
+        let text = std::fs::read_to_string(root().join(page)).unwrap();
+        let start = text.find("```\nscenario business-day").unwrap_or_else(|| panic!("{page}: the simulate block")) + 4;
+        let shown = text[start..].split("\n```").next().unwrap().trim_end();
+        assert_eq!(
+            shown, printed,
+            "update {page}'s `ballast simulate` block from the binary's output (scripts/readme-simulate)"
+        );
+    }
 }
 
-/// The README's benchmark table shows what the scripts last printed: each script that
-/// writes `benchmarks/<script>.txt` ends it with `row: ` and the result cell of its README
-/// row (`| `scripts/<script>` | what | result |`; `benchmarks/<script>.<part>.txt` for a
+/// Where the measured figures live: each with the script that makes it.
+const BENCHMARKS_PAGE: &str = "docs/src/benchmarks.md";
+
+/// The benchmarks page's table (docs/src/benchmarks.md) shows what the scripts last printed:
+/// each script that writes `benchmarks/<script>.txt` ends it with `row: ` and the result
+/// cell of its row (`| `scripts/<script>` | what | result |`; `benchmarks/<script>.<part>.txt` for a
 /// row `| `scripts/<script>` (<part>) | ...`), and no row of the table is without its file.
 #[test]
 fn the_readme_benchmark_rows_come_from_the_scripts() {
-    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let page = std::fs::read_to_string(root().join(BENCHMARKS_PAGE)).unwrap();
     let mut files: Vec<PathBuf> = std::fs::read_dir(root().join("benchmarks"))
         .expect("benchmarks/: the bench scripts' latest figures")
         .map(|e| e.unwrap().path())
@@ -1170,34 +1179,36 @@ fn the_readme_benchmark_rows_come_from_the_scripts() {
             None => format!("| `scripts/{script}` |"),
         };
         rows_with_files.push(prefix.clone());
-        let Some(line) = readme.lines().find(|l| l.starts_with(&prefix)) else {
-            wrong.push(format!("README.md has no benchmark row for scripts/{script}"));
+        let Some(line) = page.lines().find(|l| l.starts_with(&prefix)) else {
+            wrong.push(format!("{BENCHMARKS_PAGE} has no benchmark row for scripts/{script}"));
             continue;
         };
         let shown = line.trim_end().strip_suffix('|').unwrap_or(line).rsplit(" | ").next().unwrap().trim();
         if shown != printed.trim() {
-            wrong.push(format!("scripts/{script}: README shows\n  {shown}\nthe script printed\n  {printed}"));
+            wrong
+                .push(format!("scripts/{script}: {BENCHMARKS_PAGE} shows\n  {shown}\nthe script printed\n  {printed}"));
         }
     }
-    let table = readme.split("## Benchmarks").nth(1).expect("README.md has a Benchmarks section");
+    let table = page.split("\n## Results").nth(1).expect("the benchmarks page has a Results section");
     let table = table.split("\n## ").next().unwrap();
     for row in table.lines().filter(|l| l.starts_with("| `scripts/")) {
         if !rows_with_files.iter().any(|prefix| row.starts_with(prefix.as_str())) {
-            wrong.push(format!("no benchmarks/*.txt behind the README row {}", row.split(" | ").next().unwrap()));
+            wrong.push(format!("no benchmarks/*.txt behind the row {}", row.split(" | ").next().unwrap()));
         }
     }
     assert!(files.len() >= 3, "benchmarks/ holds the figures of bench-package, bench-forwarder and bench-simulate");
-    assert!(wrong.is_empty(), "update the README's benchmark rows from benchmarks/*.txt:\n{}", wrong.join("\n"));
+    assert!(wrong.is_empty(), "update {BENCHMARKS_PAGE}'s rows from benchmarks/*.txt:\n{}", wrong.join("\n"));
 }
 
-/// The figures of the README's wait-target paragraph (every decimal in it) are read off
+/// The figures of the benchmarks page's wait-target paragraph (every decimal in it) are read off
 /// `benchmarks/report-wait-target.txt`, which `scripts/report-wait-target` writes.
 #[test]
 fn the_readme_wait_target_figures_come_from_the_report() {
-    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let page = std::fs::read_to_string(root().join(BENCHMARKS_PAGE)).unwrap();
     let report = std::fs::read_to_string(root().join("benchmarks/report-wait-target.txt")).unwrap();
-    let start = readme.find("**Headroom from a wait target.**").expect("the wait-target paragraph");
-    let paragraph = &readme[start..start + readme[start..].find("\n\n").unwrap()];
+    let start = page.find("**Headroom from a wait target.**").expect("the wait-target paragraph");
+    // The paragraph ends at a blank line or with the page.
+    let paragraph = &page[start..start + page[start..].find("\n\n").unwrap_or(page.len() - start)];
     let decimals: Vec<&str> = paragraph
         .split(|c: char| !(c.is_ascii_digit() || c == '.'))
         .map(|t| t.trim_matches('.'))
@@ -1205,7 +1216,31 @@ fn the_readme_wait_target_figures_come_from_the_report() {
         .collect();
     assert!(decimals.len() >= 5, "the paragraph quotes the report: {decimals:?}");
     let missing: Vec<&&str> = decimals.iter().filter(|d| !report.contains(**d)).collect();
-    assert!(missing.is_empty(), "README wait-target figures not in the report: {missing:?}");
+    assert!(missing.is_empty(), "{BENCHMARKS_PAGE}: wait-target figures not in the report: {missing:?}");
+}
+
+/// The CLI reference page, as the released build (with `aws`) prints it from the clap
+/// definitions: everything above this line of the page is `ballast markdown-help`'s output
+/// (`scripts/cli-reference` writes it), and the notes after it are written by hand.
+const CLI_PAGE: &str = "docs/src/reference/cli.md";
+const CLI_PAGE_NOTES: &str = "<!-- The reference above is `ballast markdown-help`'s output (scripts/cli-reference); notes below are written by hand. -->";
+
+#[cfg(feature = "aws")]
+#[test]
+fn the_cli_reference_page_is_generated_from_the_clap_definitions() {
+    let out = ballast(&["markdown-help"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let generated = stdout(&out);
+    assert!(generated.contains("## `ballast config check`"), "every command is in it:\n{generated}");
+    assert!(!generated.contains("markdown-help"), "hidden commands stay out of it");
+    let page = std::fs::read_to_string(root().join(CLI_PAGE)).unwrap();
+    let Some((committed, _notes)) = page.split_once(CLI_PAGE_NOTES) else {
+        panic!("{CLI_PAGE} has no line `{CLI_PAGE_NOTES}`");
+    };
+    assert!(
+        committed.trim_end() == generated.trim_end(),
+        "{CLI_PAGE} differs from the clap definitions: run scripts/cli-reference (it prints:\n{generated})"
+    );
 }
 
 fn ballast_env(args: &[&str], env: &[(&str, &str)]) -> Output {

@@ -17,7 +17,7 @@ pub struct PlanArgs {
     #[arg(long, env = "BALLAST_CONFIG_FILE")]
     config: PathBuf,
     /// State snapshot (JSON): ASGs and their instances, nodes, and per pool its record, demand
-    /// and headroom (README, "State snapshot").
+    /// and headroom (docs/src/reference/events.md, "State snapshot").
     #[arg(long)]
     state: PathBuf,
     /// Event files: EventBridge envelopes, or a Lambda SQS batch or one SQS record (each body

@@ -1,7 +1,7 @@
 //! The planner: a pure function from configuration, the pool record, the observed
 //! pool, the pool's signals and `now` to a [`Plan`]. No clock, no I/O.
 //!
-//! Rules, in the order they run (what each guarantees: README.md, "Safety when things go wrong"):
+//! Rules, in the order they run (what each guarantees: docs/src/safety.md):
 //! 0. judge the last plan's journal against what is observed: finish a move whose
 //!    raise landed, take back what a raise that never landed promised; withdraw the
 //!    surge of an interrupted instance that left without Ballast's decrement;

@@ -1,0 +1,325 @@
+//! The docs as a reader meets them: every relative link and `#anchor` in the book
+//! (`docs/src`) and the repository's own Markdown resolves, every page is in the book's
+//! table of contents, the README's quick start is the getting-started page's commands, and
+//! the security page shows each role's policies as the SAM template grants them.
+//! (`scripts/test` also builds the book with mdbook; the figures are held by ballast-cli's
+//! tests, the getting-started commands by `rehearsal.rs`.)
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use ballast_tests::repo_root;
+use ballast_tests::templates::{rendered, Variant, ACCOUNT, REGION};
+use serde_json::Value;
+
+/// Markdown outside the book that links into it or beside it.
+const REPO_PAGES: [&str; 3] = ["README.md", "CONTRIBUTING.md", "CHANGELOG.md"];
+
+fn book_pages() -> Vec<PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "md") {
+                out.push(path);
+            }
+        }
+    }
+    let mut pages = Vec::new();
+    walk(&repo_root().join("docs/src"), &mut pages);
+    pages.sort();
+    pages
+}
+
+/// The text of a page outside fenced code blocks, with inline code spans blanked (a link
+/// written in code is not a link).
+fn prose(markdown: &str) -> String {
+    let mut out = String::new();
+    let mut fenced = false;
+    for line in markdown.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            out.push('\n');
+            continue;
+        }
+        if !fenced {
+            let mut in_code = false;
+            for c in line.chars() {
+                if c == '`' {
+                    in_code = !in_code;
+                }
+                out.push(if in_code || c == '`' { ' ' } else { c });
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// Each `[text](target)` / `![alt](target)` target of a page's prose (a title after the
+/// target is dropped).
+fn link_targets(markdown: &str) -> Vec<String> {
+    let text = prose(markdown);
+    let mut targets = Vec::new();
+    let mut rest = text.as_str();
+    while let Some(i) = rest.find("](") {
+        let after = &rest[i + 2..];
+        let Some(end) = after.find(')') else { break };
+        let target = after[..end].split_whitespace().next().unwrap_or("");
+        targets.push(target.trim_matches(|c| c == '<' || c == '>').to_string());
+        rest = &after[end..];
+    }
+    targets
+}
+
+/// The anchors mdbook gives a page's headings: the heading's text without its Markdown,
+/// lower-cased, spaces to `-`, other punctuation dropped; a repeated one gets `-1`, `-2`.
+fn anchors(markdown: &str) -> BTreeSet<String> {
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    let mut fenced = false;
+    let mut out = BTreeSet::new();
+    for line in markdown.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        let hashes = line.chars().take_while(|c| *c == '#').count();
+        if fenced || hashes == 0 || hashes > 6 || !line[hashes..].starts_with(' ') {
+            continue;
+        }
+        let id = heading_id(line[hashes..].trim().trim_end_matches('#').trim());
+        let n = seen.entry(id.clone()).or_insert(0);
+        out.insert(if *n == 0 { id.clone() } else { format!("{id}-{n}") });
+        *n += 1;
+    }
+    out
+}
+
+fn heading_id(heading: &str) -> String {
+    // A link in a heading reads as its text.
+    let mut text = String::new();
+    let mut rest = heading;
+    while let Some(open) = rest.find('[') {
+        text.push_str(&rest[..open]);
+        match rest[open..].find("](") {
+            Some(mid) => {
+                text.push_str(&rest[open + 1..open + mid]);
+                let after = &rest[open + mid + 2..];
+                rest = after.find(')').map_or("", |close| &after[close + 1..]);
+            }
+            None => {
+                text.push('[');
+                rest = &rest[open + 1..];
+            }
+        }
+    }
+    text.push_str(rest);
+    text.chars()
+        .filter_map(|c| match c {
+            c if c.is_alphanumeric() || c == '_' || c == '-' => Some(c.to_ascii_lowercase()),
+            c if c.is_whitespace() => Some('-'),
+            _ => None,
+        })
+        .collect()
+}
+
+/// What is wrong with each relative link of `page`: a file that does not exist, an anchor
+/// its target page has no heading for, or (from a page of the book) a file outside the
+/// book, which mdbook does not publish.
+fn broken_links(page: &Path, markdown: &str) -> Vec<String> {
+    let dir = page.parent().unwrap();
+    let book = repo_root().join("docs/src");
+    let in_book = page.starts_with(&book);
+    let mut broken = Vec::new();
+    for target in link_targets(markdown) {
+        if target.contains("://") || target.starts_with("mailto:") || target.is_empty() {
+            continue;
+        }
+        let (path, anchor) = match target.split_once('#') {
+            Some((p, a)) => (p, Some(a)),
+            None => (target.as_str(), None),
+        };
+        let file = if path.is_empty() { page.to_path_buf() } else { dir.join(path) };
+        if !file.exists() {
+            broken.push(format!("{target}: no file {}", file.display()));
+            continue;
+        }
+        let outside = file.canonicalize().is_ok_and(|f| !f.starts_with(book.canonicalize().unwrap()));
+        if in_book && outside {
+            broken.push(format!("{target}: outside docs/src, not in the built book (link the repository or use code)"));
+            continue;
+        }
+        if let Some(anchor) = anchor {
+            if file.extension().is_none_or(|e| e != "md") {
+                broken.push(format!("{target}: an anchor into a file that is not Markdown"));
+                continue;
+            }
+            let text = if path.is_empty() { markdown.to_string() } else { std::fs::read_to_string(&file).unwrap() };
+            if !anchors(&text).contains(anchor) {
+                broken.push(format!("{target}: {} has no heading `#{anchor}`", file.display()));
+            }
+        }
+    }
+    broken
+}
+
+#[test]
+fn every_relative_link_and_anchor_in_the_docs_resolves() {
+    let root = repo_root();
+    let mut pages = book_pages();
+    pages.extend(REPO_PAGES.iter().map(|p| root.join(p)));
+    let mut problems = Vec::new();
+    for page in &pages {
+        let text = std::fs::read_to_string(page).unwrap();
+        for problem in broken_links(page, &text) {
+            problems.push(format!("{}: {problem}", page.strip_prefix(&root).unwrap_or(page).display()));
+        }
+    }
+    assert!(pages.len() > 10, "the book's pages: {pages:?}");
+    assert!(problems.is_empty(), "broken links:\n{}", problems.join("\n"));
+}
+
+#[test]
+fn the_link_check_catches_a_missing_page_and_a_missing_anchor() {
+    let page = repo_root().join("docs/src/faq.md");
+    let sample = "# A\n\n## Why not this?\n\n[ok](#why-not-this) [here](faq.md#why-not-karpenter) [gone](nowhere.md) \
+                  [no heading](operations.md#no-such-heading) [out](../../README.md) [web](https://example.com/x#y) \
+                  `[in code](missing.md)`\n\n```\n[in a block](missing.md)\n```\n";
+    let broken = broken_links(&page, sample);
+    assert_eq!(broken.len(), 3, "{broken:#?}");
+    assert!(broken[0].starts_with("nowhere.md: no file"), "{broken:#?}");
+    assert!(broken[1].contains("has no heading `#no-such-heading`"), "{broken:#?}");
+    assert!(broken[2].starts_with("../../README.md: outside docs/src"), "{broken:#?}");
+    // The README may link any file of the repository.
+    assert!(broken_links(&repo_root().join("README.md"), "[ok](ballast.example.yaml)").is_empty());
+    // As mdbook makes them: code and punctuation dropped, repeats numbered.
+    let ids = anchors("## Asking Ballast about one event: `ballast plan`\n### **Options:**\n### **Options:**\n");
+    assert_eq!(
+        ids,
+        BTreeSet::from(["asking-ballast-about-one-event-ballast-plan".into(), "options".into(), "options-1".into()])
+    );
+}
+
+#[test]
+fn every_page_of_the_book_is_in_its_table_of_contents() {
+    let src = repo_root().join("docs/src");
+    let summary = std::fs::read_to_string(src.join("SUMMARY.md")).unwrap();
+    let listed: BTreeSet<String> = link_targets(&summary).into_iter().collect();
+    let missing: Vec<String> = book_pages()
+        .iter()
+        .map(|p| p.strip_prefix(&src).unwrap().to_string_lossy().into_owned())
+        .filter(|p| p != "SUMMARY.md" && !listed.contains(p))
+        .collect();
+    assert!(missing.is_empty(), "pages not in docs/src/SUMMARY.md: {missing:?}");
+}
+
+/// Each command of a page's `sh` blocks, its continued lines joined, whitespace collapsed.
+fn sh_commands(markdown: &str, within: Option<&str>) -> Vec<String> {
+    let text = match within {
+        Some(heading) => {
+            let start = markdown.find(heading).unwrap_or_else(|| panic!("no section {heading}"));
+            let section = &markdown[start + heading.len()..];
+            &section[..section.find("\n## ").unwrap_or(section.len())]
+        }
+        None => markdown,
+    };
+    let mut commands = Vec::new();
+    let mut in_sh = false;
+    let mut current = String::new();
+    for line in text.lines().map(str::trim) {
+        if line.starts_with("```") {
+            in_sh = !in_sh && line == "```sh";
+            continue;
+        }
+        if !in_sh || line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        match line.strip_suffix('\\') {
+            Some(head) => current.push_str(&format!("{head} ")),
+            None => {
+                current.push_str(line);
+                commands.push(current.split_whitespace().collect::<Vec<_>>().join(" "));
+                current.clear();
+            }
+        }
+    }
+    commands
+}
+
+/// The README's quick start quotes the getting-started page, which the rehearsal runs as
+/// written: each command it shows is one of the page's.
+#[test]
+fn the_readme_quick_start_runs_the_getting_started_commands() {
+    let root = repo_root();
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let guide = std::fs::read_to_string(root.join("docs/src/getting-started.md")).unwrap();
+    let quick = sh_commands(&readme, Some("\n## Quick start"));
+    let rehearsed: BTreeSet<String> = sh_commands(&guide, None).into_iter().collect();
+    assert!(quick.len() >= 4, "the quick start's commands: {quick:?}");
+    let unrehearsed: Vec<&String> = quick.iter().filter(|c| !rehearsed.contains(*c)).collect();
+    assert!(unrehearsed.is_empty(), "README quick-start commands not on the getting-started page: {unrehearsed:#?}");
+}
+
+/// A role's policies as one document, in the page's terms: the test deployment's account,
+/// region, cluster (`test`) and table written as placeholders.
+fn as_documented(statements: Vec<Value>) -> Value {
+    fn placeholders(v: Value) -> Value {
+        match v {
+            Value::String(s) => {
+                let s = s
+                    .replace(ACCOUNT, "ACCOUNT")
+                    .replace(REGION, "REGION")
+                    .replace(ballast_tests::aws::TABLE, "STATE_TABLE")
+                    .replace("ballast-test-", "ballast-CLUSTER-")
+                    .replace("ballast-test", "ballast-CLUSTER")
+                    .replace("cluster/test", "cluster/CLUSTER")
+                    .replace("/ballast/test/", "/ballast/CLUSTER/");
+                Value::String(if s == ballast_tests::aws::CLUSTER { "CLUSTER".into() } else { s })
+            }
+            Value::Array(a) => Value::Array(a.into_iter().map(placeholders).collect()),
+            Value::Object(o) => Value::Object(o.into_iter().map(|(k, v)| (k, placeholders(v))).collect()),
+            other => other,
+        }
+    }
+    placeholders(serde_json::json!({ "Version": "2012-10-17", "Statement": statements }))
+}
+
+/// The JSON block after `<!-- iam: NAME -->` on the security page.
+fn documented_policy(page: &str, name: &str) -> Value {
+    let marker = format!("<!-- iam: {name} -->\n```json\n");
+    let start = page.find(&marker).unwrap_or_else(|| panic!("the security page has no `<!-- iam: {name} -->` block"))
+        + marker.len();
+    let block = &page[start..start + page[start..].find("\n```").expect("the block ends")];
+    serde_json::from_str(block).unwrap_or_else(|e| panic!("the `{name}` block is not JSON: {e}"))
+}
+
+#[test]
+fn the_security_page_shows_each_roles_policies() {
+    let Some(template) = rendered(Variant::Sam) else { return };
+    let page = std::fs::read_to_string(repo_root().join("docs/src/security.md")).unwrap();
+    let roles = template.function_roles();
+    let mut wrong = Vec::new();
+    for name in ["interruption", "schedule", "cluster-events", "forwarder"] {
+        let role = if name == "forwarder" {
+            template.forwarder_role().0
+        } else {
+            let function = format!("ballast-{}-{name}", ballast_tests::aws::CLUSTER);
+            roles.get(&function).unwrap_or_else(|| panic!("no function {function}: {roles:?}")).clone()
+        };
+        let statements: Vec<Value> = template
+            .role_policies(&role)
+            .into_iter()
+            .flat_map(|(_, document)| document["Statement"].as_array().cloned().unwrap_or_default())
+            .collect();
+        let granted = as_documented(statements);
+        if documented_policy(&page, name) != granted {
+            wrong.push(format!("{name}:\n{}", serde_json::to_string_pretty(&granted).unwrap()));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "docs/src/security.md differs from infra/sam/template.yaml; as granted:\n{}",
+        wrong.join("\n")
+    );
+}
