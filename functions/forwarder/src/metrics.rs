@@ -73,7 +73,7 @@ fn wait_histogram() -> Histogram {
 }
 
 /// `build_info{version, git_commit}` = 1; the commit is known when the build sets
-/// `BALLAST_GIT_COMMIT` (scripts/release, the Dockerfile's build argument).
+/// `BALLAST_GIT_COMMIT` (scripts/release does; the Dockerfile takes it as a build argument).
 fn build_info() -> Info<Vec<(String, String)>> {
     let mut labels = vec![("version".to_string(), env!("CARGO_PKG_VERSION").to_string())];
     if let Some(commit) = option_env!("BALLAST_GIT_COMMIT").filter(|c| !c.is_empty()) {
