@@ -115,7 +115,7 @@ fn skip_string(chars: &[char], open: usize) -> usize {
 
 /// The index after the `close` that ends the bracket opening at `open`, strings and
 /// nested brackets of the same kind skipped.
-fn skip_to(chars: &[char], open: usize, close: usize) -> usize {
+fn skip_to(chars: &[char], open: usize, close: char) -> usize {
     let opening = chars[open];
     let mut depth = 0;
     let mut i = open;

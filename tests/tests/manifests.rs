@@ -471,9 +471,9 @@ fn the_headroom_admission_policy_admits_the_pause_pods_and_nothing_else() {
 }
 
 /// What the forwarder's `/metrics` may hold (each family's sample names, from its own
-/// registry), and Prometheus's `up` for its scrape.
+/// registry with a sample in every family), and Prometheus's `up` for its scrape.
 fn exported_names() -> (BTreeSet<String>, Vec<String>) {
-    let page = ballast_forwarder::metrics::Metrics::new().encode();
+    let page = ballast_forwarder::metrics::example_page();
     let mut names = ballast_forwarder::metrics::sample_names(&page);
     names.insert("up".to_string());
     let families = page.lines().filter_map(|l| Some(l.strip_prefix("# TYPE ")?.split_once(' ')?.0.to_string()));

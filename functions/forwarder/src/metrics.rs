@@ -251,8 +251,19 @@ impl Metrics {
     }
 }
 
+/// A page with a sample in every family: what `/metrics` holds once the forwarder has
+/// published, watched and seen a pool (a family with no sample yet is left off the page).
+/// With [`sample_names`], the names a dashboard or an alert may query.
+pub fn example_page() -> String {
+    let m = Metrics::new();
+    m.delivered(&Delivery { sent_by_kind: vec![("Pool Demand Changed", 1)], ..Delivery::default() });
+    m.pools(["general"].into_iter(), &[PoolTotals::default()], &[None], (0, 0));
+    m.first_start("general", 1.0);
+    m.encode()
+}
+
 /// The names of the samples a page of OpenMetrics text holds or may hold, from its
-/// `# TYPE` lines (so a family with no sample yet counts): a counter's `NAME_total`, a
+/// `# TYPE` lines (so a family described with no sample counts): a counter's `NAME_total`, a
 /// histogram's `_bucket`, `_sum` and `_count`, an info's `_info`, a gauge's own name.
 /// What a query may name; the monitoring component's test checks its queries against it.
 pub fn sample_names(page: &str) -> std::collections::BTreeSet<String> {

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use ballast_forwarder::bus::Delivery;
 use ballast_forwarder::health::{self, Health};
-use ballast_forwarder::metrics::{sample_names, Metrics};
+use ballast_forwarder::metrics::{example_page, sample_names, Metrics};
 use ballast_forwarder::state::{Kind, PoolTotals};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -157,6 +157,8 @@ async fn every_name_on_the_page_follows_the_conventions() {
     let samples: Vec<(String, Vec<(String, String)>)> =
         page.lines().filter(|l| !l.starts_with('#') && !l.is_empty()).map(parse_sample).collect();
     let names = sample_names(&page);
+    // What the monitoring's test checks queries against: the same families as here.
+    assert_eq!(sample_names(&example_page()), names, "example_page() leaves a family out");
     for (name, labels) in &samples {
         assert!(names.contains(name), "{name} is a sample of no declared family");
         let family = types.keys().filter(|f| name.starts_with(**f)).max_by_key(|f| f.len()).expect("its family");
