@@ -8,6 +8,7 @@ pub mod fault_run;
 pub mod iam;
 pub mod kube;
 pub mod moto;
+pub mod promql;
 pub mod templates;
 pub mod timeline;
 

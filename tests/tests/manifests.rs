@@ -9,7 +9,11 @@
 //! on, its image is pinned by digest, and a NetworkPolicy lets it reach only what it calls.
 //! The headroom admission policy (Kubernetes 1.30+, not applied here) is evaluated with a
 //! CEL interpreter against the pause pods the functions make and against forbidden ones.
+//! The optional monitoring kustomization (infra/k8s/monitoring) renders beside the base,
+//! scrapes the Service the base makes, and its alerts and dashboard query only metrics the
+//! forwarder exports.
 
+use std::collections::BTreeSet;
 use std::path::Path;
 
 use ballast_core::config::Config;
@@ -32,12 +36,7 @@ const CONFIG_PARAMETER: &str = "/ballast/prod-eks/config";
 /// An overlay as the getting-started page shows it, over a copy of the base (kustomize 2 loads only
 /// files under a kustomization's own directory).
 fn overlay(root: &Path) -> std::path::PathBuf {
-    let base = root.join("base");
-    std::fs::create_dir_all(&base).unwrap();
-    for entry in std::fs::read_dir(ballast_tests::repo_root().join("infra/k8s")).unwrap() {
-        let path = entry.unwrap().path();
-        std::fs::copy(&path, base.join(path.file_name().unwrap())).unwrap();
-    }
+    copy_tree(&ballast_tests::repo_root().join("infra/k8s"), &root.join("base"));
     let dir = root.join("prod");
     std::fs::create_dir_all(&dir).unwrap();
     // kustomize 2 cannot re-pin a digest through `images:`: the image goes in a patch.
@@ -74,6 +73,20 @@ configMapGenerator:
     );
     std::fs::write(dir.join("kustomization.yaml"), kustomization).unwrap();
     dir
+}
+
+/// `from` copied into `to`, subdirectories (`monitoring/`) too.
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let path = entry.unwrap().path();
+        let target = to.join(path.file_name().unwrap());
+        if path.is_dir() {
+            copy_tree(&path, &target);
+        } else {
+            std::fs::copy(&path, target).unwrap();
+        }
+    }
 }
 
 fn find<'a>(objects: &'a [Value], kind: &str, name_prefix: &str) -> &'a Value {
@@ -455,4 +468,146 @@ fn the_headroom_admission_policy_admits_the_pause_pods_and_nothing_else() {
     let deployment = serde_json::to_value(ballast_kube::headroom::deployment(pool, 1, &gpu, 2)).unwrap();
     let failed = admission_failures(&deployment);
     assert!(failed.is_empty(), "a GPU slot's Deployment is refused: {failed:#?}");
+}
+
+/// What the forwarder's `/metrics` may hold (each family's sample names, from its own
+/// registry with a sample in every family), and Prometheus's `up` for its scrape.
+fn exported_names() -> (BTreeSet<String>, Vec<String>) {
+    let page = ballast_forwarder::metrics::example_page();
+    let mut names = ballast_forwarder::metrics::sample_names(&page);
+    names.insert("up".to_string());
+    let families = page.lines().filter_map(|l| Some(l.strip_prefix("# TYPE ")?.split_once(' ')?.0.to_string()));
+    (names, families.collect())
+}
+
+/// Every query of a Grafana dashboard: its panels' (rows' too) targets and its variables'.
+fn dashboard_queries(dashboard: &Value) -> Vec<String> {
+    fn panels<'a>(list: &'a Value, out: &mut Vec<&'a Value>) {
+        for panel in list.as_array().into_iter().flatten() {
+            out.push(panel);
+            panels(&panel["panels"], out);
+        }
+    }
+    let mut all = Vec::new();
+    panels(&dashboard["panels"], &mut all);
+    let mut queries: Vec<String> = all
+        .iter()
+        .flat_map(|p| p["targets"].as_array().into_iter().flatten())
+        .filter_map(|t| t["expr"].as_str().map(str::to_string))
+        .collect();
+    for variable in dashboard["templating"]["list"].as_array().into_iter().flatten() {
+        if variable["type"] == "query" {
+            let query = variable["query"]["query"].as_str().or(variable["query"].as_str());
+            queries.push(query.expect("a query variable has a query").to_string());
+        }
+    }
+    queries
+}
+
+#[test]
+fn the_monitoring_kustomization_queries_only_what_the_forwarder_exports() {
+    use ballast_tests::promql::metric_names;
+    let Some(kubectl) = kubectl() else { return };
+    let tmp = std::env::temp_dir().join(format!("ballast-monitoring-{}", std::process::id()));
+    copy_tree(&ballast_tests::repo_root().join("infra/k8s"), &tmp.join("base"));
+    // As the kustomization's comment says: beside the base, in an overlay.
+    let prod = tmp.join("prod");
+    std::fs::create_dir_all(&prod).unwrap();
+    std::fs::write(
+        prod.join("kustomization.yaml"),
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nbases:\n  - ../base\n  - ../base/monitoring\n",
+    )
+    .unwrap();
+    let objects = kustomize(&kubectl, &prod);
+    let alone = kustomize(&kubectl, &tmp.join("base/monitoring"));
+    std::fs::remove_dir_all(&tmp).unwrap();
+    assert_eq!(alone.len(), 3, "a ServiceMonitor, a PrometheusRule, a dashboard: {alone:#?}");
+    for object in &alone {
+        assert_eq!(object["metadata"]["namespace"], "ballast", "{object:#}");
+        assert!(objects.contains(object), "rendered the same beside the base: {object:#}");
+    }
+    let (deployment, _) = check_wiring(&objects);
+
+    // The ServiceMonitor scrapes the base's Service, on the port and path the pods serve.
+    let service = find(&objects, "Service", "ballast-forwarder-metrics");
+    let monitor = find(&objects, "ServiceMonitor", "ballast-forwarder");
+    assert_eq!(monitor["apiVersion"], "monitoring.coreos.com/v1");
+    let selector = monitor["spec"]["selector"]["matchLabels"].as_object().expect("matchLabels");
+    assert!(!selector.is_empty());
+    for (key, value) in selector {
+        assert_eq!(&service["metadata"]["labels"][key], value, "the Service carries {key}");
+    }
+    let namespaces = &monitor["spec"]["namespaceSelector"]["matchNames"];
+    assert!(namespaces.as_array().unwrap().contains(&service["metadata"]["namespace"]), "{namespaces}");
+    let endpoint = &monitor["spec"]["endpoints"][0];
+    let ports = service["spec"]["ports"].as_array().unwrap();
+    assert!(ports.iter().any(|p| p["name"] == endpoint["port"]), "{endpoint} names no port of {ports:?}");
+    assert_eq!(endpoint["path"], deployment["spec"]["template"]["metadata"]["annotations"]["prometheus.io/path"]);
+
+    let (exported, families) = exported_names();
+    // The alerts: each one's expression reads only exported names; `up` by the job
+    // Prometheus names after the Service.
+    let rule = find(&objects, "PrometheusRule", "ballast-forwarder");
+    let mut alerted = BTreeSet::new();
+    let mut alerts = Vec::new();
+    for r in rule["spec"]["groups"].as_array().unwrap().iter().flat_map(|g| g["rules"].as_array().unwrap()) {
+        let alert = r["alert"].as_str().expect("alerting rules only");
+        let expr = r["expr"].as_str().expect("an expression");
+        assert!(["warning", "critical"].contains(&r["labels"]["severity"].as_str().unwrap_or_default()), "{alert}");
+        assert!(r["annotations"]["summary"].is_string() && r["annotations"]["description"].is_string(), "{alert}");
+        let names = metric_names(expr);
+        assert!(!names.is_empty(), "{alert} reads no metric: {expr}");
+        for name in &names {
+            assert!(exported.contains(name), "{alert} reads {name}, which the forwarder does not export: {expr}");
+        }
+        for job in expr.split("job=\"").skip(1).filter_map(|rest| rest.split('"').next()) {
+            assert_eq!(job, service["metadata"]["name"], "{alert}: the ServiceMonitor's job is the Service's name");
+        }
+        alerted.extend(names);
+        alerts.push(alert.to_string());
+    }
+    // What the alerts must watch: down or not scraped, publish failures, drops, the watch
+    // relisting in a loop, memory near the limit.
+    for name in [
+        "up",
+        "ballast_forwarder_put_events_failed_calls_total",
+        "ballast_forwarder_put_events_failed_entries_total",
+        "ballast_forwarder_events_dropped_total",
+        "ballast_forwarder_watch_relists_total",
+        "process_resident_memory_bytes",
+        "ballast_forwarder_memory_limit_bytes",
+    ] {
+        assert!(alerted.contains(name), "no alert reads {name}: {alerts:?}");
+    }
+
+    // The dashboard: in a ConfigMap Grafana's sidecar loads, every query on exported names,
+    // and every family the forwarder exports shown somewhere.
+    let config_map = find(&objects, "ConfigMap", "ballast-forwarder-dashboard");
+    assert_eq!(config_map["metadata"]["labels"]["grafana_dashboard"], "1");
+    assert_eq!(
+        config_map["metadata"]["name"], "ballast-forwarder-dashboard",
+        "no hash: one dashboard, not one per edit"
+    );
+    let data = config_map["data"].as_object().unwrap();
+    assert_eq!(data.len(), 1);
+    let (file, text) = data.iter().next().unwrap();
+    assert!(file.ends_with(".json"), "{file}");
+    let dashboard: Value = serde_json::from_str(text.as_str().unwrap()).expect("the dashboard is JSON");
+    assert!(dashboard["uid"].as_str().is_some_and(|u| !u.is_empty()), "a fixed uid");
+    let queries = dashboard_queries(&dashboard);
+    let mut shown = BTreeSet::new();
+    for query in &queries {
+        let names = metric_names(query);
+        assert!(!names.is_empty(), "a query of no metric: {query}");
+        for name in &names {
+            assert!(
+                exported.contains(name),
+                "the dashboard queries {name}, which the forwarder does not export: {query}"
+            );
+        }
+        shown.extend(names);
+    }
+    for family in families.iter().filter(|f| f.starts_with("ballast_forwarder_")) {
+        assert!(shown.iter().any(|n| n.starts_with(family.as_str())), "the dashboard shows no {family}");
+    }
 }

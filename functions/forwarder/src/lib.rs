@@ -6,6 +6,7 @@ pub mod bus;
 pub mod follow;
 pub mod health;
 pub mod metrics;
+pub mod process;
 pub mod publisher;
 pub mod room;
 pub mod run;
