@@ -42,11 +42,11 @@ pub(super) fn read_headroom(value: &Value, path: &str, issues: &mut Issues) -> O
     }
     let pod_cpu_millis = match cpu {
         None => d.pod_cpu_millis,
-        Some(v) => positive_quantity(parse_cpu_millis, v, &p("pod_cpu"), issues),
+        Some(v) => positive_quantity(Resource::Cpu, v, &p("pod_cpu"), issues),
     };
     let pod_memory_bytes = match memory {
         None => d.pod_memory_bytes,
-        Some(v) => positive_quantity(parse_memory_bytes, v, &p("pod_memory"), issues),
+        Some(v) => positive_quantity(Resource::Memory, v, &p("pod_memory"), issues),
     };
     let shapes = match shapes_value {
         None | Some(Value::Null) => HeadroomShapes::Auto,
@@ -150,14 +150,14 @@ fn read_shapes(value: &Value, path: &str, issues: &mut Issues) -> Option<Headroo
         f.finish(issues);
         let p = |key: &str| walk::join(&at, key);
         let cpu_millis = match cpu {
-            Some(v) => positive_quantity(parse_cpu_millis, &v, &p("cpu"), issues),
+            Some(v) => positive_quantity(Resource::Cpu, &v, &p("cpu"), issues),
             None => {
                 issues.push(p("cpu"), "is required");
                 0
             }
         };
         let memory_bytes = match memory {
-            Some(v) => positive_quantity(parse_memory_bytes, &v, &p("memory"), issues),
+            Some(v) => positive_quantity(Resource::Memory, &v, &p("memory"), issues),
             None => {
                 issues.push(p("memory"), "is required");
                 0
@@ -230,15 +230,19 @@ fn read_target(value: &Value, path: &str, percent_written: bool, issues: &mut Is
     (issues.0.len() == before).then_some(WaitTarget { wait_p95: wait_p95?, history, floor, time_zone })
 }
 
+/// Which request a quantity is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Resource {
+    /// Cores or millicores.
+    Cpu,
+    /// Bytes.
+    Memory,
+}
+
 /// A quantity that must be more than zero (0 when it is not, after reporting why). As in
 /// Kubernetes, it may be written as a string (`500m`, `2Gi`) or a plain number (`2`,
 /// `1073741824`, `0.5`).
-fn positive_quantity(
-    parse: fn(&str) -> Result<u64, crate::units::QuantityError>,
-    value: &Value,
-    path: &str,
-    issues: &mut Issues,
-) -> u64 {
+fn positive_quantity(resource: Resource, value: &Value, path: &str, issues: &mut Issues) -> u64 {
     let text = match value {
         Value::String(s) => s.clone(),
         Value::Number(n) => n.to_string(),
@@ -248,9 +252,24 @@ fn positive_quantity(
             return 0;
         }
     };
-    match parse(&text) {
+    let parsed = match resource {
+        Resource::Cpu => parse_cpu_millis(&text),
+        Resource::Memory => parse_memory_bytes(&text),
+    };
+    match parsed {
         Ok(0) => {
             issues.push(path, "must be more than zero");
+            0
+        }
+        // A bare number is bytes: `pod_memory: 2` meant `2Gi`, not two bytes.
+        Ok(v) if resource == Resource::Memory && v < 1 << 20 && text.bytes().all(|b| b.is_ascii_digit()) => {
+            issues.push(
+                path,
+                format!(
+                    "`{text}` is {text} bytes: a memory quantity without a suffix is bytes; write `{text}Gi` (gibibytes) \
+                     or `{text}Mi` (mebibytes)"
+                ),
+            );
             0
         }
         Ok(v) => v,
