@@ -202,9 +202,9 @@ fn read_target(value: &Value, path: &str, percent_written: bool, issues: &mut Is
     let before = issues.0.len();
     let mut f = Fields::of(value, path, issues);
     let wait_p95: Option<HumanDuration> = f.required("wait_p95", issues);
-    let history: HumanDuration = f.or("history", HumanDuration::from_secs(14 * 86_400), issues);
+    let history: HumanDuration = f.or("history", super::types::default_history(), issues);
     let floor: bool = f.or("floor", percent_written, issues);
-    let tz_text: String = f.or("time_zone", Tz::UTC.name().to_string(), issues);
+    let tz_text: String = f.or("time_zone", super::types::default_time_zone().name().to_string(), issues);
     let p = |key: &str| walk::join(path, key);
     f.finish(issues);
     let time_zone = tz_text.parse::<Tz>().map_err(|_| {

@@ -187,6 +187,11 @@ impl Config {
     }
 }
 
+/// The pool of `pools` nearest to `name`, a pool name mistyped (an override's).
+pub fn nearest_pool<'a>(name: &str, pools: &[&'a str]) -> Option<&'a str> {
+    walk::nearest(name, pools)
+}
+
 /// The pause image by default: registry.k8s.io/pause:3.10, pinned to its digest.
 pub const DEFAULT_PAUSE_IMAGE: &str =
     "registry.k8s.io/pause:3.10@sha256:ee6521f290b2168b6e0935a181d4cff9be1ac3f505666ef0e3c98fae8199917a";

@@ -29,7 +29,21 @@ pub fn json_schema() -> Value {
     .into();
     add_defaults_block(&mut schema);
     unwrap_descriptions(&mut schema);
-    schema
+    sorted(schema)
+}
+
+/// Keys in order, whatever serde_json's map is (`preserve_order` is on in some builds of
+/// the workspace): the printed schema is the same from every build.
+fn sorted(value: Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<(String, Value)> = map.into_iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            Value::Object(entries.into_iter().map(|(k, v)| (k, sorted(v))).collect())
+        }
+        Value::Array(items) => Value::Array(items.into_iter().map(sorted).collect()),
+        other => other,
+    }
 }
 
 /// Doc comments are wrapped at 100 columns; a description is one paragraph per line.

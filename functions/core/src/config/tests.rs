@@ -325,45 +325,6 @@ fn a_config_prints_with_every_default_and_reads_back_equal() {
     }
 }
 
-/// The README's config reference shows the defaults; they must be the code's, the one
-/// source: setting a field to the default the README gives changes nothing.
-#[test]
-fn the_readme_states_the_defaults_the_code_applies() {
-    let readme = include_str!("../../../../README.md");
-    let reference =
-        readme.split("## Config reference").nth(1).expect("a config reference").split("\n## ").next().unwrap();
-    let defaults = Config::from_yaml(&minimal_with("")).unwrap();
-    let mut checked = 0;
-    for row in reference.lines().filter(|l| l.starts_with("| `")) {
-        let cells: Vec<&str> = row.split(" | ").collect();
-        let (paths, default) = (cells[0].trim_start_matches("| "), cells[1]);
-        if !default.starts_with('`') || default.contains('…') {
-            continue; // required, none, or abbreviated
-        }
-        let mut keys: Vec<String> = Vec::new();
-        for (i, p) in paths.split(", ").enumerate() {
-            let p = p.trim_matches('`');
-            keys.push(if i == 0 { p.to_string() } else { format!("{}{p}", keys[0].rsplit_once('.').unwrap().0) });
-        }
-        let values: Vec<&str> = if keys.len() == 1 {
-            vec![default.trim_matches('`')]
-        } else {
-            default.split(", ").map(|v| v.trim_matches('`')).collect()
-        };
-        assert_eq!(keys.len(), values.len(), "{row}");
-        for (key, value) in keys.iter().zip(values) {
-            let text = match key.split_once('.') {
-                None => minimal_with("").replace("cluster: c\n", &format!("cluster: c\n{key}: {value}\n")),
-                Some((section, field)) => minimal_with(&format!("    {section}:\n      {field}: {value}\n")),
-            };
-            let config = Config::from_yaml(&text).unwrap_or_else(|e| panic!("{key}: {value}: {e}"));
-            assert_eq!(config, defaults, "the README's default for {key} ({value}) is not the code's");
-            checked += 1;
-        }
-    }
-    assert!(checked >= 20, "only {checked} defaults found in the README");
-}
-
 /// A spot-only pool is valid: no fallback, headroom and interruption handling as usual;
 /// `--print` leaves the key out and reads back the same.
 #[test]
@@ -682,4 +643,219 @@ fn shared_settings_by_merge_keys_or_a_defaults_block_read_as_written_out() {
         found.iter().any(|f| f.starts_with("defaults.headrom: unknown key; did you mean `headroom`?")),
         "{found:#?}"
     );
+}
+
+const SCHEMA_FILE: &str = include_str!("../../../../docs/src/reference/ballast.schema.json");
+const REFERENCE: &str = include_str!("../../../../docs/src/reference/config.md");
+
+fn schema_validator() -> jsonschema::Validator {
+    jsonschema::draft7::new(&json_schema()).expect("the schema is a valid draft-07 schema")
+}
+
+/// YAML as the JSON a schema validator reads (merge keys applied, as the reader does).
+fn as_json(yaml: &str) -> serde_json::Value {
+    let mut value: Value = serde_yaml_ng::from_str(yaml).unwrap();
+    value.apply_merge().unwrap();
+    serde_json::to_value(value).unwrap()
+}
+
+fn schema_errors(validator: &jsonschema::Validator, instance: &serde_json::Value) -> Vec<String> {
+    validator.iter_errors(instance).map(|e| format!("{}: {e}", e.instance_path())).collect()
+}
+
+/// The committed schema is what `ballast config schema` prints: regenerate it with
+/// `ballast config schema > docs/src/reference/ballast.schema.json`.
+#[test]
+fn the_committed_schema_is_the_generated_one() {
+    let generated = serde_json::to_string_pretty(&json_schema()).unwrap() + "\n";
+    assert!(
+        SCHEMA_FILE == generated,
+        "docs/src/reference/ballast.schema.json is stale: regenerate it with `ballast config schema`"
+    );
+}
+
+/// The repo's configs validate against the schema: the example, the CLI tests' configs,
+/// every scenario's pool settings, and a config printed with every default.
+#[test]
+fn the_example_configs_validate_against_the_schema() {
+    let validator = schema_validator();
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let mut checked = 0;
+    for file in ["ballast.example.yaml", "functions/cli/tests/data/ml-pools.yaml"] {
+        let text = std::fs::read_to_string(format!("{root}/{file}")).unwrap();
+        Config::from_yaml(&text).unwrap_or_else(|e| panic!("{file}: {e}"));
+        assert_eq!(schema_errors(&validator, &as_json(&text)), Vec::<String>::new(), "{file}");
+        checked += 1;
+    }
+    let printed = serde_yaml_ng::to_string(&Config::from_yaml(EXAMPLE).unwrap()).unwrap();
+    assert_eq!(schema_errors(&validator, &as_json(&printed)), Vec::<String>::new(), "{printed}");
+    for entry in std::fs::read_dir(format!("{root}/events/scenarios")).unwrap() {
+        let path = entry.unwrap().path();
+        let scenario: serde_json::Value = as_json(&std::fs::read_to_string(&path).unwrap());
+        let ballast = &scenario["ballast"];
+        let pools: Vec<serde_json::Value> = match (&ballast["pool"], &ballast["pools"]) {
+            (serde_json::Value::Object(_), _) => vec![ballast["pool"].clone()],
+            (_, serde_json::Value::Array(pools)) => pools.clone(),
+            _ => panic!("{}: no ballast.pool or ballast.pools", path.display()),
+        };
+        // The simulator names the pool and its ASGs.
+        let pools: Vec<serde_json::Value> = pools
+            .into_iter()
+            .enumerate()
+            .map(|(i, mut pool)| {
+                pool["spot_asgs"] = serde_json::json!(["spot"]);
+                pool.as_object_mut().unwrap().entry("name").or_insert(format!("p{i}").into());
+                pool
+            })
+            .collect();
+        let config = serde_json::json!({"cluster": "c", "region": "eu-west-1", "state_table": "tbl", "pools": pools});
+        assert_eq!(schema_errors(&validator, &config), Vec::<String>::new(), "{}", path.display());
+        checked += 1;
+    }
+    assert!(checked >= 10, "only {checked} configs checked");
+}
+
+/// A config with a typo'd key (or a duration without its unit, or an unknown region) is
+/// refused by the schema too, as by the reader.
+#[test]
+fn the_schema_refuses_what_the_reader_refuses() {
+    let validator = schema_validator();
+    for (mistake, yaml) in [
+        ("typo'd pool key", minimal_with("    spot_asg: [s2]\n")),
+        ("typo'd top-level key", minimal_with("").replace("cluster: c", "clustr: c")),
+        ("typo'd headroom key", minimal_with("    headroom: { percnt: 5 }\n")),
+        ("duration without unit", minimal_with("    fallback: { spot_launch_grace: 180 }\n")),
+        ("unknown region", minimal_with("").replace("eu-west-1", "eu-wst-1")),
+        ("cluster name too long", minimal_with("").replace("cluster: c", &format!("cluster: {}", "c".repeat(37)))),
+        ("typo in defaults", minimal_with("").replace("pools:", "defaults: { headroom: { percnt: 5 } }\npools:")),
+        ("missing spot_asgs", minimal_with("").replace("    spot_asgs: [s1]\n", "")),
+        ("unknown rebalance", minimal_with("    interruption: { rebalance: always }\n")),
+    ] {
+        assert!(Config::from_yaml(&yaml).is_err(), "{mistake}: the reader takes it");
+        assert!(!validator.is_valid(&as_json(&yaml)), "{mistake}: the schema takes it:\n{yaml}");
+    }
+    let with_defaults = minimal_with("").replace("pools:", "defaults: { headroom: { percent: 5 } }\npools:");
+    assert!(validator.is_valid(&as_json(&with_defaults)));
+}
+
+/// Every key of the schema as the reference page writes it (`pools[].headroom.min`), with
+/// its default (`None`: none) and whether it is required.
+fn schema_keys() -> Vec<(String, Option<serde_json::Value>, bool)> {
+    use serde_json::Value as J;
+    let schema = json_schema();
+    fn resolve<'s>(schema: &'s J, node: &'s J) -> &'s J {
+        let target = node
+            .get("$ref")
+            .or_else(|| node.get("allOf").and_then(|a| a.get(0)).and_then(|r| r.get("$ref")))
+            .or_else(|| node.get("anyOf").and_then(|a| a.get(0)).and_then(|r| r.get("$ref")));
+        match target.and_then(J::as_str).and_then(|r| r.strip_prefix("#/definitions/")) {
+            Some(name) => resolve(schema, &schema["definitions"][name]),
+            None => node,
+        }
+    }
+    fn walk(schema: &J, node: &J, path: &str, default: Option<&J>, out: &mut Vec<(String, Option<J>, bool)>) {
+        let node = resolve(schema, node);
+        let required: Vec<&str> = node["required"].as_array().into_iter().flatten().filter_map(J::as_str).collect();
+        let Some(properties) = node["properties"].as_object() else { return };
+        for (key, property) in properties {
+            let at = if path.is_empty() { key.clone() } else { format!("{path}.{key}") };
+            let own = property.get("default").or_else(|| default.and_then(|d| d.get(key)));
+            let resolved = resolve(schema, property);
+            let items = resolved.get("items").map(|i| resolve(schema, i));
+            if key == "defaults" && path.is_empty() {
+                out.push((at, None, false));
+            } else if resolved.get("properties").is_some() {
+                walk(schema, resolved, &at, own, out);
+            } else if let Some(items) = items.filter(|i| i.get("properties").is_some()) {
+                walk(schema, items, &format!("{at}[]"), None, out);
+            } else if let Some(listed) = resolved["oneOf"].as_array().and_then(|o| {
+                o.iter()
+                    .find_map(|v| v.get("items"))
+                    .map(|i| resolve(schema, i))
+                    .filter(|i| i.get("properties").is_some())
+            }) {
+                out.push((at.clone(), own.cloned(), required.contains(&key.as_str())));
+                walk(schema, listed, &format!("{at}[]"), None, out);
+            } else {
+                out.push((at, own.cloned(), required.contains(&key.as_str())));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(&schema, &schema, "", None, &mut out);
+    out
+}
+
+/// The rows of the reference page's key table: (key, default cell).
+fn reference_rows() -> Vec<(String, String)> {
+    REFERENCE
+        .lines()
+        .filter(|l| l.starts_with("| `"))
+        .map(|row| {
+            let cells: Vec<&str> = row.trim_matches('|').split(" | ").map(str::trim).collect();
+            (cells[0].trim_matches('`').to_string(), cells[1].to_string())
+        })
+        .collect()
+}
+
+/// The reference page lists every key of the schema with the schema's default (the
+/// code's), and no key the schema does not know: it cannot drift.
+#[test]
+fn the_reference_page_lists_every_schema_key_with_its_default() {
+    let rows = reference_rows();
+    let keys = schema_keys();
+    assert!(keys.len() >= 45, "{keys:#?}");
+    for (key, default, required) in &keys {
+        let Some((_, cell)) = rows.iter().find(|(k, _)| k == key) else {
+            panic!("the reference page has no row for `{key}`")
+        };
+        let expected = match default {
+            Some(serde_json::Value::Array(a)) if a.is_empty() => "none".to_string(),
+            Some(serde_json::Value::Object(o)) if o.is_empty() => "none".to_string(),
+            Some(serde_json::Value::String(s)) => format!("`{s}`"),
+            Some(v) => format!("`{v}`"),
+            None if *required => "required".to_string(),
+            None => continue,
+        };
+        assert_eq!(cell, &expected, "the reference page's default for `{key}`");
+    }
+    for (key, _) in &rows {
+        assert!(
+            keys.iter().any(|(k, _, _)| k == key),
+            "the reference page lists `{key}`, which the schema does not know"
+        );
+    }
+}
+
+/// Setting a key to the default the page gives changes nothing: the page's defaults are
+/// the ones the reader applies, not only the schema's.
+#[test]
+fn the_reference_page_states_the_defaults_the_reader_applies() {
+    let defaults = Config::from_yaml(&minimal_with("")).unwrap();
+    let mut checked = 0;
+    for (key, cell) in reference_rows() {
+        let Some(value) = cell.strip_prefix('`').and_then(|c| c.strip_suffix('`')) else { continue };
+        let text = match key.strip_prefix("pools[].") {
+            None => minimal_with("").replace("cluster: c\n", &format!("cluster: c\n{key}: {value}\n")),
+            // Lists, and mappings whose keys are all required, are not set one key at a time.
+            Some(rest)
+                if !["[]", "target.", "priority_class.", "interruption_rate."].iter().any(|s| rest.contains(s)) =>
+            {
+                let parts: Vec<&str> = rest.split('.').collect();
+                let mut inline = format!("\"{value}\"");
+                if value.parse::<f64>().is_ok() || value == "true" || value == "false" {
+                    inline = value.to_string();
+                }
+                for part in parts.iter().skip(1).rev() {
+                    inline = format!("{{ {part}: {inline} }}");
+                }
+                minimal_with(&format!("    {}: {inline}\n", parts[0]))
+            }
+            Some(_) => continue,
+        };
+        let config = Config::from_yaml(&text).unwrap_or_else(|e| panic!("{key}: {value}: {e}"));
+        assert_eq!(config, defaults, "the page's default for {key} ({value}) is not the reader's");
+        checked += 1;
+    }
+    assert!(checked >= 20, "only {checked} defaults checked");
 }

@@ -418,11 +418,11 @@ pub struct WaitTarget {
     pub time_zone: Tz,
 }
 
-fn default_history() -> HumanDuration {
+pub(super) fn default_history() -> HumanDuration {
     HumanDuration::from_secs(14 * 86_400)
 }
 
-fn default_time_zone() -> Tz {
+pub(super) fn default_time_zone() -> Tz {
     Tz::UTC
 }
 
