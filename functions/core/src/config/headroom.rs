@@ -38,7 +38,10 @@ pub(super) fn read_headroom(value: &Value, path: &str, issues: &mut Issues) -> O
     f.finish(issues);
 
     if percent > MAX_PERCENT {
-        issues.push(p("percent"), format!("{percent} is above {MAX_PERCENT}%"));
+        issues.push(
+            p("percent"),
+            format!("{percent} is above {MAX_PERCENT}%: write a percentage from 0 to {MAX_PERCENT}"),
+        );
     }
     let pod_cpu_millis = match cpu {
         None => d.pod_cpu_millis,
@@ -56,10 +59,22 @@ pub(super) fn read_headroom(value: &Value, path: &str, issues: &mut Issues) -> O
         issues.push(p("min"), format!("min ({min}) is greater than max ({max})"));
     }
     if !is_dns_label(&namespace) {
-        issues.push(p("namespace"), format!("`{namespace}` is not a Kubernetes namespace name"));
+        issues.push(
+            p("namespace"),
+            format!(
+                "`{namespace}` is not a Kubernetes namespace name: lowercase letters, digits and `-`, at most 63 \
+                 (e.g. `ballast-headroom`)"
+            ),
+        );
     }
     if !is_dns_subdomain(&priority_class.name) {
-        issues.push(p("priority_class.name"), format!("`{}` is not a Kubernetes object name", priority_class.name));
+        issues.push(
+            p("priority_class.name"),
+            format!(
+                "`{}` is not a Kubernetes object name: lowercase letters, digits, `-` and `.` (e.g. `ballast-headroom`)",
+                priority_class.name
+            ),
+        );
     }
     if priority_class.value < CA_EXPENDABLE_CUTOFF {
         issues.push(
@@ -95,7 +110,10 @@ pub(super) fn read_headroom(value: &Value, path: &str, issues: &mut Issues) -> O
         Some(other) => issues.push(p("schedules"), format!("expected a list, found {}", kind(&other))),
     }
     if interruption_boost > MAX_PERCENT {
-        issues.push(p("interruption_boost"), format!("{interruption_boost} is above {MAX_PERCENT}%"));
+        issues.push(
+            p("interruption_boost"),
+            format!("{interruption_boost} is above {MAX_PERCENT}%: write a percentage from 0 to {MAX_PERCENT}"),
+        );
     }
     let target = match target_value {
         None | Some(Value::Null) => None,
@@ -328,7 +346,10 @@ fn read_schedule(value: &Value, path: &str, issues: &mut Issues) -> Option<Headr
     };
     if let Some(pc) = percent {
         if pc > MAX_PERCENT {
-            issues.push(p("percent"), format!("{pc} is above {MAX_PERCENT}%"));
+            issues.push(
+                p("percent"),
+                format!("{pc} is above {MAX_PERCENT}%: write a percentage from 0 to {MAX_PERCENT}"),
+            );
         }
     }
     if issues.0.len() != before {

@@ -506,6 +506,14 @@ fn a_wrong_value_says_what_to_write_never_a_rust_type() {
         ("    node_selector: [a]\n", "pools[0].node_selector: expected a mapping (`key: value` lines), found a list"),
         ("    headroom: { pod_memory: 2GB }\n", "pools[0].headroom.pod_memory: `2GB` is not a Kubernetes quantity"),
         (
+            "    headroom: { percent: 2000 }\n",
+            "pools[0].headroom.percent: 2000 is above 1000%: write a percentage from 0 to 1000",
+        ),
+        (
+            "    headroom: { namespace: Ballast_Headroom }\n",
+            "pools[0].headroom.namespace: `Ballast_Headroom` is not a Kubernetes namespace name: lowercase letters",
+        ),
+        (
             "    headroom: { pod_memory: 2 }\n",
             "pools[0].headroom.pod_memory: `2` is 2 bytes: a memory quantity without a suffix is bytes; write `2Gi`",
         ),
