@@ -76,8 +76,11 @@ enum EventsCommand {
 
 #[derive(Subcommand)]
 enum ConfigCommand {
-    /// List every problem with its path; exit 0 valid, 1 invalid, 2 unreadable.
+    /// List every problem with its path, line and column; exit 0 valid, 1 invalid (or,
+    /// with --strict, warned about), 2 unreadable or a usage error.
     Check(commands::config::CheckArgs),
+    /// Print the JSON Schema of ballast.yaml, for editors (yaml-language-server) and CI.
+    Schema,
     /// Validate a config, show what changes against the live version, and write it to
     /// its SSM parameter; the functions and the forwarder take it within seconds.
     #[cfg(feature = "aws")]
@@ -161,6 +164,7 @@ fn main() -> ExitCode {
         #[cfg(not(feature = "aws"))]
         Command::DeadLetters(_) => needs_aws("dead-letters"),
         Command::Config { command: ConfigCommand::Check(args) } => commands::config::check(args),
+        Command::Config { command: ConfigCommand::Schema } => commands::config::schema(),
         #[cfg(feature = "aws")]
         Command::Config { command: ConfigCommand::Push(args) } => commands::config_home::push(args),
         #[cfg(feature = "aws")]

@@ -1611,3 +1611,90 @@ fn every_command_ends_quietly_when_its_output_is_closed() {
         assert!(quiet, "{args:?}: {:?}", out.status);
     }
 }
+
+/// The three mistakes people make most, as `config check` reports them: where (file, line,
+/// column), which key, and what to write.
+#[test]
+fn config_check_points_at_each_mistake_and_says_what_to_write() {
+    let dir = scratch("mistakes");
+    let file = dir.join("ballast.yaml");
+    std::fs::write(
+        &file,
+        "cluster: prod-eks\nregion: eu-wst-1\nstate_table: ballast-state\npools:\n  - name: general\n    spot_asg: [eks-spot]\n    fallback:\n      spot_launch_grace: 180\n",
+    )
+    .unwrap();
+    let path = file.to_str().unwrap();
+    let out = ballast(&["config", "check", path]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = stdout(&out);
+    for expected in [
+        format!("{path}:2:1: region: `eu-wst-1` is not an AWS region; did you mean `eu-west-1`?"),
+        format!("{path}:6:5: pools[0].spot_asg: unknown key; did you mean `spot_asgs`?"),
+        format!("{path}:8:7: pools[0].fallback.spot_launch_grace: `180` has no unit: write `180s` for seconds"),
+    ] {
+        assert!(text.contains(&expected), "missing `{expected}` in:\n{text}");
+    }
+    for rust in ["u32", "invalid type", "expected a string"] {
+        assert!(!text.contains(rust), "`{rust}` in:\n{text}");
+    }
+    let json: serde_json::Value =
+        serde_json::from_slice(&ballast(&["config", "check", "--json", path]).stdout).unwrap();
+    let region = json["errors"].as_array().unwrap().iter().find(|e| e["path"] == "region").unwrap();
+    assert_eq!((region["line"].as_u64(), region["column"].as_u64()), (Some(2), Some(1)), "{json}");
+}
+
+/// `--strict` turns warnings into exit 1 (a CI gate); without it they leave exit 0.
+#[test]
+fn config_check_strict_fails_on_warnings() {
+    let warned = ["config", "check", "ballast.example.yaml", "--function-timeout", "120"];
+    let out = ballast(&warned);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert!(stdout(&out).contains("warning: "));
+    let strict = ballast(&[&warned[..], &["--strict"]].concat());
+    assert_eq!(strict.status.code(), Some(1), "{}", stdout(&strict));
+    assert!(stdout(&strict).contains("warning(s), refused by --strict"), "{}", stdout(&strict));
+    let clean = ballast(&["config", "check", "--strict", "ballast.example.yaml"]);
+    assert_eq!(clean.status.code(), Some(0), "{}", stdout(&clean));
+    let json: serde_json::Value =
+        serde_json::from_slice(&ballast(&[&warned[..], &["--strict", "--json"]].concat()).stdout).unwrap();
+    assert_eq!((json["valid"].as_bool(), json["strict"].as_bool()), (Some(true), Some(true)), "{json}");
+    // Without --nodes, it says pause pods are left to it.
+    assert!(stdout(&clean).contains("note: pause pods are not held to node sizes"), "{}", stdout(&clean));
+}
+
+/// A headroom override event must name a pool of the config.
+#[test]
+fn config_check_refuses_an_override_naming_no_pool() {
+    let dir = scratch("overrides");
+    let good = "events/headroom-override.json";
+    let typo = dir.join("genral.json");
+    std::fs::write(&typo, std::fs::read_to_string(root().join(good)).unwrap().replace("\"general\"", "\"genral\""))
+        .unwrap();
+    let ok = ballast(&["config", "check", "ballast.example.yaml", "--event", good]);
+    assert_eq!(ok.status.code(), Some(0), "{}", stdout(&ok));
+    let out = ballast(&["config", "check", "ballast.example.yaml", "--event", good, "--event", typo.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stdout(&out).contains(
+            "detail.pool: `genral` names no pool of the config; did you mean `general`? (its pools: general, batch)"
+        ),
+        "{}",
+        stdout(&out)
+    );
+    let missing = ballast(&["config", "check", "ballast.example.yaml", "--event", "no/such/event.json"]);
+    assert_eq!(missing.status.code(), Some(2));
+}
+
+/// `ballast config schema` prints the committed schema, which the example validates against.
+#[test]
+fn config_schema_prints_the_committed_schema() {
+    let out = ballast(&["config", "schema"]);
+    assert_eq!(out.status.code(), Some(0));
+    let committed = std::fs::read_to_string(root().join("docs/src/reference/ballast.schema.json")).unwrap();
+    assert!(
+        stdout(&out) == committed,
+        "docs/src/reference/ballast.schema.json is stale: regenerate it with `ballast config schema`"
+    );
+    let schema: serde_json::Value = serde_json::from_str(&committed).unwrap();
+    assert!(schema["$comment"].as_str().unwrap().contains("# yaml-language-server: $schema="));
+}

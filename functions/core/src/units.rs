@@ -177,12 +177,59 @@ impl serde::Serialize for HumanDuration {
     }
 }
 
+impl schemars::JsonSchema for HumanDuration {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Duration".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "A duration: numbers with their units (`90s`, `10m`, `1h 30m`, `1d`); a bare number is refused.",
+            "type": "string",
+            "pattern": "^\\s*([0-9]+\\s*[a-zA-Z]+\\s*)+$",
+            "examples": ["90s", "10m", "1h 30m"]
+        })
+    }
+}
+
 impl<'de> Deserialize<'de> for HumanDuration {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(deserializer)?;
-        text.parse().map_err(|e| {
-            serde::de::Error::custom(format!("`{text}` is not a duration ({e}); write e.g. `90s`, `10m`, `2h`"))
-        })
+        struct Text;
+        impl serde::de::Visitor<'_> for Text {
+            type Value = HumanDuration;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a duration with its unit (e.g. `90s`, `10m`, `1h 30m`)")
+            }
+
+            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<HumanDuration, E> {
+                text.parse().map_err(|_| E::custom(duration_mistake(text)))
+            }
+
+            // A bare number is the usual mistake: say which unit to add.
+            fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<HumanDuration, E> {
+                Err(E::custom(duration_mistake(&n.to_string())))
+            }
+
+            fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<HumanDuration, E> {
+                Err(E::custom(duration_mistake(&n.to_string())))
+            }
+
+            fn visit_f64<E: serde::de::Error>(self, n: f64) -> Result<HumanDuration, E> {
+                Err(E::custom(duration_mistake(&n.to_string())))
+            }
+        }
+        deserializer.deserialize_any(Text)
+    }
+}
+
+/// What to write instead of `text`, which is not a duration: a number gets its unit.
+pub fn duration_mistake(text: &str) -> String {
+    let text = text.trim();
+    if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+        format!("`{text}` has no unit: write `{text}s` for seconds (or `{text}m` for minutes)")
+    } else {
+        format!("`{text}` is not a duration: write a number and its unit, e.g. `90s`, `10m`, `1h 30m`, `1d`")
     }
 }
 

@@ -30,10 +30,19 @@ pub struct CheckArgs {
     /// summary goes to stderr); it reads back as the same config.
     #[arg(long)]
     print: bool,
-    /// One JSON object on stdout: `valid`, `errors` (each with its `input` file, `path`
-    /// and `message`), `warnings`, and with `--print` the effective `config`.
+    /// One JSON object on stdout: `valid`, `errors` (each with its `input` file, `path`,
+    /// `message` and, when known, `line` and `column`), `warnings`, and with `--print` the
+    /// effective `config`.
     #[arg(long)]
     json: bool,
+    /// Warnings fail the check too (exit 1), for a CI gate.
+    #[arg(long)]
+    strict: bool,
+    /// Headroom override events (an EventBridge envelope or a Scheduler's input, as
+    /// `events check` reads them; repeatable): each must be valid, come from the config's
+    /// account and region, and name one of its pools.
+    #[arg(long = "event", value_name = "FILE")]
+    events: Vec<PathBuf>,
 }
 
 /// One problem, for `--json`: which input file, where in it, and why.
@@ -42,6 +51,69 @@ struct Problem {
     input: String,
     path: String,
     message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    line: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    column: Option<usize>,
+}
+
+impl Problem {
+    fn new(input: impl Into<String>, path: impl Into<String>, message: impl Into<String>) -> Self {
+        Problem { input: input.into(), path: path.into(), message: message.into(), line: None, column: None }
+    }
+
+    /// `FILE:LINE:COLUMN: path: message`, as compilers print it (editors jump there).
+    fn line(&self) -> String {
+        let at = match (self.line, self.column) {
+            (Some(line), Some(column)) => format!("{}:{line}:{column}: ", self.input),
+            _ => String::new(),
+        };
+        if self.path.is_empty() {
+            format!("{at}{}", self.message)
+        } else {
+            format!("{at}{}: {}", self.path, self.message)
+        }
+    }
+}
+
+/// Prints the JSON Schema of `ballast.yaml` (docs/src/reference/ballast.schema.json).
+pub fn schema() -> anyhow::Result<ExitCode> {
+    println!("{}", serde_json::to_string_pretty(&ballast_core::config::json_schema())?);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Each headroom override event of `files` that does not parse, does not come from the
+/// config's account and region, or names no pool of it.
+fn override_problems(config: &Config, files: &[PathBuf]) -> anyhow::Result<Vec<Problem>> {
+    use ballast_core::event::Signal;
+    let mut problems = Vec::new();
+    let pools: Vec<&str> = config.pools.iter().map(|p| p.name.as_str()).collect();
+    for file in files {
+        let bytes = super::read(file)?;
+        let input = file.display().to_string();
+        for (_, parsed) in super::events::events_in(&bytes, Some(&config.origin())) {
+            match parsed.map(|event| event.signal) {
+                Err(error) => problems.push(Problem::new(&input, "", error.to_string())),
+                Ok(Signal::HeadroomOverride { pool, .. }) if !pools.contains(&pool.as_str()) => {
+                    let near = ballast_core::config::nearest_pool(&pool, &pools)
+                        .map(|n| format!("did you mean `{n}`? "))
+                        .unwrap_or_default();
+                    problems.push(Problem::new(
+                        &input,
+                        "detail.pool",
+                        format!("`{pool}` names no pool of the config; {near}(its pools: {})", pools.join(", ")),
+                    ));
+                }
+                Ok(Signal::HeadroomOverride { .. }) => {}
+                Ok(other) => problems.push(Problem::new(
+                    &input,
+                    "",
+                    format!("not a headroom override ({}): --event takes overrides", serde_json::to_string(&other)?),
+                )),
+            }
+        }
+    }
+    Ok(problems)
 }
 
 pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
@@ -55,6 +127,8 @@ pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
                 input: input.clone(),
                 path: i.path,
                 message: i.message,
+                line: i.line,
+                column: i.column,
             }));
             None
         }
@@ -64,14 +138,14 @@ pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     // at `config push` (or, worse, at a deploy).
     let size = std::fs::metadata(file).map(|m| m.len() as usize).unwrap_or(0);
     if size > PARAMETER_MAX_BYTES {
-        problems.push(Problem {
-            input: input.clone(),
-            path: "(file)".into(),
-            message: format!(
+        problems.push(Problem::new(
+            &input,
+            "(file)",
+            format!(
                 "{size} bytes: more than the {PARAMETER_MAX_BYTES} an SSM parameter (Advanced tier), the config's home, \
                  holds; shorten its comments or split its pools into two deployments"
             ),
-        });
+        ));
     } else if size >= PARAMETER_WARN_BYTES {
         warnings.push(format!(
             "{size} bytes: near the {PARAMETER_MAX_BYTES} an SSM parameter (Advanced tier), the config's home, holds"
@@ -85,9 +159,10 @@ pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
                 rbac_issues(config, &text).with_context(|| format!("cannot read {} as RBAC", rbac.display()))?;
             problems.extend(issues.into_iter().map(|issue| {
                 let (path, message) = issue.split_once(": ").unwrap_or(("", issue.as_str()));
-                Problem { input: rbac.display().to_string(), path: path.to_string(), message: message.to_string() }
+                Problem::new(rbac.display().to_string(), path, message)
             }));
         }
+        problems.extend(override_problems(config, &args.events)?);
         warnings.extend(super::config_pods::warnings(config, &args.cluster)?);
         // A Lambda function runs 15 minutes at most: a drain that leaves a run less than
         // its margin is always cut short, whatever the templates say.
@@ -112,9 +187,12 @@ pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let valid = problems.is_empty();
-    let code = if valid { ExitCode::SUCCESS } else { ExitCode::from(super::INVALID) };
+    let failed = !valid || (args.strict && !warnings.is_empty());
+    let code = if failed { ExitCode::from(super::INVALID) } else { ExitCode::SUCCESS };
     if args.json {
-        let mut out = serde_json::json!({ "input": input, "valid": valid, "errors": problems, "warnings": warnings });
+        let mut out = serde_json::json!({
+            "input": input, "valid": valid, "strict": args.strict, "errors": problems, "warnings": warnings
+        });
         if let (true, true, Some(config)) = (args.print, valid, &config) {
             out["config"] = serde_json::to_value(config)?;
         }
@@ -140,11 +218,7 @@ pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
                     say(format!("{input}: {} problem(s) with the RBAC in {source}", list.len()));
                 }
                 for p in list {
-                    say(if p.path.is_empty() {
-                        format!("  {}", p.message)
-                    } else {
-                        format!("  {}: {}", p.path, p.message)
-                    });
+                    say(format!("  {}", p.line()));
                 }
             }
             return Ok(code);
@@ -164,6 +238,15 @@ pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     }
     for warning in &warnings {
         say(format!("warning: {warning}"));
+    }
+    if args.cluster.nodes.is_none() {
+        // The config names ASGs, not instance types: node sizes come from the cluster.
+        say("note: pause pods are not held to node sizes (the config does not say them): pass --nodes \
+             (kubectl get nodes -o json) to check that each fits a node of its pool"
+            .to_string());
+    }
+    if args.strict && !warnings.is_empty() {
+        say(format!("{input}: {} warning(s), refused by --strict", warnings.len()));
     }
     if args.print {
         print!("{}", serde_yaml_ng::to_string(&config)?);

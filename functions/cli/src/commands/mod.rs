@@ -181,7 +181,7 @@ pub fn load_config(path: &Path) -> Result<Result<Config, ConfigErrors>, Unusable
     std::fs::File::open(path)
         .and_then(|file| file.take(MAX_CONFIG_BYTES as u64 + 1).read_to_end(&mut bytes))
         .map_err(unreadable)?;
-    let file_issue = |message: String| Ok(Err(ConfigErrors(vec![ConfigIssue { path: "(file)".into(), message }])));
+    let file_issue = |message: String| Ok(Err(ConfigErrors(vec![ConfigIssue::new("(file)", message)])));
     if bytes.len() > MAX_CONFIG_BYTES {
         return file_issue(format!("more bytes than a config may have ({MAX_CONFIG_BYTES} bytes, 1 MiB)"));
     }

@@ -38,15 +38,18 @@ pub(super) fn read_headroom(value: &Value, path: &str, issues: &mut Issues) -> O
     f.finish(issues);
 
     if percent > MAX_PERCENT {
-        issues.push(p("percent"), format!("{percent} is above {MAX_PERCENT}%"));
+        issues.push(
+            p("percent"),
+            format!("{percent} is above {MAX_PERCENT}%: write a percentage from 0 to {MAX_PERCENT}"),
+        );
     }
     let pod_cpu_millis = match cpu {
         None => d.pod_cpu_millis,
-        Some(v) => positive_quantity(parse_cpu_millis, v, &p("pod_cpu"), issues),
+        Some(v) => positive_quantity(Resource::Cpu, v, &p("pod_cpu"), issues),
     };
     let pod_memory_bytes = match memory {
         None => d.pod_memory_bytes,
-        Some(v) => positive_quantity(parse_memory_bytes, v, &p("pod_memory"), issues),
+        Some(v) => positive_quantity(Resource::Memory, v, &p("pod_memory"), issues),
     };
     let shapes = match shapes_value {
         None | Some(Value::Null) => HeadroomShapes::Auto,
@@ -56,10 +59,22 @@ pub(super) fn read_headroom(value: &Value, path: &str, issues: &mut Issues) -> O
         issues.push(p("min"), format!("min ({min}) is greater than max ({max})"));
     }
     if !is_dns_label(&namespace) {
-        issues.push(p("namespace"), format!("`{namespace}` is not a Kubernetes namespace name"));
+        issues.push(
+            p("namespace"),
+            format!(
+                "`{namespace}` is not a Kubernetes namespace name: lowercase letters, digits and `-`, at most 63 \
+                 (e.g. `ballast-headroom`)"
+            ),
+        );
     }
     if !is_dns_subdomain(&priority_class.name) {
-        issues.push(p("priority_class.name"), format!("`{}` is not a Kubernetes object name", priority_class.name));
+        issues.push(
+            p("priority_class.name"),
+            format!(
+                "`{}` is not a Kubernetes object name: lowercase letters, digits, `-` and `.` (e.g. `ballast-headroom`)",
+                priority_class.name
+            ),
+        );
     }
     if priority_class.value < CA_EXPENDABLE_CUTOFF {
         issues.push(
@@ -95,7 +110,10 @@ pub(super) fn read_headroom(value: &Value, path: &str, issues: &mut Issues) -> O
         Some(other) => issues.push(p("schedules"), format!("expected a list, found {}", kind(&other))),
     }
     if interruption_boost > MAX_PERCENT {
-        issues.push(p("interruption_boost"), format!("{interruption_boost} is above {MAX_PERCENT}%"));
+        issues.push(
+            p("interruption_boost"),
+            format!("{interruption_boost} is above {MAX_PERCENT}%: write a percentage from 0 to {MAX_PERCENT}"),
+        );
     }
     let target = match target_value {
         None | Some(Value::Null) => None,
@@ -150,14 +168,14 @@ fn read_shapes(value: &Value, path: &str, issues: &mut Issues) -> Option<Headroo
         f.finish(issues);
         let p = |key: &str| walk::join(&at, key);
         let cpu_millis = match cpu {
-            Some(v) => positive_quantity(parse_cpu_millis, &v, &p("cpu"), issues),
+            Some(v) => positive_quantity(Resource::Cpu, &v, &p("cpu"), issues),
             None => {
                 issues.push(p("cpu"), "is required");
                 0
             }
         };
         let memory_bytes = match memory {
-            Some(v) => positive_quantity(parse_memory_bytes, &v, &p("memory"), issues),
+            Some(v) => positive_quantity(Resource::Memory, &v, &p("memory"), issues),
             None => {
                 issues.push(p("memory"), "is required");
                 0
@@ -202,9 +220,9 @@ fn read_target(value: &Value, path: &str, percent_written: bool, issues: &mut Is
     let before = issues.0.len();
     let mut f = Fields::of(value, path, issues);
     let wait_p95: Option<HumanDuration> = f.required("wait_p95", issues);
-    let history: HumanDuration = f.or("history", HumanDuration::from_secs(14 * 86_400), issues);
+    let history: HumanDuration = f.or("history", super::types::default_history(), issues);
     let floor: bool = f.or("floor", percent_written, issues);
-    let tz_text: String = f.or("time_zone", Tz::UTC.name().to_string(), issues);
+    let tz_text: String = f.or("time_zone", super::types::default_time_zone().name().to_string(), issues);
     let p = |key: &str| walk::join(path, key);
     f.finish(issues);
     let time_zone = tz_text.parse::<Tz>().map_err(|_| {
@@ -230,15 +248,19 @@ fn read_target(value: &Value, path: &str, percent_written: bool, issues: &mut Is
     (issues.0.len() == before).then_some(WaitTarget { wait_p95: wait_p95?, history, floor, time_zone })
 }
 
+/// Which request a quantity is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Resource {
+    /// Cores or millicores.
+    Cpu,
+    /// Bytes.
+    Memory,
+}
+
 /// A quantity that must be more than zero (0 when it is not, after reporting why). As in
 /// Kubernetes, it may be written as a string (`500m`, `2Gi`) or a plain number (`2`,
 /// `1073741824`, `0.5`).
-fn positive_quantity(
-    parse: fn(&str) -> Result<u64, crate::units::QuantityError>,
-    value: &Value,
-    path: &str,
-    issues: &mut Issues,
-) -> u64 {
+fn positive_quantity(resource: Resource, value: &Value, path: &str, issues: &mut Issues) -> u64 {
     let text = match value {
         Value::String(s) => s.clone(),
         Value::Number(n) => n.to_string(),
@@ -248,9 +270,24 @@ fn positive_quantity(
             return 0;
         }
     };
-    match parse(&text) {
+    let parsed = match resource {
+        Resource::Cpu => parse_cpu_millis(&text),
+        Resource::Memory => parse_memory_bytes(&text),
+    };
+    match parsed {
         Ok(0) => {
             issues.push(path, "must be more than zero");
+            0
+        }
+        // A bare number is bytes: `pod_memory: 2` meant `2Gi`, not two bytes.
+        Ok(v) if resource == Resource::Memory && v < 1 << 20 && text.bytes().all(|b| b.is_ascii_digit()) => {
+            issues.push(
+                path,
+                format!(
+                    "`{text}` is {text} bytes: a memory quantity without a suffix is bytes; write `{text}Gi` (gibibytes) \
+                     or `{text}Mi` (mebibytes)"
+                ),
+            );
             0
         }
         Ok(v) => v,
@@ -309,7 +346,10 @@ fn read_schedule(value: &Value, path: &str, issues: &mut Issues) -> Option<Headr
     };
     if let Some(pc) = percent {
         if pc > MAX_PERCENT {
-            issues.push(p("percent"), format!("{pc} is above {MAX_PERCENT}%"));
+            issues.push(
+                p("percent"),
+                format!("{pc} is above {MAX_PERCENT}%: write a percentage from 0 to {MAX_PERCENT}"),
+            );
         }
     }
     if issues.0.len() != before {

@@ -5,13 +5,21 @@
 //!
 //! Defaults have one source: the `Default` impls of [`FallbackConfig`],
 //! [`InterruptionConfig`] and [`HeadroomConfig`] (and `dry_run: false`); the readers, the
-//! simulator and the README's reference (checked by a test) take them from there.
+//! simulator and the configuration reference page (checked by a test) take them from there.
 
 mod headroom;
+mod locate;
 mod read;
+mod regions;
 mod resolve;
+mod schema;
+mod shared;
 mod types;
 mod walk;
+
+pub use regions::{
+    cluster_name_mistake, ecr_host, partition, region_mistake, EcrHost, Partition, MAX_CLUSTER_NAME, REGIONS,
+};
 
 use std::fmt;
 
@@ -22,6 +30,7 @@ use serde_yaml_ng::Value;
 pub use headroom::{parse_cron, CronError};
 use read::read_config;
 pub use resolve::{check_one_role, resolve_pool_asgs, selectors, AsgRef, ResolveError, ResolvedPool, Role};
+pub use schema::json_schema;
 pub use types::{
     AsgSelector, Config, FallbackConfig, HeadroomConfig, HeadroomSchedule, HeadroomShapes, InterruptionConfig,
     InterruptionRate, ListedShape, PoolConfig, PriorityClassConfig, RebalancePolicy, TaintEffect, Toleration,
@@ -60,8 +69,30 @@ pub const MAX_CONFIG_DEPTH: usize = 32;
 pub struct ConfigIssue {
     /// Where in the config: a path (`pools[0].headroom.min`), or `(file)` for the whole file.
     pub path: String,
-    /// Why it is wrong.
+    /// Why it is wrong, and what to write instead.
     pub message: String,
+    /// The 1-based line of the YAML the path is written on (of its nearest written
+    /// ancestor when it is not written itself), when read from text.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<usize>,
+    /// The 1-based column on that line.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub column: Option<usize>,
+}
+
+impl ConfigIssue {
+    /// An issue at `path`, not yet placed in the text.
+    pub fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
+        ConfigIssue { path: path.into(), message: message.into(), line: None, column: None }
+    }
+
+    /// `line L, column C: ` when placed, else nothing: the prefix of a message.
+    pub fn position(&self) -> String {
+        match (self.line, self.column) {
+            (Some(line), Some(column)) => format!("line {line}, column {column}: "),
+            _ => String::new(),
+        }
+    }
 }
 
 impl fmt::Display for ConfigIssue {
@@ -72,14 +103,17 @@ impl fmt::Display for ConfigIssue {
 
 /// Every problem found, in file order.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{} problem(s) in the config:\n{}", .0.len(), .0.iter().map(|i| format!("  {i}")).collect::<Vec<_>>().join("\n"))]
+#[error("{} problem(s) in the config:\n{}", .0.len(), .0.iter().map(|i| format!("  {}{i}", i.position())).collect::<Vec<_>>().join("\n"))]
 pub struct ConfigErrors(pub Vec<ConfigIssue>);
+
+/// The most issues placed in the text: each is one more read of it.
+const MAX_PLACED_ISSUES: usize = 200;
 
 impl Config {
     /// Reads and validates a config file's text. Refused before parsing: more than
     /// [`MAX_CONFIG_BYTES`], or nesting deeper than [`MAX_CONFIG_DEPTH`].
     pub fn from_yaml(text: &str) -> Result<Config, ConfigErrors> {
-        let file_issue = |message: String| ConfigErrors(vec![ConfigIssue { path: "(file)".into(), message }]);
+        let file_issue = |message: String| ConfigErrors(vec![ConfigIssue::new("(file)", message)]);
         if text.len() > MAX_CONFIG_BYTES {
             return Err(file_issue(format!(
                 "{} bytes is more than a config may have ({MAX_CONFIG_BYTES} bytes, 1 MiB)",
@@ -95,21 +129,43 @@ impl Config {
         let value: Value = if only_comments {
             Value::Null
         } else {
-            serde_yaml_ng::from_str(text).map_err(|e| file_issue(format!("not valid YAML: {e}")))?
+            serde_yaml_ng::from_str(text).map_err(|e| {
+                let mut issue = ConfigIssue::new("(file)", format!("not valid YAML: {e}"));
+                if let Some(at) = e.location() {
+                    (issue.line, issue.column) = (Some(at.line()), Some(at.column()));
+                }
+                ConfigErrors(vec![issue])
+            })?
         };
-        Config::from_value(value)
+        Config::from_value(value).map_err(|ConfigErrors(mut issues)| {
+            for issue in issues.iter_mut().take(MAX_PLACED_ISSUES) {
+                if let Some((line, column)) = locate::locate(text, &issue.path) {
+                    (issue.line, issue.column) = (Some(line), Some(column));
+                }
+            }
+            ConfigErrors(issues)
+        })
     }
 
     /// Validates a config already read as YAML (what the simulator builds): every
     /// problem, each with its path, as [`Config::from_yaml`].
     pub fn from_value(value: Value) -> Result<Config, ConfigErrors> {
         // An empty document is an empty mapping: every required field is missing.
-        let value = if value.is_null() { Value::Mapping(Default::default()) } else { value };
+        let mut value = if value.is_null() { Value::Mapping(Default::default()) } else { value };
+        // Shared settings: YAML merge keys (`<<: *defaults`), then a `defaults:` block.
+        value
+            .apply_merge()
+            .map_err(|e| ConfigErrors(vec![ConfigIssue::new("(file)", format!("merge key `<<`: {e}"))]))?;
+        let pools_as_written = value.get("pools").cloned().unwrap_or(Value::Null);
         let mut issues = Issues(Vec::new());
+        let defaults = shared::apply_defaults(&mut value, &mut issues);
         let config = read_config(&value, &mut issues);
         match config {
             Some(config) if issues.0.is_empty() => Ok(config),
-            _ => Err(ConfigErrors(issues.0)),
+            _ => Err(ConfigErrors(match defaults {
+                Some(defaults) => shared::blame_defaults(issues.0, &pools_as_written, &defaults),
+                None => issues.0,
+            })),
         }
     }
 
@@ -131,13 +187,19 @@ impl Config {
     }
 }
 
+/// The pool of `pools` nearest to `name`, a pool name mistyped (an override's).
+pub fn nearest_pool<'a>(name: &str, pools: &[&'a str]) -> Option<&'a str> {
+    walk::nearest(name, pools)
+}
+
 /// The pause image by default: registry.k8s.io/pause:3.10, pinned to its digest.
 pub const DEFAULT_PAUSE_IMAGE: &str =
     "registry.k8s.io/pause:3.10@sha256:ee6521f290b2168b6e0935a181d4cff9be1ac3f505666ef0e3c98fae8199917a";
 
 /// Where a pause image may come from: the upstream image, the EKS Distro copy, or a
-/// private ECR mirror (`ACCOUNT.dkr.ecr.REGION.amazonaws.com/...`). The functions may
-/// create pods in the cluster, so the image is not left to any registry.
+/// private ECR mirror (`ACCOUNT.dkr.ecr.REGION.amazonaws.com/...`, `.amazonaws.com.cn` in
+/// China, `dkr.ecr-fips.` for a FIPS endpoint). The functions may create pods in the
+/// cluster, so the image is not left to any registry.
 pub const ALLOWED_PAUSE_REPOSITORIES: [&str; 2] =
     ["registry.k8s.io/pause", "public.ecr.aws/eks-distro/kubernetes/pause"];
 
@@ -161,13 +223,27 @@ pub enum ImageError {
     },
     /// A repository other than [`ALLOWED_PAUSE_REPOSITORIES`] or a private ECR mirror.
     #[error(
-        "`{repository}` is not an allowed pause image repository ({allowed}, or a private ECR mirror ACCOUNT.dkr.ecr.REGION.amazonaws.com/...)",
+        "`{repository}` is not an allowed pause image repository ({allowed}, or a private ECR mirror \
+         ACCOUNT.dkr.ecr.REGION.amazonaws.com/..., .amazonaws.com.cn in China, dkr.ecr-fips. for FIPS)",
         allowed = ALLOWED_PAUSE_REPOSITORIES.join(", ")
     )]
     NotAllowed {
         /// The image's repository (the part before the tag or digest).
         repository: String,
     },
+    /// A private ECR host that cannot serve: unknown region, wrong DNS suffix, no FIPS.
+    #[error("`{repository}`: {why}")]
+    BadMirror {
+        /// The image's repository.
+        repository: String,
+        /// What is wrong with its host.
+        why: String,
+    },
+}
+
+/// The private ECR host of `image`, if it is pulled from one.
+pub fn image_ecr_host(image: &str) -> Option<EcrHost<'_>> {
+    image.trim().split_once('/').and_then(|(host, _)| ecr_host(host))
 }
 
 /// Why `image` may not be the pause image: it must be pinned (`@sha256:` and 64 hex
@@ -187,14 +263,14 @@ pub fn check_image(image: &str) -> Result<(), ImageError> {
         Some((repo, tag)) if !tag.contains('/') => repo,
         _ => name,
     };
-    let private_ecr = repository.split_once('/').is_some_and(|(host, _)| {
-        let parts: Vec<&str> = host.split('.').collect();
-        matches!(parts.as_slice(), [account, "dkr", "ecr", _region, "amazonaws", "com"] if account.len() == 12 && account.bytes().all(|b| b.is_ascii_digit()))
-    });
-    if ALLOWED_PAUSE_REPOSITORIES.contains(&repository) || private_ecr {
-        Ok(())
-    } else {
-        Err(ImageError::NotAllowed { repository: repository.to_string() })
+    if ALLOWED_PAUSE_REPOSITORIES.contains(&repository) {
+        return Ok(());
+    }
+    let ecr = repository.split_once('/').and_then(|(host, _)| ecr_host(host));
+    match ecr.map(|host| host.mistake()) {
+        Some(None) => Ok(()),
+        Some(Some(why)) => Err(ImageError::BadMirror { repository: repository.to_string(), why }),
+        None => Err(ImageError::NotAllowed { repository: repository.to_string() }),
     }
 }
 

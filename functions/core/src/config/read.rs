@@ -19,17 +19,15 @@ pub(super) fn read_config(value: &Value, issues: &mut Issues) -> Option<Config> 
     let state_table: Option<String> = f.required("state_table", issues);
     let dry_run = f.or("dry_run", bool::default(), issues);
     let pools_value = f.raw("pools");
+    // Taken out before (see `shared`); known here so a typo of it is suggested.
+    let _ = f.raw("defaults");
     f.finish(issues);
 
-    if let Some(c) = &cluster {
-        if c.trim().is_empty() {
-            issues.push("cluster", "must not be empty");
-        }
+    if let Some(why) = cluster.as_deref().and_then(super::cluster_name_mistake) {
+        issues.push("cluster", why);
     }
-    if let Some(r) = &region {
-        if !is_region(r) {
-            issues.push("region", format!("`{r}` is not an AWS region name (e.g. eu-west-1)"));
-        }
+    if let Some(why) = region.as_deref().and_then(super::region_mistake) {
+        issues.push("region", why);
     }
     if let Some(a) = &account {
         if a.len() != 12 || !a.bytes().all(|b| b.is_ascii_digit()) {
@@ -57,6 +55,9 @@ pub(super) fn read_config(value: &Value, issues: &mut Issues) -> Option<Config> 
         Some(other) => issues.push("pools", format!("expected a list of pools, found {}", kind(other))),
     }
     check_across_pools(&pools, issues);
+    if let Some(region) = &region {
+        check_mirror_partitions(&pools, region, issues);
+    }
 
     Some(Config {
         cluster: cluster?,
@@ -305,11 +306,26 @@ fn read_interruption(value: &Value, path: &str, issues: &mut Issues) -> Option<I
     (issues.0.len() == before).then_some(InterruptionConfig { surge, drain, rebalance, drain_timeout })
 }
 
-fn is_region(r: &str) -> bool {
-    let parts: Vec<&str> = r.split('-').collect();
-    parts.len() >= 3
-        && parts.iter().all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()))
-        && parts.last().is_some_and(|p| p.bytes().all(|b| b.is_ascii_digit()))
+/// A pause image mirrored in another partition's ECR cannot be pulled: the nodes'
+/// credentials do not cross partitions (another region of the same one is fine).
+fn check_mirror_partitions(pools: &[(usize, PoolConfig)], region: &str, issues: &mut Issues) {
+    let Some(ours) = super::partition(region) else { return };
+    for (i, pool) in pools {
+        let Some(host) = super::image_ecr_host(&pool.headroom.image) else { continue };
+        match super::partition(host.region) {
+            Some(theirs) if theirs != ours => issues.push(
+                format!("pools[{i}].headroom.image"),
+                format!(
+                    "the mirror is in {} (partition {}), the cluster in {region} (partition {}): nodes cannot pull \
+                     across partitions; mirror the image to ECR in {region}'s partition",
+                    host.region,
+                    theirs.name(),
+                    ours.name()
+                ),
+            ),
+            _ => {}
+        }
+    }
 }
 
 pub(super) fn is_dns_label(s: &str) -> bool {

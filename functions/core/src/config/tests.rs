@@ -107,7 +107,7 @@ fn missing_and_unknown_fields() {
         "state_table: is required",
         "region: `mars` is not an AWS region",
         "pools: must list at least one pool",
-        "extra: unknown field",
+        "extra: unknown key",
     ] {
         assert!(found.iter().any(|f| f.starts_with(e)), "missing `{e}` in {found:#?}");
     }
@@ -116,10 +116,21 @@ fn missing_and_unknown_fields() {
 #[test]
 fn wrong_types_name_the_field() {
     let found = issues(&minimal_with("    headroom:\n      max: many\n      schedules: nope\n"));
-    assert!(found.iter().any(|f| f.starts_with("pools[0].headroom.max: invalid type")), "{found:#?}");
+    assert!(
+        found.iter().any(
+            |f| f == "pools[0].headroom.max: expected a whole number, 0 or more (e.g. `10`), found the text `many`"
+        ),
+        "{found:#?}"
+    );
     assert!(found.iter().any(|f| f.starts_with("pools[0].headroom.schedules: expected a list")), "{found:#?}");
     let found = issues(&minimal_with("    tolerations:\n      - key: k\n        effect: Sometimes\n"));
-    assert!(found.iter().any(|f| f.starts_with("pools[0].tolerations[0].effect: unknown variant")), "{found:#?}");
+    assert!(
+        found.iter().any(|f| {
+            f
+            == "pools[0].tolerations[0].effect: `Sometimes` is not one of `NoSchedule`, `PreferNoSchedule`, `NoExecute`"
+        }),
+        "{found:#?}"
+    );
 }
 
 #[test]
@@ -168,7 +179,8 @@ fn the_pause_image_must_be_pinned_and_from_an_allowed_repository() {
     assert_eq!(
         foreign.to_string(),
         "`docker.io/evil/pause` is not an allowed pause image repository (registry.k8s.io/pause, \
-         public.ecr.aws/eks-distro/kubernetes/pause, or a private ECR mirror ACCOUNT.dkr.ecr.REGION.amazonaws.com/...)"
+         public.ecr.aws/eks-distro/kubernetes/pause, or a private ECR mirror ACCOUNT.dkr.ecr.REGION.amazonaws.com/..., \
+         .amazonaws.com.cn in China, dkr.ecr-fips. for FIPS)"
     );
     let fake_ecr =
         check_image(&format!("evil.dkr.ecr.eu-west-1.amazonaws.com.example/pause@sha256:{digest}")).unwrap_err();
@@ -204,12 +216,17 @@ fn an_empty_file_names_every_missing_required_field_at_once() {
 #[test]
 fn an_unknown_field_lists_each_expected_key_once() {
     let found = issues("cluster: c\nregion: eu-west-1\nstate_table: tbl\nclusters: x\npools: []\n");
-    let unknown = found.iter().find(|f| f.starts_with("clusters: unknown field")).expect("reported");
-    assert!(unknown.ends_with("expected one of: cluster, region, account, state_table, dry_run, pools"), "{unknown}");
+    let unknown = found.iter().find(|f| f.starts_with("clusters: unknown key")).expect("reported");
+    assert!(
+        unknown.ends_with(
+            "did you mean `cluster`? (this mapping takes `cluster`, `region`, `account`, `state_table`, `dry_run`, `pools`, `defaults`)"
+        ),
+        "{unknown}"
+    );
     let found =
         issues(&minimal_with("    headroom:\n      schedules:\n        - {cron: '0 7 * * *', percent: 5, tz: UTC}\n"));
-    let unknown = found.iter().find(|f| f.contains("unknown field")).expect("reported");
-    assert!(unknown.ends_with("expected one of: cron, time_zone, percent"), "{unknown}");
+    let unknown = found.iter().find(|f| f.contains("unknown key")).expect("reported");
+    assert!(unknown.ends_with("this mapping takes `cron`, `time_zone`, `percent`"), "{unknown}");
 }
 
 #[test]
@@ -308,45 +325,6 @@ fn a_config_prints_with_every_default_and_reads_back_equal() {
     }
 }
 
-/// The README's config reference shows the defaults; they must be the code's, the one
-/// source: setting a field to the default the README gives changes nothing.
-#[test]
-fn the_readme_states_the_defaults_the_code_applies() {
-    let readme = include_str!("../../../../README.md");
-    let reference =
-        readme.split("## Config reference").nth(1).expect("a config reference").split("\n## ").next().unwrap();
-    let defaults = Config::from_yaml(&minimal_with("")).unwrap();
-    let mut checked = 0;
-    for row in reference.lines().filter(|l| l.starts_with("| `")) {
-        let cells: Vec<&str> = row.split(" | ").collect();
-        let (paths, default) = (cells[0].trim_start_matches("| "), cells[1]);
-        if !default.starts_with('`') || default.contains('…') {
-            continue; // required, none, or abbreviated
-        }
-        let mut keys: Vec<String> = Vec::new();
-        for (i, p) in paths.split(", ").enumerate() {
-            let p = p.trim_matches('`');
-            keys.push(if i == 0 { p.to_string() } else { format!("{}{p}", keys[0].rsplit_once('.').unwrap().0) });
-        }
-        let values: Vec<&str> = if keys.len() == 1 {
-            vec![default.trim_matches('`')]
-        } else {
-            default.split(", ").map(|v| v.trim_matches('`')).collect()
-        };
-        assert_eq!(keys.len(), values.len(), "{row}");
-        for (key, value) in keys.iter().zip(values) {
-            let text = match key.split_once('.') {
-                None => minimal_with("").replace("cluster: c\n", &format!("cluster: c\n{key}: {value}\n")),
-                Some((section, field)) => minimal_with(&format!("    {section}:\n      {field}: {value}\n")),
-            };
-            let config = Config::from_yaml(&text).unwrap_or_else(|e| panic!("{key}: {value}: {e}"));
-            assert_eq!(config, defaults, "the README's default for {key} ({value}) is not the code's");
-            checked += 1;
-        }
-    }
-    assert!(checked >= 20, "only {checked} defaults found in the README");
-}
-
 /// A spot-only pool is valid: no fallback, headroom and interruption handling as usual;
 /// `--print` leaves the key out and reads back the same.
 #[test]
@@ -407,7 +385,7 @@ fn a_wait_target_is_read_with_its_floor_and_bounds() {
         ("target: { wait_p95: 10s, history: 60d }", "pools[0].headroom.target.history: 60d is outside 1d..28d"),
         (
             "target: { wait_p95: 10s, p99: 1s }",
-            "pools[0].headroom.target.p99: unknown field; expected one of: wait_p95, history, floor, time_zone",
+            "pools[0].headroom.target.p99: unknown key; this mapping takes `wait_p95`, `history`, `floor`, `time_zone`",
         ),
         (
             "target: { wait_p95: 10s, time_zone: Paris }",
@@ -472,4 +450,420 @@ fn headroom_shapes_read_as_written_and_name_each_mistake() {
     assert!(zero.iter().any(|w| w.contains("resources.nvidia.com/gpu: must be more than zero")), "{zero:?}");
     let bad = issues(&minimal_with("    headroom: { shapes: learned }\n"));
     assert!(bad.iter().any(|w| w.contains("expected `auto`, `fixed` or a list of shapes, found `learned`")), "{bad:?}");
+}
+
+/// Every kind of mistake says which key, where, and what to write: never a Rust type.
+#[test]
+fn an_unknown_key_suggests_the_nearest_known_one() {
+    for (extra, path, near) in [
+        ("    spot_asg: [s2]\n", "pools[0].spot_asg", "spot_asgs"),
+        ("    fallback: { max_ondemand: 3 }\n", "pools[0].fallback.max_ondemand", "max_on_demand"),
+        ("    headroom: { podCpu: 2 }\n", "pools[0].headroom.podCpu", "pod_cpu"),
+        ("    interruption: { drain-timeout: 2m }\n", "pools[0].interruption.drain-timeout", "drain_timeout"),
+        ("    tolerations: [{ key: k, efect: NoSchedule }]\n", "pools[0].tolerations[0]", "effect"),
+    ] {
+        let found = issues(&minimal_with(extra));
+        assert!(
+            found.iter().any(|f| f.starts_with(path) && f.contains(&format!("did you mean `{near}`?"))),
+            "{extra}: {found:#?}"
+        );
+    }
+    let far = issues(&minimal_with("    colour: blue\n"));
+    assert!(far.iter().any(|f| f.starts_with("pools[0].colour: unknown key; this mapping takes `name`")), "{far:#?}");
+}
+
+#[test]
+fn a_wrong_value_says_what_to_write_never_a_rust_type() {
+    for (extra, expected) in [
+        (
+            "    fallback: { spot_launch_grace: 180 }\n",
+            "pools[0].fallback.spot_launch_grace: `180` has no unit: write `180s` for seconds (or `180m` for minutes)",
+        ),
+        (
+            "    fallback: { interruption_rate: { count: 5, window: 10 } }\n",
+            "pools[0].fallback.interruption_rate.window: `10` has no unit: write `10s`",
+        ),
+        (
+            "    interruption: { drain_timeout: soon }\n",
+            "pools[0].interruption.drain_timeout: `soon` is not a duration: write a number and its unit, e.g. `90s`",
+        ),
+        (
+            "    fallback: { max_on_demand: -1 }\n",
+            "pools[0].fallback.max_on_demand: the number `-1` is out of range: expected a whole number, 0 or more",
+        ),
+        (
+            "    fallback: { max_on_demand: 2.5 }\n",
+            "pools[0].fallback.max_on_demand: expected a whole number, 0 or more (e.g. `10`), found the number `2.5`",
+        ),
+        (
+            "    interruption: { surge: yes }\n",
+            "pools[0].interruption.surge: expected `true` or `false`, found the text `yes`",
+        ),
+        (
+            "    interruption: { rebalance: surg }\n",
+            "pools[0].interruption.rebalance: `surg` is not one of `surge`, `ignore`; did you mean `surge`?",
+        ),
+        ("    node_selector: [a]\n", "pools[0].node_selector: expected a mapping (`key: value` lines), found a list"),
+        ("    headroom: { pod_memory: 2GB }\n", "pools[0].headroom.pod_memory: `2GB` is not a Kubernetes quantity"),
+        (
+            "    headroom: { percent: 2000 }\n",
+            "pools[0].headroom.percent: 2000 is above 1000%: write a percentage from 0 to 1000",
+        ),
+        (
+            "    headroom: { namespace: Ballast_Headroom }\n",
+            "pools[0].headroom.namespace: `Ballast_Headroom` is not a Kubernetes namespace name: lowercase letters",
+        ),
+        (
+            "    headroom: { pod_memory: 2 }\n",
+            "pools[0].headroom.pod_memory: `2` is 2 bytes: a memory quantity without a suffix is bytes; write `2Gi`",
+        ),
+        (
+            "    headroom: { priority_class: { name: x, valu: -5 } }\n",
+            "pools[0].headroom.priority_class.valu: unknown key `valu`; did you mean `value`?",
+        ),
+    ] {
+        let found = issues(&minimal_with(extra));
+        assert!(found.iter().any(|f| f.starts_with(expected)), "{extra}: expected `{expected}` in {found:#?}");
+        for rust in ["u32", "u64", "i32", "i64", "invalid type", "invalid value", "struct ", "enum ", "variant"] {
+            assert!(!found.iter().any(|f| f.contains(rust)), "{extra}: `{rust}` in {found:#?}");
+        }
+    }
+}
+
+#[test]
+fn errors_point_at_the_line_and_column_of_the_yaml() {
+    let yaml = "cluster: c\nregion: eu-west-1\nstate_table: tbl\npools:\n  - name: p\n    spot_asgs: [s1]\n    fallback:\n      spot_launch_grace: 180\n    headroom: {percnt: 5}\n";
+    let ConfigErrors(found) = Config::from_yaml(yaml).unwrap_err();
+    let at = |path: &str| found.iter().find(|i| i.path == path).map(|i| (i.line, i.column));
+    assert_eq!(at("pools[0].fallback.spot_launch_grace"), Some((Some(8), Some(7))), "{found:#?}");
+    assert_eq!(at("pools[0].headroom.percnt"), Some((Some(9), Some(16))), "{found:#?}");
+    let errors = Config::from_yaml(yaml).unwrap_err().to_string();
+    assert!(errors.contains("  line 8, column 7: pools[0].fallback.spot_launch_grace: `180` has no unit"), "{errors}");
+    // A list item, a required key missing (its mapping), broken YAML.
+    let ConfigErrors(found) =
+        Config::from_yaml(&minimal_with("    tolerations:\n      - {key: k, value: v, operator: Exists}\n"))
+            .unwrap_err();
+    assert_eq!((found[0].line, found[0].column), (Some(9), Some(18)), "{found:#?}");
+    let ConfigErrors(found) =
+        Config::from_yaml("cluster: c\nregion: eu-west-1\nstate_table: tbl\npools:\n  - name: p\n").unwrap_err();
+    assert_eq!((found[0].path.as_str(), found[0].line), ("pools[0].spot_asgs", Some(5)), "{found:#?}");
+    let ConfigErrors(found) = Config::from_yaml("cluster: c\npools: [\n").unwrap_err();
+    assert!(found[0].line.is_some(), "{found:#?}");
+}
+
+#[test]
+fn regions_are_checked_against_the_real_ones_with_the_nearest_suggested() {
+    let with_region = |region: &str| minimal_with("").replace("eu-west-1", region);
+    let found = issues(&with_region("eu-wst-1"));
+    assert_eq!(found, ["region: `eu-wst-1` is not an AWS region; did you mean `eu-west-1`?"]);
+    let found = issues(&with_region("mars-central-9"));
+    assert!(found[0].starts_with("region: `mars-central-9` is not an AWS region (e.g."), "{found:?}");
+    for region in [
+        "us-east-1",
+        "cn-north-1",
+        "cn-northwest-1",
+        "us-gov-west-1",
+        "us-iso-east-1",
+        "us-isob-east-1",
+        "ap-southeast-7",
+    ] {
+        assert_eq!(issues(&with_region(region)), Vec::<String>::new(), "{region}");
+    }
+}
+
+#[test]
+fn a_cluster_name_the_templates_refuse_is_refused_here() {
+    let template = include_str!("../../../../infra/sam/template.yaml");
+    let pattern = format!("^[a-zA-Z0-9][a-zA-Z0-9-]{{0,{}}}$", MAX_CLUSTER_NAME - 1);
+    assert!(
+        template.contains(&format!("AllowedPattern: \"{pattern}\"")),
+        "the SAM template's ClusterName pattern moved"
+    );
+    let cdk = include_str!("../../../../infra/cdk/lib/ballast-stack.ts");
+    assert!(cdk.contains(&format!("/{pattern}/")), "the CDK stack's clusterName check moved");
+    let named = |cluster: &str| issues(&minimal_with("").replace("cluster: c", &format!("cluster: {cluster}")));
+    assert_eq!(named(&"a".repeat(36)), Vec::<String>::new());
+    let long = named(&"a".repeat(37));
+    assert!(long[0].starts_with("cluster: `aaaa") && long[0].contains("37 characters, more than the 36"), "{long:?}");
+    assert!(named("my_cluster")[0].contains("letters, digits and hyphens"));
+}
+
+#[test]
+fn pause_image_mirrors_in_private_china_govcloud_and_fips_ecr() {
+    let digest = "ee6521f290b2168b6e0935a181d4cff9be1ac3f505666ef0e3c98fae8199917a";
+    let config = |region: &str, host: &str| {
+        minimal_with(&format!("    headroom: {{ image: \"{host}/pause:3.10@sha256:{digest}\" }}\n"))
+            .replace("eu-west-1", region)
+    };
+    for (region, host) in [
+        ("eu-west-1", "123456789012.dkr.ecr.eu-west-1.amazonaws.com"),
+        ("eu-west-1", "123456789012.dkr.ecr.us-east-1.amazonaws.com"),
+        ("cn-north-1", "123456789012.dkr.ecr.cn-north-1.amazonaws.com.cn"),
+        ("cn-northwest-1", "123456789012.dkr.ecr.cn-north-1.amazonaws.com.cn"),
+        ("us-gov-west-1", "123456789012.dkr.ecr.us-gov-west-1.amazonaws.com"),
+        ("us-gov-east-1", "123456789012.dkr.ecr-fips.us-gov-west-1.amazonaws.com"),
+        ("us-east-1", "123456789012.dkr.ecr-fips.us-east-1.amazonaws.com"),
+    ] {
+        assert_eq!(issues(&config(region, host)), Vec::<String>::new(), "{region} {host}");
+    }
+    for (region, host, expected) in [
+        ("cn-north-1", "123456789012.dkr.ecr.cn-north-1.amazonaws.com", "ECR in cn-north-1 is at `.amazonaws.com.cn`"),
+        (
+            "eu-west-1",
+            "123456789012.dkr.ecr.cn-north-1.amazonaws.com.cn",
+            "the mirror is in cn-north-1 (partition aws-cn), the cluster in eu-west-1 (partition aws)",
+        ),
+        ("us-gov-west-1", "123456789012.dkr.ecr.us-east-1.amazonaws.com", "nodes cannot pull across partitions"),
+        ("eu-west-1", "123456789012.dkr.ecr-fips.eu-west-1.amazonaws.com", "ECR has no FIPS endpoint in eu-west-1"),
+        ("eu-west-1", "123456789012.dkr.ecr.eu-wst-1.amazonaws.com", "did you mean `eu-west-1`?"),
+    ] {
+        let found = issues(&config(region, host));
+        assert!(
+            found.iter().any(|f| f.starts_with("pools[0].headroom.image: ") && f.contains(expected)),
+            "{region} {host}: {found:#?}"
+        );
+    }
+}
+
+/// Shared settings written once: YAML anchors and merge keys, or a `defaults:` block.
+#[test]
+fn shared_settings_by_merge_keys_or_a_defaults_block_read_as_written_out() {
+    let spelled_out = "cluster: c\nregion: eu-west-1\nstate_table: tbl\npools:\n  - name: a\n    spot_asgs: [s1]\n    fallback: { max_on_demand: 4 }\n    headroom: { percent: 20, min: 2 }\n  - name: b\n    spot_asgs: [s2]\n    fallback: { max_on_demand: 4 }\n    headroom: { percent: 5, min: 2 }\n";
+    let merged = "cluster: c\nregion: eu-west-1\nstate_table: tbl\nx-shared: &shared\n  fallback: { max_on_demand: 4 }\n  headroom: &headroom { percent: 20, min: 2 }\npools:\n  - name: a\n    spot_asgs: [s1]\n    <<: *shared\n  - name: b\n    spot_asgs: [s2]\n    <<: *shared\n    headroom: { <<: *headroom, percent: 5 }\n";
+    let defaults = "cluster: c\nregion: eu-west-1\nstate_table: tbl\ndefaults:\n  fallback: { max_on_demand: 4 }\n  headroom: { percent: 20, min: 2 }\npools:\n  - name: a\n    spot_asgs: [s1]\n  - name: b\n    spot_asgs: [s2]\n    headroom: { percent: 5 }\n";
+    let expected = Config::from_yaml(spelled_out).unwrap();
+    // Anchors need a place: a top-level key the reader does not know is still refused, so
+    // merge keys anchor on the first pool or in `defaults:` itself.
+    assert!(issues(merged).iter().any(|i| i.starts_with("x-shared: unknown key")), "{:?}", issues(merged));
+    let merged = merged.replace("x-shared: &shared", "defaults: &shared");
+    assert_eq!(Config::from_yaml(&merged).unwrap(), expected);
+    assert_eq!(Config::from_yaml(defaults).unwrap(), expected);
+
+    // A mistake in `defaults:` is reported there, once, where it is written.
+    let bad = defaults.replace("min: 2", "min: many");
+    let ConfigErrors(found) = Config::from_yaml(&bad).unwrap_err();
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert_eq!(found[0].path, "defaults.headroom.min");
+    assert_eq!(found[0].line, Some(6), "{found:#?}");
+    let found = issues(&defaults.replace("defaults:\n", "defaults:\n  name: x\n  headrom: {}\n"));
+    assert!(found.iter().any(|f| f.starts_with("defaults.name: names one pool")), "{found:#?}");
+    assert!(
+        found.iter().any(|f| f.starts_with("defaults.headrom: unknown key; did you mean `headroom`?")),
+        "{found:#?}"
+    );
+}
+
+const SCHEMA_FILE: &str = include_str!("../../../../docs/src/reference/ballast.schema.json");
+const REFERENCE: &str = include_str!("../../../../docs/src/reference/config.md");
+
+fn schema_validator() -> jsonschema::Validator {
+    jsonschema::draft7::new(&json_schema()).expect("the schema is a valid draft-07 schema")
+}
+
+/// YAML as the JSON a schema validator reads (merge keys applied, as the reader does).
+fn as_json(yaml: &str) -> serde_json::Value {
+    let mut value: Value = serde_yaml_ng::from_str(yaml).unwrap();
+    value.apply_merge().unwrap();
+    serde_json::to_value(value).unwrap()
+}
+
+fn schema_errors(validator: &jsonschema::Validator, instance: &serde_json::Value) -> Vec<String> {
+    validator.iter_errors(instance).map(|e| format!("{}: {e}", e.instance_path())).collect()
+}
+
+/// The committed schema is what `ballast config schema` prints: regenerate it with
+/// `ballast config schema > docs/src/reference/ballast.schema.json`.
+#[test]
+fn the_committed_schema_is_the_generated_one() {
+    let generated = serde_json::to_string_pretty(&json_schema()).unwrap() + "\n";
+    assert!(
+        SCHEMA_FILE == generated,
+        "docs/src/reference/ballast.schema.json is stale: regenerate it with `ballast config schema`"
+    );
+}
+
+/// The repo's configs validate against the schema: the example, the CLI tests' configs,
+/// every scenario's pool settings, and a config printed with every default.
+#[test]
+fn the_example_configs_validate_against_the_schema() {
+    let validator = schema_validator();
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let mut checked = 0;
+    for file in ["ballast.example.yaml", "functions/cli/tests/data/ml-pools.yaml"] {
+        let text = std::fs::read_to_string(format!("{root}/{file}")).unwrap();
+        Config::from_yaml(&text).unwrap_or_else(|e| panic!("{file}: {e}"));
+        assert_eq!(schema_errors(&validator, &as_json(&text)), Vec::<String>::new(), "{file}");
+        checked += 1;
+    }
+    let printed = serde_yaml_ng::to_string(&Config::from_yaml(EXAMPLE).unwrap()).unwrap();
+    assert_eq!(schema_errors(&validator, &as_json(&printed)), Vec::<String>::new(), "{printed}");
+    for entry in std::fs::read_dir(format!("{root}/events/scenarios")).unwrap() {
+        let path = entry.unwrap().path();
+        let scenario: serde_json::Value = as_json(&std::fs::read_to_string(&path).unwrap());
+        let ballast = &scenario["ballast"];
+        let pools: Vec<serde_json::Value> = match (&ballast["pool"], &ballast["pools"]) {
+            (serde_json::Value::Object(_), _) => vec![ballast["pool"].clone()],
+            (_, serde_json::Value::Array(pools)) => pools.clone(),
+            _ => panic!("{}: no ballast.pool or ballast.pools", path.display()),
+        };
+        // The simulator names the pool and its ASGs.
+        let pools: Vec<serde_json::Value> = pools
+            .into_iter()
+            .enumerate()
+            .map(|(i, mut pool)| {
+                pool["spot_asgs"] = serde_json::json!(["spot"]);
+                pool.as_object_mut().unwrap().entry("name").or_insert(format!("p{i}").into());
+                pool
+            })
+            .collect();
+        let config = serde_json::json!({"cluster": "c", "region": "eu-west-1", "state_table": "tbl", "pools": pools});
+        assert_eq!(schema_errors(&validator, &config), Vec::<String>::new(), "{}", path.display());
+        checked += 1;
+    }
+    assert!(checked >= 10, "only {checked} configs checked");
+}
+
+/// A config with a typo'd key (or a duration without its unit, or an unknown region) is
+/// refused by the schema too, as by the reader.
+#[test]
+fn the_schema_refuses_what_the_reader_refuses() {
+    let validator = schema_validator();
+    for (mistake, yaml) in [
+        ("typo'd pool key", minimal_with("    spot_asg: [s2]\n")),
+        ("typo'd top-level key", minimal_with("").replace("cluster: c", "clustr: c")),
+        ("typo'd headroom key", minimal_with("    headroom: { percnt: 5 }\n")),
+        ("duration without unit", minimal_with("    fallback: { spot_launch_grace: 180 }\n")),
+        ("unknown region", minimal_with("").replace("eu-west-1", "eu-wst-1")),
+        ("cluster name too long", minimal_with("").replace("cluster: c", &format!("cluster: {}", "c".repeat(37)))),
+        ("typo in defaults", minimal_with("").replace("pools:", "defaults: { headroom: { percnt: 5 } }\npools:")),
+        ("missing spot_asgs", minimal_with("").replace("    spot_asgs: [s1]\n", "")),
+        ("unknown rebalance", minimal_with("    interruption: { rebalance: always }\n")),
+    ] {
+        assert!(Config::from_yaml(&yaml).is_err(), "{mistake}: the reader takes it");
+        assert!(!validator.is_valid(&as_json(&yaml)), "{mistake}: the schema takes it:\n{yaml}");
+    }
+    let with_defaults = minimal_with("").replace("pools:", "defaults: { headroom: { percent: 5 } }\npools:");
+    assert!(validator.is_valid(&as_json(&with_defaults)));
+}
+
+/// Every key of the schema as the reference page writes it (`pools[].headroom.min`), with
+/// its default (`None`: none) and whether it is required.
+fn schema_keys() -> Vec<(String, Option<serde_json::Value>, bool)> {
+    use serde_json::Value as J;
+    let schema = json_schema();
+    fn resolve<'s>(schema: &'s J, node: &'s J) -> &'s J {
+        let target = node
+            .get("$ref")
+            .or_else(|| node.get("allOf").and_then(|a| a.get(0)).and_then(|r| r.get("$ref")))
+            .or_else(|| node.get("anyOf").and_then(|a| a.get(0)).and_then(|r| r.get("$ref")));
+        match target.and_then(J::as_str).and_then(|r| r.strip_prefix("#/definitions/")) {
+            Some(name) => resolve(schema, &schema["definitions"][name]),
+            None => node,
+        }
+    }
+    fn walk(schema: &J, node: &J, path: &str, default: Option<&J>, out: &mut Vec<(String, Option<J>, bool)>) {
+        let node = resolve(schema, node);
+        let required: Vec<&str> = node["required"].as_array().into_iter().flatten().filter_map(J::as_str).collect();
+        let Some(properties) = node["properties"].as_object() else { return };
+        for (key, property) in properties {
+            let at = if path.is_empty() { key.clone() } else { format!("{path}.{key}") };
+            let own = property.get("default").or_else(|| default.and_then(|d| d.get(key)));
+            let resolved = resolve(schema, property);
+            let items = resolved.get("items").map(|i| resolve(schema, i));
+            if key == "defaults" && path.is_empty() {
+                out.push((at, None, false));
+            } else if resolved.get("properties").is_some() {
+                walk(schema, resolved, &at, own, out);
+            } else if let Some(items) = items.filter(|i| i.get("properties").is_some()) {
+                walk(schema, items, &format!("{at}[]"), None, out);
+            } else if let Some(listed) = resolved["oneOf"].as_array().and_then(|o| {
+                o.iter()
+                    .find_map(|v| v.get("items"))
+                    .map(|i| resolve(schema, i))
+                    .filter(|i| i.get("properties").is_some())
+            }) {
+                out.push((at.clone(), own.cloned(), required.contains(&key.as_str())));
+                walk(schema, listed, &format!("{at}[]"), None, out);
+            } else {
+                out.push((at, own.cloned(), required.contains(&key.as_str())));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(&schema, &schema, "", None, &mut out);
+    out
+}
+
+/// The rows of the reference page's key table: (key, default cell).
+fn reference_rows() -> Vec<(String, String)> {
+    REFERENCE
+        .lines()
+        .filter(|l| l.starts_with("| `"))
+        .map(|row| {
+            let cells: Vec<&str> = row.trim_matches('|').split(" | ").map(str::trim).collect();
+            (cells[0].trim_matches('`').to_string(), cells[1].to_string())
+        })
+        .collect()
+}
+
+/// The reference page lists every key of the schema with the schema's default (the
+/// code's), and no key the schema does not know: it cannot drift.
+#[test]
+fn the_reference_page_lists_every_schema_key_with_its_default() {
+    let rows = reference_rows();
+    let keys = schema_keys();
+    assert!(keys.len() >= 45, "{keys:#?}");
+    for (key, default, required) in &keys {
+        let Some((_, cell)) = rows.iter().find(|(k, _)| k == key) else {
+            panic!("the reference page has no row for `{key}`")
+        };
+        let expected = match default {
+            Some(serde_json::Value::Array(a)) if a.is_empty() => "none".to_string(),
+            Some(serde_json::Value::Object(o)) if o.is_empty() => "none".to_string(),
+            Some(serde_json::Value::String(s)) => format!("`{s}`"),
+            Some(v) => format!("`{v}`"),
+            None if *required => "required".to_string(),
+            None => continue,
+        };
+        assert_eq!(cell, &expected, "the reference page's default for `{key}`");
+    }
+    for (key, _) in &rows {
+        assert!(
+            keys.iter().any(|(k, _, _)| k == key),
+            "the reference page lists `{key}`, which the schema does not know"
+        );
+    }
+}
+
+/// Setting a key to the default the page gives changes nothing: the page's defaults are
+/// the ones the reader applies, not only the schema's.
+#[test]
+fn the_reference_page_states_the_defaults_the_reader_applies() {
+    let defaults = Config::from_yaml(&minimal_with("")).unwrap();
+    let mut checked = 0;
+    for (key, cell) in reference_rows() {
+        let Some(value) = cell.strip_prefix('`').and_then(|c| c.strip_suffix('`')) else { continue };
+        let text = match key.strip_prefix("pools[].") {
+            None => minimal_with("").replace("cluster: c\n", &format!("cluster: c\n{key}: {value}\n")),
+            // Lists, and mappings whose keys are all required, are not set one key at a time.
+            Some(rest)
+                if !["[]", "target.", "priority_class.", "interruption_rate."].iter().any(|s| rest.contains(s)) =>
+            {
+                let parts: Vec<&str> = rest.split('.').collect();
+                let mut inline = format!("\"{value}\"");
+                if value.parse::<f64>().is_ok() || value == "true" || value == "false" {
+                    inline = value.to_string();
+                }
+                for part in parts.iter().skip(1).rev() {
+                    inline = format!("{{ {part}: {inline} }}");
+                }
+                minimal_with(&format!("    {}: {inline}\n", parts[0]))
+            }
+            Some(_) => continue,
+        };
+        let config = Config::from_yaml(&text).unwrap_or_else(|e| panic!("{key}: {value}: {e}"));
+        assert_eq!(config, defaults, "the page's default for {key} ({value}) is not the reader's");
+        checked += 1;
+    }
+    assert!(checked >= 20, "only {checked} defaults checked");
 }

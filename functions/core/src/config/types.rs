@@ -6,55 +6,73 @@ use std::fmt;
 
 use chrono_tz::Tz;
 use croner::Cron;
+use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
 use serde::{Deserialize, Serialize, Serializer};
 
+use super::schema::{region_schema, CpuQuantity, MemoryQuantity, TimeZoneName};
 use super::{CA_EXPENDABLE_CUTOFF, DEFAULT_PAUSE_IMAGE};
 use crate::units::{format_cpu_millis, format_memory_bytes, HumanDuration};
 
 /// The whole `ballast.yaml`: one deployment and its pools.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[schemars(title = "ballast.yaml", deny_unknown_fields)]
 pub struct Config {
-    /// The EKS cluster's name (`cluster`, required).
+    /// The EKS cluster's name (required): 1 to 36 letters, digits or hyphens, as the
+    /// templates name every resource `ballast-CLUSTER-...` from it.
+    #[schemars(length(min = 1, max = 36), regex(pattern = r"^[a-zA-Z0-9][a-zA-Z0-9-]*$"))]
     pub cluster: String,
-    /// The deployment's region (`region`, required): events from any other are refused.
+    /// The deployment's AWS region (required): events from any other are refused.
+    #[schemars(schema_with = "region_schema")]
     pub region: String,
-    /// The deployment's account; when absent the Lambda functions use their own.
+    /// The deployment's 12-digit account id, quoted; when absent the Lambda functions use
+    /// their own. Events from any other account are refused.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[0-9]{12}$"))]
     pub account: Option<String>,
-    /// The DynamoDB table of pool records, leases and handled event ids (`state_table`,
-    /// required).
+    /// The DynamoDB table of pool records, leases and handled event ids (required).
+    #[schemars(length(min = 3, max = 255), regex(pattern = r"^[a-zA-Z0-9_.-]+$"))]
     pub state_table: String,
-    /// Plan and log every decision, change nothing (`dry_run`, default false).
+    /// Plan and log every decision, change nothing (not even Ballast's own record).
+    #[schemars(default)]
     pub dry_run: bool,
-    /// The pools (`pools`, at least one); an ASG serves one pool only.
+    /// The pools (at least one); an ASG serves one pool only.
+    #[schemars(length(min = 1))]
     pub pools: Vec<PoolConfig>,
 }
 
 /// One pool (`pools[]`): its ASGs, where its pods land, and how it falls back, meets
 /// interruptions and holds headroom.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct PoolConfig {
-    /// The pool's name (`name`, required): a lowercase DNS label of at most 40 characters, as
+    /// The pool's name (required, unique): a lowercase DNS label of at most 40 characters, as
     /// it names Kubernetes objects.
+    #[schemars(length(min = 1, max = 40), regex(pattern = r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$"))]
     pub name: String,
-    /// In preference order: fallback fills the next healthy one before on-demand.
+    /// The spot ASGs (required, at least one), in preference order: fallback fills the next
+    /// healthy one before on-demand.
     #[serde(serialize_with = "selectors_as_written")]
+    #[schemars(length(min = 1))]
     pub spot_asgs: Vec<AsgSelector>,
-    /// Where fallback goes. `None`: a spot-only pool (headroom and interruption
-    /// handling, no fallback).
+    /// The ASG fallback goes to (must select exactly one, not also a spot ASG). Without it
+    /// the pool is spot-only: headroom and interruption handling, no fallback.
     #[serde(serialize_with = "optional_selector_as_written", skip_serializing_if = "Option::is_none")]
     pub on_demand_asg: Option<AsgSelector>,
-    /// Where the pool's pods land (`node_selector`, default none): the headroom pause pods use
-    /// the same.
+    /// Where the pool's pods land (labels): the headroom pause pods use the same.
+    #[schemars(default)]
     pub node_selector: BTreeMap<String, String>,
-    /// Tolerations the pause pods carry (`tolerations`, default none), to land on the pool's
-    /// tainted nodes.
+    /// Tolerations the pause pods carry, to land on the pool's tainted nodes (as in a pod
+    /// spec).
+    #[schemars(default)]
     pub tolerations: Vec<Toleration>,
-    /// When spot counts as failing, and how capacity moves to on-demand and back (`fallback`).
+    /// When spot counts as failing, and how capacity moves to on-demand and back.
+    #[schemars(default)]
     pub fallback: FallbackConfig,
-    /// What an interruption warning or rebalance recommendation sets off (`interruption`).
+    /// What an interruption warning or rebalance recommendation sets off.
+    #[schemars(default)]
     pub interruption: InterruptionConfig,
-    /// The pool's pause-pod headroom (`headroom`).
+    /// The pool's pause-pod headroom.
+    #[schemars(default)]
     pub headroom: HeadroomConfig,
 }
 
@@ -66,6 +84,38 @@ pub enum AsgSelector {
     Name(String),
     /// Every ASG carrying all these tags (spot: in name order).
     Tags(BTreeMap<String, String>),
+}
+
+/// Written as a plain name, `{name: ...}` or `{tags: {...}}`; the derived schema would
+/// know only the last two.
+impl JsonSchema for AsgSelector {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "AsgSelector".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "description": "An ASG: its name, `{name: ...}`, or `{tags: {key: value}}` for every ASG carrying all \
+                            those tags.",
+            "oneOf": [
+                { "type": "string", "minLength": 1, "maxLength": 255 },
+                {
+                    "type": "object",
+                    "properties": { "name": { "type": "string", "minLength": 1, "maxLength": 255 } },
+                    "required": ["name"],
+                    "additionalProperties": false
+                },
+                {
+                    "type": "object",
+                    "properties": {
+                        "tags": { "type": "object", "additionalProperties": { "type": "string" }, "minProperties": 1 }
+                    },
+                    "required": ["tags"],
+                    "additionalProperties": false
+                }
+            ]
+        })
+    }
 }
 
 impl AsgSelector {
@@ -91,7 +141,7 @@ impl fmt::Display for AsgSelector {
 }
 
 /// A Kubernetes toleration of the pause pods, written as in a pod spec (camelCase keys).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Toleration {
     /// The taint key; `None` with `Exists` tolerates every taint.
@@ -112,7 +162,7 @@ pub struct Toleration {
 }
 
 /// How a toleration matches a taint's value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum TolerationOperator {
     /// The taint's value is the toleration's `value`.
     Equal,
@@ -121,7 +171,7 @@ pub enum TolerationOperator {
 }
 
 /// What a taint keeps off its node.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum TaintEffect {
     /// No new pod is scheduled there.
     NoSchedule,
@@ -133,52 +183,59 @@ pub enum TaintEffect {
 
 /// When spot counts as failing and how capacity moves to on-demand and back
 /// (`fallback`); every field has a default.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[schemars(default, deny_unknown_fields)]
 pub struct FallbackConfig {
-    /// How long a spot ASG may stay below its desired size before it counts as failing.
+    /// How long a spot ASG may stay below its desired size before it counts as failing
+    /// (a duration).
     pub spot_launch_grace: HumanDuration,
-    /// How long a capacity error keeps a spot ASG marked unavailable.
+    /// How long a capacity error keeps a spot ASG marked unavailable (a duration, more
+    /// than zero).
     pub unavailable_ttl: HumanDuration,
-    /// The most on-demand instances fallback may add to the pool.
+    /// The most on-demand instances fallback may add to the pool (instances).
     pub max_on_demand: u32,
-    /// How long spot must stay healthy before capacity moves back.
+    /// How long spot must stay healthy before capacity moves back (a duration).
     pub failback_after: HumanDuration,
-    /// Units moved back per failback step.
+    /// Instances moved back per failback step (at least 1).
+    #[schemars(range(min = 1))]
     pub failback_step: u32,
     /// After a failback step whose spot surge was not Ready in time, the wait before
-    /// the next attempt.
+    /// the next attempt (a duration).
     pub wait_and_retry: HumanDuration,
-    /// This many interruptions within the window count as spot failing.
+    /// This many interruptions (or losses without warning) of one spot ASG within the
+    /// window mark it unavailable.
     pub interruption_rate: InterruptionRate,
 }
 
 /// Spot interruptions that count as spot failing (`fallback.interruption_rate`,
 /// default 5 in 10m).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct InterruptionRate {
-    /// Interruptions within `window` (default 5).
+    /// Interruptions within `window` (at least 1).
+    #[schemars(range(min = 1))]
     pub count: u32,
-    /// How far back they are counted (default 10m).
+    /// How far back they are counted (a duration, more than zero).
     pub window: HumanDuration,
 }
 
 /// What an interruption warning or rebalance recommendation sets off (`interruption`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[schemars(default, deny_unknown_fields)]
 pub struct InterruptionConfig {
     /// Launch the replacement before the interrupted instance goes.
     pub surge: bool,
-    /// Cordon and drain the interrupted node.
+    /// Cordon and drain the interrupted node through the Eviction API.
     pub drain: bool,
-    /// What a rebalance recommendation does (default `ignore`).
+    /// What a rebalance recommendation does.
     pub rebalance: RebalancePolicy,
-    /// How long a drain may wait for a PodDisruptionBudget (default 90s); the functions'
-    /// timeout must leave room for it ([`Config::min_function_timeout`]).
+    /// How long a PodDisruptionBudget may hold a drain (a duration, at most 15m; above 13m
+    /// a drain is always cut short). The functions' timeout must leave room for it.
     pub drain_timeout: HumanDuration,
 }
 
 /// What a rebalance recommendation does (`interruption.rebalance`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RebalancePolicy {
     /// Replace the instance as for an interruption warning, early.
@@ -189,38 +246,48 @@ pub enum RebalancePolicy {
 
 /// The pool's headroom (`headroom`): low-priority pause pods that hold room on its nodes
 /// for workload pods, which preempt them.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[schemars(default, deny_unknown_fields)]
 pub struct HeadroomConfig {
-    /// Headroom as a percentage of the pool's workload requests.
+    /// Headroom as a percentage of the pool's workload requests (percent, 0 to 1000).
+    #[schemars(range(max = 1000))]
     pub percent: u32,
-    /// CPU one pause pod requests, in millicores (`pod_cpu`, a quantity; default 1 CPU).
+    /// The CPU one pause pod requests (= limits), and the unit room is counted in with
+    /// `pod_memory`: a Kubernetes quantity (`1`, `500m`).
     #[serde(rename = "pod_cpu", serialize_with = "cpu_quantity")]
+    #[schemars(with = "CpuQuantity")]
     pub pod_cpu_millis: u64,
-    /// Memory one pause pod requests, in bytes (`pod_memory`, a quantity; default 2Gi).
+    /// The memory one pause pod requests (= limits): a Kubernetes quantity (`2Gi`, `512Mi`).
     #[serde(rename = "pod_memory", serialize_with = "memory_quantity")]
+    #[schemars(with = "MemoryQuantity")]
     pub pod_memory_bytes: u64,
-    /// The shapes of the pause pods: the pod size above, learned from the pods that
-    /// arrive, or listed (see [`HeadroomShapes`]).
+    /// The shapes of the pause pods: `auto` (up to 3, in the shapes of the pods that
+    /// arrive), `fixed` (one, of `pod_cpu` / `pod_memory`), or a list of 1 to 3 shapes.
     pub shapes: HeadroomShapes,
-    /// The least room, in pause pods of `pod_cpu` / `pod_memory` (default 0).
+    /// The least room, in pause pods of `pod_cpu` / `pod_memory` (at most `max`).
     pub min: u32,
-    /// The most room, in pause pods of `pod_cpu` / `pod_memory` (default 50), a learned
-    /// size included, and the most pause pods of every shape together: the headroom
-    /// namespace's quota is written for it.
+    /// The most room, in pause pods of `pod_cpu` / `pod_memory`, a learned size included,
+    /// and the most pause pods of every shape together: the headroom namespace's quota is
+    /// written for it.
     pub max: u32,
-    /// The namespace of the pause-pod Deployment (default `ballast-headroom`).
+    /// The namespace of the pause-pod Deployments (a DNS label).
     pub namespace: String,
-    /// The pause pods' PriorityClass (default `ballast-headroom`, value -10).
+    /// The pause pods' PriorityClass: negative, and not below -10, cluster-autoscaler's
+    /// expendable cutoff.
     pub priority_class: PriorityClassConfig,
-    /// The pause container's image (default registry.k8s.io/pause:3.10, pinned to its digest).
+    /// The pause container's image: pinned by digest (`@sha256:...`), from
+    /// registry.k8s.io/pause, public.ecr.aws/eks-distro/kubernetes/pause or a private ECR
+    /// mirror (`ACCOUNT.dkr.ecr.REGION.amazonaws.com/...`, `.amazonaws.com.cn`,
+    /// `dkr.ecr-fips.`) in the cluster's partition.
     pub image: String,
-    /// Schedules that change `percent`; the one that fired last is in force (default none).
+    /// Schedules that change `percent`; the one that fired last is in force.
     pub schedules: Vec<HeadroomSchedule>,
-    /// Extra percent while a recent interruption is within `boost_for`.
+    /// Extra percent (0 to 1000) for `boost_for` after a spot interruption.
+    #[schemars(range(max = 1000))]
     pub interruption_boost: u32,
-    /// How long after an interruption `interruption_boost` lasts (default 30m).
+    /// How long after an interruption `interruption_boost` lasts (a duration).
     pub boost_for: HumanDuration,
-    /// Headroom learned from a wait objective instead of a fixed percentage.
+    /// Headroom learned from a first-start wait objective instead of a fixed percentage.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub target: Option<WaitTarget>,
 }
@@ -271,6 +338,53 @@ impl Serialize for HeadroomShapes {
     }
 }
 
+impl JsonSchema for HeadroomShapes {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "HeadroomShapes".into()
+    }
+
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        let shape = generator.subschema_for::<ListedShape>();
+        json_schema!({
+            "oneOf": [
+                { "type": "string", "enum": ["auto", "fixed"] },
+                { "type": "array", "items": shape, "minItems": 1, "maxItems": crate::shape::MAX_SLOT_SHAPES }
+            ]
+        })
+    }
+}
+
+/// Its flattened requests are written `cpu`, `memory`, `resources`.
+impl JsonSchema for ListedShape {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ListedShape".into()
+    }
+
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        let cpu = generator.subschema_for::<CpuQuantity>();
+        let memory = generator.subschema_for::<MemoryQuantity>();
+        json_schema!({
+            "description": "One pause-pod shape: its name and requests.",
+            "type": "object",
+            "properties": {
+                "name": {
+                    "description": "What the shape is for (`training`): a DNS label of at most 20 characters.",
+                    "type": "string", "maxLength": 20, "pattern": "^[a-z0-9]([a-z0-9-]*[a-z0-9])?$"
+                },
+                "cpu": cpu,
+                "memory": memory,
+                "resources": {
+                    "description": "Extended resources, by name (`nvidia.com/gpu: 1`), each more than zero.",
+                    "type": "object",
+                    "additionalProperties": { "type": "integer", "minimum": 1 }
+                }
+            },
+            "required": ["name", "cpu", "memory"],
+            "additionalProperties": false
+        })
+    }
+}
+
 impl HeadroomShapes {
     /// How many pause-pod Deployments the pool may run.
     pub fn deployments(&self) -> usize {
@@ -284,19 +398,32 @@ impl HeadroomShapes {
 
 /// "A new workload pod of the pool starts within `wait_p95`, 95 times in 100": the
 /// headroom is learned from the pool's history (see `planner::learn`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct WaitTarget {
-    /// First-start wait (creation to scheduled) of the pool's workload pods, 95th percentile.
+    /// The first-start wait (creation to scheduled) of the pool's workload pods at the
+    /// 95th percentile (required; a duration, 1s to 60m).
     pub wait_p95: HumanDuration,
-    /// How much history the learned size draws on (whole days, at most 28).
+    /// How much history the learned size draws on (a duration in whole days, `1d` to `28d`).
+    #[schemars(default = "default_history")]
     pub history: HumanDuration,
     /// `percent` is also a floor under the learned size (not only what is used until
-    /// there is enough history). Written `percent` makes it one unless `floor: false`.
+    /// there is enough history); by default, when `percent` is written.
+    #[schemars(with = "Option<bool>")]
     pub floor: bool,
     /// The time zone the pool's days are counted in: a ramp at 09:00 local stays at
     /// 09:00 across daylight saving changes.
     #[serde(serialize_with = "tz_name")]
+    #[schemars(with = "TimeZoneName", default = "default_time_zone")]
     pub time_zone: Tz,
+}
+
+pub(super) fn default_history() -> HumanDuration {
+    HumanDuration::from_secs(14 * 86_400)
+}
+
+pub(super) fn default_time_zone() -> Tz {
+    Tz::UTC
 }
 
 fn tz_name<S: serde::Serializer>(tz: &Tz, serializer: S) -> Result<S::Ok, S::Error> {
@@ -380,13 +507,15 @@ impl HeadroomConfig {
 }
 
 /// The PriorityClass the pause pods run at (`headroom.priority_class`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PriorityClassConfig {
-    /// Its name (default `ballast-headroom`).
+    /// Its name (a Kubernetes object name).
     pub name: String,
-    /// Its value (default -10): not below cluster-autoscaler's expendable cutoff (-10), under
-    /// which evicted pause pods would never bring a node back.
+    /// Its value: negative, so workloads preempt the pause pods, and not below
+    /// cluster-autoscaler's expendable cutoff (-10), under which evicted pause pods would
+    /// never bring a node back.
+    #[schemars(range(min = -10, max = -1))]
     pub value: i32,
 }
 
@@ -403,6 +532,34 @@ pub struct HeadroomSchedule {
     /// Headroom while the schedule is in force, as a percentage of the pool's workload
     /// requests (required).
     pub percent: u32,
+}
+
+/// Written as `{cron, time_zone, percent}`; the parsed cron is not.
+impl JsonSchema for HeadroomSchedule {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "HeadroomSchedule".into()
+    }
+
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        let time_zone = generator.subschema_for::<TimeZoneName>();
+        json_schema!({
+            "description": "From each time `cron` fires, `percent` is in force until another schedule fires.",
+            "type": "object",
+            "properties": {
+                "cron": {
+                    "description": "Five fields: minute hour day-of-month month day-of-week (`0 8 * * 1-5`).",
+                    "type": "string"
+                },
+                "time_zone": { "allOf": [time_zone], "default": "UTC" },
+                "percent": {
+                    "description": "Headroom while in force, as a percentage of the pool's workload requests (0 to 1000).",
+                    "type": "integer", "minimum": 0, "maximum": 1000
+                }
+            },
+            "required": ["cron", "percent"],
+            "additionalProperties": false
+        })
+    }
 }
 
 /// Two schedules are equal when they read the same (the cron is parsed from its text).

@@ -10,7 +10,7 @@ pub(super) struct Issues(pub Vec<ConfigIssue>);
 
 impl Issues {
     pub fn push(&mut self, path: impl Into<String>, message: impl Into<String>) {
-        self.0.push(ConfigIssue { path: path.into(), message: message.into() });
+        self.0.push(ConfigIssue::new(path, message));
     }
 }
 
@@ -82,13 +82,40 @@ impl<'a> Fields<'a> {
         for key in map.keys() {
             let name = key.as_str().map(str::to_string).unwrap_or_else(|| format!("{key:?}"));
             if !self.known.contains(&name.as_str()) {
-                issues.push(
-                    join(&self.path, &name),
-                    format!("unknown field; expected one of: {}", self.known.join(", ")),
-                );
+                issues.push(join(&self.path, &name), unknown_key(&name, &self.known));
             }
         }
     }
+}
+
+/// Why `key` is refused among `known`: the nearest known key when it looks like a typo,
+/// then every key this mapping takes.
+pub(super) fn unknown_key(key: &str, known: &[&str]) -> String {
+    let all = known.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ");
+    match nearest(key, known) {
+        Some(near) => format!("unknown key; did you mean `{near}`? (this mapping takes {all})"),
+        None => format!("unknown key; this mapping takes {all}"),
+    }
+}
+
+/// The candidate nearest to `word`, if it is near enough to be what was meant: at most a
+/// third of its letters edited (a plural, a transposition, a missing underscore), or the
+/// same words in another case or separator (`spotAsgs`, `spot-asgs`).
+pub(crate) fn nearest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
+    nearest_within(word, candidates, (word.chars().count() / 3).max(1))
+}
+
+/// The candidate nearest to `word` within `max_edits` (or differing only in case and
+/// separators).
+pub(crate) fn nearest_within<'a>(word: &str, candidates: &[&'a str], max_edits: usize) -> Option<&'a str> {
+    let squash = |s: &str| s.chars().filter(|c| c.is_ascii_alphanumeric()).collect::<String>().to_ascii_lowercase();
+    let word_squashed = squash(word);
+    if let Some(same) = candidates.iter().find(|c| squash(c) == word_squashed) {
+        return Some(same);
+    }
+    let (distance, best) =
+        candidates.iter().map(|c| (strsim::damerau_levenshtein(word, c), *c)).min_by_key(|(d, _)| *d)?;
+    (distance <= max_edits).then_some(best)
 }
 
 pub(super) fn decode<T: DeserializeOwned>(value: &Value, path: &str, issues: &mut Issues) -> Option<T> {
@@ -103,9 +130,80 @@ pub(super) fn decode<T: DeserializeOwned>(value: &Value, path: &str, issues: &mu
             } else {
                 join(path, &inner)
             };
-            issues.push(full, err.into_inner().to_string());
+            let message = plain(&err.into_inner().to_string());
+            issues.push(full, message);
             None
         }
+    }
+}
+
+/// serde's message in the words of the YAML: what to write, never a Rust type (`u32`,
+/// `struct Toleration`). serde's own wording is fixed (`invalid type: X, expected Y`,
+/// `unknown variant`, `unknown field`, `missing field`), so it is translated here, once,
+/// for every field the config reads through serde.
+pub(super) fn plain(message: &str) -> String {
+    let split =
+        |rest: &str| rest.rsplit_once(", expected ").map(|(found, expected)| (found.to_string(), expected.to_string()));
+    if let Some((found, expected)) = message.strip_prefix("invalid type: ").and_then(split) {
+        return format!("expected {}, found {}", what_to_write(&expected), plain_found(&found));
+    }
+    if let Some((found, expected)) = message.strip_prefix("invalid value: ").and_then(split) {
+        return format!("{} is out of range: expected {}", plain_found(&found), what_to_write(&expected));
+    }
+    if let Some(rest) = message.strip_prefix("unknown variant ").or_else(|| message.strip_prefix("unknown field ")) {
+        let is_field = message.starts_with("unknown field ");
+        let (word, options) = rest.split_once(", expected ").unwrap_or((rest, ""));
+        let word = word.trim_matches('`');
+        let options = options.trim_start_matches("one of ").replace(" or ", ", ");
+        let options: Vec<&str> = options.split(", ").map(|o| o.trim_matches('`')).filter(|o| !o.is_empty()).collect();
+        let all = options.iter().map(|o| format!("`{o}`")).collect::<Vec<_>>().join(", ");
+        let near = nearest(word, &options).map(|n| format!("did you mean `{n}`? ")).unwrap_or_default();
+        return if is_field {
+            format!("unknown key `{word}`; {near}(this mapping takes {all})")
+        } else {
+            format!("`{word}` is not one of {all}; {near}").trim_end_matches("; ").to_string()
+        };
+    }
+    if let Some(field) = message.strip_prefix("missing field ") {
+        return format!("{field} is required");
+    }
+    message.to_string()
+}
+
+/// serde's `expected` (a visitor's words, or a Rust type) as what to write in YAML.
+fn what_to_write(expected: &str) -> String {
+    match expected {
+        "u8" | "u16" | "u32" | "u64" | "usize" => "a whole number, 0 or more (e.g. `10`)".to_string(),
+        "i8" | "i16" | "i32" | "i64" | "isize" => "a whole number (e.g. `-10` or `10`)".to_string(),
+        "f32" | "f64" => "a number (e.g. `0.5`)".to_string(),
+        "a boolean" => "`true` or `false`".to_string(),
+        "a string" | "a borrowed string" => "text (quote it if it looks like a number: `\"123\"`)".to_string(),
+        "a map" => "a mapping (`key: value` lines)".to_string(),
+        "a sequence" => "a list (`- item` lines, or `[a, b]`)".to_string(),
+        other if other.starts_with("struct ") => "a mapping (`key: value` lines)".to_string(),
+        other if other.starts_with("enum ") || other.starts_with("variant identifier") => {
+            "one of the listed words".to_string()
+        }
+        other => other.to_string(),
+    }
+}
+
+/// serde's `unexpected` (`integer \`180\``, `string \"x\"`) as it was written.
+fn plain_found(found: &str) -> String {
+    let quoted = |s: &str| s.trim_matches(|c| c == '`' || c == '"').to_string();
+    for (prefix, what) in
+        [("integer ", "the number"), ("floating point ", "the number"), ("string ", "the text"), ("boolean ", "")]
+    {
+        if let Some(rest) = found.strip_prefix(prefix) {
+            let written = quoted(rest);
+            return if what.is_empty() { format!("`{written}`") } else { format!("{what} `{written}`") };
+        }
+    }
+    match found {
+        "map" => "a mapping".to_string(),
+        "sequence" => "a list".to_string(),
+        "unit value" => "nothing".to_string(),
+        other => other.to_string(),
     }
 }
 

@@ -31,7 +31,7 @@ pub struct ClusterArgs {
     /// pause-pod shape of a pool are larger than every such node's allocatable. A pool
     /// with no node in the file is not judged.
     #[arg(long, value_name = "FILE")]
-    nodes: Option<PathBuf>,
+    pub nodes: Option<PathBuf>,
 }
 
 /// A file read as a list of `kind`, or why not (exit 2: the config is not at fault).
