@@ -87,10 +87,11 @@ impl PodShape {
 
     /// `k` when this shape is exactly `k` pods of `base` (`k` ≥ 1).
     pub fn multiple_of(&self, base: &PodShape) -> Option<u32> {
-        let k = self
-            .cpu_millis
-            .checked_div(base.cpu_millis)
-            .or_else(|| self.memory_bytes.checked_div(base.memory_bytes))?;
+        // Any part the base asks for gives k; a shape of devices only has no CPU or memory.
+        let parts = [(self.cpu_millis, base.cpu_millis), (self.memory_bytes, base.memory_bytes)]
+            .into_iter()
+            .chain(base.extended.iter().map(|(name, n)| (self.extended.get(name).copied().unwrap_or(0), *n)));
+        let k = parts.into_iter().find_map(|(mine, theirs)| mine.checked_div(theirs))?;
         let k = u32::try_from(k).ok().filter(|k| *k >= 1)?;
         (base.times(k) == *self).then_some(k)
     }
@@ -404,7 +405,9 @@ fn choose(
     // A shape that holds room now keeps it down to half the share: a shape hovering at
     // the threshold would otherwise replace a Deployment's pods with each report.
     let matters = |shape: &PodShape, pods: f64| {
-        let share = if keep.contains(shape) { SHAPE_MATTERS_SHARE / 2.0 } else { SHAPE_MATTERS_SHARE };
+        // Held by pause pods of the shape, or of room for several of its pods.
+        let held = keep.iter().any(|k| k.multiple_of(shape).is_some());
+        let share = if held { SHAPE_MATTERS_SHARE / 2.0 } else { SHAPE_MATTERS_SHARE };
         pods / total >= share
     };
     let mut chosen: Vec<PodShape> =

@@ -420,7 +420,7 @@ impl Scenario {
 /// memory (rounded down): a bound in pods of one shape, read in another.
 fn pods_within(pods: u32, unit: &PodShape, shape: &PodShape) -> u32 {
     let by = |room: u64, each: u64| room.checked_div(each).unwrap_or(u64::MAX);
-    let cpu = by(u64::from(pods) * unit.cpu_millis, shape.cpu_millis);
-    let memory = by(u64::from(pods) * unit.memory_bytes, shape.memory_bytes);
+    let cpu = by(u64::from(pods).saturating_mul(unit.cpu_millis), shape.cpu_millis);
+    let memory = by(u64::from(pods).saturating_mul(unit.memory_bytes), shape.memory_bytes);
     u32::try_from(cpu.min(memory)).unwrap_or(u32::MAX)
 }

@@ -80,6 +80,7 @@ pub(super) fn place(
     let mut arrivals = mix.arrivals_between(from, to, tz);
     arrivals.retain(|a| !too_large.contains(&a.0));
     let mut placed = place_room(cfg, &arrivals, units, running, demand);
+    in_fewer_pods(cfg, &mut placed, running);
     // With several shapes the split between them moves with every report; a slot keeps
     // one pod more than placed rather than follow each rounding down and back up (room
     // only grows by it). One shape follows its count exactly, as it always did.
@@ -92,22 +93,22 @@ pub(super) fn place(
             }
         }
     }
-    in_fewer_pods(cfg, &mut placed, running);
     within_quota(cfg, &mut placed);
     placed
 }
 
 /// When the slots would be more pods than `max` (small shapes: `max` counts pods, and the
-/// quota does), a slot's pause pods each take the room of `k` of its pods, up to the
-/// size of `pod_cpu` / `pod_memory`: one preemption then frees room for `k` arriving
-/// pods, and the room stays whole instead of being cut to `max` small holes. A slot
-/// keeps the `k` it runs with while that is enough (no pod replaced for a rounding).
+/// quota does), each pause pod of a slot takes the room of as many of its pods as fit in
+/// `pod_cpu` / `pod_memory`: one preemption then frees room for all of them, and the room
+/// stays whole instead of being cut to `max` small holes. A slot that runs its pods so
+/// keeps them so while its shape is placed, so a slot changes at most once each way (a
+/// change replaces every pod of the Deployment).
 fn in_fewer_pods(cfg: &HeadroomConfig, placed: &mut Placed, running: &[SlotState]) {
     let most = u64::from(cfg.max.max(cfg.min));
     let unit = cfg.unit_shape();
     let largest_k = |s: &PodShape| -> u32 {
         // Devices stay one per pause pod: a node may have no room for several.
-        if !s.extended.is_empty() || s.cpu_millis == 0 && s.memory_bytes == 0 {
+        if !s.extended.is_empty() {
             return 1;
         }
         let by = |room: u64, one: u64| room.checked_div(one).unwrap_or(u64::MAX);
@@ -115,30 +116,23 @@ fn in_fewer_pods(cfg: &HeadroomConfig, placed: &mut Placed, running: &[SlotState
             .unwrap_or(u32::MAX)
             .max(1)
     };
-    let slots: Vec<(usize, u32, u32)> = placed
-        .slots
-        .iter()
-        .enumerate()
-        .filter_map(|(i, s)| s.as_ref().filter(|s| s.pods > 0).map(|s| (i, s.pods, largest_k(&s.shape))))
-        .collect();
-    let pods_with = |k: u32| -> u64 { slots.iter().map(|&(_, pods, cap)| u64::from(pods.div_ceil(k.min(cap)))).sum() };
-    if pods_with(1) <= most {
-        return;
-    }
-    let top = slots.iter().map(|s| s.2).max().unwrap_or(1);
-    let k = (2..=top).find(|&k| pods_with(k) <= most).unwrap_or(top);
-    for (i, pods, cap) in slots {
-        let Some(s) = placed.slots[i].as_mut() else { continue };
-        let needed = k.min(cap);
-        let kept = running
+    let pods: u64 = placed.slots.iter().flatten().map(|s| u64::from(s.pods)).sum();
+    for (i, slot) in placed.slots.iter_mut().enumerate() {
+        let Some(s) = slot.as_mut().filter(|s| s.pods > 0) else { continue };
+        let cap = largest_k(&s.shape);
+        let runs = running
             .iter()
-            .find(|r| r.slot == i)
+            .find(|r| r.slot == i && r.replicas.unwrap_or(0) > 0)
             .and_then(|r| r.shape.multiple_of(&s.shape))
-            .filter(|j| (needed..=cap).contains(j));
-        let k = kept.unwrap_or(needed);
+            .filter(|j| (2..=cap).contains(j));
+        let k = match runs {
+            Some(j) => j,
+            None if pods > most => cap,
+            None => 1,
+        };
         if k > 1 {
             s.shape = s.shape.times(k);
-            s.pods = pods.div_ceil(k);
+            s.pods = s.pods.div_ceil(k);
             s.serves = match s.serves.as_str() {
                 "" => format!("{k} pods to a pause pod"),
                 serves => format!("{serves}; {k} pods to a pause pod"),
@@ -272,9 +266,11 @@ fn assign(placed: Vec<Slots>, running: &[SlotState]) -> Vec<Option<Slots>> {
     let open = writable(running);
     let mut rest = Vec::new();
     for s in placed {
-        // A slot runs its shape, or room for several of its pods in one pause pod.
-        let runs = |r: &SlotState| r.shape.multiple_of(&s.shape).is_some();
-        match running.iter().find(|r| runs(r) && r.slot < slots.len() && slots[r.slot].is_none()) {
+        // The slot running its shape, else one running room for several of its pods.
+        let free = |r: &&SlotState| r.slot < slots.len() && slots[r.slot].is_none();
+        let exact = running.iter().filter(free).find(|r| r.shape == s.shape);
+        let several = || running.iter().filter(free).find(|r| r.shape.multiple_of(&s.shape).is_some());
+        match exact.or_else(several) {
             Some(r) => slots[r.slot] = Some(s),
             None => rest.push(s),
         }
@@ -289,3 +285,6 @@ fn assign(placed: Vec<Slots>, running: &[SlotState]) -> Vec<Option<Slots>> {
     }
     slots
 }
+
+#[cfg(test)]
+mod tests;

@@ -176,21 +176,21 @@ fn max_bounds_the_pause_pods_and_small_pods_share_a_pause_pod() {
     // As many as max allows, each the room of eight: the unit's room, not a sixth of it.
     assert!(writes(&p).iter().filter(|x| x.3 > 0).all(|x| x.1 == unit), "{:?}", writes(&p));
 
-    // 25 units of room are 200 such pods; with `max` 60, four to a pause pod is enough
-    // (the unit's pods running would be too, eight to a pod: none here).
+    // A shape that does not divide the unit: 25 units of room are 84 pods of 0.3 of it;
+    // with `max` 60, each pause pod holds three (as many as the unit holds), 28 of them.
     cfg.pools[0].headroom.max = 60;
-    observed.headroom = vec![SlotState { slot: 0, shape: small.clone(), replicas: Some(0) }];
-    let p = run(&cfg, &PoolRecord::default(), &observed, &[report(100_000, &tiny, now())], now());
-    assert_eq!(
-        writes(&p).iter().filter(|x| x.3 > 0).map(|x| (x.1.clone(), x.3)).collect::<Vec<_>>(),
-        [(small.times(4), 50)]
-    );
-    assert!(p.actions.iter().any(|a| a.reason.contains("4 pods to a pause pod")), "{:?}", p.actions);
+    let third = PodShape::new(unit.cpu_millis * 3 / 10, unit.memory_bytes * 3 / 10);
+    observed.headroom = vec![SlotState { slot: 0, shape: third.clone(), replicas: Some(0) }];
+    let few = [(third.clone(), WorkloadKind::LongRunning, 40, 0)];
+    let p = run(&cfg, &PoolRecord::default(), &observed, &[report(100_000, &few, now())], now());
+    let held: Vec<(PodShape, u32)> = writes(&p).iter().filter(|x| x.3 > 0).map(|x| (x.1.clone(), x.3)).collect();
+    assert_eq!(held, [(third.times(3), 28)]);
+    assert!(p.actions.iter().any(|a| a.reason.contains("3 pods to a pause pod")), "{:?}", p.actions);
 
     // A slot running eight to a pause pod keeps them while that fits (no pod replaced).
     let mut after = observed.clone();
     after.headroom = vec![SlotState { slot: 0, shape: small.times(8), replicas: Some(25) }];
-    let p = run(&cfg, &applied(&p), &after, &[report(100_000, &tiny, now())], now());
+    let p = run(&cfg, &PoolRecord::default(), &after, &[report(100_000, &tiny, now())], now());
     assert!(writes(&p).iter().all(|x| x.1 == small.times(8)), "{:?}", writes(&p));
 
     // Within `max` in small pods: one to a pause pod.

@@ -1,0 +1,136 @@
+//! Slots: which running Deployment a shape keeps, and pause pods that hold room for
+//! several pods, with the flapping each could cause.
+
+use super::*;
+
+const GI: u64 = 1 << 30;
+
+fn cfg(max: u32) -> HeadroomConfig {
+    let yaml = r#"
+cluster: c
+region: eu-west-1
+state_table: tbl
+pools:
+  - name: p
+    spot_asgs: [spot-a]
+    headroom:
+      percent: 10
+      pod_cpu: "1"
+      pod_memory: 2Gi
+      min: 1
+      max: 30
+"#;
+    let mut h = crate::config::Config::from_yaml(yaml).unwrap().pools[0].headroom.clone();
+    h.max = max;
+    h
+}
+
+fn slot(shape: &PodShape, pods: u32) -> Slots {
+    Slots { shape: shape.clone(), pods, serves: String::new() }
+}
+
+fn running(slot: usize, shape: &PodShape, replicas: u32) -> SlotState {
+    SlotState { slot, shape: shape.clone(), replicas: Some(replicas) }
+}
+
+/// Before b2cae45 a shape kept the Deployment running exactly its shape. Now the
+/// first running slot whose shape is *any* multiple of it wins: here the slot of a
+/// shape (2 CPU / 4Gi) just dropped from the mix. Every pod of slot 0 is replaced by
+/// the 1 CPU / 2Gi shape and slot 1 (already running it) goes to 0: no coarsening
+/// involved (k = 1 everywhere).
+#[test]
+fn a_shape_keeps_the_slot_running_it_exactly_before_one_of_a_multiple() {
+    let small = PodShape::new(1000, 2 * GI);
+    let dropped = PodShape::new(2000, 4 * GI);
+    let out = assign(vec![slot(&small, 10)], &[running(0, &dropped, 5), running(1, &small, 10)]);
+    assert!(out[0].is_none() && out[1].as_ref().is_some_and(|s| s.shape == small), "{out:?}");
+}
+
+/// A shape of devices only (a pod asking `nvidia.com/gpu: 1` and no CPU or memory
+/// request) is not a multiple of itself, so it never keeps its own slot: it moves
+/// to an empty slot every run (slot 0 -> 1 -> 0 ...), replacing every GPU pause pod.
+#[test]
+fn a_devices_only_shape_keeps_its_slot() {
+    let mut gpu = PodShape::new(0, 0);
+    gpu.extended.insert("nvidia.com/gpu".into(), 1);
+    let out = assign(vec![slot(&gpu, 2)], &[running(0, &gpu, 2)]);
+    assert!(out[0].is_some(), "moved off the slot running it: {out:?}");
+    assert_eq!(gpu.multiple_of(&gpu), Some(1));
+}
+
+/// The +1 hysteresis (keep one pod more than placed while several shapes split the
+/// room) runs before `in_fewer_pods`: at exactly `max` small pods placed, the one pod
+/// it keeps makes `max + 1`, and every pod of both Deployments is replaced by pods of
+/// 2 to a pause pod, where before within_quota took the one pod back. The next run
+/// (running shapes no longer equal to the placed ones, so no +1) goes back to 1 to a
+/// pause pod: every pod replaced again.
+#[test]
+fn the_one_pod_hysteresis_does_not_make_pods_share_a_pause_pod() {
+    use crate::shape::{MixEntry, ShapeMix, WorkloadKind};
+    let max = 12;
+    let cfg = cfg(max);
+    let a = PodShape::new(500, GI);
+    let b = PodShape::new(250, GI / 2);
+    let now = chrono::Utc::now();
+    let entry = |shape: &PodShape| MixEntry {
+        shape: shape.clone(),
+        kind: WorkloadKind::LongRunning,
+        weight_milli: 10_000,
+        by_hour_milli: Vec::new(),
+        waiting: 0,
+        at: now,
+    };
+    let mix = ShapeMix { entries: vec![entry(&a), entry(&b)], ..ShapeMix::default() };
+    let window = (now, now + chrono::Duration::minutes(30), chrono_tz::Tz::UTC);
+    let place_with = |units, running: &[SlotState]| place(&cfg, &mix, units, running, &[], window, None);
+    // Room whose small pods are exactly max, one to a pause pod.
+    let (units, first) = (1..=max)
+        .map(|u| (u, place_with(u, &[])))
+        .find(|(_, p)| p.slots.iter().flatten().map(|s| s.pods).sum::<u32>() == max)
+        .expect("a room of exactly max small pods");
+    let pods: Vec<(usize, PodShape, u32)> =
+        first.slots.iter().enumerate().filter_map(|(i, s)| s.as_ref().map(|s| (i, s.shape.clone(), s.pods))).collect();
+    assert!(pods.len() == 2 && pods.iter().all(|(_, s, _)| *s == a || *s == b), "{first:?}");
+    // The first slot runs one pod more (the split moved by one last run).
+    let running: Vec<SlotState> = pods
+        .iter()
+        .enumerate()
+        .map(|(n, (i, s, p))| SlotState { slot: *i, shape: s.clone(), replicas: Some(p + u32::from(n == 0)) })
+        .collect();
+    let next = place_with(units, &running);
+    for r in &running {
+        let placed = next.slots[r.slot].as_ref().expect("placed");
+        assert_eq!(placed.shape, r.shape, "slot {} replaced: {next:?}", r.slot);
+    }
+}
+
+/// Over `max`, a slot's pause pods each take room for as many of its pods as fit in the
+/// unit (one change, not one per step of a ramp); back within `max`, a slot running so
+/// keeps it (no pod replaced at each crossing of `max`).
+#[test]
+fn a_slot_shares_pause_pods_once_and_keeps_sharing_within_max() {
+    let cfg = cfg(10);
+    let small = PodShape::new(250, GI / 2);
+    let mut placed = Placed { slots: vec![Some(slot(&small, 11)), None, None], unfit: Vec::new() };
+    in_fewer_pods(&cfg, &mut placed, &[running(0, &small, 10)]);
+    let coarse = placed.slots[0].clone().unwrap();
+    assert_eq!((coarse.shape.clone(), coarse.pods), (small.times(4), 3), "11 pods over max 10: 4 to a pod");
+    let mut placed = Placed { slots: vec![Some(slot(&small, 10)), None, None], unfit: Vec::new() };
+    in_fewer_pods(&cfg, &mut placed, &[running(0, &small.times(4), 3)]);
+    assert_eq!(placed.slots[0].as_ref().unwrap().shape, small.times(4), "{placed:?}");
+}
+
+/// A shape held by pause pods of room for several of its pods counts as held: it stays
+/// chosen down to half the share a new shape needs.
+#[test]
+fn a_shape_held_several_to_a_pause_pod_stays_chosen() {
+    use crate::shape::WorkloadKind;
+    let wide = PodShape::new(2000, GI);
+    let tall = PodShape::new(500, 4 * GI);
+    let arrivals = [(wide.clone(), WorkloadKind::LongRunning, 96.5), (tall.clone(), WorkloadKind::Job, 3.5)];
+    let chosen = |keep: &[PodShape]| -> Vec<PodShape> {
+        shape::shares_within(&arrivals, keep, 3).unwrap().shapes.into_iter().map(|s| s.0).collect()
+    };
+    assert!(!chosen(&[]).contains(&tall), "3.5 % is under the 5 % a new shape needs");
+    assert!(chosen(&[tall.times(2)]).contains(&tall), "held two to a pause pod");
+}
