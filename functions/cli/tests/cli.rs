@@ -319,6 +319,22 @@ fn config_check_warns_of_pods_that_fit_in_no_pause_pod_or_no_node() {
     assert!(auto.contains(general), "{auto}");
     assert_eq!(warnings(&auto), 2, "{auto}");
 
+    // `auto` starts with pause pods of `pod_cpu`/`pod_memory`: one larger than every node
+    // of the pool is told of (and `--strict` fails on it).
+    let big = ml_pools(&dir, "auto-big.yaml", "auto");
+    let text = std::fs::read_to_string(&big).unwrap().replace("      pod_cpu: \"1\"\n", "      pod_cpu: \"16\"\n");
+    std::fs::write(&big, text).unwrap();
+    let told = check(&big, true);
+    assert!(
+        told.contains(
+            "warning: pools[1].headroom.pod_cpu/pod_memory (the shape of `auto` until pods are seen): pause pods of 16 CPU \
+             / 2Gi fit in no node of pool gpu"
+        ),
+        "{told}"
+    );
+    let strict = ballast(&["config", "check", "--strict", &big, "--pods", PODS, "--nodes", NODES]);
+    assert_eq!(strict.status.code(), Some(1), "{}", stdout(&strict));
+
     let out =
         ballast(&["config", "check", "--json", &ml_pools(&dir, "auto.yaml", "auto"), "--pods", PODS, "--nodes", NODES]);
     assert_eq!(out.status.code(), Some(0));
@@ -1681,6 +1697,7 @@ fn config_check_refuses_an_override_naming_no_pool() {
         "{}",
         stdout(&out)
     );
+    assert!(stdout(&out).contains("1 problem(s) read against ") && !stdout(&out).contains("RBAC"), "{}", stdout(&out));
     let missing = ballast(&["config", "check", "ballast.example.yaml", "--event", "no/such/event.json"]);
     assert_eq!(missing.status.code(), Some(2));
 }

@@ -215,7 +215,7 @@ pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
                 if source == input {
                     say(format!("{input}: {} problem(s)", list.len()));
                 } else {
-                    say(format!("{input}: {} problem(s) with the RBAC in {source}", list.len()));
+                    say(format!("{input}: {} problem(s) read against {source}", list.len()));
                 }
                 for p in list {
                     say(format!("  {}", p.line()));

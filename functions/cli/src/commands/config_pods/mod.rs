@@ -125,11 +125,15 @@ struct Sources<'a> {
     nodes: Option<&'a Path>,
 }
 
-/// The pause-pod shapes a pool may run, each with where the config sets it; none for
-/// `auto`, which learns them from the pods.
+/// The pause-pod shapes a pool may run, each with where the config sets it; for `auto`,
+/// `pod_cpu`/`pod_memory`, its shape until pods are seen (learned shapes larger than
+/// every node are never given pause pods).
 fn pause_shapes(pool: &PoolConfig, index: usize) -> Vec<(String, PodShape)> {
     match &pool.headroom.shapes {
-        HeadroomShapes::Auto => Vec::new(),
+        HeadroomShapes::Auto => vec![(
+            format!("pools[{index}].headroom.pod_cpu/pod_memory (the shape of `auto` until pods are seen)"),
+            pool.headroom.unit_shape(),
+        )],
         HeadroomShapes::Fixed => {
             vec![(format!("pools[{index}].headroom.pod_cpu/pod_memory"), pool.headroom.unit_shape())]
         }
@@ -178,7 +182,8 @@ fn pool_warnings(
             ));
         }
     }
-    if shapes.is_empty() {
+    // `auto` takes the shapes of the pods that arrive: every pod has a hole of its own.
+    if shapes.is_empty() || matches!(pool.headroom.shapes, HeadroomShapes::Auto) {
         return;
     }
     // Pods no node holds are told of above: a pause pod their size would never be placed.
