@@ -43,7 +43,7 @@ pools:
         - { cron: "0 19 * * MON-FRI", time_zone: Europe/Paris, percent: 5 }
 "#;
 
-fn config() -> Config {
+pub(crate) fn config() -> Config {
     Config::from_yaml(CONFIG).unwrap()
 }
 

@@ -5,22 +5,9 @@ use super::*;
 
 const GI: u64 = 1 << 30;
 
+/// The planner tests' pool (1 CPU / 2Gi pause pods) with `max` pause pods.
 fn cfg(max: u32) -> HeadroomConfig {
-    let yaml = r#"
-cluster: c
-region: eu-west-1
-state_table: tbl
-pools:
-  - name: p
-    spot_asgs: [spot-a]
-    headroom:
-      percent: 10
-      pod_cpu: "1"
-      pod_memory: 2Gi
-      min: 1
-      max: 30
-"#;
-    let mut h = crate::config::Config::from_yaml(yaml).unwrap().pools[0].headroom.clone();
+    let mut h = crate::planner::tests::config().pools[0].headroom.clone();
     h.max = max;
     h
 }
