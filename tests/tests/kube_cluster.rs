@@ -303,6 +303,43 @@ async fn pause_pods_land_on_pool_nodes_and_a_workload_preempts_them() {
     assert_eq!((demand.cpu_millis, demand.memory_bytes, demand.pods), (2000, 256 << 20, 1));
 }
 
+/// A pause pod may hold the room of several small pods (`in_fewer_pods`); the
+/// planner counts it as that many slots, which holds only if kube-scheduler lets
+/// every one of them in after a single preemption, not just the first.
+#[tokio::test]
+async fn a_pause_pod_holding_room_for_two_pods_lets_both_in_after_one_preemption() {
+    let Some((_plane, admin, cluster)) = setup(Parts::WithControllers).await else { return };
+    let pool = pool();
+    // Room for the pause pod and half a CPU more: neither workload pod fits beside it.
+    add_node(&admin, "general-1", &[("ballast.io/pool", "general")], "2500m", "16Gi").await;
+    cluster.set_headroom(&pool, 0, &PodShape::new(2000, 512 << 20), 1).await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), "ballast-headroom");
+    let pause = ListParams::default().labels("ballast.io/headroom=true");
+    eventually(Duration::from_secs(60), "the pause pod bound to general-1", || async {
+        let list = pods.list(&pause).await.unwrap();
+        list.items.len() == 1 && list.items[0].spec.as_ref().unwrap().node_name.as_deref() == Some("general-1")
+    })
+    .await;
+
+    create_pod(&admin, "default", workload("job-1", "1", json!({}))).await;
+    create_pod(&admin, "default", workload("job-2", "1", json!({}))).await;
+    let default_pods: Api<Pod> = Api::namespaced(admin.clone(), "default");
+    eventually(Duration::from_secs(60), "both workload pods bound to general-1", || async {
+        let mut bound = 0;
+        for name in ["job-1", "job-2"] {
+            let pod = default_pods.get(name).await.unwrap();
+            bound += usize::from(pod.spec.unwrap().node_name.as_deref() == Some("general-1"));
+        }
+        bound == 2
+    })
+    .await;
+    eventually(Duration::from_secs(60), "the pause pod's replacement unschedulable", || async {
+        let list = pods.list(&pause).await.unwrap();
+        list.items.len() == 1 && ballast_kube::pods::unschedulable_since(&list.items[0]).is_some()
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn cordon_and_a_drain_that_a_budget_blocks_then_allows() {
     let Some((_plane, admin, cluster)) = setup(Parts::WithControllers).await else { return };
