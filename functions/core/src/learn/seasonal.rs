@@ -169,23 +169,21 @@ impl Seasonal {
             self.after_gap(last, s, absorb, tz);
             return;
         }
+        // What rose since the look before: at once, as far as any span can tell, so it
+        // rises within any span. Kept even with no span (a new node comes within the
+        // allowed wait): the lead time learned later may leave a span, and a burst
+        // recorded as nothing would then be held as nothing.
+        let jump = self.recent.last().map_or((0, 0), |b| {
+            (s.cpu_millis.saturating_sub(b.cpu_millis), s.memory_bytes.saturating_sub(b.memory_bytes))
+        });
         // The last sample standing for a time at or before the window's start is the
         // demand at its start.
         let before = self.recent.iter().rposition(|r| r.since() <= start).unwrap_or(0);
         self.recent.drain(..before);
-        // No span (a new node comes within the allowed wait): nothing needs room.
         let within = if start < s.at { self.recent.as_slice() } else { &[] };
         let floor = |f: fn(&DemandSample) -> u64| within.iter().map(f).min().unwrap_or(f(&s)).min(f(&s));
-        let rise_cpu = s.cpu_millis - floor(|r| r.cpu_millis);
-        let rise_mem = s.memory_bytes - floor(|r| r.memory_bytes);
-        // What rose since the look before: at once, as far as any span can tell.
-        let before = within.last().copied();
-        let jump = before.map_or((0, 0), |b| {
-            (
-                s.cpu_millis.saturating_sub(b.cpu_millis).min(rise_cpu),
-                s.memory_bytes.saturating_sub(b.memory_bytes).min(rise_mem),
-            )
-        });
+        let rise_cpu = (s.cpu_millis - floor(|r| r.cpu_millis)).max(jump.0);
+        let rise_mem = (s.memory_bytes - floor(|r| r.memory_bytes)).max(jump.1);
         // The samples just before this one that it undercuts in CPU and memory are no
         // window's low any more (a window holding them holds it): it stands for their time
         // instead. So reconciles every few seconds at a flat demand keep one sample, and
@@ -336,7 +334,13 @@ impl Seasonal {
             if let Some(day) = self.days.iter().find(|d| d.date == date) {
                 if let (Some(Some(c)), Some(Some(m))) = (day.cpu_millis.get(slot), day.memory_mib.get(slot)) {
                     let share = day.at_once_percent(slot);
-                    let to_span = |v: u32| span.map_or(v, |s| rescaled(v, share, day.span_secs, span_secs(s)));
+                    // No span: a new node comes within the allowed wait, nothing needs room.
+                    let to_span = |v: u32| {
+                        span.map_or(
+                            v,
+                            |s| if s.is_zero() { 0 } else { rescaled(v, share, day.span_secs, span_secs(s)) },
+                        )
+                    };
                     let (c, m) = (to_span(*c), to_span(*m));
                     found = Some(found.map_or((c, m), |(fc, fm)| (fc.max(c), fm.max(m))));
                 }

@@ -53,12 +53,55 @@ fn a_daily_ramp_is_met_with_room_placed_before_it() {
 #[test]
 fn a_longer_allowed_wait_needs_less_room_and_none_once_a_node_comes_within_it() {
     let ramp = ramp_at_nine(|_| true);
-    for (allowed_ms, expected) in [(0, 24_000), (70_000, 12_000), (130_000, 6_000), (190_000, 0), (600_000, 0)] {
+    // With no span left, the record still keeps what rose between two looks (a minute
+    // of the ramp): a lead time learned later may leave a span, and then the ramp's
+    // minute steps need room. No room is held for them while there is none.
+    let cases = [
+        (0, 24_000, 24_000),
+        (70_000, 12_000, 12_000),
+        (130_000, 6_000, 6_000),
+        (190_000, 6_000, 0),
+        (600_000, 6_000, 0),
+    ];
+    for (allowed_ms, recorded, held) in cases {
         let mut h = History { allowed_wait_ms: allowed_ms, ..Default::default() };
         watch(&mut h, monday() + Duration::hours(8), 70, 14, &ramp);
-        let rise = h.seasonal.days[0].cpu_millis[36];
-        assert_eq!(rise, Some(expected), "allowed {allowed_ms} ms: span {}", h.absorb_span());
+        let span = h.absorb_span();
+        assert_eq!(h.seasonal.days[0].cpu_millis[36], Some(recorded), "allowed {allowed_ms} ms: span {span}");
+        let nine = monday() + Duration::hours(9);
+        let room = h.seasonal.largest_rise(nine, nine, Some(span), h.tz()).map(|r| r.0);
+        assert_eq!(room, Some(held), "allowed {allowed_ms} ms: span {span}");
     }
+}
+
+/// A burst of jobs seen while a node came within the allowed wait (the lead time from a
+/// few fast launches) is kept whole: once slower launches leave a span, the next day
+/// holds room for all of it, not for nothing.
+#[test]
+fn a_burst_seen_with_no_span_is_held_whole_once_a_span_is_learned() {
+    let mut h = History { allowed_wait_ms: 60_000, ..Default::default() };
+    h.lead.lead_secs = vec![45, 50, 55];
+    h.reaction.reaction_secs = vec![5];
+    assert_eq!(h.absorb_span(), Duration::zero());
+    let tz = h.tz();
+    let at = monday() + Duration::hours(9);
+    let look = |h: &mut History, t: DateTime<Utc>, cpu: u64| {
+        h.seasonal.sample(
+            DemandSample { at: t, cpu_millis: cpu, memory_bytes: cpu << 20, since: None },
+            h.absorb_span(),
+            tz,
+        )
+    };
+    look(&mut h, at - Duration::minutes(1), 90_000);
+    look(&mut h, at, 90_000);
+    look(&mut h, at + Duration::seconds(2), 110_000);
+    assert_eq!(h.seasonal.days[0].cpu_millis[36], Some(20_000));
+    h.lead.lead_secs = vec![90, 100, 105, 110];
+    let span = h.absorb_span();
+    assert!(span > Duration::seconds(30), "{span}");
+    let tomorrow = at + Duration::days(1);
+    let (rise, _) = h.seasonal.rise_for(tomorrow, tomorrow, span, 14, tz).expect("a past day");
+    assert_eq!(rise.cpu_millis, 20_000);
 }
 
 #[test]
