@@ -237,8 +237,13 @@ impl Seasonal {
         tz: Tz,
     ) {
         let (date, slot) = day_slot(at, tz);
-        let span = span_secs(span);
         let day = self.day_mut(date);
+        // With no span, all that is kept is what rose at once, the same over any span:
+        // the day keeps its span, rather than its ramps scaled to nothing.
+        let span = match span_secs(span) {
+            0 => day.span_secs,
+            secs => secs,
+        };
         if day.span_secs != 0 && !same_span(day.span_secs, span) {
             let from = day.span_secs;
             for i in 0..SLOTS_PER_DAY {

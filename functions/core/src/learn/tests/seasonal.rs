@@ -96,6 +96,7 @@ fn a_burst_seen_with_no_span_is_held_whole_once_a_span_is_learned() {
     look(&mut h, at, 90_000);
     look(&mut h, at + Duration::seconds(2), 110_000);
     assert_eq!(h.seasonal.days[0].cpu_millis[36], Some(20_000));
+    assert_eq!(h.seasonal.days[0].span_secs, 0, "no span yet");
     h.lead.lead_secs = vec![90, 100, 105, 110];
     let span = h.absorb_span();
     assert!(span > Duration::seconds(30), "{span}");
@@ -447,4 +448,30 @@ fn a_day_rescaled_in_steps_says_what_one_step_says() {
     // never compound it away.
     let drift = three_steps.abs_diff(one_step) as f64 / one_step as f64;
     assert!(drift <= 0.05, "1200 s → 150 s at once: {one_step}; in three steps: {three_steps}");
+}
+
+/// A span that drops to none for a while (a few fast launches) keeps the day's ramps as
+/// they were taken: with no span only jumps are recorded, and they are the same over any
+/// span, so nothing is rescaled to nothing.
+#[test]
+fn a_span_gone_for_a_while_leaves_the_day_s_ramps_as_they_were() {
+    let mut h = History { allowed_wait_ms: 60_000, ..Default::default() };
+    h.lead.lead_secs = vec![150, 150, 150];
+    h.reaction.reaction_secs = vec![10];
+    let tz = h.tz();
+    let span = h.absorb_span();
+    assert_eq!(span, Duration::seconds(100));
+    let at = monday() + Duration::hours(9);
+    let look = |h: &mut History, t: DateTime<Utc>, cpu: u64, span: Duration| {
+        h.seasonal.sample(DemandSample { at: t, cpu_millis: cpu, memory_bytes: cpu << 20, since: None }, span, tz)
+    };
+    // A ramp of 1 CPU a minute: 2 CPU within 100 s (from the sample before the span).
+    for m in 0..5 {
+        look(&mut h, at + Duration::minutes(m), 10_000 + 1_000 * m as u64, span);
+    }
+    assert_eq!(h.seasonal.days[0].cpu_millis[36], Some(2_000));
+    // Then no span for a look: the ramp's minute step is kept, the day's span too.
+    look(&mut h, at + Duration::minutes(5), 15_000, Duration::zero());
+    assert_eq!(h.seasonal.days[0].span_secs, 100);
+    assert_eq!(h.seasonal.days[0].cpu_millis[36], Some(2_000));
 }
