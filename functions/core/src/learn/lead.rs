@@ -44,20 +44,17 @@ pub struct Launch {
 }
 
 impl Lead {
-    /// The lead time: the 95th percentile of the launches seen once the slowest tenth
-    /// (at least one, from three launches on) is set aside; or the assumed one. A wait
-    /// target is a 95th percentile: a burst that finds no room waits for the slow
-    /// launches too, and a median makes half of them miss it. One launch (a stuck spot
-    /// request, an AMI pull that timed out) is never the pool's lead time: of five, the
-    /// second slowest is; of twenty, the third slowest.
+    /// The lead time: the median of the launches seen while fewer than `LEAD_SAMPLES` (20),
+    /// then the 95th percentile of them once the slowest tenth is set aside; or the
+    /// assumed one. One launch (a stuck spot request, an AMI pull that timed out) is
+    /// never the pool's lead time: of twenty, the third slowest is.
     pub fn lead(&self) -> Learned {
         if self.lead_secs.is_empty() {
             return Learned { duration: ASSUMED_LEAD, observed: false };
         }
         let mut sorted = self.lead_secs.clone();
         sorted.sort_unstable();
-        let secs = if sorted.len() < 3 {
-            // Two launches: the faster, as neither is known to be the odd one.
+        let secs = if sorted.len() < LEAD_SAMPLES {
             crate::quantile::nearest_rank(&sorted, 0.5)
         } else {
             let kept = sorted.len() - sorted.len().div_ceil(10);

@@ -97,14 +97,14 @@ fn is_zero(n: &u32) -> bool {
 /// `value` taken over `from_secs`, as over `to_secs`: what rose at once (`jump`) rises
 /// within any span; the rest is taken to arrive evenly within one (a ramp's rise over 48
 /// minutes is not one within 150 s).
-fn rescaled(value: u32, at_once_percent: u8, from_secs: u32, to_secs: u32) -> u32 {
+fn rescaled(value: u64, at_once_percent: u8, from_secs: u32, to_secs: u32) -> u64 {
     if from_secs == 0 || from_secs == to_secs {
         return value;
     }
     // What came at once stays what it is; only the ramp's part scales with the span.
-    let at_once = u64::from(value) * u64::from(at_once_percent.min(100)) / 100;
-    let ramp = (u64::from(value) - at_once) * u64::from(to_secs) / u64::from(from_secs);
-    u32::try_from(at_once + ramp).unwrap_or(u32::MAX)
+    let at_once = u128::from(value) * u128::from(at_once_percent.min(100)) / 100;
+    let ramp = (u128::from(value) - at_once) * u128::from(to_secs) / u128::from(from_secs);
+    u64::try_from(at_once + ramp).unwrap_or(u64::MAX)
 }
 
 /// The percent of a rise that came at once (`jump` of `rise`, in the dimension that
@@ -115,12 +115,6 @@ fn at_once_of((rise_cpu, rise_mem): (u64, u64), (jump_cpu, jump_mem): (u64, u64)
         return 100;
     }
     u8::try_from(u128::from(jump.min(rise)) * 100 / u128::from(rise)).unwrap_or(100)
-}
-
-/// A span a day's rises may be kept over and scaled from: within a tenth, spans are
-/// one (the lead time moves a little with each launch).
-fn same_span(a: u32, b: u32) -> bool {
-    a.abs_diff(b) * 10 <= a.max(b)
 }
 
 fn span_secs(span: Duration) -> u32 {
@@ -158,15 +152,23 @@ fn days_before(at: DateTime<Utc>, days: i64, tz: Tz) -> Option<DateTime<Utc>> {
 }
 
 impl Seasonal {
-    /// A demand sample: the rise since the lowest demand within the absorb span `absorb`
-    /// goes into the sample's slot.
+    /// A demand sample: the rise since the lowest demand within the span its day keeps
+    /// goes into the sample's slot (the absorb span `absorb` until the day has one), so
+    /// that a day's rises are all taken over one span, whatever the lead time does
+    /// meanwhile (a few fast launches leave no span; a ramp seen then is still one).
     pub(super) fn sample(&mut self, s: DemandSample, absorb: Duration, tz: Tz) {
         if self.recent.last().is_some_and(|last| last.at >= s.at) {
             return;
         }
-        let start = s.at - absorb;
-        if let Some(last) = self.recent.last().copied().filter(|l| s.at - l.at > absorb.max(GAP_AFTER)) {
-            self.after_gap(last, s, absorb, tz);
+        let day_span = self
+            .days
+            .iter()
+            .find(|d| d.date == day_slot(s.at, tz).0)
+            .map(|d| Duration::seconds(i64::from(d.span_secs)))
+            .filter(|span| !span.is_zero());
+        let over = day_span.unwrap_or(absorb);
+        if let Some(last) = self.recent.last().copied().filter(|l| s.at - l.at > over.max(absorb).max(GAP_AFTER)) {
+            self.after_gap(last, s, over, tz);
             return;
         }
         // What rose since the look before: at once, as far as any span can tell, so it
@@ -176,11 +178,15 @@ impl Seasonal {
         let jump = self.recent.last().map_or((0, 0), |b| {
             (s.cpu_millis.saturating_sub(b.cpu_millis), s.memory_bytes.saturating_sub(b.memory_bytes))
         });
-        // The last sample standing for a time at or before the window's start is the
-        // demand at its start.
-        let before = self.recent.iter().rposition(|r| r.since() <= start).unwrap_or(0);
+        // The last sample standing for a time at or before a window's start is the
+        // demand at its start. Kept: the window the rise is taken over, and the absorb
+        // span's for the rise under way (`rise_now`).
+        let kept_from = s.at - over.max(absorb);
+        let before = self.recent.iter().rposition(|r| r.since() <= kept_from).unwrap_or(0);
         self.recent.drain(..before);
-        let within = if start < s.at { self.recent.as_slice() } else { &[] };
+        let start = s.at - over;
+        let from = self.recent.iter().rposition(|r| r.since() <= start).unwrap_or(0);
+        let within = if start < s.at { &self.recent[from..] } else { &[] };
         let floor = |f: fn(&DemandSample) -> u64| within.iter().map(f).min().unwrap_or(f(&s)).min(f(&s));
         let rise_cpu = (s.cpu_millis - floor(|r| r.cpu_millis)).max(jump.0);
         let rise_mem = (s.memory_bytes - floor(|r| r.memory_bytes)).max(jump.1);
@@ -205,7 +211,7 @@ impl Seasonal {
             memory_bytes: first.memory_bytes.min(second.memory_bytes),
             since: Some(first.since()),
         });
-        self.rose(s.at, (rise_cpu, rise_mem), jump, absorb, tz);
+        self.rose(s.at, (rise_cpu, rise_mem), jump, over, tz);
     }
 
     /// A sample after a gap in reconciles (Ballast stopped, throttled, its events lost):
@@ -226,8 +232,10 @@ impl Seasonal {
     }
 
     /// Keeps a rise ending at `at`, taken over `span`, in its slot, if larger than the
-    /// slot's. A day whose span moved has its rises scaled to the new one first, so a
-    /// day holds rises over one span.
+    /// slot's. A day keeps the span its first rise was taken over, and a rise taken over
+    /// another (the lead time moves with each launch) is brought to it on the way in: the
+    /// day's values are never rescaled, so a span that comes and goes (a few fast or
+    /// slow launches) takes nothing from them.
     fn rose(
         &mut self,
         at: DateTime<Utc>,
@@ -238,27 +246,20 @@ impl Seasonal {
     ) {
         let (date, slot) = day_slot(at, tz);
         let day = self.day_mut(date);
-        // With no span, all that is kept is what rose at once, the same over any span:
-        // the day keeps its span, rather than its ramps scaled to nothing.
-        let span = match span_secs(span) {
-            0 => day.span_secs,
-            secs => secs,
-        };
-        if day.span_secs != 0 && !same_span(day.span_secs, span) {
-            let from = day.span_secs;
-            for i in 0..SLOTS_PER_DAY {
-                let share = day.at_once_percent(i);
-                let at_once = day.cpu_millis[i].map(|v| u64::from(v) * u64::from(share) / 100);
-                for values in [&mut day.cpu_millis, &mut day.memory_mib] {
-                    values[i] = values[i].map(|v| rescaled(v, share, from, span));
-                }
-                // The part that came at once is the same amount of a new value.
-                if let (Some(a), Some(v)) = (at_once, day.cpu_millis[i]) {
-                    let rise = u64::from(v);
-                    day.set_at_once(i, at_once_of((rise, 0), (a, 0)));
-                }
-            }
+        let taken = span_secs(span);
+        if day.span_secs == 0 {
+            // No span yet, or none recorded (older records): what the day holds came at
+            // once, the same over any span.
+            day.span_secs = taken;
         }
+        let (jump_cpu, jump_mem) = (jump_cpu.min(rise_cpu), jump_mem.min(rise_mem));
+        let share = at_once_of((rise_cpu, rise_mem), (jump_cpu, jump_mem));
+        // With no span, a look records only what rose at once: nothing to bring over.
+        let (rise_cpu, rise_mem) = if taken == 0 {
+            (rise_cpu, rise_mem)
+        } else {
+            (rescaled(rise_cpu, share, taken, day.span_secs), rescaled(rise_mem, share, taken, day.span_secs))
+        };
         // The slot's largest jump between two looks, as a part of its largest rise (the
         // one kept): a burst stays a burst whatever ramp follows it in the slot.
         let old = day.cpu_millis[slot].map_or(0, u64::from);
@@ -267,9 +268,6 @@ impl Seasonal {
         let jump = old_at_once.max(jump_cpu.min(rise_cpu));
         if rise > 0 || !day.has_at_once(slot) {
             day.set_at_once(slot, at_once_of((rise, rise_mem), (jump, jump_mem)));
-        }
-        if day.span_secs == 0 || !same_span(day.span_secs, span) {
-            day.span_secs = span;
         }
         let cpu = u32::try_from(rise_cpu).unwrap_or(u32::MAX);
         day.cpu_millis[slot] = Some(day.cpu_millis[slot].map_or(cpu, |old| old.max(cpu)));
@@ -340,11 +338,13 @@ impl Seasonal {
                 if let (Some(Some(c)), Some(Some(m))) = (day.cpu_millis.get(slot), day.memory_mib.get(slot)) {
                     let share = day.at_once_percent(slot);
                     // No span: a new node comes within the allowed wait, nothing needs room.
-                    let to_span = |v: u32| {
-                        span.map_or(
-                            v,
-                            |s| if s.is_zero() { 0 } else { rescaled(v, share, day.span_secs, span_secs(s)) },
-                        )
+                    let to_span = |v: u32| match span {
+                        None => v,
+                        Some(s) if s.is_zero() => 0,
+                        Some(s) => {
+                            let scaled = rescaled(u64::from(v), share, day.span_secs, span_secs(s));
+                            u32::try_from(scaled).unwrap_or(u32::MAX)
+                        }
                     };
                     let (c, m) = (to_span(*c), to_span(*m));
                     found = Some(found.map_or((c, m), |(fc, fm)| (fc.max(c), fm.max(m))));

@@ -26,18 +26,11 @@ fn the_lead_time_is_launch_to_ready_as_observed() {
     h.observe(&launching_pool(&[("i-late", None)]), None, t0 + Duration::seconds(300), 14);
     h.observe(&launching_pool(&[("i-late", Some(true))]), None, t0 + Duration::hours(3), 14);
     assert_eq!(h.lead.lead_secs, vec![130]);
-    // The slowest tenth, at least one launch from three on, is set aside: one odd
-    // launch is not the lead time.
-    h.lead.lead_secs = vec![100, 900];
-    assert_eq!(h.lead().duration, Duration::seconds(100), "the faster of two");
+    // Until twenty were timed, their median: one odd launch is not the lead time.
     h.lead.lead_secs = vec![100, 110, 900];
     assert_eq!(h.lead().duration, Duration::seconds(110));
     h.lead.lead_secs = vec![150, 150, 150, 150, 2_910];
     assert_eq!(h.lead().duration, Duration::seconds(150), "one slow launch among five");
-    // The rest's 95th percentile, not their median: a burst without room waits for the
-    // slow launches as well, and the target is a 95th percentile of waits.
-    h.lead.lead_secs = vec![60, 70, 80, 90, 100];
-    assert_eq!(h.lead().duration, Duration::seconds(90), "the second slowest of five");
     h.lead.lead_secs = (0..19).map(|_| 100).chain([300]).collect();
     assert_eq!(h.lead().duration, Duration::seconds(100));
     // From twenty, the slowest tenth is set aside and the 95th percentile of the rest

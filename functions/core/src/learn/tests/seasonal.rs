@@ -322,11 +322,12 @@ fn a_rise_is_scaled_from_the_span_it_was_taken_over_to_the_one_it_is_used_for() 
         "0.75 CPU a minute over 148 s is 1.85 CPU; scaled, ~1.54 CPU; not 30: {}",
         rise.cpu_millis
     );
-    // New rises on a day taken over another span scale the day's older ones first.
+    // New rises on a day taken over another span are brought to the day's: its older
+    // ones stay as they were taken, and lose nothing to a span that comes and goes.
     watch(&mut h, monday() + Duration::hours(13), 10, 14, |_| 10_000);
     let day = &h.seasonal.days[0];
-    assert_eq!(day.span_secs, 148);
-    assert!(day.cpu_millis[38].unwrap() < 2_000, "{:?}", day.cpu_millis[38]);
+    assert_eq!(day.span_secs, 2880);
+    assert_eq!(day.cpu_millis[38], Some(kept));
 }
 
 /// What rose at once (a burst of jobs between two looks) rises within any span: scaling
@@ -474,4 +475,91 @@ fn a_span_gone_for_a_while_leaves_the_day_s_ramps_as_they_were() {
     look(&mut h, at + Duration::minutes(5), 15_000, Duration::zero());
     assert_eq!(h.seasonal.days[0].span_secs, 100);
     assert_eq!(h.seasonal.days[0].cpu_millis[36], Some(2_000));
+}
+
+/// As with no span, so with one of a few seconds (a lead time just over the allowed
+/// wait for a look, as the lead time moves with each launch): the day keeps its span
+/// and the look's rise is taken over it, so the day's ramps are never scaled down and
+/// back up.
+#[test]
+fn a_span_that_nearly_vanishes_for_a_look_leaves_the_day_s_ramps_as_they_were() {
+    let mut h = History { allowed_wait_ms: 60_000, ..Default::default() };
+    let tz = h.tz();
+    let span = Duration::seconds(100);
+    let at = monday() + Duration::hours(9);
+    let look = |h: &mut History, t: DateTime<Utc>, cpu: u64, span: Duration| {
+        h.seasonal.sample(DemandSample { at: t, cpu_millis: cpu, memory_bytes: cpu << 20, since: None }, span, tz)
+    };
+    // A ramp of 1 CPU a minute: 2 CPU within 100 s, half of it between two looks.
+    for m in 0..5 {
+        look(&mut h, at + Duration::minutes(m), 10_000 + 1_000 * m as u64, span);
+    }
+    assert_eq!(h.seasonal.days[0].cpu_millis[36], Some(2_000));
+    // One look with a span of 5 s (node wait 65 s, 60 s allowed), then 100 s again.
+    look(&mut h, at + Duration::minutes(5), 15_000, Duration::seconds(5));
+    look(&mut h, at + Duration::minutes(6), 15_000, span);
+    let rise = h.seasonal.largest_rise(at, at, Some(span), tz).map(|r| r.0);
+    assert!(
+        rise.is_some_and(|r| r.abs_diff(2_000) <= 100),
+        "the 09:00 ramp within 100 s is 2 CPU, as before the 5 s look: {rise:?}"
+    );
+}
+
+/// Slow launches for a while (a throttled bootstrap, nodes that took 49 minutes) make
+/// the lead time, and the span with it, until fast launches outnumber them again: the
+/// day's rises taken before come back as they were, not scaled up and back down.
+#[test]
+fn a_slow_launch_episode_leaves_the_day_s_rises_as_they_were() {
+    let mut h = History { allowed_wait_ms: 60_000, ..Default::default() };
+    h.lead.lead_secs = vec![150, 150, 150];
+    h.reaction.reaction_secs = vec![10];
+    let nine = monday() + Duration::hours(9);
+    // +1 CPU at 09:00, +1 CPU at 09:01: 2 CPU within the 100 s span, half of it at once.
+    let load = move |t: DateTime<Utc>| match (t - nine).num_minutes() {
+        m if m < 0 => 10_000,
+        0 => 11_000,
+        _ => 12_000,
+    };
+    watch(&mut h, monday() + Duration::hours(8), 2 * 60, 14, load);
+    assert_eq!(h.seasonal.days[0].cpu_millis[36], Some(2_000));
+    // 14:00: two launches of 49 minutes; 18:00: six fast ones set them aside again.
+    h.lead.lead_secs = vec![2_940; 3];
+    assert_eq!(h.lead().duration, Duration::seconds(2_940));
+    watch(&mut h, monday() + Duration::hours(14), 3, 14, |_| 12_000);
+    h.lead.lead_secs = vec![150; 9];
+    assert_eq!(h.lead().duration, Duration::seconds(150));
+    watch(&mut h, monday() + Duration::hours(18), 3, 14, |_| 12_000);
+    let p = h.predict(monday() + Duration::days(1) + Duration::minutes(8 * 60 + 59), 14);
+    let rise = p.seasonal.expect("yesterday shows 09:00").0.cpu_millis;
+    assert!(rise.abs_diff(2_000) <= 100, "the 09:00 rise within 100 s is 2 CPU, as it was taken: {rise}");
+}
+
+/// A look with no span keeps the day's span (so its rises are over that span), but what
+/// it records is only the step since the look before: the same over any span for a
+/// burst, not for a ramp. A 13:00 ramp of 1 CPU a minute seen while a node came within
+/// the allowed wait is held the next day as one minute's step, half of what rises within
+/// the day's 100 s span.
+#[test]
+fn a_ramp_seen_with_no_span_is_held_over_the_day_s_span() {
+    let mut h = History { allowed_wait_ms: 60_000, ..Default::default() };
+    let tz = h.tz();
+    let span = Duration::seconds(100);
+    let look = |h: &mut History, t: DateTime<Utc>, cpu: u64, span: Duration| {
+        h.seasonal.sample(DemandSample { at: t, cpu_millis: cpu, memory_bytes: cpu << 20, since: None }, span, tz)
+    };
+    let nine = monday() + Duration::hours(9);
+    for m in 0..5 {
+        look(&mut h, nine + Duration::minutes(m), 10_000, span);
+    }
+    // 13:00, the span gone (fast launches for a while): a ramp of 1 CPU a minute.
+    let one = monday() + Duration::hours(13);
+    for m in 0..10 {
+        look(&mut h, one + Duration::minutes(m), 10_000 + 1_000 * m.min(5) as u64, Duration::zero());
+    }
+    assert_eq!(h.seasonal.days[0].span_secs, 100, "the day keeps its span");
+    // The next day, launches as in the morning: 2 CPU rise within 100 s of that ramp
+    // (as a look with the span records it, from the sample before).
+    let tomorrow = one + Duration::days(1);
+    let (rise, _) = h.seasonal.rise_for(tomorrow, tomorrow, span, 14, tz).expect("a past day");
+    assert_eq!(rise.cpu_millis, 2_000, "the ramp within the day's span");
 }
