@@ -285,41 +285,86 @@ fn as_documented(statements: Vec<Value>) -> Value {
     placeholders(serde_json::json!({ "Version": "2012-10-17", "Statement": statements }))
 }
 
-/// The JSON block after `<!-- iam: NAME -->` on the security page.
-fn documented_policy(page: &str, name: &str) -> Value {
+/// The JSON block after `<!-- iam: NAME -->` on the security page, if there is one.
+fn documented_policy(page: &str, name: &str) -> Option<Result<Value, String>> {
     let marker = format!("<!-- iam: {name} -->\n```json\n");
-    let start = page.find(&marker).unwrap_or_else(|| panic!("the security page has no `<!-- iam: {name} -->` block"))
-        + marker.len();
-    let block = &page[start..start + page[start..].find("\n```").expect("the block ends")];
-    serde_json::from_str(block).unwrap_or_else(|e| panic!("the `{name}` block is not JSON: {e}"))
+    let start = page.find(&marker)? + marker.len();
+    let end = page[start..].find("\n```").map_or(page.len(), |end| start + end);
+    Some(serde_json::from_str(&page[start..end]).map_err(|e| format!("the `{name}` block is not JSON: {e}")))
+}
+
+/// The names of the page's `<!-- iam: NAME -->` blocks.
+fn documented_roles(page: &str) -> BTreeSet<String> {
+    page.split("<!-- iam: ")
+        .skip(1)
+        .filter_map(|rest| rest.split_once(" -->"))
+        .map(|(name, _)| name.to_string())
+        .collect()
+}
+
+/// The name a role goes by on the security page: its `RoleName` without `ballast-CLUSTER-`
+/// (`interruption`), or for a role CloudFormation names, its logical id without `Role`,
+/// in kebab case (`ForwarderRole`: `forwarder`).
+fn page_name(logical_id: &str, role_name: Option<&str>) -> String {
+    let prefix = format!("ballast-{}-", ballast_tests::aws::CLUSTER);
+    if let Some(name) = role_name.and_then(|n| n.strip_prefix(&prefix)) {
+        return name.to_string();
+    }
+    let base = logical_id.strip_suffix("Role").unwrap_or(logical_id);
+    let mut out = String::new();
+    for (i, c) in base.chars().enumerate() {
+        if c.is_uppercase() && i > 0 {
+            out.push('-');
+        }
+        out.push(c.to_ascii_lowercase());
+    }
+    out
+}
+
+/// What differs between the security page and the template's roles: every role of the
+/// template has its block, showing the policies it is granted, and every block is a role.
+fn security_page_problems(template: &ballast_tests::templates::Template, page: &str) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mut named = BTreeSet::new();
+    for (id, role) in template.of_kind("AWS::IAM::Role") {
+        let role_name = role.properties["RoleName"].as_str();
+        let name = page_name(id, role_name);
+        named.insert(name.clone());
+        let statements: Vec<Value> = template
+            .role_policies(role_name.unwrap_or(id))
+            .into_iter()
+            .flat_map(|(_, document)| document["Statement"].as_array().cloned().unwrap_or_default())
+            .collect();
+        let granted = as_documented(statements);
+        let shown = serde_json::to_string_pretty(&granted).unwrap();
+        match documented_policy(page, &name) {
+            None => problems.push(format!("{id}: no `<!-- iam: {name} -->` block; as granted:\n{shown}")),
+            Some(Err(e)) => problems.push(format!("{id}: {e}")),
+            Some(Ok(documented)) if documented != granted => {
+                problems.push(format!("{id} (`{name}`) differs; as granted:\n{shown}"))
+            }
+            Some(Ok(_)) => {}
+        }
+    }
+    for extra in documented_roles(page).difference(&named) {
+        problems.push(format!("`<!-- iam: {extra} -->`: no such role in the template"));
+    }
+    problems
 }
 
 #[test]
 fn the_security_page_shows_each_roles_policies() {
     let Some(template) = rendered(Variant::Sam) else { return };
     let page = std::fs::read_to_string(repo_root().join("docs/src/security.md")).unwrap();
-    let roles = template.function_roles();
-    let mut wrong = Vec::new();
-    for name in ["interruption", "schedule", "cluster-events", "forwarder"] {
-        let role = if name == "forwarder" {
-            template.forwarder_role().0
-        } else {
-            let function = format!("ballast-{}-{name}", ballast_tests::aws::CLUSTER);
-            roles.get(&function).unwrap_or_else(|| panic!("no function {function}: {roles:?}")).clone()
-        };
-        let statements: Vec<Value> = template
-            .role_policies(&role)
-            .into_iter()
-            .flat_map(|(_, document)| document["Statement"].as_array().cloned().unwrap_or_default())
-            .collect();
-        let granted = as_documented(statements);
-        if documented_policy(&page, name) != granted {
-            wrong.push(format!("{name}:\n{}", serde_json::to_string_pretty(&granted).unwrap()));
-        }
-    }
-    assert!(
-        wrong.is_empty(),
-        "docs/src/security.md differs from infra/sam/template.yaml; as granted:\n{}",
-        wrong.join("\n")
-    );
+    assert!(template.of_kind("AWS::IAM::Role").count() >= 5, "the template's roles");
+    let problems = security_page_problems(&template, &page);
+    assert!(problems.is_empty(), "docs/src/security.md differs from infra/sam/template.yaml:\n{}", problems.join("\n"));
+    // A role without its block, or a block without its role, is caught.
+    let (first, _) = template.of_kind("AWS::IAM::Role").next().unwrap();
+    let name = page_name(first, template.resources[first].properties["RoleName"].as_str());
+    let without = page.replace(&format!("<!-- iam: {name} -->"), "<!-- iam: retired -->");
+    let caught = security_page_problems(&template, &without);
+    assert_eq!(caught.len(), 2, "{caught:#?}");
+    assert!(caught[0].contains(&format!("no `<!-- iam: {name} -->` block")), "{caught:#?}");
+    assert!(caught[1].contains("`<!-- iam: retired -->`: no such role"), "{caught:#?}");
 }
