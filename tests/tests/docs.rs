@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use ballast_tests::repo_root;
 use ballast_tests::templates::{rendered, Variant, ACCOUNT, REGION};
+use pulldown_cmark::{BrokenLink, Event, LinkType, Options, Parser, Tag, TagEnd};
 use serde_json::Value;
 
 /// Markdown outside the book that links into it or beside it.
@@ -32,92 +33,82 @@ fn book_pages() -> Vec<PathBuf> {
     pages
 }
 
-/// The text of a page outside fenced code blocks, with inline code spans blanked (a link
-/// written in code is not a link).
-fn prose(markdown: &str) -> String {
-    let mut out = String::new();
-    let mut fenced = false;
-    for line in markdown.lines() {
-        if line.trim_start().starts_with("```") {
-            fenced = !fenced;
-            out.push('\n');
-            continue;
-        }
-        if !fenced {
-            let mut in_code = false;
-            for c in line.chars() {
-                if c == '`' {
-                    in_code = !in_code;
-                }
-                out.push(if in_code || c == '`' { ' ' } else { c });
-            }
-        }
-        out.push('\n');
-    }
-    out
+/// The parser options mdBook 0.5 reads a page with (`mdbook-markdown`'s, smart punctuation
+/// aside, which changes no link or heading id).
+fn markdown_options() -> Options {
+    Options::ENABLE_TABLES
+        | Options::ENABLE_FOOTNOTES
+        | Options::ENABLE_STRIKETHROUGH
+        | Options::ENABLE_TASKLISTS
+        | Options::ENABLE_HEADING_ATTRIBUTES
+        | Options::ENABLE_DEFINITION_LIST
+        | Options::ENABLE_GFM
 }
 
-/// Each `[text](target)` / `![alt](target)` target of a page's prose (a title after the
-/// target is dropped).
+/// A page's links as the Markdown parser reads them: each link or image target (inline,
+/// reference-style `[text][ref]` with its `[ref]: target`, autolinks), in order, and each
+/// explicit reference (`[text][ref]`, `[text][]`) that has no definition, which mdBook
+/// prints as plain text. Code, in spans or blocks, holds no link.
+struct Links {
+    targets: Vec<String>,
+    undefined: Vec<String>,
+}
+
+fn links(markdown: &str) -> Links {
+    let undefined = std::cell::RefCell::new(Vec::new());
+    // A shortcut `[text]` with no definition is ordinary text (`[Unreleased]`, `[0, 1]`).
+    let callback = |broken: BrokenLink<'_>| {
+        if matches!(broken.link_type, LinkType::Reference | LinkType::Collapsed) {
+            undefined.borrow_mut().push(broken.reference.to_string());
+        }
+        None
+    };
+    let targets = Parser::new_with_broken_link_callback(markdown, markdown_options(), Some(callback))
+        .filter_map(|event| match event {
+            Event::Start(Tag::Link { dest_url, .. } | Tag::Image { dest_url, .. }) => Some(dest_url.to_string()),
+            _ => None,
+        })
+        .collect();
+    Links { targets, undefined: undefined.into_inner() }
+}
+
+/// Each link or image target of a page.
 fn link_targets(markdown: &str) -> Vec<String> {
-    let text = prose(markdown);
-    let mut targets = Vec::new();
-    let mut rest = text.as_str();
-    while let Some(i) = rest.find("](") {
-        let after = &rest[i + 2..];
-        let Some(end) = after.find(')') else { break };
-        let target = after[..end].split_whitespace().next().unwrap_or("");
-        targets.push(target.trim_matches(|c| c == '<' || c == '>').to_string());
-        rest = &after[end..];
-    }
-    targets
+    links(markdown).targets
 }
 
-/// The anchors mdbook gives a page's headings: the heading's text without its Markdown,
-/// lower-cased, spaces to `-`, other punctuation dropped; a repeated one gets `-1`, `-2`.
+/// The anchors mdbook gives a page's headings: an explicit `{#id}`, or the heading's text
+/// without its Markdown, lower-cased, whitespace to `-`, other punctuation dropped; a
+/// repeated one gets `-1`, `-2`.
 fn anchors(markdown: &str) -> BTreeSet<String> {
     let mut seen: BTreeMap<String, usize> = BTreeMap::new();
-    let mut fenced = false;
     let mut out = BTreeSet::new();
-    for line in markdown.lines() {
-        if line.trim_start().starts_with("```") {
-            fenced = !fenced;
-            continue;
+    let mut heading: Option<(Option<String>, String)> = None;
+    for event in Parser::new_ext(markdown, markdown_options()) {
+        match (event, heading.as_mut()) {
+            (Event::Start(Tag::Heading { id, .. }), _) => heading = Some((id.map(|id| id.to_string()), String::new())),
+            (Event::Text(text) | Event::Code(text), Some((_, heading_text))) => heading_text.push_str(&text),
+            (Event::SoftBreak | Event::HardBreak, Some((_, heading_text))) => heading_text.push(' '),
+            (Event::End(TagEnd::Heading(_)), _) => {
+                let Some((explicit, text)) = heading.take() else { continue };
+                let id = explicit.unwrap_or_else(|| heading_id(&text));
+                let n = seen.entry(id.clone()).or_insert(0);
+                out.insert(if *n == 0 { id.clone() } else { format!("{id}-{n}") });
+                *n += 1;
+            }
+            _ => {}
         }
-        let hashes = line.chars().take_while(|c| *c == '#').count();
-        if fenced || hashes == 0 || hashes > 6 || !line[hashes..].starts_with(' ') {
-            continue;
-        }
-        let id = heading_id(line[hashes..].trim().trim_end_matches('#').trim());
-        let n = seen.entry(id.clone()).or_insert(0);
-        out.insert(if *n == 0 { id.clone() } else { format!("{id}-{n}") });
-        *n += 1;
     }
     out
 }
 
-fn heading_id(heading: &str) -> String {
-    // A link in a heading reads as its text.
-    let mut text = String::new();
-    let mut rest = heading;
-    while let Some(open) = rest.find('[') {
-        text.push_str(&rest[..open]);
-        match rest[open..].find("](") {
-            Some(mid) => {
-                text.push_str(&rest[open + 1..open + mid]);
-                let after = &rest[open + mid + 2..];
-                rest = after.find(')').map_or("", |close| &after[close + 1..]);
-            }
-            None => {
-                text.push('[');
-                rest = &rest[open + 1..];
-            }
-        }
-    }
-    text.push_str(rest);
-    text.chars()
+/// mdBook's id for a heading's text (`mdbook-html`'s `id_from_content`).
+fn heading_id(text: &str) -> String {
+    text.trim()
+        .to_lowercase()
+        .chars()
         .filter_map(|c| match c {
-            c if c.is_alphanumeric() || c == '_' || c == '-' => Some(c.to_ascii_lowercase()),
+            c if c.is_alphanumeric() || c == '_' || c == '-' => Some(c),
             c if c.is_whitespace() => Some('-'),
             _ => None,
         })
@@ -131,8 +122,10 @@ fn broken_links(page: &Path, markdown: &str) -> Vec<String> {
     let dir = page.parent().unwrap();
     let book = repo_root().join("docs/src");
     let in_book = page.starts_with(&book);
-    let mut broken = Vec::new();
-    for target in link_targets(markdown) {
+    let Links { targets, undefined } = links(markdown);
+    let mut broken: Vec<String> =
+        undefined.iter().map(|r| format!("[{r}]: a reference with no `[{r}]: target` definition")).collect();
+    for target in targets {
         if target.contains("://") || target.starts_with("mailto:") || target.is_empty() {
             continue;
         }
@@ -193,12 +186,55 @@ fn the_link_check_catches_a_missing_page_and_a_missing_anchor() {
     assert!(broken[2].starts_with("../../README.md: outside docs/src"), "{broken:#?}");
     // The README may link any file of the repository.
     assert!(broken_links(&repo_root().join("README.md"), "[ok](ballast.example.yaml)").is_empty());
-    // As mdbook makes them: code and punctuation dropped, repeats numbered.
-    let ids = anchors("## Asking Ballast about one event: `ballast plan`\n### **Options:**\n### **Options:**\n");
+    // As mdbook makes them: code and punctuation dropped, repeats numbered, an explicit id kept.
+    let ids = anchors(
+        "## Asking Ballast about one event: `ballast plan`\n### **Options:**\n### **Options:**\n\
+         ## Renamed {#kept}\n\nSetext `heading`\n---\n",
+    );
     assert_eq!(
         ids,
-        BTreeSet::from(["asking-ballast-about-one-event-ballast-plan".into(), "options".into(), "options-1".into()])
+        BTreeSet::from([
+            "asking-ballast-about-one-event-ballast-plan".into(),
+            "options".into(),
+            "options-1".into(),
+            "kept".into(),
+            "setext-heading".into()
+        ])
     );
+}
+
+/// Links a line-by-line reading misses: a code span in the link text split over two lines,
+/// reference-style links (their definitions anywhere on the page), a reference that names
+/// no definition, and an autolink; and text that only looks like a link.
+#[test]
+fn the_link_check_reads_links_as_markdown_does() {
+    let page = repo_root().join("docs/src/faq.md");
+    let sample = "See [the `ballast config\ncheck` command](split-code.md) and\n\
+                  [the `config\ncheck` page](reference/config.md#keys).\n\n\
+                  Read [operations][ops], [the FAQ][faq], [again][faq] and [gone][] or [nothing][undefined].\n\n\
+                  A shortcut [Unreleased] and an array [0, 1] are text; so is `[code][ref]`.\n\n\
+                  <https://example.com/x>\n\n\
+                  [ops]: operations.md#no-such-heading\n[faq]: faq.md\n[gone]: reference/gone.md\n";
+    let found = link_targets(sample);
+    assert_eq!(
+        found,
+        [
+            "split-code.md",
+            "reference/config.md#keys",
+            "operations.md#no-such-heading",
+            "faq.md",
+            "faq.md",
+            "reference/gone.md",
+            "https://example.com/x"
+        ],
+        "{found:#?}"
+    );
+    let broken = broken_links(&page, sample);
+    assert_eq!(broken.len(), 4, "{broken:#?}");
+    assert!(broken[0].starts_with("[undefined]: a reference with no"), "{broken:#?}");
+    assert!(broken[1].starts_with("split-code.md: no file"), "{broken:#?}");
+    assert!(broken[2].contains("has no heading `#no-such-heading`"), "{broken:#?}");
+    assert!(broken[3].starts_with("reference/gone.md: no file"), "{broken:#?}");
 }
 
 #[test]
