@@ -8,8 +8,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use ballast_tests::repo_root;
+use ballast_tests::moto::required;
 use ballast_tests::templates::{rendered, Variant, ACCOUNT, REGION};
+use ballast_tests::{cache_dir, repo_root};
 use pulldown_cmark::{BrokenLink, Event, LinkType, Options, Parser, Tag, TagEnd};
 use serde_json::Value;
 
@@ -403,4 +404,107 @@ fn the_security_page_shows_each_roles_policies() {
     assert_eq!(caught.len(), 2, "{caught:#?}");
     assert!(caught[0].contains(&format!("no `<!-- iam: {name} -->` block")), "{caught:#?}");
     assert!(caught[1].contains("`<!-- iam: retired -->`: no such role"), "{caught:#?}");
+}
+
+/// Each paragraph outside lists, quotes and tables whose source lays text out in columns: a
+/// line after its first indented by two spaces or more, which Markdown joins into the line
+/// before (`ballast --help`'s exit-code table, written as prose). By the paragraph's first line.
+fn columns_in_prose(markdown: &str) -> Vec<String> {
+    let mut nested = 0usize;
+    let mut found = Vec::new();
+    for (event, range) in Parser::new_ext(markdown, markdown_options()).into_offset_iter() {
+        match event {
+            Event::Start(Tag::Paragraph) if nested == 0 => {
+                let source = &markdown[range];
+                if source.lines().skip(1).any(|line| line.starts_with("  ") && !line.trim().is_empty()) {
+                    found.push(source.lines().next().unwrap_or_default().to_string());
+                }
+            }
+            Event::Start(Tag::Item | Tag::BlockQuote(_) | Tag::Table(_) | Tag::FootnoteDefinition(_)) => nested += 1,
+            Event::End(TagEnd::Item | TagEnd::BlockQuote(_) | TagEnd::Table | TagEnd::FootnoteDefinition) => {
+                nested -= 1;
+            }
+            _ => {}
+        }
+    }
+    found
+}
+
+/// The CLI reference keeps the after-help's lines (the exit codes, in columns) as they are,
+/// in a code block, and no page of the book lays out columns in a paragraph.
+#[test]
+fn the_cli_reference_keeps_the_exit_code_table_in_lines() {
+    let src = repo_root().join("docs/src");
+    let mut problems = Vec::new();
+    for page in book_pages() {
+        for first_line in columns_in_prose(&std::fs::read_to_string(&page).unwrap()) {
+            problems
+                .push(format!("{}: a paragraph in columns: {first_line}", page.strip_prefix(&src).unwrap().display()));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "Markdown joins these lines into one (use a code block or a table):\n{}",
+        problems.join("\n")
+    );
+    let cli = std::fs::read_to_string(src.join("reference/cli.md")).unwrap();
+    let block = cli.split("```text\nExit codes").nth(1).expect("the exit codes in a `text` code block");
+    let block = &block[..block.find("\n```").expect("the block ends")];
+    for code in ["\n  0  ok", "\n  1  findings", "\n  2  usage"] {
+        assert!(block.contains(code), "the exit-code block lacks `{}`:\n{block}", code.trim());
+    }
+    // The page as clap-markdown wrote it before the after-help was fenced is caught.
+    let flattened = "## `ballast`\n\n**Usage:** `ballast <COMMAND>`\n\nExit codes (every command):\n  0  ok: valid\n  \
+                     1  findings or invalid input\n\n###### **Subcommands:**\n\n* `simulate` — Simulate\n  a pool\n";
+    assert_eq!(columns_in_prose(flattened), ["Exit codes (every command):"]);
+}
+
+/// A flag whose `--` smart punctuation curled into a dash (`–strict`, `—json`): a dash
+/// starting a word. Ranges (`150–200`) and spaced dashes (`a — b`) are not flags.
+fn curled_flags(html: &str) -> Vec<String> {
+    let chars: Vec<char> = html.chars().collect();
+    let mut found = Vec::new();
+    for (i, pair) in chars.windows(2).enumerate() {
+        let starts_word = i == 0 || chars[i - 1].is_whitespace() || matches!(chars[i - 1], '(' | '>' | '[' | '"');
+        if matches!(pair[0], '–' | '—') && pair[1].is_ascii_lowercase() && starts_word {
+            found.push(chars[i..].iter().take_while(|c| c.is_alphanumeric() || matches!(c, '–' | '—' | '-')).collect());
+        }
+    }
+    found
+}
+
+/// The book as mdBook builds it (the mdbook `scripts/test` installs) writes each `--flag` as
+/// typed, in prose as in code: smart punctuation is off (docs/book.toml).
+#[test]
+fn the_book_shows_flags_as_written() {
+    assert_eq!(curled_flags("with –strict, (—json) or >–plot; pages 150–200, a — b"), ["–strict", "—json", "–plot"]);
+    let mdbook = cache_dir().map(|c| c.join("mdbook/bin/mdbook"));
+    let Some(mdbook) = mdbook.filter(|m| m.exists()) else {
+        assert!(!required(), "CI=true but mdbook is missing: run scripts/test");
+        eprintln!("skipped: mdbook is missing (scripts/test installs it)");
+        return;
+    };
+    let out = std::env::temp_dir().join(format!("ballast-book-{}", std::process::id()));
+    let built = std::process::Command::new(&mdbook)
+        .args(["build", "docs", "--dest-dir"])
+        .arg(&out)
+        .current_dir(repo_root())
+        .output()
+        .expect("mdbook runs");
+    assert!(built.status.success(), "mdbook build docs: {}", String::from_utf8_lossy(&built.stderr));
+    let mut curled = Vec::new();
+    let mut pages = 0;
+    for entry in std::fs::read_dir(&out).unwrap().chain(std::fs::read_dir(out.join("reference")).unwrap()) {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "html") {
+            pages += 1;
+            let html = std::fs::read_to_string(&path).unwrap();
+            curled.extend(curled_flags(&html).into_iter().map(|f| format!("{}: {f}", path.display())));
+        }
+    }
+    let cli = std::fs::read_to_string(out.join("reference/cli.html")).unwrap();
+    let _ = std::fs::remove_dir_all(&out);
+    assert!(pages > 10, "the book's HTML pages: {pages}");
+    assert!(curled.is_empty(), "flags curled into dashes:\n{}", curled.join("\n"));
+    assert!(cli.contains("with --strict, warned about"), "reference/cli.html shows `--strict` in prose as typed");
 }
