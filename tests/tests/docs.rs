@@ -508,3 +508,48 @@ fn the_book_shows_flags_as_written() {
     assert!(curled.is_empty(), "flags curled into dashes:\n{}", curled.join("\n"));
     assert!(cli.contains("with --strict, warned about"), "reference/cli.html shows `--strict` in prose as typed");
 }
+
+/// Each `# yaml-language-server: $schema=TARGET` modeline in a text.
+fn schema_modelines(text: &str) -> Vec<String> {
+    text.split("yaml-language-server: $schema=")
+        .skip(1)
+        .map(|rest| rest.split(|c: char| c.is_whitespace() || c == '`').next().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// The config's JSON Schema is hosted nowhere, so nothing names it by a URL: it has no `$id`,
+/// its references are within itself, and every modeline naming it (the example config's, the
+/// reference page's, the schema's own advice) is a path; the example's names the committed copy.
+#[test]
+fn the_config_schema_is_named_by_path_not_by_an_unhosted_url() {
+    let root = repo_root();
+    let text = std::fs::read_to_string(root.join("docs/src/reference/ballast.schema.json")).unwrap();
+    let schema: Value = serde_json::from_str(&text).unwrap();
+    assert!(schema.get("$id").is_none(), "the schema claims an `$id`: {}", schema["$id"]);
+    let external: Vec<&str> = text
+        .split("\"$ref\": \"")
+        .skip(1)
+        .filter_map(|rest| rest.split('"').next())
+        .filter(|target| !target.starts_with("#/"))
+        .collect();
+    assert!(external.is_empty(), "`$ref`s outside the schema: {external:?}");
+    let example = std::fs::read_to_string(root.join("ballast.example.yaml")).unwrap();
+    let page = std::fs::read_to_string(root.join("docs/src/reference/config.md")).unwrap();
+    let comment = schema["$comment"].as_str().unwrap_or_default();
+    for (source, text) in
+        [("ballast.example.yaml", example.as_str()), ("reference/config.md", &page), ("$comment", comment)]
+    {
+        let modelines = schema_modelines(text);
+        assert!(!modelines.is_empty(), "{source} names no schema");
+        for target in modelines {
+            assert!(!target.contains("://") && !target.is_empty(), "{source}: the schema by `{target}`, not by a path");
+        }
+    }
+    for target in schema_modelines(&example) {
+        assert!(root.join(&target).is_file(), "ballast.example.yaml: no schema at {target}");
+    }
+    assert_eq!(
+        schema_modelines("# yaml-language-server: $schema=https://example.com/s.json\n"),
+        ["https://example.com/s.json"]
+    );
+}
