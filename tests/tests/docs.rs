@@ -553,3 +553,235 @@ fn the_config_schema_is_named_by_path_not_by_an_unhosted_url() {
         ["https://example.com/s.json"]
     );
 }
+
+/// Each command of a page: the lines of its `sh` and `bash` code blocks (continuations
+/// joined, comments dropped) and its inline code spans, whitespace collapsed.
+fn page_commands(markdown: &str) -> Vec<String> {
+    let mut commands = Vec::new();
+    let mut in_shell_block = false;
+    for event in Parser::new_ext(markdown, markdown_options()) {
+        match event {
+            Event::Start(Tag::CodeBlock(pulldown_cmark::CodeBlockKind::Fenced(lang))) => {
+                in_shell_block = matches!(lang.as_ref(), "sh" | "bash");
+            }
+            Event::End(TagEnd::CodeBlock) => in_shell_block = false,
+            Event::Text(text) if in_shell_block => {
+                let joined = text.replace("\\\n", " ");
+                for line in joined.lines() {
+                    let command = line.split(" # ").next().unwrap_or_default().trim();
+                    if !command.is_empty() && !command.starts_with('#') {
+                        commands.push(command.split_whitespace().collect::<Vec<_>>().join(" "));
+                    }
+                }
+            }
+            Event::Code(code) => commands.push(code.split_whitespace().collect::<Vec<_>>().join(" ")),
+            _ => {}
+        }
+    }
+    commands
+}
+
+/// What the build commands may name: the workspace's packages (by directory: features and
+/// binaries), the CLI's version, the base's image name, and cargo-lambda's `build --help`.
+struct BuildFacts {
+    packages: BTreeMap<String, (BTreeSet<String>, BTreeSet<String>)>,
+    bins: BTreeSet<String>,
+    version: String,
+    base_image: String,
+    cargo_lambda_help: Option<String>,
+}
+
+fn build_facts() -> BuildFacts {
+    let root = repo_root().canonicalize().unwrap();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = std::process::Command::new(cargo)
+        .args(["metadata", "--no-deps", "--format-version", "1", "--offline", "--locked"])
+        .current_dir(&root)
+        .output()
+        .expect("cargo metadata runs");
+    assert!(out.status.success(), "cargo metadata: {}", String::from_utf8_lossy(&out.stderr));
+    let metadata: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut packages = BTreeMap::new();
+    let mut bins = BTreeSet::new();
+    let mut version = String::new();
+    for package in metadata["packages"].as_array().unwrap() {
+        let manifest = Path::new(package["manifest_path"].as_str().unwrap()).canonicalize().unwrap();
+        let dir = manifest.parent().unwrap().strip_prefix(&root).unwrap().to_string_lossy().into_owned();
+        let features = package["features"].as_object().unwrap().keys().cloned().collect();
+        let package_bins: BTreeSet<String> = package["targets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["kind"].as_array().is_some_and(|k| k.iter().any(|k| k == "bin")))
+            .map(|t| t["name"].as_str().unwrap().to_string())
+            .collect();
+        bins.extend(package_bins.iter().cloned());
+        if package["name"] == "ballast-cli" {
+            version = package["version"].as_str().unwrap().to_string();
+        }
+        packages.insert(dir, (features, package_bins));
+    }
+    let kustomization: Value =
+        serde_yaml_ng::from_str(&std::fs::read_to_string(root.join("infra/k8s/kustomization.yaml")).unwrap()).unwrap();
+    let base_image = kustomization["images"][0]["name"].as_str().unwrap().to_string();
+    let cargo_lambda_help = std::env::var_os("BALLAST_CARGO_LAMBDA_DIR")
+        .map(|dir| Path::new(&dir).join("cargo-lambda"))
+        .filter(|exe| exe.exists())
+        .map(|exe| {
+            let help = std::process::Command::new(exe).args(["lambda", "build", "--help"]).output().unwrap();
+            String::from_utf8_lossy(&help.stdout).into_owned()
+        });
+    BuildFacts { packages, bins, version, base_image, cargo_lambda_help }
+}
+
+/// The value after `flag` (`--path P`, `-f F`) in each place it occurs.
+fn flag_values<'a>(words: &[&'a str], flag: &str) -> Vec<&'a str> {
+    words.windows(2).filter(|w| w[0] == flag).map(|w| w[1]).collect()
+}
+
+/// What is wrong with one documented command, by the kind of build it runs (`None` when it
+/// is not one of them).
+fn build_command_problems(command: &str, facts: &BuildFacts) -> Option<(&'static str, Vec<String>)> {
+    let root = repo_root();
+    let words: Vec<&str> = command.split_whitespace().collect();
+    let mut problems = Vec::new();
+    let kind = Some(if command.starts_with("cargo install") {
+        for path in flag_values(&words, "--path") {
+            match facts.packages.get(path) {
+                None => problems.push(format!("no package at {path}")),
+                Some((features, _)) => {
+                    for feature in flag_values(&words, "--features") {
+                        if !features.contains(feature) {
+                            problems.push(format!("{path} has no feature `{feature}`"));
+                        }
+                    }
+                }
+            }
+        }
+        "cargo install"
+    } else if command.starts_with("cargo lambda build") {
+        for bin in flag_values(&words, "--bin") {
+            if !facts.bins.contains(bin) {
+                problems.push(format!("no binary `{bin}` in the workspace"));
+            }
+        }
+        if let Some(help) = &facts.cargo_lambda_help {
+            for flag in words.iter().filter(|w| w.starts_with("--")) {
+                if !help.contains(&format!("{flag} ")) {
+                    problems.push(format!("cargo lambda build has no `{flag}`"));
+                }
+            }
+        }
+        "cargo lambda build"
+    } else if command.starts_with("docker buildx build") {
+        for file in flag_values(&words, "-f") {
+            let text = std::fs::read_to_string(root.join(file)).unwrap_or_default();
+            if text.is_empty() {
+                problems.push(format!("no Dockerfile {file}"));
+            }
+            for arg in flag_values(&words, "--build-arg") {
+                let name = arg.split('=').next().unwrap_or_default();
+                if !text.lines().any(|l| l.starts_with(&format!("ARG {name}"))) {
+                    problems.push(format!("{file} declares no ARG {name}"));
+                }
+            }
+        }
+        "docker buildx build"
+    } else if command.starts_with("kustomize edit set image") {
+        let name = words.get(4).and_then(|w| w.split('=').next()).unwrap_or_default();
+        if name != facts.base_image {
+            problems.push(format!("the base's image is `{}`, not `{name}`", facts.base_image));
+        }
+        "kustomize edit set image"
+    } else if let Some(script) = words.iter().find(|w| w.starts_with("scripts/")) {
+        use std::os::unix::fs::PermissionsExt;
+        let path = root.join(script);
+        match std::fs::metadata(&path) {
+            Ok(m) if m.permissions().mode() & 0o111 != 0 => {
+                // The settings given to it (`NAME=value` before it) are ones it reads.
+                let text = std::fs::read_to_string(&path).unwrap();
+                let before = words.iter().take_while(|w| *w != script);
+                for name in before.filter_map(|w| w.split_once('=')).map(|(n, _)| n) {
+                    if !name.starts_with("CARGO_") && !text.contains(name) {
+                        problems.push(format!("{script} reads no {name}"));
+                    }
+                }
+            }
+            _ => problems.push(format!("no executable {script}")),
+        }
+        "scripts/"
+    } else if command.starts_with("sam build") {
+        for template in flag_values(&words, "-t") {
+            if !root.join(template).exists() {
+                problems.push(format!("no template {template}"));
+            }
+        }
+        "sam build"
+    } else {
+        ""
+    })
+    .filter(|kind| !kind.is_empty());
+    // The release set's files, wherever named, are named for the CLI's version.
+    let release_set: Vec<&&str> = words.iter().filter(|w| w.contains("dist/")).collect();
+    let kind = match kind {
+        Some(kind) => kind,
+        None if !release_set.is_empty() => "dist/",
+        None => return None,
+    };
+    for word in release_set {
+        let versions = word.split(|c: char| !(c.is_ascii_digit() || c == '.')).filter(|s| s.matches('.').count() == 2);
+        for v in versions.map(|v| v.trim_matches('.')).filter(|v| v.split('.').all(|p| !p.is_empty())) {
+            if v != facts.version {
+                problems.push(format!("{word}: version {v}, the release set's is {}", facts.version));
+            }
+        }
+    }
+    Some((kind, problems))
+}
+
+/// The build-from-source commands of the install and getting-started pages and the README
+/// name what exists: the package and its feature, the functions' binaries and cargo-lambda's
+/// flags, the Dockerfile and its build arguments, executable scripts and the settings they
+/// read, the release set's version, the base's image name. (The builds themselves take an
+/// hour and more on two cores, and `docker`, `kustomize` and `skopeo` are not here; the `sh`
+/// blocks, the overlay with the image among them, are run by `rehearsal.rs`.)
+#[test]
+fn the_documented_build_commands_name_what_exists() {
+    let facts = build_facts();
+    assert!(facts.bins.contains("schedule") && facts.version.split('.').count() == 3, "{:?}", facts.bins);
+    let mut kinds = BTreeSet::new();
+    let mut problems = Vec::new();
+    for page in ["docs/src/install.md", "docs/src/getting-started.md", "README.md"] {
+        let text = std::fs::read_to_string(repo_root().join(page)).unwrap();
+        // `cd DIR && kustomize ...`: each command of a chain on its own.
+        for command in page_commands(&text).iter().flat_map(|c| c.split(" && ")) {
+            if let Some((kind, found)) = build_command_problems(command, &facts) {
+                kinds.insert(kind);
+                problems.extend(found.into_iter().map(|p| format!("{page}: `{command}`: {p}")));
+            }
+        }
+    }
+    let all = [
+        "cargo install",
+        "cargo lambda build",
+        "docker buildx build",
+        "kustomize edit set image",
+        "scripts/",
+        "sam build",
+        "dist/",
+    ];
+    assert_eq!(kinds, BTreeSet::from(all), "the kinds of build command the pages show");
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    // Each kind of mistake is caught.
+    for wrong in [
+        "cargo install --locked --path functions/cli --features awz",
+        "cargo lambda build --release --arm64 --bin scheduler",
+        "docker buildx build -f functions/forwarder/Dockerfile --build-arg GIT_SHA=1 .",
+        "kustomize edit set image ghcr.io/ballast/forwarder=x",
+        "BALLAST_REGISTRY=x scripts/release",
+        "skopeo copy oci-archive:dist/ballast-forwarder-9.9.9.oci.tar:9.9.9 x",
+    ] {
+        let (_, found) = build_command_problems(wrong, &facts).unwrap();
+        assert!(!found.is_empty(), "not caught: {wrong}");
+    }
+}
