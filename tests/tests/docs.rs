@@ -1,9 +1,11 @@
 //! The docs as a reader meets them: every relative link and `#anchor` in the book
-//! (`docs/src`) and the repository's own Markdown resolves, every page is in the book's
-//! table of contents, the README's quick start is the getting-started page's commands, and
-//! the security page shows each role's policies as the SAM template grants them.
-//! (`scripts/test` also builds the book with mdbook; the figures are held by ballast-cli's
-//! tests, the getting-started commands by `rehearsal.rs`.)
+//! (`docs/src`) and the repository's own Markdown resolves (read as mdBook reads Markdown),
+//! every page is in the book's table of contents, the README's quick start is the
+//! getting-started page's commands, the build-from-source commands name what exists, the
+//! security page shows every role of the SAM template with its policies, the CLI reference
+//! keeps the exit codes in lines and the built book every `--flag` as typed, and the config
+//! schema is named by path. (The figures are held by ballast-cli's tests, the
+//! getting-started commands by `rehearsal.rs`.)
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
