@@ -32,6 +32,9 @@ const DOC: &str = "docs/src/getting-started.md";
 /// CloudFormation's limit on one parameter value.
 const PARAMETER_VALUE_MAX: usize = 4096;
 const FUNCTIONS: [&str; 3] = Function::NAMES;
+/// The forwarder's image as the user built and pushed it, by digest.
+const FORWARDER_IMAGE: &str =
+    "123456789012.dkr.ecr.eu-west-1.amazonaws.com/ballast-forwarder@sha256:2222222222222222222222222222222222222222222222222222222222222222";
 
 /// A deploy command that fails in ways the check must catch: the config as a parameter
 /// (the shell truncates it), `--guided` (whose capability prompt defaults to CAPABILITY_IAM).
@@ -609,6 +612,8 @@ async fn the_getting_started_page_deploys_and_goes_live() {
         ("AWS_REGION", "eu-west-1".into()),
         ("KUBECONFIG", kubeconfig.clone()),
         ("SAM_CLI_TELEMETRY", "0".into()),
+        // What the user pushed as "before you start" says (no registry here: no kubelet pulls).
+        ("FORWARDER_IMAGE", FORWARDER_IMAGE.into()),
         ("LANG", "C.UTF-8".into()),
     ]
     .into_iter()
@@ -940,7 +945,8 @@ async fn stack_functions(
 }
 
 /// What `kubectl apply -k` must have made: both namespaces, the functions' RBAC for
-/// their group, the forwarder and its settings naming the stack's bus and parameter.
+/// their group, the forwarder on the user's image (not the base's placeholder digest) and
+/// its settings naming the stack's bus and parameter.
 async fn cluster_side(admin: &kube::Client, outputs: &BTreeMap<String, String>) {
     use k8s_openapi::api::apps::v1::Deployment;
     use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
@@ -975,6 +981,9 @@ async fn cluster_side(admin: &kube::Client, outputs: &BTreeMap<String, String>) 
     let data = settings.data.clone().unwrap_or_default();
     assert_eq!(data.get("BALLAST_EVENT_BUS"), outputs.get("EventBusName"), "the overlay names the stack's bus");
     assert_eq!(data.get("BALLAST_CONFIG_PARAMETER"), outputs.get("ConfigParameter"), "and its config parameter");
+    let containers = forwarder.spec.as_ref().and_then(|s| s.template.spec.as_ref()).map(|s| &s.containers);
+    let images: Vec<Option<&str>> = containers.into_iter().flatten().map(|c| c.image.as_deref()).collect();
+    assert_eq!(images, [Some(FORWARDER_IMAGE)], "the overlay runs the forwarder image the user pushed");
     let spec = serde_json::to_string(&forwarder.spec).unwrap();
     let name = settings.metadata.name.clone().unwrap();
     assert!(spec.contains(&name), "the forwarder reads {name} (kustomize's hashed name): {spec}");

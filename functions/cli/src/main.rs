@@ -4,6 +4,7 @@
 //! 1 findings or an invalid input, 2 a usage error or an input that cannot be read.
 
 mod commands;
+mod markdown_help;
 
 use std::process::ExitCode;
 
@@ -178,8 +179,7 @@ fn main() -> ExitCode {
             Ok(ExitCode::SUCCESS)
         }
         Command::MarkdownHelp => {
-            let options = clap_markdown::MarkdownOptions::new().title("CLI reference".into()).show_footer(false);
-            print!("{}", clap_markdown::help_markdown_custom::<Cli>(&options));
+            print!("{}", markdown_help::page(Cli::command()));
             Ok(ExitCode::SUCCESS)
         }
     };
