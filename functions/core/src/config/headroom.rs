@@ -307,7 +307,8 @@ fn positive_quantity(resource: Resource, value: &Value, path: &str, issues: &mut
                     issues.warn(
                         path,
                         format!(
-                            "`{text}` is {v} bytes: its suffix is a decimal one (powers of 1000), not what memory is                              usually counted in; write `{binary}`{meant} if that is what you meant"
+                            "`{text}` is {v} bytes: its suffix is a decimal one (powers of 1000), not what memory is usually \
+                             counted in; write `{binary}`{meant} if that is what you meant"
                         ),
                     );
                 }
