@@ -52,8 +52,96 @@ where
         }
         _ => ErrorKind::Retryable,
     };
-    let message = DisplayErrorContext(&err).to_string();
-    PortError::new(kind, operation, message).with_source(err)
+    PortError::new(kind, operation, cause(&err)).with_source(err)
+}
+
+/// An SDK error as a sentence a person reads: the call (`DescribeTable`), the service
+/// (`DynamoDB`) and why it failed, never the error's Debug form (which
+/// [`DisplayErrorContext`] appends).
+pub fn describe<E>(err: &SdkError<E, HttpResponse>) -> String
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+{
+    format!("{}: {}", service_and_operation::<E>().1, cause(err))
+}
+
+/// Why an SDK call failed, naming the service: what the service answered (its error code
+/// and message), or that it could not be reached, did not answer in time, or answered
+/// what could not be read, with the underlying reason (`Connection refused`).
+pub fn cause<E>(err: &SdkError<E, HttpResponse>) -> String
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+{
+    let (service, _) = service_and_operation::<E>();
+    let why = || reasons(err);
+    match err {
+        SdkError::ServiceError(service_error) => {
+            let e = service_error.err();
+            let status = service_error.raw().status().as_u16();
+            match (e.code(), e.message()) {
+                (Some(code), Some(message)) => format!("{service} refused it ({code}, HTTP {status}): {message}"),
+                (Some(code), None) => format!("{service} refused it ({code}, HTTP {status})"),
+                _ => format!("{service} refused it (HTTP {status}): {}", why()),
+            }
+        }
+        SdkError::DispatchFailure(_) => format!("cannot reach {service} at its endpoint: {}", why()),
+        SdkError::TimeoutError(_) => format!("{service} did not answer in time: {}", why()),
+        SdkError::ResponseError(_) => format!("{service}'s answer could not be read: {}", why()),
+        SdkError::ConstructionFailure(_) => format!("the request to {service} could not be made: {}", why()),
+        _ => format!("{service}: {}", why()),
+    }
+}
+
+/// The error's causes below the SDK's own kind (`dispatch failure`), each said once:
+/// `io error: ... tcp connect error: Connection refused (os error 111)`.
+fn reasons(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut said: Vec<String> = Vec::new();
+    let mut next = err.source();
+    while let Some(e) = next {
+        let text = e.to_string();
+        if !text.is_empty() && !said.iter().any(|s| s.contains(&text)) {
+            said.push(text);
+        }
+        next = e.source();
+    }
+    if said.is_empty() {
+        // No source: the error's own words, its Debug form cut off.
+        let own = DisplayErrorContext(err).to_string();
+        return own.split(" (").next().unwrap_or_default().to_string();
+    }
+    said.join(": ")
+}
+
+/// The service and operation an SDK error type belongs to, read off its type's path
+/// (`aws_sdk_dynamodb::operation::describe_table::DescribeTableError` gives `DynamoDB`,
+/// `DescribeTable`); `AWS` and `the call` for a type from elsewhere.
+fn service_and_operation<E: 'static>() -> (&'static str, String) {
+    let path = std::any::type_name::<E>();
+    let service = path
+        .split("::")
+        .next()
+        .and_then(|krate| krate.strip_prefix("aws_sdk_"))
+        .map(|name| match name {
+            "autoscaling" => "Auto Scaling",
+            "dynamodb" => "DynamoDB",
+            "ec2" => "EC2",
+            "eks" => "EKS",
+            "eventbridge" => "EventBridge",
+            "lambda" => "Lambda",
+            "sqs" => "SQS",
+            "ssm" => "SSM",
+            "sts" => "STS",
+            "scheduler" => "EventBridge Scheduler",
+            "cloudwatch" => "CloudWatch",
+            _ => "AWS",
+        })
+        .unwrap_or("AWS");
+    let last = path.rsplit("::").next().unwrap_or_default();
+    let operation = match last.strip_suffix("Error") {
+        Some(op) if !op.is_empty() && path.contains("::operation::") => op.to_string(),
+        _ => "the call".to_string(),
+    };
+    (service, operation)
 }
 
 #[cfg(test)]
@@ -72,6 +160,28 @@ mod tests {
         let err = ErrorMetadata::builder().code(code).message(message).build();
         let raw = HttpResponse::new(StatusCode::try_from(status).unwrap(), SdkBody::empty());
         classify("SetDesiredCapacity", SdkError::service_error(err, raw))
+    }
+
+    #[test]
+    fn an_sdk_error_is_said_in_words_never_in_its_debug_form() {
+        use aws_smithy_runtime_api::client::result::ConnectorError;
+        let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "Connection refused (os error 111)");
+        let err: SdkError<ErrorMetadata, HttpResponse> = SdkError::dispatch_failure(ConnectorError::io(refused.into()));
+        let said = cause(&err);
+        assert_eq!(said, "cannot reach AWS at its endpoint: io error: Connection refused (os error 111)");
+        assert!(DisplayErrorContext(&err).to_string().contains("DispatchFailure("), "what the SDK prints instead");
+        let port = classify("GetParameter", err);
+        assert_eq!(port.to_string(), format!("GetParameter: {said}"));
+
+        let denied = service_error_saying("AccessDeniedException", 400, "not authorized to perform ssm:GetParameter");
+        assert_eq!(
+            denied.to_string(),
+            "SetDesiredCapacity: AWS refused it (AccessDeniedException, HTTP 400): not authorized to perform \
+             ssm:GetParameter"
+        );
+        for text in [said, denied.to_string()] {
+            assert!(!text.contains('{') && !text.contains("Error("), "{text}");
+        }
     }
 
     #[test]

@@ -3,7 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use ballast_core::config::{Config, HeadroomShapes, ListedShape, PoolConfig, Toleration};
+use ballast_core::config::{
+    locate_path, plain_message, yaml_issue, Config, ConfigIssue, HeadroomShapes, ListedShape, PoolConfig, Toleration,
+};
 use ballast_core::shape::PodShape;
 use ballast_core::units::HumanDuration;
 use chrono::{DateTime, Utc};
@@ -39,12 +41,21 @@ pub const BUILT_IN: &[(&str, &str)] = &[
 
 #[derive(Debug, thiserror::Error)]
 pub enum ScenarioError {
-    #[error("not valid YAML: {0}")]
-    Yaml(#[source] serde_yaml_ng::Error),
-    #[error("{path}: {message}")]
-    Field { path: String, message: String },
+    /// What is wrong and where, as a config's problems are told: the path, and with the
+    /// text read, its line and column (YAML that does not parse is at `(file)`).
+    #[error("{}{}", .0.position(), shown(.0))]
+    Field(ConfigIssue),
     #[error("unknown built-in scenario `{0}`; built in: {names} (or give a file)", names = built_in_names())]
     Unknown(String),
+}
+
+/// `path: message`, or the message alone for the whole file.
+fn shown(issue: &ConfigIssue) -> String {
+    if issue.path.starts_with('(') {
+        issue.message.clone()
+    } else {
+        issue.to_string()
+    }
 }
 
 fn built_in_names() -> String {
@@ -52,7 +63,15 @@ fn built_in_names() -> String {
 }
 
 fn field(path: impl Into<String>, message: impl Into<String>) -> ScenarioError {
-    ScenarioError::Field { path: path.into(), message: message.into() }
+    ScenarioError::Field(ConfigIssue::new(path, message))
+}
+
+/// A serde error reading the scenario, in the config's words (`plain_message`): what to
+/// write, the nearest known key for an unknown one (its path ends with that key).
+fn serde_field(error: serde_path_to_error::Error<serde_yaml_ng::Error>) -> ScenarioError {
+    let path = error.path().to_string();
+    let path = if path == "." { "(top level)".to_string() } else { path };
+    field(path, plain_message(&error.inner().to_string()))
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -304,10 +323,18 @@ impl Scenario {
     }
 
     pub fn from_yaml(text: &str) -> Result<Scenario, ScenarioError> {
-        let value: Value = serde_yaml_ng::from_str(text).map_err(ScenarioError::Yaml)?;
-        let raw: Raw =
-            serde_path_to_error::deserialize(value).map_err(|e| field(e.path().to_string(), e.inner().to_string()))?;
-        validate(raw)
+        let value: Value = serde_yaml_ng::from_str(text).map_err(|e| ScenarioError::Field(yaml_issue(text, &e)))?;
+        let placed = |error: ScenarioError| match error {
+            ScenarioError::Field(mut issue) if issue.line.is_none() => {
+                if let Some((line, column)) = locate_path(text, &issue.path) {
+                    (issue.line, issue.column) = (Some(line), Some(column));
+                }
+                ScenarioError::Field(issue)
+            }
+            other => other,
+        };
+        let raw: Raw = serde_path_to_error::deserialize(value).map_err(|e| placed(serde_field(e)))?;
+        validate(raw).map_err(placed)
     }
 
     /// Ballast's config of the simulated pools, in order (a group's `pool` indexes it).

@@ -198,16 +198,46 @@ fn bad_scenarios_name_the_field() {
     )
     .unwrap_err()
     .to_string();
-    assert!(err.starts_with("instance_types.m6i.2xlarge: prices must not be negative"), "{err}");
+    assert!(err.starts_with("line 10, column 3: instance_types.m6i.2xlarge: prices must not be negative"), "{err}");
     let err = Scenario::from_yaml(
         &include_str!("../../../events/scenarios/steady.yaml").replace("min: 2, max: 40 }", "min: 50, max: 40 }"),
     )
     .unwrap_err()
     .to_string();
-    assert!(err.starts_with("ballast.pool.headroom.min: min (50) is greater than max (40)"), "{err}");
+    assert!(err.contains("ballast.pool.headroom.min: min (50) is greater than max (40)"), "{err}");
     let err = Scenario::from_yaml("name: x\n").unwrap_err().to_string();
-    assert!(err.contains("missing field"), "{err}");
+    assert!(err.contains("`start` is required"), "{err}");
     assert!(Scenario::built_in("nope").is_err());
+}
+
+/// A scenario's mistakes are told as a config's: line and column, the nearest key, the
+/// unit, and never a Rust type.
+#[test]
+fn bad_scenarios_are_told_as_configs_are() {
+    let steady = include_str!("../../../events/scenarios/steady.yaml");
+    let err = |yaml: String| Scenario::from_yaml(&yaml).unwrap_err().to_string();
+    let typo = err(steady.replace("  replicas: 12", "  replicaz: 12"));
+    assert!(
+        typo.starts_with(
+            "line 25, column 3: static_overprovisioning.replicaz: unknown key `replicaz`; did you mean `replicas`?"
+        ),
+        "{typo}"
+    );
+    let negative = err(steady.replace("min: 0, max: 100, initial: 12", "min: 0, max: -100, initial: 12"));
+    assert!(negative.starts_with("line 13, column "), "{negative}");
+    assert!(
+        negative.contains("node_groups[0].max: the number `-100` is out of range: expected a whole number"),
+        "{negative}"
+    );
+    let no_unit = err(steady.replace("duration: 24h", "duration: 24"));
+    assert!(no_unit.contains("duration: `24` has no unit"), "{no_unit}");
+    let twice = err(steady.replace("duration: 24h\n", "duration: 24h\nduration: 12h\n"));
+    assert!(twice.starts_with("line 7, column 1: duration: written twice"), "{twice}");
+    for text in [typo, negative, no_unit, twice] {
+        for rust in ["u32", "u64", "i64", "f64", "struct ", "u128"] {
+            assert!(!text.contains(rust), "{rust} in {text}");
+        }
+    }
 }
 
 #[test]
@@ -391,7 +421,8 @@ fn a_version_written_as_a_number_is_refused_with_how_to_write_it() {
     )
     .unwrap_err()
     .to_string();
-    assert!(err.starts_with("cluster_autoscaler.priorities.10[0]:"), "{err}");
+    assert!(err.starts_with("line "), "placed in the text: {err}");
+    assert!(err.contains("cluster_autoscaler.priorities.10[0]:"), "{err}");
 }
 
 /// Backoff after the second failed spot scale-up: spot capacity is gone for the first
@@ -697,7 +728,7 @@ fn scenario_groups_and_pools_are_checked() {
         "instance_type: c.xlarge, min: 0, max: 20",
         "instance_type: c.xlarge, instance_types: [c.xlarge], min: 0, max: 20",
     ));
-    assert!(both.starts_with("node_groups[0]: give instance_type or instance_types"), "{both}");
+    assert!(both.contains("node_groups[0]: give instance_type or instance_types"), "{both}");
     let two_od = err(tiny_yaml("", "").replace("- { name: spot, market: spot,", "- { name: spot, market: on-demand,"));
     assert!(
         two_od.contains("need at least one spot group in Ballast's pool")
@@ -708,7 +739,7 @@ fn scenario_groups_and_pools_are_checked() {
         "workload:",
         "daemonsets: [{ name: aws-node, cpu: 25m, memory: 64Mi }, { name: aws-node, cpu: 25m, memory: 64Mi }]\nworkload:",
     ));
-    assert!(twice.starts_with("daemonsets[1].name: duplicate DaemonSet `aws-node`"), "{twice}");
+    assert!(twice.contains("daemonsets[1].name: duplicate DaemonSet `aws-node`"), "{twice}");
 }
 
 /// The simulator page says where Ballast loses; this keeps it true (means over seeds 42–44).
@@ -853,15 +884,15 @@ fn several_pools_are_checked() {
     let err = |yaml: String| Scenario::from_yaml(&yaml).unwrap_err().to_string();
     let unnamed_group = err(text.replacen("}, pool: services }", "} }", 1));
     assert!(
-        unnamed_group.starts_with("node_groups[0].pool: name one of Ballast's pools (services, batch)"),
+        unnamed_group.contains("node_groups[0].pool: name one of Ballast's pools (services, batch)"),
         "{unnamed_group}"
     );
     let unknown = err(text.replacen("}, pool: services }", "}, pool: service }", 1));
-    assert!(unknown.starts_with("node_groups[0].pool: `service` is not one of Ballast's pools"), "{unknown}");
+    assert!(unknown.contains("node_groups[0].pool: `service` is not one of Ballast's pools"), "{unknown}");
     let unnamed_pool = err(text.replace("    - name: batch\n      node_selector", "    - node_selector"));
-    assert!(unnamed_pool.starts_with("ballast.pools[1]"), "{unnamed_pool}");
+    assert!(unnamed_pool.contains("ballast.pools[1]"), "{unnamed_pool}");
     let duplicate = err(text.replace("    - name: batch\n", "    - name: services\n"));
-    assert!(duplicate.starts_with("ballast.pools[1].name: duplicate pool `services`"), "{duplicate}");
+    assert!(duplicate.contains("ballast.pools[1].name: duplicate pool `services`"), "{duplicate}");
     let no_spot = err(text.replace("market: spot,      instance_types", "market: on-demand, instance_types"));
     assert!(no_spot.contains("Ballast's pool `batch` takes at most one on-demand group"), "{no_spot}");
     let no_spot = err(text
@@ -869,24 +900,24 @@ fn several_pools_are_checked() {
         .replace("NoSchedule }], pool: batch }\n\ndaemonsets", "NoSchedule }], ballast: false }\n\ndaemonsets"));
     assert!(no_spot.contains("need at least one spot group in Ballast's pool `batch`"), "{no_spot}");
     let empty = err(text.split("ballast:\n  pools:").next().unwrap().to_string() + "ballast:\n  pools: []\n");
-    assert!(empty.starts_with("ballast.pools: list at least one pool"), "{empty}");
+    assert!(empty.contains("ballast.pools: list at least one pool"), "{empty}");
     let elsewhere = err(text.replace(
         "    - name: batch\n      node_selector: { pool: batch }\n",
         "    - name: batch\n      node_selector: {}\n",
     ));
     assert!(
-        elsewhere.starts_with("ballast.pools[1]: its pause pods (node_selector, tolerations) also fit node group `services-spot-m6i` of pool `services`"),
+        elsewhere.contains("ballast.pools[1]: its pause pods (node_selector, tolerations) also fit node group `services-spot-m6i` of pool `services`"),
         "{elsewhere}"
     );
     let static_unknown = err(text.replace("{ services: 8, batch: 3 }", "{ services: 8, batches: 3 }"));
-    assert!(static_unknown.starts_with("static_overprovisioning.replicas.batches"), "{static_unknown}");
+    assert!(static_unknown.contains("static_overprovisioning.replicas.batches"), "{static_unknown}");
     let pause_selector = "node_selector: { pool: batch }\n      tolerations: [{ key: pool, operator: Equal, value: batch, effect: NoSchedule }]\n      headroom";
     let misplaced = err(text.replace(pause_selector, &pause_selector.replace("pool: batch }", "pool: gpu }")));
-    assert!(misplaced.starts_with("ballast.pools[1]: its pause pods"), "{misplaced}");
+    assert!(misplaced.contains("ballast.pools[1]: its pause pods"), "{misplaced}");
     let invalid = err(text.replace("min: 1, max: 8", "min: 9, max: 8"));
-    assert!(invalid.starts_with("ballast.pools[1].headroom"), "{invalid}");
+    assert!(invalid.contains("ballast.pools[1].headroom"), "{invalid}");
     let not_both = err(text.replace("ballast:\n  pools:", "ballast:\n  pool: { name: x }\n  pools:"));
-    assert!(not_both.starts_with("ballast: give pool (one pool) or pools (several), not both"), "{not_both}");
+    assert!(not_both.contains("ballast: give pool (one pool) or pools (several), not both"), "{not_both}");
 }
 
 /// Two untainted pools whose groups both take a Deployment with no node selector.
@@ -1142,7 +1173,7 @@ fn a_batch_repeats_every_period_until_the_end() {
     let once = "{ name: b, at: [9h, 13h], jobs: 1, cpu: '1', memory: 1Gi, duration: [1m, 1m] }";
     assert_eq!(week(once).unwrap(), [9, 13]);
     let late = week(&b.replace("[9h, 13h]", "[25h]")).unwrap_err().to_string();
-    assert!(late.starts_with("workload.batch[0].at: 1day 1h is not within one period (`every: 1day`)"), "{late}");
+    assert!(late.contains("workload.batch[0].at: 1day 1h is not within one period (`every: 1day`)"), "{late}");
     // Each repetition brings its jobs.
     let sc = Scenario::from_yaml(&tiny_yaml("", b).replace("duration: 2h", "duration: 2d")).unwrap();
     let r = simulate(&sc, Strategy::ClusterAutoscaler, 1, &mut no_progress());
@@ -1358,7 +1389,7 @@ fn the_gpu_and_mixed_pools_run_sanely_and_never_share_a_gpu() {
 fn gpu_requests_are_checked() {
     let yaml = tiny_yaml("", "{ name: b, at: [65s], jobs: 1, cpu: '1', memory: 1Gi, gpu: 1, duration: [1h, 1h] }");
     let err = Scenario::from_yaml(&yaml).unwrap_err().to_string();
-    assert!(err.starts_with("workload.batch[0].gpu: no node group"), "{err}");
+    assert!(err.contains("workload.batch[0].gpu: no node group"), "{err}");
     let with_gpus = yaml.replace("spot_price: 0.08 }", "spot_price: 0.08, gpu: 1 }");
     Scenario::from_yaml(&with_gpus).unwrap_or_else(|e| panic!("{e}"));
 }

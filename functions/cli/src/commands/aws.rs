@@ -39,6 +39,11 @@ pub fn invoke(args: InvokeArgs) -> anyhow::Result<ExitCode> {
     let text = super::read_text(&args.event)?;
     let payload: Value = serde_json::from_str(&text)
         .map_err(|e| super::Invalid::input(&args.event, format!("{} is not JSON: {e}", args.event.display())))?;
+    // A config file is judged here as by every command (unreadable: exit 2; invalid: its
+    // problems where they are, exit 1), before the handler reads it again.
+    if let Some(path) = &args.config {
+        valid_config(path)?;
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async {
         let mut settings = match &args.config {

@@ -2,12 +2,9 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Context;
 use ballast_core::config::{Config, PARAMETER_MAX_BYTES, PARAMETER_WARN_BYTES};
 use ballast_core::shape;
 use serde_yaml_ng::Value;
-
-use super::load_config;
 
 pub use ballast_core::config::FUNCTIONS_GROUP;
 
@@ -64,15 +61,13 @@ impl Problem {
 
     /// `FILE:LINE:COLUMN: path: message`, as compilers print it (editors jump there).
     fn line(&self) -> String {
-        let at = match (self.line, self.column) {
-            (Some(line), Some(column)) => format!("{}:{line}:{column}: ", self.input),
-            _ => String::new(),
-        };
-        if self.path.is_empty() {
-            format!("{at}{}", self.message)
-        } else {
-            format!("{at}{}: {}", self.path, self.message)
-        }
+        super::located(&self.input, &self.path, &self.message, self.line, self.column)
+    }
+
+    /// A side input (--rbac, --pods, --nodes) read but not valid: one problem of that file.
+    fn of_invalid(invalid: &super::Invalid) -> Problem {
+        let input = invalid.input.as_deref().map(|p| p.display().to_string()).unwrap_or_default();
+        Problem::new(input, "", invalid.message.clone())
     }
 }
 
@@ -120,8 +115,13 @@ pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let file = &args.file;
     let input = file.display().to_string();
     let mut problems = Vec::new();
-    let config = match load_config(file)? {
-        Ok(config) => Some(config),
+    let mut warnings = Vec::new();
+    let config = match super::load_config_with_warnings(file)? {
+        Ok((config, config_warnings)) => {
+            warnings
+                .extend(config_warnings.iter().map(|w| super::located(&input, &w.path, &w.message, w.line, w.column)));
+            Some(config)
+        }
         Err(errors) => {
             problems.extend(errors.0.into_iter().map(|i| Problem {
                 input: input.clone(),
@@ -133,7 +133,6 @@ pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
             None
         }
     };
-    let mut warnings = Vec::new();
     // The config's home is an SSM parameter: a file it cannot hold is refused here, not
     // at `config push` (or, worse, at a deploy).
     let size = std::fs::metadata(file).map(|m| m.len() as usize).unwrap_or(0);
@@ -152,18 +151,35 @@ pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
         ));
     }
     if let Some(config) = &config {
+        // A side input that cannot be read stops the check (exit 2); one read but not
+        // valid is a problem of that file, reported with the config's (exit 1).
+        let side_input = |result: anyhow::Result<()>, problems: &mut Vec<Problem>| match result {
+            Err(e) => match e.downcast::<super::Invalid>() {
+                Ok(invalid) => {
+                    problems.push(Problem::of_invalid(&invalid));
+                    Ok(())
+                }
+                Err(other) => Err(other),
+            },
+            ok => ok,
+        };
         if let Some(rbac) = &args.rbac {
-            let text = String::from_utf8(super::read(rbac)?)
-                .with_context(|| format!("{} is not UTF-8 text", rbac.display()))?;
-            let issues =
-                rbac_issues(config, &text).with_context(|| format!("cannot read {} as RBAC", rbac.display()))?;
-            problems.extend(issues.into_iter().map(|issue| {
-                let (path, message) = issue.split_once(": ").unwrap_or(("", issue.as_str()));
-                Problem::new(rbac.display().to_string(), path, message)
-            }));
+            let read = (|| {
+                let text = super::read_text(rbac)?;
+                let issues = rbac_issues(config, &text).map_err(|e| {
+                    super::Invalid::input(rbac, format!("cannot read {} as RBAC: {e:#}", rbac.display()))
+                })?;
+                problems.extend(issues.into_iter().map(|issue| {
+                    let (path, message) = issue.split_once(": ").unwrap_or(("", issue.as_str()));
+                    Problem::new(rbac.display().to_string(), path, message)
+                }));
+                Ok(())
+            })();
+            side_input(read, &mut problems)?;
         }
         problems.extend(override_problems(config, &args.events)?);
-        warnings.extend(super::config_pods::warnings(config, &args.cluster)?);
+        let cluster = super::config_pods::warnings(config, &args.cluster).map(|found| warnings.extend(found));
+        side_input(cluster, &mut problems)?;
         // A Lambda function runs 15 minutes at most: a drain that leaves a run less than
         // its margin is always cut short, whatever the templates say.
         let longest_run = std::time::Duration::from_secs(900);

@@ -137,7 +137,8 @@ fn refuse_invalid(what: &str, text: &str) -> Result<Config, Invalid> {
         return Err(Invalid::input(Path::new(what), why));
     }
     Config::from_yaml(text).map_err(|errors| {
-        let lines: Vec<String> = errors.0.iter().map(ToString::to_string).collect();
+        let lines: Vec<String> =
+            errors.0.iter().map(|i| super::located(what, &i.path, &i.message, i.line, i.column)).collect();
         let message = format!("{what} is invalid, nothing written:\n  {}", lines.join("\n  "));
         Invalid { input: Some(what.into()), message, problems: errors.0 }
     })

@@ -18,7 +18,7 @@ pub struct CheckArgs {
     #[arg(long)]
     region: Option<String>,
     /// One JSON object per line instead of text: `file`, `valid`, and `event` or `error`
-    /// (`unreadable: true` when the file could not be read).
+    /// (a file that cannot be read is an error object on stderr, and none is checked).
     #[arg(long)]
     json: bool,
     /// EventBridge envelopes, or Lambda SQS batches or SQS records (each body is checked,
@@ -37,25 +37,30 @@ pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
         (None, Some(region)) => Some(Origin { account: args.account.clone(), region: region.clone() }),
         (None, None) => None,
     };
-    let (mut invalid, mut unreadable) = (0, 0);
+    // Every file is read before any is checked: one that cannot be read is an error
+    // (exit 2; with --json one object on stderr, nothing on stdout), not a finding.
+    let mut read = Vec::with_capacity(args.files.len());
+    let mut unreadable: Vec<Unusable> = Vec::new();
     for file in &args.files {
-        let bytes = match super::read(file) {
-            Ok(bytes) => bytes,
-            Err(err @ Unusable::Unreadable { .. }) => {
-                unreadable += 1;
-                let error = format!("{:#}", anyhow::Error::new(err));
-                if args.json {
-                    println!(
-                        "{}",
-                        serde_json::json!({"file": file, "valid": false, "unreadable": true, "error": error})
-                    );
-                } else {
-                    println!("unreadable {}  {error}", file.display());
-                }
-                continue;
-            }
-            Err(err) => return Err(err.into()),
-        };
+        match super::read(file) {
+            Ok(bytes) => read.push((file, bytes)),
+            Err(err) => unreadable.push(err),
+        }
+    }
+    let names: Vec<String> = unreadable
+        .iter()
+        .filter_map(|e| match e {
+            Unusable::Unreadable { path, .. } => Some(path.display().to_string()),
+            _ => None,
+        })
+        .collect();
+    if let Some(first) = unreadable.into_iter().next() {
+        let (count, all) = (names.len(), args.files.len());
+        return Err(anyhow::Error::new(first)
+            .context(format!("{count} of {all} file(s) cannot be read ({}); none was checked", names.join(", "))));
+    }
+    let mut invalid = 0;
+    for (file, bytes) in read {
         for (message_id, parsed) in events_in(&bytes, origin.as_ref()) {
             let shown = match &message_id {
                 Some(id) => format!("{} [{id}]", file.display()),
@@ -90,17 +95,9 @@ pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     }
     if !args.json {
         let note = if origin.is_none() { " (account and region not checked: pass --config or --region)" } else { "" };
-        let unread = if unreadable > 0 { format!(", {unreadable} unreadable") } else { String::new() };
-        println!("{} file(s), {invalid} invalid{unread}{note}", args.files.len());
+        println!("{} file(s), {invalid} invalid{note}", args.files.len());
     }
-    // A file that could not be read was not checked at all: that outranks an invalid one.
-    Ok(if unreadable > 0 {
-        ExitCode::from(super::UNUSABLE)
-    } else if invalid > 0 {
-        ExitCode::from(super::INVALID)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(if invalid > 0 { ExitCode::from(super::INVALID) } else { ExitCode::SUCCESS })
 }
 
 /// The events of a file: an EventBridge envelope, or each body of a Lambda SQS batch or of

@@ -43,13 +43,6 @@ pub enum Unusable {
         #[source]
         source: std::io::Error,
     },
-    #[error("cannot read {} as kubectl's {what} list", path.display())]
-    Malformed {
-        path: PathBuf,
-        what: &'static str,
-        #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
-    },
     #[error("cannot write {}", path.display())]
     Unwritable {
         path: PathBuf,
@@ -76,15 +69,50 @@ impl Invalid {
         Invalid { input: Some(input.to_path_buf()), message: format!("{why:#}"), problems: Vec::new() }
     }
 
-    /// A config that is not valid, each of its problems on a line of the message.
+    /// A config that is not valid, each of its problems on a line of the message, where it
+    /// is as `config check` says it (`FILE:LINE:COLUMN: path: message`).
     pub fn config(input: &Path, errors: ConfigErrors) -> Invalid {
-        let lines: Vec<String> = errors.0.iter().map(ToString::to_string).collect();
+        let file = input.display().to_string();
+        let lines: Vec<String> =
+            errors.0.iter().map(|i| located(&file, &i.path, &i.message, i.line, i.column)).collect();
         Invalid {
             input: Some(input.to_path_buf()),
             message: format!("{} is invalid:\n  {}", input.display(), lines.join("\n  ")),
             problems: errors.0,
         }
     }
+}
+
+/// One problem of an input as compilers print it, so editors jump there:
+/// `FILE:LINE:COLUMN: path: message` (`path: message` when not placed, the message alone
+/// for the whole file).
+pub fn located(input: &str, path: &str, message: &str, line: Option<usize>, column: Option<usize>) -> String {
+    let at = match (line, column) {
+        (Some(line), Some(column)) => format!("{input}:{line}:{column}: "),
+        _ => String::new(),
+    };
+    if path.is_empty() {
+        format!("{at}{message}")
+    } else {
+        format!("{at}{path}: {message}")
+    }
+}
+
+/// An error and its causes, each said once. A port error's message says its source
+/// already (an AWS SDK error, in words: `ballast_aws_errors::describe`), so the chain
+/// stops there rather than repeat the SDK's own chain.
+pub fn said(err: &anyhow::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for e in err.chain() {
+        let text = e.to_string();
+        if !text.is_empty() && !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        if e.downcast_ref::<ballast_core::ports::PortError>().is_some() {
+            break;
+        }
+    }
+    parts.join(": ")
 }
 
 /// The exit code for a command's error: [`UNUSABLE`] when it (or its cause) is
@@ -107,15 +135,13 @@ fn exit_status(err: &anyhow::Error) -> u8 {
 /// its `output` path), `invalid` (an input that is not valid) or `failed` (anything
 /// else: a call to AWS, the cluster).
 pub fn error_object(err: &anyhow::Error) -> serde_json::Value {
-    let mut error = serde_json::json!({ "message": format!("{err:#}"), "exit_code": exit_status(err) });
+    let mut error = serde_json::json!({ "message": said(err), "exit_code": exit_status(err) });
     let (kind, input, problems) = match err
         .chain()
         .find_map(|e| e.downcast_ref::<Unusable>().map(Ok).or_else(|| e.downcast_ref::<Invalid>().map(Err)))
     {
         Some(Ok(Unusable::Usage(_))) => ("usage", None, None),
-        Some(Ok(Unusable::Unreadable { path, .. } | Unusable::Malformed { path, .. })) => {
-            ("unreadable", Some(path.as_path()), None)
-        }
+        Some(Ok(Unusable::Unreadable { path, .. })) => ("unreadable", Some(path.as_path()), None),
         Some(Ok(Unusable::Unwritable { path, .. })) => {
             error["output"] = path.display().to_string().into();
             ("unwritable", None, None)
@@ -139,7 +165,7 @@ pub fn report_error(err: &anyhow::Error, json: bool) -> ExitCode {
     if json {
         eprintln!("{}", error_object(err));
     } else {
-        eprintln!("error: {err:#}");
+        eprintln!("error: {}", said(err));
     }
     exit_code(err)
 }
@@ -176,6 +202,12 @@ pub fn read_text(path: &Path) -> anyhow::Result<String> {
 /// problem when it is invalid. At most [`MAX_CONFIG_BYTES`] are read: a bigger file is
 /// refused without reading the rest.
 pub fn load_config(path: &Path) -> Result<Result<Config, ConfigErrors>, Unusable> {
+    Ok(load_config_with_warnings(path)?.map(|(config, _)| config))
+}
+
+/// [`load_config`], and the config's warnings (valid, but likely not what was meant),
+/// each placed in the text.
+pub fn load_config_with_warnings(path: &Path) -> Result<Result<(Config, Vec<ConfigIssue>), ConfigErrors>, Unusable> {
     let unreadable = |source| Unusable::Unreadable { path: path.to_path_buf(), source };
     let mut bytes = Vec::new();
     std::fs::File::open(path)
@@ -186,7 +218,7 @@ pub fn load_config(path: &Path) -> Result<Result<Config, ConfigErrors>, Unusable
         return file_issue(format!("more bytes than a config may have ({MAX_CONFIG_BYTES} bytes, 1 MiB)"));
     }
     match String::from_utf8(bytes) {
-        Ok(text) => Ok(Config::from_yaml(&text)),
+        Ok(text) => Ok(Config::from_yaml_with_warnings(&text)),
         Err(e) => file_issue(format!("not UTF-8 text ({})", e.utf8_error())),
     }
 }

@@ -220,7 +220,17 @@ fn read_target(value: &Value, path: &str, percent_written: bool, issues: &mut Is
     let before = issues.0.len();
     let mut f = Fields::of(value, path, issues);
     let wait_p95: Option<HumanDuration> = f.required("wait_p95", issues);
-    let history: HumanDuration = f.or("history", super::types::default_history(), issues);
+    // A bare number of days is the usual mistake: say the unit this key is counted in.
+    let history: HumanDuration = match f.raw("history") {
+        Some(Value::Number(n)) => {
+            issues.push(
+                walk::join(path, "history"),
+                format!("`{n}` has no unit: history is counted in days; write `{n}d` (1d to {MAX_HISTORY_DAYS}d)"),
+            );
+            super::types::default_history()
+        }
+        _ => f.or("history", super::types::default_history(), issues),
+    };
     let floor: bool = f.or("floor", percent_written, issues);
     let tz_text: String = f.or("time_zone", super::types::default_time_zone().name().to_string(), issues);
     let p = |key: &str| walk::join(path, key);
@@ -290,11 +300,37 @@ fn positive_quantity(resource: Resource, value: &Value, path: &str, issues: &mut
             );
             0
         }
-        Ok(v) => v,
+        Ok(v) => {
+            if resource == Resource::Memory {
+                if let Some(binary) = binary_suffix_meant(&text) {
+                    let meant = parse_memory_bytes(&binary).map(|b| format!(" ({b} bytes)")).unwrap_or_default();
+                    issues.warn(
+                        path,
+                        format!(
+                            "`{text}` is {v} bytes: its suffix is a decimal one (powers of 1000), not what memory is usually \
+                             counted in; write `{binary}`{meant} if that is what you meant"
+                        ),
+                    );
+                }
+            }
+            v
+        }
         Err(e) => {
             issues.push(path, e.to_string());
             0
         }
+    }
+}
+
+/// `2G` as `2Gi`: a memory quantity with a decimal suffix (k, M, G, T, P, E), which is
+/// almost always meant in the binary one; `None` for any other form.
+fn binary_suffix_meant(text: &str) -> Option<String> {
+    let text = text.trim();
+    let (number, suffix) = text.split_at(text.find(|c: char| c.is_ascii_alphabetic())?);
+    match suffix {
+        "k" => Some(format!("{number}Ki")),
+        "M" | "G" | "T" | "P" | "E" => Some(format!("{number}{suffix}i")),
+        _ => None,
     }
 }
 

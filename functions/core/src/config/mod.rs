@@ -16,6 +16,7 @@ mod schema;
 mod shared;
 mod types;
 mod walk;
+mod yaml_errors;
 
 pub use regions::{
     cluster_name_mistake, ecr_host, partition, region_mistake, EcrHost, Partition, MAX_CLUSTER_NAME, REGIONS,
@@ -37,6 +38,25 @@ pub use types::{
     TolerationOperator, WaitTarget,
 };
 use walk::Issues;
+pub use yaml_errors::yaml_issue;
+
+/// Top-level keys that begin so are free-form (blocks for YAML anchors to share, as in
+/// docker-compose): not read, not refused.
+pub const FREE_FORM_PREFIX: &str = "x-";
+
+/// The 1-based line and column where `path` (`pools[0].headroom.min`) is written in the
+/// YAML `text`, or its nearest written ancestor: for any YAML file read as the config is
+/// (the simulator's scenarios).
+pub fn locate_path(text: &str, path: &str) -> Option<(usize, usize)> {
+    locate::locate(text, path)
+}
+
+/// serde's error message in the words of the YAML, as the config's are: what to write
+/// (`a whole number, 0 or more`), never a Rust type (`u32`); the nearest known key for an
+/// unknown one.
+pub fn plain_message(serde_message: &str) -> String {
+    walk::plain(serde_message)
+}
 
 /// The lowest priority cluster-autoscaler still scales up for (its default
 /// `--expendable-pods-priority-cutoff`).
@@ -113,6 +133,13 @@ impl Config {
     /// Reads and validates a config file's text. Refused before parsing: more than
     /// [`MAX_CONFIG_BYTES`], or nesting deeper than [`MAX_CONFIG_DEPTH`].
     pub fn from_yaml(text: &str) -> Result<Config, ConfigErrors> {
+        Config::from_yaml_with_warnings(text).map(|(config, _)| config)
+    }
+
+    /// [`Config::from_yaml`], and what is valid but likely not what was meant (a memory
+    /// quantity in decimal units, `2G`), each placed in the text as the problems are:
+    /// `config check` warns of them, and `--strict` fails on them.
+    pub fn from_yaml_with_warnings(text: &str) -> Result<(Config, Vec<ConfigIssue>), ConfigErrors> {
         let file_issue = |message: String| ConfigErrors(vec![ConfigIssue::new("(file)", message)]);
         if text.len() > MAX_CONFIG_BYTES {
             return Err(file_issue(format!(
@@ -129,43 +156,52 @@ impl Config {
         let value: Value = if only_comments {
             Value::Null
         } else {
-            serde_yaml_ng::from_str(text).map_err(|e| {
-                let mut issue = ConfigIssue::new("(file)", format!("not valid YAML: {e}"));
-                if let Some(at) = e.location() {
-                    (issue.line, issue.column) = (Some(at.line()), Some(at.column()));
-                }
-                ConfigErrors(vec![issue])
-            })?
+            serde_yaml_ng::from_str(text).map_err(|e| ConfigErrors(vec![yaml_issue(text, &e)]))?
         };
-        Config::from_value(value).map_err(|ConfigErrors(mut issues)| {
+        let place = |mut issues: Vec<ConfigIssue>| {
             for issue in issues.iter_mut().take(MAX_PLACED_ISSUES) {
                 if let Some((line, column)) = locate::locate(text, &issue.path) {
                     (issue.line, issue.column) = (Some(line), Some(column));
                 }
             }
-            ConfigErrors(issues)
-        })
+            issues
+        };
+        Config::from_value_with_warnings(value)
+            .map(|(config, warnings)| (config, place(warnings)))
+            .map_err(|ConfigErrors(issues)| ConfigErrors(place(issues)))
     }
 
     /// Validates a config already read as YAML (what the simulator builds): every
     /// problem, each with its path, as [`Config::from_yaml`].
     pub fn from_value(value: Value) -> Result<Config, ConfigErrors> {
+        Config::from_value_with_warnings(value).map(|(config, _)| config)
+    }
+
+    /// [`Config::from_value`], and its warnings (see [`Config::from_yaml_with_warnings`]).
+    pub fn from_value_with_warnings(value: Value) -> Result<(Config, Vec<ConfigIssue>), ConfigErrors> {
         // An empty document is an empty mapping: every required field is missing.
         let mut value = if value.is_null() { Value::Mapping(Default::default()) } else { value };
         // Shared settings: YAML merge keys (`<<: *defaults`), then a `defaults:` block.
         value
             .apply_merge()
             .map_err(|e| ConfigErrors(vec![ConfigIssue::new("(file)", format!("merge key `<<`: {e}"))]))?;
+        // `x-...` top-level keys hold blocks for anchors to share (docker-compose's
+        // convention): free-form, and done with once the aliases are merged.
+        if let Some(top) = value.as_mapping_mut() {
+            top.retain(|key, _| !key.as_str().is_some_and(|k| k.starts_with(FREE_FORM_PREFIX)));
+        }
         let pools_as_written = value.get("pools").cloned().unwrap_or(Value::Null);
-        let mut issues = Issues(Vec::new());
+        let mut issues = Issues::default();
         let defaults = shared::apply_defaults(&mut value, &mut issues);
         let config = read_config(&value, &mut issues);
+        let Issues(errors, warnings) = issues;
+        let blame = |list: Vec<ConfigIssue>| match &defaults {
+            Some(defaults) => shared::blame_defaults(list, &pools_as_written, defaults),
+            None => list,
+        };
         match config {
-            Some(config) if issues.0.is_empty() => Ok(config),
-            _ => Err(ConfigErrors(match defaults {
-                Some(defaults) => shared::blame_defaults(issues.0, &pools_as_written, &defaults),
-                None => issues.0,
-            })),
+            Some(config) if errors.is_empty() => Ok((config, blame(warnings))),
+            _ => Err(ConfigErrors(blame(errors))),
         }
     }
 
@@ -279,3 +315,5 @@ pub const FUNCTION_TIMEOUT_MARGIN: std::time::Duration = std::time::Duration::fr
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_messages;

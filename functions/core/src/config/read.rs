@@ -219,8 +219,22 @@ fn read_pool(value: &Value, path: &str, issues: &mut Issues) -> Option<PoolConfi
 
 fn read_selector(value: &Value, path: &str, issues: &mut Issues) -> Option<AsgSelector> {
     // A bare string is the common case: the ASG's name.
-    if let Value::String(name) = value {
-        return non_empty_name(name, path, issues);
+    match value {
+        Value::String(name) => return non_empty_name(name, path, issues),
+        // `on_demand_asg: 5`: a name that YAML read as a number (or a boolean).
+        Value::Number(_) | Value::Bool(_) => {
+            let written = serde_yaml_ng::to_string(value).unwrap_or_default();
+            let written = written.trim();
+            issues.push(
+                path,
+                format!(
+                    "expected an ASG's name (e.g. `eks-general-on-demand`) or a `tags:` selector, found `{written}`; \
+                     quote a name that YAML would read otherwise: `\"{written}\"`"
+                ),
+            );
+            return None;
+        }
+        _ => {}
     }
     let mut f = Fields::of(value, path, issues);
     let name: Option<String> = f.optional("name", issues);

@@ -25,6 +25,12 @@ pub fn json_schema() -> Value {
                           yamlls, JetBrains IDEs), or map the file to it in their settings."
         .into();
     add_defaults_block(&mut schema);
+    // `x-...`: free-form blocks for anchors (see `FREE_FORM_PREFIX`).
+    schema["patternProperties"] = serde_json::json!({
+        format!("^{}", super::FREE_FORM_PREFIX): {
+            "description": "Free-form: a block for YAML anchors to share (`x-fallback: &fallback ...`); not read."
+        }
+    });
     unwrap_descriptions(&mut schema);
     sorted(schema)
 }
@@ -139,4 +145,93 @@ impl JsonSchema for TimeZoneName {
             "examples": ["UTC", "Europe/Paris", "America/New_York"]
         })
     }
+}
+
+/// What the setting at `path` (`pools[0].fallback.max_on_demand`) takes, by the schema, in
+/// the words of the YAML (`a whole number from 0 to 4294967295`); `None` when the path is
+/// not a setting of the schema. For a number too large to read, whose type the reader
+/// never saw.
+pub(super) fn expected_at(path: &str) -> Option<String> {
+    let schema = json_schema();
+    let mut nodes = vec![&schema];
+    for step in steps(path)? {
+        nodes = nodes
+            .into_iter()
+            .flat_map(|node| alternatives(&schema, node))
+            .filter_map(|node| match &step {
+                Step::Key(key) => node.get("properties")?.get(key.as_str()),
+                Step::Index => node.get("items"),
+            })
+            .collect();
+    }
+    nodes.into_iter().flat_map(|node| alternatives(&schema, node)).find_map(words_for)
+}
+
+enum Step {
+    Key(String),
+    Index,
+}
+
+/// `a.b[0].c` as its steps; `None` for an empty path.
+fn steps(path: &str) -> Option<Vec<Step>> {
+    if path.is_empty() {
+        return None;
+    }
+    let mut out = Vec::new();
+    for part in path.split('.') {
+        let (key, indexes) = part.split_once('[').map_or((part, ""), |(k, rest)| (k, rest));
+        if !key.is_empty() {
+            out.push(Step::Key(key.to_string()));
+        }
+        out.extend(indexes.matches(']').map(|_| Step::Index));
+    }
+    Some(out)
+}
+
+/// A node and what it stands for: its `$ref`, and each `allOf`/`anyOf`/`oneOf` branch.
+fn alternatives<'s>(schema: &'s Value, node: &'s Value) -> Vec<&'s Value> {
+    let mut out = vec![node];
+    if let Some(name) = node.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix("#/definitions/")) {
+        if let Some(target) = schema["definitions"].get(name) {
+            out.extend(alternatives(schema, target));
+        }
+    }
+    for key in ["allOf", "anyOf", "oneOf"] {
+        for branch in node.get(key).and_then(Value::as_array).into_iter().flatten() {
+            out.extend(alternatives(schema, branch));
+        }
+    }
+    out
+}
+
+/// A schema node's type in the words of the YAML, with its range for a whole number.
+fn words_for(node: &Value) -> Option<String> {
+    let types: Vec<&str> = match node.get("type")? {
+        Value::String(t) => vec![t.as_str()],
+        Value::Array(list) => list.iter().filter_map(Value::as_str).collect(),
+        _ => return None,
+    };
+    if types.contains(&"integer") {
+        let (low, high): (i128, i128) = match node.get("format").and_then(Value::as_str) {
+            Some("uint8") => (0, u8::MAX.into()),
+            Some("uint16") => (0, u16::MAX.into()),
+            Some("uint32") => (0, u32::MAX.into()),
+            Some("int32") => (i32::MIN.into(), i32::MAX.into()),
+            Some("int64") => (i64::MIN.into(), i64::MAX.into()),
+            _ => (0, u64::MAX.into()),
+        };
+        let bound = |key: &str, or: i128| node.get(key).and_then(Value::as_i64).map_or(or, i128::from);
+        return Some(format!("a whole number from {} to {}", bound("minimum", low), bound("maximum", high)));
+    }
+    if types.contains(&"string") {
+        let example = node.get("examples").and_then(|e| e.get(0)).and_then(Value::as_str);
+        return Some(match example {
+            Some(example) => format!("text such as `{example}`"),
+            None => "text".to_string(),
+        });
+    }
+    if types.contains(&"number") {
+        return Some("a number (e.g. `0.5`)".to_string());
+    }
+    None
 }

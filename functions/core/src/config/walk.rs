@@ -6,11 +6,18 @@ use serde_yaml_ng::{Mapping, Value};
 
 use super::ConfigIssue;
 
-pub(super) struct Issues(pub Vec<ConfigIssue>);
+/// The problems found (`.0`), and what is valid but likely not what was meant
+/// (`.1`, warnings: `config check` prints them, `--strict` fails on them).
+#[derive(Default)]
+pub(super) struct Issues(pub Vec<ConfigIssue>, pub Vec<ConfigIssue>);
 
 impl Issues {
     pub fn push(&mut self, path: impl Into<String>, message: impl Into<String>) {
         self.0.push(ConfigIssue::new(path, message));
+    }
+
+    pub fn warn(&mut self, path: impl Into<String>, message: impl Into<String>) {
+        self.1.push(ConfigIssue::new(path, message));
     }
 }
 

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use ballast_core::config::{Config, HeadroomShapes, PoolConfig};
 use ballast_core::shape::PodShape;
 
-use super::Unusable;
+use super::Invalid;
 use objects::{ListError, Node, Pod, Role};
 use placement::Pools;
 
@@ -34,14 +34,15 @@ pub struct ClusterArgs {
     pub nodes: Option<PathBuf>,
 }
 
-/// A file read as a list of `kind`, or why not (exit 2: the config is not at fault).
+/// A file read as a list of `kind`: unreadable (exit 2), or not such a list (an invalid
+/// input, exit 1, as any file read but not valid).
 fn read_list<T: serde::de::DeserializeOwned>(path: &Path, kind: &'static str) -> anyhow::Result<Vec<(usize, T)>> {
     let bytes = super::read(path)?;
     objects::read_list(&bytes, kind).map_err(|e| malformed(path, kind, e).into())
 }
 
-fn malformed(path: &Path, kind: &'static str, source: ListError) -> Unusable {
-    Unusable::Malformed { path: path.to_path_buf(), what: kind, source: Box::new(source) }
+fn malformed(path: &Path, kind: &'static str, why: ListError) -> Invalid {
+    Invalid::input(path, format!("cannot read {} as kubectl's {kind} list: {why}", path.display()))
 }
 
 /// A workload pod of a pool.

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use ballast_sim::scenario::{InterruptionHandling, Scoring};
-use ballast_sim::{simulate, with_headroom, HeadroomKnob, Report, Scenario, Strategy};
+use ballast_sim::{simulate, with_headroom, HeadroomKnob, Report, Scenario, ScenarioError, Strategy};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
 mod args;
@@ -16,8 +16,16 @@ fn load(name: &str) -> anyhow::Result<Scenario> {
     if path.extension().is_some_and(|e| e == "yaml" || e == "yml") || path.exists() {
         let text = super::read_text(&path)?;
         return Scenario::from_yaml(&text).map_err(|e| {
-            let why = anyhow::Error::from(e).context(format!("{} is not a valid scenario", path.display()));
-            super::Invalid::input(&path, why).into()
+            let file = path.display().to_string();
+            match e {
+                // Where it is, as `config check` says a config's problems.
+                ScenarioError::Field(issue) => {
+                    let at = super::located(&file, &issue.path, &issue.message, issue.line, issue.column);
+                    let message = format!("{file} is not a valid scenario:\n  {at}");
+                    super::Invalid { input: Some(path.clone()), message, problems: vec![issue] }.into()
+                }
+                other => super::Invalid::input(&path, format!("{file} is not a valid scenario: {other}")).into(),
+            }
         });
     }
     // An unknown name is a usage error, like any other bad argument.

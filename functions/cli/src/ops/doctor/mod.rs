@@ -2,9 +2,11 @@
 //! is wrong and how to fix it. Resource names follow the templates' conventions
 //! (`ballast-CLUSTER-...`), each overridable.
 
+use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::types::{KeyType, ScalarAttributeType, TableStatus, TimeToLiveStatus};
 use aws_sdk_eventbridge::types::RuleState;
 use aws_sdk_sqs::types::QueueAttributeName;
+use aws_smithy_types::error::metadata::ProvideErrorMetadata;
 use ballast_core::config::{
     check_one_role, resolve_pool_asgs, selectors, AsgRef, AsgSelector, Config, ResolveError, FUNCTIONS_GROUP,
 };
@@ -57,8 +59,30 @@ fn differing_keys(a: &Config, b: &Config) -> Vec<String> {
     keys
 }
 
-fn err_text(e: impl std::error::Error) -> String {
-    aws_smithy_types::error::display::DisplayErrorContext(e).to_string()
+/// An AWS call's failure in words: the call, the service and why (never the SDK's Debug
+/// form).
+fn err_text<E>(e: SdkError<E>) -> String
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+{
+    ballast_aws::describe(&e)
+}
+
+/// A describe call's failure: `not found` only when the service says so; anything else
+/// (no answer, no permission) as it is.
+fn not_found_or<E>(e: SdkError<E>) -> String
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+{
+    let missing = e
+        .as_service_error()
+        .and_then(|s| s.code())
+        .is_some_and(|code| code.contains("NotFound") || code.contains("NonExistent") || code.contains("DoesNotExist"));
+    if missing {
+        format!("not found: {}", err_text(e))
+    } else {
+        err_text(e)
+    }
 }
 
 /// `ballast doctor`'s AWS checks, with the clients they read through.
@@ -314,11 +338,7 @@ impl Doctor {
         let described = match self.dynamodb.describe_table().table_name(table).send().await {
             Ok(out) => out,
             Err(e) => {
-                return vec![bad(
-                    check,
-                    format!("not found: {}", err_text(e)),
-                    "deploy the stack, or set state_table to the table's name",
-                )]
+                return vec![bad(check, not_found_or(e), "deploy the stack, or set state_table to the table's name")]
             }
         };
         let mut findings = Vec::new();

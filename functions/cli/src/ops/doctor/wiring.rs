@@ -88,7 +88,7 @@ impl Doctor {
             Err(e) => {
                 findings.push(bad(
                     format!("queue {}", wiring.dead_letter_queue),
-                    format!("not found: {e}"),
+                    e,
                     "deploy the stack: malformed events need a dead-letter queue",
                 ));
                 None
@@ -135,11 +135,7 @@ impl Doctor {
                 Some(arn)
             }
             Err(e) => {
-                findings.push(bad(
-                    format!("queue {}", wiring.queue),
-                    format!("not found: {e}"),
-                    "deploy the stack (sam deploy or cdk deploy)",
-                ));
+                findings.push(bad(format!("queue {}", wiring.queue), e, "deploy the stack (sam deploy or cdk deploy)"));
                 None
             }
         }
@@ -151,11 +147,7 @@ impl Doctor {
             let described = match self.events.describe_rule().name(rule).event_bus_name(bus).send().await {
                 Ok(d) => d,
                 Err(e) => {
-                    findings.push(bad(
-                        check,
-                        format!("not found: {}", err_text(e)),
-                        "deploy the stack; the rule feeds Ballast its events",
-                    ));
+                    findings.push(bad(check, not_found_or(e), "deploy the stack; the rule feeds Ballast its events"));
                     continue;
                 }
             };
