@@ -217,7 +217,7 @@ fn a_number_too_large_says_what_the_key_takes() {
         dir.file("huge.yaml", &example().replacen("max_on_demand: 20", "max_on_demand: 99999999999999999999999", 1));
     let out = ballast(&["config", "check", &file]);
     assert_eq!(out.status.code(), Some(1));
-    let said = stdout(&out);
+    let said = stderr(&out);
     assert!(
         said.contains(
             ":35:7: pools[0].fallback.max_on_demand: the number `99999999999999999999999` is too large: \
@@ -306,16 +306,18 @@ fn config_check_warns_of_decimal_memory_and_strict_fails_on_it() {
     let dir = Scratch::new("memory");
     let file = dir.file("decimal.yaml", &example().replacen("pod_memory: 2Gi", "pod_memory: 2G", 1));
     let out = ballast(&["config", "check", &file]);
-    assert_eq!(out.status.code(), Some(0), "valid: Kubernetes reads it so: {}", stdout(&out));
+    assert_eq!(out.status.code(), Some(0), "valid: Kubernetes reads it so: {}", stderr(&out));
     let warning = format!(
         "warning: {file}:52:7: pools[0].headroom.pod_memory: `2G` is 2000000000 bytes: its suffix is a decimal one"
     );
-    assert!(stdout(&out).contains(&warning), "{warning}\nnot in\n{}", stdout(&out));
-    assert!(stdout(&out).contains("write `2Gi` (2147483648 bytes)"), "{}", stdout(&out));
+    assert!(stderr(&out).contains(&warning), "{warning}\nnot in\n{}", stderr(&out));
+    assert!(stderr(&out).contains("write `2Gi` (2147483648 bytes)"), "{}", stderr(&out));
     let strict = ballast(&["config", "check", "--strict", "--json", &file]);
     assert_eq!(strict.status.code(), Some(1));
     let report: serde_json::Value = serde_json::from_slice(&strict.stdout).unwrap();
-    assert!(report["warnings"][0].as_str().unwrap().contains("`2Gi`"), "{report}");
+    let warning = &report["warnings"][0];
+    assert!(warning["message"].as_str().unwrap().contains("`2Gi`"), "{report}");
+    assert_eq!((warning["line"].as_u64(), warning["column"].as_u64()), (Some(52), Some(7)), "{report}");
 }
 
 #[test]
@@ -335,7 +337,7 @@ fn config_check_accepts_x_keys_holding_anchors() {
     let file = dir.file("typo.yaml", &example().replacen("cluster:", "clusterr:", 1));
     let out = ballast(&["config", "check", &file]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(stdout(&out).contains("did you mean `cluster`?"), "{}", stdout(&out));
+    assert!(stderr(&out).contains("did you mean `cluster`?"), "{}", stderr(&out));
 }
 
 #[test]
@@ -347,13 +349,13 @@ fn config_check_says_the_unit_and_kind_a_key_takes() {
         1,
     );
     let file = dir.file("history.yaml", &history);
-    let said = stdout(&ballast(&["config", "check", &file]));
+    let said = stderr(&ballast(&["config", "check", &file]));
     assert!(
         said.contains("pools[0].headroom.target.history: `14` has no unit: history is counted in days; write `14d`"),
         "{said}"
     );
     let file = dir.file("asg.yaml", &example().replacen("on_demand_asg: eks-general-on-demand", "on_demand_asg: 5", 1));
-    let said = stdout(&ballast(&["config", "check", &file]));
+    let said = stderr(&ballast(&["config", "check", &file]));
     assert!(said.contains("pools[0].on_demand_asg: expected an ASG's name"), "{said}");
     assert!(said.contains("`\"5\"`"), "{said}");
 }
@@ -365,4 +367,17 @@ fn the_example_line_numbers_these_tests_use_hold() {
     let lines: Vec<&str> = example.lines().collect();
     assert!(lines[34].trim_start().starts_with("max_on_demand: 20"), "{}", lines[34]);
     assert!(lines[51].trim_start().starts_with("pod_memory: 2Gi"), "{}", lines[51]);
+}
+
+/// A check's findings go to stderr, as a compiler's do; stdout keeps what was asked for:
+/// `events check`'s events read, and its count.
+#[test]
+fn events_check_says_an_invalid_event_on_stderr() {
+    let (good, bad) = ("events/spot-interruption-terminate.json", "events/invalid/bad-time.json");
+    let out = ballast(&["events", "check", good, bad]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).starts_with(&format!("invalid {bad}  ")), "{}", stderr(&out));
+    assert!(stdout(&out).starts_with(&format!("ok      {good}  ")), "{}", stdout(&out));
+    assert!(!stdout(&out).contains("invalid events/"), "{}", stdout(&out));
+    assert!(stdout(&out).contains("2 file(s), 1 invalid"), "{}", stdout(&out));
 }

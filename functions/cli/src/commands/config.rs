@@ -2,7 +2,7 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use ballast_core::config::{Config, PARAMETER_MAX_BYTES, PARAMETER_WARN_BYTES};
+use ballast_core::config::{Config, ConfigIssue, PARAMETER_MAX_BYTES, PARAMETER_WARN_BYTES};
 use ballast_core::shape;
 use serde_yaml_ng::Value;
 
@@ -27,9 +27,10 @@ pub struct CheckArgs {
     /// summary goes to stderr); it reads back as the same config.
     #[arg(long)]
     print: bool,
-    /// One JSON object on stdout: `valid`, `errors` (each with its `input` file, `path`,
-    /// `message` and, when known, `line` and `column`), `warnings`, and with `--print` the
-    /// effective `config`.
+    /// One JSON object on stdout: `valid` (whether the check passed, as the exit code says:
+    /// false under --strict with a warning too), `errors` and `warnings` (each with its
+    /// `input` file, `path`, `message` and, when known, `line` and `column`), and with
+    /// `--print` the effective `config`.
     #[arg(long)]
     json: bool,
     /// Warnings fail the check too (exit 1), for a CI gate.
@@ -42,9 +43,10 @@ pub struct CheckArgs {
     events: Vec<PathBuf>,
 }
 
-/// One problem, for `--json`: which input file, where in it, and why.
+/// One finding of the check, a problem or a warning: which input file, where in it, and
+/// why (as `--json` prints it).
 #[derive(serde::Serialize)]
-struct Problem {
+pub struct Finding {
     input: String,
     path: String,
     message: String,
@@ -54,9 +56,20 @@ struct Problem {
     column: Option<usize>,
 }
 
-impl Problem {
-    fn new(input: impl Into<String>, path: impl Into<String>, message: impl Into<String>) -> Self {
-        Problem { input: input.into(), path: path.into(), message: message.into(), line: None, column: None }
+impl Finding {
+    pub fn new(input: impl Into<String>, path: impl Into<String>, message: impl Into<String>) -> Self {
+        Finding { input: input.into(), path: path.into(), message: message.into(), line: None, column: None }
+    }
+
+    /// A problem or warning of the config, placed in its text.
+    fn of_issue(input: &str, issue: ConfigIssue) -> Finding {
+        Finding {
+            input: input.to_string(),
+            path: issue.path,
+            message: issue.message,
+            line: issue.line,
+            column: issue.column,
+        }
     }
 
     /// `FILE:LINE:COLUMN: path: message`, as compilers print it (editors jump there).
@@ -64,11 +77,28 @@ impl Problem {
         super::located(&self.input, &self.path, &self.message, self.line, self.column)
     }
 
-    /// A side input (--rbac, --pods, --nodes) read but not valid: one problem of that file.
-    fn of_invalid(invalid: &super::Invalid) -> Problem {
-        let input = invalid.input.as_deref().map(|p| p.display().to_string()).unwrap_or_default();
-        Problem::new(input, "", invalid.message.clone())
+    /// [`Finding::line`], naming its file even where it is not placed: a line alone.
+    fn placed(&self) -> String {
+        match self.line {
+            None if !self.input.is_empty() => format!("{}: {}", self.input, self.line()),
+            _ => self.line(),
+        }
     }
+
+    /// A side input (--rbac, --pods, --nodes) read but not valid: one problem of that file.
+    fn of_invalid(invalid: &super::Invalid) -> Finding {
+        let input = invalid.input.as_deref().map(|p| p.display().to_string()).unwrap_or_default();
+        Finding::new(input, "", invalid.message.clone())
+    }
+}
+
+/// What the check found: problems fail it, warnings fail it under `--strict`, notes say
+/// what it did not judge.
+#[derive(Default)]
+pub struct Findings {
+    pub problems: Vec<Finding>,
+    pub warnings: Vec<Finding>,
+    pub notes: Vec<String>,
 }
 
 /// Prints the JSON Schema of `ballast.yaml` (docs/src/reference/ballast.schema.json).
@@ -79,7 +109,7 @@ pub fn schema() -> anyhow::Result<ExitCode> {
 
 /// Each headroom override event of `files` that does not parse, does not come from the
 /// config's account and region, or names no pool of it.
-fn override_problems(config: &Config, files: &[PathBuf]) -> anyhow::Result<Vec<Problem>> {
+fn override_problems(config: &Config, files: &[PathBuf]) -> anyhow::Result<Vec<Finding>> {
     use ballast_core::event::Signal;
     let mut problems = Vec::new();
     let pools: Vec<&str> = config.pools.iter().map(|p| p.name.as_str()).collect();
@@ -88,19 +118,19 @@ fn override_problems(config: &Config, files: &[PathBuf]) -> anyhow::Result<Vec<P
         let input = file.display().to_string();
         for (_, parsed) in super::events::events_in(&bytes, Some(&config.origin())) {
             match parsed.map(|event| event.signal) {
-                Err(error) => problems.push(Problem::new(&input, "", error.to_string())),
+                Err(error) => problems.push(Finding::new(&input, "", error.to_string())),
                 Ok(Signal::HeadroomOverride { pool, .. }) if !pools.contains(&pool.as_str()) => {
                     let near = ballast_core::config::nearest_pool(&pool, &pools)
                         .map(|n| format!("did you mean `{n}`? "))
                         .unwrap_or_default();
-                    problems.push(Problem::new(
+                    problems.push(Finding::new(
                         &input,
                         "detail.pool",
                         format!("`{pool}` names no pool of the config; {near}(its pools: {})", pools.join(", ")),
                     ));
                 }
                 Ok(Signal::HeadroomOverride { .. }) => {}
-                Ok(other) => problems.push(Problem::new(
+                Ok(other) => problems.push(Finding::new(
                     &input,
                     "",
                     format!("not a headroom override ({}): --event takes overrides", serde_json::to_string(&other)?),
@@ -114,100 +144,59 @@ fn override_problems(config: &Config, files: &[PathBuf]) -> anyhow::Result<Vec<P
 pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let file = &args.file;
     let input = file.display().to_string();
-    let mut problems = Vec::new();
-    let mut warnings = Vec::new();
-    let config = match super::load_config_with_warnings(file)? {
-        Ok((config, config_warnings)) => {
-            warnings
-                .extend(config_warnings.iter().map(|w| super::located(&input, &w.path, &w.message, w.line, w.column)));
+    let mut found = Findings::default();
+    let text = super::read_config_text(file)?;
+    let parsed = match &text {
+        Ok(text) => Config::from_yaml_with_warnings(text),
+        Err(errors) => Err(errors.clone()),
+    };
+    let config = match parsed {
+        Ok((config, warnings)) => {
+            found.warnings.extend(warnings.into_iter().map(|w| Finding::of_issue(&input, w)));
             Some(config)
         }
         Err(errors) => {
-            problems.extend(errors.0.into_iter().map(|i| Problem {
-                input: input.clone(),
-                path: i.path,
-                message: i.message,
-                line: i.line,
-                column: i.column,
-            }));
+            found.problems.extend(errors.0.into_iter().map(|i| Finding::of_issue(&input, i)));
             None
         }
     };
     // The config's home is an SSM parameter: a file it cannot hold is refused here, not
     // at `config push` (or, worse, at a deploy).
     let size = std::fs::metadata(file).map(|m| m.len() as usize).unwrap_or(0);
+    let parameter = format!("an SSM parameter (Advanced tier), the config's home, holds {PARAMETER_MAX_BYTES} bytes");
     if size > PARAMETER_MAX_BYTES {
-        problems.push(Problem::new(
+        found.problems.push(Finding::new(
             &input,
             "(file)",
             format!(
-                "{size} bytes: more than the {PARAMETER_MAX_BYTES} an SSM parameter (Advanced tier), the config's home, \
-                 holds; shorten its comments or split its pools into two deployments"
+                "{size} bytes: more than {parameter}; shorten its comments or split its pools into two deployments"
             ),
         ));
     } else if size >= PARAMETER_WARN_BYTES {
-        warnings.push(format!(
-            "{size} bytes: near the {PARAMETER_MAX_BYTES} an SSM parameter (Advanced tier), the config's home, holds"
-        ));
+        found.warnings.push(Finding::new(&input, "(file)", format!("{size} bytes: near what {parameter}")));
     }
     if let Some(config) = &config {
-        // A side input that cannot be read stops the check (exit 2); one read but not
-        // valid is a problem of that file, reported with the config's (exit 1).
-        let side_input = |result: anyhow::Result<()>, problems: &mut Vec<Problem>| match result {
-            Err(e) => match e.downcast::<super::Invalid>() {
-                Ok(invalid) => {
-                    problems.push(Problem::of_invalid(&invalid));
-                    Ok(())
+        side_checks(config, &input, &args, &mut found)?;
+    }
+    // Every finding of the config where it is written (of its nearest written ancestor).
+    if let Ok(text) = &text {
+        for finding in found.problems.iter_mut().chain(found.warnings.iter_mut()) {
+            if finding.input == input && finding.line.is_none() && !finding.path.starts_with('(') {
+                if let Some((line, column)) = ballast_core::config::locate_path(text, &finding.path) {
+                    (finding.line, finding.column) = (Some(line), Some(column));
                 }
-                Err(other) => Err(other),
-            },
-            ok => ok,
-        };
-        if let Some(rbac) = &args.rbac {
-            let read = (|| {
-                let text = super::read_text(rbac)?;
-                let issues = rbac_issues(config, &text).map_err(|e| {
-                    super::Invalid::input(rbac, format!("cannot read {} as RBAC: {e:#}", rbac.display()))
-                })?;
-                problems.extend(issues.into_iter().map(|issue| {
-                    let (path, message) = issue.split_once(": ").unwrap_or(("", issue.as_str()));
-                    Problem::new(rbac.display().to_string(), path, message)
-                }));
-                Ok(())
-            })();
-            side_input(read, &mut problems)?;
-        }
-        problems.extend(override_problems(config, &args.events)?);
-        let cluster = super::config_pods::warnings(config, &args.cluster).map(|found| warnings.extend(found));
-        side_input(cluster, &mut problems)?;
-        // A Lambda function runs 15 minutes at most: a drain that leaves a run less than
-        // its margin is always cut short, whatever the templates say.
-        let longest_run = std::time::Duration::from_secs(900);
-        for (index, pool) in config.pools.iter().enumerate() {
-            let drain = pool.interruption.drain_timeout;
-            if drain.0 + ballast_core::config::FUNCTION_TIMEOUT_MARGIN > longest_run {
-                warnings.push(format!(
-                    "pools[{index}].interruption.drain_timeout ({drain}) leaves a run less than its 120 s beyond the drain \
-                     within Lambda's 15 minutes: its drains are always cut short (to at most 13m)"
-                ));
-            }
-        }
-        if let Some(timeout) = args.function_timeout {
-            let needed = config.min_function_timeout().as_secs();
-            if timeout < needed {
-                warnings.push(format!(
-                    "the functions' timeout ({timeout}s) is shorter than the longest drain_timeout plus 120 s ({needed}s): \
-                     drains would be cut short; set FunctionTimeoutSeconds to at least {needed}"
-                ));
             }
         }
     }
+    let Findings { problems, warnings, notes } = found;
     let valid = problems.is_empty();
-    let failed = !valid || (args.strict && !warnings.is_empty());
-    let code = if failed { ExitCode::from(super::INVALID) } else { ExitCode::SUCCESS };
+    let passed = valid && (!args.strict || warnings.is_empty());
+    let code = if passed { ExitCode::SUCCESS } else { ExitCode::from(super::INVALID) };
     if args.json {
+        // `valid` is the exit code's answer: false under --strict with a warning too, so a
+        // script that reads it fails where the exit code does.
         let mut out = serde_json::json!({
-            "input": input, "valid": valid, "strict": args.strict, "errors": problems, "warnings": warnings
+            "input": input, "valid": passed, "strict": args.strict, "errors": problems, "warnings": warnings
         });
         if let (true, true, Some(config)) = (args.print, valid, &config) {
             out["config"] = serde_json::to_value(config)?;
@@ -215,59 +204,127 @@ pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
         println!("{out}");
         return Ok(code);
     }
-    // With --print, stdout is the config alone; what a person reads goes to stderr.
+    // Problems, warnings and notes go to stderr, as a compiler's do; stdout has what was
+    // asked for: the summary of a valid config, or with --print the config alone (and the
+    // summary on stderr).
     let say = |line: String| if args.print { eprintln!("{line}") } else { println!("{line}") };
-    let config = match config {
-        Some(config) if valid => config,
-        _ => {
-            let mut by_input: Vec<(&str, Vec<&Problem>)> = Vec::new();
-            for p in &problems {
-                match by_input.iter_mut().find(|(i, _)| *i == p.input) {
-                    Some((_, list)) => list.push(p),
-                    None => by_input.push((&p.input, vec![p])),
-                }
-            }
-            for (source, list) in by_input {
-                if source == input {
-                    say(format!("{input}: {} problem(s)", list.len()));
-                } else {
-                    say(format!("{input}: {} problem(s) read against {source}", list.len()));
-                }
-                for p in list {
-                    say(format!("  {}", p.line()));
-                }
-            }
-            return Ok(code);
+    let mut by_input: Vec<(&str, Vec<&Finding>)> = Vec::new();
+    for p in &problems {
+        match by_input.iter_mut().find(|(i, _)| *i == p.input) {
+            Some((_, list)) => list.push(p),
+            None => by_input.push((&p.input, vec![p])),
         }
-    };
-    let names: Vec<&str> = config.pools.iter().map(|p| p.name.as_str()).collect();
-    say(format!(
-        "{input}: valid: cluster {}, {} pool(s) ({}){}{}",
-        config.cluster,
-        names.len(),
-        names.join(", "),
-        if config.dry_run { ", dry_run" } else { "" },
-        if args.rbac.is_some() { ", covered by the RBAC" } else { "" },
-    ));
-    for pool in &config.pools {
-        say(format!("  {} headroom: {}", pool.name, pool.headroom.explain()));
+    }
+    for (source, list) in by_input {
+        if source == input {
+            eprintln!("{input}: {} problem(s)", list.len());
+        } else {
+            eprintln!("{input}: {} problem(s) read against {source}", list.len());
+        }
+        for p in list {
+            eprintln!("  {}", p.line());
+        }
+    }
+    if let (true, Some(config)) = (valid, &config) {
+        let names: Vec<&str> = config.pools.iter().map(|p| p.name.as_str()).collect();
+        say(format!(
+            "{input}: valid: cluster {}, {} pool(s) ({}){}{}",
+            config.cluster,
+            names.len(),
+            names.join(", "),
+            if config.dry_run { ", dry_run" } else { "" },
+            if args.rbac.is_some() { ", covered by the RBAC" } else { "" },
+        ));
+        for pool in &config.pools {
+            say(format!("  {} headroom: {}", pool.name, pool.headroom.explain()));
+        }
     }
     for warning in &warnings {
-        say(format!("warning: {warning}"));
+        eprintln!("warning: {}", warning.placed());
     }
-    if args.cluster.nodes.is_none() {
+    for note in &notes {
+        eprintln!("note: {note}");
+    }
+    if valid && args.cluster.nodes.is_none() {
         // The config names ASGs, not instance types: node sizes come from the cluster.
-        say("note: pause pods are not held to node sizes (the config does not say them): pass --nodes \
-             (kubectl get nodes -o json) to check that each fits a node of its pool"
-            .to_string());
+        eprintln!(
+            "note: pause pods are held to the largest EC2 instance ({}), not to the pool's nodes (the config does not \
+             say them): pass --nodes (kubectl get nodes -o json) to check that each fits a node of its pool",
+            ballast_core::config::LARGEST_INSTANCE.name
+        );
     }
     if args.strict && !warnings.is_empty() {
-        say(format!("{input}: {} warning(s), refused by --strict", warnings.len()));
+        eprintln!("{input}: {} warning(s), refused by --strict", warnings.len());
     }
-    if args.print {
-        print!("{}", serde_yaml_ng::to_string(&config)?);
+    if let (true, true, Some(config)) = (args.print, valid, &config) {
+        print!("{}", serde_yaml_ng::to_string(config)?);
     }
     Ok(code)
+}
+
+/// The checks of a valid config against the other inputs (--rbac, --event, --pods,
+/// --nodes, --function-timeout) and Lambda's limits.
+fn side_checks(config: &Config, input: &str, args: &CheckArgs, found: &mut Findings) -> anyhow::Result<()> {
+    // A side input that cannot be read stops the check (exit 2); one read but not valid
+    // is a problem of that file, reported with the config's (exit 1).
+    let side_input = |result: anyhow::Result<()>, found: &mut Findings| match result {
+        Err(e) => match e.downcast::<super::Invalid>() {
+            Ok(invalid) => {
+                found.problems.push(Finding::of_invalid(&invalid));
+                Ok(())
+            }
+            Err(other) => Err(other),
+        },
+        ok => ok,
+    };
+    if let Some(rbac) = &args.rbac {
+        let read = (|| {
+            let text = super::read_text(rbac)?;
+            let issues = rbac_issues(config, &text)
+                .map_err(|e| super::Invalid::input(rbac, format!("cannot read {} as RBAC: {e:#}", rbac.display())))?;
+            found.problems.extend(issues.into_iter().map(|issue| {
+                let (path, message) = issue.split_once(": ").unwrap_or(("", issue.as_str()));
+                Finding::new(rbac.display().to_string(), path, message)
+            }));
+            Ok(())
+        })();
+        side_input(read, found)?;
+    }
+    found.problems.extend(override_problems(config, &args.events)?);
+    let cluster = super::config_pods::check(config, input, &args.cluster, found);
+    side_input(cluster, found)?;
+    // A Lambda function runs 15 minutes at most: a drain that leaves a run less than its
+    // margin is always cut short, whatever the templates say.
+    let longest_run = std::time::Duration::from_secs(900);
+    for (index, pool) in config.pools.iter().enumerate() {
+        let drain = pool.interruption.drain_timeout;
+        if drain.0 + ballast_core::config::FUNCTION_TIMEOUT_MARGIN > longest_run {
+            found.warnings.push(Finding::new(
+                input,
+                format!("pools[{index}].interruption.drain_timeout"),
+                format!(
+                    "{drain} leaves a run less than its 120 s beyond the drain within Lambda's 15 minutes: its drains \
+                     are always cut short (to at most 13m)"
+                ),
+            ));
+        }
+    }
+    if let Some(timeout) = args.function_timeout {
+        let needed = config.min_function_timeout().as_secs();
+        // Placed at the drain that needs it: the longest (the first of equals).
+        let longest = config.pools.iter().enumerate().rev().max_by_key(|(_, p)| p.interruption.drain_timeout.0);
+        if let (true, Some((index, _))) = (timeout < needed, longest) {
+            found.warnings.push(Finding::new(
+                input,
+                format!("pools[{index}].interruption.drain_timeout"),
+                format!(
+                    "the functions' timeout (--function-timeout {timeout}) is shorter than this drain_timeout plus \
+                     120 s ({needed}s): drains would be cut short; set FunctionTimeoutSeconds to at least {needed}"
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// One RBAC rule, as far as the check needs it.

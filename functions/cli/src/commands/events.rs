@@ -87,7 +87,8 @@ pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
                         line["error"] = error.to_string().into();
                         println!("{line}");
                     } else {
-                        println!("invalid {shown}  {error}");
+                        // A finding, as a compiler's: on stderr; stdout keeps the events read.
+                        eprintln!("invalid {shown}  {error}");
                     }
                 }
             }

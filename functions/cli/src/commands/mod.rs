@@ -208,6 +208,12 @@ pub fn load_config(path: &Path) -> Result<Result<Config, ConfigErrors>, Unusable
 /// [`load_config`], and the config's warnings (valid, but likely not what was meant),
 /// each placed in the text.
 pub fn load_config_with_warnings(path: &Path) -> Result<Result<(Config, Vec<ConfigIssue>), ConfigErrors>, Unusable> {
+    Ok(read_config_text(path)?.and_then(|text| Config::from_yaml_with_warnings(&text)))
+}
+
+/// A config file's text: `Err` when it cannot be read; `Ok(Err)` when it is not text or
+/// has more than [`MAX_CONFIG_BYTES`] (the rest is not read).
+pub fn read_config_text(path: &Path) -> Result<Result<String, ConfigErrors>, Unusable> {
     let unreadable = |source| Unusable::Unreadable { path: path.to_path_buf(), source };
     let mut bytes = Vec::new();
     std::fs::File::open(path)
@@ -218,7 +224,7 @@ pub fn load_config_with_warnings(path: &Path) -> Result<Result<(Config, Vec<Conf
         return file_issue(format!("more bytes than a config may have ({MAX_CONFIG_BYTES} bytes, 1 MiB)"));
     }
     match String::from_utf8(bytes) {
-        Ok(text) => Ok(Config::from_yaml_with_warnings(&text)),
+        Ok(text) => Ok(Ok(text)),
         Err(e) => file_issue(format!("not UTF-8 text ({})", e.utf8_error())),
     }
 }

@@ -2,10 +2,9 @@
 //! pause pod size.
 
 use chrono_tz::Tz;
-use croner::parser::{CronParser, Seconds, Year};
-use croner::Cron;
 use serde_yaml_ng::Value;
 
+use super::cron::parse_cron;
 use super::read::{is_dns_label, is_dns_subdomain};
 use super::walk::{self, kind, Fields, Issues};
 use super::{
@@ -267,6 +266,51 @@ enum Resource {
     Memory,
 }
 
+impl Resource {
+    /// The most of it one node can have (millicores or bytes).
+    fn largest_instance(self) -> u64 {
+        match self {
+            Resource::Cpu => LARGEST_INSTANCE.cpu_millis,
+            Resource::Memory => LARGEST_INSTANCE.memory_bytes,
+        }
+    }
+}
+
+/// An EC2 instance type's name and size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InstanceType {
+    /// Its name (`m6i.large`).
+    pub name: &'static str,
+    /// Its vCPUs, in millicores.
+    pub cpu_millis: u64,
+    /// Its memory, in bytes.
+    pub memory_bytes: u64,
+}
+
+/// The largest EC2 instance type, u7inh-32tb.480xlarge: 1,920 vCPUs and 32,768 GiB, the
+/// most of each that any type offers (AWS's memory-optimized instance specifications,
+/// <https://docs.aws.amazon.com/ec2/latest/instancetypes/mo.html>, as of November 2026).
+/// A pause pod asking for more fits no node any ASG can launch, so `pod_cpu`, `pod_memory`
+/// and every listed shape are held to it even without the cluster's nodes to compare with.
+/// A larger type made later needs a newer Ballast to be used to the full.
+pub const LARGEST_INSTANCE: InstanceType =
+    InstanceType { name: "u7inh-32tb.480xlarge", cpu_millis: 1_920_000, memory_bytes: 32_768 << 30 };
+
+/// Why `text`, a bare number (`2048`), is refused as memory: it is bytes to Kubernetes.
+/// The unit offered keeps the likely meaning: a pause pod of `2048` is most likely 2 GiB
+/// (`2048Mi`), of `2` most likely `2Gi`; anything else is asked for, not guessed.
+fn bare_memory_mistake(text: &str, n: u64) -> String {
+    let meant = match n {
+        1..=64 => format!("`{text}Gi` if you meant gibibytes"),
+        _ if (n >= 128 && n.is_power_of_two()) || n.is_multiple_of(1024) => {
+            let gib = if n.is_multiple_of(1024) { format!(" ({} GiB)", n / 1024) } else { String::new() };
+            format!("`{text}Mi`{gib} if you meant mebibytes")
+        }
+        _ => "its unit (`Mi` for mebibytes, `Gi` for gibibytes)".to_string(),
+    };
+    format!("`{text}` is {text} bytes: a memory quantity without a suffix is bytes; write {meant}")
+}
+
 /// A quantity that must be more than zero (0 when it is not, after reporting why). As in
 /// Kubernetes, it may be written as a string (`500m`, `2Gi`) or a plain number (`2`,
 /// `1073741824`, `0.5`).
@@ -289,16 +333,25 @@ fn positive_quantity(resource: Resource, value: &Value, path: &str, issues: &mut
             issues.push(path, "must be more than zero");
             0
         }
-        // A bare number is bytes: `pod_memory: 2` meant `2Gi`, not two bytes.
+        // A bare number is bytes: `pod_memory: 2048` meant a unit, not 2048 bytes.
         Ok(v) if resource == Resource::Memory && v < 1 << 20 && text.bytes().all(|b| b.is_ascii_digit()) => {
+            issues.push(path, bare_memory_mistake(&text, v));
+            0
+        }
+        Ok(v) if v > resource.largest_instance() => {
+            let (what, has) = match resource {
+                Resource::Cpu => ("CPU", format!("{} vCPUs", LARGEST_INSTANCE.cpu_millis / 1000)),
+                Resource::Memory => ("memory", format!("{}Gi", LARGEST_INSTANCE.memory_bytes >> 30)),
+            };
             issues.push(
                 path,
                 format!(
-                    "`{text}` is {text} bytes: a memory quantity without a suffix is bytes; write `{text}Gi` (gibibytes) \
-                     or `{text}Mi` (mebibytes)"
+                    "`{text}` is more {what} than any EC2 instance has (the largest, {}, has {has}): no node can hold \
+                     such a pause pod, so it would stay Pending and hold no room",
+                    LARGEST_INSTANCE.name
                 ),
             );
-            0
+            v
         }
         Ok(v) => {
             if resource == Resource::Memory {
@@ -332,27 +385,6 @@ fn binary_suffix_meant(text: &str) -> Option<String> {
         "M" | "G" | "T" | "P" | "E" => Some(format!("{number}{suffix}i")),
         _ => None,
     }
-}
-
-/// A schedule's cron text that is not a five-field cron expression.
-#[derive(Debug, thiserror::Error)]
-#[error("`{text}` is not a five-field cron expression ({source})")]
-pub struct CronError {
-    /// The text as written.
-    pub text: String,
-    /// The cron parser's reason.
-    #[source]
-    pub source: croner::errors::CronError,
-}
-
-/// Standard five-field cron (minute hour day-of-month month day-of-week).
-pub fn parse_cron(text: &str) -> Result<Cron, CronError> {
-    CronParser::builder()
-        .seconds(Seconds::Disallowed)
-        .year(Year::Disallowed)
-        .build()
-        .parse(text)
-        .map_err(|source| CronError { text: text.to_string(), source })
 }
 
 fn read_schedule(value: &Value, path: &str, issues: &mut Issues) -> Option<HeadroomSchedule> {

@@ -7,6 +7,7 @@
 //! [`InterruptionConfig`] and [`HeadroomConfig`] (and `dry_run: false`); the readers, the
 //! simulator and the configuration reference page (checked by a test) take them from there.
 
+mod cron;
 mod headroom;
 mod locate;
 mod read;
@@ -28,7 +29,8 @@ use chrono_tz::Tz;
 use serde::Serialize;
 use serde_yaml_ng::Value;
 
-pub use headroom::{parse_cron, CronError};
+pub use cron::{parse_cron, CronError};
+pub use headroom::{InstanceType, LARGEST_INSTANCE};
 use read::read_config;
 pub use resolve::{check_one_role, resolve_pool_asgs, selectors, AsgRef, ResolveError, ResolvedPool, Role};
 pub use schema::json_schema;
@@ -57,6 +59,10 @@ pub fn locate_path(text: &str, path: &str) -> Option<(usize, usize)> {
 pub fn plain_message(serde_message: &str) -> String {
     walk::plain(serde_message)
 }
+
+/// The page that says what Ballast runs on (docs/src/compatibility.md), which a warning
+/// about an unsupported platform links to.
+pub const COMPATIBILITY_PAGE: &str = "https://github.com/ballast-dev/ballast/blob/main/docs/src/compatibility.md";
 
 /// The lowest priority cluster-autoscaler still scales up for (its default
 /// `--expendable-pods-priority-cutoff`).

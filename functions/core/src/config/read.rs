@@ -29,6 +29,16 @@ pub(super) fn read_config(value: &Value, issues: &mut Issues) -> Option<Config> 
     if let Some(why) = region.as_deref().and_then(super::region_mistake) {
         issues.push("region", why);
     }
+    if let Some(region) = region.as_deref().filter(|r| super::partition(r) == Some(super::Partition::China)) {
+        issues.warn(
+            "region",
+            format!(
+                "{region} is in AWS's China partition, which Ballast does not support: the forwarder's role is given \
+                 through EKS Pod Identity, which AWS does not offer in the China Regions, so it would get none ({})",
+                super::COMPATIBILITY_PAGE
+            ),
+        );
+    }
     if let Some(a) = &account {
         if a.len() != 12 || !a.bytes().all(|b| b.is_ascii_digit()) {
             issues.push("account", format!("`{a}` is not a 12-digit AWS account id (quote it in YAML)"));

@@ -79,7 +79,7 @@ pools:
         "pools[1].headroom.pod_cpu: `lots` is not a Kubernetes quantity",
         "pools[1].headroom.min: min (5) is greater than max (2)",
         "pools[1].headroom.priority_class.value: -100 is below -10: cluster-autoscaler ignores",
-        "pools[1].headroom.schedules[0].cron: `61 * * * *` is not a five-field cron",
+        "pools[1].headroom.schedules[0].cron: `61 * * * *`: its minute field (the first), `61`: 61 is outside 0-59",
         "pools[1].headroom.schedules[0].time_zone: `Mars/Olympus` is not an IANA time zone",
     ];
     for e in expect {
@@ -398,13 +398,38 @@ fn a_wait_target_is_read_with_its_floor_and_bounds() {
     }
 }
 
+/// A cron the parser refuses is told in the text as written: which field, what it
+/// takes, the name meant; never the parser's types or its rewriting of the field.
 #[test]
-fn a_bad_cron_names_its_text_and_keeps_the_parsers_reason() {
-    let err = super::parse_cron("61 * * * *").unwrap_err();
-    assert_eq!(err.text, "61 * * * *");
+fn a_bad_cron_says_which_field_is_wrong_and_what_it_takes() {
+    let err = super::parse_cron("0 7 * * MON-FRY").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "`0 7 * * MON-FRY`: its day-of-week field (the fifth), `MON-FRY`: `FRY` is not a day; day-of-week takes \
+         0-7 (0 and 7 are Sunday) or the names SUN-SAT; did you mean `FRI`?"
+    );
     assert!(std::error::Error::source(&err).is_some(), "the parser's error is kept as the source");
-    assert!(err.to_string().starts_with("`61 * * * *` is not a five-field cron expression ("), "{err}");
-    assert!(super::parse_cron("0 7 * * 1-5").is_ok());
+    for (cron, expected) in [
+        ("61 * * * *", "`61 * * * *`: its minute field (the first), `61`: 61 is outside 0-59; minute takes 0-59"),
+        ("0 24 * * *", "its hour field (the second), `24`: 24 is outside 0-23"),
+        ("0 7 0 * *", "its day-of-month field (the third), `0`: 0 is outside 1-31"),
+        ("0 7 * JNU *", "its month field (the fourth), `JNU`: `JNU` is not a month; month takes 1-12 or the names JAN-DEC; did you mean `JUN`?"),
+        ("0 7 * * FRIDAY", "`FRIDAY` is not a day; day-of-week takes 0-7 (0 and 7 are Sunday) or the names SUN-SAT; did you mean `FRI`?"),
+        ("0 7 * * 8", "`8`: 8 is outside 0-7"),
+        ("*/0 7 * * *", "its minute field (the first), `*/0`: `/0`: a step is a whole number, 1 or more"),
+        ("0 7 * * FRI-MON", "`FRI-MON` runs backwards"),
+        ("0 7 * *", "`0 7 * *`: 4 field(s), not the five a cron has (minute hour day-of-month month day-of-week"),
+        ("0 0 7 * * 1", "6 field(s), not the five a cron has (minute hour day-of-month month day-of-week, e.g. `0 7 * * MON-FRI`); seconds and years are not taken"),
+    ] {
+        let said = super::parse_cron(cron).map(|_| ()).unwrap_err().to_string();
+        assert!(said.contains(expected), "{cron}: {said}");
+        for parser in ["Pattern", "illegal", "CronError"] {
+            assert!(!said.contains(parser), "{cron}: the parser's words in {said}");
+        }
+    }
+    for good in ["0 7 * * 1-5", "0 7 * * mon-fri", "*/15 8-18 * JAN-DEC SUN,SAT", "0 7 * * 7", "0 0 L * *"] {
+        assert!(super::parse_cron(good).is_ok(), "{good}");
+    }
 }
 
 /// `headroom.shapes`: `auto` by default, `fixed`, or a list of at most three named

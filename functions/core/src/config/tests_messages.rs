@@ -105,3 +105,61 @@ fn top_level_x_keys_hold_anchors_and_are_not_read() {
     let schema = json_schema();
     assert!(schema["patternProperties"]["^x-"].is_object(), "editors take `x-` keys too");
 }
+
+/// A bare memory number is bytes to Kubernetes: the unit offered keeps its likely meaning
+/// (`2048` as 2 GiB, `2048Mi`), and is asked for, not guessed, when none is likely.
+#[test]
+fn a_bare_memory_number_is_offered_the_unit_it_likely_meant() {
+    for (written, expected) in [
+        ("2048", "`2048` is 2048 bytes: a memory quantity without a suffix is bytes; write `2048Mi` (2 GiB) if you meant mebibytes"),
+        ("512", "write `512Mi` if you meant mebibytes"),
+        ("2", "write `2Gi` if you meant gibibytes"),
+        ("1000", "write its unit (`Mi` for mebibytes, `Gi` for gibibytes)"),
+    ] {
+        let issue = only_issue(&minimal_with(&format!("    headroom:\n      pod_memory: {written}\n")));
+        assert_eq!(issue.path, "pools[0].headroom.pod_memory");
+        assert!(issue.message.contains(expected), "{written}: {issue:?}");
+        assert!(!issue.message.contains(&format!("`{written}Gi`")) || written == "2", "{written}: {issue:?}");
+    }
+}
+
+/// Without the cluster's nodes, a pause pod is held to the largest EC2 instance: one
+/// larger would stay Pending on every node any ASG can launch.
+#[test]
+fn a_pause_pod_larger_than_any_ec2_instance_is_refused() {
+    let yaml = minimal_with("    headroom:\n      pod_cpu: \"100000\"\n      pod_memory: 900Ti\n");
+    let errors = Config::from_yaml(&yaml).unwrap_err();
+    let find = |path: &str| errors.0.iter().find(|i| i.path == path).unwrap_or_else(|| panic!("{path}: {errors}"));
+    let cpu = find("pools[0].headroom.pod_cpu");
+    assert_eq!((cpu.line, cpu.column), (Some(9), Some(7)), "{cpu:?}");
+    assert_eq!(
+        cpu.message,
+        "`100000` is more CPU than any EC2 instance has (the largest, u7inh-32tb.480xlarge, has 1920 vCPUs): no \
+         node can hold such a pause pod, so it would stay Pending and hold no room"
+    );
+    assert!(find("pools[0].headroom.pod_memory").message.starts_with(
+        "`900Ti` is more memory than any EC2 instance has (the largest, u7inh-32tb.480xlarge, has 32768Gi)"
+    ));
+    // Every listed shape too; the largest instance itself is taken.
+    let listed = minimal_with("    headroom:\n      shapes:\n        - { name: all, cpu: 1920, memory: 32Ti }\n        - { name: more, cpu: 1921, memory: 1Gi }\n");
+    let issue = only_issue(&listed);
+    assert_eq!(issue.path, "pools[0].headroom.shapes[1].cpu", "{issue:?}");
+    assert_eq!(LARGEST_INSTANCE.memory_bytes, 32 << 40);
+}
+
+/// China's regions are valid regions, but Ballast's forwarder needs EKS Pod Identity,
+/// which AWS does not offer there: a warning (`--strict` fails), with the page that says so.
+#[test]
+fn a_china_region_is_warned_of_with_the_compatibility_page() {
+    for region in ["cn-north-1", "cn-northwest-1"] {
+        let (_, warnings) = Config::from_yaml_with_warnings(&minimal_with("").replace("eu-west-1", region)).unwrap();
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert_eq!((warnings[0].path.as_str(), warnings[0].line), ("region", Some(2)), "{warnings:?}");
+        assert!(warnings[0].message.contains("EKS Pod Identity"), "{warnings:?}");
+        assert!(warnings[0].message.contains("docs/src/compatibility.md"), "{warnings:?}");
+    }
+    for region in ["eu-west-1", "us-gov-west-1"] {
+        let (_, warnings) = Config::from_yaml_with_warnings(&minimal_with("").replace("eu-west-1", region)).unwrap();
+        assert!(warnings.is_empty(), "{region}: {warnings:?}");
+    }
+}

@@ -1,6 +1,7 @@
 //! `config check --pods/--nodes`: the config held to the cluster's pods and nodes, as
-//! kubectl prints them. Warns when a pool's workload pods fit in no pause pod it can run,
-//! or in no node of the pool: room held in the wrong shape starts none of them.
+//! kubectl prints them. Refuses a pause pod that fits in no node of its pool (it would
+//! stay Pending); warns when a pool's workload pods fit in no pause pod it can run, or in
+//! no node of the pool: room held in the wrong shape starts none of them.
 
 mod objects;
 mod placement;
@@ -11,6 +12,7 @@ use std::path::{Path, PathBuf};
 use ballast_core::config::{Config, HeadroomShapes, PoolConfig};
 use ballast_core::shape::PodShape;
 
+use super::config::{Finding, Findings};
 use super::Invalid;
 use objects::{ListError, Node, Pod, Role};
 use placement::Pools;
@@ -27,9 +29,10 @@ pub struct ClusterArgs {
     #[arg(long, value_name = "FILE")]
     pods: Option<PathBuf>,
     /// The cluster's nodes, as `kubectl get nodes -o json` prints them: a node belongs to
-    /// the first pool whose node_selector its labels carry. Warns when pods (--pods) or a
-    /// pause-pod shape of a pool are larger than every such node's allocatable. A pool
-    /// with no node in the file is not judged.
+    /// the first pool whose node_selector its labels carry. A pause-pod shape of a pool
+    /// larger than every such node's allocatable is a problem (it would stay Pending);
+    /// pods (--pods) larger than all of them are a warning. A pool with no node in the
+    /// file is not held to them (a note says so).
     #[arg(long, value_name = "FILE")]
     pub nodes: Option<PathBuf>,
 }
@@ -51,8 +54,9 @@ struct Workload {
     shape: PodShape,
 }
 
-/// The warnings the pods and nodes give about `config`'s pools.
-pub fn warnings(config: &Config, args: &ClusterArgs) -> anyhow::Result<Vec<String>> {
+/// What the pods and nodes tell of `config`'s pools (read from `input`): problems,
+/// warnings and notes, added to `found`.
+pub fn check(config: &Config, input: &str, args: &ClusterArgs, found: &mut Findings) -> anyhow::Result<()> {
     let nodes: Vec<(usize, Node)> = match &args.nodes {
         Some(path) => read_list(path, "Node")?,
         None => Vec::new(),
@@ -92,94 +96,135 @@ pub fn warnings(config: &Config, args: &ClusterArgs) -> anyhow::Result<Vec<Strin
             }
         }
     }
-    let mut warnings = Vec::new();
     // A file of another cluster, or a config whose selectors match nothing, would
     // otherwise pass in silence.
     if let Some(path) = &args.nodes {
         if !nodes.is_empty() && pool_nodes.iter().all(Vec::is_empty) {
-            warnings.push(format!(
-                "none of the {} node(s) in {} carries the node_selector of a pool: is it this cluster's?",
-                nodes.len(),
-                path.display()
+            found.warnings.push(Finding::new(
+                path.display().to_string(),
+                "",
+                format!(
+                    "none of its {} node(s) carries the node_selector of a pool of {input}: is it this cluster's?",
+                    nodes.len()
+                ),
             ));
         }
     }
     if let Some(path) = &args.pods {
         if unplaced > 0 && workloads.iter().all(Vec::is_empty) {
-            warnings.push(format!(
-                "none of the {unplaced} workload pod(s) in {} belongs to a pool (by its node's labels, or its node \
-                 selector, required node affinity and tolerations): is it this cluster's?",
-                path.display()
+            found.warnings.push(Finding::new(
+                path.display().to_string(),
+                "",
+                format!(
+                    "none of its {unplaced} workload pod(s) belongs to a pool of {input} (by its node's labels, or its \
+                     node selector, required node affinity and tolerations): is it this cluster's?"
+                ),
             ));
         }
     }
-    let sources = Sources { pods: args.pods.as_deref(), nodes: args.nodes.as_deref() };
+    let sources = Sources { config: input, pods: args.pods.as_deref(), nodes: args.nodes.as_deref() };
     for (index, pool) in config.pools.iter().enumerate() {
-        pool_warnings(index, pool, &workloads[index], &pool_nodes[index], &sources, &mut warnings);
+        // In a file of this cluster (a pool has nodes in it), a pool without is not judged.
+        if let (Some(path), true) = (&args.nodes, pool_nodes[index].is_empty()) {
+            if pool_nodes.iter().any(|n| !n.is_empty()) {
+                found.notes.push(format!(
+                    "pool {} has no node in {} (none carries its node_selector): its pause pods are held to the \
+                     largest EC2 instance only",
+                    pool.name,
+                    path.display()
+                ));
+            }
+        }
+        pool_findings(index, pool, &workloads[index], &pool_nodes[index], &sources, found);
     }
-    Ok(warnings)
+    Ok(())
 }
 
-/// The input files, named in the warnings.
+/// The input files, named in the findings.
 struct Sources<'a> {
+    config: &'a str,
     pods: Option<&'a Path>,
     nodes: Option<&'a Path>,
 }
 
-/// The pause-pod shapes a pool may run, each with where the config sets it; for `auto`,
-/// `pod_cpu`/`pod_memory`, its shape until pods are seen (learned shapes larger than
-/// every node are never given pause pods).
-fn pause_shapes(pool: &PoolConfig, index: usize) -> Vec<(String, PodShape)> {
+/// One pause-pod shape a pool may run: where the config sets it, what it is called in a
+/// message, and its size.
+struct PauseShape {
+    /// The key whose value is too large (`pod_cpu` or `pod_memory` for the pool's own
+    /// shape, the list item for a listed one).
+    path: String,
+    what: String,
+    shape: PodShape,
+}
+
+/// The pause-pod shapes a pool may run; for `auto`, `pod_cpu`/`pod_memory`, its shape
+/// until pods are seen (learned shapes larger than every node are never given pause pods).
+fn pause_shapes(pool: &PoolConfig, index: usize, nodes: &[(&str, PodShape)]) -> Vec<PauseShape> {
+    let own = |what: &str| {
+        let shape = pool.headroom.unit_shape();
+        // Blame the key no node has enough of (CPU first).
+        let cpu_fits = nodes.iter().any(|(_, a)| shape.cpu_millis <= a.cpu_millis);
+        let key = if cpu_fits { "pod_memory" } else { "pod_cpu" };
+        PauseShape { path: format!("pools[{index}].headroom.{key}"), what: what.to_string(), shape }
+    };
     match &pool.headroom.shapes {
-        HeadroomShapes::Auto => vec![(
-            format!("pools[{index}].headroom.pod_cpu/pod_memory (the shape of `auto` until pods are seen)"),
-            pool.headroom.unit_shape(),
-        )],
-        HeadroomShapes::Fixed => {
-            vec![(format!("pools[{index}].headroom.pod_cpu/pod_memory"), pool.headroom.unit_shape())]
-        }
+        HeadroomShapes::Auto => vec![own("pod_cpu/pod_memory, the shape of `auto` until pods are seen")],
+        HeadroomShapes::Fixed => vec![own("pod_cpu/pod_memory")],
         HeadroomShapes::Listed(list) => list
             .iter()
             .enumerate()
-            .map(|(i, l)| (format!("pools[{index}].headroom.shapes[{i}] ({})", l.name), l.shape.clone()))
+            .map(|(i, l)| PauseShape {
+                path: format!("pools[{index}].headroom.shapes[{i}]"),
+                what: format!("shape {}", l.name),
+                shape: l.shape.clone(),
+            })
             .collect(),
     }
 }
 
-fn pool_warnings(
+fn pool_findings(
     index: usize,
     pool: &PoolConfig,
     pods: &[Workload],
     nodes: &[(&str, PodShape)],
     sources: &Sources,
-    warnings: &mut Vec<String>,
+    found: &mut Findings,
 ) {
     let name = &pool.name;
-    let shapes = pause_shapes(pool, index);
+    let shapes = pause_shapes(pool, index, nodes);
     // Without a node of the pool in the file, every pod and shape is taken to fit one.
     let fits_a_node = |shape: &PodShape| nodes.is_empty() || nodes.iter().any(|(_, a)| shape.fits_in(a));
     if let (Some(nodes_file), Some((largest_node, largest))) =
         (sources.nodes, nodes.iter().max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(a.0))))
     {
         let nodes_file = nodes_file.display();
-        for (at, shape) in shapes.iter().filter(|(_, s)| !fits_a_node(s)) {
-            warnings.push(format!(
-                "{at}: pause pods of {shape} fit in no node of pool {name} in {nodes_file} (the largest allocatable: \
-                 {largest}, node {largest_node}): they would stay Pending and hold no room; make the shape fit the pool's \
-                 nodes"
+        for pause in shapes.iter().filter(|p| !fits_a_node(&p.shape)) {
+            found.problems.push(Finding::new(
+                sources.config,
+                &pause.path,
+                format!(
+                    "pause pods of {} ({}) fit in no node of pool {name} in {nodes_file} (the largest allocatable: \
+                     {largest}, node {largest_node}): they would stay Pending and hold no room; make the shape fit the \
+                     pool's nodes",
+                    pause.shape, pause.what
+                ),
             ));
         }
         let too_large: Vec<&Workload> = pods.iter().filter(|p| !fits_a_node(&p.shape)).collect();
         if let (Some(pods_file), Some(example)) = (sources.pods, largest_of(&too_large)) {
-            warnings.push(format!(
-                "pools[{index}] ({name}): {} of its {} workload pod(s) in {} are larger than every node of the pool \
-                 in {nodes_file} (the largest allocatable: {largest}, node {largest_node}), e.g. {} ({}): no \
-                 headroom and no scale-up starts them; give the pool larger instance types or make the pods smaller",
-                too_large.len(),
-                pods.len(),
-                pods_file.display(),
-                example.id,
-                example.shape,
+            found.warnings.push(Finding::new(
+                sources.config,
+                format!("pools[{index}]"),
+                format!(
+                    "{} of the {} workload pod(s) of pool {name} in {} are larger than every node of the pool in \
+                     {nodes_file} (the largest allocatable: {largest}, node {largest_node}), e.g. {} ({}): no headroom \
+                     and no scale-up starts them; give the pool larger instance types or make the pods smaller",
+                    too_large.len(),
+                    pods.len(),
+                    pods_file.display(),
+                    example.id,
+                    example.shape,
+                ),
             ));
         }
     }
@@ -189,7 +234,7 @@ fn pool_warnings(
     }
     // Pods no node holds are told of above: a pause pod their size would never be placed.
     // Nor does a shape no node holds hold room for anyone.
-    let holding: Vec<&PodShape> = shapes.iter().map(|(_, s)| s).filter(|s| fits_a_node(s)).collect();
+    let holding: Vec<&PodShape> = shapes.iter().map(|p| &p.shape).filter(|s| fits_a_node(s)).collect();
     let unfit: Vec<&Workload> =
         pods.iter().filter(|p| fits_a_node(&p.shape) && !holding.iter().any(|s| p.shape.fits_in(s))).collect();
     let (Some(pods_file), Some(example)) = (sources.pods, largest_of(&unfit)) else { return };
@@ -202,15 +247,19 @@ fn pool_warnings(
     };
     let all = unfit.iter().fold(PodShape::default(), |all, p| all.covering(&p.shape));
     let all_fit = if unfit.len() > 1 && fits_a_node(&all) { format!(" (all fit in {all})") } else { String::new() };
-    warnings.push(format!(
-        "pools[{index}].headroom.shapes: {} of the {} workload pod(s) of pool {name} in {} fit in no pause pod it runs \
-         ({runs}), e.g. {} ({}): room held for them starts none; list a shape they fit in under \
-         headroom.shapes{all_fit}, or use shapes: auto",
-        unfit.len(),
-        pods.len(),
-        pods_file.display(),
-        example.id,
-        example.shape,
+    found.warnings.push(Finding::new(
+        sources.config,
+        format!("pools[{index}].headroom.shapes"),
+        format!(
+            "{} of the {} workload pod(s) of pool {name} in {} fit in no pause pod it runs ({runs}), e.g. {} ({}): \
+             room held for them starts none; list a shape they fit in under headroom.shapes{all_fit}, or use shapes: \
+             auto",
+            unfit.len(),
+            pods.len(),
+            pods_file.display(),
+            example.id,
+            example.shape,
+        ),
     ));
 }
 
