@@ -366,3 +366,45 @@ fn the_example_line_numbers_these_tests_use_hold() {
     assert!(lines[34].trim_start().starts_with("max_on_demand: 20"), "{}", lines[34]);
     assert!(lines[51].trim_start().starts_with("pod_memory: 2Gi"), "{}", lines[51]);
 }
+
+/// serde's wording (`expected u32`, `unknown variant`) never reaches a state or event
+/// file's reader: what to write, and where (a state file: its line and column).
+#[test]
+fn state_and_event_problems_say_what_to_write_never_a_rust_type() {
+    let dir = Scratch::new("serde-words");
+    let steady = std::fs::read_to_string(root().join("events/states/steady.json")).unwrap();
+    // The first ASG's desired size, written -1, on one line as the review had it.
+    let mut state: serde_json::Value = serde_json::from_str(&steady).unwrap();
+    state["asgs"][0]["desired"] = serde_json::json!(-1);
+    let file = dir.file("state.json", &serde_json::to_string(&state).unwrap());
+    let out = ballast(&["plan", "--config", "ballast.example.yaml", "--state", &file, "--now", "2026-11-20T09:00:00Z"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let said = stderr(&out);
+    // Where serde_json stops reading: just past the number.
+    let column = serde_json::to_string(&state).unwrap().find("\"desired\":-1").unwrap() + "\"desired\":-1".len();
+    assert!(
+        said.contains(&format!(
+            "{file}:1:{column}: asgs[0].desired: the number `-1` is out of range: expected a whole number, 0 or more"
+        )),
+        "{said}"
+    );
+    let events = [
+        ("events/invalid/demand-negative-cpu.json", "the number `-5` is out of range: expected a whole number"),
+        ("events/invalid/wrong-field-type.json", "expected text"),
+        ("events/invalid/unknown-instance-action.json", "`explode` is not one of `terminate`, `stop`, `hibernate`"),
+    ];
+    for (event, words) in events {
+        let out = ballast(&["events", "check", event]);
+        assert_eq!(out.status.code(), Some(1), "{event}");
+        assert!(stdout(&out).contains(words), "{event}: `{words}` not in {}", stdout(&out));
+        said_in_words(&stdout(&out));
+    }
+    said_in_words(&said);
+}
+
+fn said_in_words(text: &str) {
+    for rust in ["u32", "u64", "expected a string", "invalid type", "invalid value", "unknown variant", "unknown field"]
+    {
+        assert!(!text.contains(rust), "`{rust}` in:\n{text}");
+    }
+}
