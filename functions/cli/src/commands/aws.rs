@@ -208,7 +208,8 @@ pub struct DeadLettersArgs {
     json: bool,
 }
 
-/// Exit 0 when every letter was listed (or handled when sent back), 1 when one was not.
+/// Exit 0 when the queue is empty (or every letter sent back was handled), 1 when letters
+/// wait in it (listed, or kept after a replay).
 pub fn dead_letters(args: DeadLettersArgs) -> anyhow::Result<ExitCode> {
     use ballast_cli::ops::replay::{DeadLetterQueue, Outcome, LISTED_FOR};
     let (config, wiring) = args.deployment.wiring()?;
@@ -257,7 +258,9 @@ pub fn dead_letters(args: DeadLettersArgs) -> anyhow::Result<ExitCode> {
                     more(letters.len())
                 );
             }
-            return Ok(ExitCode::SUCCESS);
+            // Letters waiting are findings, as doctor's failed checks are: a CI or cron
+            // job that lists them fails until the queue is empty.
+            return Ok(if letters.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(super::INVALID) });
         }
         let mut results = Vec::new();
         let count = dlq
