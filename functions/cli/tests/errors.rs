@@ -265,6 +265,52 @@ fn scenario_files_are_told_as_configs_are() {
     }
 }
 
+/// A local invoke whose run fails: with --json stderr holds the error object alone (the
+/// run's EMF metrics in it, not lines of their own; no "which config" line), worded for a
+/// local run (no dead-letter queue, no invoker to retry), and the metrics say the config's
+/// dry run.
+#[test]
+#[cfg_attr(not(feature = "aws"), ignore = "needs the `aws` feature")]
+fn a_failed_local_invoke_is_one_error_object_with_its_metrics() {
+    let args = ["invoke", "schedule", "--event", "events/scheduler-reconcile.json", "--config", "ballast.example.yaml"];
+    let run = |json: bool| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_ballast"));
+        command.args(args).current_dir(root()).envs(NO_AWS).env("BALLAST_CLUSTER_ACCESS", "none");
+        if json {
+            command.arg("--json");
+        }
+        command.output().expect("ballast runs")
+    };
+    let out = run(true);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "");
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "one line on stderr:\n{err}");
+    let object: serde_json::Value = serde_json::from_str(&err).expect("a JSON object");
+    let message = object["error"]["message"].as_str().unwrap();
+    assert!(message.contains("cannot reach DynamoDB"), "{message}");
+    assert!(message.contains("a retry may mend this: invoke again"), "{message}");
+    for lambdas in ["dead-letter queue", "retry later"] {
+        assert!(!message.contains(lambdas), "`{lambdas}` in a local run's error: {message}");
+    }
+    let metrics = object["error"]["metrics"].as_array().expect("the run's metrics");
+    assert!(!metrics.is_empty(), "{object}");
+    for m in metrics {
+        assert!(m["_aws"]["CloudWatchMetrics"].is_array(), "EMF: {m}");
+        if let Some(dry_run) = m.get("DryRun") {
+            assert_eq!(dry_run, true, "ballast.example.yaml is in dry run: {m}");
+        }
+    }
+    // Without --json a person is told which config ran, and the error in words.
+    let out = run(false);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).starts_with("config ballast.example.yaml: cluster prod-eks\nerror: failed"),
+        "{}",
+        stderr(&out)
+    );
+}
+
 /// A call to AWS that fails says which service, which call and why, in words: never the
 /// SDK's Debug output (`DispatchFailure(DispatchFailure { source: ConnectorError ...`).
 #[test]
@@ -289,7 +335,21 @@ fn aws_failures_are_said_in_words() {
             }
             let out = ballast(&args);
             assert_eq!(out.status.code(), Some(1), "{args:?}: {}", stderr(&out));
-            let said = format!("{}{}", stdout(&out), stderr(&out));
+            // doctor's failed checks are its findings, on stdout; every other command's
+            // failure is its error alone: with --json one object on stderr, no other line.
+            let said = if args[0] == "doctor" {
+                format!("{}{}", stdout(&out), stderr(&out))
+            } else {
+                assert_eq!(stdout(&out), "", "{args:?}: nothing on stdout on failure");
+                if json {
+                    let err = stderr(&out);
+                    assert_eq!(err.lines().count(), 1, "{args:?}: one line on stderr:\n{err}");
+                    let object: serde_json::Value = serde_json::from_str(&err).expect("a JSON object");
+                    object["error"]["message"].as_str().expect("a message").to_string()
+                } else {
+                    stderr(&out)
+                }
+            };
             for debug in ["DispatchFailure(", "ConnectorError", "Os {", " { source", "kind: Io"] {
                 assert!(!said.contains(debug), "{args:?}: `{debug}` in\n{said}");
             }
