@@ -265,6 +265,25 @@ fn scenario_files_are_told_as_configs_are() {
     }
 }
 
+/// Nothing answers at the endpoint: every failed check's fix is about reaching AWS (the
+/// region, the endpoint, the network, a VPC endpoint), never a permission to grant.
+fn doctor_fixes_the_network_when_aws_cannot_be_reached(findings: &str) {
+    let findings: serde_json::Value = serde_json::from_str(findings).expect("doctor --json's findings");
+    let failed: Vec<&serde_json::Value> = findings.as_array().unwrap().iter().filter(|f| f["ok"] == false).collect();
+    assert!(failed.len() > 10, "{findings}");
+    for f in failed {
+        let fix = f["fix"].as_str().unwrap_or_default();
+        assert!(
+            fix.starts_with("AWS did not answer: check the region (eu-west-1) and any AWS_ENDPOINT_URL")
+                && fix.contains("VPC endpoint"),
+            "{f}"
+        );
+        for iam in ["allow ", "permission", "deploy the stack"] {
+            assert!(!fix.contains(iam), "an IAM or deploy fix for a network problem: {f}");
+        }
+    }
+}
+
 /// A local invoke whose run fails: with --json stderr holds the error object alone (the
 /// run's EMF metrics in it, not lines of their own; no "which config" line), worded for a
 /// local run (no dead-letter queue, no invoker to retry), and the metrics say the config's
@@ -338,6 +357,7 @@ fn aws_failures_are_said_in_words() {
             // doctor's failed checks are its findings, on stdout; every other command's
             // failure is its error alone: with --json one object on stderr, no other line.
             let said = if args[0] == "doctor" {
+                doctor_fixes_the_network_when_aws_cannot_be_reached(&stdout(&out));
                 format!("{}{}", stdout(&out), stderr(&out))
             } else {
                 assert_eq!(stdout(&out), "", "{args:?}: nothing on stdout on failure");
