@@ -55,6 +55,74 @@ where
     PortError::new(kind, operation, cause(&err)).with_source(err)
 }
 
+/// What kind of trouble a call met, for what to do about it: a network fix for an
+/// endpoint that cannot be reached, an IAM one for a refusal, a deploy for what is missing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trouble {
+    /// No answer: the endpoint cannot be reached (connection refused, DNS) or did not
+    /// answer in time.
+    Unreachable,
+    /// The credentials were refused as such (invalid, expired): not a permission.
+    Unauthenticated,
+    /// The caller may not make the call (IAM).
+    Denied,
+    /// What the call names does not exist.
+    NotFound,
+    /// Anything else (a throttle, a server fault, an answer that could not be read).
+    Other,
+}
+
+/// The kind of trouble an SDK error is: from its kind (dispatch or timeout), else from the
+/// service's error code and status.
+pub fn trouble<E>(err: &SdkError<E, HttpResponse>) -> Trouble
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+{
+    match err {
+        SdkError::DispatchFailure(_) | SdkError::TimeoutError(_) => Trouble::Unreachable,
+        SdkError::ServiceError(service) => {
+            let code = service.err().code().unwrap_or_default();
+            let status = service.raw().status().as_u16();
+            if ["InvalidClientTokenId", "UnrecognizedClientException", "ExpiredToken", "InvalidSignatureException"]
+                .iter()
+                .any(|c| code.starts_with(c))
+                || status == 401
+            {
+                Trouble::Unauthenticated
+            } else if code.contains("AccessDenied")
+                || code.contains("Unauthorized")
+                || code.contains("NotAuthorized")
+                || status == 403
+            {
+                Trouble::Denied
+            } else if ["NotFound", "NonExistent", "DoesNotExist"].iter().any(|c| code.contains(c)) {
+                Trouble::NotFound
+            } else {
+                Trouble::Other
+            }
+        }
+        _ => Trouble::Other,
+    }
+}
+
+/// The kind of trouble behind an error whose SDK error is somewhere in its chain (a
+/// [`PortError`] keeps it as its source) when its type is not known here: an endpoint
+/// that could not be reached shows as the connector's error; anything else is
+/// [`Trouble::Other`] (ask [`trouble`] with the SDK error for more).
+pub fn trouble_in_chain(err: &(dyn std::error::Error + 'static)) -> Trouble {
+    use aws_smithy_runtime_api::client::result::ConnectorError;
+    let mut next = Some(err);
+    while let Some(e) = next {
+        if let Some(connector) = e.downcast_ref::<ConnectorError>() {
+            if connector.is_io() || connector.is_timeout() {
+                return Trouble::Unreachable;
+            }
+        }
+        next = e.source();
+    }
+    Trouble::Other
+}
+
 /// An SDK error as a sentence a person reads: the call (`DescribeTable`), the service
 /// (`DynamoDB`) and why it failed, never the error's Debug form (which
 /// [`DisplayErrorContext`] appends).
@@ -182,6 +250,30 @@ mod tests {
         for text in [said, denied.to_string()] {
             assert!(!text.contains('{') && !text.contains("Error("), "{text}");
         }
+    }
+
+    #[test]
+    fn the_kind_of_trouble_says_which_fix_fits() {
+        use aws_smithy_runtime_api::client::result::ConnectorError;
+        let trouble_of = |code: &str, status: u16| {
+            let err = ErrorMetadata::builder().code(code).message("m").build();
+            let raw = HttpResponse::new(StatusCode::try_from(status).unwrap(), SdkBody::empty());
+            trouble(&SdkError::service_error(err, raw))
+        };
+        let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "Connection refused");
+        let err: SdkError<ErrorMetadata, HttpResponse> = SdkError::dispatch_failure(ConnectorError::io(refused.into()));
+        assert_eq!(trouble(&err), Trouble::Unreachable);
+        let port = classify("DescribeAutoScalingGroups", err);
+        assert_eq!(trouble_in_chain(&port), Trouble::Unreachable, "through the port error's source");
+        assert_eq!(trouble_in_chain(&service_error("AccessDenied", 400)), Trouble::Other);
+        assert_eq!(trouble_of("AccessDeniedException", 400), Trouble::Denied);
+        assert_eq!(trouble_of("UnauthorizedOperation", 403), Trouble::Denied);
+        assert_eq!(trouble_of("UnrecognizedClientException", 400), Trouble::Unauthenticated);
+        assert_eq!(trouble_of("ExpiredTokenException", 400), Trouble::Unauthenticated);
+        assert_eq!(trouble_of("ParameterNotFound", 400), Trouble::NotFound);
+        assert_eq!(trouble_of("ResourceNotFoundException", 400), Trouble::NotFound);
+        assert_eq!(trouble_of("AWS.SimpleQueueService.NonExistentQueue", 400), Trouble::NotFound);
+        assert_eq!(trouble_of("ThrottlingException", 400), Trouble::Other);
     }
 
     #[test]

@@ -13,7 +13,7 @@ pub mod state;
 pub mod timeouts;
 
 pub use autoscaling::AwsAutoscaling;
-pub use ballast_aws_errors::{classify, describe};
+pub use ballast_aws_errors::{classify, describe, trouble, trouble_in_chain, Trouble};
 pub use compute::AwsCompute;
 pub use dead_letters::SqsDeadLetters;
 pub use redelivery::SqsRedelivery;

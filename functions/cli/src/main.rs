@@ -30,7 +30,8 @@ enum Command {
     /// Print the Plan (JSON) Ballast would make for events against a state snapshot.
     Plan(commands::plan::PlanArgs),
     /// Run a function's handler in-process against the AWS endpoint of the environment
-    /// (e.g. AWS_ENDPOINT_URL=http://127.0.0.1:5000 for moto).
+    /// (e.g. AWS_ENDPOINT_URL=http://127.0.0.1:5000 for moto); print its result and the
+    /// EMF metrics the run wrote (`metrics`) as one JSON object.
     #[cfg(feature = "aws")]
     Invoke(commands::aws::InvokeArgs),
     /// Check a deployment's wiring: rules, queues, table, ASGs; say how to fix what is wrong.

@@ -105,8 +105,9 @@ async fn invoke_doctor_and_dead_letters_against_moto() {
         let out = ballast(&args, &moto.endpoint);
         (out.status.code(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
     };
+    // Letters waiting are findings: exit 1, as doctor's failed checks.
     let (code, text) = dead_letters(&[]);
-    assert_eq!(code, Some(0), "{text}");
+    assert_eq!(code, Some(1), "{text}");
     assert!(text.contains(&format!("(id refused-1): {why}")), "{text}");
     assert!(text.contains("3 letter(s) read in ballast-test-events-dlq;"), "{text}");
     // Capped by --max, it says more may be left: a full page is not the whole queue.
@@ -117,7 +118,7 @@ async fn invoke_doctor_and_dead_letters_against_moto() {
     );
     // --replay lists where each would go and sends nothing without --yes.
     let (code, text) = dead_letters(&["--replay"]);
-    assert_eq!(code, Some(0), "{text}");
+    assert_eq!(code, Some(1), "nothing sent, the letters still wait: {text}");
     assert!(text.contains("-> ballast-test-interruption"), "{text}");
     assert!(text.contains("3 letter(s) read in ballast-test-events-dlq; nothing sent: add --yes"), "{text}");
     assert!(!moto.requests().iter().any(|r| r["url"].as_str().is_some_and(|u| u.ends_with("/invocations"))));
@@ -127,8 +128,9 @@ async fn invoke_doctor_and_dead_letters_against_moto() {
     let (code, text) = dead_letters(&["--replay", "--yes"]);
     assert_eq!(code, Some(0), "{text}");
     assert!(text.contains("1 of 1 letter(s) handled by their functions and deleted\n"), "{text}");
-    let (_, text) = dead_letters(&[]);
+    let (code, text) = dead_letters(&[]);
     assert!(text.contains("0 letter(s) read"), "{text}");
+    assert_eq!(code, Some(0), "an empty queue is no finding: {text}");
 
     // Anyone who may write to the queue could name any function: a letter naming one that
     // is not this stack's is listed as refused, never invoked, and kept.
@@ -142,7 +144,7 @@ async fn invoke_doctor_and_dead_letters_against_moto() {
     moto.function(&d.sdk, "someone-elses").await;
     d.sqs.send_message().queue_url(&d.dlq_url).message_body(record.to_string()).send().await.unwrap();
     let (code, text) = dead_letters(&["--replay"]);
-    assert_eq!(code, Some(0), "{text}");
+    assert_eq!(code, Some(1), "{text}");
     assert!(text.contains(&format!("-> refused: names {foreign}, not one of this stack's functions")), "{text}");
     let (code, text) = dead_letters(&["--replay", "--yes"]);
     assert_eq!(code, Some(1), "{text}");

@@ -442,7 +442,7 @@ fn plan_rejects_bad_inputs_with_a_reason() {
         "2026-11-20T09:00:00Z",
     ]);
     assert_eq!(out.status.code(), Some(1), "an invalid state is exit 1");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown field"), "a state file is checked field by field");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown key"), "a state file is checked field by field");
 }
 
 #[test]
@@ -451,9 +451,9 @@ fn plan_names_the_real_fields_of_a_state_with_a_typo() {
     std::fs::create_dir_all(&dir).unwrap();
     let steady = std::fs::read_to_string(root().join("events/states/steady.json")).unwrap();
     let cases = [
-        (steady.replacen(r#""ready": true"#, r#""ready": true, "cordoned": true"#, 1), "nodes[0].cordoned: unknown field `cordoned`, expected one of `name`, `instance_id`, `ready`, `unschedulable`"),
-        (steady.replacen(r#""version": 7"#, r#""version": 7, "evicted": 0"#, 1), "pools.general.evicted: unknown field `evicted`, expected one of `record`, `version`, `demand`, `headroom_replicas`"),
-        (steady.replacen(r#""asgs""#, r#""calls": [], "asgs""#, 1), "calls: unknown field `calls`, expected one of `asgs`, `nodes`, `pools`"),
+        (steady.replacen(r#""ready": true"#, r#""ready": true, "cordoned": true"#, 1), "nodes[0].cordoned: unknown key `cordoned`; (this mapping takes `name`, `instance_id`, `ready`, `unschedulable`"),
+        (steady.replacen(r#""version": 7"#, r#""version": 7, "evicted": 0"#, 1), "pools.general.evicted: unknown key `evicted`; (this mapping takes `record`, `version`, `demand`, `headroom_replicas`"),
+        (steady.replacen(r#""asgs""#, r#""calls": [], "asgs""#, 1), "calls: unknown key `calls`; (this mapping takes `asgs`, `nodes`, `pools`"),
     ];
     for (i, (text, expected)) in cases.iter().enumerate() {
         let file = dir.join(format!("state-{i}.json"));

@@ -265,6 +265,71 @@ fn scenario_files_are_told_as_configs_are() {
     }
 }
 
+/// Nothing answers at the endpoint: every failed check's fix is about reaching AWS (the
+/// region, the endpoint, the network, a VPC endpoint), never a permission to grant.
+fn doctor_fixes_the_network_when_aws_cannot_be_reached(findings: &str) {
+    let findings: serde_json::Value = serde_json::from_str(findings).expect("doctor --json's findings");
+    let failed: Vec<&serde_json::Value> = findings.as_array().unwrap().iter().filter(|f| f["ok"] == false).collect();
+    assert!(failed.len() > 10, "{findings}");
+    for f in failed {
+        let fix = f["fix"].as_str().unwrap_or_default();
+        assert!(
+            fix.starts_with("AWS did not answer: check the region (eu-west-1) and any AWS_ENDPOINT_URL")
+                && fix.contains("VPC endpoint"),
+            "{f}"
+        );
+        for iam in ["allow ", "permission", "deploy the stack"] {
+            assert!(!fix.contains(iam), "an IAM or deploy fix for a network problem: {f}");
+        }
+    }
+}
+
+/// A local invoke whose run fails: with --json stderr holds the error object alone (the
+/// run's EMF metrics in it, not lines of their own; no "which config" line), worded for a
+/// local run (no dead-letter queue, no invoker to retry), and the metrics say the config's
+/// dry run.
+#[test]
+#[cfg_attr(not(feature = "aws"), ignore = "needs the `aws` feature")]
+fn a_failed_local_invoke_is_one_error_object_with_its_metrics() {
+    let args = ["invoke", "schedule", "--event", "events/scheduler-reconcile.json", "--config", "ballast.example.yaml"];
+    let run = |json: bool| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_ballast"));
+        command.args(args).current_dir(root()).envs(NO_AWS).env("BALLAST_CLUSTER_ACCESS", "none");
+        if json {
+            command.arg("--json");
+        }
+        command.output().expect("ballast runs")
+    };
+    let out = run(true);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "");
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "one line on stderr:\n{err}");
+    let object: serde_json::Value = serde_json::from_str(&err).expect("a JSON object");
+    let message = object["error"]["message"].as_str().unwrap();
+    assert!(message.contains("cannot reach DynamoDB"), "{message}");
+    assert!(message.contains("a retry may mend this: invoke again"), "{message}");
+    for lambdas in ["dead-letter queue", "retry later"] {
+        assert!(!message.contains(lambdas), "`{lambdas}` in a local run's error: {message}");
+    }
+    let metrics = object["error"]["metrics"].as_array().expect("the run's metrics");
+    assert!(!metrics.is_empty(), "{object}");
+    for m in metrics {
+        assert!(m["_aws"]["CloudWatchMetrics"].is_array(), "EMF: {m}");
+        if let Some(dry_run) = m.get("DryRun") {
+            assert_eq!(dry_run, true, "ballast.example.yaml is in dry run: {m}");
+        }
+    }
+    // Without --json a person is told which config ran, and the error in words.
+    let out = run(false);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).starts_with("config ballast.example.yaml: cluster prod-eks\nerror: failed"),
+        "{}",
+        stderr(&out)
+    );
+}
+
 /// A call to AWS that fails says which service, which call and why, in words: never the
 /// SDK's Debug output (`DispatchFailure(DispatchFailure { source: ConnectorError ...`).
 #[test]
@@ -289,7 +354,22 @@ fn aws_failures_are_said_in_words() {
             }
             let out = ballast(&args);
             assert_eq!(out.status.code(), Some(1), "{args:?}: {}", stderr(&out));
-            let said = format!("{}{}", stdout(&out), stderr(&out));
+            // doctor's failed checks are its findings, on stdout; every other command's
+            // failure is its error alone: with --json one object on stderr, no other line.
+            let said = if args[0] == "doctor" {
+                doctor_fixes_the_network_when_aws_cannot_be_reached(&stdout(&out));
+                format!("{}{}", stdout(&out), stderr(&out))
+            } else {
+                assert_eq!(stdout(&out), "", "{args:?}: nothing on stdout on failure");
+                if json {
+                    let err = stderr(&out);
+                    assert_eq!(err.lines().count(), 1, "{args:?}: one line on stderr:\n{err}");
+                    let object: serde_json::Value = serde_json::from_str(&err).expect("a JSON object");
+                    object["error"]["message"].as_str().expect("a message").to_string()
+                } else {
+                    stderr(&out)
+                }
+            };
             for debug in ["DispatchFailure(", "ConnectorError", "Os {", " { source", "kind: Io"] {
                 assert!(!said.contains(debug), "{args:?}: `{debug}` in\n{said}");
             }
@@ -380,4 +460,46 @@ fn events_check_says_an_invalid_event_on_stderr() {
     assert!(stdout(&out).starts_with(&format!("ok      {good}  ")), "{}", stdout(&out));
     assert!(!stdout(&out).contains("invalid events/"), "{}", stdout(&out));
     assert!(stdout(&out).contains("2 file(s), 1 invalid"), "{}", stdout(&out));
+}
+
+/// serde's wording (`expected u32`, `unknown variant`) never reaches a state or event
+/// file's reader: what to write, and where (a state file: its line and column).
+#[test]
+fn state_and_event_problems_say_what_to_write_never_a_rust_type() {
+    let dir = Scratch::new("serde-words");
+    let steady = std::fs::read_to_string(root().join("events/states/steady.json")).unwrap();
+    // The first ASG's desired size, written -1, on one line as the review had it.
+    let mut state: serde_json::Value = serde_json::from_str(&steady).unwrap();
+    state["asgs"][0]["desired"] = serde_json::json!(-1);
+    let file = dir.file("state.json", &serde_json::to_string(&state).unwrap());
+    let out = ballast(&["plan", "--config", "ballast.example.yaml", "--state", &file, "--now", "2026-11-20T09:00:00Z"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let said = stderr(&out);
+    // Where serde_json stops reading: just past the number.
+    let column = serde_json::to_string(&state).unwrap().find("\"desired\":-1").unwrap() + "\"desired\":-1".len();
+    assert!(
+        said.contains(&format!(
+            "{file}:1:{column}: asgs[0].desired: the number `-1` is out of range: expected a whole number, 0 or more"
+        )),
+        "{said}"
+    );
+    let events = [
+        ("events/invalid/demand-negative-cpu.json", "the number `-5` is out of range: expected a whole number"),
+        ("events/invalid/wrong-field-type.json", "expected text"),
+        ("events/invalid/unknown-instance-action.json", "`explode` is not one of `terminate`, `stop`, `hibernate`"),
+    ];
+    for (event, words) in events {
+        let out = ballast(&["events", "check", event]);
+        assert_eq!(out.status.code(), Some(1), "{event}");
+        assert!(stderr(&out).contains(words), "{event}: `{words}` not in {}", stderr(&out));
+        said_in_words(&stderr(&out));
+    }
+    said_in_words(&said);
+}
+
+fn said_in_words(text: &str) {
+    for rust in ["u32", "u64", "expected a string", "invalid type", "invalid value", "unknown variant", "unknown field"]
+    {
+        assert!(!text.contains(rust), "`{rust}` in:\n{text}");
+    }
 }

@@ -12,6 +12,7 @@ pub mod finding;
 pub mod fit;
 pub mod forwarder;
 pub mod function;
+pub mod json_errors;
 pub mod learn;
 pub mod observe;
 pub mod plan;

@@ -65,9 +65,25 @@ pub struct SnapshotError {
     pub source: serde_json::Error,
 }
 
+impl SnapshotError {
+    /// What is wrong, in words (what to write, never a Rust type), without its place.
+    pub fn message(&self) -> String {
+        crate::json_errors::in_words(&self.source)
+    }
+
+    /// Where in the text it is, when known.
+    pub fn position(&self) -> Option<crate::json_errors::JsonPosition> {
+        crate::json_errors::position(&self.source)
+    }
+}
+
 impl fmt::Display for SnapshotError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.path, self.source)
+        write!(f, "{}: {}", self.path, self.message())?;
+        match self.position() {
+            Some(at) => write!(f, " (line {}, column {})", at.line, at.column),
+            None => Ok(()),
+        }
     }
 }
 
@@ -306,12 +322,12 @@ mod tests {
         let err = Snapshot::from_json(r#"{"asgs": [], "calls": []}"#).unwrap_err();
         assert_eq!(err.path, "calls");
         let text = err.to_string();
-        assert!(text.contains("unknown field `calls`, expected one of `asgs`, `nodes`, `pools`"), "{text}");
+        assert!(text.contains("unknown key `calls`; (this mapping takes `asgs`, `nodes`, `pools`)"), "{text}");
 
         let typo = STEADY.replacen(r#""ready": true"#, r#""ready": true, "unschedulabel": true"#, 1);
         let text = Snapshot::from_json(&typo).unwrap_err().to_string();
         assert!(
-            text.starts_with("nodes[0].unschedulabel: unknown field `unschedulabel`, expected one of `name`, `instance_id`, `ready`, `unschedulable`"),
+            text.starts_with("nodes[0].unschedulabel: unknown key `unschedulabel`; did you mean `unschedulable`? (this mapping takes `name`, `instance_id`, `ready`, `unschedulable`"),
             "{text}"
         );
         for test_only in ["evicted", "pods", "pdb_blocked_pods", "calls", "leases", "seen", "dead_letters"] {
@@ -322,10 +338,22 @@ mod tests {
         let text = Snapshot::from_json(&typo).unwrap_err().to_string();
         assert!(
             text.starts_with(
-                "pools.general.versoin: unknown field `versoin`, expected one of `record`, `version`, `demand`, `headroom_replicas`"
+                "pools.general.versoin: unknown key `versoin`; did you mean `version`? (this mapping takes `record`, `version`, `demand`, `headroom_replicas`"
             ),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_value_out_of_range_says_what_to_write_and_where() {
+        let err = Snapshot::from_json("{\"asgs\": [{\"name\": \"a\", \"desired\": -1}]}").unwrap_err();
+        let text = err.to_string();
+        assert_eq!(
+            text,
+            "asgs[0].desired: the number `-1` is out of range: expected a whole number, 0 or more (e.g. `10`) \
+             (line 1, column 37)"
+        );
+        assert!(!text.contains("u32") && !text.contains("invalid value"), "{text}");
     }
 
     #[tokio::test]

@@ -153,6 +153,7 @@ where
     fn report(&self, outcome: &BatchOutcome, started: Instant, invalid: Vec<String>) -> Summary {
         let elapsed = started.elapsed().as_millis() as u64;
         let now = self.reconciler.clock.now().timestamp_millis();
+        let dry_run = self.reconciler.config.dry_run;
         let mut errors_by_pool: BTreeMap<String, u32> = BTreeMap::new();
         let mut surplus: BTreeMap<String, u32> = BTreeMap::new();
         let mut surplus_by_pool: BTreeMap<String, u32> = BTreeMap::new();
@@ -191,7 +192,7 @@ where
             info!(function = self.function, pool = %plan.pool, dry_run = plan.dry_run, plan = %plan.log_line(), "plan");
             let errors = errors_by_pool.remove(&plan.pool).unwrap_or(0);
             let named = surplus_by_pool.remove(&plan.pool).unwrap_or(0);
-            (self.metrics)(&emf(self.function, Some(plan), &plan.pool, errors, named, elapsed, now));
+            (self.metrics)(&emf(self.function, Some(plan), dry_run, &plan.pool, errors, named, elapsed, now));
         }
         for (pool, errors) in errors_by_pool {
             let named = surplus_by_pool.remove(&pool).unwrap_or(0);
@@ -200,7 +201,7 @@ where
                 ReconcileError::MarkSeen { plan, .. } if plan.pool == pool => Some(plan.as_ref()),
                 _ => None,
             });
-            (self.metrics)(&emf(self.function, applied, &pool, errors, named, elapsed, now));
+            (self.metrics)(&emf(self.function, applied, dry_run, &pool, errors, named, elapsed, now));
         }
         for pool in &outcome.covered {
             info!(function = self.function, pool = %pool, "tick or node news covered: the run holding the pool's lease is reconciling it");

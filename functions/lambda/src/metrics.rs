@@ -80,10 +80,13 @@ pub fn emf_batch_errors(function: &str, api_errors: u32, timestamp_ms: i64) -> V
 
 /// The EMF document for one pool's reconcile. `surplus_named`: instances its plan left
 /// to cluster-autoscaler as possible surplus (also a plan that stopped part-way, which
-/// has no `plan` here).
+/// has no `plan` here). `config_dry_run`: the run's config, said as `DryRun` when there
+/// is no plan (a pool that failed before planning ran in the config's mode all the same).
+#[allow(clippy::too_many_arguments)]
 pub fn emf(
     function: &str,
     plan: Option<&Plan>,
+    config_dry_run: bool,
     pool: &str,
     api_errors: u32,
     surplus_named: u32,
@@ -122,7 +125,8 @@ pub fn emf(
         },
         "Pool": pool,
         "Function": function,
-        "DryRun": plan.is_some_and(|p| p.dry_run),
+        // A plan's own mode: a stand-down's is live (it undoes), whatever the config says.
+        "DryRun": plan.map_or(config_dry_run, |p| p.dry_run),
     });
     if let Value::Object(map) = &mut doc {
         map.extend(fields);
@@ -161,7 +165,8 @@ mod tests {
             remade: Default::default(),
             surplus: [("b".to_string(), 2)].into(),
         };
-        let doc = emf("interruption", Some(&plan), "general", 1, plan.surplus_named(), 42, 1_700_000_000_000);
+        let doc = emf("interruption", Some(&plan), true, "general", 1, plan.surplus_named(), 42, 1_700_000_000_000);
+        assert_eq!(doc["DryRun"], false, "the plan's own mode");
         assert_eq!(doc["_aws"]["Timestamp"], 1_700_000_000_000i64);
         assert_eq!(doc["_aws"]["CloudWatchMetrics"][0]["Namespace"], "Ballast");
         assert_eq!(doc["Pool"], "general");
@@ -183,5 +188,13 @@ mod tests {
         let batch = emf_batch_errors("interruption", 2, 0);
         assert!(OTHER_METRICS.contains(&batch["_aws"]["CloudWatchMetrics"][0]["Metrics"][0]["Name"].as_str().unwrap()));
         assert!(!doc.to_string().contains('\n'), "one line");
+    }
+
+    #[test]
+    fn a_pool_that_failed_before_planning_says_the_configs_mode() {
+        for dry_run in [true, false] {
+            let doc = emf("schedule", None, dry_run, "general", 1, 0, 42, 1_700_000_000_000);
+            assert_eq!(doc["DryRun"], dry_run, "{doc}");
+        }
     }
 }

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use anyhow::bail;
 use aws_lambda_events::event::sqs::SqsEvent;
 use ballast_cli::ops::doctor::{cluster, Doctor, Finding, Wiring};
+use ballast_lambda::handlers::HandlerError;
 use ballast_lambda::{AwsApp, ConfigSource, Function, Settings};
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::Args;
@@ -35,7 +36,35 @@ pub struct InvokeArgs {
     json: super::JsonErrors,
 }
 
+/// The EMF metric lines a local invoke's run writes (Lambda's go to stdout, where
+/// CloudWatch reads them): kept here and given in the result object (`metrics`), or
+/// with `--json` in the error object, so that stdout and stderr each hold one object.
+static METRICS: std::sync::Mutex<Vec<Value>> = std::sync::Mutex::new(Vec::new());
+
+fn keep_metric(doc: &Value) {
+    METRICS.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(doc.clone());
+}
+
+fn kept_metrics() -> Vec<Value> {
+    std::mem::take(&mut *METRICS.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
+}
+
 pub fn invoke(args: InvokeArgs) -> anyhow::Result<ExitCode> {
+    let json = args.json.json;
+    match invoke_run(args) {
+        Ok(code) => Ok(code),
+        // With --json the run's metrics go in the error object: stderr holds it alone.
+        Err(err) if json => {
+            let mut object = super::error_object(&err);
+            object["error"]["metrics"] = Value::Array(kept_metrics());
+            eprintln!("{object}");
+            Ok(super::exit_code(&err))
+        }
+        Err(err) => Err(err),
+    }
+}
+
+fn invoke_run(args: InvokeArgs) -> anyhow::Result<ExitCode> {
     let text = super::read_text(&args.event)?;
     let payload: Value = serde_json::from_str(&text)
         .map_err(|e| super::Invalid::input(&args.event, format!("{} is not JSON: {e}", args.event.display())))?;
@@ -57,12 +86,16 @@ pub fn invoke(args: InvokeArgs) -> anyhow::Result<ExitCode> {
         settings.owner = format!("ballast-invoke-{}", std::process::id());
         let sdk = ballast_aws::sdk_config().await;
         let config = ballast_lambda::app::load_config(&settings.config, &sdk).await?;
-        if let ConfigSource::File(path) = &settings.config {
+        // Which config ran, for a person; with --json stderr is for the error object only.
+        if let (ConfigSource::File(path), false) = (&settings.config, args.json.json) {
             eprintln!("config {}: cluster {}", path.display(), config.cluster);
         }
         let mut app = AwsApp::build(args.function.name(), settings, config, &sdk).await?;
-        app.metrics = ballast_lambda::app::metrics_to_stderr;
-        let output = match args.function {
+        app.metrics = keep_metric;
+        if let ballast_lambda::cluster::FunctionCluster::Kube(_, Some(wait)) = &mut app.reconciler.cluster {
+            wait.metrics = keep_metric;
+        }
+        let mut output = match args.function {
             Function::Interruption => {
                 let batch: SqsEvent = if payload.get("Records").is_some() {
                     serde_json::from_value(payload)?
@@ -74,12 +107,22 @@ pub fn invoke(args: InvokeArgs) -> anyhow::Result<ExitCode> {
             }
             Function::Schedule | Function::ClusterEvents => match app.direct(payload).await {
                 Ok(summary) => json!({ "summary": summary }),
-                Err(err) => bail!("{err}"),
+                Err(err) => bail!(locally(err)),
             },
         };
+        output["metrics"] = Value::Array(kept_metrics());
         println!("{}", serde_json::to_string_pretty(&output)?);
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// A handler's error as a local run means it: Lambda's wording names what its invoker
+/// does next (a retry, the dead-letter queue), and a local invoke has neither.
+fn locally(err: HandlerError) -> String {
+    match err {
+        HandlerError::Retryable(why) => format!("failed (a retry may mend this: invoke again): {why}"),
+        HandlerError::Failed(why) => format!("failed (a retry will not mend this: fix the cause first): {why}"),
+    }
 }
 
 #[derive(Args)]
@@ -208,7 +251,8 @@ pub struct DeadLettersArgs {
     json: bool,
 }
 
-/// Exit 0 when every letter was listed (or handled when sent back), 1 when one was not.
+/// Exit 0 when the queue is empty (or every letter sent back was handled), 1 when letters
+/// wait in it (listed, or kept after a replay).
 pub fn dead_letters(args: DeadLettersArgs) -> anyhow::Result<ExitCode> {
     use ballast_cli::ops::replay::{DeadLetterQueue, Outcome, LISTED_FOR};
     let (config, wiring) = args.deployment.wiring()?;
@@ -257,7 +301,9 @@ pub fn dead_letters(args: DeadLettersArgs) -> anyhow::Result<ExitCode> {
                     more(letters.len())
                 );
             }
-            return Ok(ExitCode::SUCCESS);
+            // Letters waiting are findings, as doctor's failed checks are: a CI or cron
+            // job that lists them fails until the queue is empty.
+            return Ok(if letters.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(super::INVALID) });
         }
         let mut results = Vec::new();
         let count = dlq

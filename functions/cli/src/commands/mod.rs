@@ -24,8 +24,10 @@ pub const UNUSABLE: u8 = 2;
 pub const EXIT_CODES_HELP: &str = "\
 Exit codes (every command):
   0  ok: valid, done, nothing found
-  1  findings or invalid input: a check failed (events check, config check, doctor,
-     dead-letters, config push --diff), an input is invalid, or a call to AWS failed
+  1  findings or invalid input: an event or config is invalid (events check, config
+     check; with --strict a warning too), a doctor check failed, letters wait in the
+     dead-letter queue (dead-letters, also those a replay kept), config push --diff
+     found changes, an input is invalid, or a call to AWS failed
   2  usage: a bad flag, argument or combination, an input that cannot be read or an
      output that cannot be written (checked before anything runs)
 

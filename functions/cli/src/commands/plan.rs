@@ -9,7 +9,7 @@ use ballast_core::snapshot::{Snapshot, SnapshotPorts};
 use chrono::{DateTime, Utc};
 use clap::Args;
 
-use super::{valid_config, Invalid, Unusable};
+use super::{located, valid_config, Invalid, Unusable};
 
 #[derive(Args)]
 pub struct PlanArgs {
@@ -35,8 +35,12 @@ pub struct PlanArgs {
 pub fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
     let config = valid_config(&args.config)?;
     let state_text = super::read_text(&args.state)?;
-    let snapshot = Snapshot::from_json(&state_text)
-        .map_err(|e| Invalid::input(&args.state, format!("{}: {e}", args.state.display())))?;
+    let snapshot = Snapshot::from_json(&state_text).map_err(|e| {
+        let at = e.position();
+        let file = args.state.display().to_string();
+        let path = if e.path == "." { "" } else { e.path.as_str() };
+        Invalid::input(&args.state, located(&file, path, &e.message(), at.map(|a| a.line), at.map(|a| a.column)))
+    })?;
     let origin = config.origin();
     let mut events = Vec::new();
     for file in &args.events {

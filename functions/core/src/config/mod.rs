@@ -39,6 +39,8 @@ pub use types::{
     InterruptionRate, ListedShape, PoolConfig, PriorityClassConfig, RebalancePolicy, TaintEffect, Toleration,
     TolerationOperator, WaitTarget,
 };
+/// serde's wording in words (shared with [`crate::json_errors`]).
+pub(crate) use walk::plain as serde_in_words;
 use walk::Issues;
 pub use yaml_errors::yaml_issue;
 

@@ -148,7 +148,7 @@ pub(super) fn decode<T: DeserializeOwned>(value: &Value, path: &str, issues: &mu
 /// `struct Toleration`). serde's own wording is fixed (`invalid type: X, expected Y`,
 /// `unknown variant`, `unknown field`, `missing field`), so it is translated here, once,
 /// for every field the config reads through serde.
-pub(super) fn plain(message: &str) -> String {
+pub(crate) fn plain(message: &str) -> String {
     let split =
         |rest: &str| rest.rsplit_once(", expected ").map(|(found, expected)| (found.to_string(), expected.to_string()));
     if let Some((found, expected)) = message.strip_prefix("invalid type: ").and_then(split) {

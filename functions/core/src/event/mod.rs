@@ -95,7 +95,10 @@ fn typed<T: DeserializeOwned>(value: Value, prefix: &str) -> Result<T, EventErro
         // A missing field is reported by serde at the parent; put its name in the path.
         let (field, reason) = match message.strip_prefix("missing field `").and_then(|m| m.split_once('`')) {
             Some((name, _)) => (join(prefix, &join_inner(&inner, name)), "is required".to_string()),
-            None => (join(prefix, if inner == "." { "" } else { &inner }), message),
+            // serde's wording (`expected u64`, `unknown variant`) in words, as the config's.
+            None => {
+                (join(prefix, if inner == "." { "" } else { &inner }), crate::json_errors::message_in_words(&message))
+            }
         };
         EventError::field(if field.is_empty() { "(event)".into() } else { field }, reason)
     })

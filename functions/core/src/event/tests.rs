@@ -381,8 +381,8 @@ fn an_sqs_batch_or_record_gives_its_bodies_and_anything_else_is_read_as_an_event
 fn invalid_fixtures_name_the_field() {
     for (file, field, reason) in [
         ("missing-detail.json", Some("detail"), "is required"),
-        ("wrong-field-type.json", Some("detail.instance-id"), "invalid type"),
-        ("unknown-instance-action.json", Some("detail.instance-action"), "unknown variant `explode`"),
+        ("wrong-field-type.json", Some("detail.instance-id"), "expected text (quote it if it looks like a number"),
+        ("unknown-instance-action.json", Some("detail.instance-action"), "`explode` is not one of `terminate`"),
         ("unknown-detail-type.json", None, "EC2 Instance Teleport Notice"),
         ("foreign-account.json", Some("account"), "999999999999"),
         ("foreign-region.json", Some("region"), "us-east-1"),
@@ -391,7 +391,11 @@ fn invalid_fixtures_name_the_field() {
         ("bad-instance-id.json", Some("detail.instance-id"), "`vm-42` is not an EC2 instance id"),
         ("bad-time.json", Some("time"), "input contains invalid characters"),
         ("headroom-override-missing-pool.json", Some("detail.pool"), "is required"),
-        ("demand-negative-cpu.json", Some("detail.cpu_millis"), "invalid value: integer `-5`"),
+        (
+            "demand-negative-cpu.json",
+            Some("detail.cpu_millis"),
+            "the number `-5` is out of range: expected a whole number",
+        ),
         ("demand-shape-twice.json", Some("detail.shapes"), "4 CPU / 14Gi + 1 nvidia.com/gpu is listed twice"),
         ("lifecycle-launching.json", Some("detail.LifecycleTransition"), "EC2_INSTANCE_LAUNCHING"),
         ("missing-id.json", Some("id"), "is required"),
@@ -413,6 +417,12 @@ fn invalid_fixtures_name_the_field() {
         let err = fixture(&format!("invalid/{file}")).expect_err(file);
         assert_eq!(err.field_name(), field, "{file}: {err}");
         assert!(err.to_string().contains(reason), "{file}: `{err}` should mention `{reason}`");
+        // serde's own wording names Rust types: said in words instead.
+        for rust in
+            ["expected u", "expected i", "expected a string", "invalid type", "invalid value", "unknown variant"]
+        {
+            assert!(!err.to_string().contains(rust), "{file}: `{err}` says `{rust}`");
+        }
     }
     let listed = std::fs::read_dir(events_dir().join("invalid")).unwrap().count();
     assert_eq!(listed, 21, "every invalid fixture has an expectation here");

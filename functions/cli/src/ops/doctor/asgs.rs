@@ -14,11 +14,12 @@ impl Doctor {
         {
             Ok(out) => out.lifecycle_hooks.unwrap_or_default(),
             Err(e) => {
-                return findings.push(bad(
-                    format!("{check}: {asg} lifecycle hooks"),
-                    err_text(e),
+                let fix = fix_for(
+                    ballast_aws::trouble(&e),
+                    self.region(),
                     "check the credentials' autoscaling:DescribeLifecycleHooks permission",
-                ))
+                );
+                return findings.push(bad(format!("{check}: {asg} lifecycle hooks"), err_text(e), fix));
             }
         };
         let terminating = hooks.iter().filter(|h| h.lifecycle_transition() == Some(TERMINATING));
@@ -85,7 +86,11 @@ impl Doctor {
                     Err(e) => findings.push(bad(
                         check,
                         e.to_string(),
-                        "check the credentials' autoscaling:Describe* permissions",
+                        fix_for(
+                            ballast_aws::trouble_in_chain(&e),
+                            self.region(),
+                            "check the credentials' autoscaling:Describe* permissions",
+                        ),
                     )),
                     Ok(groups) if groups.is_empty() => findings.push(bad(
                         check,

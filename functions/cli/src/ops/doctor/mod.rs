@@ -68,6 +68,41 @@ where
     ballast_aws::describe(&e)
 }
 
+/// The fix for a call that failed: `otherwise` (a permission, a deploy) unless the call
+/// never reached the service or the credentials were refused, which no IAM change mends.
+fn fix_for(trouble: ballast_aws::Trouble, region: Option<&str>, otherwise: impl Into<String>) -> String {
+    match trouble {
+        ballast_aws::Trouble::Unreachable => format!(
+            "AWS did not answer: check the region ({}) and any AWS_ENDPOINT_URL, the network, proxy and DNS, \
+             and in a VPC without internet access an interface VPC endpoint for the service",
+            region.unwrap_or("none set")
+        ),
+        ballast_aws::Trouble::Unauthenticated => {
+            "the credentials were refused: check them (`aws sts get-caller-identity`): an expired session, \
+             the wrong profile"
+                .to_string()
+        }
+        _ => otherwise.into(),
+    }
+}
+
+/// The kind of trouble a port error met, when its source is the SDK error of the call
+/// `E` (every AWS adapter keeps it so).
+fn port_trouble<E>(e: &ballast_core::ports::PortError) -> ballast_aws::Trouble
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+{
+    match e.source.as_deref().and_then(|s| s.downcast_ref::<SdkError<E>>()) {
+        Some(sdk) => ballast_aws::trouble(sdk),
+        None => ballast_aws::trouble_in_chain(e),
+    }
+}
+
+/// [`port_trouble`] of a `GetParameter` call.
+fn parameter_trouble(e: &ballast_core::ports::PortError) -> ballast_aws::Trouble {
+    port_trouble::<aws_sdk_ssm::operation::get_parameter::GetParameterError>(e)
+}
+
 /// A describe call's failure: `not found` only when the service says so; anything else
 /// (no answer, no permission) as it is.
 fn not_found_or<E>(e: SdkError<E>) -> String
@@ -114,6 +149,11 @@ impl Doctor {
         }
     }
 
+    /// The region the clients ask.
+    fn region(&self) -> Option<&str> {
+        self.ssm.config().region().map(|r| r.as_ref())
+    }
+
     /// Every check of the deployment `wiring` names, for `config`, in order: each passed or what to fix.
     pub async fn check(&self, config: &Config, wiring: &Wiring) -> Vec<Finding> {
         let mut findings = vec![self.config_home(config, &wiring.config_parameter).await];
@@ -134,9 +174,13 @@ impl Doctor {
         let cluster = match self.eks.describe_cluster().name(&config.cluster).send().await {
             Ok(out) => out.cluster,
             Err(e) => {
-                let fix = format!(
-                    "check `cluster` and `region` in the config, and that doctor may eks:DescribeCluster {}",
-                    config.cluster
+                let fix = fix_for(
+                    ballast_aws::trouble(&e),
+                    self.region(),
+                    format!(
+                        "check `cluster` and `region` in the config, and that doctor may eks:DescribeCluster {}",
+                        config.cluster
+                    ),
                 );
                 return (bad(check, format!("cannot describe cluster {}: {}", config.cluster, err_text(e)), fix), None);
             }
@@ -183,14 +227,12 @@ impl Doctor {
                     }
                 }
                 Err(e) => {
-                    return (
-                        bad(
-                            check,
-                            format!("cannot read the access entry of {role}: {}", err_text(e)),
-                            "allow eks:DescribeAccessEntry on the cluster to whoever runs doctor",
-                        ),
-                        None,
-                    )
+                    let fix = fix_for(
+                        ballast_aws::trouble(&e),
+                        self.region(),
+                        "allow eks:DescribeAccessEntry on the cluster to whoever runs doctor",
+                    );
+                    return (bad(check, format!("cannot read the access entry of {role}: {}", err_text(e)), fix), None);
                 }
             }
         }
@@ -240,11 +282,12 @@ impl Doctor {
                 )
             }
             Err(e) => {
-                return bad(
-                    check,
-                    format!("cannot read it: {e}"),
+                let fix = fix_for(
+                    parameter_trouble(&e),
+                    self.region(),
                     "allow ssm:GetParameter on it to whoever runs doctor",
-                )
+                );
+                return bad(check, format!("cannot read it: {e}"), fix);
             }
         };
         let version = live.version;
@@ -296,12 +339,18 @@ impl Doctor {
         let live = match ballast_aws::ssm::read_if_any(&self.ssm, parameter).await {
             Ok(Some(live)) => live,
             Ok(None) => return bad(check, format!("no config at {parameter}"), "ballast config push ballast.yaml"),
-            Err(e) => return bad(check, format!("cannot read {parameter}: {e}"), "allow ssm:GetParameter on it"),
+            Err(e) => {
+                let fix = fix_for(parameter_trouble(&e), self.region(), "allow ssm:GetParameter on it");
+                return bad(check, format!("cannot read {parameter}: {e}"), fix);
+            }
         };
         let store = ballast_aws::state::DynamoStore::from_client(self.dynamodb.clone(), table);
         let notes = match store.config_versions(&VERSION_PARTS).await {
             Ok(notes) => notes,
-            Err(e) => return bad(check, format!("cannot read the notes in {table}: {e}"), "deploy the stack"),
+            Err(e) => {
+                let fix = fix_for(ballast_aws::trouble_in_chain(&e), self.region(), "deploy the stack");
+                return bad(check, format!("cannot read the notes in {table}: {e}"), fix);
+            }
         };
         let since_written = live.modified.map(|m| now - m).unwrap_or_else(chrono::Duration::zero);
         let said: Vec<String> = VERSION_PARTS
@@ -338,7 +387,12 @@ impl Doctor {
         let described = match self.dynamodb.describe_table().table_name(table).send().await {
             Ok(out) => out,
             Err(e) => {
-                return vec![bad(check, not_found_or(e), "deploy the stack, or set state_table to the table's name")]
+                let fix = fix_for(
+                    ballast_aws::trouble(&e),
+                    self.region(),
+                    "deploy the stack, or set state_table to the table's name",
+                );
+                return vec![bad(check, not_found_or(e), fix)];
             }
         };
         let mut findings = Vec::new();

@@ -56,13 +56,16 @@ impl Wiring {
 }
 
 impl Doctor {
-    pub(super) async fn queue_arn(&self, name: &str) -> Result<(String, Option<String>), String> {
-        self.queue_attributes(name).await.map(|(arn, redrive, _)| (arn, redrive))
-    }
-
-    /// (ARN, redrive policy, (visibility timeout, retention) in seconds) of a queue.
-    pub(super) async fn queue_attributes(&self, name: &str) -> Result<(String, Option<String>, (u64, u64)), String> {
-        let url = ballast_aws::dead_letters::queue_url(&self.sqs, name).await.map_err(|e| e.to_string())?;
+    /// (ARN, redrive policy, (visibility timeout, retention) in seconds) of a queue; or
+    /// why not, and the kind of trouble the call met.
+    pub(super) async fn queue_attributes(
+        &self,
+        name: &str,
+    ) -> Result<(String, Option<String>, (u64, u64)), (String, ballast_aws::Trouble)> {
+        use aws_sdk_sqs::operation::get_queue_url::GetQueueUrlError;
+        let url = ballast_aws::dead_letters::queue_url(&self.sqs, name)
+            .await
+            .map_err(|e| (e.to_string(), port_trouble::<GetQueueUrlError>(&e)))?;
         let attrs = self
             .sqs
             .get_queue_attributes()
@@ -70,7 +73,8 @@ impl Doctor {
             .attribute_names(QueueAttributeName::All)
             .send()
             .await
-            .map_err(err_text)?;
+            .map_err(|e| (ballast_aws::trouble(&e), e))
+            .map_err(|(trouble, e)| (err_text(e), trouble))?;
         let map = attrs.attributes().cloned().unwrap_or_default();
         let arn = map.get(&QueueAttributeName::QueueArn).cloned().unwrap_or_default();
         let seconds = |a: QueueAttributeName| map.get(&a).and_then(|v| v.parse::<u64>().ok()).unwrap_or_default();
@@ -80,16 +84,16 @@ impl Doctor {
     }
 
     pub(super) async fn queues(&self, wiring: &Wiring, findings: &mut Vec<Finding>) -> Option<String> {
-        let dlq_arn = match self.queue_arn(&wiring.dead_letter_queue).await {
-            Ok((arn, _)) => {
+        let dlq_arn = match self.queue_attributes(&wiring.dead_letter_queue).await {
+            Ok((arn, _, _)) => {
                 findings.push(ok(format!("queue {}", wiring.dead_letter_queue), "exists"));
                 Some(arn)
             }
-            Err(e) => {
+            Err((e, trouble)) => {
                 findings.push(bad(
                     format!("queue {}", wiring.dead_letter_queue),
                     e,
-                    "deploy the stack: malformed events need a dead-letter queue",
+                    fix_for(trouble, self.region(), "deploy the stack: malformed events need a dead-letter queue"),
                 ));
                 None
             }
@@ -134,8 +138,9 @@ impl Doctor {
                 }
                 Some(arn)
             }
-            Err(e) => {
-                findings.push(bad(format!("queue {}", wiring.queue), e, "deploy the stack (sam deploy or cdk deploy)"));
+            Err((e, trouble)) => {
+                let fix = fix_for(trouble, self.region(), "deploy the stack (sam deploy or cdk deploy)");
+                findings.push(bad(format!("queue {}", wiring.queue), e, fix));
                 None
             }
         }
@@ -147,7 +152,12 @@ impl Doctor {
             let described = match self.events.describe_rule().name(rule).event_bus_name(bus).send().await {
                 Ok(d) => d,
                 Err(e) => {
-                    findings.push(bad(check, not_found_or(e), "deploy the stack; the rule feeds Ballast its events"));
+                    let fix = fix_for(
+                        ballast_aws::trouble(&e),
+                        self.region(),
+                        "deploy the stack; the rule feeds Ballast its events",
+                    );
+                    findings.push(bad(check, not_found_or(e), fix));
                     continue;
                 }
             };
@@ -162,11 +172,8 @@ impl Doctor {
             let targets = match self.events.list_targets_by_rule().rule(rule).event_bus_name(bus).send().await {
                 Ok(t) => t.targets().iter().map(|t| t.arn().to_string()).collect::<Vec<_>>(),
                 Err(e) => {
-                    findings.push(bad(
-                        &check,
-                        format!("cannot list targets: {}", err_text(e)),
-                        "check the rule's targets",
-                    ));
+                    let fix = fix_for(ballast_aws::trouble(&e), self.region(), "check the rule's targets");
+                    findings.push(bad(&check, format!("cannot list targets: {}", err_text(e)), fix));
                     continue;
                 }
             };

@@ -1,0 +1,62 @@
+//! serde_json's errors in words, as the config's are said (the same translator,
+//! [`crate::config::serde_in_words`]): what to write, never a Rust type (`expected u32`).
+
+/// A JSON input's problem: serde's message in words, without serde_json's own
+/// ` at line L column C` (the position is in [`JsonPosition`]).
+pub fn in_words(err: &serde_json::Error) -> String {
+    let said = err.to_string();
+    let message = match position(err) {
+        Some(JsonPosition { line, column }) => {
+            said.strip_suffix(&format!(" at line {line} column {column}")).unwrap_or(&said).to_string()
+        }
+        None => said,
+    };
+    message_in_words(&message)
+}
+
+/// serde's message (from a JSON value already read, with no position) in words.
+pub fn message_in_words(message: &str) -> String {
+    crate::config::serde_in_words(message)
+}
+
+/// Where in the text a JSON error is (1-based), when serde_json knows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JsonPosition {
+    /// The line, from 1.
+    pub line: usize,
+    /// The column, from 1.
+    pub column: usize,
+}
+
+/// The error's place in the text, when it has one (an error from a value has none).
+pub fn position(err: &serde_json::Error) -> Option<JsonPosition> {
+    (err.line() > 0).then(|| JsonPosition { line: err.line(), column: err.column() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Asg {
+        desired: u32,
+        name: String,
+    }
+
+    #[test]
+    fn serde_json_errors_say_what_to_write_and_never_a_rust_type() {
+        let err = serde_json::from_str::<Asg>(r#"{"desired": -1, "name": "a"}"#).unwrap_err();
+        assert_eq!(position(&err), Some(JsonPosition { line: 1, column: 14 }));
+        assert_eq!(in_words(&err), "the number `-1` is out of range: expected a whole number, 0 or more (e.g. `10`)");
+        let err = serde_json::from_str::<Asg>(r#"{"desired": 1, "nmae": "a"}"#).unwrap_err();
+        assert_eq!(in_words(&err), "unknown key `nmae`; did you mean `name`? (this mapping takes `desired`, `name`)");
+        let err = serde_json::from_str::<Asg>(r#"{"desired": 1, "name": 5}"#).unwrap_err();
+        let said = in_words(&err);
+        assert!(said.starts_with("expected text"), "{said}");
+        for rust in ["u32", "u64", "a string", "invalid type", "unknown field", " at line "] {
+            assert!(!said.contains(rust), "{said}");
+        }
+    }
+}
