@@ -566,6 +566,10 @@ fn the_monitoring_kustomization_queries_only_what_the_forwarder_exports() {
         // However the forwarder is scraped (this ServiceMonitor, or the pods' prometheus.io
         // annotations under another job), the alerts must find it: no job is named.
         assert!(!expr.contains("job="), "{alert} names a scrape job: {expr}");
+        for pattern in expr.split("pod=~\"").skip(1).filter_map(|rest| rest.split('"').next()) {
+            let pods = format!("{}-.+", deployment["metadata"]["name"].as_str().unwrap());
+            assert_eq!(pattern, pods, "{alert}: the forwarder's pods are named after its Deployment");
+        }
         alerted.extend(names);
         alerts.push(alert.to_string());
     }

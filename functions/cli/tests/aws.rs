@@ -88,6 +88,18 @@ async fn invoke_doctor_and_dead_letters_against_moto() {
     let (desired, now_ids) = d.asg(SPOT).await;
     assert_eq!(desired, 3);
     assert!(!now_ids.contains(&ids[0]));
+    // An event the handler refuses is answered, in part: its result says why, and the
+    // run exits 1, as every command's invalid input does.
+    let invalid = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../events/invalid/missing-detail.json");
+    for function in ["interruption", "schedule"] {
+        let out =
+            ballast(&["invoke", function, "--event", invalid.to_str().unwrap(), "--config", config], &moto.endpoint);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(1), "{function}: {text}");
+        let result: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let refused = &result["summary"]["invalid"];
+        assert!(refused.as_array().is_some_and(|a| !a.is_empty()), "{function}: {result:#}");
+    }
 
     // Dead letters, listed with why and left; then each sent back to the interruption
     // function (which its moto stand-in answers as handled).

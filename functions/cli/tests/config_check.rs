@@ -475,6 +475,11 @@ fn config_check_strict_fails_on_warnings() {
     let strict = ballast(&[&warned[..], &["--strict"]].concat());
     assert_eq!(strict.status.code(), Some(1), "{}", stderr(&strict));
     assert!(stderr(&strict).contains("warning(s), refused by --strict"), "{}", stderr(&strict));
+    // A refused check says nothing on stdout: not "valid", not the config with --print.
+    assert_eq!(stdout(&strict), "", "{}", stderr(&strict));
+    assert!(stderr(&strict).contains("ballast.example.yaml: valid but for its warnings"), "{}", stderr(&strict));
+    let printed = ballast(&[&warned[..], &["--strict", "--print"]].concat());
+    assert_eq!((printed.status.code(), stdout(&printed)), (Some(1), String::new()), "{}", stderr(&printed));
     let clean = ballast(&["config", "check", "--strict", "ballast.example.yaml"]);
     assert_eq!(clean.status.code(), Some(0), "{}", stderr(&clean));
     // `valid` says what the exit code says: a script reading it fails where CI does.

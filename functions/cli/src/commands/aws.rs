@@ -112,8 +112,21 @@ fn invoke_run(args: InvokeArgs) -> anyhow::Result<ExitCode> {
         };
         output["metrics"] = Value::Array(kept_metrics());
         println!("{}", serde_json::to_string_pretty(&output)?);
-        Ok(ExitCode::SUCCESS)
+        // The handler answered, but not for all of it: an event it refused, a pool that
+        // failed, a message Lambda would redeliver. Its result says which; the run is
+        // the finding of exit 1, as in Lambda it would be an error or a retry.
+        Ok(if answered_in_part(&output) { ExitCode::from(1) } else { ExitCode::SUCCESS })
     })
+}
+
+/// Whether a handler's result names an invalid event, a failed pool or a batch item to
+/// redeliver.
+fn answered_in_part(output: &Value) -> bool {
+    let listed = |v: Option<&Value>| v.and_then(Value::as_array).is_some_and(|a| !a.is_empty());
+    let summary = output.get("summary");
+    listed(output.get("batchItemFailures"))
+        || listed(summary.and_then(|s| s.get("invalid")))
+        || listed(summary.and_then(|s| s.get("errors")))
 }
 
 /// A handler's error as a local run means it: Lambda's wording names what its invoker

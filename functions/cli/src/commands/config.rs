@@ -207,7 +207,9 @@ pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     // Problems, warnings and notes go to stderr, as a compiler's do; stdout has what was
     // asked for: the summary of a valid config, or with --print the config alone (and the
     // summary on stderr).
-    let say = |line: String| if args.print { eprintln!("{line}") } else { println!("{line}") };
+    // Refused by --strict, the check failed: its summary is no answer on stdout either.
+    let refused = args.strict && !warnings.is_empty();
+    let say = |line: String| if args.print || refused { eprintln!("{line}") } else { println!("{line}") };
     let mut by_input: Vec<(&str, Vec<&Finding>)> = Vec::new();
     for p in &problems {
         match by_input.iter_mut().find(|(i, _)| *i == p.input) {
@@ -228,7 +230,8 @@ pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     if let (true, Some(config)) = (valid, &config) {
         let names: Vec<&str> = config.pools.iter().map(|p| p.name.as_str()).collect();
         say(format!(
-            "{input}: valid: cluster {}, {} pool(s) ({}){}{}",
+            "{input}: {}: cluster {}, {} pool(s) ({}){}{}",
+            if refused { "valid but for its warnings" } else { "valid" },
             config.cluster,
             names.len(),
             names.join(", "),
@@ -253,10 +256,10 @@ pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
             ballast_core::config::LARGEST_INSTANCE.name
         );
     }
-    if args.strict && !warnings.is_empty() {
+    if refused {
         eprintln!("{input}: {} warning(s), refused by --strict", warnings.len());
     }
-    if let (true, true, Some(config)) = (args.print, valid, &config) {
+    if let (true, true, false, Some(config)) = (args.print, valid, refused, &config) {
         print!("{}", serde_yaml_ng::to_string(config)?);
     }
     Ok(code)

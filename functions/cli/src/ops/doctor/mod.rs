@@ -82,6 +82,11 @@ fn fix_for(trouble: ballast_aws::Trouble, region: Option<&str>, otherwise: impl 
              the wrong profile"
                 .to_string()
         }
+        // A refusal is about who asks, not about the stack: its own fix (deploy it,
+        // create it) would send the user the wrong way.
+        ballast_aws::Trouble::Denied => "AWS refused the call to whoever runs doctor: give that principal the \
+             read permission the error names (doctor only describes, lists and reads)"
+            .to_string(),
         _ => otherwise.into(),
     }
 }
@@ -192,7 +197,11 @@ impl Doctor {
         let arn: Vec<&str> = cluster.arn().unwrap_or_default().split(':').collect();
         let (Some(partition), Some(account)) = (arn.get(1), arn.get(4)) else {
             return (
-                bad(check, format!("the cluster's ARN {:?} is not an EKS ARN", cluster.arn()), "run doctor again"),
+                bad(
+                    check,
+                    format!("the cluster's ARN `{}` is not an EKS ARN", cluster.arn().unwrap_or_default()),
+                    "run doctor again",
+                ),
                 None,
             );
         };
@@ -410,7 +419,11 @@ impl Doctor {
                 format!("recreate the table with partition key `{KEY}` of type S"),
             ));
         } else if t.table_status() != Some(&TableStatus::Active) {
-            findings.push(bad(&check, format!("status {:?}", t.table_status()), "wait until the table is ACTIVE"));
+            findings.push(bad(
+                &check,
+                format!("status {}", t.table_status().map_or("unknown", |s| s.as_str())),
+                "wait until the table is ACTIVE",
+            ));
         } else {
             findings.push(ok(&check, format!("ACTIVE, partition key `{KEY}`")));
         }
@@ -422,10 +435,32 @@ impl Doctor {
             }
             other => findings.push(bad(
                 ttl_check,
-                format!("not enabled on `{TTL_ATTRIBUTE}` ({:?})", other.and_then(|d| d.time_to_live_status().cloned())),
+                format!(
+                    "not enabled on `{TTL_ATTRIBUTE}` (time to live {})",
+                    other.as_ref().and_then(|d| d.time_to_live_status()).map_or("unknown", |s| s.as_str())
+                ),
                 format!("aws dynamodb update-time-to-live --table-name {table} --time-to-live-specification Enabled=true,AttributeName={TTL_ATTRIBUTE}"),
             )),
         }
         findings
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ballast_aws::Trouble;
+
+    /// A check's own fix (deploy the stack, create the parameter) answers a resource that
+    /// is missing; a refusal, an unreachable endpoint or refused credentials each get theirs.
+    #[test]
+    fn the_fix_follows_why_the_call_failed() {
+        let own = "deploy the stack (sam deploy or cdk deploy)";
+        assert_eq!(super::fix_for(Trouble::NotFound, Some("eu-west-1"), own), own);
+        let denied = super::fix_for(Trouble::Denied, Some("eu-west-1"), own);
+        assert!(denied.contains("permission") && !denied.contains("deploy"), "{denied}");
+        let unreachable = super::fix_for(Trouble::Unreachable, Some("eu-west-1"), own);
+        assert!(unreachable.contains("eu-west-1") && !unreachable.contains("deploy"), "{unreachable}");
+        let credentials = super::fix_for(Trouble::Unauthenticated, None, own);
+        assert!(credentials.contains("aws sts get-caller-identity"), "{credentials}");
     }
 }

@@ -164,7 +164,7 @@ impl Doctor {
             if described.state() != Some(&RuleState::Enabled) {
                 findings.push(bad(
                     &check,
-                    format!("state {:?}", described.state()),
+                    format!("state {}", described.state().map_or("unknown", |s| s.as_str())),
                     format!("aws events enable-rule --name {rule} --event-bus-name {bus}"),
                 ));
                 continue;
