@@ -1,5 +1,5 @@
 //! serde_json's errors in words, as the config's are said (the same translator,
-//! [`crate::config::serde_in_words`]): what to write, never a Rust type (`expected u32`).
+//! `config::serde_in_words`): what to write, never a Rust type (`expected u32`).
 
 /// A JSON input's problem: serde's message in words, without serde_json's own
 /// ` at line L column C` (the position is in [`JsonPosition`]).
