@@ -356,7 +356,10 @@ fn config_check_names_where_a_pods_or_nodes_file_is_wrong() {
         ),
         (
             vec!["--nodes", bad_field.as_str()],
-            format!("error: cannot read {bad_field} as kubectl's Node list: items[0].status.allocatable: invalid type"),
+            format!(
+                "error: cannot read {bad_field} as kubectl's Node list: items[0].status.allocatable: expected an object \
+                 (`{{...}}`), found an array"
+            ),
         ),
         (vec!["--pods", truncated.as_str()], format!("error: cannot read {truncated} as kubectl's Pod list: not JSON")),
         (

@@ -14,9 +14,14 @@ pub fn in_words(err: &serde_json::Error) -> String {
     message_in_words(&message)
 }
 
-/// serde's message (from a JSON value already read, with no position) in words.
+/// serde's message (from a JSON value already read, with no position) in words, with
+/// JSON's names for what the config's YAML calls mappings and lists.
 pub fn message_in_words(message: &str) -> String {
     crate::config::serde_in_words(message)
+        .replace("a mapping (`key: value` lines)", "an object (`{...}`)")
+        .replace("a list (`- item` lines, or `[a, b]`)", "an array (`[...]`)")
+        .replace("found a list", "found an array")
+        .replace("found a mapping", "found an object")
 }
 
 /// Where in the text a JSON error is (1-based), when serde_json knows it.

@@ -206,7 +206,7 @@ pub fn read_list<T: DeserializeOwned>(bytes: &[u8], kind: &str) -> Result<Vec<(u
         .deserialize(&mut de)
         .and_then(|list| de.end().map(|()| list));
     let (list_kind, objects) = read.map_err(|e| match e.classify() {
-        serde_json::error::Category::Data => ListError::NotAList(e.to_string()),
+        serde_json::error::Category::Data => ListError::NotAList(ballast_core::json_errors::in_words(&e)),
         _ => ListError::Json(e),
     })?;
     // The list's kind first: kubectl prints it after the items, and a list of something
@@ -307,7 +307,7 @@ impl<'de, T: DeserializeOwned> Visitor<'de> for ItemsSeed<'_, T> {
                     Err(e) => {
                         *self.field_error = Some(ListError::Field {
                             path: format!("items[{index}].{}", e.path()),
-                            message: e.inner().to_string(),
+                            message: ballast_core::json_errors::message_in_words(&e.inner().to_string()),
                         })
                     }
                 }
