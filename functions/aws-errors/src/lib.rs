@@ -149,7 +149,10 @@ where
             match (e.code(), e.message()) {
                 (Some(code), Some(message)) => format!("{service} refused it ({code}, HTTP {status}): {message}"),
                 (Some(code), None) => format!("{service} refused it ({code}, HTTP {status})"),
-                _ => format!("{service} refused it (HTTP {status}): {}", why()),
+                (None, Some(message)) => format!("{service} refused it (HTTP {status}): {message}"),
+                // An answer whose body named no error (a proxy's 403, an empty body): its
+                // source is the SDK's unnamed error, whose words are its Debug form.
+                (None, None) => format!("{service} refused it (HTTP {status}), naming no error in its answer"),
             }
         }
         SdkError::DispatchFailure(_) => format!("cannot reach {service} at its endpoint: {}", why()),
@@ -247,7 +250,14 @@ mod tests {
             "SetDesiredCapacity: AWS refused it (AccessDeniedException, HTTP 400): not authorized to perform \
              ssm:GetParameter"
         );
-        for text in [said, denied.to_string()] {
+        // An answer that named no error (a proxy's 403 with an HTML body).
+        let unnamed = ErrorMetadata::builder().build();
+        let raw = HttpResponse::new(StatusCode::try_from(403).unwrap(), SdkBody::empty());
+        let unnamed = SdkError::service_error(unnamed, raw);
+        let said_unnamed = cause(&unnamed);
+        assert_eq!(said_unnamed, "AWS refused it (HTTP 403), naming no error in its answer");
+        assert_eq!(trouble(&unnamed), Trouble::Denied);
+        for text in [said, denied.to_string(), said_unnamed] {
             assert!(!text.contains('{') && !text.contains("Error("), "{text}");
         }
     }

@@ -17,6 +17,18 @@ pub fn in_words(err: &serde_json::Error) -> String {
 /// serde's message (from a JSON value already read, with no position) in words, with
 /// JSON's names for what the config's YAML calls mappings and lists.
 pub fn message_in_words(message: &str) -> String {
+    // chrono's parse errors name what went wrong in its reading, not what to write.
+    const CHRONO: [&str; 6] = [
+        "input contains invalid characters",
+        "premature end of input",
+        "trailing input",
+        "input is out of range",
+        "input is not enough for unique date and time",
+        "no possible date and time matching input",
+    ];
+    if CHRONO.contains(&message) {
+        return format!("not a time ({message}): write it as RFC 3339, e.g. `2026-11-29T09:00:00Z`");
+    }
     crate::config::serde_in_words(message)
         .replace("a mapping (`key: value` lines)", "an object (`{...}`)")
         .replace("a list (`- item` lines, or `[a, b]`)", "an array (`[...]`)")
@@ -48,6 +60,18 @@ mod tests {
     struct Asg {
         desired: u32,
         name: String,
+    }
+
+    #[test]
+    fn a_time_that_does_not_parse_says_how_to_write_one() {
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)]
+        struct At {
+            time: chrono::DateTime<chrono::Utc>,
+        }
+        let err = serde_json::from_str::<At>(r#"{"time": "yesterday"}"#).unwrap_err();
+        let said = in_words(&err);
+        assert!(said.starts_with("not a time (input contains invalid characters): write it as RFC 3339"), "{said}");
     }
 
     #[test]
