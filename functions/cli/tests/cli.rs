@@ -1,5 +1,7 @@
 //! The `ballast` binary, as users run it.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -1021,15 +1023,7 @@ fn every_command_exits_by_the_table_and_fails_as_one_json_object() {
     } else {
         cases.push(case(&["doctor", "--config", config], 2, Some("usage")));
     }
-    // Nothing listens there: a call to AWS fails at once.
-    let aws = [
-        ("AWS_ENDPOINT_URL", "http://127.0.0.1:9"),
-        ("AWS_REGION", "eu-west-1"),
-        ("AWS_ACCESS_KEY_ID", "test"),
-        ("AWS_SECRET_ACCESS_KEY", "test"),
-        ("AWS_MAX_ATTEMPTS", "1"),
-        ("AWS_EC2_METADATA_DISABLED", "true"),
-    ];
+    let aws = common::NO_AWS;
     let mut wrong = Vec::new();
     for Case { args, code, error } in &cases {
         let out = ballast_env(args, &aws);

@@ -85,16 +85,10 @@ fn a_burst_seen_with_no_span_is_held_whole_once_a_span_is_learned() {
     assert_eq!(h.absorb_span(), Duration::zero());
     let tz = h.tz();
     let at = monday() + Duration::hours(9);
-    let look = |h: &mut History, t: DateTime<Utc>, cpu: u64| {
-        h.seasonal.sample(
-            DemandSample { at: t, cpu_millis: cpu, memory_bytes: cpu << 20, since: None },
-            h.absorb_span(),
-            tz,
-        )
-    };
-    look(&mut h, at - Duration::minutes(1), 90_000);
-    look(&mut h, at, 90_000);
-    look(&mut h, at + Duration::seconds(2), 110_000);
+    let none = h.absorb_span();
+    look(&mut h, at - Duration::minutes(1), 90_000, none);
+    look(&mut h, at, 90_000, none);
+    look(&mut h, at + Duration::seconds(2), 110_000, none);
     assert_eq!(h.seasonal.days[0].cpu_millis[36], Some(20_000));
     assert_eq!(h.seasonal.days[0].span_secs, 0, "no span yet");
     h.lead.lead_secs = vec![90, 100, 105, 110];
@@ -459,13 +453,9 @@ fn a_span_gone_for_a_while_leaves_the_day_s_ramps_as_they_were() {
     let mut h = History { allowed_wait_ms: 60_000, ..Default::default() };
     h.lead.lead_secs = vec![150, 150, 150];
     h.reaction.reaction_secs = vec![10];
-    let tz = h.tz();
     let span = h.absorb_span();
     assert_eq!(span, Duration::seconds(100));
     let at = monday() + Duration::hours(9);
-    let look = |h: &mut History, t: DateTime<Utc>, cpu: u64, span: Duration| {
-        h.seasonal.sample(DemandSample { at: t, cpu_millis: cpu, memory_bytes: cpu << 20, since: None }, span, tz)
-    };
     // A ramp of 1 CPU a minute: 2 CPU within 100 s (from the sample before the span).
     for m in 0..5 {
         look(&mut h, at + Duration::minutes(m), 10_000 + 1_000 * m as u64, span);
@@ -487,9 +477,6 @@ fn a_span_that_nearly_vanishes_for_a_look_leaves_the_day_s_ramps_as_they_were() 
     let tz = h.tz();
     let span = Duration::seconds(100);
     let at = monday() + Duration::hours(9);
-    let look = |h: &mut History, t: DateTime<Utc>, cpu: u64, span: Duration| {
-        h.seasonal.sample(DemandSample { at: t, cpu_millis: cpu, memory_bytes: cpu << 20, since: None }, span, tz)
-    };
     // A ramp of 1 CPU a minute: 2 CPU within 100 s, half of it between two looks.
     for m in 0..5 {
         look(&mut h, at + Duration::minutes(m), 10_000 + 1_000 * m as u64, span);
@@ -544,9 +531,6 @@ fn a_ramp_seen_with_no_span_is_held_over_the_day_s_span() {
     let mut h = History { allowed_wait_ms: 60_000, ..Default::default() };
     let tz = h.tz();
     let span = Duration::seconds(100);
-    let look = |h: &mut History, t: DateTime<Utc>, cpu: u64, span: Duration| {
-        h.seasonal.sample(DemandSample { at: t, cpu_millis: cpu, memory_bytes: cpu << 20, since: None }, span, tz)
-    };
     let nine = monday() + Duration::hours(9);
     for m in 0..5 {
         look(&mut h, nine + Duration::minutes(m), 10_000, span);
@@ -562,4 +546,10 @@ fn a_ramp_seen_with_no_span_is_held_over_the_day_s_span() {
     let tomorrow = one + Duration::days(1);
     let (rise, _) = h.seasonal.rise_for(tomorrow, tomorrow, span, 14, tz).expect("a past day");
     assert_eq!(rise.cpu_millis, 2_000, "the ramp within the day's span");
+}
+
+/// One look at the demand (`cpu` millicores, as many MiB) at `t`, over `span`.
+fn look(h: &mut History, t: DateTime<Utc>, cpu: u64, span: Duration) {
+    let tz = h.tz();
+    h.seasonal.sample(DemandSample { at: t, cpu_millis: cpu, memory_bytes: cpu << 20, since: None }, span, tz)
 }
