@@ -510,37 +510,81 @@ fn volume(shape: &PodShape) -> f64 {
     shape.cpu_millis as f64 / 1000.0 + shape.memory_bytes as f64 / (4u64 << 30) as f64 + 8.0 * devices as f64
 }
 
-/// Pause pods that hold `room`, split between the shapes by their shares.
-pub fn place(room: Room, shares: &Shares) -> Vec<Slots> {
+/// Pause pods that hold `room`, split between the shapes by their shares: each shape's
+/// part rounded to the nearest pod, and what is still short of the room in pods of the
+/// smallest shape. Rounding every part up would hold a hole of each shape however small
+/// its part: the mixed pool's 2-CPU `min`, split between web pods and 8-CPU Jobs, held
+/// 9 CPU. A shape running the pod its part rounds to keeps it until the part is clearly
+/// nearer the other whole number (`running`): shares that move a little with each
+/// report move no pause pod.
+pub fn place(room: Room, shares: &Shares, running: &[SlotState]) -> Vec<Slots> {
+    let runs = |shape: &PodShape| -> u32 {
+        running.iter().filter_map(|r| Some(r.replicas?.saturating_mul(r.shape.multiple_of(shape)?))).max().unwrap_or(0)
+    };
+    let mut pods: Vec<u32> = shares
+        .shapes
+        .iter()
+        .map(|(shape, share, _)| {
+            let part = pods_wanted(
+                Room {
+                    cpu_millis: room.cpu_millis * share,
+                    memory_bytes: room.memory_bytes * share,
+                    units: room.units * share,
+                },
+                shape,
+            );
+            // A part a hair under a whole number is that number.
+            let whole_pods = (part + 1e-9).floor();
+            let runs_one_more = f64::from(runs(shape)) > whole_pods;
+            let up_from = if runs_one_more { 0.5 - RUNNING_POD_STAYS } else { 0.5 + RUNNING_POD_STAYS };
+            whole(if part - whole_pods >= up_from { whole_pods + 1.0 } else { whole_pods })
+        })
+        .collect();
+    // The room one pod of each shape holds, as a share of the whole room (by what it
+    // asks more of, as `pods_for` counts).
+    let per_pod: Vec<f64> = shares.shapes.iter().map(|(shape, _, _)| 1.0 / pods_wanted(room, shape)).collect();
+    let held: f64 = pods.iter().zip(&per_pod).filter(|(_, p)| p.is_finite()).map(|(n, p)| f64::from(*n) * p).sum();
+    let smallest =
+        (0..pods.len()).filter(|i| per_pod[*i].is_finite()).min_by(|a, b| per_pod[*a].total_cmp(&per_pod[*b]));
+    if let Some(i) = smallest.filter(|_| held < 1.0 - 1e-9) {
+        pods[i] = pods[i].saturating_add(whole(((1.0 - held) / per_pod[i] - 1e-9).ceil()));
+    }
     shares
         .shapes
         .iter()
-        .map(|(shape, share, serves)| {
-            let part = Room {
-                cpu_millis: room.cpu_millis * share,
-                memory_bytes: room.memory_bytes * share,
-                units: room.units * share,
-            };
-            Slots { shape: shape.clone(), pods: pods_for(part, shape), serves: serves.clone() }
-        })
+        .zip(pods)
+        .map(|((shape, _, serves), pods)| Slots { shape: shape.clone(), pods, serves: serves.clone() })
         .collect()
 }
+
+/// How far past half a pod a shape's part must be to take a pod it does not run (and
+/// how far under, to give one back that it runs), in pods.
+const RUNNING_POD_STAYS: f64 = 0.25;
 
 /// The pods of `shape` that hold `room`: the fewest whose CPU and memory both cover it
 /// (of those the shape asks for); a shape asking neither (a pod that asks only for a
 /// GPU) takes the room's unit pods one for one.
 pub fn pods_for(room: Room, shape: &PodShape) -> u32 {
+    whole((pods_wanted(room, shape) - 1e-9).ceil())
+}
+
+/// The pods of `shape` that `room` is, as a fraction (see [`pods_for`]).
+fn pods_wanted(room: Room, shape: &PodShape) -> f64 {
     let ratio = |room: f64, pod: u64| (pod > 0).then(|| room / pod as f64);
     let pods = match (ratio(room.cpu_millis, shape.cpu_millis), ratio(room.memory_bytes, shape.memory_bytes)) {
         (Some(c), Some(m)) => c.max(m),
         (Some(r), None) | (None, Some(r)) => r,
         (None, None) => room.units,
     };
-    let pods = (pods - 1e-9).ceil().max(0.0);
+    pods.max(0.0)
+}
+
+/// A count of pods as a `u32`, saturating.
+fn whole(pods: f64) -> u32 {
     if pods >= f64::from(u32::MAX) {
         u32::MAX
     } else {
-        pods as u32
+        pods.max(0.0) as u32
     }
 }
 

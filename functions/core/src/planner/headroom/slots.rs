@@ -81,18 +81,6 @@ pub(super) fn place(
     arrivals.retain(|a| !too_large.contains(&a.0));
     let mut placed = place_room(cfg, &arrivals, units, running, demand);
     in_fewer_pods(cfg, &mut placed, running);
-    // With several shapes the split between them moves with every report; a slot keeps
-    // one pod more than placed rather than follow each rounding down and back up (room
-    // only grows by it). One shape follows its count exactly, as it always did.
-    if placed.slots.iter().flatten().filter(|s| s.pods > 0).count() > 1 {
-        for (slot, s) in placed.slots.iter_mut().enumerate() {
-            let Some(s) = s.as_mut().filter(|s| s.pods > 0) else { continue };
-            let kept = running.iter().find(|r| r.slot == slot && r.shape == s.shape).and_then(|r| r.replicas);
-            if kept.is_some() && kept == s.pods.checked_add(1) {
-                s.pods += 1;
-            }
-        }
-    }
     within_quota(cfg, &mut placed);
     placed
 }
@@ -202,7 +190,7 @@ fn place_room(
                 return one(slots, unfit);
             };
             let mut slots = vec![None; shapes.len()];
-            for s in shape::place(room, &shares) {
+            for s in shape::place(room, &shares, running) {
                 if let Some(i) = shapes.iter().position(|l| *l == s.shape) {
                     slots[i] = Some(s);
                 }
@@ -215,7 +203,7 @@ fn place_room(
             Some(shares) => {
                 let Shares { left_out, .. } = &shares;
                 let unfit = left_out.clone();
-                one(assign(shape::place(room, &shares), running), unfit)
+                one(assign(shape::place(room, &shares, running), running), unfit)
             }
         },
     }

@@ -45,52 +45,6 @@ fn a_devices_only_shape_keeps_its_slot() {
     assert_eq!(gpu.multiple_of(&gpu), Some(1));
 }
 
-/// The +1 hysteresis (keep one pod more than placed while several shapes split the
-/// room) runs before `in_fewer_pods`: at exactly `max` small pods placed, the one pod
-/// it keeps makes `max + 1`, and every pod of both Deployments is replaced by pods of
-/// 2 to a pause pod, where before within_quota took the one pod back. The next run
-/// (running shapes no longer equal to the placed ones, so no +1) goes back to 1 to a
-/// pause pod: every pod replaced again.
-#[test]
-fn the_one_pod_hysteresis_does_not_make_pods_share_a_pause_pod() {
-    use crate::shape::{MixEntry, ShapeMix, WorkloadKind};
-    let max = 12;
-    let cfg = cfg(max);
-    let a = PodShape::new(500, GI);
-    let b = PodShape::new(250, GI / 2);
-    let now = chrono::Utc::now();
-    let entry = |shape: &PodShape| MixEntry {
-        shape: shape.clone(),
-        kind: WorkloadKind::LongRunning,
-        weight_milli: 10_000,
-        by_hour_milli: Vec::new(),
-        waiting: 0,
-        at: now,
-    };
-    let mix = ShapeMix { entries: vec![entry(&a), entry(&b)], ..ShapeMix::default() };
-    let window = (now, now + chrono::Duration::minutes(30), chrono_tz::Tz::UTC);
-    let place_with = |units, running: &[SlotState]| place(&cfg, &mix, units, running, &[], window, None);
-    // Room whose small pods are exactly max, one to a pause pod.
-    let (units, first) = (1..=max)
-        .map(|u| (u, place_with(u, &[])))
-        .find(|(_, p)| p.slots.iter().flatten().map(|s| s.pods).sum::<u32>() == max)
-        .expect("a room of exactly max small pods");
-    let pods: Vec<(usize, PodShape, u32)> =
-        first.slots.iter().enumerate().filter_map(|(i, s)| s.as_ref().map(|s| (i, s.shape.clone(), s.pods))).collect();
-    assert!(pods.len() == 2 && pods.iter().all(|(_, s, _)| *s == a || *s == b), "{first:?}");
-    // The first slot runs one pod more (the split moved by one last run).
-    let running: Vec<SlotState> = pods
-        .iter()
-        .enumerate()
-        .map(|(n, (i, s, p))| SlotState { slot: *i, shape: s.clone(), replicas: Some(p + u32::from(n == 0)) })
-        .collect();
-    let next = place_with(units, &running);
-    for r in &running {
-        let placed = next.slots[r.slot].as_ref().expect("placed");
-        assert_eq!(placed.shape, r.shape, "slot {} replaced: {next:?}", r.slot);
-    }
-}
-
 /// Over `max`, a slot's pause pods each take room for as many of its pods as fit in the
 /// unit (one change, not one per step of a ramp); back within `max`, a slot running so
 /// keeps it (no pod replaced at each crossing of `max`).
