@@ -364,10 +364,16 @@ impl Correction {
             let above = |room: Rise| burst.cpu_millis > room.cpu_millis || burst.memory_bytes > room.memory_bytes;
             // Under the percent a burst above the room is one nobody foresaw: it is kept
             // for the rest of the first day (in a dry run, only one above the room decided:
-            // what a live run would have missed). Under the seasonal prediction it is one
-            // the past days understated: more room for every window, as for any other miss.
+            // what a live run would have missed), unless its pods over the target, waiting
+            // once more, are still within the 5 % of today's first starts the target lets
+            // wait. Under the seasonal prediction it is one the past days understated: more
+            // room for every window, as for any other miss.
             if above(held.least) && !held.seasonal {
-                if above(held.decided) {
+                let today = seasonal.days.iter().find(|d| d.date == date).filter(|_| waits.over.is_some());
+                let waits_again_within_budget = today.is_some_and(|d| {
+                    f64::from(d.pods_over.saturating_add(pods_over)) <= f64::from(d.pods) * WAIT_BUDGET
+                });
+                if above(held.decided) && !waits_again_within_budget {
                     self.missed = self.missed_at(judged.end).max(burst);
                     self.missed_at = Some(judged.end);
                 }

@@ -214,6 +214,40 @@ fn a_burst_larger_than_the_room_is_kept_and_fades_and_a_miss_with_room_raises_th
     assert_eq!(h.correction(), 1.5);
 }
 
+/// The mixed pool's first day: a burst of Jobs above the room made 3 of its pods wait
+/// past the target, among 200 first starts counted that day. Three more waiting are
+/// within the 5 % the target lets wait: no room is kept for the burst all day (half a
+/// node idle for hours). The same burst where few pods started that day is kept.
+#[test]
+fn a_burst_whose_pods_may_wait_again_within_today_s_5_percent_is_not_kept() {
+    let counted = |pods: u32| WaitsSeen {
+        over: Some(0),
+        over_with_room: 0,
+        window_start: monday() + Duration::hours(8),
+        window_end: monday() + Duration::hours(8) + Duration::minutes(5),
+        pods,
+        p95_ms: 1_000,
+        max_ms: 2_000,
+    };
+    let burst_over = |over: u32| {
+        let (h, _, window) = burst_at_nine(monday(), DecidedBy::Percent);
+        (h, WaitsSeen { over: Some(over), ..window })
+    };
+    let (mut h, window) = burst_over(3);
+    h.measured(counted(200), 10_000);
+    h.measured(window, 10_000);
+    assert_eq!(h.correction.missed, Rise::default(), "3 + 3 of 220 waiting is within 5 %");
+    let (mut h, window) = burst_over(12);
+    h.measured(counted(40), 10_000);
+    h.measured(window, 10_000);
+    assert_eq!(h.correction.missed.cpu_millis, 20_000, "12 + 12 of 60: kept");
+    // Without the forwarder's count of pods over the target, kept as before.
+    let (mut h, window) = burst_over(3);
+    h.measured(counted(200), 10_000);
+    h.measured(WaitsSeen { over: None, ..window }, 10_000);
+    assert_eq!(h.correction.missed.cpu_millis, 20_000);
+}
+
 /// A slow ramp starts a pod or two per window: alone each says little, pooled they are
 /// as much evidence as one busy window.
 #[test]
