@@ -310,3 +310,73 @@ fn the_pod_left_over_stays_with_the_shape_running_it() {
     assert_ne!(moved, first);
     assert!((2000..2500).contains(&held(moved)), "{moved:?}");
 }
+
+/// Shares as [`shares`] would give them, written out: the split `place` is given.
+fn split(parts: &[(&PodShape, f64)]) -> Shares {
+    let shapes = parts.iter().map(|(s, share)| ((*s).clone(), *share, String::new())).collect();
+    Shares { shapes, left_out: Vec::new() }
+}
+
+/// The running Deployments `place` sees the next run: what it placed, one slot each.
+fn ran(slots: &[Slots]) -> Vec<SlotState> {
+    slots
+        .iter()
+        .enumerate()
+        .map(|(slot, s)| SlotState { slot, shape: s.shape.clone(), replicas: Some(s.pods) })
+        .collect()
+}
+
+/// A shape that runs no pod takes one only from three quarters of a pod: another
+/// Deployment running a multiple of its shape (1 CPU / 2Gi pods are two 500m / 1Gi
+/// ones) is not its pods. Counted as such, the 500m shape rounds up from a quarter
+/// whatever it runs, so a part that moves between 0.2 and 0.3 pod creates and deletes
+/// its pause pod at every report.
+#[test]
+fn a_deployment_of_a_multiple_shape_is_not_the_pod_a_shape_runs() {
+    let small = PodShape::new(500, GI);
+    let large = PodShape::new(1000, 2 * GI);
+    let room = Room { cpu_millis: 4000.0, memory_bytes: 8.0 * GI as f64, units: 4.0 };
+    let mut running: Vec<SlotState> = Vec::new();
+    let mut small_pods = Vec::new();
+    // The small shape's part: 8 pods of the room times 2.5 % or 3.75 %, 0.2 or 0.3 pod.
+    for share in [0.025, 0.0375, 0.025, 0.0375, 0.025, 0.0375] {
+        let slots = place(room, &split(&[(&large, 1.0 - share), (&small, share)]), &running);
+        small_pods.push(slots[1].pods);
+        running = ran(&slots);
+    }
+    assert_eq!(small_pods, [0; 6], "a part under 0.75 pod of a shape running none");
+}
+
+/// What is still short of the room goes into pods that hold no device when a shape
+/// without one is placed: a GPU pause pod holds a GPU (a GPU node kept for it), and a
+/// GPU shape asking little CPU and memory is the "smallest" by them. Web pods of
+/// 2 CPU / 8Gi at 80 % of 4 units (1.6 pods) and inference pods of 500m / 1Gi + 1 GPU
+/// at 20 % (1.6 pods): the short 0.375 of the room went into 3 more GPU pause pods,
+/// 4 GPUs held for a part of 1.6 (rounding each part up held 2).
+#[test]
+fn the_rest_of_the_room_is_held_in_pods_without_a_device() {
+    let web = PodShape::new(2000, 8 * GI);
+    let inference = gpu(500, 1, 1);
+    let room = Room { cpu_millis: 4000.0, memory_bytes: 8.0 * GI as f64, units: 4.0 };
+    let slots = place(room, &split(&[(&web, 0.8), (&inference, 0.2)]), &[]);
+    assert!(slots[1].pods <= 2, "GPU pause pods for a part of 1.6 pods: {slots:?}");
+    let (cpu, memory) = slots.iter().fold((0, 0), |(c, m), s| {
+        (c + u64::from(s.pods) * s.shape.cpu_millis, m + u64::from(s.pods) * s.shape.memory_bytes)
+    });
+    assert!(cpu >= 4000 && memory >= 8 * GI, "{slots:?}");
+}
+
+/// A shape that asks no memory (pods that request CPU only) holds none: what is still
+/// short goes into pods that hold what is short. 1 CPU / 2Gi pods at 75 % of 2 units
+/// (1.5 pods, rounded to 1) and 100m pods asking no memory at 25 %: the short quarter
+/// went into five more 100m pods, 2 CPU and 2Gi held where the room is 4Gi and the
+/// 1-CPU pods' part alone is 3Gi (rounding each part up held 2.5 CPU / 4Gi).
+#[test]
+fn the_rest_of_the_room_is_held_in_pods_that_hold_what_is_short() {
+    let unit = PodShape::new(1000, 2 * GI);
+    let cpu_only = PodShape::new(100, 0);
+    let room = Room { cpu_millis: 2000.0, memory_bytes: 4.0 * GI as f64, units: 2.0 };
+    let slots = place(room, &split(&[(&unit, 0.75), (&cpu_only, 0.25)]), &[]);
+    let memory: u64 = slots.iter().map(|s| u64::from(s.pods) * s.shape.memory_bytes).sum();
+    assert!(memory >= 3 * GI, "the 1-CPU pods' part of the memory: {slots:?}");
+}
