@@ -518,8 +518,17 @@ fn volume(shape: &PodShape) -> f64 {
 /// nearer the other whole number (`running`): shares that move a little with each
 /// report move no pause pod.
 pub fn place(room: Room, shares: &Shares, running: &[SlotState]) -> Vec<Slots> {
+    // A Deployment of another placed shape runs that shape's pods, even when it is a
+    // multiple of this one (1 CPU / 2Gi beside 500m / 1Gi), as `assign` gives it.
+    let placed_elsewhere =
+        |r: &SlotState, shape: &PodShape| r.shape != *shape && shares.shapes.iter().any(|s| s.0 == r.shape);
     let runs = |shape: &PodShape| -> u32 {
-        running.iter().filter_map(|r| Some(r.replicas?.saturating_mul(r.shape.multiple_of(shape)?))).max().unwrap_or(0)
+        running
+            .iter()
+            .filter(|r| !placed_elsewhere(r, shape))
+            .filter_map(|r| Some(r.replicas?.saturating_mul(r.shape.multiple_of(shape)?)))
+            .max()
+            .unwrap_or(0)
     };
     let mut pods: Vec<u32> = shares
         .shapes
