@@ -512,11 +512,11 @@ fn volume(shape: &PodShape) -> f64 {
 
 /// Pause pods that hold `room`, split between the shapes by their shares: each shape's
 /// part rounded to the nearest pod, and what is still short of the room in pods of the
-/// smallest shape. Rounding every part up would hold a hole of each shape however small
-/// its part: the mixed pool's 2-CPU `min`, split between web pods and 8-CPU Jobs, held
-/// 9 CPU. A shape running the pod its part rounds to keeps it until the part is clearly
-/// nearer the other whole number (`running`): shares that move a little with each
-/// report move no pause pod.
+/// smallest shape that asks CPU and memory and no device. Rounding every part up would
+/// hold a hole of each shape however small its part: the mixed pool's 2-CPU `min`,
+/// split between web pods and 8-CPU Jobs, held 9 CPU. A shape running the pod its part
+/// rounds to keeps it until the part is clearly nearer the other whole number
+/// (`running`): shares that move a little with each report move no pause pod.
 pub fn place(room: Room, shares: &Shares, running: &[SlotState]) -> Vec<Slots> {
     // A Deployment of another placed shape runs that shape's pods, even when it is a
     // multiple of this one (1 CPU / 2Gi beside 500m / 1Gi), as `assign` gives it.
@@ -553,8 +553,17 @@ pub fn place(room: Room, shares: &Shares, running: &[SlotState]) -> Vec<Slots> {
     // asks more of, as `pods_for` counts).
     let per_pod: Vec<f64> = shares.shapes.iter().map(|(shape, _, _)| 1.0 / pods_wanted(room, shape)).collect();
     let held: f64 = pods.iter().zip(&per_pod).filter(|(_, p)| p.is_finite()).map(|(n, p)| f64::from(*n) * p).sum();
+    // What is short goes into pods that hold CPU and memory and no device, where such a
+    // shape is placed: a pod asking no memory holds none of what is short, and a GPU
+    // pause pod, however little CPU it asks, keeps a GPU node.
+    let holds_room = |i: &usize| {
+        let shape = &shares.shapes[*i].0;
+        shape.cpu_millis > 0 && shape.memory_bytes > 0 && shape.extended.values().all(|n| *n == 0)
+    };
+    let fillers: Vec<usize> = (0..pods.len()).filter(|i| per_pod[*i].is_finite()).collect();
+    let plain: Vec<usize> = fillers.iter().copied().filter(holds_room).collect();
     let smallest =
-        (0..pods.len()).filter(|i| per_pod[*i].is_finite()).min_by(|a, b| per_pod[*a].total_cmp(&per_pod[*b]));
+        if plain.is_empty() { fillers } else { plain }.into_iter().min_by(|a, b| per_pod[*a].total_cmp(&per_pod[*b]));
     if let Some(i) = smallest.filter(|_| held < 1.0 - 1e-9) {
         pods[i] = pods[i].saturating_add(whole(((1.0 - held) / per_pod[i] - 1e-9).ceil()));
     }
