@@ -516,8 +516,9 @@ fn volume(shape: &PodShape) -> f64 {
 /// hold a hole of each shape however small its part: the mixed pool's 2-CPU `min`,
 /// split between web pods and 8-CPU Jobs, held 9 CPU. A shape running the pod its part
 /// rounds to keeps it until the part is clearly nearer the other whole number
-/// (`running`): shares that move a little with each report move no pause pod.
-pub fn place(room: Room, shares: &Shares, running: &[SlotState]) -> Vec<Slots> {
+/// (`running`): shares that move a little with each report move no pause pod. The pods
+/// hold no more CPU and memory than `quota` (what `max` allows), larger shapes first.
+pub fn place(room: Room, shares: &Shares, running: &[SlotState], quota: (u64, u64)) -> Vec<Slots> {
     // A Deployment of another placed shape runs that shape's pods, even when it is a
     // multiple of this one (1 CPU / 2Gi beside 500m / 1Gi), as `assign` gives it.
     let placed_elsewhere =
@@ -549,6 +550,14 @@ pub fn place(room: Room, shares: &Shares, running: &[SlotState]) -> Vec<Slots> {
             whole(if part - whole_pods >= up_from { whole_pods + 1.0 } else { whole_pods })
         })
         .collect();
+    // A pod past the quota would be taken back once the rest of the room is placed: the
+    // shape would never run the count its part rounds to (no band then, its pod taken
+    // and given back as the part crosses three quarters) and the rest would follow it.
+    let mut left = quota;
+    for (n, (shape, _, _)) in pods.iter_mut().zip(&shares.shapes) {
+        *n = (*n).min(fitting(left, shape));
+        left = less(left, *n, shape);
+    }
     // The room one pod of each shape holds, as a share of the whole room (by what it
     // asks more of, as `pods_for` counts).
     let per_pod: Vec<f64> = shares.shapes.iter().map(|(shape, _, _)| 1.0 / pods_wanted(room, shape)).collect();
@@ -565,7 +574,8 @@ pub fn place(room: Room, shares: &Shares, running: &[SlotState]) -> Vec<Slots> {
     let smallest =
         if plain.is_empty() { fillers } else { plain }.into_iter().min_by(|a, b| per_pod[*a].total_cmp(&per_pod[*b]));
     if let Some(i) = smallest.filter(|_| held < 1.0 - 1e-9) {
-        pods[i] = pods[i].saturating_add(whole(((1.0 - held) / per_pod[i] - 1e-9).ceil()));
+        let short = whole(((1.0 - held) / per_pod[i] - 1e-9).ceil());
+        pods[i] = pods[i].saturating_add(short.min(fitting(left, &shares.shapes[i].0)));
     }
     shares
         .shapes
@@ -573,6 +583,21 @@ pub fn place(room: Room, shares: &Shares, running: &[SlotState]) -> Vec<Slots> {
         .zip(pods)
         .map(|((shape, _, serves), pods)| Slots { shape: shape.clone(), pods, serves: serves.clone() })
         .collect()
+}
+
+/// How many pods of `shape` fit in `left` (CPU, memory).
+fn fitting(left: (u64, u64), shape: &PodShape) -> u32 {
+    let by = |room: u64, one: u64| room.checked_div(one).unwrap_or(u64::MAX);
+    u32::try_from(by(left.0, shape.cpu_millis).min(by(left.1, shape.memory_bytes))).unwrap_or(u32::MAX)
+}
+
+/// `left` (CPU, memory) less `pods` of `shape`.
+fn less(left: (u64, u64), pods: u32, shape: &PodShape) -> (u64, u64) {
+    let n = u64::from(pods);
+    (
+        left.0.saturating_sub(n.saturating_mul(shape.cpu_millis)),
+        left.1.saturating_sub(n.saturating_mul(shape.memory_bytes)),
+    )
 }
 
 /// How far past half a pod a shape's part must be to take a pod it does not run (and

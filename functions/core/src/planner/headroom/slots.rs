@@ -133,8 +133,7 @@ fn in_fewer_pods(cfg: &HeadroomConfig, placed: &mut Placed, running: &[SlotState
 /// `pod_memory`: pods, CPU and memory each.
 fn within_quota(cfg: &HeadroomConfig, placed: &mut Placed) {
     let most = cfg.max.max(cfg.min);
-    let (cpu_room, memory_room) =
-        (u64::from(most).saturating_mul(cfg.pod_cpu_millis), u64::from(most).saturating_mul(cfg.pod_memory_bytes));
+    let (cpu_room, memory_room) = quota(cfg);
     // Each shape alone first (a typo'd request can ask for billions), then together.
     for s in placed.slots.iter_mut().flatten() {
         let fits = |room: u64, one: u64| room.checked_div(one).unwrap_or(u64::MAX);
@@ -161,6 +160,13 @@ fn within_quota(cfg: &HeadroomConfig, placed: &mut Placed) {
         };
         s.pods -= 1;
     }
+}
+
+/// The CPU and memory of `max` pods of `pod_cpu` / `pod_memory`: what the headroom
+/// namespace's quota was written for.
+fn quota(cfg: &HeadroomConfig) -> (u64, u64) {
+    let most = u64::from(cfg.max.max(cfg.min));
+    (most.saturating_mul(cfg.pod_cpu_millis), most.saturating_mul(cfg.pod_memory_bytes))
 }
 
 fn place_room(
@@ -190,7 +196,7 @@ fn place_room(
                 return one(slots, unfit);
             };
             let mut slots = vec![None; shapes.len()];
-            for s in shape::place(room, &shares, running) {
+            for s in shape::place(room, &shares, running, quota(cfg)) {
                 if let Some(i) = shapes.iter().position(|l| *l == s.shape) {
                     slots[i] = Some(s);
                 }
@@ -203,7 +209,7 @@ fn place_room(
             Some(shares) => {
                 let Shares { left_out, .. } = &shares;
                 let unfit = left_out.clone();
-                one(assign(shape::place(room, &shares, running), running), unfit)
+                one(assign(shape::place(room, &shares, running, quota(cfg)), running), unfit)
             }
         },
     }
