@@ -129,3 +129,38 @@ fn a_shape_the_quota_cuts_does_not_move_pods_at_every_report() {
     }
     assert!(seen[2..].windows(2).all(|w| w[0] == w[1]), "{seen:#?}");
 }
+
+/// Over `max`, 250m / 512Mi pods four to a pause pod and 500m / 1Gi pods two to one
+/// run in two Deployments of the same 1 CPU / 2Gi pause pods: each shape counted the
+/// other's Deployment as its own pods, so each rounded up from a quarter pod whatever
+/// it ran, and shares moving by two points of the pods (0.25 pod of a part) took a
+/// pause pod and gave it back at every report.
+#[test]
+fn shapes_sharing_pause_pods_of_one_size_keep_their_pods() {
+    use crate::shape::{MixEntry, ShapeMix, WorkloadKind};
+    let cfg = cfg(8);
+    let small = PodShape::new(250, GI / 2);
+    let web = PodShape::new(500, GI);
+    let now = chrono::Utc::now();
+    let entry = |shape: &PodShape, pods: u64| MixEntry {
+        shape: shape.clone(),
+        kind: WorkloadKind::LongRunning,
+        weight_milli: pods * 1000,
+        by_hour_milli: Vec::new(),
+        waiting: 0,
+        at: now,
+    };
+    let window = (now, now + chrono::Duration::minutes(30), chrono_tz::Tz::UTC);
+    let mut runs: Vec<SlotState> = Vec::new();
+    let mut seen = Vec::new();
+    for small_pods in [400, 420, 400, 420, 400, 420] {
+        let mix = ShapeMix {
+            entries: vec![entry(&small, small_pods), entry(&web, 1000 - small_pods)],
+            ..ShapeMix::default()
+        };
+        let placed = place(&cfg, &mix, 4, &runs, &[], window, None);
+        runs = written(&placed, &runs);
+        seen.push(runs.iter().map(|r| (r.shape.to_string(), r.replicas.unwrap_or(0))).collect::<Vec<_>>());
+    }
+    assert!(seen[2..].windows(2).all(|w| w[0] == w[1]), "{seen:?}");
+}
