@@ -519,22 +519,32 @@ fn volume(shape: &PodShape) -> f64 {
 /// (`running`): shares that move a little with each report move no pause pod. The pods
 /// hold no more CPU and memory than `quota` (what `max` allows), larger shapes first.
 pub fn place(room: Room, shares: &Shares, running: &[SlotState], quota: (u64, u64)) -> Vec<Slots> {
-    // A Deployment of another placed shape runs that shape's pods, even when it is a
-    // multiple of this one (1 CPU / 2Gi beside 500m / 1Gi), as `assign` gives it.
-    let placed_elsewhere =
-        |r: &SlotState, shape: &PodShape| r.shape != *shape && shares.shapes.iter().any(|s| s.0 == r.shape);
-    let runs = |shape: &PodShape| -> u32 {
-        running
-            .iter()
-            .filter(|r| !placed_elsewhere(r, shape))
-            .filter_map(|r| Some(r.replicas?.saturating_mul(r.shape.multiple_of(shape)?)))
-            .max()
-            .unwrap_or(0)
-    };
+    // The pods each shape runs, in the Deployment `assign` gives it: its own shape's,
+    // else the first of room for several of its pods; each Deployment to one shape. A
+    // Deployment of another shape placed here (1 CPU / 2Gi beside 500m / 1Gi), or one
+    // of the same pause pods as this one's (four 250m pods and two 500m pods to one),
+    // is not its pods.
+    let mut taken = vec![false; running.len()];
+    let runs: Vec<u32> = shares
+        .shapes
+        .iter()
+        .map(|(shape, _, _)| {
+            let free = (0..running.len()).filter(|i| !taken[*i]);
+            let exact = free.clone().find(|i| running[*i].shape == *shape);
+            let Some(i) = exact.or_else(|| free.clone().find(|i| running[*i].shape.multiple_of(shape).is_some()))
+            else {
+                return 0;
+            };
+            taken[i] = true;
+            let r = &running[i];
+            r.replicas.unwrap_or(0).saturating_mul(r.shape.multiple_of(shape).unwrap_or(1))
+        })
+        .collect();
     let mut pods: Vec<u32> = shares
         .shapes
         .iter()
-        .map(|(shape, share, _)| {
+        .zip(&runs)
+        .map(|((shape, share, _), runs)| {
             let part = pods_wanted(
                 Room {
                     cpu_millis: room.cpu_millis * share,
@@ -545,7 +555,7 @@ pub fn place(room: Room, shares: &Shares, running: &[SlotState], quota: (u64, u6
             );
             // A part a hair under a whole number is that number.
             let whole_pods = (part + 1e-9).floor();
-            let runs_one_more = f64::from(runs(shape)) > whole_pods;
+            let runs_one_more = f64::from(*runs) > whole_pods;
             let up_from = if runs_one_more { 0.5 - RUNNING_POD_STAYS } else { 0.5 + RUNNING_POD_STAYS };
             whole(if part - whole_pods >= up_from { whole_pods + 1.0 } else { whole_pods })
         })
