@@ -164,3 +164,36 @@ fn shapes_sharing_pause_pods_of_one_size_keep_their_pods() {
     }
     assert!(seen[2..].windows(2).all(|w| w[0] == w[1]), "{seen:?}");
 }
+
+/// Pods that cannot share a pause pod (800m / 1Gi: one fits in the 1 CPU / 2Gi unit)
+/// count one to a pause pod against `max`: `within_quota` takes back the pods past it
+/// after the rest of the room was placed, so the shape cut never runs the count its
+/// part rounds to, and shares moving by two points of the pods move a pause pod
+/// between the Deployments at every report.
+#[test]
+fn a_shape_cut_to_max_pods_does_not_move_pods_at_every_report() {
+    use crate::shape::{MixEntry, ShapeMix, WorkloadKind};
+    let cfg = cfg(8);
+    let web = PodShape::new(800, GI);
+    let api = PodShape::new(700, 3 * GI / 2);
+    let now = chrono::Utc::now();
+    let entry = |shape: &PodShape, pods: u64| MixEntry {
+        shape: shape.clone(),
+        kind: WorkloadKind::LongRunning,
+        weight_milli: pods * 1000,
+        by_hour_milli: Vec::new(),
+        waiting: 0,
+        at: now,
+    };
+    let window = (now, now + chrono::Duration::minutes(30), chrono_tz::Tz::UTC);
+    let mut runs: Vec<SlotState> = Vec::new();
+    let mut seen = Vec::new();
+    for web_pods in [800, 820, 800, 820, 800, 820] {
+        let mix =
+            ShapeMix { entries: vec![entry(&web, web_pods), entry(&api, 1000 - web_pods)], ..ShapeMix::default() };
+        let placed = place(&cfg, &mix, 6, &runs, &[], window, None);
+        runs = written(&placed, &runs);
+        seen.push(runs.iter().map(|r| (r.shape.to_string(), r.replicas.unwrap_or(0))).collect::<Vec<_>>());
+    }
+    assert!(seen[2..].windows(2).all(|w| w[0] == w[1]), "{seen:?}");
+}
