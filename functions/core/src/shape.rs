@@ -517,8 +517,8 @@ fn volume(shape: &PodShape) -> f64 {
 /// split between web pods and 8-CPU Jobs, held 9 CPU. A shape running the pod its part
 /// rounds to keeps it until the part is clearly nearer the other whole number
 /// (`running`): shares that move a little with each report move no pause pod. The pods
-/// hold no more CPU and memory than `quota` (what `max` allows), larger shapes first.
-pub fn place(room: Room, shares: &Shares, running: &[SlotState], quota: (u64, u64)) -> Vec<Slots> {
+/// hold no more than `quota` allows, larger shapes first.
+pub fn place(room: Room, shares: &Shares, running: &[SlotState], quota: &Quota) -> Vec<Slots> {
     // The pods each shape runs, in the Deployment `assign` gives it: its own shape's,
     // else the first of room for several of its pods; each Deployment to one shape. A
     // Deployment of another shape placed here (1 CPU / 2Gi beside 500m / 1Gi), or one
@@ -563,10 +563,10 @@ pub fn place(room: Room, shares: &Shares, running: &[SlotState], quota: (u64, u6
     // A pod past the quota would be taken back once the rest of the room is placed: the
     // shape would never run the count its part rounds to (no band then, its pod taken
     // and given back as the part crosses three quarters) and the rest would follow it.
-    let mut left = quota;
+    let mut left = quota.clone();
     for (n, (shape, _, _)) in pods.iter_mut().zip(&shares.shapes) {
-        *n = (*n).min(fitting(left, shape));
-        left = less(left, *n, shape);
+        *n = (*n).min(left.more(0, shape));
+        left.take(*n, shape);
     }
     // The room one pod of each shape holds, as a share of the whole room (by what it
     // asks more of, as `pods_for` counts).
@@ -585,7 +585,7 @@ pub fn place(room: Room, shares: &Shares, running: &[SlotState], quota: (u64, u6
         if plain.is_empty() { fillers } else { plain }.into_iter().min_by(|a, b| per_pod[*a].total_cmp(&per_pod[*b]));
     if let Some(i) = smallest.filter(|_| held < 1.0 - 1e-9) {
         let short = whole(((1.0 - held) / per_pod[i] - 1e-9).ceil());
-        pods[i] = pods[i].saturating_add(short.min(fitting(left, &shares.shapes[i].0)));
+        pods[i] = pods[i].saturating_add(short.min(left.more(pods[i], &shares.shapes[i].0)));
     }
     shares
         .shapes
@@ -595,19 +595,53 @@ pub fn place(room: Room, shares: &Shares, running: &[SlotState], quota: (u64, u6
         .collect()
 }
 
-/// How many pods of `shape` fit in `left` (CPU, memory).
-fn fitting(left: (u64, u64), shape: &PodShape) -> u32 {
-    let by = |room: u64, one: u64| room.checked_div(one).unwrap_or(u64::MAX);
-    u32::try_from(by(left.0, shape.cpu_millis).min(by(left.1, shape.memory_bytes))).unwrap_or(u32::MAX)
+/// What the pause pods may hold together: the headroom namespace's quota, written for
+/// `max` pause pods of `pod_cpu` / `pod_memory` (the unit).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Quota {
+    /// CPU, in millicores.
+    pub cpu_millis: u64,
+    /// Memory, in bytes.
+    pub memory_bytes: u64,
+    /// Pause pods.
+    pub pause_pods: u32,
+    /// The unit: when the pods are more than `pause_pods`, each pause pod of a small
+    /// shape takes as many of its pods as fit in one.
+    pub unit: PodShape,
 }
 
-/// `left` (CPU, memory) less `pods` of `shape`.
-fn less(left: (u64, u64), pods: u32, shape: &PodShape) -> (u64, u64) {
-    let n = u64::from(pods);
-    (
-        left.0.saturating_sub(n.saturating_mul(shape.cpu_millis)),
-        left.1.saturating_sub(n.saturating_mul(shape.memory_bytes)),
-    )
+impl Quota {
+    /// The most pods of `shape` one pause pod takes room for: as many as fit in the
+    /// unit. Devices stay one per pause pod: a node may have no room for several.
+    pub fn pods_per_pause_pod(&self, shape: &PodShape) -> u32 {
+        if !shape.extended.is_empty() {
+            return 1;
+        }
+        let by = |room: u64, one: u64| room.checked_div(one).unwrap_or(u64::MAX);
+        u32::try_from(by(self.unit.cpu_millis, shape.cpu_millis).min(by(self.unit.memory_bytes, shape.memory_bytes)))
+            .unwrap_or(u32::MAX)
+            .max(1)
+    }
+
+    /// How many pods of `shape` may be added to `have` of them within what is left.
+    fn more(&self, have: u32, shape: &PodShape) -> u32 {
+        let by = |room: u64, one: u64| room.checked_div(one).unwrap_or(u64::MAX);
+        let k = u64::from(self.pods_per_pause_pod(shape));
+        // Pods fit in the pause pods `have` takes (the last may have room) and those left.
+        let pause_pods = u64::from(have).div_ceil(k);
+        let by_pods = (pause_pods + u64::from(self.pause_pods)).saturating_mul(k).saturating_sub(u64::from(have));
+        let most = by(self.cpu_millis, shape.cpu_millis).min(by(self.memory_bytes, shape.memory_bytes)).min(by_pods);
+        u32::try_from(most).unwrap_or(u32::MAX)
+    }
+
+    /// Takes `pods` of `shape` out of what is left.
+    fn take(&mut self, pods: u32, shape: &PodShape) {
+        let n = u64::from(pods);
+        let pause_pods = n.div_ceil(u64::from(self.pods_per_pause_pod(shape)));
+        self.cpu_millis = self.cpu_millis.saturating_sub(n.saturating_mul(shape.cpu_millis));
+        self.memory_bytes = self.memory_bytes.saturating_sub(n.saturating_mul(shape.memory_bytes));
+        self.pause_pods = self.pause_pods.saturating_sub(u32::try_from(pause_pods).unwrap_or(u32::MAX));
+    }
 }
 
 /// How far past half a pod a shape's part must be to take a pod it does not run (and
