@@ -512,19 +512,39 @@ fn volume(shape: &PodShape) -> f64 {
 
 /// Pause pods that hold `room`, split between the shapes by their shares: each shape's
 /// part rounded to the nearest pod, and what is still short of the room in pods of the
-/// smallest shape. Rounding every part up would hold a hole of each shape however small
-/// its part: the mixed pool's 2-CPU `min`, split between web pods and 8-CPU Jobs, held
-/// 9 CPU. A shape running the pod its part rounds to keeps it until the part is clearly
-/// nearer the other whole number (`running`): shares that move a little with each
-/// report move no pause pod.
-pub fn place(room: Room, shares: &Shares, running: &[SlotState]) -> Vec<Slots> {
-    let runs = |shape: &PodShape| -> u32 {
-        running.iter().filter_map(|r| Some(r.replicas?.saturating_mul(r.shape.multiple_of(shape)?))).max().unwrap_or(0)
-    };
+/// smallest shape that asks CPU and memory and no device. Rounding every part up would
+/// hold a hole of each shape however small its part: the mixed pool's 2-CPU `min`,
+/// split between web pods and 8-CPU Jobs, held 9 CPU. A shape running the pod its part
+/// rounds to keeps it until the part is clearly nearer the other whole number
+/// (`running`): shares that move a little with each report move no pause pod. The pods
+/// hold no more than `quota` allows, larger shapes first.
+pub fn place(room: Room, shares: &Shares, running: &[SlotState], quota: &Quota) -> Vec<Slots> {
+    // The pods each shape runs, in the Deployment `assign` gives it: its own shape's,
+    // else the first of room for several of its pods; each Deployment to one shape. A
+    // Deployment of another shape placed here (1 CPU / 2Gi beside 500m / 1Gi), or one
+    // of the same pause pods as this one's (four 250m pods and two 500m pods to one),
+    // is not its pods.
+    let mut taken = vec![false; running.len()];
+    let runs: Vec<u32> = shares
+        .shapes
+        .iter()
+        .map(|(shape, _, _)| {
+            let free = (0..running.len()).filter(|i| !taken[*i]);
+            let exact = free.clone().find(|i| running[*i].shape == *shape);
+            let Some(i) = exact.or_else(|| free.clone().find(|i| running[*i].shape.multiple_of(shape).is_some()))
+            else {
+                return 0;
+            };
+            taken[i] = true;
+            let r = &running[i];
+            r.replicas.unwrap_or(0).saturating_mul(r.shape.multiple_of(shape).unwrap_or(1))
+        })
+        .collect();
     let mut pods: Vec<u32> = shares
         .shapes
         .iter()
-        .map(|(shape, share, _)| {
+        .zip(&runs)
+        .map(|((shape, share, _), runs)| {
             let part = pods_wanted(
                 Room {
                     cpu_millis: room.cpu_millis * share,
@@ -535,19 +555,37 @@ pub fn place(room: Room, shares: &Shares, running: &[SlotState]) -> Vec<Slots> {
             );
             // A part a hair under a whole number is that number.
             let whole_pods = (part + 1e-9).floor();
-            let runs_one_more = f64::from(runs(shape)) > whole_pods;
+            let runs_one_more = f64::from(*runs) > whole_pods;
             let up_from = if runs_one_more { 0.5 - RUNNING_POD_STAYS } else { 0.5 + RUNNING_POD_STAYS };
             whole(if part - whole_pods >= up_from { whole_pods + 1.0 } else { whole_pods })
         })
         .collect();
+    // A pod past the quota would be taken back once the rest of the room is placed: the
+    // shape would never run the count its part rounds to (no band then, its pod taken
+    // and given back as the part crosses three quarters) and the rest would follow it.
+    let mut left = quota.clone();
+    for (n, (shape, _, _)) in pods.iter_mut().zip(&shares.shapes) {
+        *n = (*n).min(left.more(0, shape));
+        left.take(*n, shape);
+    }
     // The room one pod of each shape holds, as a share of the whole room (by what it
     // asks more of, as `pods_for` counts).
     let per_pod: Vec<f64> = shares.shapes.iter().map(|(shape, _, _)| 1.0 / pods_wanted(room, shape)).collect();
     let held: f64 = pods.iter().zip(&per_pod).filter(|(_, p)| p.is_finite()).map(|(n, p)| f64::from(*n) * p).sum();
+    // What is short goes into pods that hold CPU and memory and no device, where such a
+    // shape is placed: a pod asking no memory holds none of what is short, and a GPU
+    // pause pod, however little CPU it asks, keeps a GPU node.
+    let holds_room = |i: &usize| {
+        let shape = &shares.shapes[*i].0;
+        shape.cpu_millis > 0 && shape.memory_bytes > 0 && shape.extended.values().all(|n| *n == 0)
+    };
+    let fillers: Vec<usize> = (0..pods.len()).filter(|i| per_pod[*i].is_finite()).collect();
+    let plain: Vec<usize> = fillers.iter().copied().filter(holds_room).collect();
     let smallest =
-        (0..pods.len()).filter(|i| per_pod[*i].is_finite()).min_by(|a, b| per_pod[*a].total_cmp(&per_pod[*b]));
+        if plain.is_empty() { fillers } else { plain }.into_iter().min_by(|a, b| per_pod[*a].total_cmp(&per_pod[*b]));
     if let Some(i) = smallest.filter(|_| held < 1.0 - 1e-9) {
-        pods[i] = pods[i].saturating_add(whole(((1.0 - held) / per_pod[i] - 1e-9).ceil()));
+        let short = whole(((1.0 - held) / per_pod[i] - 1e-9).ceil());
+        pods[i] = pods[i].saturating_add(short.min(left.more(pods[i], &shares.shapes[i].0)));
     }
     shares
         .shapes
@@ -555,6 +593,55 @@ pub fn place(room: Room, shares: &Shares, running: &[SlotState]) -> Vec<Slots> {
         .zip(pods)
         .map(|((shape, _, serves), pods)| Slots { shape: shape.clone(), pods, serves: serves.clone() })
         .collect()
+}
+
+/// What the pause pods may hold together: the headroom namespace's quota, written for
+/// `max` pause pods of `pod_cpu` / `pod_memory` (the unit).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Quota {
+    /// CPU, in millicores.
+    pub cpu_millis: u64,
+    /// Memory, in bytes.
+    pub memory_bytes: u64,
+    /// Pause pods.
+    pub pause_pods: u32,
+    /// The unit: when the pods are more than `pause_pods`, each pause pod of a small
+    /// shape takes as many of its pods as fit in one.
+    pub unit: PodShape,
+}
+
+impl Quota {
+    /// The most pods of `shape` one pause pod takes room for: as many as fit in the
+    /// unit. Devices stay one per pause pod: a node may have no room for several.
+    pub fn pods_per_pause_pod(&self, shape: &PodShape) -> u32 {
+        if !shape.extended.is_empty() {
+            return 1;
+        }
+        let by = |room: u64, one: u64| room.checked_div(one).unwrap_or(u64::MAX);
+        u32::try_from(by(self.unit.cpu_millis, shape.cpu_millis).min(by(self.unit.memory_bytes, shape.memory_bytes)))
+            .unwrap_or(u32::MAX)
+            .max(1)
+    }
+
+    /// How many pods of `shape` may be added to `have` of them within what is left.
+    fn more(&self, have: u32, shape: &PodShape) -> u32 {
+        let by = |room: u64, one: u64| room.checked_div(one).unwrap_or(u64::MAX);
+        let k = u64::from(self.pods_per_pause_pod(shape));
+        // Pods fit in the pause pods `have` takes (the last may have room) and those left.
+        let pause_pods = u64::from(have).div_ceil(k);
+        let by_pods = (pause_pods + u64::from(self.pause_pods)).saturating_mul(k).saturating_sub(u64::from(have));
+        let most = by(self.cpu_millis, shape.cpu_millis).min(by(self.memory_bytes, shape.memory_bytes)).min(by_pods);
+        u32::try_from(most).unwrap_or(u32::MAX)
+    }
+
+    /// Takes `pods` of `shape` out of what is left.
+    fn take(&mut self, pods: u32, shape: &PodShape) {
+        let n = u64::from(pods);
+        let pause_pods = n.div_ceil(u64::from(self.pods_per_pause_pod(shape)));
+        self.cpu_millis = self.cpu_millis.saturating_sub(n.saturating_mul(shape.cpu_millis));
+        self.memory_bytes = self.memory_bytes.saturating_sub(n.saturating_mul(shape.memory_bytes));
+        self.pause_pods = self.pause_pods.saturating_sub(u32::try_from(pause_pods).unwrap_or(u32::MAX));
+    }
 }
 
 /// How far past half a pod a shape's part must be to take a pod it does not run (and

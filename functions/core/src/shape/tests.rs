@@ -4,6 +4,11 @@ use super::*;
 
 const GI: u64 = 1 << 30;
 
+/// A quota no placement here reaches.
+fn no_quota() -> Quota {
+    Quota { cpu_millis: u64::MAX, memory_bytes: u64::MAX, pause_pods: u32::MAX, unit: PodShape::default() }
+}
+
 fn gpu(cpu: u64, mem_gi: u64, gpus: u64) -> PodShape {
     let mut s = PodShape::new(cpu, mem_gi * GI);
     s.extended.insert("nvidia.com/gpu".into(), gpus);
@@ -39,7 +44,8 @@ fn the_ml_pool_s_room_goes_into_slots_its_training_jobs_fit() {
     let (t, i) = (shares.shapes[0].1, shares.shapes[1].1);
     assert!((t + i - 1.0).abs() < 1e-9);
     assert!(t > i, "six 4-CPU jobs take more room than eight 2-CPU pods: {t} vs {i}");
-    let slots = place(Room { cpu_millis: 32_000.0, memory_bytes: 64.0 * GI as f64, units: 32.0 }, &shares, &[]);
+    let slots =
+        place(Room { cpu_millis: 32_000.0, memory_bytes: 64.0 * GI as f64, units: 32.0 }, &shares, &[], &no_quota());
     assert_eq!(slots[0].shape, training);
     assert!(slots[0].pods >= 4, "{slots:?}");
     assert!(slots[0].serves.contains("Job pods"), "{}", slots[0].serves);
@@ -54,7 +60,12 @@ fn one_shape_places_the_room_as_the_percent_always_did() {
     // Room counted in unit pods is held in as many unit pods.
     for units in [0u32, 1, 3, 5] {
         let u = f64::from(units);
-        let slots = place(Room { cpu_millis: u * 1000.0, memory_bytes: u * (2 * GI) as f64, units: u }, &shares, &[]);
+        let slots = place(
+            Room { cpu_millis: u * 1000.0, memory_bytes: u * (2 * GI) as f64, units: u },
+            &shares,
+            &[],
+            &no_quota(),
+        );
         assert_eq!(slots[0].pods, units);
     }
 }
@@ -157,7 +168,7 @@ fn a_memory_heavy_shape_holds_the_room_its_pods_need() {
     // 20 such pods: 10 CPU / 320Gi; 10 % of it is 16 pause pods of 1 CPU / 2Gi by memory.
     let room = Room::of_units(16, &PodShape::new(1000, 2 * GI), Some((10_000, 320 * GI)));
     assert_eq!((room.cpu_millis, room.memory_bytes), (1000.0, 32.0 * GI as f64));
-    let slots = place(room, &s, &[]);
+    let slots = place(room, &s, &[], &no_quota());
     assert_eq!(slots[0].pods, 2, "10 % of 20 pods: {slots:?}");
 }
 
@@ -180,7 +191,7 @@ fn an_extended_resource_counted_in_thousands_does_not_take_all_the_room() {
 fn a_gpu_only_shape_gets_pause_pods() {
     let only_gpu = gpu(0, 0, 1);
     let s = shares(&[(only_gpu, WorkloadKind::Job, 10.0)]).unwrap();
-    let slots = place(Room { cpu_millis: 10_000.0, memory_bytes: 20.0 * GI as f64, units: 10.0 }, &s, &[]);
+    let slots = place(Room { cpu_millis: 10_000.0, memory_bytes: 20.0 * GI as f64, units: 10.0 }, &s, &[], &no_quota());
     assert!(slots.iter().map(|x| x.pods).sum::<u32>() > 0, "{slots:?}");
 }
 
@@ -267,12 +278,12 @@ fn a_small_room_split_between_shapes_holds_no_hole_it_does_not_need() {
     let s = shares(&[(web.clone(), WorkloadKind::LongRunning, 91.0), (job.clone(), WorkloadKind::Job, 9.0)]).unwrap();
     assert_eq!(s.shapes.len(), 2, "{s:?}");
     let room = Room { cpu_millis: 2000.0, memory_bytes: 4.0 * GI as f64, units: 2.0 };
-    let slots = place(room, &s, &[]);
+    let slots = place(room, &s, &[], &no_quota());
     let pods = |shape: &PodShape| slots.iter().filter(|x| x.shape == *shape).map(|x| x.pods).sum::<u32>();
     assert_eq!((pods(&web), pods(&job)), (4, 0), "{slots:?}");
     // 48 CPU: the Jobs' part is 3.66 of their pods: 3 holes, the rest in web pods.
     let room = Room { cpu_millis: 48_000.0, memory_bytes: 96.0 * GI as f64, units: 48.0 };
-    let slots = place(room, &s, &[]);
+    let slots = place(room, &s, &[], &no_quota());
     let held: u64 = slots.iter().map(|x| u64::from(x.pods) * x.shape.cpu_millis).sum();
     let jobs = slots.iter().filter(|x| x.shape == job).map(|x| x.pods).sum::<u32>();
     assert!(jobs == 3 && (48_000..48_000 + 500).contains(&held), "{slots:?}");
@@ -291,7 +302,7 @@ fn the_pod_left_over_stays_with_the_shape_running_it() {
             (large.clone(), WorkloadKind::LongRunning, 100.0 - small_pods),
         ])
         .unwrap();
-        let slots = place(room, &s, running);
+        let slots = place(room, &s, running, &no_quota());
         let pods = |shape: &PodShape| slots.iter().filter(|x| x.shape == *shape).map(|x| x.pods).sum::<u32>();
         (pods(&small), pods(&large))
     };
@@ -309,4 +320,74 @@ fn the_pod_left_over_stays_with_the_shape_running_it() {
     let moved = split(95.0, &running);
     assert_ne!(moved, first);
     assert!((2000..2500).contains(&held(moved)), "{moved:?}");
+}
+
+/// Shares as [`shares`] would give them, written out: the split `place` is given.
+fn split(parts: &[(&PodShape, f64)]) -> Shares {
+    let shapes = parts.iter().map(|(s, share)| ((*s).clone(), *share, String::new())).collect();
+    Shares { shapes, left_out: Vec::new() }
+}
+
+/// The running Deployments `place` sees the next run: what it placed, one slot each.
+fn ran(slots: &[Slots]) -> Vec<SlotState> {
+    slots
+        .iter()
+        .enumerate()
+        .map(|(slot, s)| SlotState { slot, shape: s.shape.clone(), replicas: Some(s.pods) })
+        .collect()
+}
+
+/// A shape that runs no pod takes one only from three quarters of a pod: another
+/// Deployment running a multiple of its shape (1 CPU / 2Gi pods are two 500m / 1Gi
+/// ones) is not its pods. Counted as such, the 500m shape rounds up from a quarter
+/// whatever it runs, so a part that moves between 0.2 and 0.3 pod creates and deletes
+/// its pause pod at every report.
+#[test]
+fn a_deployment_of_a_multiple_shape_is_not_the_pod_a_shape_runs() {
+    let small = PodShape::new(500, GI);
+    let large = PodShape::new(1000, 2 * GI);
+    let room = Room { cpu_millis: 4000.0, memory_bytes: 8.0 * GI as f64, units: 4.0 };
+    let mut running: Vec<SlotState> = Vec::new();
+    let mut small_pods = Vec::new();
+    // The small shape's part: 8 pods of the room times 2.5 % or 3.75 %, 0.2 or 0.3 pod.
+    for share in [0.025, 0.0375, 0.025, 0.0375, 0.025, 0.0375] {
+        let slots = place(room, &split(&[(&large, 1.0 - share), (&small, share)]), &running, &no_quota());
+        small_pods.push(slots[1].pods);
+        running = ran(&slots);
+    }
+    assert_eq!(small_pods, [0; 6], "a part under 0.75 pod of a shape running none");
+}
+
+/// What is still short of the room goes into pods that hold no device when a shape
+/// without one is placed: a GPU pause pod holds a GPU (a GPU node kept for it), and a
+/// GPU shape asking little CPU and memory is the "smallest" by them. Web pods of
+/// 2 CPU / 8Gi at 80 % of 4 units (1.6 pods) and inference pods of 500m / 1Gi + 1 GPU
+/// at 20 % (1.6 pods): the short 0.375 of the room went into 3 more GPU pause pods,
+/// 4 GPUs held for a part of 1.6 (rounding each part up held 2).
+#[test]
+fn the_rest_of_the_room_is_held_in_pods_without_a_device() {
+    let web = PodShape::new(2000, 8 * GI);
+    let inference = gpu(500, 1, 1);
+    let room = Room { cpu_millis: 4000.0, memory_bytes: 8.0 * GI as f64, units: 4.0 };
+    let slots = place(room, &split(&[(&web, 0.8), (&inference, 0.2)]), &[], &no_quota());
+    assert!(slots[1].pods <= 2, "GPU pause pods for a part of 1.6 pods: {slots:?}");
+    let (cpu, memory) = slots.iter().fold((0, 0), |(c, m), s| {
+        (c + u64::from(s.pods) * s.shape.cpu_millis, m + u64::from(s.pods) * s.shape.memory_bytes)
+    });
+    assert!(cpu >= 4000 && memory >= 8 * GI, "{slots:?}");
+}
+
+/// A shape that asks no memory (pods that request CPU only) holds none: what is still
+/// short goes into pods that hold what is short. 1 CPU / 2Gi pods at 75 % of 2 units
+/// (1.5 pods, rounded to 1) and 100m pods asking no memory at 25 %: the short quarter
+/// went into five more 100m pods, 2 CPU and 2Gi held where the room is 4Gi and the
+/// 1-CPU pods' part alone is 3Gi (rounding each part up held 2.5 CPU / 4Gi).
+#[test]
+fn the_rest_of_the_room_is_held_in_pods_that_hold_what_is_short() {
+    let unit = PodShape::new(1000, 2 * GI);
+    let cpu_only = PodShape::new(100, 0);
+    let room = Room { cpu_millis: 2000.0, memory_bytes: 4.0 * GI as f64, units: 2.0 };
+    let slots = place(room, &split(&[(&unit, 0.75), (&cpu_only, 0.25)]), &[], &no_quota());
+    let memory: u64 = slots.iter().map(|s| u64::from(s.pods) * s.shape.memory_bytes).sum();
+    assert!(memory >= 3 * GI, "the 1-CPU pods' part of the memory: {slots:?}");
 }

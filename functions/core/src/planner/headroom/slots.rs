@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 
 use crate::config::{HeadroomConfig, HeadroomShapes};
-use crate::shape::{self, PodShape, Room, ShapeMix, Shares, SlotState, Slots};
+use crate::shape::{self, PodShape, Quota, Room, ShapeMix, Shares, SlotState, Slots};
 
 /// The pause pods to run: per slot (Deployment), its shape and count.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,17 +93,8 @@ pub(super) fn place(
 /// change replaces every pod of the Deployment).
 fn in_fewer_pods(cfg: &HeadroomConfig, placed: &mut Placed, running: &[SlotState]) {
     let most = u64::from(cfg.max.max(cfg.min));
-    let unit = cfg.unit_shape();
-    let largest_k = |s: &PodShape| -> u32 {
-        // Devices stay one per pause pod: a node may have no room for several.
-        if !s.extended.is_empty() {
-            return 1;
-        }
-        let by = |room: u64, one: u64| room.checked_div(one).unwrap_or(u64::MAX);
-        u32::try_from(by(unit.cpu_millis, s.cpu_millis).min(by(unit.memory_bytes, s.memory_bytes)))
-            .unwrap_or(u32::MAX)
-            .max(1)
-    };
+    let quota = quota(cfg);
+    let largest_k = |s: &PodShape| quota.pods_per_pause_pod(s);
     let pods: u64 = placed.slots.iter().flatten().map(|s| u64::from(s.pods)).sum();
     for (i, slot) in placed.slots.iter_mut().enumerate() {
         let Some(s) = slot.as_mut().filter(|s| s.pods > 0) else { continue };
@@ -133,8 +124,7 @@ fn in_fewer_pods(cfg: &HeadroomConfig, placed: &mut Placed, running: &[SlotState
 /// `pod_memory`: pods, CPU and memory each.
 fn within_quota(cfg: &HeadroomConfig, placed: &mut Placed) {
     let most = cfg.max.max(cfg.min);
-    let (cpu_room, memory_room) =
-        (u64::from(most).saturating_mul(cfg.pod_cpu_millis), u64::from(most).saturating_mul(cfg.pod_memory_bytes));
+    let Quota { cpu_millis: cpu_room, memory_bytes: memory_room, .. } = quota(cfg);
     // Each shape alone first (a typo'd request can ask for billions), then together.
     for s in placed.slots.iter_mut().flatten() {
         let fits = |room: u64, one: u64| room.checked_div(one).unwrap_or(u64::MAX);
@@ -160,6 +150,18 @@ fn within_quota(cfg: &HeadroomConfig, placed: &mut Placed) {
             break;
         };
         s.pods -= 1;
+    }
+}
+
+/// `max` pods of `pod_cpu` / `pod_memory`: what the headroom namespace's quota was
+/// written for.
+fn quota(cfg: &HeadroomConfig) -> Quota {
+    let most = cfg.max.max(cfg.min);
+    Quota {
+        cpu_millis: u64::from(most).saturating_mul(cfg.pod_cpu_millis),
+        memory_bytes: u64::from(most).saturating_mul(cfg.pod_memory_bytes),
+        pause_pods: most,
+        unit: cfg.unit_shape(),
     }
 }
 
@@ -190,7 +192,7 @@ fn place_room(
                 return one(slots, unfit);
             };
             let mut slots = vec![None; shapes.len()];
-            for s in shape::place(room, &shares, running) {
+            for s in shape::place(room, &shares, running, &quota(cfg)) {
                 if let Some(i) = shapes.iter().position(|l| *l == s.shape) {
                     slots[i] = Some(s);
                 }
@@ -203,7 +205,7 @@ fn place_room(
             Some(shares) => {
                 let Shares { left_out, .. } = &shares;
                 let unfit = left_out.clone();
-                one(assign(shape::place(room, &shares, running), running), unfit)
+                one(assign(shape::place(room, &shares, running, &quota(cfg)), running), unfit)
             }
         },
     }
