@@ -255,13 +255,10 @@ fn assign(placed: Vec<Slots>, running: &[SlotState]) -> Vec<Option<Slots>> {
     let mut slots: Vec<Option<Slots>> = vec![None; shape::MAX_SLOT_SHAPES];
     let open = writable(running);
     let mut rest = Vec::new();
-    for s in placed {
-        // The slot running its shape, else one running room for several of its pods.
-        let free = |r: &&SlotState| r.slot < slots.len() && slots[r.slot].is_none();
-        let exact = running.iter().filter(free).find(|r| r.shape == s.shape);
-        let several = || running.iter().filter(free).find(|r| r.shape.multiple_of(&s.shape).is_some());
-        match exact.or_else(several) {
-            Some(r) => slots[r.slot] = Some(s),
+    let kept = shape::kept_deployments(&placed.iter().map(|s| &s.shape).collect::<Vec<_>>(), running);
+    for (s, kept) in placed.into_iter().zip(kept) {
+        match kept {
+            Some(i) => slots[running[i].slot] = Some(s),
             None => rest.push(s),
         }
     }

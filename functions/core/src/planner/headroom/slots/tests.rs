@@ -90,6 +90,42 @@ fn written(placed: &Placed, before: &[SlotState]) -> Vec<SlotState> {
     out
 }
 
+/// What the cluster runs after each report of arrivals `mixes` (shape, kind, pods), the
+/// room `units` throughout: per report, each Deployment's shape and replicas.
+fn runs_after(
+    cfg: &HeadroomConfig,
+    units: u32,
+    mixes: &[Vec<(PodShape, crate::shape::WorkloadKind, u64)>],
+) -> Vec<Vec<(String, u32)>> {
+    use crate::shape::{MixEntry, ShapeMix};
+    let now = chrono::Utc::now();
+    let window = (now, now + chrono::Duration::minutes(30), chrono_tz::Tz::UTC);
+    let mut runs: Vec<SlotState> = Vec::new();
+    let mut seen = Vec::new();
+    for arrivals in mixes {
+        let entries = arrivals
+            .iter()
+            .map(|(shape, kind, pods)| MixEntry {
+                shape: shape.clone(),
+                kind: *kind,
+                weight_milli: pods * 1000,
+                by_hour_milli: Vec::new(),
+                waiting: 0,
+                at: now,
+            })
+            .collect();
+        let placed = place(cfg, &ShapeMix { entries, ..ShapeMix::default() }, units, &runs, &[], window, None);
+        runs = written(&placed, &runs);
+        seen.push(runs.iter().map(|r| (r.shape.to_string(), r.replicas.unwrap_or(0))).collect());
+    }
+    seen
+}
+
+/// Whether, from the third report on, no Deployment changed.
+fn settled(seen: &[Vec<(String, u32)>]) -> bool {
+    seen[2..].windows(2).all(|w| w[0] == w[1])
+}
+
 /// `within_quota` takes back pods of the shape placed over `max`'s memory, so that
 /// shape never runs the count its part rounds to and its rounding has no band: 4-CPU /
 /// 14Gi Jobs (60 % of pods, a part of 3.745 or 3.755 pods of 16 units) round to 3 or
@@ -99,35 +135,17 @@ fn written(placed: &Placed, before: &[SlotState]) -> Vec<SlotState> {
 /// with 2 web pods they hold 9 CPU of a 16-CPU room, where the quota lets 8 hold 12.
 #[test]
 fn a_shape_the_quota_cuts_does_not_move_pods_at_every_report() {
-    use crate::shape::{MixEntry, ShapeMix, WorkloadKind};
+    use crate::shape::WorkloadKind;
     let cfg = cfg(20);
     let web = PodShape::new(500, GI);
     let job = PodShape::new(4000, 14 * GI);
-    let now = chrono::Utc::now();
-    let entry = |shape: &PodShape, kind, pods: u64| MixEntry {
-        shape: shape.clone(),
-        kind,
-        weight_milli: pods * 1000,
-        by_hour_milli: Vec::new(),
-        waiting: 0,
-        at: now,
-    };
-    let window = (now, now + chrono::Duration::minutes(30), chrono_tz::Tz::UTC);
-    let mut runs: Vec<SlotState> = Vec::new();
-    let mut seen = Vec::new();
-    for web_pods in [395, 405, 395, 405, 395, 405] {
-        let mix = ShapeMix {
-            entries: vec![
-                entry(&job, WorkloadKind::Job, 1000 - web_pods),
-                entry(&web, WorkloadKind::LongRunning, web_pods),
-            ],
-            ..ShapeMix::default()
-        };
-        let placed = place(&cfg, &mix, 16, &runs, &[], window, None);
-        runs = written(&placed, &runs);
-        seen.push(runs.iter().map(|r| (r.shape.to_string(), r.replicas.unwrap_or(0))).collect::<Vec<_>>());
-    }
-    assert!(seen[2..].windows(2).all(|w| w[0] == w[1]), "{seen:#?}");
+    let mixes: Vec<_> = [395, 405, 395, 405, 395, 405]
+        .map(|web_pods| {
+            vec![(job.clone(), WorkloadKind::Job, 1000 - web_pods), (web.clone(), WorkloadKind::LongRunning, web_pods)]
+        })
+        .to_vec();
+    let seen = runs_after(&cfg, 16, &mixes);
+    assert!(settled(&seen), "{seen:#?}");
 }
 
 /// Over `max`, 250m / 512Mi pods four to a pause pod and 500m / 1Gi pods two to one
@@ -137,32 +155,16 @@ fn a_shape_the_quota_cuts_does_not_move_pods_at_every_report() {
 /// pause pod and gave it back at every report.
 #[test]
 fn shapes_sharing_pause_pods_of_one_size_keep_their_pods() {
-    use crate::shape::{MixEntry, ShapeMix, WorkloadKind};
+    use crate::shape::WorkloadKind;
     let cfg = cfg(8);
     let small = PodShape::new(250, GI / 2);
     let web = PodShape::new(500, GI);
-    let now = chrono::Utc::now();
-    let entry = |shape: &PodShape, pods: u64| MixEntry {
-        shape: shape.clone(),
-        kind: WorkloadKind::LongRunning,
-        weight_milli: pods * 1000,
-        by_hour_milli: Vec::new(),
-        waiting: 0,
-        at: now,
-    };
-    let window = (now, now + chrono::Duration::minutes(30), chrono_tz::Tz::UTC);
-    let mut runs: Vec<SlotState> = Vec::new();
-    let mut seen = Vec::new();
-    for small_pods in [400, 420, 400, 420, 400, 420] {
-        let mix = ShapeMix {
-            entries: vec![entry(&small, small_pods), entry(&web, 1000 - small_pods)],
-            ..ShapeMix::default()
-        };
-        let placed = place(&cfg, &mix, 4, &runs, &[], window, None);
-        runs = written(&placed, &runs);
-        seen.push(runs.iter().map(|r| (r.shape.to_string(), r.replicas.unwrap_or(0))).collect::<Vec<_>>());
-    }
-    assert!(seen[2..].windows(2).all(|w| w[0] == w[1]), "{seen:?}");
+    let long = WorkloadKind::LongRunning;
+    let mixes: Vec<_> = [400, 420, 400, 420, 400, 420]
+        .map(|small_pods| vec![(small.clone(), long, small_pods), (web.clone(), long, 1000 - small_pods)])
+        .to_vec();
+    let seen = runs_after(&cfg, 4, &mixes);
+    assert!(settled(&seen), "{seen:?}");
 }
 
 /// Pods that cannot share a pause pod (800m / 1Gi: one fits in the 1 CPU / 2Gi unit)
@@ -172,28 +174,14 @@ fn shapes_sharing_pause_pods_of_one_size_keep_their_pods() {
 /// between the Deployments at every report.
 #[test]
 fn a_shape_cut_to_max_pods_does_not_move_pods_at_every_report() {
-    use crate::shape::{MixEntry, ShapeMix, WorkloadKind};
+    use crate::shape::WorkloadKind;
     let cfg = cfg(8);
     let web = PodShape::new(800, GI);
     let api = PodShape::new(700, 3 * GI / 2);
-    let now = chrono::Utc::now();
-    let entry = |shape: &PodShape, pods: u64| MixEntry {
-        shape: shape.clone(),
-        kind: WorkloadKind::LongRunning,
-        weight_milli: pods * 1000,
-        by_hour_milli: Vec::new(),
-        waiting: 0,
-        at: now,
-    };
-    let window = (now, now + chrono::Duration::minutes(30), chrono_tz::Tz::UTC);
-    let mut runs: Vec<SlotState> = Vec::new();
-    let mut seen = Vec::new();
-    for web_pods in [800, 820, 800, 820, 800, 820] {
-        let mix =
-            ShapeMix { entries: vec![entry(&web, web_pods), entry(&api, 1000 - web_pods)], ..ShapeMix::default() };
-        let placed = place(&cfg, &mix, 6, &runs, &[], window, None);
-        runs = written(&placed, &runs);
-        seen.push(runs.iter().map(|r| (r.shape.to_string(), r.replicas.unwrap_or(0))).collect::<Vec<_>>());
-    }
-    assert!(seen[2..].windows(2).all(|w| w[0] == w[1]), "{seen:?}");
+    let long = WorkloadKind::LongRunning;
+    let mixes: Vec<_> = [800, 820, 800, 820, 800, 820]
+        .map(|web_pods| vec![(web.clone(), long, web_pods), (api.clone(), long, 1000 - web_pods)])
+        .to_vec();
+    let seen = runs_after(&cfg, 6, &mixes);
+    assert!(settled(&seen), "{seen:?}");
 }
