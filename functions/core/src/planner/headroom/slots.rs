@@ -92,8 +92,8 @@ pub(super) fn place(
 /// keeps them so while its shape is placed, so a slot changes at most once each way (a
 /// change replaces every pod of the Deployment).
 fn in_fewer_pods(cfg: &HeadroomConfig, placed: &mut Placed, running: &[SlotState]) {
-    let most = u64::from(cfg.max.max(cfg.min));
     let quota = quota(cfg);
+    let most = u64::from(quota.pause_pods);
     let largest_k = |s: &PodShape| quota.pods_per_pause_pod(s);
     let pods: u64 = placed.slots.iter().flatten().map(|s| u64::from(s.pods)).sum();
     for (i, slot) in placed.slots.iter_mut().enumerate() {
@@ -123,8 +123,7 @@ fn in_fewer_pods(cfg: &HeadroomConfig, placed: &mut Placed, running: &[SlotState
 /// Takes pods off until every shape together is within `max` pods of `pod_cpu` /
 /// `pod_memory`: pods, CPU and memory each.
 fn within_quota(cfg: &HeadroomConfig, placed: &mut Placed) {
-    let most = cfg.max.max(cfg.min);
-    let Quota { cpu_millis: cpu_room, memory_bytes: memory_room, .. } = quota(cfg);
+    let Quota { cpu_millis: cpu_room, memory_bytes: memory_room, pause_pods: most, .. } = quota(cfg);
     // Each shape alone first (a typo'd request can ask for billions), then together.
     for s in placed.slots.iter_mut().flatten() {
         let fits = |room: u64, one: u64| room.checked_div(one).unwrap_or(u64::MAX);
