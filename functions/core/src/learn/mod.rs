@@ -178,6 +178,9 @@ pub struct Prediction {
     /// The rise past days show for this window; `None`: no past day shows it yet (too
     /// little history: `percent` is used).
     pub seasonal: Option<(Rise, Basis)>,
+    /// What of the rise past days show for the window today already brought: room held
+    /// for it that its pods took (see [`Prediction::room_came`]).
+    pub came: Rise,
     /// What rose within the absorb span up to the newest demand (a ramp under way goes on).
     pub recent: Rise,
     /// The largest burst that made a window's waits miss the target, kept (halved every
@@ -216,6 +219,15 @@ impl Prediction {
         };
         let times = self.correction * self.budget_share;
         (rise.cpu_millis as f64 * times, rise.memory_bytes as f64 * times)
+    }
+
+    /// The room the window's rise had that its pods already took today, corrected as
+    /// [`Prediction::room`] is: room held for the window as much as the pause pods left
+    /// (waits are judged against both).
+    pub fn room_came(&self) -> Rise {
+        let times = self.correction * self.budget_share;
+        let scale = |v: u64| (v as f64 * times).round() as u64;
+        Rise { cpu_millis: scale(self.came.cpu_millis), memory_bytes: scale(self.came.memory_bytes) }
     }
 }
 
@@ -371,6 +383,7 @@ impl History {
         let to = now + lead * 2;
         Prediction {
             seasonal: self.seasonal.rise_for(now, to, self.absorb_span(), history_days, self.tz()),
+            came: self.seasonal.came_for(now, to, self.absorb_span(), history_days, self.tz()),
             recent: self.seasonal.rise_now(now, self.absorb_span()),
             missed: self.missed_at(now),
             lead,

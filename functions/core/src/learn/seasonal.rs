@@ -330,26 +330,39 @@ impl Seasonal {
         span: Option<Duration>,
         tz: Tz,
     ) -> Option<(u32, u32)> {
-        let mut found: Option<(u32, u32)> = None;
+        self.slot_rises(from, to, span, tz).into_iter().flatten().reduce(|(c, m), (fc, fm)| (c.max(fc), m.max(fm)))
+    }
+
+    /// The rise recorded in each slot covering `[from, to]`, in order (`None` where
+    /// nothing was observed), scaled to `span` (as taken when `None`).
+    fn slot_rises(
+        &self,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+        span: Option<Duration>,
+        tz: Tz,
+    ) -> Vec<Option<(u32, u32)>> {
+        let mut found = Vec::new();
         let mut at = from;
         loop {
             let (date, slot) = day_slot(at, tz);
-            if let Some(day) = self.days.iter().find(|d| d.date == date) {
-                if let (Some(Some(c)), Some(Some(m))) = (day.cpu_millis.get(slot), day.memory_mib.get(slot)) {
-                    let share = day.at_once_percent(slot);
-                    // No span: a new node comes within the allowed wait, nothing needs room.
-                    let to_span = |v: u32| match span {
-                        None => v,
-                        Some(s) if s.is_zero() => 0,
-                        Some(s) => {
-                            let scaled = rescaled(u64::from(v), share, day.span_secs, span_secs(s));
-                            u32::try_from(scaled).unwrap_or(u32::MAX)
-                        }
-                    };
-                    let (c, m) = (to_span(*c), to_span(*m));
-                    found = Some(found.map_or((c, m), |(fc, fm)| (fc.max(c), fm.max(m))));
-                }
-            }
+            let day = self.days.iter().find(|d| d.date == date);
+            found.push(day.and_then(|day| {
+                let (Some(Some(c)), Some(Some(m))) = (day.cpu_millis.get(slot), day.memory_mib.get(slot)) else {
+                    return None;
+                };
+                let share = day.at_once_percent(slot);
+                // No span: a new node comes within the allowed wait, nothing needs room.
+                let to_span = |v: u32| match span {
+                    None => v,
+                    Some(s) if s.is_zero() => 0,
+                    Some(s) => {
+                        let scaled = rescaled(u64::from(v), share, day.span_secs, span_secs(s));
+                        u32::try_from(scaled).unwrap_or(u32::MAX)
+                    }
+                };
+                Some((to_span(*c), to_span(*m)))
+            }));
             if at >= to {
                 break;
             }
@@ -362,6 +375,9 @@ impl Seasonal {
     /// The rise past days show for `[from, to]`, from the largest rise in the window's
     /// slots of each: by time of week once two weeks show it, else by time of day; the
     /// value taken as [`Pick`] says for their number. `None` while no past day shows it.
+    /// Less what today already showed rising in the window's slots: that has come. A
+    /// burst at 10:00 is not room still to hold at 10:05 because its slot runs to 10:15
+    /// (the pause pods it took would be made again, and nodes launched for them).
     pub(super) fn rise_for(
         &self,
         from: DateTime<Utc>,
@@ -370,9 +386,54 @@ impl Seasonal {
         history_days: usize,
         tz: Tz,
     ) -> Option<(Rise, Basis)> {
+        self.picked(from, to, span, history_days, tz, true)
+    }
+
+    /// What of the rise past days show for `[from, to]` today already brought (see
+    /// [`Seasonal::rise_for`]): the room held for the window that its pods took.
+    pub(super) fn came_for(
+        &self,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+        span: Duration,
+        history_days: usize,
+        tz: Tz,
+    ) -> Rise {
+        let whole = self.picked(from, to, span, history_days, tz, false);
+        let left = self.picked(from, to, span, history_days, tz, true);
+        match (whole, left) {
+            (Some((whole, _)), Some((left, _))) => Rise {
+                cpu_millis: whole.cpu_millis.saturating_sub(left.cpu_millis),
+                memory_bytes: whole.memory_bytes.saturating_sub(left.memory_bytes),
+            },
+            _ => Rise::default(),
+        }
+    }
+
+    fn picked(
+        &self,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+        span: Duration,
+        history_days: usize,
+        tz: Tz,
+        less_today: bool,
+    ) -> Option<(Rise, Basis)> {
+        let today = if less_today { self.slot_rises(from, to, Some(span), tz) } else { Vec::new() };
         // The same local times k days before (a daylight saving change between moves them
-        // an hour in UTC, not in the pool's day), scaled to the span they are used for.
-        let past = |k: i64| self.largest_rise(days_before(from, k, tz)?, days_before(to, k, tz)?, Some(span), tz);
+        // an hour in UTC, not in the pool's day), scaled to the span they are used for,
+        // less what today showed in each.
+        let past = |k: i64| {
+            let then = self.slot_rises(days_before(from, k, tz)?, days_before(to, k, tz)?, Some(span), tz);
+            then.into_iter()
+                .zip(today.iter().copied().chain(std::iter::repeat(None)))
+                .filter_map(|(then, today)| {
+                    let (c, m) = then?;
+                    let (tc, tm) = today.unwrap_or_default();
+                    Some((c.saturating_sub(tc), m.saturating_sub(tm)))
+                })
+                .reduce(|(c, m), (fc, fm)| (c.max(fc), m.max(fm)))
+        };
         let weeks: Vec<(u32, u32)> = (1..=history_days as i64 / 7).filter_map(|w| past(7 * w)).collect();
         let days: Vec<(u32, u32)> = (1..=history_days as i64).filter_map(past).collect();
         // Two weeks are enough: their largest but one is a rise both show.

@@ -553,3 +553,29 @@ fn look(h: &mut History, t: DateTime<Utc>, cpu: u64, span: Duration) {
     let tz = h.tz();
     h.seasonal.sample(DemandSample { at: t, cpu_millis: cpu, memory_bytes: cpu << 20, since: None }, span, tz)
 }
+
+/// A burst of jobs at 10:00 yesterday is room ahead of 10:00 today; once today's burst
+/// has come, the rest of its 15-minute slot holds no room for it again (the pause pods
+/// it took would be made again, and nodes launched for them, for a burst already
+/// started). Half a burst leaves room for the other half.
+#[test]
+fn a_burst_that_came_today_is_not_room_for_the_rest_of_its_slot() {
+    let ten = monday() + Duration::days(1) + Duration::hours(10);
+    let ahead = |h: &History, at: DateTime<Utc>| h.predict(at, 14).seasonal.map_or(0, |(r, _)| r.cpu_millis);
+    for (today, left) in [(64_000, 0), (32_000, 32_000), (0, 64_000)] {
+        // 10 CPU, and from 10:00 to 11:00 the jobs: 64 CPU on Monday, `today` on Tuesday.
+        let demand = |t: DateTime<Utc>| {
+            let jobs = if t.weekday() == Weekday::Mon { 64_000 } else { today };
+            if t.hour() == 10 {
+                10_000 + jobs
+            } else {
+                10_000
+            }
+        };
+        let mut h = History::default();
+        watch(&mut h, monday(), 24 * 60 + 10 * 60 - 2, 14, demand);
+        assert_eq!(ahead(&h, ten - Duration::minutes(2)), 64_000, "before the burst");
+        watch(&mut h, ten - Duration::minutes(2), 8, 14, demand);
+        assert_eq!(ahead(&h, ten + Duration::minutes(5)), left, "{today} of 64 CPU came at 10:00");
+    }
+}

@@ -184,7 +184,12 @@ impl Work<'_> {
                 m.saturating_add(pods.saturating_mul(s.shape.memory_bytes)),
             )
         });
-        let running = if dry_run { observed_room } else { placed.room() };
+        // Room the learned prediction held for the window that today's pods of its rise
+        // already took (it asks for the rest only) was held for the window all the same.
+        let came = by_target.filter(|_| learned).map_or(Rise::default(), |(p, _)| p.room_came());
+        let placed_room = placed.room();
+        let decided = (placed_room.0.saturating_add(came.cpu_millis), placed_room.1.saturating_add(came.memory_bytes));
+        let running = if dry_run { observed_room } else { decided };
         if let Some(history) = self.record.learned.as_mut() {
             // In a dry run the prediction decided nothing the cluster holds: a burst above
             // the room there is no sign the prediction was short.
@@ -193,7 +198,7 @@ impl Work<'_> {
                 (_, true) => DecidedBy::Seasonal,
                 (_, false) => DecidedBy::Percent,
             };
-            history.held(self.now, rise(running), raw > replicas && !dry_run, by, dry_run.then(|| rise(placed.room())));
+            history.held(self.now, rise(running), raw > replicas && !dry_run, by, dry_run.then(|| rise(decided)));
         }
         self.headroom = Some(HeadroomDecision { percent: percent.percent, wanted: raw, replicas, learned });
         self.set_slots(placed, reason);
