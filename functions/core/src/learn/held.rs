@@ -35,6 +35,10 @@ pub struct Held {
     pub by: DecidedBy,
     /// In a dry run, the room decided but not applied (`room` is what the cluster runs).
     pub decided: Option<Rise>,
+    /// Decided after pods of the window's predicted rise came today and took room held
+    /// for it: what is left says nothing of the room that rise met (see
+    /// [`HeldRoom::over`]).
+    pub after_rise: bool,
 }
 
 /// [`Held`] as stored.
@@ -51,6 +55,8 @@ struct HeldRecord {
     seasonal: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     decided: Option<Rise>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    after_rise: bool,
 }
 
 impl From<HeldRecord> for Held {
@@ -61,7 +67,7 @@ impl From<HeldRecord> for Held {
             (false, true) => DecidedBy::Seasonal,
             (false, false) => DecidedBy::Percent,
         };
-        Held { at: r.at, room: r.room, at_max: r.at_max, by, decided: r.decided }
+        Held { at: r.at, room: r.room, at_max: r.at_max, by, decided: r.decided, after_rise: r.after_rise }
     }
 }
 
@@ -74,6 +80,7 @@ impl From<Held> for HeldRecord {
             overridden: h.by == DecidedBy::Override,
             seasonal: h.by == DecidedBy::Seasonal,
             decided: h.decided,
+            after_rise: h.after_rise,
         }
     }
 }
@@ -92,18 +99,10 @@ pub(super) struct HeldOver {
 }
 
 impl HeldRoom {
-    /// What the pause pods hold from `at`, kept over the longest span a measurement
+    /// What the pause pods hold from `next.at`, kept over the longest span a measurement
     /// covers given the lead time `lead`.
-    pub(super) fn hold(
-        &mut self,
-        at: DateTime<Utc>,
-        room: Rise,
-        at_max: bool,
-        by: DecidedBy,
-        decided: Option<Rise>,
-        lead: Duration,
-    ) {
-        let next = Held { at, room, at_max, by, decided };
+    pub(super) fn hold(&mut self, next: Held, lead: Duration) {
+        let at = next.at;
         if self.decisions.last().is_some_and(|h| Held { at, ..*h } == next) {
             return;
         }
@@ -133,6 +132,8 @@ impl HeldRoom {
                     (None, None) => None,
                     (a, b) => Some(a.unwrap_or(first.room).min(b.unwrap_or(second.room))),
                 },
+                // The lower room counts: after a rise only if both were.
+                after_rise: first.after_rise && second.after_rise,
             },
         );
     }
@@ -140,10 +141,15 @@ impl HeldRoom {
     /// The least room held over `[from, to]` (nothing recorded over the span, no
     /// decision yet, is no room) and the least decided (the same but in a dry run),
     /// whether at some point of it `max` held the pods down or an override decided them,
-    /// and whether the seasonal prediction decided all of it.
+    /// and whether the seasonal prediction decided all of it. Decisions made after the
+    /// predicted rise came count only when all of the span's were: a window the rise
+    /// came in is judged against the room it met, not what it left; one after it
+    /// against what was left.
     pub(super) fn over(&self, from: DateTime<Utc>, to: DateTime<Utc>) -> HeldOver {
         let start = self.decisions.iter().rposition(|h| h.at <= from).unwrap_or(0);
-        let mut during = self.decisions[start..].iter().filter(|h| h.at <= to).peekable();
+        let span = || self.decisions[start..].iter().filter(|h| h.at <= to);
+        let all_after_rise = span().all(|h| h.after_rise);
+        let mut during = span().filter(|h| all_after_rise || !h.after_rise).peekable();
         if during.peek().is_none() {
             return HeldOver {
                 least: Rise::default(),

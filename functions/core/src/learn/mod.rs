@@ -37,7 +37,7 @@ pub use held::{Held, HeldRoom};
 pub use hold::Hold;
 pub use lead::{Launch, Lead, ASSUMED_LEAD};
 pub use reaction::{Arrival, Reaction, CA_REACTION};
-pub use seasonal::{DayRises, DemandSample, Seasonal, SLOTS_PER_DAY, SLOT_MINUTES};
+pub use seasonal::{DayRises, DemandSample, Seasonal, SlotLow, SLOTS_PER_DAY, SLOT_MINUTES};
 
 /// The learner's memory, kept in the pool record.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -178,8 +178,8 @@ pub struct Prediction {
     /// The rise past days show for this window; `None`: no past day shows it yet (too
     /// little history: `percent` is used).
     pub seasonal: Option<(Rise, Basis)>,
-    /// What of the rise past days show for the window today already brought: room held
-    /// for it that its pods took (see [`Prediction::room_came`]).
+    /// What of the rise past days show for the window today already brought (taken off
+    /// `seasonal`): room held for it that its pods took.
     pub came: Rise,
     /// What rose within the absorb span up to the newest demand (a ramp under way goes on).
     pub recent: Rise,
@@ -221,13 +221,9 @@ impl Prediction {
         (rise.cpu_millis as f64 * times, rise.memory_bytes as f64 * times)
     }
 
-    /// The room the window's rise had that its pods already took today, corrected as
-    /// [`Prediction::room`] is: room held for the window as much as the pause pods left
-    /// (waits are judged against both).
-    pub fn room_came(&self) -> Rise {
-        let times = self.correction * self.budget_share;
-        let scale = |v: u64| (v as f64 * times).round() as u64;
-        Rise { cpu_millis: scale(self.came.cpu_millis), memory_bytes: scale(self.came.memory_bytes) }
+    /// Whether pods of the window's predicted rise came today and took room held for it.
+    pub fn rise_came(&self) -> bool {
+        self.seasonal.is_some() && (self.came.cpu_millis > 0 || self.came.memory_bytes > 0)
     }
 }
 
@@ -369,9 +365,19 @@ impl History {
 
     /// What the pause pods hold from `at` (read by the measurements of the windows after).
     /// `decided`: in a dry run, the room decided but not applied (`room`: what runs).
-    pub fn held(&mut self, at: DateTime<Utc>, room: Rise, at_max: bool, by: DecidedBy, decided: Option<Rise>) {
+    /// `after_rise`: decided after pods of the window's predicted rise came (see
+    /// [`Held::after_rise`]).
+    pub fn held(
+        &mut self,
+        at: DateTime<Utc>,
+        room: Rise,
+        at_max: bool,
+        by: DecidedBy,
+        decided: Option<Rise>,
+        after_rise: bool,
+    ) {
         let lead = self.lead().duration;
-        self.held.hold(at, room, at_max, by, decided, lead);
+        self.held.hold(Held { at, room, at_max, by, decided, after_rise }, lead);
     }
 
     /// The room the window from `now` needs: rises that complete within two lead times

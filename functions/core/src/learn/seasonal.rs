@@ -29,6 +29,30 @@ pub struct Seasonal {
     /// Demand samples of the last absorb span and the last one before it: only the lows
     /// (see `Seasonal::sample`), at most 64.
     pub recent: Vec<DemandSample>,
+    /// The lowest demand since the newest sample's slot began (see [`DayRises::whole`]).
+    pub slot_low: Option<SlotLow>,
+}
+
+/// What one slot of one day rose.
+#[derive(Debug, Clone, Copy)]
+struct SlotRise {
+    /// Its largest rise within a span, CPU millicores and memory MiB.
+    within_span: (u32, u32),
+    /// Its whole rise, CPU millicores and memory MiB (`None`: not kept).
+    whole: Option<(u64, u64)>,
+}
+
+/// The lowest demand since a slot began: what the slot's whole rise is taken from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SlotLow {
+    /// The slot's day, in the history's time zone.
+    pub date: NaiveDate,
+    /// The slot.
+    pub slot: u8,
+    /// CPU requests, in millicores.
+    pub cpu_millis: u64,
+    /// Memory requests, in bytes.
+    pub memory_bytes: u64,
 }
 
 /// One day's largest rises per slot, and the first starts counted that day.
@@ -62,6 +86,14 @@ pub struct DayRises {
     /// spans were kept (taken as none).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub at_once: String,
+    /// Per slot, its whole rise (from the lowest demand since it began to the highest
+    /// after) as a multiple of its largest rise within a span, in halves, one base-36
+    /// character a slot (`2`: the same, `4`: twice, `z`: 17.5 times or more, `.`: none
+    /// seen): a slot whose jobs come in two bursts a few minutes apart still needs room
+    /// after the first has come. Empty in records from before it was kept (a rise seen
+    /// today then leaves the slot's room whole).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub whole: String,
 }
 
 impl DayRises {
@@ -87,6 +119,28 @@ impl DayRises {
 
     fn has_at_once(&self, slot: usize) -> bool {
         self.at_once.as_bytes().get(slot).is_some_and(|c| *c != b'.')
+    }
+
+    /// Slot `slot`'s whole rise in halves of its largest rise within a span (`None`:
+    /// not kept).
+    pub(super) fn whole_halves(&self, slot: usize) -> Option<u32> {
+        self.whole.as_bytes().get(slot).and_then(|c| char::from(*c).to_digit(36))
+    }
+
+    fn set_whole(&mut self, slot: usize, halves: u32) {
+        let mut bytes = std::mem::take(&mut self.whole).into_bytes();
+        bytes.resize(SLOTS_PER_DAY, b'.');
+        if let (Some(c), Some(digit)) = (bytes.get_mut(slot), char::from_digit(halves.min(35), 36)) {
+            *c = digit as u8;
+        }
+        self.whole = String::from_utf8(bytes).unwrap_or_default();
+    }
+
+    /// Slot `slot`'s whole rise, CPU and memory, taken as its largest rise within a span
+    /// (as recorded, `span`) times the multiple kept; `None` where none is kept.
+    fn whole_rise(&self, slot: usize, (cpu, mib): (u32, u32)) -> Option<(u64, u64)> {
+        let halves = u64::from(self.whole_halves(slot)?);
+        Some((u64::from(cpu) * halves / 2, u64::from(mib) * halves / 2))
     }
 }
 
@@ -190,6 +244,7 @@ impl Seasonal {
         let floor = |f: fn(&DemandSample) -> u64| within.iter().map(f).min().unwrap_or(f(&s)).min(f(&s));
         let rise_cpu = (s.cpu_millis - floor(|r| r.cpu_millis)).max(jump.0);
         let rise_mem = (s.memory_bytes - floor(|r| r.memory_bytes)).max(jump.1);
+        let whole = self.whole_rise(&s, tz);
         // The samples just before this one that it undercuts in CPU and memory are no
         // window's low any more (a window holding them holds it): it stands for their time
         // instead. So reconciles every few seconds at a flat demand keep one sample, and
@@ -211,7 +266,28 @@ impl Seasonal {
             memory_bytes: first.memory_bytes.min(second.memory_bytes),
             since: Some(first.since()),
         });
-        self.rose(s.at, (rise_cpu, rise_mem), jump, over, tz);
+        self.rose(s.at, (rise_cpu, rise_mem), jump, whole, over, tz);
+    }
+
+    /// What rose since `s`'s slot began, from the lowest demand since: the demand as it
+    /// began is the sample before the first of the slot's.
+    fn whole_rise(&mut self, s: &DemandSample, tz: Tz) -> (u64, u64) {
+        let (date, slot) = day_slot(s.at, tz);
+        let slot = u8::try_from(slot).unwrap_or(u8::MAX);
+        let began = self.slot_low.filter(|l| l.date == date && l.slot == slot).or_else(|| {
+            let before = self.recent.last()?;
+            Some(SlotLow { date, slot, cpu_millis: before.cpu_millis, memory_bytes: before.memory_bytes })
+        });
+        let low = match began {
+            Some(l) => SlotLow {
+                cpu_millis: l.cpu_millis.min(s.cpu_millis),
+                memory_bytes: l.memory_bytes.min(s.memory_bytes),
+                ..l
+            },
+            None => SlotLow { date, slot, cpu_millis: s.cpu_millis, memory_bytes: s.memory_bytes },
+        };
+        self.slot_low = Some(low);
+        (s.cpu_millis - low.cpu_millis, s.memory_bytes - low.memory_bytes)
     }
 
     /// A sample after a gap in reconciles (Ballast stopped, throttled, its events lost):
@@ -227,8 +303,12 @@ impl Seasonal {
         };
         let (rise_cpu, rise_mem) = (share(s.cpu_millis, last.cpu_millis), share(s.memory_bytes, last.memory_bytes));
         self.recent = vec![s];
+        // Nor when in its slot: the slot's whole rise is taken from here.
+        let (date, slot) = day_slot(s.at, tz);
+        let slot = u8::try_from(slot).unwrap_or(u8::MAX);
+        self.slot_low = Some(SlotLow { date, slot, cpu_millis: s.cpu_millis, memory_bytes: s.memory_bytes });
         // Nothing tells what rose at once across a gap: all of it may have.
-        self.rose(s.at, (rise_cpu, rise_mem), (rise_cpu, rise_mem), absorb, tz);
+        self.rose(s.at, (rise_cpu, rise_mem), (rise_cpu, rise_mem), (rise_cpu, rise_mem), absorb, tz);
     }
 
     /// Keeps a rise ending at `at`, taken over `span`, in its slot, if larger than the
@@ -241,6 +321,7 @@ impl Seasonal {
         at: DateTime<Utc>,
         (rise_cpu, rise_mem): (u64, u64),
         (jump_cpu, jump_mem): (u64, u64),
+        (whole_cpu, whole_mem): (u64, u64),
         span: Duration,
         tz: Tz,
     ) {
@@ -270,8 +351,23 @@ impl Seasonal {
             day.set_at_once(slot, at_once_of((rise, rise_mem), (jump, jump_mem)));
         }
         let cpu = u32::try_from(rise_cpu).unwrap_or(u32::MAX);
+        let before = day.cpu_millis[slot].zip(day.memory_mib[slot]);
+        let old_whole = before.and_then(|recorded| day.whole_rise(slot, recorded)).unwrap_or_default();
         day.cpu_millis[slot] = Some(day.cpu_millis[slot].map_or(cpu, |old| old.max(cpu)));
         day.memory_mib[slot] = Some(day.memory_mib[slot].map_or(mib(rise_mem), |old| old.max(mib(rise_mem))));
+        // The slot's whole rise, as a multiple of its largest within a span (in the
+        // dimension that rose, CPU first), to the nearest half.
+        let whole = (old_whole.0.max(whole_cpu), old_whole.1.max(u64::from(mib(whole_mem))));
+        let (largest, whole) = match day.cpu_millis[slot].unwrap_or(0) {
+            0 => (u64::from(day.memory_mib[slot].unwrap_or(0)), whole.1),
+            c => (u64::from(c), whole.0),
+        };
+        let halves = match largest {
+            0 if whole == 0 => 2,
+            0 => 35,
+            l => u32::try_from((u128::from(whole) * 4 + u128::from(l)) / (2 * u128::from(l))).unwrap_or(35),
+        };
+        day.set_whole(slot, halves.max(2));
     }
 
     /// Drops the days older than `history_days` before `now`'s.
@@ -294,6 +390,7 @@ impl Seasonal {
                     most_pods: 0,
                     span_secs: 0,
                     at_once: String::new(),
+                    whole: String::new(),
                 };
                 let at = self.days.partition_point(|d| d.date < date);
                 self.days.insert(at, fresh);
@@ -330,18 +427,23 @@ impl Seasonal {
         span: Option<Duration>,
         tz: Tz,
     ) -> Option<(u32, u32)> {
-        self.slot_rises(from, to, span, tz).into_iter().flatten().reduce(|(c, m), (fc, fm)| (c.max(fc), m.max(fm)))
+        self.slot_rises(from, to, span, tz)
+            .into_iter()
+            .flatten()
+            .map(|r| r.within_span)
+            .reduce(|(c, m), (fc, fm)| (c.max(fc), m.max(fm)))
     }
 
-    /// The rise recorded in each slot covering `[from, to]`, in order (`None` where
-    /// nothing was observed), scaled to `span` (as taken when `None`).
+    /// The rises recorded in each slot covering `[from, to]`, in order (`None` where
+    /// nothing was observed): the largest within a span scaled to `span` (as taken when
+    /// `None`), and the whole.
     fn slot_rises(
         &self,
         from: DateTime<Utc>,
         to: DateTime<Utc>,
         span: Option<Duration>,
         tz: Tz,
-    ) -> Vec<Option<(u32, u32)>> {
+    ) -> Vec<Option<SlotRise>> {
         let mut found = Vec::new();
         let mut at = from;
         loop {
@@ -361,7 +463,7 @@ impl Seasonal {
                         u32::try_from(scaled).unwrap_or(u32::MAX)
                     }
                 };
-                Some((to_span(*c), to_span(*m)))
+                Some(SlotRise { within_span: (to_span(*c), to_span(*m)), whole: day.whole_rise(slot, (*c, *m)) })
             }));
             if at >= to {
                 break;
@@ -419,18 +521,30 @@ impl Seasonal {
         tz: Tz,
         less_today: bool,
     ) -> Option<(Rise, Basis)> {
-        let today = if less_today { self.slot_rises(from, to, Some(span), tz) } else { Vec::new() };
+        // Today's slots: what rose in each since it began.
+        let today: Vec<(u64, u64)> = if less_today {
+            self.slot_rises(from, to, Some(span), tz)
+                .into_iter()
+                .map(|r| r.and_then(|r| r.whole).unwrap_or_default())
+                .collect()
+        } else {
+            Vec::new()
+        };
         // The same local times k days before (a daylight saving change between moves them
         // an hour in UTC, not in the pool's day), scaled to the span they are used for,
         // less what today showed in each.
         let past = |k: i64| {
             let then = self.slot_rises(days_before(from, k, tz)?, days_before(to, k, tz)?, Some(span), tz);
             then.into_iter()
-                .zip(today.iter().copied().chain(std::iter::repeat(None)))
+                .zip(today.iter().copied().chain(std::iter::repeat((0, 0))))
                 .filter_map(|(then, today)| {
-                    let (c, m) = then?;
-                    let (tc, tm) = today.unwrap_or_default();
-                    Some((c.saturating_sub(tc), m.saturating_sub(tm)))
+                    let SlotRise { within_span: (c, m), whole } = then?;
+                    // Nothing rose today yet, or that day kept no whole rise: all of it.
+                    let Some((whole_c, whole_m)) = whole.filter(|_| today != (0, 0)) else { return Some((c, m)) };
+                    let left = |within: u32, whole: u64, came: u64| {
+                        u32::try_from(u64::from(within).min(whole.saturating_sub(came))).unwrap_or(within)
+                    };
+                    Some((left(c, whole_c, today.0), left(m, whole_m, today.1)))
                 })
                 .reduce(|(c, m), (fc, fm)| (c.max(fc), m.max(fm)))
         };

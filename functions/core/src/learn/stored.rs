@@ -13,7 +13,7 @@ use super::held::{Held, HeldRoom};
 use super::hold::Hold;
 use super::lead::{Launch, Lead};
 use super::reaction::{Arrival, Reaction};
-use super::seasonal::{DayRises, DemandSample, Seasonal};
+use super::seasonal::{DayRises, DemandSample, Seasonal, SlotLow};
 use super::{History, Rise};
 
 /// See the learners' fields of the same names.
@@ -57,6 +57,8 @@ pub(super) struct Stored {
     raised_without_effect: u8,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     unanswerable: Option<Unanswerable>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    slot_low: Option<SlotLow>,
 }
 
 fn is_zero(n: &u8) -> bool {
@@ -66,7 +68,7 @@ fn is_zero(n: &u8) -> bool {
 impl From<Stored> for History {
     fn from(s: Stored) -> History {
         History {
-            seasonal: Seasonal { days: s.days, recent: s.recent },
+            seasonal: Seasonal { days: s.days, recent: s.recent, slot_low: s.slot_low },
             lead: Lead { lead_secs: s.lead_secs, launching: s.launching, last_look: s.last_look },
             reaction: Reaction { reaction_secs: s.reaction_secs, arrivals: s.arrivals, last_arrival: s.last_arrival },
             correction: Correction {
@@ -124,6 +126,7 @@ impl From<History> for Stored {
             raised_without_effect: correction.raised_without_effect,
             unanswerable: correction.unanswerable,
             hold,
+            slot_low: seasonal.slot_low,
         }
     }
 }

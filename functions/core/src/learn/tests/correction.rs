@@ -28,7 +28,7 @@ fn measured_waits_correct_up_quickly_and_down_slowly() {
     assert_eq!(h.correction(), 1.0, "never below the rise itself");
     // A miss while headroom.max held the pods down: more room was not to be had.
     let before = h.correction();
-    h.held(end(2990), Rise::default(), true, DecidedBy::Percent, None);
+    h.held(end(2990), Rise::default(), true, DecidedBy::Percent, None, false);
     h.measured(waits(3000, 50, 60_000), 10_000);
     assert_eq!(h.correction(), before);
 }
@@ -86,12 +86,12 @@ fn windows_met_under_an_override_leave_the_correction_alone() {
     let mut h =
         History { correction: Correction { correction_permille: 2_000, ..Default::default() }, ..Default::default() };
     let room = Rise { cpu_millis: 100_000, memory_bytes: 200 << 30 };
-    h.held(at(0), room, false, DecidedBy::Override, None);
+    h.held(at(0), room, false, DecidedBy::Override, None, false);
     for m in 1..=24 {
         h.measured(met(5 * m), 10_000);
     }
     assert_eq!(h.correction(), 2.0, "two hours of an override's windows");
-    h.held(at(125), room, true, DecidedBy::Seasonal, None);
+    h.held(at(125), room, true, DecidedBy::Seasonal, None, false);
     h.measured(met(135), 10_000);
     assert_eq!(h.correction(), 1.96, "met under max: the learned room was more than needed");
 }
@@ -104,9 +104,9 @@ fn pooled_windows_are_judged_against_the_room_held_over_their_whole_span() {
     let mut h = History { allowed_wait_ms: 10_000, ..Default::default() };
     watch(&mut h, at(0), 70, 14, |_| 10_000);
     // An override decides the room for the first ten minutes, the percent after.
-    h.held(at(0), Rise::default(), false, DecidedBy::Override, None);
+    h.held(at(0), Rise::default(), false, DecidedBy::Override, None, false);
     for m in 10..70 {
-        h.held(at(m), Rise { cpu_millis: 1_000 * m as u64, memory_bytes: 0 }, false, DecidedBy::Percent, None);
+        h.held(at(m), Rise { cpu_millis: 1_000 * m as u64, memory_bytes: 0 }, false, DecidedBy::Percent, None, false);
     }
     // Windows of one pod each 5 minutes from 00:05, two of them missed (the first under
     // the override): judged together once they hold 10 pods, at 00:50.
@@ -129,10 +129,10 @@ fn pooled_windows_are_judged_against_the_room_held_over_their_whole_span() {
     // the override at its start is still known.
     let mut busy = History { allowed_wait_ms: 10_000, ..Default::default() };
     watch(&mut busy, at(0), 70, 14, |_| 10_000);
-    busy.held(at(0), Rise::default(), false, DecidedBy::Override, None);
+    busy.held(at(0), Rise::default(), false, DecidedBy::Override, None, false);
     for k in 30..210u64 {
         let room = Rise { cpu_millis: 1_000 * (k % 7 + 1), memory_bytes: 0 };
-        busy.held(at(0) + Duration::seconds(20 * k as i64), room, false, DecidedBy::Percent, None);
+        busy.held(at(0) + Duration::seconds(20 * k as i64), room, false, DecidedBy::Percent, None, false);
     }
     assert!(busy.held.decisions.len() <= 96, "bounded: {}", busy.held.decisions.len());
     assert!(
@@ -166,7 +166,7 @@ fn burst_at_nine(day: DateTime<Utc>, by: DecidedBy) -> (History, DateTime<Utc>, 
     let t0 = day + Duration::hours(9);
     watch(&mut h, t0 - Duration::minutes(30), 31, 14, |t| if t > t0 { 110_000 } else { 90_000 });
     watch(&mut h, t0 + Duration::minutes(1), 10, 14, |_| 110_000);
-    h.held(t0 - Duration::minutes(10), Rise { cpu_millis: 5_000, memory_bytes: 10 << 30 }, false, by, None);
+    h.held(t0 - Duration::minutes(10), Rise { cpu_millis: 5_000, memory_bytes: 10 << 30 }, false, by, None, false);
     let window = WaitsSeen {
         over: None,
         over_with_room: 0,
@@ -200,6 +200,7 @@ fn a_burst_larger_than_the_room_is_kept_and_fades_and_a_miss_with_room_raises_th
         false,
         DecidedBy::Percent,
         None,
+        false,
     );
     let again = WaitsSeen {
         over: None,
@@ -263,7 +264,7 @@ fn windows_of_a_few_pods_are_judged_together() {
         p95_ms,
         max_ms: p95_ms,
     };
-    h.held(at(-30), Rise { cpu_millis: 3_000, memory_bytes: 12 << 30 }, false, DecidedBy::Seasonal, None);
+    h.held(at(-30), Rise { cpu_millis: 3_000, memory_bytes: 12 << 30 }, false, DecidedBy::Seasonal, None, false);
     for (k, wait_ms) in [20_000, 1_000, 22_000, 1_000].into_iter().enumerate() {
         h.measured(waits(5 * (k as i64 + 1), 2, wait_ms), 10_000);
         assert_eq!(h.correction(), 1.0, "{} pods pooled: not judged yet", 2 * (k + 1));
@@ -305,6 +306,7 @@ fn with_budget(pods: u32, over: u32) -> History {
         most_pods: 2,
         span_secs: 0,
         at_once: String::new(),
+        whole: String::new(),
     };
     // The first day counted is long gone from the ring: every day kept counts whole.
     let first_counted = Some((monday() - Duration::days(30)).date_naive());
@@ -328,7 +330,7 @@ fn a_miss_the_wait_budget_affords_adds_no_room() {
     let room = Rise { cpu_millis: 20_000, memory_bytes: 40 << 30 };
     let miss = counted(10, 30, 60_000, 3);
     let mut h = with_budget(1_000, 10);
-    h.held(miss.window_start - Duration::minutes(10), room, false, DecidedBy::Seasonal, None);
+    h.held(miss.window_start - Duration::minutes(10), room, false, DecidedBy::Seasonal, None, false);
     h.measured(counted(5, 60, 2_000, 0), 10_000);
     let mut spent = h.clone();
     spent.seasonal.days[0].pods_over = 30;
@@ -338,7 +340,7 @@ fn a_miss_the_wait_budget_affords_adds_no_room() {
     assert_eq!(spent.correction(), 1.5, "33 of 1,090 over: past 3 %, the miss is answered");
     // An older forwarder counts nothing over the target: no budget to spend.
     let mut unknown = with_budget(0, 0);
-    unknown.held(miss.window_start - Duration::minutes(10), room, false, DecidedBy::Seasonal, None);
+    unknown.held(miss.window_start - Duration::minutes(10), room, false, DecidedBy::Seasonal, None, false);
     unknown.measured(WaitsSeen { over: None, ..miss }, 10_000);
     assert_eq!((unknown.correction(), unknown.budget()), (1.5, (0, 0)));
 }
@@ -420,6 +422,7 @@ fn the_room_shrinks_only_while_the_budget_left_takes_the_largest_window() {
                 most_pods: 500,
                 span_secs: 0,
                 at_once: String::new(),
+                whole: String::new(),
             },
         );
         for k in 1..=20 {
@@ -451,7 +454,7 @@ fn windows_met_under_a_dry_run_or_an_override_do_not_shrink_the_room() {
     let room = Rise { cpu_millis: 40_000, memory_bytes: 80 << 30 };
     for (by, decided) in [(DecidedBy::Seasonal, Some(Rise::default())), (DecidedBy::Override, None)] {
         let mut h = with_budget(1_000, 0);
-        h.held(monday() + Duration::hours(8), room, false, by, decided);
+        h.held(monday() + Duration::hours(8), room, false, by, decided, false);
         for k in 1..=20 {
             h.measured(counted(5 * k, 1, 2_000, 0), 10_000);
         }
@@ -477,7 +480,7 @@ fn a_missed_p95_counts_its_pods_over_even_if_the_buckets_say_none() {
 fn one_shortfall_raises_the_correction_once() {
     let mut h = History { lead: Lead { lead_secs: vec![180], ..Default::default() }, ..Default::default() };
     let at = |m: i64| monday() + Duration::hours(9) + Duration::minutes(m);
-    h.held(at(-10), Rise { cpu_millis: 20_000, memory_bytes: 40 << 30 }, false, DecidedBy::Seasonal, None);
+    h.held(at(-10), Rise { cpu_millis: 20_000, memory_bytes: 40 << 30 }, false, DecidedBy::Seasonal, None, false);
     let miss = |m: i64| WaitsSeen { max_ms: 90_000, ..five_minutes_to(9 * 60 + m, 30, 60_000) };
     for m in [5, 10] {
         h.measured(miss(m), 10_000);
@@ -504,6 +507,7 @@ fn a_miss_under_the_seasonal_prediction_raises_the_correction() {
         false,
         DecidedBy::Seasonal,
         None,
+        false,
     );
     h2.held(
         t0 - Duration::minutes(1),
@@ -511,6 +515,7 @@ fn a_miss_under_the_seasonal_prediction_raises_the_correction() {
         false,
         DecidedBy::Percent,
         None,
+        false,
     );
     h2.measured(window, 10_000);
     assert_eq!((h2.correction.missed.cpu_millis, h2.correction()), (20_000, 1.0));
@@ -580,7 +585,8 @@ fn the_oldest_day_kept_counts_once_the_first_is_gone() {
 fn room_held_is_stored_with_the_flags_records_have_always_had() {
     let at = Utc.with_ymd_and_hms(2026, 11, 20, 9, 0, 0).unwrap();
     let room = Rise { cpu_millis: 500, memory_bytes: 1 << 20 };
-    let stored = |by| serde_json::to_value(Held { at, room, at_max: false, by, decided: None }).unwrap();
+    let stored =
+        |by| serde_json::to_value(Held { at, room, at_max: false, by, decided: None, after_rise: false }).unwrap();
     let base = serde_json::json!({
         "at": "2026-11-20T09:00:00Z", "room": { "cpu_millis": 500, "memory_bytes": 1048576 }, "at_max": false
     });
@@ -610,6 +616,7 @@ fn waits_no_pause_pod_can_shorten_do_not_raise_the_correction() {
         false,
         DecidedBy::Seasonal,
         None,
+        false,
     );
     let window = |k: i64, p95_ms: u64| counted(5 * k, 20, p95_ms, if p95_ms > 10_000 { 3 } else { 0 });
     for k in 1..=24 {

@@ -579,3 +579,85 @@ fn a_burst_that_came_today_is_not_room_for_the_rest_of_its_slot() {
         assert_eq!(ahead(&h, ten + Duration::minutes(5)), left, "{today} of 64 CPU came at 10:00");
     }
 }
+
+/// Jobs in two bursts a few minutes apart, in one slot: the slot's largest rise within a
+/// span is one burst, but it rises by both. After today's first burst the second still
+/// has its room (before slots kept their whole rise, none was left, and every day the
+/// second burst waited for a node).
+#[test]
+fn a_slot_rising_in_two_bursts_keeps_room_for_the_second_after_the_first() {
+    let ten = monday() + Duration::days(1) + Duration::hours(10);
+    let demand = |t: DateTime<Utc>| {
+        let minutes = t.hour() * 60 + t.minute();
+        let bursts = [10 * 60 + 1, 10 * 60 + 8].iter().filter(|m| (**m..11 * 60).contains(&minutes)).count();
+        10_000 + 64_000 * bursts as u64
+    };
+    let mut h = History::default();
+    watch(&mut h, monday(), 24 * 60 + 10 * 60 + 3, 14, demand);
+    assert_eq!(h.seasonal.days[0].whole_halves(40), Some(4), "Monday's 10:00 slot rose by twice its largest");
+    let left = h.predict(ten + Duration::minutes(3), 14).seasonal.map(|(r, _)| r.cpu_millis);
+    assert_eq!(left, Some(64_000), "the second burst is still to come");
+    watch(&mut h, ten + Duration::minutes(3), 7, 14, demand);
+    let left = h.predict(ten + Duration::minutes(10), 14).seasonal.map(|(r, _)| r.cpu_millis);
+    assert_eq!(left, Some(0), "both came");
+}
+
+/// What came today is taken off slot by slot, not off the whole window: a burst that
+/// came at 10:05 leaves the 64 CPU Monday showed at 10:20 (the next slot) ahead at 10:10;
+/// and a window past midnight holds room for a burst just after it (today shows nothing
+/// in tomorrow's slots).
+#[test]
+fn what_came_today_is_taken_off_its_own_slot_only() {
+    let at =
+        |day: i64, h: u32, m: i64| monday() + Duration::days(day) + Duration::hours(h.into()) + Duration::minutes(m);
+    let demand = move |t: DateTime<Utc>| {
+        let from = if t.weekday() == Weekday::Mon { at(0, 10, 20) } else { at(1, 10, 5) };
+        if t >= from && t.hour() < 17 {
+            74_000
+        } else {
+            10_000
+        }
+    };
+    let mut h = History::default();
+    watch(&mut h, monday(), 24 * 60 + 10 * 60 + 10, 14, demand);
+    let p = h.predict(at(1, 10, 10), 14);
+    assert_eq!((p.seasonal.map(|(r, _)| r.cpu_millis), p.came.cpu_millis), (Some(64_000), 0), "10:20 is ahead");
+    // Midnight: 64 CPU at 00:00 on Monday and Tuesday (watched from Sunday 23:00);
+    // Tuesday 23:58, none yet today.
+    let midnight = |t: DateTime<Utc>| if t.hour() == 0 { 74_000 } else { 10_000 };
+    let mut h = History::default();
+    watch(&mut h, monday() - Duration::hours(1), 2 * 24 * 60 + 58, 14, midnight);
+    let p = h.predict(at(1, 23, 58), 14);
+    assert_eq!((p.seasonal.map(|(r, _)| r.cpu_millis), p.came.cpu_millis), (Some(64_000), 0));
+    // Wednesday 00:05, it came: nothing left to hold for it, all of it came.
+    watch(&mut h, at(1, 23, 58), 8, 14, midnight);
+    let p = h.predict(at(2, 0, 5), 14);
+    assert_eq!((p.seasonal.map(|(r, _)| r.cpu_millis), p.came.cpu_millis), (Some(0), 64_000));
+}
+
+/// A slot's record is its largest rise within one span, not all that rose in it: on
+/// Monday 32 CPU of jobs came at 10:00 and 32 more at 10:08, both in the 10:00 slot,
+/// which records 32. On Tuesday, once the first 32 have come, the 32 still to come at
+/// 10:08 need the room as much as on Monday (when the pause pods the first part took
+/// were made again for it).
+#[test]
+fn a_rise_in_two_parts_keeps_room_for_the_second_once_the_first_came() {
+    let ten = monday() + Duration::days(1) + Duration::hours(10);
+    let demand = |t: DateTime<Utc>| {
+        let m = t.minute();
+        let parts = match t.hour() {
+            10 if m >= 8 => 2,
+            10 => 1,
+            h if h > 10 => 2,
+            _ => 0,
+        };
+        10_000 + 32_000 * parts
+    };
+    let mut h = History::default();
+    watch(&mut h, monday(), 24 * 60 + 10 * 60 + 5, 14, demand);
+    let monday_slot = h.seasonal.days[0].cpu_millis[40];
+    assert_eq!(monday_slot, Some(32_000), "two parts of 32, more than a span apart");
+    let p = h.predict(ten + Duration::minutes(5), 14);
+    assert_eq!(p.recent.cpu_millis, 0, "the first part is older than the span");
+    assert_eq!(p.room().0, 32_000.0, "room for the part still to come at 10:08");
+}

@@ -184,12 +184,9 @@ impl Work<'_> {
                 m.saturating_add(pods.saturating_mul(s.shape.memory_bytes)),
             )
         });
-        // Room the learned prediction held for the window that today's pods of its rise
-        // already took (it asks for the rest only) was held for the window all the same.
-        let came = by_target.filter(|_| learned).map_or(Rise::default(), |(p, _)| p.room_came());
-        let placed_room = placed.room();
-        let decided = (placed_room.0.saturating_add(came.cpu_millis), placed_room.1.saturating_add(came.memory_bytes));
-        let running = if dry_run { observed_room } else { decided };
+        let running = if dry_run { observed_room } else { placed.room() };
+        // The learned room asks only for what of the window's rise is still to come.
+        let after_rise = by_target.is_some_and(|(p, _)| learned && p.rise_came());
         if let Some(history) = self.record.learned.as_mut() {
             // In a dry run the prediction decided nothing the cluster holds: a burst above
             // the room there is no sign the prediction was short.
@@ -198,7 +195,14 @@ impl Work<'_> {
                 (_, true) => DecidedBy::Seasonal,
                 (_, false) => DecidedBy::Percent,
             };
-            history.held(self.now, rise(running), raw > replicas && !dry_run, by, dry_run.then(|| rise(decided)));
+            history.held(
+                self.now,
+                rise(running),
+                raw > replicas && !dry_run,
+                by,
+                dry_run.then(|| rise(placed.room())),
+                after_rise,
+            );
         }
         self.headroom = Some(HeadroomDecision { percent: percent.percent, wanted: raw, replicas, learned });
         self.set_slots(placed, reason);

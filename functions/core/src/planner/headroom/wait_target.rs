@@ -231,6 +231,9 @@ fn learned_reason(
         )
     };
     let mut extra = String::new();
+    if p.came.cpu_millis > 0 || p.came.memory_bytes > 0 {
+        extra += &format!(" ({} more came today)", rise(p.came));
+    }
     if p.recent.cpu_millis > seasonal.cpu_millis || p.recent.memory_bytes > seasonal.memory_bytes {
         extra += &format!(" (or {} rising now, the larger)", rise(p.recent));
     }
