@@ -36,8 +36,7 @@ pub struct Held {
     /// In a dry run, the room decided but not applied (`room` is what the cluster runs).
     pub decided: Option<Rise>,
     /// Decided after pods of the window's predicted rise came today and took room held
-    /// for it: what is left says nothing of the room that rise met (see
-    /// [`HeldRoom::over`]).
+    /// for it: what is left says nothing of the room that rise met (see `HeldRoom::over`).
     pub after_rise: bool,
 }
 
