@@ -387,9 +387,10 @@ impl History {
         let Learned { duration: lead, observed: lead_observed } = self.lead();
         let Learned { duration: reaction, observed: reaction_observed } = self.reaction();
         let to = now + lead * 2;
+        let seasonal = self.seasonal.rise_for(now, to, self.absorb_span(), history_days, self.tz());
         Prediction {
-            seasonal: self.seasonal.rise_for(now, to, self.absorb_span(), history_days, self.tz()),
-            came: self.seasonal.came_for(now, to, self.absorb_span(), history_days, self.tz()),
+            seasonal: seasonal.map(|(rise, basis, _)| (rise, basis)),
+            came: seasonal.map_or(Rise::default(), |(_, _, came)| came),
             recent: self.seasonal.rise_now(now, self.absorb_span()),
             missed: self.missed_at(now),
             lead,

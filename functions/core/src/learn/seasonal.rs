@@ -479,7 +479,8 @@ impl Seasonal {
     /// value taken as [`Pick`] says for their number. `None` while no past day shows it.
     /// Less what today already showed rising in the window's slots: that has come. A
     /// burst at 10:00 is not room still to hold at 10:05 because its slot runs to 10:15
-    /// (the pause pods it took would be made again, and nodes launched for them).
+    /// (the pause pods it took would be made again, and nodes launched for them). With
+    /// it, what today already brought: the room held for the window that its pods took.
     pub(super) fn rise_for(
         &self,
         from: DateTime<Utc>,
@@ -487,29 +488,14 @@ impl Seasonal {
         span: Duration,
         history_days: usize,
         tz: Tz,
-    ) -> Option<(Rise, Basis)> {
-        self.picked(from, to, span, history_days, tz, true)
-    }
-
-    /// What of the rise past days show for `[from, to]` today already brought (see
-    /// [`Seasonal::rise_for`]): the room held for the window that its pods took.
-    pub(super) fn came_for(
-        &self,
-        from: DateTime<Utc>,
-        to: DateTime<Utc>,
-        span: Duration,
-        history_days: usize,
-        tz: Tz,
-    ) -> Rise {
-        let whole = self.picked(from, to, span, history_days, tz, false);
-        let left = self.picked(from, to, span, history_days, tz, true);
-        match (whole, left) {
-            (Some((whole, _)), Some((left, _))) => Rise {
-                cpu_millis: whole.cpu_millis.saturating_sub(left.cpu_millis),
-                memory_bytes: whole.memory_bytes.saturating_sub(left.memory_bytes),
-            },
-            _ => Rise::default(),
-        }
+    ) -> Option<(Rise, Basis, Rise)> {
+        let (left, basis) = self.picked(from, to, span, history_days, tz, true)?;
+        let whole = self.picked(from, to, span, history_days, tz, false).map_or(left, |(whole, _)| whole);
+        let came = Rise {
+            cpu_millis: whole.cpu_millis.saturating_sub(left.cpu_millis),
+            memory_bytes: whole.memory_bytes.saturating_sub(left.memory_bytes),
+        };
+        Some((left, basis, came))
     }
 
     fn picked(

@@ -95,7 +95,7 @@ fn a_burst_seen_with_no_span_is_held_whole_once_a_span_is_learned() {
     let span = h.absorb_span();
     assert!(span > Duration::seconds(30), "{span}");
     let tomorrow = at + Duration::days(1);
-    let (rise, _) = h.seasonal.rise_for(tomorrow, tomorrow, span, 14, tz).expect("a past day");
+    let (rise, _, _) = h.seasonal.rise_for(tomorrow, tomorrow, span, 14, tz).expect("a past day");
     assert_eq!(rise.cpu_millis, 20_000);
 }
 
@@ -544,7 +544,7 @@ fn a_ramp_seen_with_no_span_is_held_over_the_day_s_span() {
     // The next day, launches as in the morning: 2 CPU rise within 100 s of that ramp
     // (as a look with the span records it, from the sample before).
     let tomorrow = one + Duration::days(1);
-    let (rise, _) = h.seasonal.rise_for(tomorrow, tomorrow, span, 14, tz).expect("a past day");
+    let (rise, _, _) = h.seasonal.rise_for(tomorrow, tomorrow, span, 14, tz).expect("a past day");
     assert_eq!(rise.cpu_millis, 2_000, "the ramp within the day's span");
 }
 
