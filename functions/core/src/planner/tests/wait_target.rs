@@ -821,3 +821,56 @@ fn waits_no_pause_pod_can_shorten_do_not_quadruple_the_room() {
     assert!(correction <= 2.25, "raised twice at most: {correction}");
     assert!(replicas <= 9, "5 × 2.25, a day on half of the excess gone: {replicas}");
 }
+
+/// The room a rise took is not room for the pods that come after it. Monday and Tuesday:
+/// 16 CPU of jobs at 10:00. Wednesday the 16 CPU come at 10:00 and 8 CPU more at 10:08,
+/// when the pause pods are back at `min` (the rise came: nothing left to hold for it).
+/// Those 8 CPU waited with 1 CPU of room, not with the 16 the rise took: the window's
+/// miss is a shortfall to answer, not one more miss "with the room asked for held"
+/// (after a raise yesterday that had no effect, it was told as not answerable by
+/// headroom, and raised nothing).
+#[test]
+fn pods_after_a_rise_that_came_are_judged_against_the_room_left() {
+    let cfg = unfloored_target_up_to_50();
+    let monday = Utc.with_ymd_and_hms(2026, 11, 16, 0, 0, 0).unwrap();
+    let wednesday = monday + Duration::days(2);
+    let cpu_at = |t: DateTime<Utc>| {
+        let minutes = (t - t.duration_trunc(Duration::days(1)).unwrap()).num_minutes();
+        let second = if t >= wednesday && minutes >= 10 * 60 + 8 { 8_000 } else { 0 };
+        if (10 * 60..17 * 60).contains(&minutes) {
+            26_000 + second
+        } else {
+            10_000
+        }
+    };
+    let mut history = crate::learn::History { allowed_wait_ms: 10_000, ..Default::default() };
+    let start = wednesday + Duration::hours(9) + Duration::minutes(50);
+    for m in 0..(start - monday).num_minutes() {
+        let at = monday + Duration::minutes(m);
+        let d = Demand { cpu_millis: cpu_at(at), memory_bytes: 1 << 30, pods: 10, observed_at: at };
+        history.observe(&pool().spot("spot-a", sized(2)).build(), Some(d), at, 14);
+    }
+    // A raise on Tuesday, after which pods still waited with the room it asked for.
+    history.correction.raised_at = Some(monday + Duration::days(1) + Duration::hours(11));
+    history.correction.raised_without_effect = 1;
+    let mut record = PoolRecord { learned: Some(history), ..Default::default() };
+    let mut running = 1;
+    let mut pods_at_ten_seven = 0;
+    for m in 0..=25 {
+        let t = start + Duration::minutes(m);
+        let mut observed = pool().spot("spot-a", sized(2)).build();
+        observed.demand = Some(Demand { cpu_millis: cpu_at(t), memory_bytes: 1 << 30, pods: 10, observed_at: t });
+        observed.headroom = unit_slots(running);
+        let events = if m == 25 { vec![waits_event(t, 20, 60.0)] } else { vec![] };
+        let p = run(&cfg, &record, &observed, &events, t);
+        running = p.headroom.unwrap().replicas;
+        if m == 17 {
+            pods_at_ten_seven = running;
+        }
+        record = p.record;
+    }
+    assert_eq!(pods_at_ten_seven, 1, "10:07: the rise came, the pause pods are back at min");
+    let learned = record.learned.as_ref().unwrap();
+    assert_eq!(learned.unanswerable_today(start + Duration::minutes(25)), 0, "8 CPU waited with 1 CPU of room");
+    assert!(learned.correction() > 1.0, "a shortfall: the correction is raised");
+}
