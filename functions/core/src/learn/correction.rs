@@ -87,7 +87,7 @@ pub struct Correction {
     pub correction_set_at: Option<DateTime<Utc>>,
     /// Raises after which, one lead time on, windows still missed with the room asked
     /// for held: after two, such misses raise nothing more (a window met, or a day
-    /// without a raise, starts the count again).
+    /// without a raise or such a miss, starts the count again).
     pub raised_without_effect: u8,
     /// Today's pods over the target that headroom did not answer (for the reasons).
     pub unanswerable: Option<Unanswerable>,
@@ -387,8 +387,11 @@ impl Correction {
             // A raise is in place and the room it asked for was held, yet pods still
             // waited: after two such raises, what they wait on is not room (a required
             // anti-affinity, a spread, a gate, a zonal volume). They are reported, not
-            // answered, until a window is met or a day passes without a raise.
-            if self.raised_at.is_some_and(|raised| judged.end - raised > Duration::hours(24)) {
+            // answered, until a window is met or a day passes without a raise and without
+            // such misses (a daily burst that waits on an affinity misses once a day: the
+            // day it was counted is no day the waits changed).
+            let counted_lately = self.unanswerable.is_some_and(|u| date - u.date <= Duration::days(1));
+            if !counted_lately && self.raised_at.is_some_and(|raised| judged.end - raised > Duration::hours(24)) {
                 self.raised_without_effect = 0;
             }
             let times = self.correction_at(judged.end);
