@@ -16,25 +16,46 @@ pub struct Hold {
     pub demand_cpu_millis: u64,
 }
 
+/// The pool's demand as a decision sees it (see [`Hold::keep`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DemandSeen {
+    /// CPU requests, in millicores.
+    pub cpu_millis: u64,
+    /// Pods of the window's predicted rise came today (see `Prediction::rise_came`).
+    pub rise_came: bool,
+    /// Waits spend little of the target's 5 % (see `History::within_budget`).
+    pub may_wait: bool,
+}
+
 impl Hold {
     /// What runs when `wanted` pause pods are asked for at `now`: a rise at once; a fall
     /// only one `lead` time after the count held was last asked for, or at once when
-    /// demand fell by more than the room the fall gives back (`pod_cpu_millis` a pod:
-    /// the pods it was for are gone). Returns the count and, while held, until when.
-    /// A rise in demand keeps the hold: the room is there for it.
+    /// demand moved by more than the room the fall gives back (`pod_cpu_millis` a pod):
+    /// fell (the pods it was for are gone), or rose as the predicted rise came (its pods
+    /// took the room). Held, the pause pods they preempted stay pending and have
+    /// cluster-autoscaler launch nodes for them: only waste when the rise fit in the
+    /// room held; when it did not, those nodes are Ready beside the ones launched for
+    /// its waiting pods, which take the first Ready, so they are let go at once only
+    /// while waits spend little of the target's 5 % (`seen.may_wait`). Returns the count
+    /// and, while held, until when. Any other rise in demand keeps the hold: the room is
+    /// there for it.
     pub fn keep(
         hold: &mut Option<Hold>,
         wanted: u32,
         now: DateTime<Utc>,
-        demand_cpu_millis: u64,
+        seen: DemandSeen,
         pod_cpu_millis: u64,
         lead: Duration,
     ) -> (u32, Option<DateTime<Utc>>) {
+        let demand_cpu_millis = seen.cpu_millis;
         if let Some(h) = *hold {
             let until = h.at + lead;
             let given_back = u64::from(h.replicas.saturating_sub(wanted)).saturating_mul(pod_cpu_millis);
             let fell = h.demand_cpu_millis.saturating_sub(demand_cpu_millis);
-            if wanted < h.replicas && now < until && now >= h.at && fell <= given_back {
+            let rose = demand_cpu_millis.saturating_sub(h.demand_cpu_millis);
+            let room = u64::from(h.replicas).saturating_mul(pod_cpu_millis);
+            let took = if seen.rise_came && (rose <= room || seen.may_wait) { rose } else { 0 };
+            if wanted < h.replicas && now < until && now >= h.at && fell.max(took) <= given_back {
                 return (h.replicas, Some(until));
             }
         }

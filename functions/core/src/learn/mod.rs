@@ -34,7 +34,7 @@ mod stored;
 
 pub use correction::{Correction, FewPods, Unanswerable, WaitsSeen, WAIT_BUDGET};
 pub use held::{Held, HeldRoom};
-pub use hold::Hold;
+pub use hold::{DemandSeen, Hold};
 pub use lead::{Launch, Lead, ASSUMED_LEAD};
 pub use reaction::{Arrival, Reaction, CA_REACTION};
 pub use seasonal::{DayRises, DemandSample, Seasonal, SlotLow, SLOTS_PER_DAY, SLOT_MINUTES};
@@ -167,6 +167,14 @@ impl Rise {
         }
     }
 
+    /// What is left of each once `other` is taken off (none below zero).
+    pub fn less(self, other: Rise) -> Rise {
+        Rise {
+            cpu_millis: self.cpu_millis.saturating_sub(other.cpu_millis),
+            memory_bytes: self.memory_bytes.saturating_sub(other.memory_bytes),
+        }
+    }
+
     fn of((cpu, mib): (u32, u32)) -> Rise {
         Rise { cpu_millis: u64::from(cpu), memory_bytes: u64::from(mib) << 20 }
     }
@@ -211,14 +219,21 @@ pub struct Prediction {
 
 impl Prediction {
     /// The room the learned part asks for, corrected. A missed burst counts only while
-    /// no past day shows the window: once one does, that burst is in its rise.
+    /// no past day shows the window: once one does, that burst is in its rise. What rose
+    /// lately counts beyond what of the window's rise came today: a burst the past days
+    /// foresaw is no ramp going on once it has come.
     pub fn room(&self) -> (f64, f64) {
         let rise = match self.seasonal {
-            Some((seasonal, _)) => seasonal.max(self.recent),
+            Some((seasonal, _)) => seasonal.max(self.recent_beyond_came()),
             None => self.recent.max(self.missed),
         };
         let times = self.correction * self.budget_share;
         (rise.cpu_millis as f64 * times, rise.memory_bytes as f64 * times)
+    }
+
+    /// What rose within the absorb span beyond what of the window's rise came today.
+    pub fn recent_beyond_came(&self) -> Rise {
+        self.recent.less(self.came)
     }
 
     /// Whether pods of the window's predicted rise came today and took room held for it.
@@ -351,16 +366,18 @@ impl History {
         };
     }
 
-    /// What runs when the wait target asks for `wanted` pause pods (see [`Hold::keep`]).
+    /// What runs when the wait target asks for `wanted` pause pods (see [`Hold::keep`]);
+    /// `rise_came`: pods of the predicted rise came today ([`Prediction::rise_came`]).
     pub fn hold(
         &mut self,
         wanted: u32,
         now: DateTime<Utc>,
-        demand_cpu_millis: u64,
+        (cpu_millis, rise_came): (u64, bool),
         pod_cpu_millis: u64,
     ) -> (u32, Option<DateTime<Utc>>) {
         let lead = self.lead().duration;
-        Hold::keep(&mut self.hold, wanted, now, demand_cpu_millis, pod_cpu_millis, lead)
+        let seen = DemandSeen { cpu_millis, rise_came, may_wait: self.within_budget() };
+        Hold::keep(&mut self.hold, wanted, now, seen, pod_cpu_millis, lead)
     }
 
     /// What the pause pods hold from `at` (read by the measurements of the windows after).

@@ -124,11 +124,12 @@ impl Work<'_> {
             Some((prediction, target)) => decide(wait_target::FromWaitTarget { prediction, target }, &given),
         };
         let Decided { bounded: Bounded { wanted: raw, replicas }, learned, mut reason, unmet } = decided;
-        // A wait target's count holds for a lead time unless demand falls (see `Hold`);
-        // the percent's and an override's follow their input at once.
+        // A wait target's count holds for a lead time unless demand falls, or its rise came
+        // (see `Hold`); the percent's and an override's follow their input at once.
+        let came = by_target.is_some_and(|(p, _)| learned && p.rise_came());
         let (raw, replicas) = match self.record.learned.as_mut() {
             Some(history) if by_target.is_some() => {
-                let (held, until) = history.hold(replicas, self.now, demand.cpu_millis, cfg.pod_cpu_millis);
+                let (held, until) = history.hold(replicas, self.now, (demand.cpu_millis, came), cfg.pod_cpu_millis);
                 let held = held.clamp(cfg.min, cfg.max.max(cfg.min));
                 if let Some(until) = until.filter(|_| held > replicas) {
                     reason += &format!(
@@ -186,7 +187,7 @@ impl Work<'_> {
         });
         let running = if dry_run { observed_room } else { placed.room() };
         // The learned room asks only for what of the window's rise is still to come.
-        let after_rise = by_target.is_some_and(|(p, _)| learned && p.rise_came());
+        let after_rise = came;
         if let Some(history) = self.record.learned.as_mut() {
             // In a dry run the prediction decided nothing the cluster holds: a burst above
             // the room there is no sign the prediction was short.

@@ -234,8 +234,10 @@ fn learned_reason(
     if p.came.cpu_millis > 0 || p.came.memory_bytes > 0 {
         extra += &format!(" ({} more came today)", rise(p.came));
     }
-    if p.recent.cpu_millis > seasonal.cpu_millis || p.recent.memory_bytes > seasonal.memory_bytes {
-        extra += &format!(" (or {} rising now, the larger)", rise(p.recent));
+    let recent = p.recent_beyond_came();
+    if recent.cpu_millis > seasonal.cpu_millis || recent.memory_bytes > seasonal.memory_bytes {
+        let beyond = if p.rise_came() { " beyond what came" } else { "" };
+        extra += &format!(" (or {} rising now{beyond}, the larger)", rise(recent));
     }
     if p.correction != 1.0 {
         extra += &format!(" × {:.2} from measured waits", p.correction);
