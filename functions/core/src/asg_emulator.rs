@@ -1,9 +1,9 @@
 //! The ASG emulator: Auto Scaling's answers over a list of groups, as AWS gives them
 //! (a desired size outside the group's bounds refused; a decrement at the minimum
 //! refused; a terminated instance `Terminating` until the group settles). The
-//! simulator's ports and the tests' in-memory ports ([`crate::testing`]) both answer
-//! with it, so a rule of Auto Scaling's is written once. Not behind `test-util`: the
-//! simulator ships in the CLI.
+//! simulator's ports and the tests' in-memory ports (`crate::testing`, behind
+//! `test-util`) both answer with it, so a rule of Auto Scaling's is written once. Not
+//! behind `test-util` itself: the simulator ships in the CLI.
 
 use crate::config::PoolConfig;
 use crate::observe::{AsgSize, LifecycleState, ObservedAsg};
