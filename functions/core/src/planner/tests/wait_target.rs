@@ -949,3 +949,138 @@ fn the_room_for_a_burst_goes_once_the_burst_came() {
     let (seen, _) = chain(&spent_little, 26_000, 15);
     assert_eq!(seen[9..11], [16, 10], "10:00: the 10 pods for what rose beyond the burst only");
 }
+
+/// Monday and Tuesday: 10 CPU and 1 GiB, with `burst` (CPU, memory) of jobs more from
+/// 10:00 to 10:30, observed each minute; the history as of Wednesday 09:50, and then.
+fn daily_burst_history(burst: (u64, u64)) -> (crate::learn::History, DateTime<Utc>) {
+    let monday = Utc.with_ymd_and_hms(2026, 11, 16, 0, 0, 0).unwrap();
+    let mut history = crate::learn::History { allowed_wait_ms: 10_000, ..Default::default() };
+    let start = monday + Duration::days(2) + Duration::hours(9) + Duration::minutes(50);
+    for m in 0..(start - monday).num_minutes() {
+        let at = monday + Duration::minutes(m);
+        let minutes = (at - at.duration_trunc(Duration::days(1)).unwrap()).num_minutes();
+        let (cpu, memory) = if (10 * 60..10 * 60 + 30).contains(&minutes) { burst } else { (0, 0) };
+        let d = Demand { cpu_millis: 10_000 + cpu, memory_bytes: (1 << 30) + memory, pods: 10, observed_at: at };
+        history.observe(&pool().spot("spot-a", sized(2)).build(), Some(d), at, 14);
+    }
+    (history, start)
+}
+
+/// Runs the planner each minute from `start` for `minutes`, the pause pods running as
+/// asked the run before, demand (CPU, memory) as `demand_at` says; the counts asked for
+/// and the record after.
+fn each_minute(
+    cfg: &Config,
+    history: &crate::learn::History,
+    start: DateTime<Utc>,
+    minutes: i64,
+    demand_at: impl Fn(DateTime<Utc>) -> (u64, u64),
+) -> (Vec<u32>, PoolRecord) {
+    let mut record = PoolRecord { learned: Some(history.clone()), ..Default::default() };
+    let (mut running, mut seen) = (1, Vec::new());
+    for m in 0..minutes {
+        let t = start + Duration::minutes(m);
+        let mut observed = pool().spot("spot-a", sized(2)).build();
+        let (cpu_millis, memory_bytes) = demand_at(t);
+        observed.demand = Some(Demand { cpu_millis, memory_bytes, pods: 10, observed_at: t });
+        observed.headroom = unit_slots(running);
+        let p = run(cfg, &record, &observed, &[], t);
+        running = p.headroom.unwrap().replicas;
+        seen.push(running);
+        record = p.record;
+    }
+    (seen, record)
+}
+
+/// Minutes since midnight UTC.
+fn minute_of_day(t: DateTime<Utc>) -> i64 {
+    (t - t.duration_trunc(Duration::days(1)).unwrap()).num_minutes()
+}
+
+/// A ramp that starts after the foreseen burst came, in the same slot, is a ramp going
+/// on: room for what rose within the span, as before 2b470f6. `recent_beyond_came` takes
+/// off the slot's whole `came` (16 CPU since 10:00) from a rise over the absorb span
+/// (3 minutes) that no longer holds any of the burst: 2 CPU a minute from 10:05 get no
+/// room until 10:13 (6 CPU within the span: 6 pods before, 1 after).
+#[test]
+#[ignore = "fails on 2b470f6: a ramp after the burst, in its slot, gets no room"]
+fn a_ramp_after_the_burst_came_still_gets_room() {
+    let cfg = unfloored_target_up_to_50();
+    let (history, start) = daily_burst_history((16_000, 0));
+    let (seen, _) = each_minute(&cfg, &history, start, 25, |t| {
+        let m = minute_of_day(t) - 10 * 60;
+        let burst = if (0..30).contains(&m) { 16_000 } else { 0 };
+        let ramp = if m > 5 { 2_000 * (m - 5).min(10) as u64 } else { 0 };
+        (10_000 + burst + ramp, 1 << 30)
+    });
+    assert_eq!(seen[9], 16, "09:59: room for the burst: {seen:?}");
+    assert_eq!(seen[10], 1, "10:00: the burst came: {seen:?}");
+    // 10:08 to 10:14: 2 CPU a minute, 6 CPU within the 3-minute span.
+    assert!(seen[18..=24].iter().all(|&n| n >= 6), "room for the ramp going on: {seen:?}");
+}
+
+/// The room for a burst goes once the burst came also when the room held was more than
+/// the burst: here a correction of 1.5 from measured waits (24 pods for 16 CPU). The
+/// hold lets the fall through only when the rise is more than the room given back (23
+/// pods: 16 CPU are not), so the 24 are held a lead time after 10:00 and the 16 the
+/// jobs preempted stay pending, having cluster-autoscaler launch nodes that come up
+/// empty: what 2b470f6 says no longer happens. (With a correction of 1 it happens to
+/// go only because `min` is 1: 16 CPU rose, 15 pods are given back.) The 8 pause pods
+/// the burst left running cost no node: they may stay their lead time.
+#[test]
+#[ignore = "fails on 2b470f6: with a correction over 1 the room for a burst that came is held"]
+fn the_room_for_a_burst_goes_once_the_burst_came_with_a_raised_correction() {
+    let cfg = unfloored_target_up_to_50();
+    let (mut history, start) = daily_burst_history((16_000, 0));
+    history.correction.correction_permille = 1500;
+    history.correction.correction_set_at = Some(start);
+    let (seen, _) = each_minute(&cfg, &history, start, 15, |t| {
+        let burst = if (10 * 60..10 * 60 + 30).contains(&minute_of_day(t)) { 16_000 } else { 0 };
+        (10_000 + burst, 1 << 30)
+    });
+    assert_eq!(seen[9], 24, "09:59: 16 CPU × 1.5: {seen:?}");
+    // Whether the 8 still running go too or stay their lead time, none waits pending.
+    assert!(seen[10..].iter().all(|&n| n <= 8), "from 10:00, none of the 16 preempted asked for: {seen:?}");
+}
+
+/// The same with `min: 0` and no correction: 16 pods for 16 CPU, and 16 CPU rose, which
+/// is not more than the 16 pods given back.
+#[test]
+#[ignore = "fails on 2b470f6: with min 0 the room for a burst of just its size is held"]
+fn the_room_for_a_burst_goes_once_the_burst_came_with_min_0() {
+    let cfg = with(|c| {
+        c.replace(
+            "      boost_for: 30m\n",
+            "      boost_for: 30m\n      target: { wait_p95: 10s, history: 14d, floor: false }\n",
+        )
+        .replace("      max: 30\n", "      max: 50\n")
+        .replace("      min: 1\n", "      min: 0\n")
+    });
+    let (history, start) = daily_burst_history((16_000, 0));
+    let (seen, _) = each_minute(&cfg, &history, start, 15, |t| {
+        let burst = if (10 * 60..10 * 60 + 30).contains(&minute_of_day(t)) { 16_000 } else { 0 };
+        (10_000 + burst, 1 << 30)
+    });
+    assert_eq!(seen[9], 16, "09:59: room for the burst: {seen:?}");
+    assert_eq!(seen[10..], [0, 0, 0, 0, 0], "from 10:00, the burst came: none");
+}
+
+/// The same for a burst that takes the room by memory: 2 CPU and 32 GiB of jobs are 16
+/// pause pods of 1 CPU / 2 GiB, and the hold weighs CPU only (2 CPU rose, 15 pods of
+/// 1 CPU are given back), so the 16 are held a lead time after the burst came.
+#[test]
+#[ignore = "fails on 2b470f6: the hold weighs CPU only, a memory burst that came is held"]
+fn the_room_for_a_memory_burst_goes_once_the_burst_came() {
+    let cfg = unfloored_target_up_to_50();
+    let (history, start) = daily_burst_history((2_000, 32 << 30));
+    let (seen, _) = each_minute(&cfg, &history, start, 15, |t| {
+        let burst = (10 * 60..10 * 60 + 30).contains(&minute_of_day(t));
+        if burst {
+            (12_000, (1 << 30) + (32 << 30))
+        } else {
+            (10_000, 1 << 30)
+        }
+    });
+    assert_eq!(seen[9], 16, "09:59: 32 GiB in pods of 2 GiB: {seen:?}");
+    assert_eq!(seen[10..], [1, 1, 1, 1, 1], "from 10:00, the burst came: back at min");
+}
