@@ -30,15 +30,15 @@ pub struct DemandSeen {
 impl Hold {
     /// What runs when `wanted` pause pods are asked for at `now`: a rise at once; a fall
     /// only one `lead` time after the count held was last asked for, or at once when
-    /// demand moved by more than the room the fall gives back (`pod_cpu_millis` a pod):
-    /// fell (the pods it was for are gone), or rose as the predicted rise came (its pods
-    /// took the room). Held, the pause pods they preempted stay pending and have
-    /// cluster-autoscaler launch nodes for them: only waste when the rise fit in the
-    /// room held; when it did not, those nodes are Ready beside the ones launched for
-    /// its waiting pods, which take the first Ready, so they are let go at once only
-    /// while waits spend little of the target's 5 % (`seen.may_wait`). Returns the count
-    /// and, while held, until when. Any other rise in demand keeps the hold: the room is
-    /// there for it.
+    /// demand fell by more than the room the fall gives back (`pod_cpu_millis` a pod: the
+    /// pods it was for are gone). When demand rose as the predicted rise came, the pause
+    /// pods its pods preempted are let go at once, down to `wanted` (the pods still
+    /// running stay held). Held, they would stay pending and have cluster-autoscaler
+    /// launch nodes for them: only waste when the rise fit in the room held; when it did
+    /// not, those nodes are Ready beside the ones launched for its waiting pods, which
+    /// take the first Ready, so they are let go only while waits spend little of the
+    /// target's 5 % (`seen.may_wait`). Returns the count and, while held, until when.
+    /// Any other rise in demand keeps the hold: the room is there for it.
     pub fn keep(
         hold: &mut Option<Hold>,
         wanted: u32,
@@ -55,8 +55,18 @@ impl Hold {
             let rose = demand_cpu_millis.saturating_sub(h.demand_cpu_millis);
             let room = u64::from(h.replicas).saturating_mul(pod_cpu_millis);
             let took = if seen.rise_came && (rose <= room || seen.may_wait) { rose } else { 0 };
-            if wanted < h.replicas && now < until && now >= h.at && fell.max(took) <= given_back {
-                return (h.replicas, Some(until));
+            if wanted < h.replicas && now < until && now >= h.at && fell <= given_back {
+                // The pause pods the rise's pods preempted are not held; those still
+                // running are (room held beyond the rise, a correction's, stays its lead
+                // time). Kept as the count held, so that pods leaving do not bring them back.
+                let preempted = u32::try_from(took.div_ceil(pod_cpu_millis.max(1))).unwrap_or(u32::MAX);
+                let kept = h.replicas.saturating_sub(preempted);
+                if kept > wanted {
+                    if preempted > 0 {
+                        *hold = Some(Hold { replicas: kept, demand_cpu_millis, ..h });
+                    }
+                    return (kept, Some(until));
+                }
             }
         }
         *hold = Some(Hold { replicas: wanted, at: now, demand_cpu_millis });

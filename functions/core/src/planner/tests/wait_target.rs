@@ -1028,7 +1028,6 @@ fn a_ramp_after_the_burst_came_still_gets_room() {
 /// go only because `min` is 1: 16 CPU rose, 15 pods are given back.) The 8 pause pods
 /// the burst left running cost no node: they may stay their lead time.
 #[test]
-#[ignore = "fails on 2b470f6: with a correction over 1 the room for a burst that came is held"]
 fn the_room_for_a_burst_goes_once_the_burst_came_with_a_raised_correction() {
     let cfg = unfloored_target_up_to_50();
     let (mut history, start) = daily_burst_history((16_000, 0));
@@ -1046,7 +1045,6 @@ fn the_room_for_a_burst_goes_once_the_burst_came_with_a_raised_correction() {
 /// The same with `min: 0` and no correction: 16 pods for 16 CPU, and 16 CPU rose, which
 /// is not more than the 16 pods given back.
 #[test]
-#[ignore = "fails on 2b470f6: with min 0 the room for a burst of just its size is held"]
 fn the_room_for_a_burst_goes_once_the_burst_came_with_min_0() {
     let cfg = with(|c| {
         c.replace(
@@ -1083,4 +1081,20 @@ fn the_room_for_a_memory_burst_goes_once_the_burst_came() {
     });
     assert_eq!(seen[9], 16, "09:59: 32 GiB in pods of 2 GiB: {seen:?}");
     assert_eq!(seen[10..], [1, 1, 1, 1, 1], "from 10:00, the burst came: back at min");
+}
+
+/// The pause pods a burst preempted are let go at once and do not come back when its
+/// pods leave within the lead time: with a correction of 1.5 (24 pods for 16 CPU), the
+/// 8 the burst left running stay held, then go with its pods (a minute later).
+#[test]
+fn the_pause_pods_a_burst_preempted_do_not_come_back_when_it_leaves() {
+    let cfg = unfloored_target_up_to_50();
+    let (mut history, start) = daily_burst_history((16_000, 0));
+    history.correction.correction_permille = 1500;
+    history.correction.correction_set_at = Some(start);
+    let (seen, _) = each_minute(&cfg, &history, start, 15, |t| {
+        let burst = if minute_of_day(t) == 10 * 60 { 16_000 } else { 0 };
+        (10_000 + burst, 1 << 30)
+    });
+    assert_eq!(seen[9..], [24, 8, 1, 1, 1, 1], "the 8 left running held while the burst's pods run");
 }
