@@ -14,6 +14,10 @@ pub struct Hold {
     pub at: DateTime<Utc>,
     /// The pool's CPU requests then, in millicores.
     pub demand_cpu_millis: u64,
+    /// The pool's memory requests then, in bytes (`None` in records from before it was
+    /// kept: a rise in memory is then not seen).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub demand_memory_bytes: Option<u64>,
 }
 
 /// The pool's demand as a decision sees it (see [`Hold::keep`]).
@@ -21,6 +25,8 @@ pub struct Hold {
 pub struct DemandSeen {
     /// CPU requests, in millicores.
     pub cpu_millis: u64,
+    /// Memory requests, in bytes.
+    pub memory_bytes: u64,
     /// Pods of the window's predicted rise came today (see `Prediction::rise_came`).
     pub rise_came: bool,
     /// Waits spend little of the target's 5 % (see `History::within_budget`).
@@ -30,10 +36,10 @@ pub struct DemandSeen {
 impl Hold {
     /// What runs when `wanted` pause pods are asked for at `now`: a rise at once; a fall
     /// only one `lead` time after the count held was last asked for, or at once when
-    /// demand fell by more than the room the fall gives back (`pod_cpu_millis` a pod: the
-    /// pods it was for are gone). When demand rose as the predicted rise came, the pause
-    /// pods its pods preempted are let go at once, down to `wanted` (the pods still
-    /// running stay held). Held, they would stay pending and have cluster-autoscaler
+    /// demand fell by more than the room the fall gives back (`pod` the requests of one:
+    /// the pods it was for are gone). When demand rose as the predicted rise came, the
+    /// pause pods its pods preempted (in CPU or memory, the more) are let go at once,
+    /// down to `wanted` (the pods still running stay held). Held, they would stay pending and have cluster-autoscaler
     /// launch nodes for them: only waste when the rise fit in the room held; when it did
     /// not, those nodes are Ready beside the ones launched for its waiting pods, which
     /// take the first Ready, so they are let go only while waits spend little of the
@@ -44,32 +50,36 @@ impl Hold {
         wanted: u32,
         now: DateTime<Utc>,
         seen: DemandSeen,
-        pod_cpu_millis: u64,
+        pod: (u64, u64),
         lead: Duration,
     ) -> (u32, Option<DateTime<Utc>>) {
-        let demand_cpu_millis = seen.cpu_millis;
+        let (demand_cpu_millis, demand_memory_bytes) = (seen.cpu_millis, Some(seen.memory_bytes));
+        let (pod_cpu_millis, pod_memory_bytes) = pod;
         if let Some(h) = *hold {
             let until = h.at + lead;
             let given_back = u64::from(h.replicas.saturating_sub(wanted)).saturating_mul(pod_cpu_millis);
             let fell = h.demand_cpu_millis.saturating_sub(demand_cpu_millis);
+            // The pause pods the rise preempted, CPU's and memory's (none in memory
+            // against a record that did not keep it).
             let rose = demand_cpu_millis.saturating_sub(h.demand_cpu_millis);
-            let room = u64::from(h.replicas).saturating_mul(pod_cpu_millis);
-            let took = if seen.rise_came && (rose <= room || seen.may_wait) { rose } else { 0 };
+            let rose_memory = h.demand_memory_bytes.map_or(0, |then| seen.memory_bytes.saturating_sub(then));
+            let pods = |rose: u64, pod: u64| u32::try_from(rose.div_ceil(pod.max(1))).unwrap_or(u32::MAX);
+            let took = pods(rose, pod_cpu_millis).max(pods(rose_memory, pod_memory_bytes));
+            let preempted = if seen.rise_came && (took <= h.replicas || seen.may_wait) { took } else { 0 };
             if wanted < h.replicas && now < until && now >= h.at && fell <= given_back {
                 // The pause pods the rise's pods preempted are not held; those still
                 // running are (room held beyond the rise, a correction's, stays its lead
                 // time). Kept as the count held, so that pods leaving do not bring them back.
-                let preempted = u32::try_from(took.div_ceil(pod_cpu_millis.max(1))).unwrap_or(u32::MAX);
                 let kept = h.replicas.saturating_sub(preempted);
                 if kept > wanted {
                     if preempted > 0 {
-                        *hold = Some(Hold { replicas: kept, demand_cpu_millis, ..h });
+                        *hold = Some(Hold { replicas: kept, demand_cpu_millis, demand_memory_bytes, ..h });
                     }
                     return (kept, Some(until));
                 }
             }
         }
-        *hold = Some(Hold { replicas: wanted, at: now, demand_cpu_millis });
+        *hold = Some(Hold { replicas: wanted, at: now, demand_cpu_millis, demand_memory_bytes });
         (wanted, None)
     }
 }

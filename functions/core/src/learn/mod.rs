@@ -366,18 +366,24 @@ impl History {
         };
     }
 
-    /// What runs when the wait target asks for `wanted` pause pods (see [`Hold::keep`]);
-    /// `rise_came`: pods of the predicted rise came today ([`Prediction::rise_came`]).
+    /// What runs when the wait target asks for `wanted` pause pods of `pod` each, the
+    /// pool's requests `demand` (see [`Hold::keep`]); `rise_came`: pods of the predicted
+    /// rise came today ([`Prediction::rise_came`]).
     pub fn hold(
         &mut self,
         wanted: u32,
         now: DateTime<Utc>,
-        (cpu_millis, rise_came): (u64, bool),
-        pod_cpu_millis: u64,
+        (demand, rise_came): (Rise, bool),
+        pod: Rise,
     ) -> (u32, Option<DateTime<Utc>>) {
         let lead = self.lead().duration;
-        let seen = DemandSeen { cpu_millis, rise_came, may_wait: self.within_budget() };
-        Hold::keep(&mut self.hold, wanted, now, seen, pod_cpu_millis, lead)
+        let seen = DemandSeen {
+            cpu_millis: demand.cpu_millis,
+            memory_bytes: demand.memory_bytes,
+            rise_came,
+            may_wait: self.within_budget(),
+        };
+        Hold::keep(&mut self.hold, wanted, now, seen, (pod.cpu_millis, pod.memory_bytes), lead)
     }
 
     /// What the pause pods hold from `at` (read by the measurements of the windows after).

@@ -110,7 +110,7 @@ fn a_history_full_at_every_bound_fits_the_state_record() {
             ..Correction::default()
         },
         time_zone: "America/Argentina/ComodRivadavia".into(),
-        hold: Some(Hold { replicas: u32::MAX, at, demand_cpu_millis: u64::MAX }),
+        hold: Some(Hold { replicas: u32::MAX, at, demand_cpu_millis: u64::MAX, demand_memory_bytes: Some(u64::MAX) }),
         ..History::default()
     };
     let json = serde_json::to_vec(&h).unwrap().len();
@@ -215,4 +215,18 @@ fn a_record_written_before_the_split_reads_and_writes_back_the_same() {
     assert_eq!(serde_json::to_string_pretty(&record).unwrap() + "\n", written);
     let compact: serde_json::Value = serde_json::from_str(written).unwrap();
     assert_eq!(serde_json::to_string(&record).unwrap(), serde_json::to_string(&compact).unwrap());
+}
+
+/// A hold written before it kept memory reads back without it, and a rise in memory is
+/// then not taken for pause pods preempted (all the demand's memory would be).
+#[test]
+fn a_hold_written_before_it_kept_memory_sees_no_rise_in_memory() {
+    let at = monday() + Duration::hours(10);
+    let mut hold: Option<Hold> =
+        serde_json::from_str(r#"{"replicas":16,"at":"2026-11-02T10:00:00Z","demand_cpu_millis":10000}"#).unwrap();
+    assert_eq!(hold.unwrap().demand_memory_bytes, None);
+    let seen = DemandSeen { cpu_millis: 11_000, memory_bytes: 40 << 30, rise_came: true, may_wait: false };
+    let pod = (1_000, 2 << 30);
+    let (kept, until) = Hold::keep(&mut hold, 1, at + Duration::minutes(1), seen, pod, Duration::minutes(3));
+    assert_eq!((kept, until), (15, Some(at + Duration::minutes(3))), "the 1 CPU's pod only");
 }

@@ -129,7 +129,9 @@ impl Work<'_> {
         let came = by_target.is_some_and(|(p, _)| learned && p.rise_came());
         let (raw, replicas) = match self.record.learned.as_mut() {
             Some(history) if by_target.is_some() => {
-                let (held, until) = history.hold(replicas, self.now, (demand.cpu_millis, came), cfg.pod_cpu_millis);
+                let requests = Rise { cpu_millis: demand.cpu_millis, memory_bytes: demand.memory_bytes };
+                let pod = Rise { cpu_millis: cfg.pod_cpu_millis, memory_bytes: cfg.pod_memory_bytes };
+                let (held, until) = history.hold(replicas, self.now, (requests, came), pod);
                 let held = held.clamp(cfg.min, cfg.max.max(cfg.min));
                 if let Some(until) = until.filter(|_| held > replicas) {
                     reason += &format!(

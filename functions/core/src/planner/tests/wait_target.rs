@@ -1067,7 +1067,6 @@ fn the_room_for_a_burst_goes_once_the_burst_came_with_min_0() {
 /// pause pods of 1 CPU / 2 GiB, and the hold weighs CPU only (2 CPU rose, 15 pods of
 /// 1 CPU are given back), so the 16 are held a lead time after the burst came.
 #[test]
-#[ignore = "fails on 2b470f6: the hold weighs CPU only, a memory burst that came is held"]
 fn the_room_for_a_memory_burst_goes_once_the_burst_came() {
     let cfg = unfloored_target_up_to_50();
     let (history, start) = daily_burst_history((2_000, 32 << 30));
