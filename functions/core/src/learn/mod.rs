@@ -191,6 +191,9 @@ pub struct Prediction {
     pub came: Rise,
     /// What rose within the absorb span up to the newest demand (a ramp under way goes on).
     pub recent: Rise,
+    /// What of `came` rose within the absorb span (the rest came before it began: no
+    /// part of `recent`).
+    pub came_lately: Rise,
     /// The largest burst that made a window's waits miss the target, kept (halved every
     /// 12 h unless renewed): room for the next burst of the first day.
     pub missed: Rise,
@@ -231,9 +234,10 @@ impl Prediction {
         (rise.cpu_millis as f64 * times, rise.memory_bytes as f64 * times)
     }
 
-    /// What rose within the absorb span beyond what of the window's rise came today.
+    /// What rose within the absorb span beyond what of the window's rise came today
+    /// within it.
     pub fn recent_beyond_came(&self) -> Rise {
-        self.recent.less(self.came)
+        self.recent.less(self.came_lately)
     }
 
     /// Whether pods of the window's predicted rise came today and took room held for it.
@@ -410,11 +414,14 @@ impl History {
         let Learned { duration: lead, observed: lead_observed } = self.lead();
         let Learned { duration: reaction, observed: reaction_observed } = self.reaction();
         let to = now + lead * 2;
-        let seasonal = self.seasonal.rise_for(now, to, self.absorb_span(), history_days, self.tz());
+        let (absorb, tz) = (self.absorb_span(), self.tz());
+        let seasonal = self.seasonal.rise_for(now, to, absorb, history_days, tz);
+        let came = seasonal.map_or(Rise::default(), |(_, _, came)| came);
         Prediction {
             seasonal: seasonal.map(|(rise, basis, _)| (rise, basis)),
-            came: seasonal.map_or(Rise::default(), |(_, _, came)| came),
-            recent: self.seasonal.rise_now(now, self.absorb_span()),
+            came,
+            recent: self.seasonal.rise_now(now, absorb),
+            came_lately: came.less(self.seasonal.slot_rise_before_span(now, absorb, tz)),
             missed: self.missed_at(now),
             lead,
             lead_observed,

@@ -418,6 +418,25 @@ impl Seasonal {
         }
     }
 
+    /// How far the newest sample's slot had risen, from its low, by the lowest demand
+    /// within the absorb span `span` up to that sample: what of the slot's rise came
+    /// before the span began, so is no part of [`Seasonal::rise_now`] (none when the
+    /// newest sample is older than the span, or its slot's low is not kept).
+    pub(super) fn slot_rise_before_span(&self, now: DateTime<Utc>, span: Duration, tz: Tz) -> Rise {
+        let Some(last) = self.recent.last().filter(|l| now - l.at < span) else { return Rise::default() };
+        let (date, slot) = day_slot(last.at, tz);
+        let Some(low) = self.slot_low.filter(|l| l.date == date && usize::from(l.slot) == slot) else {
+            return Rise::default();
+        };
+        let start = last.at - span;
+        let from = self.recent.iter().rposition(|r| r.since() <= start).unwrap_or(0);
+        let span_low = |f: fn(&DemandSample) -> u64| self.recent[from..].iter().map(f).min().unwrap_or(0);
+        Rise {
+            cpu_millis: span_low(|r| r.cpu_millis).saturating_sub(low.cpu_millis),
+            memory_bytes: span_low(|r| r.memory_bytes).saturating_sub(low.memory_bytes),
+        }
+    }
+
     /// The largest rise recorded in the slots covering `[from, to]`, if any slot has data,
     /// scaled to `span` (as taken when `None`).
     pub(super) fn largest_rise(

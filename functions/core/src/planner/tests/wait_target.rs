@@ -1003,7 +1003,6 @@ fn minute_of_day(t: DateTime<Utc>) -> i64 {
 /// (3 minutes) that no longer holds any of the burst: 2 CPU a minute from 10:05 get no
 /// room until 10:13 (6 CPU within the span: 6 pods before, 1 after).
 #[test]
-#[ignore = "fails on 2b470f6: a ramp after the burst, in its slot, gets no room"]
 fn a_ramp_after_the_burst_came_still_gets_room() {
     let cfg = unfloored_target_up_to_50();
     let (history, start) = daily_burst_history((16_000, 0));
