@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::held::HeldRoom;
 use super::lead::LEAD_SAMPLES;
-use super::seasonal::{DayRises, Seasonal};
+use super::seasonal::{DayRises, Seasonal, SLOTS_PER_DAY};
 use super::{day_slot, Rise};
 
 /// Bounds of the correction from measured waits, in thousandths.
@@ -89,6 +89,10 @@ pub struct Correction {
     /// for held: after two, such misses raise nothing more (a window met, or a day
     /// without a raise or such a miss, starts the count again).
     pub raised_without_effect: u8,
+    /// When a window last missed after a raise with the room it asked for held: a window
+    /// met at that time of day starts `raised_without_effect` again, one met at another
+    /// does not.
+    pub without_effect_at: Option<DateTime<Utc>>,
     /// Today's pods over the target that headroom did not answer (for the reasons).
     pub unanswerable: Option<Unanswerable>,
 }
@@ -387,9 +391,10 @@ impl Correction {
             // A raise is in place and the room it asked for was held, yet pods still
             // waited: after two such raises, what they wait on is not room (a required
             // anti-affinity, a spread, a gate, a zonal volume). They are reported, not
-            // answered, until a window is met or a day passes without a raise and without
-            // such misses (a daily burst that waits on an affinity misses once a day: the
-            // day it was counted is no day the waits changed).
+            // answered, until a window is met at the time of day they came, or a day passes
+            // without a raise and without such misses (a daily burst that waits on an
+            // affinity misses once a day: the day it was counted is no day the waits
+            // changed).
             let counted_lately = self.unanswerable.is_some_and(|u| date - u.date <= Duration::days(1));
             if !counted_lately && self.raised_at.is_some_and(|raised| judged.end - raised > Duration::hours(24)) {
                 self.raised_without_effect = 0;
@@ -401,6 +406,7 @@ impl Correction {
                 && held.least.cpu_millis >= asked(burst.cpu_millis)
                 && held.least.memory_bytes >= asked(burst.memory_bytes);
             if room_held && self.raised_at.is_some() {
+                self.without_effect_at = Some(judged.end);
                 self.raised_without_effect = self.raised_without_effect.saturating_add(1).min(RAISES_WITHOUT_EFFECT);
                 if self.raised_without_effect >= RAISES_WITHOUT_EFFECT {
                     self.count_unanswerable(date, pods_over);
@@ -410,8 +416,17 @@ impl Correction {
             self.raised_at = Some(judged.end);
             CORRECTION_UP
         } else {
-            // Met: misses with room held may raise again.
-            self.raised_without_effect = 0;
+            // Met where misses with the room held came (within a slot of their time of
+            // day): they may raise again. Met at another time, the room serves the pods
+            // it met; the misses' pods wait on something else still.
+            let slot = |t: DateTime<Utc>| day_slot(t, tz).1 as i64;
+            let slots_apart = |a: DateTime<Utc>, b: DateTime<Utc>| {
+                let d = (slot(a) - slot(b)).rem_euclid(SLOTS_PER_DAY as i64);
+                d.min(SLOTS_PER_DAY as i64 - d)
+            };
+            if self.without_effect_at.is_none_or(|at| slots_apart(at, judged.end) <= 1) {
+                self.raised_without_effect = 0;
+            }
             if held.overridden {
                 // Met under an override's room: no sign the learned room was more than needed.
                 return true;

@@ -56,6 +56,8 @@ pub(super) struct Stored {
     #[serde(default, skip_serializing_if = "is_zero")]
     raised_without_effect: u8,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    without_effect_at: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     unanswerable: Option<Unanswerable>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     slot_low: Option<SlotLow>,
@@ -84,6 +86,7 @@ impl From<Stored> for History {
                 raised_at: s.raised_at,
                 correction_set_at: s.correction_set_at,
                 raised_without_effect: s.raised_without_effect,
+                without_effect_at: s.without_effect_at,
                 unanswerable: s.unanswerable,
             },
             held: HeldRoom { decisions: s.held },
@@ -124,6 +127,7 @@ impl From<History> for Stored {
             raised_at: correction.raised_at,
             correction_set_at: correction.correction_set_at,
             raised_without_effect: correction.raised_without_effect,
+            without_effect_at: correction.without_effect_at,
             unanswerable: correction.unanswerable,
             hold,
             slot_low: seasonal.slot_low,

@@ -683,9 +683,9 @@ fn a_burst_s_window_is_judged_against_the_room_it_met_not_the_room_left() {
 /// correction is raised every day and the misses are never told as not answerable,
 /// which 9257bf8 says no longer happens ("stays reported as not answerable by headroom
 /// each day"). A met window says the room serves the pods it meets, not that the
-/// burst's waits have become answerable.
+/// burst's waits have become answerable: only one at the time of day the misses came
+/// starts the count again.
 #[test]
-#[ignore = "fails on 9257bf8: a window met between the daily bursts restarts the raises"]
 fn a_daily_burst_waiting_on_an_affinity_is_not_raised_for_in_a_pool_that_meets_the_target() {
     let mut h = History { lead: Lead { lead_secs: vec![180], ..Default::default() }, ..Default::default() };
     let room = |cpu: u64| Rise { cpu_millis: cpu, memory_bytes: cpu << 21 };
