@@ -381,13 +381,8 @@ impl History {
         pod: Rise,
     ) -> (u32, Option<DateTime<Utc>>) {
         let lead = self.lead().duration;
-        let seen = DemandSeen {
-            cpu_millis: demand.cpu_millis,
-            memory_bytes: demand.memory_bytes,
-            rise_came,
-            may_wait: self.within_budget(),
-        };
-        Hold::keep(&mut self.hold, wanted, now, seen, (pod.cpu_millis, pod.memory_bytes), lead)
+        let seen = DemandSeen { requests: demand, rise_came, may_wait: self.within_budget() };
+        Hold::keep(&mut self.hold, wanted, now, seen, pod, lead)
     }
 
     /// What the pause pods hold from `at` (read by the measurements of the windows after).

@@ -404,18 +404,23 @@ impl Seasonal {
         day
     }
 
+    /// The newest demand sample, if newer than the absorb span `span`, and the lowest
+    /// demand within the span up to it.
+    fn span_low(&self, now: DateTime<Utc>, span: Duration) -> Option<(&DemandSample, Rise)> {
+        let last = self.recent.last().filter(|l| now - l.at < span)?;
+        let start = last.at - span;
+        let from = self.recent.iter().rposition(|r| r.since() <= start).unwrap_or(0);
+        let low = |f: fn(&DemandSample) -> u64| self.recent[from..].iter().map(f).min().unwrap_or(0);
+        Some((last, Rise { cpu_millis: low(|r| r.cpu_millis), memory_bytes: low(|r| r.memory_bytes) }))
+    }
+
     /// What rose within the absorb span `span` up to the newest demand sample (none if
     /// that is older than the span): a ramp under way goes on, and a rise longer ago than
     /// that has the nodes it made cluster-autoscaler launch.
     pub(super) fn rise_now(&self, now: DateTime<Utc>, span: Duration) -> Rise {
-        let Some(last) = self.recent.last().filter(|l| now - l.at < span) else { return Rise::default() };
-        let start = last.at - span;
-        let from = self.recent.iter().rposition(|r| r.since() <= start).unwrap_or(0);
-        let low = |f: fn(&DemandSample) -> u64| self.recent[from..].iter().map(f).min().unwrap_or(0);
-        Rise {
-            cpu_millis: last.cpu_millis - low(|r| r.cpu_millis),
-            memory_bytes: last.memory_bytes - low(|r| r.memory_bytes),
-        }
+        self.span_low(now, span).map_or(Rise::default(), |(last, low)| {
+            Rise { cpu_millis: last.cpu_millis, memory_bytes: last.memory_bytes }.less(low)
+        })
     }
 
     /// How far the newest sample's slot had risen, from its low, by the lowest demand
@@ -423,18 +428,11 @@ impl Seasonal {
     /// before the span began, so is no part of [`Seasonal::rise_now`] (none when the
     /// newest sample is older than the span, or its slot's low is not kept).
     pub(super) fn slot_rise_before_span(&self, now: DateTime<Utc>, span: Duration, tz: Tz) -> Rise {
-        let Some(last) = self.recent.last().filter(|l| now - l.at < span) else { return Rise::default() };
+        let Some((last, span_low)) = self.span_low(now, span) else { return Rise::default() };
         let (date, slot) = day_slot(last.at, tz);
-        let Some(low) = self.slot_low.filter(|l| l.date == date && usize::from(l.slot) == slot) else {
-            return Rise::default();
-        };
-        let start = last.at - span;
-        let from = self.recent.iter().rposition(|r| r.since() <= start).unwrap_or(0);
-        let span_low = |f: fn(&DemandSample) -> u64| self.recent[from..].iter().map(f).min().unwrap_or(0);
-        Rise {
-            cpu_millis: span_low(|r| r.cpu_millis).saturating_sub(low.cpu_millis),
-            memory_bytes: span_low(|r| r.memory_bytes).saturating_sub(low.memory_bytes),
-        }
+        self.slot_low
+            .filter(|l| l.date == date && usize::from(l.slot) == slot)
+            .map_or(Rise::default(), |l| span_low.less(Rise { cpu_millis: l.cpu_millis, memory_bytes: l.memory_bytes }))
     }
 
     /// The largest rise recorded in the slots covering `[from, to]`, if any slot has data,

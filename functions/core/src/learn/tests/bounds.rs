@@ -225,8 +225,9 @@ fn a_hold_written_before_it_kept_memory_sees_no_rise_in_memory() {
     let mut hold: Option<Hold> =
         serde_json::from_str(r#"{"replicas":16,"at":"2026-11-02T10:00:00Z","demand_cpu_millis":10000}"#).unwrap();
     assert_eq!(hold.unwrap().demand_memory_bytes, None);
-    let seen = DemandSeen { cpu_millis: 11_000, memory_bytes: 40 << 30, rise_came: true, may_wait: false };
-    let pod = (1_000, 2 << 30);
+    let requests = Rise { cpu_millis: 11_000, memory_bytes: 40 << 30 };
+    let seen = DemandSeen { requests, rise_came: true, may_wait: false };
+    let pod = Rise { cpu_millis: 1_000, memory_bytes: 2 << 30 };
     let (kept, until) = Hold::keep(&mut hold, 1, at + Duration::minutes(1), seen, pod, Duration::minutes(3));
     assert_eq!((kept, until), (15, Some(at + Duration::minutes(3))), "the 1 CPU's pod only");
 }

@@ -640,6 +640,29 @@ fn waits_no_pause_pod_can_shorten_do_not_raise_the_correction() {
     assert_eq!(fresh.unanswerable_today(t0 + Duration::hours(2)), 72);
 }
 
+/// Day `day` after Monday of a daily burst of 20 CPU of Jobs at 09:00:30 that waits on
+/// something no room changes: 60 CPU of room held until it came, 2 CPU after (the pause
+/// pods it preempted), and its 09:00–09:05 window, 6 of its 20 pods past a 10 s target.
+fn burst_waiting_on_an_affinity(h: &mut History, day: i64) -> WaitsSeen {
+    let room = |cpu: u64| Rise { cpu_millis: cpu, memory_bytes: cpu << 21 };
+    let t0 = monday() + Duration::days(day) + Duration::hours(9);
+    watch(h, t0 - Duration::minutes(30), 31, 14, |t| if t > t0 { 110_000 } else { 90_000 });
+    h.held(t0 - Duration::minutes(10), room(60_000), false, DecidedBy::Seasonal, None, false);
+    watch(h, t0 + Duration::minutes(1), 10, 14, |_| 110_000);
+    h.held(t0 + Duration::minutes(1), room(2_000), false, DecidedBy::Seasonal, None, true);
+    let window = WaitsSeen {
+        over: Some(6),
+        over_with_room: 0,
+        window_start: t0,
+        window_end: t0 + Duration::minutes(5),
+        pods: 20,
+        p95_ms: 90_000,
+        max_ms: 95_000,
+    };
+    h.measured(window, 10_000);
+    window
+}
+
 /// A daily burst of Jobs that waits on something no room changes (an affinity): the room
 /// asked for it was held until it came, and it preempted the pause pods, so the room
 /// decided after it is what the rest of the slot needs (little). Judged against the room
@@ -651,23 +674,8 @@ fn waits_no_pause_pod_can_shorten_do_not_raise_the_correction() {
 #[test]
 fn a_burst_s_window_is_judged_against_the_room_it_met_not_the_room_left() {
     let mut h = History { lead: Lead { lead_secs: vec![180], ..Default::default() }, ..Default::default() };
-    let room = |cpu: u64| Rise { cpu_millis: cpu, memory_bytes: cpu << 21 };
     for day in 0..6 {
-        let t0 = monday() + Duration::days(day) + Duration::hours(9);
-        watch(&mut h, t0 - Duration::minutes(30), 31, 14, |t| if t > t0 { 110_000 } else { 90_000 });
-        h.held(t0 - Duration::minutes(10), room(60_000), false, DecidedBy::Seasonal, None, false);
-        watch(&mut h, t0 + Duration::minutes(1), 10, 14, |_| 110_000);
-        h.held(t0 + Duration::minutes(1), room(2_000), false, DecidedBy::Seasonal, None, true);
-        let window = WaitsSeen {
-            over: Some(6),
-            over_with_room: 0,
-            window_start: t0,
-            window_end: t0 + Duration::minutes(5),
-            pods: 20,
-            p95_ms: 90_000,
-            max_ms: 95_000,
-        };
-        h.measured(window, 10_000);
+        burst_waiting_on_an_affinity(&mut h, day);
     }
     assert_eq!(h.correction.raised_without_effect, 2, "{:?}", h.correction);
     let last = monday() + Duration::days(5) + Duration::hours(9) + Duration::minutes(5);
@@ -688,24 +696,9 @@ fn a_burst_s_window_is_judged_against_the_room_it_met_not_the_room_left() {
 #[test]
 fn a_daily_burst_waiting_on_an_affinity_is_not_raised_for_in_a_pool_that_meets_the_target() {
     let mut h = History { lead: Lead { lead_secs: vec![180], ..Default::default() }, ..Default::default() };
-    let room = |cpu: u64| Rise { cpu_millis: cpu, memory_bytes: cpu << 21 };
     for day in 0..6 {
-        let t0 = monday() + Duration::days(day) + Duration::hours(9);
-        watch(&mut h, t0 - Duration::minutes(30), 31, 14, |t| if t > t0 { 110_000 } else { 90_000 });
-        h.held(t0 - Duration::minutes(10), room(60_000), false, DecidedBy::Seasonal, None, false);
-        watch(&mut h, t0 + Duration::minutes(1), 10, 14, |_| 110_000);
-        h.held(t0 + Duration::minutes(1), room(2_000), false, DecidedBy::Seasonal, None, true);
-        let window = WaitsSeen {
-            over: Some(6),
-            over_with_room: 0,
-            window_start: t0,
-            window_end: t0 + Duration::minutes(5),
-            pods: 20,
-            p95_ms: 90_000,
-            max_ms: 95_000,
-        };
-        h.measured(window, 10_000);
-        let afternoon = t0 + Duration::hours(5);
+        let window = burst_waiting_on_an_affinity(&mut h, day);
+        let afternoon = window.window_start + Duration::hours(5);
         let met = WaitsSeen {
             over: Some(0),
             window_start: afternoon - Duration::minutes(5),

@@ -188,8 +188,6 @@ impl Work<'_> {
             )
         });
         let running = if dry_run { observed_room } else { placed.room() };
-        // The learned room asks only for what of the window's rise is still to come.
-        let after_rise = came;
         if let Some(history) = self.record.learned.as_mut() {
             // In a dry run the prediction decided nothing the cluster holds: a burst above
             // the room there is no sign the prediction was short.
@@ -204,7 +202,8 @@ impl Work<'_> {
                 raw > replicas && !dry_run,
                 by,
                 dry_run.then(|| rise(placed.room())),
-                after_rise,
+                // The learned room asks only for what of the window's rise is still to come.
+                came,
             );
         }
         self.headroom = Some(HeadroomDecision { percent: percent.percent, wanted: raw, replicas, learned });
